@@ -1,0 +1,253 @@
+"""The parameter space: names, units, bounds, nominal values and input distributions.
+
+A :class:`ParameterSpace` is the one description of the model inputs that every
+grid, engine call, analysis and dataset shares. It is immutable and validated on
+construction, so a bad bound or an unknown unit fails before any work starts,
+with a message that names the parameter and the value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from sensitivity.errors import ConfigError
+from sensitivity.units import check_units
+
+Scale = Literal["linear", "log"]
+DistributionKind = Literal["uniform", "normal", "truncnormal", "lognormal", "triangular"]
+DISTRIBUTION_KINDS: tuple[str, ...] = ("uniform", "normal", "truncnormal", "lognormal", "triangular")
+
+#: Parameters each distribution kind takes (besides the bounds, used by uniform/truncnormal).
+_DISTRIBUTION_PARAMS: dict[str, tuple[str, ...]] = {
+    "uniform": (),
+    "normal": ("mean", "std"),
+    "truncnormal": ("mean", "std"),
+    "lognormal": ("median", "sigma_log"),
+    "triangular": ("mode",),
+}
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A marginal input distribution of one parameter, in physical units.
+
+    Parameters
+    ----------
+    kind
+        ``uniform`` on the parameter's bounds; ``normal`` (``mean``, ``std``);
+        ``truncnormal`` (``mean``, ``std``) truncated to the bounds; ``lognormal``
+        (``median``, ``sigma_log`` = standard deviation of the natural log);
+        ``triangular`` (``mode``) on the bounds.
+    params
+        The kind's parameters, by name.
+    """
+
+    kind: str = "uniform"
+    params: Mapping[str, float] = field(default_factory=dict)
+
+    def frozen(self, low: float, high: float) -> Any:
+        """Return the :mod:`scipy.stats` frozen distribution on bounds ``[low, high]``."""
+        p = self.params
+        if self.kind == "uniform":
+            return stats.uniform(loc=low, scale=high - low)
+        if self.kind == "normal":
+            return stats.norm(loc=p["mean"], scale=p["std"])
+        if self.kind == "truncnormal":
+            a, b = (low - p["mean"]) / p["std"], (high - p["mean"]) / p["std"]
+            return stats.truncnorm(a, b, loc=p["mean"], scale=p["std"])
+        if self.kind == "lognormal":
+            return stats.lognorm(s=p["sigma_log"], scale=p["median"])
+        if self.kind == "triangular":
+            return stats.triang(c=(p["mode"] - low) / (high - low), loc=low, scale=high - low)
+        raise ConfigError(f"distribution kind must be one of {DISTRIBUTION_KINDS}, got {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One model input.
+
+    Parameters
+    ----------
+    name
+        Identifier used in configs and datasets (unique within a space).
+    units
+        UDUNITS-2 units string, e.g. ``"day-1"``, ``"day"``, ``"1"``.
+    low, high
+        Finite bounds in physical units, ``low < high``.
+    nominal
+        Reference value inside the bounds; the midpoint (geometric midpoint for
+        ``scale="log"``) when omitted.
+    long_name
+        Human-readable description, written as the CF ``long_name``.
+    scale
+        ``"log"`` spaces factorial levels geometrically and requires ``low > 0``.
+    distribution
+        Input distribution for propagation and global indices; uniform on the
+        bounds when omitted.
+    """
+
+    name: str
+    units: str
+    low: float
+    high: float
+    nominal: float | None = None
+    long_name: str = ""
+    scale: Scale = "linear"
+    distribution: Distribution = field(default_factory=Distribution)
+
+    def __post_init__(self) -> None:
+        where = f"parameter {self.name!r}"
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ConfigError(f"parameter name must be an identifier, got {self.name!r}")
+        for attr in ("low", "high"):
+            value = getattr(self, attr)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{where}: `{attr}` must be a finite number, got {value!r}")
+        if not self.low < self.high:
+            raise ConfigError(f"{where}: bounds must be low < high, got ({self.low}, {self.high})")
+        if self.scale not in ("linear", "log"):
+            raise ConfigError(f"{where}: `scale` must be 'linear' or 'log', got {self.scale!r}")
+        if self.scale == "log" and self.low <= 0:
+            raise ConfigError(f"{where}: scale 'log' needs low > 0, got low={self.low}")
+        if self.nominal is None:
+            mid = math.sqrt(self.low * self.high) if self.scale == "log" else 0.5 * (self.low + self.high)
+            object.__setattr__(self, "nominal", float(mid))
+        elif not (isinstance(self.nominal, (int, float)) and self.low <= self.nominal <= self.high):
+            raise ConfigError(
+                f"{where}: `nominal` must lie in [{self.low}, {self.high}], got {self.nominal!r}"
+            )
+        check_units(self.units, where=f"{where}: `units`")
+        _check_distribution(self.distribution, self.low, self.high, where)
+
+    def frozen_distribution(self) -> Any:
+        """The parameter's input distribution as a :mod:`scipy.stats` frozen object."""
+        return self.distribution.frozen(self.low, self.high)
+
+
+def _check_distribution(dist: Distribution, low: float, high: float, where: str) -> None:
+    if dist.kind not in _DISTRIBUTION_PARAMS:
+        raise ConfigError(f"{where}: distribution kind must be one of {DISTRIBUTION_KINDS}, got {dist.kind!r}")
+    expected = set(_DISTRIBUTION_PARAMS[dist.kind])
+    if set(dist.params) != expected:
+        raise ConfigError(
+            f"{where}: distribution {dist.kind!r} takes parameters {sorted(expected)}, got {sorted(dist.params)}"
+        )
+    for key, value in dist.params.items():
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{where}: distribution `{key}` must be a finite number, got {value!r}")
+    for key in ("std", "sigma_log", "median"):
+        if key in dist.params and dist.params[key] <= 0:
+            raise ConfigError(f"{where}: distribution `{key}` must be > 0, got {dist.params[key]}")
+    if dist.kind == "triangular" and not low <= dist.params["mode"] <= high:
+        raise ConfigError(f"{where}: triangular `mode` must lie in [{low}, {high}], got {dist.params['mode']}")
+
+
+@dataclass(frozen=True)
+class ParameterSpace:
+    """An ordered, validated set of :class:`Parameter` with optional input correlation.
+
+    Parameters
+    ----------
+    parameters
+        The inputs, in the order of the model's input vector.
+    correlation
+        Optional ``[n, n]`` correlation matrix of the inputs, applied through a
+        Gaussian copula (symmetric, unit diagonal, positive definite).
+    """
+
+    parameters: tuple[Parameter, ...]
+    correlation: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", tuple(self.parameters))
+        if not self.parameters:
+            raise ConfigError("space: `parameters` must name at least one parameter, got none")
+        seen: set[str] = set()
+        for p in self.parameters:
+            if p.name in seen:
+                raise ConfigError(f"space: parameter names must be unique, got {p.name!r} twice")
+            seen.add(p.name)
+        if self.correlation is not None:
+            object.__setattr__(self, "correlation", _checked_correlation(self.correlation, len(self.parameters)))
+
+    @classmethod
+    def from_records(
+        cls, records: Sequence[Mapping[str, Any]], correlation: Sequence[Sequence[float]] | None = None
+    ) -> "ParameterSpace":
+        """Build a space from plain mappings (e.g. a config list), validating each field."""
+        parameters = []
+        for i, record in enumerate(records):
+            record = dict(record)
+            dist = record.pop("distribution", None) or {}
+            dist = dict(dist)
+            try:
+                distribution = Distribution(kind=dist.pop("kind", "uniform"), params=dist)
+                parameters.append(Parameter(distribution=distribution, **record))
+            except TypeError as err:  # unknown or missing field
+                raise ConfigError(f"space: parameter #{i} ({record.get('name', '?')!r}): {err}") from None
+        return cls(tuple(parameters), None if correlation is None else np.asarray(correlation, dtype=float))
+
+    @property
+    def names(self) -> list[str]:
+        """Parameter names in input order."""
+        return [p.name for p in self.parameters]
+
+    @property
+    def units(self) -> list[str]:
+        """Parameter units in input order."""
+        return [p.units for p in self.parameters]
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """``[n, 2]`` array of (low, high) in physical units."""
+        return np.array([[p.low, p.high] for p in self.parameters], dtype=float)
+
+    @property
+    def nominal(self) -> np.ndarray:
+        """``[n]`` nominal point in physical units."""
+        return np.array([p.nominal for p in self.parameters], dtype=float)
+
+    def __len__(self) -> int:
+        return len(self.parameters)
+
+    def index(self, name: str) -> int:
+        """Position of parameter ``name``; a clear error when it is not in the space."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ConfigError(f"unknown parameter {name!r}; the space has {self.names}") from None
+
+    def check_points(self, points: np.ndarray, *, what: str = "points") -> np.ndarray:
+        """Validate an ``[N, n]`` array of points: shape, finiteness, bounds."""
+        x = np.asarray(points, dtype=float)
+        if x.ndim != 2 or x.shape[1] != len(self):
+            raise ConfigError(f"{what}: expected shape [N, {len(self)}], got {list(x.shape)}")
+        bad = ~np.isfinite(x)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise ConfigError(f"{what}: {self.names[j]!r} is not finite at row {i}: {x[i, j]}")
+        lo, hi = self.bounds.T
+        outside = (x < lo) | (x > hi)
+        if outside.any():
+            i, j = np.argwhere(outside)[0]
+            raise ConfigError(
+                f"{what}: {self.names[j]!r} = {x[i, j]} at row {i} is outside its bounds [{lo[j]}, {hi[j]}]"
+            )
+        return x
+
+
+def _checked_correlation(matrix: np.ndarray, n: int) -> np.ndarray:
+    c = np.asarray(matrix, dtype=float)
+    if c.shape != (n, n):
+        raise ConfigError(f"space: `correlation` must be {n}x{n}, got shape {list(c.shape)}")
+    if not np.allclose(c, c.T) or not np.allclose(np.diag(c), 1.0):
+        raise ConfigError("space: `correlation` must be symmetric with a unit diagonal")
+    if np.linalg.eigvalsh(c).min() <= 0:
+        raise ConfigError(
+            f"space: `correlation` must be positive definite, smallest eigenvalue {np.linalg.eigvalsh(c).min():.3g}"
+        )
+    return c
