@@ -1,0 +1,263 @@
+"""CF-style labeled datasets: building, provenance, atomic and resumable writes, opening by name.
+
+Every workflow writes its results through this module, so every file shares one
+contract (see ``DESIGN.md``): integer index dims with names as non-dimension
+coordinates, ``long_name`` and ``units`` on every variable, and global attributes
+recording where the numbers came from. Writes are atomic (a temporary file
+renamed into place), and long computations write self-describing parts that a
+rerun resumes from, so a kill loses no finished work and a partial result is
+never mistaken for a complete one.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity import __version__
+from sensitivity.errors import DataError
+from sensitivity.labels import output_coords, parameter_coords
+from sensitivity.outputs import OutputSpec
+from sensitivity.units import quotient
+
+log = logging.getLogger(__name__)
+
+CONVENTIONS = "CF-1.8"
+ENCODING_ENGINE = "netcdf4"
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def output_dim_coords(spec: OutputSpec) -> dict[str, xr.Variable]:
+    """Coordinates of the model's own output dims (``output`` labels, or ``time``/``lat``/``lon`` values)."""
+    if len(spec.dims) == 1 and spec.dims[0].is_labels:
+        return output_coords(list(spec.dims[0].values), spec.flat_units())
+    coords = {}
+    for d in spec.dims:
+        attrs = {"long_name": d.long_name or d.name, "units": d.units}
+        if d.name in ("lat", "latitude"):
+            attrs.update(standard_name="latitude", units=d.units if d.units != "1" else "degrees_north")
+        elif d.name in ("lon", "longitude"):
+            attrs.update(standard_name="longitude", units=d.units if d.units != "1" else "degrees_east")
+        coords[d.name] = xr.Variable(d.name, np.asarray(d.values), attrs)
+    return coords
+
+
+def jacobian_units(spec: OutputSpec, parameter_units: Sequence[str]) -> tuple[str | None, np.ndarray]:
+    """Units of d output / d parameter: one string when they are uniform, and the full table.
+
+    Returns ``(uniform units or None, units array over (output labels?, parameter))``.
+    """
+    out_units = spec.flat_units() if isinstance(spec.units, tuple) else [spec.units]
+    table = np.array([[quotient(o, p) for p in parameter_units] for o in out_units], dtype=object)
+    uniform = table.flat[0] if np.all(table == table.flat[0]) else None
+    return uniform, table
+
+
+def sweep_dataset(
+    sample: np.ndarray,
+    points: np.ndarray,
+    values: np.ndarray,
+    jacobian: np.ndarray,
+    *,
+    parameter_names: Sequence[str],
+    parameter_units: Sequence[str],
+    parameter_long_names: Sequence[str] | None,
+    output: OutputSpec,
+    grid_size: int | None = None,
+) -> xr.Dataset:
+    """Label one block of a sweep: ``x(sample, parameter)``, ``y(sample, *out)``, ``jacobian(sample, *out, parameter)``.
+
+    Parameters
+    ----------
+    sample
+        Global indices of the points in the grid.
+    points, values, jacobian
+        ``[N, n]``, ``[N, *out]``, ``[N, *out, n]`` arrays in physical units.
+    grid_size
+        Size of the whole grid: the ``sample`` index is int32 (CF 1.8 has no int64) when it fits,
+        float64 (exact to 2^53) beyond.
+    """
+    out_dims = list(output.dim_names)
+    coords: dict[str, Any] = {
+        "sample": xr.Variable("sample", np.asarray(sample, dtype=sample_dtype(grid_size or len(sample))), {"long_name": "index of the point in the grid", "units": "1"}),
+        **parameter_coords(parameter_names, parameter_units),
+        **output_dim_coords(output),
+    }
+    if parameter_long_names:
+        coords["parameter_long_name"] = xr.Variable("parameter", np.asarray(parameter_long_names, dtype=object), {"long_name": "parameter description"})
+    uniform, table = jacobian_units(output, parameter_units)
+    x_units = parameter_units[0] if len(set(parameter_units)) == 1 else None
+    y_units = output.units if isinstance(output.units, str) else None
+    data = {
+        "x": (("sample", "parameter"), points, _attrs("parameter value at the point", x_units, "parameter_units")),
+        output.name: (("sample", *out_dims), values, _attrs(output.long_name, y_units, "output_units")),
+        "jacobian": (
+            ("sample", *out_dims, "parameter"),
+            jacobian,
+            _attrs(f"derivative of {output.long_name} with respect to the parameter", uniform, "jacobian_units"),
+        ),
+    }
+    ds = xr.Dataset(data, coords=coords)
+    if uniform is None:
+        dims = ("output", "parameter") if table.shape[0] > 1 else ("parameter",)
+        ds = ds.assign_coords(jacobian_units=(dims, table if table.shape[0] > 1 else table[0], {"long_name": "units of the jacobian"}))
+    return ds
+
+
+def sample_dtype(grid_size: int) -> type:
+    """int32 for grids that fit it (CF 1.8 allows no int64), else float64."""
+    return np.int32 if grid_size < 2**31 else np.float64
+
+
+def _attrs(long_name: str, units: str | None, units_coord: str) -> dict[str, str]:
+    """Attributes of a variable; when units vary along an axis they live in the ``units_coord`` coordinate."""
+    if units is not None:
+        return {"long_name": long_name, "units": units}
+    return {"long_name": long_name, "units_metadata": f"units vary along an axis: see coordinate {units_coord}"}
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def content_hash(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, as ``sha256:<hex>``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def provenance(
+    *,
+    title: str,
+    workflow: str,
+    config_yaml: str,
+    surrogate_source: str | None = None,
+    surrogate_hash: str | None = None,
+    seed: int | None = None,
+    inputs: Iterable[str | Path] = (),
+    history: str | None = None,
+) -> dict[str, str]:
+    """Global attributes: CF ``Conventions``/``title``/``history``/``source`` and the full provenance.
+
+    netCDF rejects dict and bool attributes, so everything is serialised to strings.
+    ``inputs`` are the result files this one was computed from; each is recorded with its hash.
+    """
+    import tensorflow as tf
+
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    line = f"{now}: sensitivity {__version__} {workflow}"
+    inputs = [str(p) for p in inputs]
+    versions = {"sensitivity": __version__, "python": platform.python_version(), "tensorflow": tf.__version__,
+                "numpy": np.__version__, "xarray": xr.__version__}
+    return {
+        "Conventions": CONVENTIONS,
+        "title": title,
+        "history": f"{history}\n{line}" if history else line,
+        "source": f"sensitivity {__version__} workflow '{workflow}' on surrogate {surrogate_source or 'none'}",
+        "institution": "",
+        "config": config_yaml,
+        "surrogate": surrogate_source or "",
+        "surrogate_hash": surrogate_hash or "",
+        "seed": "" if seed is None else str(seed),
+        "package_versions": json.dumps(versions, sort_keys=True),
+        "inputs": json.dumps({p: content_hash(p) for p in inputs}, sort_keys=True),
+    }
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def write_atomic(ds: xr.Dataset, path: str | Path) -> Path:
+    """Write ``ds`` to netCDF at ``path`` through a temporary file renamed into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    ds.to_netcdf(tmp, engine=ENCODING_ENGINE, encoding=_string_encoding(ds))
+    os.replace(tmp, path)
+    return path
+
+
+def _string_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """Store object (string) variables as variable-length strings, everything else as is."""
+    return {name: {"dtype": str} for name, var in ds.variables.items() if var.dtype == object}
+
+
+class PartWriter:
+    """Resumable, crash-safe writing of a long computation as self-describing parts.
+
+    Each finished block is written atomically as ``<path>.parts/part-<start>-<stop>.nc`` carrying a
+    ``fingerprint`` of the computation. A rerun with the same fingerprint skips the blocks already
+    on disk; :meth:`finalize` concatenates the parts lazily (bounded memory) into ``path`` through a
+    temporary file and removes the parts. Until then ``path`` does not exist, so a partial result
+    cannot be mistaken for a complete one.
+    """
+
+    def __init__(self, path: str | Path, fingerprint: str) -> None:
+        self.path = Path(path)
+        self.parts = self.path.with_name(self.path.name + ".parts")
+        self.fingerprint = fingerprint
+        self.parts.mkdir(parents=True, exist_ok=True)
+        marker = self.parts / "FINGERPRINT"
+        if marker.exists() and marker.read_text() != fingerprint:
+            raise DataError(
+                f"{self.parts} holds unfinished work of a different computation; delete it or write elsewhere "
+                f"(its fingerprint {marker.read_text()[:12]}..., this run {fingerprint[:12]}...)"
+            )
+        marker.write_text(fingerprint)
+
+    def done(self) -> set[tuple[int, int]]:
+        """The ``(start, stop)`` blocks already written."""
+        blocks = set()
+        for p in self.parts.glob("part-*.nc"):
+            _, start, stop = p.stem.split("-")
+            blocks.add((int(start), int(stop)))
+        return blocks
+
+    def write(self, ds: xr.Dataset, start: int, stop: int) -> None:
+        """Write one finished block atomically."""
+        write_atomic(ds.assign_attrs(fingerprint=self.fingerprint), self.parts / f"part-{start:012d}-{stop:012d}.nc")
+
+    def finalize(self, attrs: Mapping[str, str], dim: str = "sample") -> Path:
+        """Concatenate the parts along ``dim`` into ``path`` with global ``attrs``; remove the parts."""
+        files = sorted(self.parts.glob("part-*.nc"))
+        if not files:
+            raise DataError(f"{self.parts}: no parts to assemble")
+        with xr.open_mfdataset(files, combine="nested", concat_dim=dim, data_vars="minimal", coords="minimal",
+                               compat="override", join="override", engine=ENCODING_ENGINE,
+                               parallel=False, chunks={}) as ds:
+            ds.attrs = {k: v for k, v in ds.attrs.items() if k != "fingerprint"}
+            write_atomic(ds.assign_attrs(dict(attrs)), self.path)
+        shutil.rmtree(self.parts)
+        return self.path
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def by_name(ds: xr.Dataset) -> xr.Dataset:
+    """Index every ``<axis>_name`` coordinate so that ``ds.sel(parameter_name="beta")`` works."""
+    for name in list(ds.coords):
+        if name.endswith("_name") and ds[name].ndim == 1 and ds[name].dims[0] in ds.dims:
+            ds = ds.set_xindex(name)
+    return ds
+
+
+def open_result(path: str | Path) -> xr.Dataset:
+    """Open a result file with name indexes set (``ds.sel(parameter_name="beta")``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"result file not found: {path}")
+    return by_name(xr.open_dataset(path, engine=ENCODING_ENGINE))

@@ -1,0 +1,211 @@
+"""Designs: parameter grids of any size, generated block by block, and deterministic shards.
+
+A :class:`Grid` knows its size and returns any contiguous block of its points in
+physical units, so a sweep of 10^7 points never materialises the whole design.
+Quasi-random designs come from :mod:`scipy.stats.qmc`. ``shard(i, n)`` is a
+contiguous, disjoint slice of the global index; the shards concatenated equal the
+full grid, and every point keeps its global index as its ``sample`` coordinate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Sequence
+
+import numpy as np
+from scipy.stats import qmc
+
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.space import ParameterSpace
+
+GridKind = Literal["factorial", "sobol", "halton", "lhs", "random", "oat", "file"]
+GRID_KINDS = ("factorial", "sobol", "halton", "lhs", "random", "oat", "file")
+
+
+class Grid:
+    """Base class: ``size`` points in physical units, readable by contiguous blocks."""
+
+    space: ParameterSpace
+    size: int
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        """Points ``start:stop`` of the design, ``[stop - start, n]`` in physical units."""
+        raise NotImplementedError
+
+    def points(self) -> np.ndarray:
+        """The whole design (use :meth:`block` for designs larger than memory)."""
+        return self.block(0, self.size)
+
+
+@dataclass
+class FactorialGrid(Grid):
+    """Full factorial design: every combination of per-parameter levels (last parameter varies fastest).
+
+    ``levels`` per parameter; parameters with ``scale="log"`` get geometrically spaced levels.
+    """
+
+    space: ParameterSpace
+    levels: Sequence[int]
+
+    def __post_init__(self) -> None:
+        if len(self.levels) != len(self.space):
+            raise ConfigError(f"grid.levels: need one level count per parameter ({len(self.space)}), got {list(self.levels)}")
+        for name, k in zip(self.space.names, self.levels):
+            if not isinstance(k, (int, np.integer)) or k < 1:
+                raise ConfigError(f"grid.levels for {name!r} must be an integer >= 1, got {k!r}")
+        self._axes = [
+            _axis(p.low, p.high, k, p.scale) if k > 1 else np.array([p.nominal])
+            for p, k in zip(self.space.parameters, self.levels)
+        ]
+        self.size = int(np.prod(self.levels, dtype=np.int64))
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        index = np.unravel_index(np.arange(start, stop), tuple(self.levels))
+        return np.stack([axis[i] for axis, i in zip(self._axes, index)], axis=1)
+
+
+@dataclass
+class QmcGrid(Grid):
+    """Scrambled Sobol' or Halton sequence mapped to the bounds (log-scaled parameters geometrically).
+
+    Blocks are drawn by fast-forwarding a freshly seeded engine, so any block equals the
+    corresponding rows of the whole sequence.
+    """
+
+    space: ParameterSpace
+    size: int
+    kind: Literal["sobol", "halton"] = "sobol"
+    seed: int = 0
+    scramble: bool = True
+
+    def __post_init__(self) -> None:
+        _check_size(self.size)
+
+    def _engine(self) -> qmc.QMCEngine:
+        cls = qmc.Sobol if self.kind == "sobol" else qmc.Halton
+        return cls(d=len(self.space), scramble=self.scramble, rng=np.random.default_rng(self.seed))
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        engine = self._engine()
+        if start:
+            engine.fast_forward(start)
+        import warnings
+
+        with warnings.catch_warnings():  # scipy warns when n is not a power of 2; sizes are the user's choice
+            warnings.simplefilter("ignore", UserWarning)
+            unit = engine.random(stop - start)
+        return to_physical(self.space, unit)
+
+
+@dataclass
+class MaterialisedGrid(Grid):
+    """A design held in memory: Latin hypercube, uniform random, one-at-a-time, or read from a file."""
+
+    space: ParameterSpace
+    array: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.array = self.space.check_points(self.array, what="grid points")
+        self.size = len(self.array)
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        return self.array[start:stop]
+
+
+def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels: Sequence[int] | None = None,
+              seed: int = 0, scramble: bool = True, steps: int = 5, path: str | Path | None = None) -> Grid:
+    """Build the design named ``kind``.
+
+    Parameters
+    ----------
+    space
+        The parameter space.
+    kind
+        ``factorial`` (``levels``), ``sobol`` / ``halton`` (``n``, ``seed``, ``scramble``), ``lhs`` / ``random``
+        (``n``, ``seed``), ``oat`` (``steps`` per parameter around nominal), ``file`` (``path`` to .nc or .csv).
+    """
+    if kind not in GRID_KINDS:
+        raise ConfigError(f"grid.kind must be one of {GRID_KINDS}, got {kind!r}")
+    if kind == "factorial":
+        if levels is None:
+            raise ConfigError("grid.levels is required for a factorial grid")
+        return FactorialGrid(space, list(levels))
+    if kind == "oat":
+        return MaterialisedGrid(space, one_at_a_time(space, steps))
+    if kind == "file":
+        if path is None:
+            raise ConfigError("grid.path is required for a grid read from a file")
+        return MaterialisedGrid(space, read_points(space, path))
+    _check_size(n)
+    if kind in ("sobol", "halton"):
+        return QmcGrid(space, int(n), kind, seed, scramble)
+    rng = np.random.default_rng(seed)
+    unit = qmc.LatinHypercube(d=len(space), rng=rng).random(n) if kind == "lhs" else rng.random((n, len(space)))
+    return MaterialisedGrid(space, to_physical(space, unit))
+
+
+def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
+    """Global index range ``[start, stop)`` of shard ``shard`` of ``num_shards`` (contiguous, disjoint, covering)."""
+    if not isinstance(num_shards, int) or num_shards < 1:
+        raise ConfigError(f"grid.num_shards must be an integer >= 1, got {num_shards!r}")
+    if not isinstance(shard, int) or not 0 <= shard < num_shards:
+        raise ConfigError(f"grid.shard must be an integer in [0, {num_shards}), got {shard!r}")
+    return size * shard // num_shards, size * (shard + 1) // num_shards
+
+
+def to_physical(space: ParameterSpace, unit: np.ndarray) -> np.ndarray:
+    """Map points of the unit hypercube to the bounds (geometrically for ``scale="log"`` parameters)."""
+    low, high = space.bounds.T
+    log = np.array([p.scale == "log" for p in space.parameters])
+    linear = low + unit * (high - low)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        geometric = np.exp(np.log(np.where(log, low, 1.0)) + unit * np.log(np.where(log, high / low, 1.0)))
+    return np.clip(np.where(log, geometric, linear), low, high)
+
+
+def one_at_a_time(space: ParameterSpace, steps: int) -> np.ndarray:
+    """The nominal point, then ``steps`` levels of each parameter across its bounds with the others at nominal."""
+    if not isinstance(steps, int) or steps < 2:
+        raise ConfigError(f"grid.steps must be an integer >= 2, got {steps!r}")
+    rows = [space.nominal]
+    for j, p in enumerate(space.parameters):
+        for value in _axis(p.low, p.high, steps, p.scale):
+            row = space.nominal.copy()
+            row[j] = value
+            rows.append(row)
+    return np.array(rows)
+
+
+def read_points(space: ParameterSpace, path: str | Path) -> np.ndarray:
+    """Read points from a netCDF file (variable ``x(sample, parameter)`` with ``parameter_name``) or a CSV file
+    with one column per parameter name (extra columns ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"grid.path: file not found: {path}")
+    if path.suffix == ".csv":
+        import pandas as pd
+
+        table = pd.read_csv(path)
+        missing = [n for n in space.names if n not in table.columns]
+        if missing:
+            raise DataError(f"grid.path {path}: missing column(s) {missing}; it has {list(table.columns)}")
+        return table[space.names].to_numpy(dtype=float)
+    import xarray as xr
+
+    with xr.open_dataset(path) as ds:
+        if "x" not in ds or "parameter_name" not in ds.coords:
+            raise DataError(f"grid.path {path}: needs a variable x(sample, parameter) with coordinate parameter_name")
+        names = [str(v) for v in ds["parameter_name"].values]
+        missing = [n for n in space.names if n not in names]
+        if missing:
+            raise DataError(f"grid.path {path}: missing parameter(s) {missing}; it has {names}")
+        return ds["x"].transpose("sample", "parameter").values[:, [names.index(n) for n in space.names]].astype(float)
+
+
+def _axis(low: float, high: float, k: int, scale: str) -> np.ndarray:
+    return np.geomspace(low, high, k) if scale == "log" else np.linspace(low, high, k)
+
+
+def _check_size(n: int | None) -> None:
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"grid.n must be an integer >= 1, got {n!r}")

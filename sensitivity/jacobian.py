@@ -1,0 +1,221 @@
+"""The compiled Jacobian engine.
+
+:func:`compile_jacobian` builds, once per surrogate, a ``tf.function`` with a
+fixed input signature ``[None, n_in]`` that returns the values and the Jacobian
+of a whole batch of points, and feeds it fixed-size chunks (the last one padded)
+so it never retraces and XLA compiles it exactly once.
+
+Forward mode pushes all ``n_in`` unit tangents through the model at once
+(``ForwardAccumulator`` inside ``vectorized_map``); reverse mode pulls all
+``n_out`` cotangents back at once (``GradientTape.batch_jacobian``). The cost of
+each is proportional to the number of tangents, so ``mode="auto"`` picks forward
+when ``n_in <= n_out``. The chunk size follows from a memory budget and the
+model's per-point activation size measured on its traced graph, so memory stays
+bounded whatever the number of points.
+
+References
+----------
+Griewank, A. & Walther, A. (2008), Evaluating Derivatives, 2nd ed., SIAM,
+doi:10.1137/1.9780898717761 (forward vs reverse cost).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterator, Literal
+
+import numpy as np
+import tensorflow as tf
+
+from sensitivity.errors import ConfigError
+from sensitivity.surrogate import DTYPES, Surrogate
+
+Mode = Literal["auto", "forward", "reverse"]
+MODES = ("auto", "forward", "reverse")
+
+#: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
+#: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
+MIN_CHUNK, MAX_CHUNK = 64, 8192
+
+
+@dataclass
+class CompiledJacobian:
+    """Values and Jacobians of a surrogate, compiled once and evaluated in fixed-size chunks.
+
+    Build with :func:`compile_jacobian`. Calling it on ``[N, n_in]`` points returns numpy arrays
+    ``values [N, *out]`` and ``jacobian [N, *out, n_in]`` in physical units (d output / d parameter).
+    """
+
+    surrogate: Surrogate
+    mode: str
+    jit_compile: bool
+    dtype: str
+    chunk_size: int
+    activation_size: int
+    _jacobian_fn: tf.types.experimental.PolymorphicFunction = field(repr=False)
+    _value_fn: tf.types.experimental.PolymorphicFunction = field(repr=False)
+    _traces: dict[str, int] = field(repr=False)
+
+    @property
+    def trace_count(self) -> int:
+        """How many times the Jacobian function has been traced (1 after first use, whatever N)."""
+        return self._traces["jacobian"]
+
+    @property
+    def value_trace_count(self) -> int:
+        """How many times the values-only function has been traced."""
+        return self._traces["value"]
+
+    def __call__(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Values and Jacobians at ``points [N, n_in]``: ``([N, *out], [N, *out, n_in])``."""
+        x = self._check(points)
+        n, out_shape = x.shape[0], self.surrogate.output.shape
+        values = np.empty((n, *out_shape), self.dtype)
+        jacobian = np.empty((n, *out_shape, self.surrogate.n_in), self.dtype)
+        for start, chunk_values, chunk_jacobian in self.iter_chunks(x):
+            stop = start + len(chunk_values)
+            values[start:stop], jacobian[start:stop] = chunk_values, chunk_jacobian
+        return values, jacobian
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        """Values only at ``points [N, n_in]``, compiled and chunked like the Jacobian: ``[N, *out]``."""
+        x = self._check(points)
+        out = np.empty((x.shape[0], *self.surrogate.output.shape), self.dtype)
+        for start, chunk in _chunks(x, self.chunk_size):
+            out[start : start + len(chunk)] = self._run(self._value_fn, chunk)[0]
+        return out
+
+    def iter_chunks(self, points: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Yield ``(start, values, jacobian)`` per chunk of ``points``; memory is one chunk's worth."""
+        x = self._check(points)
+        for start, chunk in _chunks(x, self.chunk_size):
+            values, jacobian = self._run(self._jacobian_fn, chunk)
+            yield start, values, jacobian
+
+    def _run(self, fn: tf.types.experimental.PolymorphicFunction, chunk: np.ndarray) -> list[np.ndarray]:
+        """Evaluate ``fn`` on one chunk, padded to the fixed chunk size, and unflatten the outputs."""
+        rows = len(chunk)
+        if rows < self.chunk_size:  # repeat the last point: in-domain and finite, trimmed below
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], self.chunk_size - rows, axis=0)])
+        results = fn(tf.constant(chunk, dtype=self.dtype))
+        out_shape, n_in = self.surrogate.output.shape, self.surrogate.n_in
+        shapes = [(rows, *out_shape), (rows, *out_shape, n_in)]
+        return [r.numpy()[:rows].reshape(s) for r, s in zip(results, shapes)]
+
+    def _check(self, points: np.ndarray) -> np.ndarray:
+        x = np.asarray(points, dtype=self.dtype)
+        if x.ndim != 2 or x.shape[1] != self.surrogate.n_in:
+            raise ConfigError(f"points must have shape [N, {self.surrogate.n_in}], got {list(np.shape(points))}")
+        return x
+
+
+def compile_jacobian(
+    surrogate: Surrogate,
+    mode: Mode = "auto",
+    *,
+    jit_compile: bool = True,
+    chunk_size: int | None = None,
+    memory_budget_mb: float = 1024.0,
+) -> CompiledJacobian:
+    """Compile the values-and-Jacobian function of ``surrogate``.
+
+    Parameters
+    ----------
+    surrogate
+        The model (see :func:`sensitivity.load_surrogate`); its dtype is the compute dtype.
+    mode
+        ``"forward"`` (cost ~ n_in tangents), ``"reverse"`` (cost ~ n_out cotangents) or ``"auto"``:
+        forward when ``n_in <= n_out``.
+    jit_compile
+        Compile with XLA (faster vectorised forward mode; one compile per chunk shape).
+    chunk_size
+        Points per compiled call; derived from ``memory_budget_mb`` when omitted.
+    memory_budget_mb
+        Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs.
+
+    Returns
+    -------
+    CompiledJacobian
+    """
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
+    if surrogate.dtype not in DTYPES:
+        raise ConfigError(f"`dtype` must be one of {DTYPES}, got {surrogate.dtype!r}")
+    n_in, n_out = surrogate.n_in, surrogate.output_size
+    resolved = ("forward" if n_in <= n_out else "reverse") if mode == "auto" else mode
+    traces = {"jacobian": 0, "value": 0}
+    signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
+
+    def flat_values(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(surrogate.fn(x), [-1, n_out])
+
+    def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
+        traces["value"] += 1
+        return (flat_values(x),)
+
+    def forward(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        traces["jacobian"] += 1
+
+        def directional(tangent: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            with tf.autodiff.ForwardAccumulator(x, tf.broadcast_to(tangent, tf.shape(x))) as acc:
+                y = flat_values(x)
+            return y, acc.jvp(y)
+
+        ys, jvps = tf.vectorized_map(directional, tf.eye(n_in, dtype=x.dtype))  # [n_in, B, n_out] each
+        return ys[0], tf.transpose(jvps, [1, 2, 0])
+
+    def reverse(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        traces["jacobian"] += 1
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = flat_values(x)
+        return y, tape.batch_jacobian(y, x)
+
+    compile_fn = lambda f: tf.function(f, input_signature=signature, jit_compile=jit_compile, reduce_retracing=False)
+    value_fn = compile_fn(values_only)
+    jacobian_fn = compile_fn(forward if resolved == "forward" else reverse)
+    activation = _activation_size(value_fn, n_in)
+    traces["value"] = 0  # tracing for the graph inspection does not count as a retrace
+    if chunk_size is None:
+        chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
+                                     memory_budget_mb)
+    elif not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
+    return CompiledJacobian(surrogate, resolved, jit_compile, surrogate.dtype, chunk_size, activation,
+                            jacobian_fn, value_fn, traces)
+
+
+def auto_chunk_size(activation_size: int, n_in: int, n_out: int, mode: str, itemsize: int,
+                    memory_budget_mb: float) -> int:
+    """Points per chunk so that one chunk's working memory fits ``memory_budget_mb`` [MiB].
+
+    Per point, forward mode holds the primal activations and one tangent copy per input
+    (``(n_in + 1) * activation_size`` numbers); reverse mode one cotangent copy per output
+    (``(n_out + 1) * activation_size``); both hold the ``n_out * n_in`` Jacobian.
+    """
+    if not memory_budget_mb > 0:
+        raise ConfigError(f"`memory_budget_mb` must be > 0, got {memory_budget_mb!r}")
+    copies = (n_in if mode == "forward" else n_out) + 1
+    per_point = itemsize * (copies * activation_size + n_out * (n_in + 1) + n_in)
+    fit = int(memory_budget_mb * 2**20 // per_point)
+    return int(min(MAX_CHUNK, max(MIN_CHUNK, 2 ** int(math.log2(max(fit, 1))))))
+
+
+def _activation_size(value_fn: tf.types.experimental.PolymorphicFunction, n_in: int) -> int:
+    """Numbers per point held by the model's intermediate tensors, read off its traced graph.
+
+    Sums the per-row sizes of every op output whose leading dimension is the (unknown) batch.
+    """
+    graph = value_fn.get_concrete_function().graph
+    total = 0
+    for op in graph.get_operations():
+        for out in op.outputs:
+            shape = out.shape
+            if shape.rank and shape.rank >= 1 and shape[0] is None and shape[1:].is_fully_defined():
+                total += int(np.prod(shape[1:].as_list(), dtype=np.int64))
+    return max(total, n_in)
+
+
+def _chunks(x: np.ndarray, size: int) -> Iterator[tuple[int, np.ndarray]]:
+    for start in range(0, x.shape[0], size):
+        yield start, x[start : start + size]

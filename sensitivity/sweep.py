@@ -1,0 +1,133 @@
+"""Streaming a compiled Jacobian over a grid into a resumable, labeled dataset.
+
+:func:`sweep` evaluates a :class:`~sensitivity.grids.Grid` (or one shard of it)
+block by block through a :class:`~sensitivity.jacobian.CompiledJacobian` and
+hands every finished block to a :class:`~sensitivity.datasets.PartWriter`, so
+memory is bounded by one block whatever the grid size, a killed run resumes
+where it stopped, and the final file appears only when every block is done.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from sensitivity.datasets import PartWriter, sweep_dataset
+from sensitivity.grids import Grid, shard_bounds
+from sensitivity.jacobian import CompiledJacobian
+
+log = logging.getLogger(__name__)
+
+#: Target size of one part file [bytes]; parts are whole multiples of the chunk size.
+PART_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a sweep did: points, throughput, non-finite counts and where the result is."""
+
+    path: Path
+    points: int
+    computed: int
+    seconds: float
+    nonfinite_values: int
+    nonfinite_jacobian: int
+
+    @property
+    def jacobians_per_second(self) -> float:
+        """Throughput of this run [Jacobians s-1] (points computed now, excluding resumed ones)."""
+        return self.computed / self.seconds if self.seconds > 0 else float("nan")
+
+
+def part_points(jac: CompiledJacobian, requested: int | None = None) -> int:
+    """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of output."""
+    n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
+    if requested is None:
+        per_point = np.dtype(jac.dtype).itemsize * (n_in + n_out * (n_in + 1))
+        requested = max(1, PART_BYTES // per_point)
+    return max(1, -(-int(requested) // jac.chunk_size)) * jac.chunk_size
+
+
+def sweep(
+    jac: CompiledJacobian,
+    grid: Grid,
+    path: str | Path,
+    *,
+    attrs: Mapping[str, str],
+    fingerprint: str,
+    shard: int = 0,
+    num_shards: int = 1,
+    points_per_part: int | None = None,
+    parameter_long_names: list[str] | None = None,
+    progress: bool = True,
+) -> SweepSummary:
+    """Compute values and Jacobians on shard ``shard`` of ``num_shards`` of ``grid`` and write them to ``path``.
+
+    Parameters
+    ----------
+    jac
+        The compiled engine.
+    grid
+        The design; its points must be in the surrogate's input order.
+    path
+        Final netCDF file; parts go to ``<path>.parts/`` until the end.
+    attrs
+        Global attributes (provenance) of the final file.
+    fingerprint
+        Identity of the computation; parts with another fingerprint are refused, not mixed.
+    points_per_part
+        Points per part file (rounded up to whole chunks); about 64 MiB of output when omitted.
+    progress
+        Show a progress bar (points/s, ETA) that does not garble logging.
+    """
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    start, stop = shard_bounds(grid.size, shard, num_shards)
+    writer = PartWriter(path, fingerprint)
+    step = part_points(jac, points_per_part)
+    blocks = [(b, min(b + step, stop)) for b in range(start, stop, step)]
+    done = writer.done()
+    todo = [b for b in blocks if b not in done]
+    names, units = jac.surrogate.input_names, jac.surrogate.input_units
+    computed = 0
+    t0 = time.perf_counter()
+    with logging_redirect_tqdm(), tqdm(total=stop - start, initial=(stop - start) - sum(b - a for a, b in todo),
+                                       unit="pt", unit_scale=True, disable=not progress, desc="sweep") as bar:
+        for a, b in todo:
+            points = grid.block(a, b)
+            values, jacobian = jac(points)
+            ds = sweep_dataset(np.arange(a, b), points, values, jacobian, parameter_names=names,
+                               parameter_units=units, parameter_long_names=parameter_long_names,
+                               output=jac.surrogate.output, grid_size=grid.size)
+            ds.attrs.update(nonfinite_values=int(np.size(values) - np.isfinite(values).sum()),
+                            nonfinite_jacobian=int(np.size(jacobian) - np.isfinite(jacobian).sum()))
+            writer.write(ds, a, b)
+            computed += b - a
+            bar.update(b - a)
+    seconds = time.perf_counter() - t0
+    if todo != blocks:
+        log.info("resumed: %d of %d parts were already on disk", len(blocks) - len(todo), len(blocks))
+    bad_values, bad_jacobian = _count_nonfinite(writer)
+    final_attrs = {**attrs, "nonfinite_values": bad_values, "nonfinite_jacobian": bad_jacobian,
+                   "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"}
+    out = writer.finalize(final_attrs)
+    if bad_values or bad_jacobian:
+        log.warning("%s: %d non-finite values and %d non-finite Jacobian entries (kept as NaN/Inf, counted in "
+                    "attributes nonfinite_values / nonfinite_jacobian)", out, bad_values, bad_jacobian)
+    return SweepSummary(out, stop - start, computed, seconds, bad_values, bad_jacobian)
+
+
+def _count_nonfinite(writer: PartWriter) -> tuple[int, int]:
+    import netCDF4
+
+    values = jacobian = 0
+    for p in writer.parts.glob("part-*.nc"):
+        with netCDF4.Dataset(p) as nc:
+            values += int(nc.getncattr("nonfinite_values"))
+            jacobian += int(nc.getncattr("nonfinite_jacobian"))
+    return values, jacobian

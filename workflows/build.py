@@ -1,0 +1,79 @@
+"""Turn composed config nodes into library objects (the only place that reads a DictConfig)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from sensitivity import __version__
+from sensitivity.errors import ConfigError
+from sensitivity.grids import Grid, make_grid
+from sensitivity.space import ParameterSpace
+
+log = logging.getLogger(__name__)
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain Python containers, interpolations resolved."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) or OmegaConf.is_list(node) else node
+
+
+def space_from(cfg: DictConfig) -> ParameterSpace:
+    """The ParameterSpace of ``cfg.space``."""
+    records = [{k: v for k, v in p.items() if v is not None} for p in plain(cfg.space.parameters)]
+    return ParameterSpace.from_records(records, plain(cfg.space.correlation))
+
+
+def surrogate_from(cfg: DictConfig, space: ParameterSpace):
+    """Load ``cfg.model`` with the space's names and units and ``cfg.jacobian.dtype``."""
+    from sensitivity.surrogate import load_surrogate
+
+    source = cfg.model.source
+    if not (":" in source and not Path(source).exists()):
+        source = str(Path(source).expanduser())
+    return load_surrogate(source, input_names=space.names, input_units=space.units, output=plain(cfg.model.output),
+                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling), dtype=cfg.jacobian.dtype)
+
+
+def engine_from(cfg: DictConfig, surrogate):
+    """Compile the Jacobian engine with ``cfg.jacobian``."""
+    from sensitivity.jacobian import compile_jacobian
+
+    j = cfg.jacobian
+    return compile_jacobian(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
+                            memory_budget_mb=j.memory_budget_mb)
+
+
+def grid_from(cfg: DictConfig, space: ParameterSpace) -> Grid:
+    """The design of ``cfg.grid``."""
+    g = cfg.grid
+    return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
+                     steps=g.steps, path=g.path)
+
+
+def config_yaml(cfg: DictConfig) -> str:
+    """The resolved config as YAML (recorded in every result)."""
+    return OmegaConf.to_yaml(cfg, resolve=True)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A stable hash of the things that define a computation (config nodes, hashes, versions)."""
+    payload = json.dumps([plain(p) for p in parts] + [__version__], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def output_dir(cfg: DictConfig) -> Path:
+    """The run directory (Hydra's, or ``output_dir=...`` given when composing in a test)."""
+    path = Path(cfg.output_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def check_choice(value: Any, choices: tuple, key: str) -> None:
+    """A clear error for a config value outside its choices."""
+    if value not in choices:
+        raise ConfigError(f"`{key}` must be one of {list(choices)}, got {value!r}")

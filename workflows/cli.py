@@ -1,0 +1,86 @@
+"""The command line: ``sensitivity <workflow> [hydra overrides]``.
+
+Each workflow is a module of this package with a ``SUMMARY`` line and a ``run(cfg)``
+function, and a primary config ``conf/<workflow>.yaml``. Hydra composes the config
+(``--help``, ``--cfg job``, ``-m`` multiruns and launchers all work as usual); a
+:class:`~sensitivity.errors.SensitivityError` ends the run with its one-line message
+and exit code 2.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+#: Workflow name -> module, in the order `sensitivity --help` lists them.
+WORKFLOWS = {
+    "run": "workflows.run",
+    "sweep": "workflows.sweep",
+    "train": "workflows.train",
+    "calibrate": "workflows.calibrate",
+    "propagate": "workflows.propagate",
+    "indices": "workflows.indices",
+    "export": "workflows.export",
+    "merge": "workflows.merge",
+}
+
+log = logging.getLogger("sensitivity")
+
+
+def available() -> dict[str, str]:
+    """Workflows whose module exists, with their one-line summaries."""
+    found = {}
+    for name, module in WORKFLOWS.items():
+        try:
+            found[name] = importlib.import_module(module).SUMMARY
+        except ModuleNotFoundError:
+            continue
+    return found
+
+
+def usage() -> str:
+    lines = ["usage: sensitivity <workflow> [hydra overrides ...]", "", "workflows:"]
+    lines += [f"  {name:<10} {summary}" for name, summary in available().items()]
+    lines += ["", "Each workflow's options: sensitivity <workflow> --help; its composed config: "
+              "sensitivity <workflow> --cfg job", "Start with: sensitivity run"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``sensitivity`` console script."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return
+    name, overrides = argv[0], argv[1:]
+    if name not in available():
+        print(f"sensitivity: unknown workflow {name!r}\n\n{usage()}", file=sys.stderr)
+        raise SystemExit(2)
+    module = importlib.import_module(WORKFLOWS[name])
+    _hydra_main(name, module.run, overrides)
+
+
+def _hydra_main(name: str, run, overrides: list[str]) -> None:
+    import hydra
+
+    from sensitivity.errors import SensitivityError
+    from workflows.schema import register
+
+    register()
+
+    def task(cfg) -> None:
+        try:
+            run(cfg)
+        except SensitivityError as err:
+            log.error("%s: %s", name, err)
+            raise SystemExit(2) from None
+
+    sys.argv = [f"sensitivity {name}", *overrides]
+    hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=name)(task)()

@@ -1,0 +1,46 @@
+"""Workflow `sweep`: values and Jacobians of a surrogate over a parameter grid -> sweep.nc."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from workflows import build
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "values and Jacobians of a surrogate over a parameter grid -> sweep.nc"
+
+
+def run(cfg: DictConfig) -> Path:
+    """Run the sweep described by ``cfg``; return the path of ``sweep.nc``."""
+    from sensitivity.datasets import provenance
+    from sensitivity.grids import shard_bounds
+    from sensitivity.sweep import sweep
+
+    space = build.space_from(cfg)
+    grid = build.grid_from(cfg, space)
+    shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)  # fail before loading the model
+    surrogate = build.surrogate_from(cfg, space)
+    jac = build.engine_from(cfg, surrogate)
+    out = build.output_dir(cfg) / "sweep.nc"
+    log.info("sweep: %d points of %s grid, %s mode, %s, chunk %d -> %s", grid.size, cfg.grid.kind, jac.mode,
+             jac.dtype, jac.chunk_size, out)
+    attrs = provenance(title=f"Jacobian sweep of {surrogate.source}", workflow="sweep",
+                       config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+                       surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed,
+                       inputs=[cfg.grid.path] if cfg.grid.kind == "file" else [])
+    attrs["engine"] = f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}"
+    key = build.fingerprint(cfg.model, cfg.space, cfg.grid, cfg.jacobian.dtype, cfg.points_per_part,
+                            surrogate.content_hash)
+    summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
+                    num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
+                    parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
+    log.info("sweep done: %d points, %.0f Jacobians/s, %s", summary.points, summary.jacobians_per_second, summary.path)
+    if cfg.plots:
+        from sensitivity.plots import sweep_figure
+
+        figure = sweep_figure(summary.path, build.output_dir(cfg) / "sweep.png")
+        log.info("figure: %s", figure)
+    return summary.path
