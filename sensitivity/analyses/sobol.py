@@ -1,0 +1,287 @@
+"""Variance-based (Sobol') first, total and second-order indices of every output at once.
+
+``sample`` builds Saltelli's design from a scrambled Sobol' sequence; the model is
+evaluated on all of its rows in one batched call; ``analyze`` turns the values
+``[N (G + 2), m]`` (or ``[N (2G + 2), m]`` with second order) into a labeled
+dataset with bootstrap intervals and a convergence record.
+
+Estimators (Saltelli et al. 2010, doi:10.1016/j.cpc.2009.09.018, Table 2), for a
+factor (parameter or group) ``i`` with ``A_B^(i)`` the matrix ``A`` whose ``i``
+columns come from ``B``, and ``V`` the variance of the stacked ``[f(A); f(B)]``::
+
+    S1_i = mean( f(B) (f(A_B^(i)) - f(A)) ) / V           Saltelli 2010, (b)
+    ST_i = mean( (f(A) - f(A_B^(i)))^2 ) / (2 V)           Jansen 1999, (f)
+    S2_ij = mean( f(B_A^(i)) f(A_B^(j)) - f(A) f(B) ) / V - S1_i - S1_j   Saltelli 2002
+
+Before the estimators the values of each output are centred and scaled by the mean
+and standard deviation of all its rows. This is SALib 1.6's ``sobol.analyze``
+convention (centring removes the bias of the first-order estimator for outputs
+with a large mean), and the layout of ``sample`` is SALib's ``sample.sobol``
+layout, so the same rows fed to SALib give the same numbers.
+
+Inputs must be independent: the estimators swap columns between ``A`` and ``B``,
+which breaks any dependence, so a space with a correlation matrix is refused.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses import _indices
+from sensitivity.analyses._indices import IntervalKind, Seed
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.labels import axis_coords, matrix_coords
+from sensitivity.space import ParameterSpace
+from sensitivity.units import product
+
+Groups = Mapping[str, Sequence[str]]
+
+#: Budget of float64 elements for one chunk of per-row terms (about 128 MiB).
+_CHUNK_ELEMENTS = 1 << 24
+
+#: ``status`` flag values.
+STATUS_OK, STATUS_CONSTANT = 0, 1
+
+
+def sample(
+    space: ParameterSpace,
+    n: int,
+    *,
+    seed: Seed = None,
+    calc_second_order: bool = False,
+    groups: Groups | None = None,
+) -> np.ndarray:
+    """Saltelli's design of ``n`` base rows: ``[n (G + 2), d]`` (``[n (2G + 2), d]`` with second order).
+
+    A scrambled Sobol' sequence of ``2d`` columns gives ``A`` (first ``d``) and ``B``
+    (last ``d``); row block ``k`` holds ``A_k``, ``A_B^(1..G)_k``, (``B_A^(1..G)_k``),
+    ``B_k`` in that order, exactly as SALib's ``sample.sobol``. Unit-cube values go
+    through each parameter's quantile function.
+
+    Parameters
+    ----------
+    space
+        Independent inputs (a correlation matrix is refused).
+    n
+        Base sample size ``N``, a power of two.
+    seed
+        Seed of the scrambling (int, Generator or None).
+    calc_second_order
+        Also build ``B_A^(i)`` for second-order indices.
+    groups
+        Optional ``{group_name: [parameter names]}``, a partition of the parameters;
+        columns of a group are swapped together and ``G`` is the number of groups.
+
+    Returns
+    -------
+    numpy.ndarray
+        Points in physical units, one row per model evaluation.
+    """
+    _indices.require_independent(space, method="Sobol' sampling")
+    members = _membership(space, groups)
+    d = len(space)
+    base = _indices.sobol_base(2 * d, n, seed)
+    a, b = base[:, :d], base[:, d:]
+    blocks = [a[:, None], np.where(members[None], b[:, None], a[:, None])]
+    if calc_second_order:
+        blocks.append(np.where(members[None], a[:, None], b[:, None]))
+    blocks.append(b[:, None])
+    unit = np.concatenate(blocks, axis=1).reshape(-1, d)
+    return _indices.to_physical(space, unit)
+
+
+def analyze(
+    values: np.ndarray,
+    space: ParameterSpace,
+    *,
+    groups: Groups | None = None,
+    calc_second_order: bool = False,
+    n_resamples: int = 100,
+    conf_level: float = 0.95,
+    interval: IntervalKind = "percentile",
+    seed: Seed = None,
+    convergence_start: int = 64,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """First and total (and second) order Sobol' indices of every output, with bootstrap intervals.
+
+    Parameters
+    ----------
+    values
+        ``[N (G + 2), m]`` model values on the rows of :func:`sample` (``[N (2G + 2), m]``
+        with ``calc_second_order``), ``N`` a power of two, one column per output.
+    space
+        The parameter space the design was drawn from.
+    groups
+        The same ``{group_name: [parameter names]}`` given to :func:`sample`.
+    calc_second_order
+        The design includes ``B_A^(i)``; adds ``S2``.
+    n_resamples, conf_level, interval
+        Bootstrap over the ``N`` base rows (one resampling shared by all outputs and
+        factors): number of resamples, level, and ``"percentile"`` or ``"normal"``
+        (estimate -+ z sd, SALib's ``*_conf``).
+    seed
+        Seed of the bootstrap; an integer ``s`` draws the resamples SALib draws with ``seed=s``.
+    convergence_start
+        Smallest base size of the convergence record, a power of two: indices are
+        recomputed on the nested prefixes ``N' = start, 2 start, ..., N`` of the design
+        (each prefix of a scrambled Sobol' sequence is itself balanced).
+    output_names, output_units
+        Labels and UDUNITS-2 units of the ``m`` outputs.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``S1``, ``ST`` ``(factor, output)`` with ``*_interval`` ``(factor, output, bound)``,
+        ``S2`` ``(factor_i, factor_j, output)`` (symmetric, NaN diagonal) when asked,
+        ``variance (output)``, ``S1_convergence``/``ST_convergence`` ``(n_samples, factor, output)``
+        and ``status (output)`` (1 where an output is constant: its indices are NaN).
+        ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
+    """
+    _indices.require_independent(space, method="Sobol' analysis")
+    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    members = _membership(space, groups)
+    g = members.shape[0]
+    y = _indices.as_values(values)
+    per_block = 2 * g + 2 if calc_second_order else g + 2
+    n = _base_size(y.shape[0], per_block, g, calc_second_order)
+    _indices.check_power_of_two(convergence_start, what="convergence_start")
+    blocks = y.reshape(n, per_block, y.shape[1])
+
+    weights = _indices.resample_weights(np.random.default_rng(seed), n, n_resamples)
+    reps = _estimate(blocks, g, calc_second_order, weights)
+    sizes = [k for k in 2 ** np.arange(64) if convergence_start <= k <= n] or [n]
+    conv = [_estimate(blocks[:k], g, False, np.ones((1, k))) for k in sizes]
+
+    factor = "parameter" if groups is None else "group"
+    coords = {
+        **(_indices.parameter_axis(space) if groups is None else axis_coords("group", list(groups))),
+        **_indices.output_axis(y.shape[1], output_names, output_units),
+        **_indices.BOUND_COORDS,
+        "n_samples": xr.Variable(
+            "n_samples", np.asarray(sizes, dtype=np.int64), {"long_name": "base sample size N of the prefix", "units": "1"}
+        ),
+    }
+    var_units = None if output_units is None else _indices.common_units([product(u, u) for u in output_units])
+    data = {
+        "variance": _indices.variable(("output",), reps["variance"][0], "output variance of [f(A); f(B)]", var_units),
+        "status": xr.Variable(
+            "output",
+            reps["status"].astype(np.int8),
+            {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
+             "flag_meanings": "ok constant_output"},
+        ),
+    }
+    for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
+        data[key] = _indices.variable((factor, "output"), reps[key][0], long_name, "1")
+        data[f"{key}_interval"] = _indices.variable(
+            (factor, "output", "bound"), _indices.interval(reps[key], conf_level, interval),
+            f"{long_name}, bootstrap {conf_level:g} confidence interval", "1",
+        )
+        data[f"{key}_convergence"] = _indices.variable(
+            ("n_samples", factor, "output"), np.stack([c[key][0] for c in conv]),
+            f"{long_name} from the first N base rows of the design", "1",
+        )
+    if calc_second_order:
+        pair = (f"{factor}_i", f"{factor}_j", "output")
+        coords.update(matrix_coords(factor, list(coords[f"{factor}_name"].values)))
+        data["S2"] = _indices.variable(pair, reps["S2"][0], "second-order Sobol' index", "1")
+        data["S2_interval"] = _indices.variable(
+            pair + ("bound",), _indices.interval(reps["S2"], conf_level, interval),
+            f"second-order Sobol' index, bootstrap {conf_level:g} confidence interval", "1",
+        )
+    if groups is not None:
+        coords.update(_indices.parameter_axis(space))
+        data["group_member"] = xr.Variable(
+            ("group", "parameter"), members.astype(np.int8), {"long_name": "1 where the parameter belongs to the group", "units": "1"}
+        )
+    attrs = {
+        "method": "Sobol' indices: Saltelli 2010 first order, Jansen total order, Saltelli 2002 second order",
+        "references": "doi:10.1016/j.cpc.2009.09.018 doi:10.1016/S0010-4655(02)00280-1",
+        "base_sample_size": n,
+        "n_resamples": n_resamples,
+        "conf_level": conf_level,
+        "interval": interval,
+    }
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _membership(space: ParameterSpace, groups: Groups | None) -> np.ndarray:
+    """``[G, d]`` boolean membership of parameters in factors (the identity without groups)."""
+    d = len(space)
+    if groups is None:
+        return np.eye(d, dtype=bool)
+    if not groups:
+        raise ConfigError("`groups` must name at least one group, got none")
+    members = np.zeros((len(groups), d), dtype=bool)
+    for k, (name, names) in enumerate(groups.items()):
+        for p in names:
+            if p not in space.names:
+                raise ConfigError(f"`groups`: group {name!r} names unknown parameter {p!r}; the space has {space.names}")
+            members[k, space.names.index(p)] = True
+    count = members.sum(axis=0)
+    if (count != 1).any():
+        j = int(np.argmax(count != 1))
+        raise ConfigError(
+            f"`groups` must put every parameter in exactly one group, {space.names[j]!r} is in {int(count[j])}"
+        )
+    return members
+
+
+def _base_size(rows: int, per_block: int, g: int, second: bool) -> int:
+    """The base size ``N`` implied by the number of rows; a :class:`DataError` when unusable."""
+    n = rows // per_block
+    if rows % per_block or n < 2 or n & (n - 1):
+        raise DataError(
+            f"`values` must have N*{per_block} rows with N a power of two >= 2 ({g} factors, "
+            f"calc_second_order={second}), got {rows} rows"
+        )
+    return n
+
+
+def _estimate(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Indices of every output under each row weighting, in output chunks of bounded memory.
+
+    ``blocks`` is ``[N, rows per block, m]``; ``weights`` ``[K, N]`` (row 0 all ones
+    gives the estimate, the others bootstrap resamples). Returns arrays with a leading
+    ``K`` axis: ``S1``, ``ST`` ``[K, G, m]``, ``S2`` ``[K, G, G, m]``, ``variance``
+    ``[K, m]`` in output units squared, and ``status`` ``[m]``.
+    """
+    n, per_block, m = blocks.shape
+    chunk = max(1, _CHUNK_ELEMENTS // (n * per_block * (g if second else 1)))
+    parts = [_estimate_chunk(blocks[:, :, s : s + chunk], g, second, weights) for s in range(0, m, chunk)]
+    return {key: np.concatenate([p[key] for p in parts], axis=-1) for key in parts[0]}
+
+
+def _estimate_chunk(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`_estimate` for one chunk of outputs."""
+    flat = blocks.reshape(-1, blocks.shape[2])
+    mean, std = flat.mean(axis=0), flat.std(axis=0)
+    constant = std <= np.finfo(np.float64).eps * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)
+    y = (blocks - mean) / np.where(constant, 1.0, std)
+    a, b, ab = y[:, 0], y[:, -1], y[:, 1 : g + 1]
+
+    def avg(terms: np.ndarray) -> np.ndarray:
+        return _indices.weighted_mean(weights, terms)
+
+    variance = (avg(a * a) + avg(b * b)) / 2 - ((avg(a) + avg(b)) / 2) ** 2
+    inv = 1.0 / np.where(constant, np.nan, variance)
+    s1 = avg(b[:, None] * (ab - a[:, None])) * inv[:, None]
+    out = {
+        "S1": s1,
+        "ST": 0.5 * avg((a[:, None] - ab) ** 2) * inv[:, None],
+        "variance": variance * np.where(constant, 0.0, std) ** 2,
+        "status": np.where(constant, STATUS_CONSTANT, STATUS_OK),
+    }
+    if second:
+        ba = y[:, g + 1 : 2 * g + 1]
+        v = (avg(ba[:, :, None] * ab[:, None]) - avg(a * b)[:, None, None]) * inv[:, None, None]
+        s2 = v - s1[:, :, None] - s1[:, None, :]
+        upper = np.triu(np.ones((g, g), dtype=bool), 1)[None, :, :, None]
+        s2 = np.where(upper, s2, np.swapaxes(s2, 1, 2))
+        s2[:, np.arange(g), np.arange(g)] = np.nan
+        out["S2"] = s2
+    return out
