@@ -1,0 +1,183 @@
+"""Morris elementary effects (mu, mu*, sigma) of every output on one-at-a-time trajectory designs.
+
+A trajectory of ``d + 1`` points on a ``p``-level grid of the unit cube moves one
+parameter at a time by ``Delta = p / (2 (p - 1))`` (Morris 1991,
+doi:10.1080/00401706.1991.10484804). The elementary effect of parameter ``i`` is
+``(y(after) - y(before)) / Delta`` signed by the direction of the move, i.e. the
+change of the output per unit of the parameter's quantile (for a uniform input:
+per full range ``b - a``), as in SALib's ``analyze.morris``. Over ``r`` trajectories::
+
+    mu_i = mean(EE_i),   mu*_i = mean(|EE_i|) (Campolongo et al. 2007,
+    doi:10.1016/j.envsoft.2006.10.004),   sigma_i = sd(EE_i, ddof=1)
+
+Inputs must be independent, and every parameter needs a bounded distribution: the
+design visits the quantiles 0 and 1 (the bounds for uniform, truncnormal and
+triangular inputs).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses import _indices
+from sensitivity.analyses._indices import IntervalKind, Seed
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.space import ParameterSpace
+
+
+def delta(levels: int) -> float:
+    """The Morris step ``p / (2 (p - 1))`` in unit-cube units for ``p`` even levels."""
+    if not isinstance(levels, (int, np.integer)) or levels < 2 or levels % 2:
+        raise ConfigError(f"`levels` must be an even integer >= 2, got {levels!r}")
+    return levels / (2.0 * (levels - 1))
+
+
+def sample(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None) -> np.ndarray:
+    """``r`` random Morris trajectories, ``[r (d + 1), d]`` points in physical units.
+
+    Each trajectory starts at a random grid point ``x*`` in ``{0, 1/(p-1), ..., 1 - Delta}``
+    per coordinate, visits the parameters in a random order and moves each once, up
+    from ``x*`` to ``x* + Delta`` or down from ``x* + Delta`` to ``x*`` (Morris 1991's
+    ``B*`` construction, as SALib's ``sample.morris`` without trajectory optimisation).
+
+    Parameters
+    ----------
+    space
+        Independent, bounded inputs.
+    r
+        Number of trajectories, ``>= 2``.
+    levels
+        Even number of grid levels ``p``.
+    seed
+        Seed of the draws (int, Generator or None).
+    """
+    step = delta(levels)
+    _check_space(space)
+    if not isinstance(r, (int, np.integer)) or r < 2:
+        raise ConfigError(f"`r` must be an integer >= 2 (trajectories), got {r!r}")
+    d = len(space)
+    rng = np.random.default_rng(seed)
+    start = rng.choice(np.linspace(0.0, 1.0 - step, levels // 2), size=(r, d))
+    order = np.argsort(rng.random((r, d)), axis=1)  # a random permutation per trajectory
+    down = rng.random((r, d)) < 0.5
+    rank = np.argsort(order, axis=1)  # when each parameter moves
+    moved = rank[:, None, :] < np.arange(d + 1)[None, :, None]  # [r, d+1, d]
+    high = moved != down[:, None, :]
+    unit = start[:, None, :] + step * high
+    return _indices.to_physical(space, unit.reshape(-1, d))
+
+
+def analyze(
+    points: np.ndarray,
+    values: np.ndarray,
+    space: ParameterSpace,
+    *,
+    levels: int = 4,
+    n_resamples: int = 100,
+    conf_level: float = 0.95,
+    interval: IntervalKind = "percentile",
+    seed: Seed = None,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """Elementary-effect statistics of every output.
+
+    Parameters
+    ----------
+    points
+        ``[r (d + 1), d]`` trajectories (from :func:`sample`, or any one-at-a-time design
+        whose consecutive points differ in exactly one parameter).
+    values
+        ``[r (d + 1), m]`` model outputs at ``points``.
+    space
+        The parameter space.
+    levels
+        The ``p`` the design was drawn with (sets ``Delta``).
+    n_resamples, conf_level, interval, seed
+        Bootstrap of ``mu*`` over trajectories; for each parameter in turn
+        ``rng.integers(r, size=(R, r))`` as SALib's ``analyze.morris`` draws them, shared
+        by all outputs, so an integer seed reproduces SALib's ``mu_star_conf``.
+    output_names, output_units
+        Labels and UDUNITS-2 units of the ``m`` outputs.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``mu``, ``mu_star``, ``sigma`` ``(parameter, output)`` in output units (per unit
+        quantile of the parameter) and ``mu_star_interval (parameter, output, bound)``.
+    """
+    step = delta(levels)
+    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    d = len(space)
+    x = np.asarray(points, dtype=np.float64)
+    y = _indices.as_values(values)
+    if x.ndim != 2 or x.shape[1] != d or x.shape[0] % (d + 1) or x.shape[0] < 2 * (d + 1):
+        raise DataError(f"`points` must have shape [r*{d + 1}, {d}] with r >= 2 trajectories, got {list(x.shape)}")
+    _indices.check_rows(y.shape[0], x.shape[0], what="values")
+    effects = _elementary_effects(x.reshape(-1, d + 1, d), y.reshape(-1, d + 1, y.shape[1]), step)  # [r, d, m]
+
+    rng = np.random.default_rng(seed)
+    r = effects.shape[0]
+    boot = np.stack([np.abs(effects[rng.integers(r, size=(n_resamples, r)), j]).mean(axis=1) for j in range(d)], axis=1)
+    mu_star = np.abs(effects).mean(axis=0)
+
+    units = _indices.common_units(output_units)
+    coords = {
+        **_indices.parameter_axis(space),
+        **_indices.output_axis(y.shape[1], output_names, output_units),
+        **_indices.BOUND_COORDS,
+    }
+    dims = ("parameter", "output")
+    data = {
+        "mu": _indices.variable(dims, effects.mean(axis=0), "Morris mean elementary effect mu", units),
+        "mu_star": _indices.variable(dims, mu_star, "Morris mean absolute elementary effect mu*", units),
+        "sigma": _indices.variable(dims, effects.std(axis=0, ddof=1), "Morris standard deviation of elementary effects", units),
+        "mu_star_interval": _indices.variable(
+            dims + ("bound",), _indices.interval(np.concatenate([mu_star[None], boot]), conf_level, interval),
+            f"Morris mu*, bootstrap {conf_level:g} confidence interval", units,
+        ),
+    }
+    attrs = {
+        "method": "Morris elementary effects (Morris 1991; mu* of Campolongo et al. 2007)",
+        "references": "doi:10.1080/00401706.1991.10484804 doi:10.1016/j.envsoft.2006.10.004",
+        "levels": levels,
+        "delta": step,
+        "n_trajectories": r,
+        "n_resamples": n_resamples,
+        "conf_level": conf_level,
+        "interval": interval,
+    }
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _check_space(space: ParameterSpace) -> None:
+    _indices.require_independent(space, method="Morris screening")
+    for p in space.parameters:
+        low, high = p.frozen_distribution().support()
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ConfigError(
+                f"Morris screening needs bounded inputs; parameter {p.name!r} has a {p.distribution.kind} "
+                "distribution (use uniform, truncnormal or triangular)"
+            )
+
+
+def _elementary_effects(x: np.ndarray, y: np.ndarray, step: float) -> np.ndarray:
+    """``[r, d, m]`` elementary effects from trajectories ``x [r, d+1, d]`` and outputs ``y [r, d+1, m]``."""
+    dx = np.diff(x, axis=1)  # [r, d, d]: step s changes one parameter
+    changed = dx != 0
+    if (changed.sum(axis=2) != 1).any():
+        t, s = np.argwhere(changed.sum(axis=2) != 1)[0]
+        raise DataError(
+            f"`points`: step {s} of trajectory {t} changes {int(changed[t, s].sum())} parameters, expected exactly 1"
+        )
+    which = np.argmax(changed, axis=2)  # [r, d] parameter moved at each step
+    sign = np.sign(np.take_along_axis(dx, which[:, :, None], axis=2))  # [r, d, 1]
+    repeated = (np.sort(which, axis=1) != np.arange(x.shape[2])).any(axis=1)
+    if repeated.any():
+        raise DataError(f"`points`: trajectory {int(np.argmax(repeated))} does not move every parameter exactly once")
+    ee_by_step = sign * np.diff(y, axis=1) / step  # [r, d, m]
+    effects = np.empty_like(ee_by_step)
+    np.put_along_axis(effects, which[:, :, None], ee_by_step, axis=1)
+    return effects
