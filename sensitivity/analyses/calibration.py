@@ -1,0 +1,1005 @@
+"""Batched calibration: Levenberg-Marquardt / Gauss-Newton over many starts at once.
+
+The fit minimises the weighted least-squares cost (half the squared norm of the
+whitened residuals, plus whitened prior rows for a MAP fit)::
+
+    cost(x) = 1/2 |L^{-1} (F(x) - y)|^2 + 1/2 |L_p^{-1} (x - mu_p)|^2
+
+with ``L L^T`` the observation covariance (``diag(sigma^2)`` or ``cov``, restricted
+to the observed outputs) and ``L_p L_p^T`` the prior covariance. All K starts are
+advanced together: each iteration makes ONE call of ``value_and_jacobian`` with the
+trial points of every start still running, and every start keeps its own damping,
+step acceptance and convergence test; a start that has converged is frozen.
+
+Method
+------
+* Step: the damped normal equations ``(J^T J + lam D) dx = -J^T r`` are solved
+  through the SVD of the column-scaled Jacobian ``J D^{-1/2}`` (never by forming
+  ``J^T J``), so a rank-deficient Jacobian gives a minimum-norm step, not an error.
+  ``D`` is Marquardt's diagonal scaling, the running maximum of ``diag(J^T J)``
+  (More, 1978); without it, ``D`` is the running maximum of its largest entry times
+  the identity (Levenberg's isotropic damping), so ``lam`` is dimensionless either way.
+* Damping update (Nielsen, 1999): a step is accepted when the gain ratio
+  ``rho = actual / predicted cost reduction`` exceeds 1e-4; then
+  ``lam *= max(1/3, 1 - (2 rho - 1)^3)``, else ``lam *= nu`` and ``nu`` doubles.
+* Gauss-Newton: the undamped (pseudo-inverse) step scaled by a step fraction
+  ``alpha``; with ``line_search`` a step is accepted under the same gain-ratio test
+  and ``alpha`` is halved until it is (backtracking), restarting at 1 after success.
+* Bounds: projection. Parameters sitting on a bound whose gradient pushes outward
+  are held fixed for the step (active set), the trial point is clipped into the
+  box and the predicted reduction is that of the clipped step, and the gradient
+  test uses the projected gradient.
+* Log parameters: the solver works in ``z = log(x)`` for them (chain rule
+  ``dF/dz = dF/dx * x`` on the Jacobian). Bounds, prior, covariance and all outputs
+  stay in physical units; since ``J_z = J_x diag(x)``, the covariance at the
+  optimum is the same in either parametrisation.
+* Convergence (MINPACK-style, More 1978): ``gtol`` on the largest cosine between
+  the residual and a Jacobian column, ``max_j |J_j^T r| / (|J_j| |r|)``; ``ftol``
+  when both the actual and the predicted relative cost reductions are below it;
+  ``xtol`` when every component of the tried step satisfies
+  ``|dz_j| <= xtol (xtol + |z_j|)`` (relative per parameter, so a parameter of
+  small magnitude is not judged on the scale of a large one).
+
+References
+----------
+Marquardt, D. W. (1963). An algorithm for least-squares estimation of nonlinear
+parameters. J. SIAM 11(2), 431-441. https://doi.org/10.1137/0111030
+
+More, J. J. (1978). The Levenberg-Marquardt algorithm: implementation and theory.
+Lecture Notes in Mathematics 630, 105-116. https://doi.org/10.1007/BFb0067700
+
+Nielsen, H. B. (1999). Damping parameter in Marquardt's method. Report
+IMM-REP-1999-05, Technical University of Denmark.
+
+Akaike, H. (1974). A new look at the statistical model identification. IEEE Trans.
+Automatic Control 19(6), 716-723. https://doi.org/10.1109/TAC.1974.1100705
+
+Schwarz, G. (1978). Estimating the dimension of a model. Ann. Statist. 6(2),
+461-464. https://doi.org/10.1214/aos/1176344136
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Callable, Sequence
+
+import numpy as np
+import xarray as xr
+from scipy import linalg, stats
+
+from sensitivity.analyses import identifiability as ident
+from sensitivity.errors import ConfigError, DataError, ModelError, SensitivityError
+from sensitivity.labels import matrix_coords, output_coords, parameter_coords
+from sensitivity.units import product
+
+ValueAndJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+_GAIN_THRESHOLD = 1e-4  # minimum gain ratio for a step to count as a decrease (MINPACK's p0001)
+_MIN_DAMPING = 1e-300  # keeps lam > 0 so that zero singular values never divide 0 by 0
+
+
+class CalibrationError(SensitivityError, RuntimeError):
+    """Every start of a calibration failed (raised by :func:`calibrate` when ``throw=True``)."""
+
+
+class Status(IntEnum):
+    """Termination of one fit; positive values are convergence."""
+
+    SINGULAR = -2
+    NON_FINITE = -1
+    MAX_ITER = 0
+    GTOL = 1
+    FTOL = 2
+    XTOL = 3
+
+
+_RUNNING = 100  # internal: still iterating
+
+STATUS_MESSAGES: dict[int, str] = {
+    Status.SINGULAR: "converged, but the weighted Jacobian is rank-deficient: some parameters are not identifiable",
+    Status.NON_FINITE: "the model returned non-finite values or Jacobian at the start",
+    Status.MAX_ITER: "stopped at max_iter without meeting a tolerance",
+    Status.GTOL: "converged: scaled gradient below gtol",
+    Status.FTOL: "converged: relative cost reduction below ftol",
+    Status.XTOL: "converged: relative step below xtol",
+}
+
+#: Statuses that :func:`calibrate` counts as failed fits.
+FAILED = (Status.NON_FINITE, Status.MAX_ITER)
+
+
+# ----------------------------------------------------------------------------- solvers
+@dataclass(frozen=True)
+class _Tolerances:
+    """Stopping rules shared by the solvers (see the module docstring)."""
+
+    max_iter: int = 200
+    ftol: float = 1e-12
+    xtol: float = 1e-12
+    gtol: float = 1e-12
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
+            raise ConfigError(f"{name}: `max_iter` must be an integer >= 1, got {self.max_iter!r}")
+        for attr in ("ftol", "xtol", "gtol"):
+            value = getattr(self, attr)
+            if not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ConfigError(f"{name}: `{attr}` must be a number in [0, 1), got {value!r}")
+
+    def _scaling(self, colnorm2: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+        """Running maximum of the squared column norms; columns never seen non-zero get 1."""
+        current = colnorm2 if previous is None else np.maximum(previous, colnorm2)
+        return np.where(current > 0, current, 1.0)
+
+
+@dataclass(frozen=True)
+class LevenbergMarquardt(_Tolerances):
+    """Levenberg-Marquardt with Nielsen's damping update (immutable settings).
+
+    Parameters
+    ----------
+    max_iter
+        Cap on iterations (= model calls after the first) per start.
+    ftol, xtol, gtol
+        Relative cost-reduction, relative step and scaled-gradient tolerances.
+    initial_damping
+        Starting ``lam``, relative to the scaling ``D`` (dimensionless, > 0).
+    marquardt_scaling
+        Scale the damping per parameter by ``diag(J^T J)`` (Marquardt) instead of
+        isotropically (Levenberg).
+    """
+
+    initial_damping: float = 1e-3
+    marquardt_scaling: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.initial_damping, (int, float)) or not 0 < self.initial_damping < np.inf:
+            raise ConfigError(f"LevenbergMarquardt: `initial_damping` must be > 0, got {self.initial_damping!r}")
+        if not isinstance(self.marquardt_scaling, bool):
+            raise ConfigError(f"LevenbergMarquardt: `marquardt_scaling` must be a bool, got {self.marquardt_scaling!r}")
+
+    def _scaling(self, colnorm2: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+        if not self.marquardt_scaling:
+            colnorm2 = np.broadcast_to(colnorm2.max(axis=1, keepdims=True), colnorm2.shape)
+        return super()._scaling(colnorm2, previous)
+
+    def _start_damping(self) -> float:
+        return float(self.initial_damping)
+
+    def _filter(self, s: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
+        """Spectral filter ``s / (s^2 + lam)`` of the damped least-squares step."""
+        return s / (s**2 + damping[:, None])
+
+    def _accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
+        return finite & (rho > _GAIN_THRESHOLD)
+
+    def _update(self, damping: np.ndarray, nu: np.ndarray, rho: np.ndarray, accepted: np.ndarray):
+        with np.errstate(invalid="ignore", over="ignore"):
+            shrink = np.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+        new_damping = np.where(accepted, np.maximum(damping * shrink, _MIN_DAMPING), damping * nu)
+        new_nu = np.where(accepted, 2.0, nu * 2.0)
+        return new_damping, new_nu
+
+
+@dataclass(frozen=True)
+class GaussNewton(_Tolerances):
+    """Gauss-Newton with an optional backtracking line search (immutable settings).
+
+    Parameters
+    ----------
+    max_iter, ftol, xtol, gtol
+        As for :class:`LevenbergMarquardt`.
+    line_search
+        Halve the step fraction until the cost decreases sufficiently (gain ratio
+        > 1e-4); without it every finite full step is taken.
+    """
+
+    line_search: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.line_search, bool):
+            raise ConfigError(f"GaussNewton: `line_search` must be a bool, got {self.line_search!r}")
+
+    def _start_damping(self) -> float:
+        return 1.0
+
+    def _filter(self, s: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
+        """Truncated pseudo-inverse ``alpha / s`` (0 below ``rcond`` times the largest)."""
+        keep = s > rcond * s[:, :1]
+        with np.errstate(divide="ignore"):
+            return np.where(keep, damping[:, None] / np.where(keep, s, 1.0), 0.0)
+
+    def _accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
+        return finite & (rho > _GAIN_THRESHOLD) if self.line_search else finite
+
+    def _update(self, damping: np.ndarray, nu: np.ndarray, rho: np.ndarray, accepted: np.ndarray):
+        return np.where(accepted, 1.0, 0.5 * damping), nu
+
+
+Solver = LevenbergMarquardt | GaussNewton
+
+
+# ------------------------------------------------------------------------ observations
+@dataclass(frozen=True)
+class ObservationModel:
+    """Observations, which of them count, and their whitening.
+
+    Build with :meth:`from_arrays`. ``observed`` indexes the outputs used (finite
+    ``y_obs`` and ``mask`` True); the whitening ``W = L^{-1}`` acts on those only.
+
+    Attributes
+    ----------
+    y_obs
+        ``[m]`` observations in output units (NaN = missing).
+    observed
+        Indices of the outputs that enter the fit.
+    whitening
+        ``[m_o]`` inverse standard deviations, or ``[m_o, m_o]`` inverse Cholesky factor.
+    log_det_cov
+        ``log det`` of the observed block of the observation covariance (0 when unknown).
+    known_noise
+        False when neither ``sigma`` nor ``cov`` was given (unit weights; the
+        covariance is then scaled by the residual variance).
+    """
+
+    y_obs: np.ndarray
+    observed: np.ndarray
+    whitening: np.ndarray
+    log_det_cov: float
+    known_noise: bool
+
+    @classmethod
+    def from_arrays(
+        cls,
+        y_obs: np.ndarray,
+        *,
+        sigma: np.ndarray | float | None = None,
+        cov: np.ndarray | None = None,
+        mask: np.ndarray | None = None,
+        output_names: Sequence[str] | None = None,
+    ) -> "ObservationModel":
+        """Validate observations and their errors and build the whitening.
+
+        Parameters
+        ----------
+        y_obs
+            ``[m]`` observed outputs; NaN marks a missing observation.
+        sigma
+            ``[m]`` (or scalar) standard deviation per observation, > 0 where observed.
+        cov
+            ``[m, m]`` observation covariance, symmetric positive definite on the observed outputs.
+        mask
+            ``[m]`` bool, False drops an output from the fit.
+        output_names
+            Names used in error messages.
+        """
+        y = np.asarray(y_obs, dtype=float)
+        if y.ndim != 1 or y.size == 0:
+            raise DataError(f"`y_obs` must be a non-empty 1-D array [m], got shape {list(y.shape)}")
+        m = y.size
+        names = list(output_names) if output_names is not None else [f"y{i}" for i in range(m)]
+        if np.isinf(y).any():
+            i = int(np.flatnonzero(np.isinf(y))[0])
+            raise DataError(f"`y_obs` must be finite or NaN (missing), got {y[i]} at output {names[i]!r}")
+        use = np.isfinite(y)
+        if mask is not None:
+            mask_arr = np.asarray(mask)
+            if mask_arr.shape != (m,) or mask_arr.dtype != bool:
+                raise DataError(f"`mask` must be a bool array of shape [{m}], got {mask_arr.dtype} {list(mask_arr.shape)}")
+            use &= mask_arr
+        observed = np.flatnonzero(use)
+        if observed.size == 0:
+            raise DataError("`y_obs`: no observation left after removing NaN and masked outputs")
+        if sigma is not None and cov is not None:
+            raise ConfigError("give either `sigma` or `cov`, not both")
+        if cov is not None:
+            whitening, log_det = _cov_whitening(cov, observed, names, m)
+        elif sigma is not None:
+            whitening, log_det = _sigma_whitening(sigma, observed, names, m)
+        else:
+            whitening, log_det = np.ones(observed.size), 0.0
+        return cls(y_obs=y, observed=observed, whitening=whitening, log_det_cov=log_det,
+                   known_noise=sigma is not None or cov is not None)
+
+    @property
+    def n_observed(self) -> int:
+        """Number of observations that enter the fit."""
+        return int(self.observed.size)
+
+    def observation_std(self) -> np.ndarray:
+        """``[m]`` standard deviation of each observation (NaN where not observed or unknown)."""
+        std = np.full(self.y_obs.shape, np.nan)
+        if self.known_noise:
+            inv = self.whitening if self.whitening.ndim == 1 else None
+            if inv is not None:
+                std[self.observed] = 1.0 / inv
+            else:
+                chol = linalg.solve_triangular(self.whitening, np.eye(self.n_observed), lower=True)
+                std[self.observed] = np.linalg.norm(chol, axis=1)
+        return std
+
+    def residual(self, values: np.ndarray) -> np.ndarray:
+        """``[K, m_o]`` whitened residuals ``W (F - y)`` of model values ``[K, m]``."""
+        diff = values[:, self.observed] - self.y_obs[self.observed]
+        if self.whitening.ndim == 1:
+            return diff * self.whitening
+        return diff @ self.whitening.T
+
+    def jacobian(self, jacobian: np.ndarray) -> np.ndarray:
+        """``[K, m_o, n]`` whitened Jacobian ``W dF/dx`` of a raw Jacobian ``[K, m, n]``."""
+        jac = jacobian[:, self.observed, :]
+        if self.whitening.ndim == 1:
+            return jac * self.whitening[:, None]
+        return np.einsum("ij,kjn->kin", self.whitening, jac)
+
+
+def _sigma_whitening(sigma, observed: np.ndarray, names: list[str], m: int) -> tuple[np.ndarray, float]:
+    s = np.broadcast_to(np.asarray(sigma, dtype=float), (m,)) if np.ndim(sigma) == 0 else np.asarray(sigma, float)
+    if s.shape != (m,):
+        raise DataError(f"`sigma` must have shape [{m}] like `y_obs`, got {list(s.shape)}")
+    for i in observed:
+        if not np.isfinite(s[i]):
+            raise DataError(f"`sigma` must be finite, got {s[i]} at observed output {names[i]!r}")
+        if s[i] <= 0:
+            raise DataError(f"`sigma` must be > 0, got {s[i]} at output {names[i]!r}")
+    so = s[observed]
+    return 1.0 / so, float(2.0 * np.log(so).sum())
+
+
+def _cov_whitening(cov, observed: np.ndarray, names: list[str], m: int) -> tuple[np.ndarray, float]:
+    c = np.asarray(cov, dtype=float)
+    if c.shape != (m, m):
+        raise DataError(f"`cov` must have shape [{m}, {m}] like `y_obs`, got {list(c.shape)}")
+    block = c[np.ix_(observed, observed)]
+    if not np.all(np.isfinite(block)):
+        i, _ = np.argwhere(~np.isfinite(block))[0]
+        raise DataError(f"`cov` must be finite on observed outputs, got a non-finite entry at {names[observed[i]]!r}")
+    if not np.allclose(block, block.T, rtol=1e-10, atol=0.0):
+        raise DataError("`cov` must be symmetric on the observed outputs")
+    chol, info = linalg.lapack.dpotrf(block, lower=True, clean=True)
+    if info != 0:
+        where = names[observed[info - 1]] if info > 0 else "?"
+        raise DataError(f"`cov` must be positive definite on the observed outputs, failed at output {where!r}")
+    inv_chol = linalg.solve_triangular(chol, np.eye(block.shape[0]), lower=True)
+    return inv_chol, float(2.0 * np.log(np.diag(chol)).sum())
+
+
+# ----------------------------------------------------------------------------- problem
+@dataclass(frozen=True)
+class _Problem:
+    """Everything about one calibration except the starts and the solver."""
+
+    observations: ObservationModel
+    n: int
+    m: int
+    log_mask: np.ndarray  # [n] bool
+    lower: np.ndarray  # [n] internal (log where log_mask)
+    upper: np.ndarray
+    prior_mean: np.ndarray | None  # [n] physical
+    prior_whitening: np.ndarray | None  # [n, n] inverse Cholesky factor of the prior covariance
+
+    def to_physical(self, z: np.ndarray) -> np.ndarray:
+        return _from_log(z, self.log_mask)
+
+    def to_internal(self, x: np.ndarray) -> np.ndarray:
+        return _to_log(x, self.log_mask)
+
+    def augmented(self, x: np.ndarray, values: np.ndarray, jacobian: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whitened residuals ``[K, M]`` and physical Jacobian ``[K, M, n]``, prior rows appended."""
+        r = self.observations.residual(values)
+        jac = self.observations.jacobian(jacobian)
+        if self.prior_whitening is None:
+            return r, jac
+        r_prior = (x - self.prior_mean) @ self.prior_whitening.T
+        j_prior = np.broadcast_to(self.prior_whitening, (x.shape[0], self.n, self.n))
+        return np.concatenate([r, r_prior], axis=1), np.concatenate([jac, j_prior], axis=1)
+
+    def internal_jacobian(self, x: np.ndarray, jacobian_x: np.ndarray) -> np.ndarray:
+        """Chain rule to the solver's variables: ``dF/dz = dF/dx * x`` for log parameters."""
+        return jacobian_x * np.where(self.log_mask, x, 1.0)[:, None, :]
+
+
+def _build_problem(observations, n, m, names, bounds, log_parameters, prior_mean, prior_cov) -> _Problem:
+    log_mask = np.zeros(n, bool) if log_parameters is None else np.asarray(log_parameters)
+    if log_mask.shape != (n,) or log_mask.dtype != bool:
+        raise ConfigError(f"`log_parameters` must be a bool array of shape [{n}], got {log_mask.dtype} {list(log_mask.shape)}")
+    if bounds is None:
+        lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
+    else:
+        b = np.asarray(bounds, dtype=float)
+        if b.shape != (n, 2):
+            raise ConfigError(f"`bounds` must have shape [{n}, 2], got {list(b.shape)}")
+        lo, hi = b[:, 0], b[:, 1]
+        for j in range(n):
+            if np.isnan(b[j]).any() or not lo[j] < hi[j]:
+                raise ConfigError(f"`bounds` for {names[j]!r} must be low < high, got ({lo[j]}, {hi[j]})")
+    for j in np.flatnonzero(log_mask):
+        if lo[j] < 0:
+            raise ConfigError(f"`bounds` for log parameter {names[j]!r} must have low >= 0, got {lo[j]}")
+    lo = np.where(log_mask, np.maximum(lo, 0.0), lo)
+    prior_whitening = None
+    if prior_cov is not None or prior_mean is not None:
+        if prior_cov is None or prior_mean is None:
+            raise ConfigError("a prior needs both `prior_mean` and `prior_cov`")
+        if not observations.known_noise:
+            raise ConfigError("a prior needs observation errors: give `sigma` or `cov` with `prior_cov`")
+        prior_mean = np.asarray(prior_mean, dtype=float)
+        if prior_mean.shape != (n,) or not np.all(np.isfinite(prior_mean)):
+            raise ConfigError(f"`prior_mean` must be a finite array of shape [{n}], got {prior_mean!r}")
+        pc = np.asarray(prior_cov, dtype=float)
+        if pc.shape != (n, n) or not np.all(np.isfinite(pc)) or not np.allclose(pc, pc.T, rtol=1e-10, atol=0.0):
+            raise ConfigError(f"`prior_cov` must be a finite symmetric [{n}, {n}] matrix, got shape {list(pc.shape)}")
+        chol, info = linalg.lapack.dpotrf(pc, lower=True, clean=True)
+        if info != 0:
+            raise ConfigError(f"`prior_cov` must be positive definite, failed at parameter {names[max(info, 1) - 1]!r}")
+        prior_whitening = linalg.solve_triangular(chol, np.eye(n), lower=True)
+    return _Problem(observations, n, m, log_mask, _to_log(lo, log_mask), _to_log(hi, log_mask),
+                    prior_mean, prior_whitening)
+
+
+def _to_log(x: np.ndarray, log_mask: np.ndarray) -> np.ndarray:
+    """Solver variables: ``log(x)`` where ``log_mask`` (``log(0) = -inf``), ``x`` elsewhere."""
+    with np.errstate(divide="ignore"):
+        return np.where(log_mask, np.log(np.where(log_mask, x, 1.0)), x)
+
+
+def _from_log(z: np.ndarray, log_mask: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_to_log`."""
+    with np.errstate(over="ignore"):
+        return np.where(log_mask, np.exp(np.where(log_mask, z, 0.0)), z)
+
+
+def _check_starts(starts, problem: _Problem, names: list[str]) -> np.ndarray:
+    x = np.asarray(starts, dtype=float)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[1] != problem.n or x.shape[0] == 0:
+        raise ConfigError(f"`starts` must have shape [K, {problem.n}], got {list(np.shape(starts))}")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        k, j = np.argwhere(bad)[0]
+        raise ConfigError(f"`starts`: {names[j]!r} is not finite at start {k}: {x[k, j]}")
+    lo, hi = problem.to_physical(problem.lower), problem.to_physical(problem.upper)
+    outside = (x < lo) | (x > hi) | (problem.log_mask & (x <= 0))
+    if outside.any():
+        k, j = np.argwhere(outside)[0]
+        low = f"{lo[j]}" + (" (exclusive, log parameter)" if problem.log_mask[j] else "")
+        raise ConfigError(f"`starts`: {names[j]!r} = {x[k, j]} at start {k} is outside its bounds [{low}, {hi[j]}]")
+    return x
+
+
+def _evaluate(value_and_jacobian: ValueAndJacobian, x: np.ndarray, m: int, n: int):
+    values, jacobian = value_and_jacobian(x)
+    values = np.asarray(values, dtype=float)
+    jacobian = np.asarray(jacobian, dtype=float)
+    k = x.shape[0]
+    if values.shape != (k, m) or jacobian.shape != (k, m, n):
+        raise ModelError(
+            f"`value_and_jacobian` must return values [{k}, {m}] and jacobian [{k}, {m}, {n}], "
+            f"got {list(values.shape)} and {list(jacobian.shape)}"
+        )
+    return values, jacobian
+
+
+# ------------------------------------------------------------------------------ solving
+@dataclass
+class _Fits:
+    """Mutable per-start state of the batched solve (internal)."""
+
+    x: np.ndarray  # [K, n] physical, current accepted point
+    values: np.ndarray  # [K, m]
+    jacobian: np.ndarray  # [K, m, n] raw
+    r: np.ndarray  # [K, M] whitened (with prior rows)
+    jx: np.ndarray  # [K, M, n] whitened, physical
+    cost: np.ndarray  # [K]
+    scaling: np.ndarray  # [K, n] the D of the module docstring
+    damping: np.ndarray  # [K]
+    nu: np.ndarray  # [K]
+    status: np.ndarray  # [K] int
+    n_iter: np.ndarray  # [K] int
+
+    def put(self, idx: np.ndarray, **arrays: np.ndarray) -> None:
+        for key, value in arrays.items():
+            getattr(self, key)[idx] = value
+
+
+@dataclass
+class _History:
+    """Per-iteration records; column i holds every start's state after iteration i."""
+
+    parameters: list[np.ndarray]
+    cost: list[np.ndarray]
+    gradient_norm: list[np.ndarray]
+    damping: list[np.ndarray]
+    step_norm: list[np.ndarray]
+    accepted: list[np.ndarray]
+
+    @classmethod
+    def empty(cls) -> "_History":
+        return cls([], [], [], [], [], [])
+
+    def record(self, fits: _Fits, active: np.ndarray, gnorm: np.ndarray, step_norm: np.ndarray | None,
+               accepted: np.ndarray | None) -> None:
+        k, n = fits.x.shape
+        row = np.full(k, np.nan)
+        params = np.full((k, n), np.nan)
+        params[active] = fits.x[active]
+        self.parameters.append(params)
+        for name, source in (("cost", fits.cost[active]), ("gradient_norm", gnorm), ("damping", fits.damping[active]),
+                             ("step_norm", step_norm)):
+            column = row.copy()
+            if source is not None:
+                column[active] = source
+            getattr(self, name).append(column)
+        flags = np.full(k, -1, dtype=np.int8)
+        if accepted is not None:
+            flags[active] = accepted.astype(np.int8)
+        self.accepted.append(flags)
+
+
+def _gradient_cosine(jz: np.ndarray, r: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """MINPACK's scaled gradient ``max_j |J_j^T r| / (|J_j| |r|)`` over free columns (0 when r = 0)."""
+    g = np.einsum("kmn,km->kn", jz, r)
+    col = np.linalg.norm(jz, axis=1)
+    rn = np.linalg.norm(r, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = np.abs(g) / (col * rn[:, None])
+    cosine = np.where(free & (col > 0), cosine, 0.0)
+    return np.where(rn > 0, cosine.max(axis=1), 0.0)
+
+
+def _free(z: np.ndarray, g: np.ndarray, problem: _Problem) -> np.ndarray:
+    """Parameters not held on a bound: a bound is active when the descent direction -g leaves the box."""
+    return ~(((z <= problem.lower) & (g > 0)) | ((z >= problem.upper) & (g < 0)))
+
+
+def _step(solver: Solver, jz: np.ndarray, r: np.ndarray, scaling: np.ndarray, damping: np.ndarray,
+          free: np.ndarray, rcond: float) -> np.ndarray:
+    """Solver step ``dz`` from the SVD of the scaled, active-set-masked Jacobian."""
+    root = np.sqrt(scaling)
+    scaled = jz * (free / root)[:, None, :]
+    m, n = scaled.shape[1:]
+    u, s, vt = np.linalg.svd(scaled, full_matrices=m < n)
+    p = s.shape[1]
+    coeff = np.einsum("kmp,km->kp", u[:, :, :p], r)
+    f = solver._filter(s, damping, rcond)
+    dz_scaled = -np.einsum("kpi,kp->ki", vt[:, :p, :], f * coeff)
+    return dz_scaled / root
+
+
+def _solve(problem: _Problem, value_and_jacobian: ValueAndJacobian, x0: np.ndarray, solver: Solver,
+           rcond: float) -> tuple[_Fits, _History]:
+    k, n = x0.shape
+    values, jacobian = _evaluate(value_and_jacobian, x0, problem.m, n)
+    r, jx = problem.augmented(x0, values, jacobian)
+    cost = 0.5 * np.sum(r**2, axis=1)
+    finite = np.isfinite(cost) & np.all(np.isfinite(jx), axis=(1, 2))
+    jz = problem.internal_jacobian(x0, np.where(finite[:, None, None], jx, 0.0))
+    fits = _Fits(x=x0.copy(), values=values, jacobian=jacobian, r=r, jx=jx, cost=cost,
+                 scaling=solver._scaling(np.sum(jz**2, axis=1), None), damping=np.full(k, solver._start_damping()),
+                 nu=np.full(k, 2.0), status=np.where(finite, _RUNNING, Status.NON_FINITE).astype(np.int16),
+                 n_iter=np.zeros(k, dtype=np.int32))
+    history = _History.empty()
+    z = problem.to_internal(x0)
+    gnorm = np.full(k, np.nan)
+    gnorm[finite] = _gradient_cosine(jz[finite], r[finite], _free(z[finite], _grad(jz[finite], r[finite]), problem))
+    fits.status[finite & (gnorm <= solver.gtol)] = Status.GTOL
+    history.record(fits, np.flatnonzero(finite), gnorm[finite], None, None)
+    for _ in range(solver.max_iter):
+        active = np.flatnonzero(fits.status == _RUNNING)
+        if active.size == 0:
+            break
+        _iterate(problem, value_and_jacobian, solver, fits, history, active, rcond)
+    fits.status[fits.status == _RUNNING] = Status.MAX_ITER
+    return fits, history
+
+
+def _grad(jz: np.ndarray, r: np.ndarray) -> np.ndarray:
+    return np.einsum("kmn,km->kn", jz, r)
+
+
+def _iterate(problem: _Problem, value_and_jacobian: ValueAndJacobian, solver: Solver, fits: _Fits,
+             history: _History, a: np.ndarray, rcond: float) -> None:
+    """One batched iteration over the active starts ``a``: one model call for all of them."""
+    x, cost_old, scaling = fits.x[a], fits.cost[a], fits.scaling[a]
+    z = problem.to_internal(x)
+    jz = problem.internal_jacobian(x, fits.jx[a])
+    r = fits.r[a]
+    g = _grad(jz, r)
+    free = _free(z, g, problem)
+    z_try = np.clip(z + _step(solver, jz, r, scaling, fits.damping[a], free, rcond), problem.lower, problem.upper)
+    dz = z_try - z
+    pred = -np.sum(g * dz, axis=1) - 0.5 * np.sum(np.einsum("kmn,kn->km", jz, dz) ** 2, axis=1)
+    x_try = problem.to_physical(z_try)
+    values, jacobian = _evaluate(value_and_jacobian, x_try, problem.m, problem.n)
+    r_try, jx_try = problem.augmented(x_try, values, jacobian)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cost_try = 0.5 * np.sum(r_try**2, axis=1)
+    finite = np.isfinite(cost_try) & np.all(np.isfinite(jx_try), axis=(1, 2))
+    ared = cost_old - cost_try
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where(finite & (pred > 0), ared / pred, -np.inf)
+    accepted = solver._accepts(rho, finite)
+    fits.damping[a], fits.nu[a] = solver._update(fits.damping[a], fits.nu[a], rho, accepted)
+    acc = a[accepted]
+    fits.put(acc, x=x_try[accepted], values=values[accepted], jacobian=jacobian[accepted], r=r_try[accepted],
+             jx=jx_try[accepted], cost=cost_try[accepted])
+    jz_new = problem.internal_jacobian(fits.x[a], fits.jx[a])
+    fits.scaling[acc] = solver._scaling(np.sum(jz_new[accepted] ** 2, axis=1), scaling[accepted])
+    fits.n_iter[a] += 1
+
+    z_now = problem.to_internal(fits.x[a])
+    gnorm = _gradient_cosine(jz_new, fits.r[a], _free(z_now, _grad(jz_new, fits.r[a]), problem))
+    step_norm = np.linalg.norm(np.sqrt(scaling) * dz, axis=1)
+    xtol_hit = np.all(np.abs(dz) <= solver.xtol * (solver.xtol + np.abs(z)), axis=1)
+    ftol_hit = finite & (np.abs(ared) <= solver.ftol * cost_old) & (pred <= solver.ftol * cost_old)
+    status = np.select([gnorm <= solver.gtol, ftol_hit, xtol_hit], [Status.GTOL, Status.FTOL, Status.XTOL], _RUNNING)
+    fits.status[a] = status
+    history.record(fits, a, gnorm, step_norm, accepted)
+
+
+# --------------------------------------------------------------------------- statistics
+@dataclass(frozen=True)
+class _Posterior:
+    """Per-start statistics at the final estimates (physical units)."""
+
+    chi2: np.ndarray
+    dof: int
+    residual_variance: np.ndarray
+    covariance: np.ndarray
+    band_covariance: np.ndarray
+    rank: np.ndarray
+    data_svd: ident.EquilibratedSVD
+    data_rank: np.ndarray
+    identifiability: np.ndarray
+    condition_number: np.ndarray
+    neg2_log_likelihood: np.ndarray
+    n_fitted: int
+
+
+def _posterior(problem: _Problem, fits: _Fits, rcond: float) -> _Posterior:
+    obs = problem.observations
+    m_o, n = obs.n_observed, problem.n
+    usable = fits.status != Status.NON_FINITE
+    jx = np.where(usable[:, None, None], fits.jx, np.nan)
+    chi2 = np.where(usable, np.sum(fits.r[:, :m_o] ** 2, axis=1), np.nan)
+    dof = m_o - n
+    if obs.known_noise:
+        s2 = np.ones_like(chi2)
+        neg2 = chi2 + m_o * np.log(2 * np.pi) + obs.log_det_cov
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s2 = chi2 / dof if dof > 0 else np.full_like(chi2, np.nan)
+            neg2 = m_o * (np.log(2 * np.pi * chi2 / m_o) + 1.0)
+    full_svd = ident.equilibrated_svd(jx)
+    rank = full_svd.rank(rcond)
+    band_cov = ident.pseudo_inverse_covariance(full_svd, rank) * s2[:, None, None]
+    covariance = np.where((rank == n)[:, None, None], band_cov, np.nan)
+    data_svd = ident.equilibrated_svd(jx[:, :m_o])
+    data_rank = data_svd.rank(rcond)
+    return _Posterior(chi2=chi2, dof=dof, residual_variance=s2, covariance=covariance, band_covariance=band_cov,
+                      rank=rank, data_svd=data_svd, data_rank=data_rank,
+                      identifiability=ident.identifiability(data_svd, data_rank),
+                      condition_number=data_svd.condition_number(), neg2_log_likelihood=neg2,
+                      n_fitted=n + (0 if obs.known_noise else 1))
+
+
+def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float) -> np.ndarray:
+    """Label each start with the index of its minimum, minima numbered by increasing cost.
+
+    Two estimates belong to the same minimum when every parameter agrees within
+    ``rtol`` relative to the larger magnitude. Greedy in order of cost: a start joins
+    the first (lowest-cost) minimum it agrees with, else founds a new one.
+
+    Parameters
+    ----------
+    estimates
+        ``[K, n]`` final parameter values.
+    cost
+        ``[K]`` final costs.
+    ok
+        ``[K]`` bool, starts to cluster (others get -1).
+    rtol
+        Relative tolerance (dimensionless).
+
+    Returns
+    -------
+    ``[K]`` int minimum index, -1 for starts not clustered.
+    """
+    labels = np.full(cost.shape, -1, dtype=np.int32)
+    founders: list[int] = []
+    for k in np.flatnonzero(ok)[np.argsort(cost[ok], kind="stable")]:
+        if founders:
+            ref = estimates[founders]
+            close = np.all(np.abs(ref - estimates[k]) <= rtol * np.maximum(np.abs(ref), np.abs(estimates[k])), axis=1)
+            if close.any():
+                labels[k] = int(np.argmax(close))
+                continue
+        labels[k] = len(founders)
+        founders.append(int(k))
+    return labels
+
+
+# ------------------------------------------------------------------------------ the verb
+def calibrate(
+    value_and_jacobian: ValueAndJacobian,
+    y_obs: np.ndarray,
+    starts: np.ndarray,
+    *,
+    sigma: np.ndarray | float | None = None,
+    cov: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    prior_mean: np.ndarray | None = None,
+    prior_cov: np.ndarray | None = None,
+    bounds: np.ndarray | None = None,
+    log_parameters: np.ndarray | None = None,
+    solver: Solver = LevenbergMarquardt(),
+    throw: bool = True,
+    parameter_names: Sequence[str] | None = None,
+    parameter_units: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+    rcond: float = 1e-8,
+    level: float = 0.95,
+    minima_rtol: float = 1e-4,
+    record_history: bool = True,
+) -> xr.Dataset:
+    """Fit parameters to observations from K starts at once; return a labeled dataset.
+
+    Parameters
+    ----------
+    value_and_jacobian
+        Batched model ``points [K, n] -> (values [K, m], jacobian [K, m, n])``, float64.
+    y_obs
+        ``[m]`` observations in output units; NaN marks a missing one.
+    starts
+        ``[K, n]`` starting points in parameter units (a single ``[n]`` start is accepted).
+    sigma, cov
+        Observation errors: a standard deviation per output (``[m]`` or scalar) or a full
+        ``[m, m]`` covariance (whitened through its Cholesky factor). With neither, unit
+        weights are used and the covariance is scaled by ``s^2 = chi^2 / (m_o - n)``.
+    mask
+        ``[m]`` bool; False drops an output from the fit (as NaN in ``y_obs`` does).
+    prior_mean, prior_cov
+        Gaussian prior on the parameters, in physical units (MAP fit). Needs ``sigma`` or ``cov``.
+    bounds
+        ``[n, 2]`` (low, high); ``±inf`` for none. Respected by projection (see module docstring).
+    log_parameters
+        ``[n]`` bool: fit ``log(x)`` for these parameters (they must stay > 0).
+    solver
+        :class:`LevenbergMarquardt` (default) or :class:`GaussNewton` settings.
+    throw
+        Raise :class:`CalibrationError` when every start failed (``max_iter`` or
+        non-finite); otherwise failures are only reported in ``status``.
+    parameter_names, parameter_units, output_names, output_units
+        Labels and UDUNITS strings for the dataset.
+    rcond
+        Relative singular-value cutoff of the column-equilibrated weighted Jacobian
+        for rank, pseudo-inverse and identifiability: condition numbers above
+        ``1/rcond`` (default 1e8, where a float64 covariance has lost its digits)
+        count as rank-deficient.
+    level
+        Probability of the parameter intervals and the output band.
+    minima_rtol
+        Relative tolerance for grouping final estimates into distinct minima.
+    record_history
+        Keep the per-iteration history (memory ``K * iterations * n``).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``start``, ``iteration``, ``parameter``, ``output``, ``parameter_i``/
+        ``parameter_j``, ``component``, ``bound``. Per start: ``history_*`` on
+        ``iteration``; ``estimate``, ``status`` (+ ``message``), ``n_iterations``,
+        ``cost``, ``chi2``, ``reduced_chi2``, ``aic``, ``bic``, ``covariance``,
+        ``standard_error``, ``correlation``, ``parameter_interval``, ``model_output``,
+        ``residual``, ``prediction_std``, ``prediction_band``, ``singular_value``,
+        ``singular_vector``, ``rank``, ``condition_number``, ``identifiability``,
+        ``minimum``; scalars ``best_start`` and ``n_minima``.
+
+        Covariance ``(J^T W J + P^{-1})^{-1}`` (``P`` the prior covariance), times ``s^2``
+        when the noise is unknown; NaN when the weighted Jacobian (with prior rows)
+        is rank-deficient, in which case ``status`` is ``SINGULAR`` and the band uses
+        the pseudo-inverse (outputs are identifiable even when parameters are not).
+        ``aic = -2 ln L + 2 k``, ``bic = -2 ln L + k ln m_o`` with the Gaussian
+        log-likelihood of the data at the estimate: ``-2 ln L = chi^2 + m_o ln 2 pi +
+        ln det C`` for known noise (``k = n``); ``m_o (ln(2 pi chi^2 / m_o) + 1)``
+        with the variance profiled out for unknown noise (``k = n + 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.linspace(0.0, 4.0, 9)
+    >>> def model(p):  # y = a exp(-b t), batched over the rows of p
+    ...     a, b = p[:, :1], p[:, 1:]
+    ...     e = np.exp(-b * t)
+    ...     return a * e, np.stack([e, -a * t * e], axis=-1)
+    >>> y = 2.0 * np.exp(-0.7 * t)
+    >>> ds = calibrate(model, y, np.array([[1.0, 0.1], [5.0, 2.0]]), sigma=0.01,
+    ...                parameter_names=["a", "b"], parameter_units=["1", "s-1"])
+    >>> ds["estimate"].sel(start=int(ds["best_start"])).values.round(6)
+    array([2. , 0.7])
+    """
+    if not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
+    if not isinstance(rcond, (int, float)) or not 0 < rcond < 1:
+        raise ConfigError(f"`rcond` must lie in (0, 1), got {rcond!r}")
+    if not isinstance(solver, (LevenbergMarquardt, GaussNewton)):
+        raise ConfigError(f"`solver` must be LevenbergMarquardt(...) or GaussNewton(...), got {solver!r}")
+    n = np.shape(starts)[-1] if np.ndim(starts) else 0
+    names = _labels(parameter_names, n, "parameter_names", "p")
+    observations = ObservationModel.from_arrays(y_obs, sigma=sigma, cov=cov, mask=mask, output_names=output_names)
+    m = observations.y_obs.size
+    onames = _labels(output_names, m, "output_names", "y")
+    problem = _build_problem(observations, n, m, names, bounds, log_parameters, prior_mean, prior_cov)
+    x0 = _check_starts(starts, problem, names)
+    fits, history = _solve(problem, value_and_jacobian, x0, solver, rcond)
+    post = _posterior(problem, fits, rcond)
+    converged = fits.status > 0
+    fits.status[converged & (post.rank < n)] = Status.SINGULAR
+    ok = ~np.isin(fits.status, FAILED)
+    if throw and not ok.any():
+        counts = {Status(s).name: int(c) for s, c in zip(*np.unique(fits.status, return_counts=True))}
+        raise CalibrationError(f"calibrate: all {len(ok)} starts failed ({counts}); see `status` with throw=False")
+    minimum = distinct_minima(fits.x, fits.cost, ok, minima_rtol)
+    labels = _Labels(names, parameter_units, onames, output_units)
+    settings = {"solver": repr(solver), "rcond": rcond, "level": level}
+    return _to_dataset(problem, fits, history if record_history else None, post, x0, minimum, labels, settings)
+
+
+def _labels(names: Sequence[str] | None, n: int, what: str, prefix: str) -> list[str]:
+    if names is None:
+        return [f"{prefix}{i}" for i in range(n)]
+    names = list(names)
+    if len(names) != n:
+        raise ConfigError(f"`{what}` must have {n} entries, got {len(names)}")
+    return names
+
+
+# ------------------------------------------------------------------------------ dataset
+def _common(units: Sequence[str] | None) -> str | None:
+    """The one unit of a labeled axis, or None when units are absent or differ between entries."""
+    if units is None or len(set(units)) != 1:
+        return None
+    return units[0]
+
+
+def _attrs(long_name: str, units: str | None, axis_units: str | None = None, **extra) -> dict:
+    """CF attributes; when per-entry units differ, point at the coordinate that holds them."""
+    attrs = {"long_name": long_name, **extra}
+    if units is not None:
+        attrs["units"] = units
+    elif axis_units is not None:
+        attrs["units_coordinate"] = axis_units
+    return attrs
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """Names and units of the two labeled axes."""
+
+    names: list[str]
+    punits: Sequence[str] | None
+    onames: list[str]
+    ounits: Sequence[str] | None
+
+
+def _to_dataset(problem: _Problem, fits: _Fits, history: _History | None, post: _Posterior, x0: np.ndarray,
+                minimum: np.ndarray, labels: _Labels, settings: dict) -> xr.Dataset:
+    obs = problem.observations
+    names, punits, onames, ounits = labels.names, labels.punits, labels.onames, labels.ounits
+    level = settings["level"]
+    k, n = fits.x.shape
+    pu, ou = _common(punits), _common(ounits)
+    pu_ref = "parameter_units" if punits is not None else None
+    ou_ref = "output_units" if ounits is not None else None
+    cov_units = product(pu, pu) if pu is not None else None
+    failed = fits.status == Status.NON_FINITE
+    estimate = np.where(failed[:, None], np.nan, fits.x)
+    model_output = np.where(failed[:, None], np.nan, fits.values)
+    se = np.sqrt(np.einsum("kii->ki", post.covariance))
+    q_param = stats.t.ppf(0.5 + level / 2, post.dof) if not obs.known_noise else stats.norm.ppf(0.5 + level / 2)
+    interval = _parameter_interval(estimate, se, problem.log_mask, q_param)
+    band_sd = ident.delta_method_std(np.where(failed[:, None, None], np.nan, fits.jacobian), post.band_covariance)
+    band = np.stack([model_output - q_param * band_sd, model_output + q_param * band_sd], axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reduced = post.chi2 / post.dof if post.dof > 0 else np.full(k, np.nan)
+    aic = post.neg2_log_likelihood + 2 * post.n_fitted
+    bic = post.neg2_log_likelihood + post.n_fitted * np.log(obs.n_observed)
+    ok = minimum >= 0
+    best = int(np.flatnonzero(ok)[np.argmin(fits.cost[ok])]) if ok.any() else -1
+    status_attrs = {"flag_values": np.array([int(s) for s in Status], dtype=np.int16),
+                    "flag_meanings": " ".join(s.name.lower() for s in Status)}
+    observed_flag = np.zeros(problem.m, dtype=np.int8)
+    observed_flag[obs.observed] = 1
+    ps, od = ("start", "parameter"), ("start", "output")
+    data = {
+        "y_obs": (("output",), obs.y_obs, _attrs("observed output", ou, ou_ref)),
+        "observation_std": (("output",), obs.observation_std(), _attrs("standard deviation of the observation", ou, ou_ref)),
+        "observed": (("output",), observed_flag, {"long_name": "output enters the fit", "flag_values": np.array([0, 1], np.int8),
+                                                   "flag_meanings": "missing_or_masked observed"}),
+        "start_value": (ps, x0, _attrs("starting parameter value", pu, pu_ref)),
+        "estimate": (ps, estimate, _attrs("fitted parameter value", pu, pu_ref)),
+        "status": (("start",), fits.status.astype(np.int16), {"long_name": "termination status", **status_attrs}),
+        "message": (("start",), np.array([STATUS_MESSAGES[int(s)] for s in fits.status], dtype=object),
+                    {"long_name": "termination message"}),
+        "n_iterations": (("start",), fits.n_iter, {"long_name": "solver iterations (model calls after the first)", "units": "1"}),
+        "cost": (("start",), np.where(failed, np.nan, fits.cost), {"long_name": "half the squared norm of the whitened residuals (with prior rows)", "units": "1" if obs.known_noise else None}),
+        "chi2": (("start",), post.chi2, {"long_name": "sum of squared whitened data residuals", "units": "1" if obs.known_noise else None}),
+        "reduced_chi2": (("start",), reduced, {"long_name": "chi2 / (m_observed - n_parameters)"}),
+        "residual_variance": (("start",), post.residual_variance, {"long_name": "factor applied to the covariance (s^2 when sigma is unknown, else 1)"}),
+        "aic": (("start",), aic, {"long_name": "Akaike information criterion, -2 ln L + 2 k", "units": "1"}),
+        "bic": (("start",), bic, {"long_name": "Bayesian information criterion, -2 ln L + k ln m_observed", "units": "1"}),
+        "covariance": (("start", "parameter_i", "parameter_j"), post.covariance,
+                       _attrs("posterior parameter covariance (NaN when rank-deficient)", cov_units, pu_ref)),
+        "standard_error": (ps, se, _attrs("standard error of the estimate", pu, pu_ref)),
+        "correlation": (("start", "parameter_i", "parameter_j"), ident.correlation(post.covariance),
+                        {"long_name": "parameter correlation", "units": "1"}),
+        "parameter_interval": (ps + ("bound",), interval, _attrs(f"{level:.0%} interval of the parameter (log-symmetric for log parameters)", pu, pu_ref)),
+        "model_output": (od, model_output, _attrs("model output at the estimate", ou, ou_ref)),
+        "residual": (od, obs.y_obs[None, :] - model_output, _attrs("observation minus model output", ou, ou_ref)),
+        "prediction_std": (od, band_sd, _attrs("delta-method standard deviation of the model output", ou, ou_ref)),
+        "prediction_band": (od + ("bound",), band, _attrs(f"{level:.0%} delta-method band of the model output (without observation noise)", ou, ou_ref)),
+        "singular_value": (("start", "component"), post.data_svd.singular_values,
+                           {"long_name": "singular value of the column-equilibrated weighted data Jacobian", "units": "1"}),
+        "singular_vector": (("start", "component", "parameter"), post.data_svd.vt,
+                            {"long_name": "right singular vector (direction in equilibrated parameter space)", "units": "1"}),
+        "rank": (("start",), post.data_rank.astype(np.int32), {"long_name": "numerical rank of the weighted data Jacobian", "units": "1"}),
+        "condition_number": (("start",), post.condition_number, {"long_name": "condition number of the column-equilibrated weighted data Jacobian", "units": "1"}),
+        "identifiability": (ps, post.identifiability, {"long_name": "parameter identifiability (Doherty and Hunt 2009)", "units": "1"}),
+        "minimum": (("start",), minimum, {"long_name": "index of the distinct minimum reached (-1: failed)", "units": "1"}),
+        "best_start": ((), np.int32(best), {"long_name": "start with the lowest cost among successful fits (-1: none)"}),
+        "n_minima": ((), np.int32(minimum.max() + 1), {"long_name": "number of distinct minima", "units": "1"}),
+    }
+    if problem.prior_mean is not None:
+        pc = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
+        data["prior_mean"] = (("parameter",), problem.prior_mean, _attrs("prior mean", pu, pu_ref))
+        data["prior_std"] = (("parameter",), np.sqrt(np.diag(pc)), _attrs("prior standard deviation", pu, pu_ref))
+    if history is not None:
+        data.update(_history_vars(history, pu, pu_ref, obs.known_noise, settings["solver"].startswith("GaussNewton")))
+    variables = {key: xr.Variable(dims, values, {a: v for a, v in attrs.items() if v is not None})
+                 for key, (dims, values, attrs) in data.items()}
+    coords = {
+        "start": xr.Variable("start", np.arange(k, dtype=np.int32), {"long_name": "start index", "units": "1"}),
+        "component": xr.Variable("component", np.arange(n, dtype=np.int32), {"long_name": "singular component", "units": "1"}),
+        "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"}),
+        **parameter_coords(names, punits),
+        **output_coords(onames, ounits),
+        **matrix_coords("parameter", names, punits),
+    }
+    if history is not None:
+        coords["iteration"] = xr.Variable("iteration", np.arange(len(history.cost), dtype=np.int32),
+                                          {"long_name": "solver iteration (0: start)", "units": "1"})
+    attrs = {"title": "calibration", **settings,
+             "log_parameters": " ".join(nm for nm, lg in zip(names, problem.log_mask) if lg),
+             "noise": "known (sigma or cov)" if obs.known_noise else "unknown (covariance scaled by s^2)"}
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def _parameter_interval(estimate: np.ndarray, se: np.ndarray, log_mask: np.ndarray, q: float) -> np.ndarray:
+    """``[K, n, 2]`` estimate -/+ q se; for log parameters ``x exp(-/+ q se / x)`` (symmetric in log x)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        factor = np.exp(q * se / estimate)
+    low = np.where(log_mask, estimate / factor, estimate - q * se)
+    high = np.where(log_mask, estimate * factor, estimate + q * se)
+    return np.stack([low, high], axis=-1)
+
+
+def _history_vars(history: _History, pu, pu_ref, known_noise: bool, gauss_newton: bool) -> dict:
+    damping_name = "step fraction alpha (Gauss-Newton)" if gauss_newton else "damping lambda relative to the scaling D"
+    si = ("start", "iteration")
+    return {
+        "history_parameter": (si + ("parameter",), np.stack(history.parameters, axis=1),
+                              _attrs("parameter value after the iteration", pu, pu_ref)),
+        "history_cost": (si, np.stack(history.cost, axis=1), {"long_name": "cost after the iteration", "units": "1" if known_noise else None}),
+        "history_gradient_norm": (si, np.stack(history.gradient_norm, axis=1),
+                                  {"long_name": "scaled gradient max_j |J_j^T r| / (|J_j| |r|)", "units": "1"}),
+        "history_damping": (si, np.stack(history.damping, axis=1), {"long_name": damping_name, "units": "1"}),
+        "history_step_norm": (si, np.stack(history.step_norm, axis=1), {"long_name": "scaled norm of the tried step |D^(1/2) dz|", "units": "1"}),
+        "history_accepted": (si, np.stack(history.accepted, axis=1),
+                             {"long_name": "step accepted", "flag_values": np.array([-1, 0, 1], np.int8),
+                              "flag_meanings": "no_step rejected accepted"}),
+    }

@@ -1,0 +1,191 @@
+"""Gauss-Newton steps over stored sweep arrays: where the fit pulls each point.
+
+From the values ``F(x)`` and Jacobians ``dF/dx`` already stored for a block of
+sweep points (no model call), compute at every point the Gauss-Newton step
+toward the observations, the Levenberg-Marquardt (damped) step, the cost
+decrease each predicts, and the condition number of the weighted Jacobian. All
+points of the block are handled together by stacked :mod:`numpy.linalg` calls;
+call it block by block on sweeps of any size (memory ``O(N m n)`` per block).
+
+With the whitened residual ``r = W (F - y)``, whitened Jacobian ``J = W dF/dx``,
+column equilibration ``J_s = J diag(1/c)`` (``c`` the column norms, i.e.
+Marquardt's scaling ``D = diag(J^T J)``) and ``J_s = U S V^T``:
+
+* Gauss-Newton step ``dx = -diag(1/c) V S^+ U^T r`` (pseudo-inverse, singular
+  values below ``rcond * s_max`` dropped): the minimum-norm minimiser of the
+  linearised cost; predicted decrease ``|S S^+ U^T r|^2 / 2``.
+* Damped step ``dx = -diag(1/c) V S (S^2 + lam)^{-1} U^T r``, the solution of
+  ``(J^T J + lam D) dx = -J^T r``; predicted decrease
+  ``(|U^T r|^2 - |lam (S^2 + lam)^{-1} U^T r|^2) / 2``.
+
+References
+----------
+Marquardt, D. W. (1963). An algorithm for least-squares estimation of nonlinear
+parameters. J. SIAM 11(2), 431-441. https://doi.org/10.1137/0111030
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.calibration import ObservationModel
+from sensitivity.analyses.identifiability import equilibrated_svd
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.labels import parameter_coords
+
+
+@dataclass(frozen=True)
+class GaussNewtonMap:
+    """Gauss-Newton quantities of one block of N sweep points (NaN where the point is non-finite).
+
+    Attributes
+    ----------
+    step
+        ``[N, n]`` Gauss-Newton step, parameter units.
+    damped_step
+        ``[N, n]`` Levenberg-Marquardt step with Marquardt scaling, parameter units.
+    cost
+        ``[N]`` cost ``|r|^2 / 2`` at the point.
+    predicted_decrease
+        ``[N]`` decrease of the linearised cost along ``step``.
+    damped_predicted_decrease
+        ``[N]`` decrease of the linearised cost along ``damped_step``.
+    condition_number
+        ``[N]`` condition number of the column-equilibrated weighted Jacobian (inf: rank-deficient).
+    rank
+        ``[N]`` numerical rank of the weighted Jacobian.
+    known_noise
+        Whether the cost is in whitened (dimensionless) units.
+    """
+
+    step: np.ndarray
+    damped_step: np.ndarray
+    cost: np.ndarray
+    predicted_decrease: np.ndarray
+    damped_predicted_decrease: np.ndarray
+    condition_number: np.ndarray
+    rank: np.ndarray
+    known_noise: bool
+
+    def to_dataset(
+        self,
+        parameter_names: Sequence[str] | None = None,
+        parameter_units: Sequence[str] | None = None,
+        sample_dim: str = "sample",
+    ) -> xr.Dataset:
+        """The block as a labeled dataset on ``(sample_dim, parameter)``."""
+        n = self.step.shape[1]
+        names = list(parameter_names) if parameter_names is not None else [f"p{i}" for i in range(n)]
+        units = list(parameter_units) if parameter_units is not None else None
+        if len(names) != n or (units is not None and len(units) != n):
+            raise ConfigError(f"`parameter_names`/`parameter_units` must have {n} entries, got {len(names)}")
+        common = units[0] if units is not None and len(set(units)) == 1 else None
+        step_attrs = {"units": common} if common is not None else (
+            {"units_coordinate": "parameter_units"} if units is not None else {})
+        cost_attrs = {"units": "1"} if self.known_noise else {}
+        sp = (sample_dim, "parameter")
+        data = {
+            "gn_step": (sp, self.step, {"long_name": "Gauss-Newton step toward the observations", **step_attrs}),
+            "damped_step": (sp, self.damped_step, {"long_name": "Levenberg-Marquardt step (Marquardt scaling)",
+                                                   **step_attrs}),
+            "cost": ((sample_dim,), self.cost, {"long_name": "half the squared norm of the whitened residuals",
+                                                **cost_attrs}),
+            "predicted_decrease": ((sample_dim,), self.predicted_decrease,
+                                   {"long_name": "cost decrease predicted along the Gauss-Newton step", **cost_attrs}),
+            "damped_predicted_decrease": ((sample_dim,), self.damped_predicted_decrease,
+                                          {"long_name": "cost decrease predicted along the damped step",
+                                           **cost_attrs}),
+            "condition_number": ((sample_dim,), self.condition_number,
+                                 {"long_name": "condition number of the column-equilibrated weighted Jacobian",
+                                  "units": "1"}),
+            "rank": ((sample_dim,), self.rank, {"long_name": "numerical rank of the weighted Jacobian", "units": "1"}),
+        }
+        return xr.Dataset({k: xr.Variable(d, v, a) for k, (d, v, a) in data.items()},
+                          coords=parameter_coords(names, units))
+
+
+def gauss_newton_map(
+    values: np.ndarray,
+    jacobian: np.ndarray,
+    y_obs: np.ndarray,
+    *,
+    sigma: np.ndarray | float | None = None,
+    cov: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    damping: float = 1e-3,
+    rcond: float = 1e-8,
+    output_names: Sequence[str] | None = None,
+) -> GaussNewtonMap:
+    """Gauss-Newton and damped steps at every stored point of a block.
+
+    Parameters
+    ----------
+    values
+        ``[N, m]`` model outputs at the points, output units.
+    jacobian
+        ``[N, m, n]`` Jacobians at the points, output units per parameter unit.
+    y_obs
+        ``[m]`` observations (NaN = missing).
+    sigma, cov, mask
+        Observation errors and mask, as in :func:`sensitivity.analyses.calibration.calibrate`.
+    damping
+        Levenberg-Marquardt ``lam`` relative to Marquardt's scaling (dimensionless, > 0).
+    rcond
+        Relative singular-value cutoff for the Gauss-Newton pseudo-inverse and the rank.
+    output_names
+        Names for error messages.
+
+    Returns
+    -------
+    GaussNewtonMap
+        Arrays over the N points; ``.to_dataset(names, units)`` labels them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[1.0], [3.0]])                 # two sweep points, one parameter
+    >>> values, jac = 2.0 * x, np.full((2, 1, 1), 2.0)  # model F(x) = 2 x
+    >>> gauss_newton_map(values, jac, np.array([4.0])).step[:, 0]  # both pulled to x = 2
+    array([ 1., -1.])
+    """
+    f = np.asarray(values, dtype=float)
+    jac = np.asarray(jacobian, dtype=float)
+    if f.ndim != 2 or jac.ndim != 3 or jac.shape[:2] != f.shape:
+        raise DataError(f"`values` [N, m] and `jacobian` [N, m, n] disagree: {list(f.shape)} and {list(jac.shape)}")
+    if not isinstance(damping, (int, float)) or not 0 < damping < np.inf:
+        raise ConfigError(f"`damping` must be > 0, got {damping!r}")
+    if not isinstance(rcond, (int, float)) or not 0 < rcond < 1:
+        raise ConfigError(f"`rcond` must lie in (0, 1), got {rcond!r}")
+    obs = ObservationModel.from_arrays(y_obs, sigma=sigma, cov=cov, mask=mask, output_names=output_names)
+    if obs.y_obs.size != f.shape[1]:
+        raise DataError(f"`y_obs` has {obs.y_obs.size} outputs but `values` has {f.shape[1]}")
+    r = obs.residual(f)
+    jw = obs.jacobian(jac)
+    finite = np.all(np.isfinite(r), axis=1) & np.all(np.isfinite(jw), axis=(1, 2))
+    svd = equilibrated_svd(np.where(finite[:, None, None], jw, np.nan))
+    s = svd.singular_values
+    p = svd.u.shape[2]
+    coeff = np.pad(np.einsum("kmp,km->kp", svd.u, np.where(finite[:, None], r, np.nan)), ((0, 0), (0, s.shape[1] - p)))
+    rank = svd.rank(rcond)
+    keep = np.arange(s.shape[1])[None, :] < rank[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gn_filter = np.where(keep, 1.0 / s, 0.0)
+    damped_filter = s / (s**2 + damping)
+
+    def to_step(filt: np.ndarray) -> np.ndarray:
+        return -np.einsum("kji,kj->ki", svd.vt, filt * coeff) / svd.scale
+
+    residual_part = damping / (s**2 + damping) * coeff
+    return GaussNewtonMap(
+        step=to_step(gn_filter),
+        damped_step=to_step(damped_filter),
+        cost=np.where(finite, 0.5 * np.sum(np.where(finite[:, None], r, 0.0) ** 2, axis=1), np.nan),
+        predicted_decrease=np.where(finite, 0.5 * np.sum(np.where(keep, coeff, 0.0) ** 2, axis=1), np.nan),
+        damped_predicted_decrease=0.5 * (np.sum(coeff**2, axis=1) - np.sum(residual_part**2, axis=1)),
+        condition_number=svd.condition_number(),
+        rank=np.where(finite, rank, -1).astype(np.int32),
+        known_noise=obs.known_noise,
+    )

@@ -1,0 +1,147 @@
+"""Linear algebra of a stack of weighted Jacobians: SVD, covariance, identifiability, bands.
+
+Every function here takes a stack ``[K, m, n]`` of *weighted* (whitened) Jacobians
+``J_w = W^{1/2} dF/dx`` — one per fit or per sweep point — and works on all K at
+once with :mod:`numpy.linalg` gufuncs. Columns are equilibrated (scaled to unit
+Euclidean norm) before the SVD, so ranks, condition numbers and identifiabilities
+do not depend on the parameters' units; covariances are scaled back to physical
+units afterwards. A stack entry that holds a non-finite number gives NaN results
+for that entry only.
+
+References
+----------
+Doherty, J., and Hunt, R. J. (2009). Two statistics for evaluating parameter
+identifiability and error reduction. Journal of Hydrology 366, 119-127.
+https://doi.org/10.1016/j.jhydrol.2008.12.018
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EquilibratedSVD:
+    """SVD of column-equilibrated weighted Jacobians ``J_w diag(1/scale) = U S V^T``.
+
+    Attributes
+    ----------
+    scale
+        ``[K, n]`` Euclidean norm of each column of ``J_w`` (1 where a column is zero),
+        in weighted-output units per parameter unit.
+    u
+        ``[K, m, p]`` left singular vectors, ``p = min(m, n)``.
+    singular_values
+        ``[K, n]`` singular values, descending, padded with zeros when ``m < n``
+        (dimensionless).
+    vt
+        ``[K, n, n]`` right singular vectors as rows (``vt[k, j]`` is direction j).
+    """
+
+    scale: np.ndarray
+    u: np.ndarray
+    singular_values: np.ndarray
+    vt: np.ndarray
+
+    def rank(self, rcond: float) -> np.ndarray:
+        """``[K]`` numerical rank: singular values above ``rcond`` times the largest."""
+        s = self.singular_values
+        return np.sum(s > rcond * s[:, :1], axis=1) * np.all(np.isfinite(s), axis=1)
+
+    def condition_number(self) -> np.ndarray:
+        """``[K]`` ratio of largest to smallest singular value (inf when rank-deficient)."""
+        s = self.singular_values
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = s[:, 0] / s[:, -1]
+        return np.where(s[:, -1] > 0, ratio, np.where(np.isnan(s[:, 0]), np.nan, np.inf))
+
+
+def equilibrated_svd(jacobian: np.ndarray) -> EquilibratedSVD:
+    """Column-equilibrate and decompose a stack ``[K, m, n]`` of weighted Jacobians.
+
+    Stack entries with a non-finite number get NaN factors instead of stopping the
+    whole stack (LAPACK would raise).
+    """
+    jac = np.asarray(jacobian, dtype=float)
+    k, m, n = jac.shape
+    finite = np.all(np.isfinite(jac), axis=(1, 2))
+    norms = np.linalg.norm(np.where(finite[:, None, None], jac, 0.0), axis=1)
+    scale = np.where(norms > 0, norms, 1.0)
+    p = min(m, n)
+    u = np.full((k, m, p), np.nan)
+    s = np.full((k, n), np.nan)
+    vt = np.full((k, n, n), np.nan)
+    if finite.any():
+        scaled = jac[finite] / scale[finite, None, :]
+        uu, ss, vv = np.linalg.svd(scaled, full_matrices=m < n)
+        u[finite] = uu[:, :, :p]
+        s[finite] = np.pad(ss, ((0, 0), (0, n - ss.shape[1])))
+        vt[finite] = vv
+    return EquilibratedSVD(scale=scale, u=u, singular_values=s, vt=vt)
+
+
+def identifiability(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
+    """Per-parameter identifiability in [0, 1] (Doherty and Hunt, 2009).
+
+    The squared norm of each parameter's unit vector projected onto the
+    "solution space" spanned by the ``rank`` best-determined right singular
+    vectors: ``id_i = sum_{j < rank} V_ij^2``. 1 means the data constrain the
+    parameter on its own; 0 means it lies entirely in the null space; a value
+    in between means it is only determined in combination with others (two
+    parameters entering as a product get 0.5 each).
+
+    Parameters
+    ----------
+    svd
+        Output of :func:`equilibrated_svd` of the *data* Jacobians (without prior rows).
+    rank
+        ``[K]`` number of well-determined directions, e.g. ``svd.rank(rcond)``.
+
+    Returns
+    -------
+    ``[K, n]`` identifiability (dimensionless).
+    """
+    n = svd.vt.shape[-1]
+    keep = np.arange(n)[None, :] < rank[:, None]
+    return np.einsum("kj,kji->ki", keep.astype(float), svd.vt**2)
+
+
+def pseudo_inverse_covariance(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
+    """``[K, n, n]`` Moore-Penrose inverse of ``J_w^T J_w`` in physical units, truncated at ``rank``.
+
+    Equals ``(J_w^T J_w)^{-1}`` when ``rank == n``. Computed from the SVD, never by
+    forming and inverting the normal matrix, so the condition number is not squared.
+    """
+    s = svd.singular_values
+    n = s.shape[-1]
+    keep = np.arange(n)[None, :] < rank[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_s2 = np.where(keep, 1.0 / s**2, 0.0)
+    scaled = np.einsum("kji,kj,kjl->kil", svd.vt, inv_s2, svd.vt)
+    return scaled / (svd.scale[:, :, None] * svd.scale[:, None, :])
+
+
+def correlation(covariance: np.ndarray) -> np.ndarray:
+    """``[K, n, n]`` correlation matrices of a stack of covariances (NaN where a variance is 0)."""
+    sd = np.sqrt(np.einsum("kii->ki", covariance))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return covariance / (sd[:, :, None] * sd[:, None, :])
+
+
+def delta_method_std(jacobian: np.ndarray, covariance: np.ndarray) -> np.ndarray:
+    """``[K, m]`` standard deviation of model outputs, ``sqrt(diag(J C J^T))`` (delta method).
+
+    Parameters
+    ----------
+    jacobian
+        ``[K, m, n]`` *unweighted* Jacobian of the outputs, output units per parameter unit.
+    covariance
+        ``[K, n, n]`` parameter covariance in parameter units squared.
+
+    Returns
+    -------
+    Standard deviations in output units.
+    """
+    var = np.einsum("kmi,kij,kmj->km", jacobian, covariance, jacobian)
+    return np.sqrt(np.maximum(var, 0.0))
