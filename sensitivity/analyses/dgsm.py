@@ -21,7 +21,7 @@ Poincare constants ``C_i`` used here, by distribution kind:
 * ``lognormal``: no finite constant (its tail is heavier than exponential), bound NaN.
 
 With a correlation matrix in the space the bound does not hold: it is NaN, and so
-are the Poincare constants; ``nu`` is still reported.
+are the Poincare constants; ``nu`` is still reported. A constant output has no bound (NaN).
 """
 from __future__ import annotations
 
@@ -112,8 +112,7 @@ def analyze(
     constants = np.array([poincare_constant(p) for p in space.parameters])
     if _indices.is_correlated(space):
         constants[:] = np.nan
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bound = constants[None, :, None] * nu / variance[:, None, :]
+    bound = constants[None, :, None] * nu / np.where(variance > 0, variance, np.nan)[:, None, :]
 
     par_units = space.units
     out_units = output_units

@@ -1,0 +1,183 @@
+"""Active subspaces of every output (or of one weighted sum of outputs) from exact Jacobians.
+
+For a scalar quantity ``f`` and inputs ``z`` normalised per parameter, the matrix
+``C = E[grad_z f grad_z f^T] = W Lambda W^T`` (Constantine, Dow & Wang 2014,
+doi:10.1137/130916138) has eigenvalues ``lambda_1 >= ... >= lambda_n`` (the mean
+squared directional derivative along each eigenvector ``w_j``); a large gap after
+``lambda_k`` says ``f`` varies mostly along ``w_1 .. w_k``. The activity score of
+parameter ``i`` is ``alpha_i = sum_{j <= k} lambda_j w_ij^2`` (Constantine & Diaz
+2017, doi:10.1016/j.ress.2017.01.013); with ``k = n`` it equals ``C_ii``, the DGSM
+``nu_i`` of the normalised input.
+
+``C`` is estimated by the sample mean over points drawn from the input distribution
+(:func:`sample`); eigenvalue intervals come from a bootstrap over the points.
+"""
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses import _indices
+from sensitivity.analyses._indices import IntervalKind, Seed
+from sensitivity.analyses.dgsm import sample
+from sensitivity.errors import ConfigError
+from sensitivity.labels import axis_coords
+from sensitivity.space import ParameterSpace
+from sensitivity.units import product
+
+Normalize = Literal["bounds", "std", "none"]
+NORMALIZE_KINDS: tuple[str, ...] = ("bounds", "std", "none")
+
+__all__ = ["analyze", "input_scale", "sample"]
+
+
+def input_scale(space: ParameterSpace, normalize: Normalize) -> np.ndarray:
+    """``[n]`` factors ``dx/dz`` of the input normalisation, in parameter units.
+
+    ``bounds``: ``z`` in ``[-1, 1]`` across the bounds, factor ``(b - a) / 2`` (Constantine
+    2015, doi:10.1137/1.9781611973860); ``std``: ``z`` in standard deviations of the
+    input distribution, factor ``sigma``; ``none``: physical inputs, factor 1.
+    """
+    if normalize == "bounds":
+        return np.diff(space.bounds, axis=1)[:, 0] / 2
+    if normalize == "std":
+        return np.array([p.frozen_distribution().std() for p in space.parameters])
+    if normalize == "none":
+        return np.ones(len(space))
+    raise ConfigError(f"`normalize` must be one of {NORMALIZE_KINDS}, got {normalize!r}")
+
+
+def analyze(
+    jacobian: np.ndarray,
+    space: ParameterSpace,
+    *,
+    weights: Sequence[float] | None = None,
+    quantity_name: str = "weighted_sum",
+    quantity_units: str | None = None,
+    normalize: Normalize = "bounds",
+    n_active: int | None = None,
+    n_resamples: int = 100,
+    conf_level: float = 0.95,
+    interval: IntervalKind = "percentile",
+    seed: Seed = None,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """Eigen-decomposition of ``C = E[grad f grad f^T]`` per output, or for ``sum_k weights_k y_k``.
+
+    Parameters
+    ----------
+    jacobian
+        ``[N, m, n]`` exact d(output)/d(parameter) at ``N`` points drawn from the input
+        distribution, in output units per parameter unit.
+    space
+        The parameter space (bounds or spreads for the normalisation).
+    weights
+        Optional ``[m]`` weights of one scalar quantity ``q = sum_k w_k y_k``; the result
+        then has one output named ``quantity_name`` with units ``quantity_units``.
+    normalize
+        Input normalisation, see :func:`input_scale`.
+    n_active
+        Dimension ``k`` of the active subspace for the activity scores; by default, per
+        output, the ``k`` after which the eigenvalues drop most on a log scale.
+    n_resamples, conf_level, interval, seed
+        Bootstrap of the eigenvalues over the ``N`` points, shared by all outputs.
+    output_names, output_units
+        Labels and UDUNITS-2 units of the ``m`` outputs.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``eigenvalue (direction, output)`` with ``eigenvalue_interval``, ``eigenvector
+        (parameter, direction, output)`` (unit vectors in normalised inputs, sign fixed so
+        the largest component is positive), ``activity_score (parameter, output)`` and
+        ``n_active (output)``.
+    """
+    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    jac = _indices.as_jacobian(jacobian, len(space))
+    grad = jac * input_scale(space, normalize)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (jac.shape[1],):
+            raise ConfigError(f"`weights` must give one weight per output ({jac.shape[1]}), got shape {list(w.shape)}")
+        grad = np.einsum("k,nkj->nj", w, grad)[:, None, :]
+        output_names, output_units = [quantity_name], None if quantity_units is None else [quantity_units]
+    n, m, d = grad.shape
+
+    resamples = _indices.resample_weights(np.random.default_rng(seed), n, n_resamples)
+    cols = np.swapaxes(grad, 0, 1)  # [m, N, n]
+    covs = np.stack([np.swapaxes(cols * r[:, None], 1, 2) @ cols / n for r in resamples])  # [K, m, n, n]
+    eigenvalues = np.linalg.eigvalsh(covs)[..., ::-1]  # [K, m, n] descending
+    values, vectors = np.linalg.eigh(covs[0])
+    values, vectors = values[:, ::-1], _fix_signs(vectors[:, :, ::-1])  # [m, n], [m, n(param), n(dir)]
+    k = _active_dimension(values) if n_active is None else np.full(m, _checked_n_active(n_active, d))
+    keep = np.arange(d)[None, :] < k[:, None]  # [m, n(dir)]
+    scores = np.einsum("mj,mij->mi", values * keep, vectors**2)
+
+    units = _eigen_units(output_units, space.units, normalize)
+    coords = {
+        **_indices.parameter_axis(space),
+        **_indices.output_axis(m, output_names, output_units),
+        **axis_coords("direction", [f"w{j + 1}" for j in range(d)]),
+        **_indices.BOUND_COORDS,
+    }
+    data = {
+        "eigenvalue": _indices.variable(("direction", "output"), values.T, "active-subspace eigenvalue of C", units),
+        "eigenvalue_interval": _indices.variable(
+            ("direction", "output", "bound"),
+            np.swapaxes(_indices.interval(eigenvalues, conf_level, interval), 0, 1),
+            f"active-subspace eigenvalue, bootstrap {conf_level:g} confidence interval", units,
+        ),
+        "eigenvector": _indices.variable(
+            ("parameter", "direction", "output"), np.moveaxis(vectors, 0, -1),
+            f"active-subspace direction in inputs normalised by {normalize}", "1",
+        ),
+        "activity_score": _indices.variable(
+            ("parameter", "output"), scores.T, "activity score sum_{j<=n_active} lambda_j w_ij^2", units
+        ),
+        "n_active": xr.Variable("output", k.astype(np.int32), {"long_name": "active subspace dimension", "units": "1"}),
+    }
+    attrs = {
+        "method": "active subspaces (Constantine et al. 2014) with activity scores (Constantine & Diaz 2017)",
+        "references": "doi:10.1137/130916138 doi:10.1016/j.ress.2017.01.013",
+        "normalize": normalize,
+        "n_points": n,
+        "n_resamples": n_resamples,
+        "conf_level": conf_level,
+        "interval": interval,
+    }
+    if weights is not None:
+        attrs["quantity_weights"] = np.asarray(weights, dtype=np.float64)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _fix_signs(vectors: np.ndarray) -> np.ndarray:
+    """Flip each eigenvector (columns of ``[m, n, n]``) so its largest-magnitude component is positive."""
+    idx = np.argmax(np.abs(vectors), axis=1)[:, None, :]
+    return vectors * np.sign(np.take_along_axis(vectors, idx, axis=1))
+
+
+def _active_dimension(values: np.ndarray) -> np.ndarray:
+    """``[m]`` dimension after the largest drop of the descending eigenvalues ``[m, n]`` on a log scale.
+
+    Eigenvalues below ``n eps lambda_1`` are rounding noise of zero and count as that floor.
+    """
+    if values.shape[1] == 1:
+        return np.ones(values.shape[0], dtype=int)
+    floor = values.shape[1] * np.finfo(np.float64).eps * np.abs(values[:, :1]) + np.finfo(np.float64).tiny
+    logs = np.log(np.maximum(values, floor))
+    return np.argmax(logs[:, :-1] - logs[:, 1:], axis=1) + 1
+
+
+def _checked_n_active(n_active: int, d: int) -> int:
+    if not isinstance(n_active, (int, np.integer)) or not 1 <= n_active <= d:
+        raise ConfigError(f"`n_active` must be an integer in [1, {d}], got {n_active!r}")
+    return int(n_active)
+
+
+def _eigen_units(output_units: Sequence[str] | None, parameter_units: Sequence[str], normalize: str) -> str | None:
+    """Units of ``C``: output units squared, per parameter unit squared without normalisation."""
+    per = _indices.common_units(output_units) if normalize != "none" else _indices.derivative_units(output_units, parameter_units)
+    return None if per is None else product(per, per)
