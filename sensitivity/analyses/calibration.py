@@ -417,7 +417,7 @@ def _build_problem(observations, n, m, names, bounds, log_parameters, prior_mean
             if np.isnan(b[j]).any() or not lo[j] < hi[j]:
                 raise ConfigError(f"`bounds` for {names[j]!r} must be low < high, got ({lo[j]}, {hi[j]})")
     for j in np.flatnonzero(log_mask):
-        if lo[j] < 0:
+        if bounds is not None and lo[j] < 0:
             raise ConfigError(f"`bounds` for log parameter {names[j]!r} must have low >= 0, got {lo[j]}")
     lo = np.where(log_mask, np.maximum(lo, 0.0), lo)
     prior_whitening = None
@@ -567,7 +567,7 @@ def _step(solver: Solver, jz: np.ndarray, r: np.ndarray, scaling: np.ndarray, da
     coeff = np.einsum("kmp,km->kp", u[:, :, :p], r)
     f = solver._filter(s, damping, rcond)
     dz_scaled = -np.einsum("kpi,kp->ki", vt[:, :p, :], f * coeff)
-    return dz_scaled / root
+    return np.where(free, dz_scaled / root, 0.0)  # exactly 0: a held parameter stays on its bound
 
 
 def _solve(problem: _Problem, value_and_jacobian: ValueAndJacobian, x0: np.ndarray, solver: Solver,
@@ -829,7 +829,7 @@ def calibrate(
         raise ConfigError(f"`rcond` must lie in (0, 1), got {rcond!r}")
     if not isinstance(solver, (LevenbergMarquardt, GaussNewton)):
         raise ConfigError(f"`solver` must be LevenbergMarquardt(...) or GaussNewton(...), got {solver!r}")
-    n = np.shape(starts)[-1] if np.ndim(starts) else 0
+    n = len(parameter_names) if parameter_names is not None else (np.shape(starts)[-1] if np.ndim(starts) else 0)
     names = _labels(parameter_names, n, "parameter_names", "p")
     observations = ObservationModel.from_arrays(y_obs, sigma=sigma, cov=cov, mask=mask, output_names=output_names)
     m = observations.y_obs.size
