@@ -23,6 +23,9 @@ IntervalKind = Literal["percentile", "normal"]
 INTERVAL_KINDS: tuple[str, ...] = ("percentile", "normal")
 Seed = int | np.random.Generator | None
 
+#: Budget of float64 elements for one chunk of per-row terms (128 MiB): outputs are processed in chunks.
+CHUNK_ELEMENTS = 1 << 24
+
 
 # ----------------------------------------------------------------------------- inputs
 def as_values(values: np.ndarray, *, what: str = "values") -> np.ndarray:

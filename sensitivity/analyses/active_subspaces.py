@@ -107,11 +107,10 @@ def analyze(
     n, m, d = grad.shape
 
     resamples = _indices.resample_weights(np.random.default_rng(seed), n, n_resamples)
-    cols = np.swapaxes(grad, 0, 1)  # [m, N, n]
-    covs = np.stack([np.swapaxes(cols * r[:, None], 1, 2) @ cols / n for r in resamples])  # [K, m, n, n]
+    covs = _second_moments(grad, resamples)  # [K, m, n, n]
     eigenvalues = np.linalg.eigvalsh(covs)[..., ::-1]  # [K, m, n] descending
-    values, vectors = np.linalg.eigh(covs[0])
-    values, vectors = values[:, ::-1], _fix_signs(vectors[:, :, ::-1])  # [m, n], [m, n(param), n(dir)]
+    values = eigenvalues[0]  # [m, n]
+    vectors = _fix_signs(np.linalg.eigh(covs[0])[1][:, :, ::-1])  # [m, n(param), n(dir)]
     k = _active_dimension(values) if n_active is None else np.full(m, _checked_n_active(n_active, d))
     keep = np.arange(d)[None, :] < k[:, None]  # [m, n(dir)]
     scores = np.einsum("mj,mij->mi", values * keep, vectors**2)
@@ -151,6 +150,17 @@ def analyze(
     if weights is not None:
         attrs["quantity_weights"] = np.asarray(weights, dtype=np.float64)
     return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _second_moments(grad: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``[K, m, n, n]`` weighted means of ``grad grad^T`` over the points, in output chunks of bounded memory."""
+    n_points, m, d = grad.shape
+    chunk = max(1, _indices.CHUNK_ELEMENTS // (n_points * d * d))
+    parts = []
+    for s in range(0, m, chunk):
+        g = grad[:, s : s + chunk]
+        parts.append(_indices.weighted_mean(weights, g[..., :, None] * g[..., None, :]))
+    return np.concatenate(parts, axis=1)
 
 
 def _fix_signs(vectors: np.ndarray) -> np.ndarray:

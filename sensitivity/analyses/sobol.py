@@ -38,9 +38,6 @@ from sensitivity.units import product
 
 Groups = Mapping[str, Sequence[str]]
 
-#: Budget of float64 elements for one chunk of per-row terms (about 128 MiB).
-_CHUNK_ELEMENTS = 1 << 24
-
 #: ``status`` flag values.
 STATUS_OK, STATUS_CONSTANT = 0, 1
 
@@ -148,12 +145,12 @@ def analyze(
     y = _indices.as_values(values)
     per_block = 2 * g + 2 if calc_second_order else g + 2
     n = _base_size(y.shape[0], per_block, g, calc_second_order)
-    _indices.check_power_of_two(convergence_start, what="convergence_start")
+    convergence_start = _indices.check_power_of_two(convergence_start, what="convergence_start")
     blocks = y.reshape(n, per_block, y.shape[1])
 
     weights = _indices.resample_weights(np.random.default_rng(seed), n, n_resamples)
     reps = _estimate(blocks, g, calc_second_order, weights)
-    sizes = [k for k in 2 ** np.arange(64) if convergence_start <= k <= n] or [n]
+    sizes = [2**k for k in range(convergence_start.bit_length() - 1, n.bit_length())] or [n]
     conv = [_estimate(blocks[:k], g, False, np.ones((1, k))) for k in sizes]
 
     factor = "parameter" if groups is None else "group"
@@ -162,7 +159,7 @@ def analyze(
         **_indices.output_axis(y.shape[1], output_names, output_units),
         **_indices.BOUND_COORDS,
         "n_samples": xr.Variable(
-            "n_samples", np.asarray(sizes, dtype=np.int64), {"long_name": "base sample size N of the prefix", "units": "1"}
+            "n_samples", np.asarray(sizes, dtype=np.int32), {"long_name": "base sample size N of the prefix", "units": "1"}
         ),
     }
     var_units = None if output_units is None else _indices.common_units([product(u, u) for u in output_units])
@@ -251,7 +248,7 @@ def _estimate(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> 
     ``[K, m]`` in output units squared, and ``status`` ``[m]``.
     """
     n, per_block, m = blocks.shape
-    chunk = max(1, _CHUNK_ELEMENTS // (n * per_block * (g if second else 1)))
+    chunk = max(1, _indices.CHUNK_ELEMENTS // (n * per_block * (g if second else 1)))
     parts = [_estimate_chunk(blocks[:, :, s : s + chunk], g, second, weights) for s in range(0, m, chunk)]
     return {key: np.concatenate([p[key] for p in parts], axis=-1) for key in parts[0]}
 
