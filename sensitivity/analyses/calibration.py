@@ -281,6 +281,8 @@ class ObservationModel:
             raise DataError(f"`y_obs` must be a non-empty 1-D array [m], got shape {list(y.shape)}")
         m = y.size
         names = list(output_names) if output_names is not None else [f"y{i}" for i in range(m)]
+        if len(names) != m:
+            raise ConfigError(f"`output_names` must have {m} entries like `y_obs`, got {len(names)}")
         if np.isinf(y).any():
             i = int(np.flatnonzero(np.isinf(y))[0])
             raise DataError(f"`y_obs` must be finite or NaN (missing), got {y[i]} at output {names[i]!r}")
@@ -288,7 +290,8 @@ class ObservationModel:
         if mask is not None:
             mask_arr = np.asarray(mask)
             if mask_arr.shape != (m,) or mask_arr.dtype != bool:
-                raise DataError(f"`mask` must be a bool array of shape [{m}], got {mask_arr.dtype} {list(mask_arr.shape)}")
+                raise DataError(f"`mask` must be a bool array of shape [{m}], "
+                                f"got {mask_arr.dtype} {list(mask_arr.shape)}")
             use &= mask_arr
         observed = np.flatnonzero(use)
         if observed.size == 0:
@@ -312,13 +315,13 @@ class ObservationModel:
     def observation_std(self) -> np.ndarray:
         """``[m]`` standard deviation of each observation (NaN where not observed or unknown)."""
         std = np.full(self.y_obs.shape, np.nan)
-        if self.known_noise:
-            inv = self.whitening if self.whitening.ndim == 1 else None
-            if inv is not None:
-                std[self.observed] = 1.0 / inv
-            else:
-                chol = linalg.solve_triangular(self.whitening, np.eye(self.n_observed), lower=True)
-                std[self.observed] = np.linalg.norm(chol, axis=1)
+        if not self.known_noise:
+            return std
+        if self.whitening.ndim == 1:
+            std[self.observed] = 1.0 / self.whitening
+        else:  # rows of L = W^{-1} have norm sqrt(diag(L L^T))
+            chol = linalg.solve_triangular(self.whitening, np.eye(self.n_observed), lower=True)
+            std[self.observed] = np.linalg.norm(chol, axis=1)
         return std
 
     def residual(self, values: np.ndarray) -> np.ndarray:
@@ -405,7 +408,8 @@ class _Problem:
 def _build_problem(observations, n, m, names, bounds, log_parameters, prior_mean, prior_cov) -> _Problem:
     log_mask = np.zeros(n, bool) if log_parameters is None else np.asarray(log_parameters)
     if log_mask.shape != (n,) or log_mask.dtype != bool:
-        raise ConfigError(f"`log_parameters` must be a bool array of shape [{n}], got {log_mask.dtype} {list(log_mask.shape)}")
+        raise ConfigError(f"`log_parameters` must be a bool array of shape [{n}], "
+                          f"got {log_mask.dtype} {list(log_mask.shape)}")
     if bounds is None:
         lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
     else:
@@ -570,24 +574,30 @@ def _step(solver: Solver, jz: np.ndarray, r: np.ndarray, scaling: np.ndarray, da
     return np.where(free, dz_scaled / root, 0.0)  # exactly 0: a held parameter stays on its bound
 
 
+def _evaluate_augmented(problem: _Problem, value_and_jacobian: ValueAndJacobian, x: np.ndarray) -> dict:
+    """One model call at ``x [K, n]``: raw values/Jacobian, whitened residual/Jacobian (prior rows
+    appended), cost, and whether each row is finite."""
+    values, jacobian = _evaluate(value_and_jacobian, x, problem.m, problem.n)
+    r, jx = problem.augmented(x, values, jacobian)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cost = 0.5 * np.sum(r**2, axis=1)
+    finite = np.isfinite(cost) & np.all(np.isfinite(jx), axis=(1, 2))
+    return {"x": x, "values": values, "jacobian": jacobian, "r": r, "jx": jx, "cost": cost, "finite": finite}
+
+
 def _solve(problem: _Problem, value_and_jacobian: ValueAndJacobian, x0: np.ndarray, solver: Solver,
            rcond: float) -> tuple[_Fits, _History]:
-    k, n = x0.shape
-    values, jacobian = _evaluate(value_and_jacobian, x0, problem.m, n)
-    r, jx = problem.augmented(x0, values, jacobian)
-    cost = 0.5 * np.sum(r**2, axis=1)
-    finite = np.isfinite(cost) & np.all(np.isfinite(jx), axis=(1, 2))
-    jz = problem.internal_jacobian(x0, np.where(finite[:, None, None], jx, 0.0))
-    fits = _Fits(x=x0.copy(), values=values, jacobian=jacobian, r=r, jx=jx, cost=cost,
-                 scaling=solver._scaling(np.sum(jz**2, axis=1), None), damping=np.full(k, solver._start_damping()),
-                 nu=np.full(k, 2.0), status=np.where(finite, _RUNNING, Status.NON_FINITE).astype(np.int16),
-                 n_iter=np.zeros(k, dtype=np.int32))
+    k = x0.shape[0]
+    start = _evaluate_augmented(problem, value_and_jacobian, x0.copy())
+    ok = start.pop("finite")
+    jz = problem.internal_jacobian(x0, np.where(ok[:, None, None], start["jx"], 0.0))
+    fits = _Fits(**start, scaling=solver._scaling(np.sum(jz**2, axis=1), None),
+                 damping=np.full(k, solver._start_damping()), nu=np.full(k, 2.0),
+                 status=np.where(ok, _RUNNING, Status.NON_FINITE).astype(np.int16), n_iter=np.zeros(k, np.int32))
+    gnorm = _gradient_cosine(jz[ok], fits.r[ok], _free(problem.to_internal(x0[ok]), _grad(jz[ok], fits.r[ok]), problem))
+    fits.status[np.flatnonzero(ok)[gnorm <= solver.gtol]] = Status.GTOL
     history = _History.empty()
-    z = problem.to_internal(x0)
-    gnorm = np.full(k, np.nan)
-    gnorm[finite] = _gradient_cosine(jz[finite], r[finite], _free(z[finite], _grad(jz[finite], r[finite]), problem))
-    fits.status[finite & (gnorm <= solver.gtol)] = Status.GTOL
-    history.record(fits, np.flatnonzero(finite), gnorm[finite], None, None)
+    history.record(fits, np.flatnonzero(ok), gnorm, None, None)
     for _ in range(solver.max_iter):
         active = np.flatnonzero(fits.status == _RUNNING)
         if active.size == 0:
@@ -598,6 +608,7 @@ def _solve(problem: _Problem, value_and_jacobian: ValueAndJacobian, x0: np.ndarr
 
 
 def _grad(jz: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Gradient ``J^T r`` of the cost in the solver's variables."""
     return np.einsum("kmn,km->kn", jz, r)
 
 
@@ -605,40 +616,29 @@ def _iterate(problem: _Problem, value_and_jacobian: ValueAndJacobian, solver: So
              history: _History, a: np.ndarray, rcond: float) -> None:
     """One batched iteration over the active starts ``a``: one model call for all of them."""
     x, cost_old, scaling = fits.x[a], fits.cost[a], fits.scaling[a]
-    z = problem.to_internal(x)
-    jz = problem.internal_jacobian(x, fits.jx[a])
-    r = fits.r[a]
+    z, jz, r = problem.to_internal(x), problem.internal_jacobian(x, fits.jx[a]), fits.r[a]
     g = _grad(jz, r)
-    free = _free(z, g, problem)
-    z_try = np.clip(z + _step(solver, jz, r, scaling, fits.damping[a], free, rcond), problem.lower, problem.upper)
+    step = _step(solver, jz, r, scaling, fits.damping[a], _free(z, g, problem), rcond)
+    z_try = np.clip(z + step, problem.lower, problem.upper)
     dz = z_try - z
     pred = -np.sum(g * dz, axis=1) - 0.5 * np.sum(np.einsum("kmn,kn->km", jz, dz) ** 2, axis=1)
-    x_try = problem.to_physical(z_try)
-    values, jacobian = _evaluate(value_and_jacobian, x_try, problem.m, problem.n)
-    r_try, jx_try = problem.augmented(x_try, values, jacobian)
-    with np.errstate(over="ignore", invalid="ignore"):
-        cost_try = 0.5 * np.sum(r_try**2, axis=1)
-    finite = np.isfinite(cost_try) & np.all(np.isfinite(jx_try), axis=(1, 2))
-    ared = cost_old - cost_try
+    trial = _evaluate_augmented(problem, value_and_jacobian, problem.to_physical(z_try))
+    finite = trial.pop("finite")
+    ared = cost_old - trial["cost"]
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(finite & (pred > 0), ared / pred, -np.inf)
     accepted = solver._accepts(rho, finite)
     fits.damping[a], fits.nu[a] = solver._update(fits.damping[a], fits.nu[a], rho, accepted)
-    acc = a[accepted]
-    fits.put(acc, x=x_try[accepted], values=values[accepted], jacobian=jacobian[accepted], r=r_try[accepted],
-             jx=jx_try[accepted], cost=cost_try[accepted])
-    jz_new = problem.internal_jacobian(fits.x[a], fits.jx[a])
-    fits.scaling[acc] = solver._scaling(np.sum(jz_new[accepted] ** 2, axis=1), scaling[accepted])
+    fits.put(a[accepted], **{key: value[accepted] for key, value in trial.items()})
     fits.n_iter[a] += 1
-
-    z_now = problem.to_internal(fits.x[a])
-    gnorm = _gradient_cosine(jz_new, fits.r[a], _free(z_now, _grad(jz_new, fits.r[a]), problem))
-    step_norm = np.linalg.norm(np.sqrt(scaling) * dz, axis=1)
+    jz_now, r_now = problem.internal_jacobian(fits.x[a], fits.jx[a]), fits.r[a]
+    fits.scaling[a] = np.where(accepted[:, None], solver._scaling(np.sum(jz_now**2, axis=1), scaling), scaling)
+    gnorm = _gradient_cosine(jz_now, r_now, _free(problem.to_internal(fits.x[a]), _grad(jz_now, r_now), problem))
     xtol_hit = np.all(np.abs(dz) <= solver.xtol * (solver.xtol + np.abs(z)), axis=1)
     ftol_hit = finite & (np.abs(ared) <= solver.ftol * cost_old) & (pred <= solver.ftol * cost_old)
-    status = np.select([gnorm <= solver.gtol, ftol_hit, xtol_hit], [Status.GTOL, Status.FTOL, Status.XTOL], _RUNNING)
-    fits.status[a] = status
-    history.record(fits, a, gnorm, step_norm, accepted)
+    fits.status[a] = np.select([gnorm <= solver.gtol, ftol_hit, xtol_hit],
+                               [Status.GTOL, Status.FTOL, Status.XTOL], _RUNNING)
+    history.record(fits, a, gnorm, np.linalg.norm(np.sqrt(scaling) * dz, axis=1), accepted)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -678,7 +678,7 @@ def _posterior(problem: _Problem, fits: _Fits, rcond: float) -> _Posterior:
     rank = full_svd.rank(rcond)
     band_cov = ident.pseudo_inverse_covariance(full_svd, rank) * s2[:, None, None]
     covariance = np.where((rank == n)[:, None, None], band_cov, np.nan)
-    data_svd = ident.equilibrated_svd(jx[:, :m_o])
+    data_svd = full_svd if problem.prior_whitening is None else ident.equilibrated_svd(jx[:, :m_o])
     data_rank = data_svd.rank(rcond)
     return _Posterior(chi2=chi2, dof=dof, residual_variance=s2, covariance=covariance, band_covariance=band_cov,
                       rank=rank, data_svd=data_svd, data_rank=data_rank,
@@ -691,8 +691,9 @@ def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rto
     """Label each start with the index of its minimum, minima numbered by increasing cost.
 
     Two estimates belong to the same minimum when every parameter agrees within
-    ``rtol`` relative to the larger magnitude. Greedy in order of cost: a start joins
-    the first (lowest-cost) minimum it agrees with, else founds a new one.
+    ``rtol`` relative to the larger magnitude. Greedy in order of cost: the
+    lowest-cost start not yet labeled founds a minimum and takes every unlabeled
+    start that agrees with it (cost ``O(K x minima)``).
 
     Parameters
     ----------
@@ -710,16 +711,14 @@ def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rto
     ``[K]`` int minimum index, -1 for starts not clustered.
     """
     labels = np.full(cost.shape, -1, dtype=np.int32)
-    founders: list[int] = []
-    for k in np.flatnonzero(ok)[np.argsort(cost[ok], kind="stable")]:
-        if founders:
-            ref = estimates[founders]
-            close = np.all(np.abs(ref - estimates[k]) <= rtol * np.maximum(np.abs(ref), np.abs(estimates[k])), axis=1)
-            if close.any():
-                labels[k] = int(np.argmax(close))
-                continue
-        labels[k] = len(founders)
-        founders.append(int(k))
+    pending = np.flatnonzero(ok)[np.argsort(cost[ok], kind="stable")]
+    while pending.size:
+        founder = estimates[pending[0]]
+        rest = estimates[pending]
+        close = np.all(np.abs(rest - founder) <= rtol * np.maximum(np.abs(rest), np.abs(founder)), axis=1)
+        close[0] = True
+        labels[pending[close]] = labels.max() + 1
+        pending = pending[~close]
     return labels
 
 
@@ -860,23 +859,6 @@ def _labels(names: Sequence[str] | None, n: int, what: str, prefix: str) -> list
 
 
 # ------------------------------------------------------------------------------ dataset
-def _common(units: Sequence[str] | None) -> str | None:
-    """The one unit of a labeled axis, or None when units are absent or differ between entries."""
-    if units is None or len(set(units)) != 1:
-        return None
-    return units[0]
-
-
-def _attrs(long_name: str, units: str | None, axis_units: str | None = None, **extra) -> dict:
-    """CF attributes; when per-entry units differ, point at the coordinate that holds them."""
-    attrs = {"long_name": long_name, **extra}
-    if units is not None:
-        attrs["units"] = units
-    elif axis_units is not None:
-        attrs["units_coordinate"] = axis_units
-    return attrs
-
-
 @dataclass(frozen=True)
 class _Labels:
     """Names and units of the two labeled axes."""
@@ -887,96 +869,163 @@ class _Labels:
     ounits: Sequence[str] | None
 
 
+@dataclass(frozen=True)
+class _Units:
+    """CF attributes of variables on the parameter or output axis.
+
+    A labeled axis whose entries share one unit gives that ``units``; when they
+    differ, ``units_coordinate`` names the coordinate that holds them per entry.
+    """
+
+    parameter: str | None
+    parameter_ref: str | None
+    output: str | None
+    output_ref: str | None
+    known_noise: bool
+
+    @classmethod
+    def of(cls, labels: _Labels, known_noise: bool) -> "_Units":
+        def common(units):
+            return units[0] if units is not None and len(set(units)) == 1 else None
+
+        return cls(common(labels.punits), "parameter_units" if labels.punits is not None else None,
+                   common(labels.ounits), "output_units" if labels.ounits is not None else None, known_noise)
+
+    @staticmethod
+    def _attrs(long_name: str, units: str | None, ref: str | None) -> dict:
+        if units is not None:
+            return {"long_name": long_name, "units": units}
+        return {"long_name": long_name, "units_coordinate": ref} if ref is not None else {"long_name": long_name}
+
+    def param(self, long_name: str) -> dict:
+        return self._attrs(long_name, self.parameter, self.parameter_ref)
+
+    def param_squared(self, long_name: str) -> dict:
+        units = product(self.parameter, self.parameter) if self.parameter is not None else None
+        return self._attrs(long_name, units, self.parameter_ref)
+
+    def out(self, long_name: str) -> dict:
+        return self._attrs(long_name, self.output, self.output_ref)
+
+    def cost(self, long_name: str) -> dict:
+        """Whitened squares are dimensionless; unweighted ones carry squared output units."""
+        if self.known_noise:
+            return {"long_name": long_name, "units": "1"}
+        return self._attrs(long_name, product(self.output, self.output) if self.output else None, self.output_ref)
+
+
+def _one(long_name: str, **extra) -> dict:
+    """Attributes of a dimensionless variable."""
+    return {"long_name": long_name, "units": "1", **extra}
+
+
 def _to_dataset(problem: _Problem, fits: _Fits, history: _History | None, post: _Posterior, x0: np.ndarray,
                 minimum: np.ndarray, labels: _Labels, settings: dict) -> xr.Dataset:
-    obs = problem.observations
-    names, punits, onames, ounits = labels.names, labels.punits, labels.onames, labels.ounits
-    level = settings["level"]
-    k, n = fits.x.shape
-    pu, ou = _common(punits), _common(ounits)
-    pu_ref = "parameter_units" if punits is not None else None
-    ou_ref = "output_units" if ounits is not None else None
-    cov_units = product(pu, pu) if pu is not None else None
-    failed = fits.status == Status.NON_FINITE
-    estimate = np.where(failed[:, None], np.nan, fits.x)
-    model_output = np.where(failed[:, None], np.nan, fits.values)
-    se = np.sqrt(np.einsum("kii->ki", post.covariance))
-    q_param = stats.t.ppf(0.5 + level / 2, post.dof) if not obs.known_noise else stats.norm.ppf(0.5 + level / 2)
-    interval = _parameter_interval(estimate, se, problem.log_mask, q_param)
-    band_sd = ident.delta_method_std(np.where(failed[:, None, None], np.nan, fits.jacobian), post.band_covariance)
-    band = np.stack([model_output - q_param * band_sd, model_output + q_param * band_sd], axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reduced = post.chi2 / post.dof if post.dof > 0 else np.full(k, np.nan)
-    aic = post.neg2_log_likelihood + 2 * post.n_fitted
-    bic = post.neg2_log_likelihood + post.n_fitted * np.log(obs.n_observed)
-    ok = minimum >= 0
-    best = int(np.flatnonzero(ok)[np.argmin(fits.cost[ok])]) if ok.any() else -1
-    status_attrs = {"flag_values": np.array([int(s) for s in Status], dtype=np.int16),
-                    "flag_meanings": " ".join(s.name.lower() for s in Status)}
-    observed_flag = np.zeros(problem.m, dtype=np.int8)
-    observed_flag[obs.observed] = 1
-    ps, od = ("start", "parameter"), ("start", "output")
-    data = {
-        "y_obs": (("output",), obs.y_obs, _attrs("observed output", ou, ou_ref)),
-        "observation_std": (("output",), obs.observation_std(), _attrs("standard deviation of the observation", ou, ou_ref)),
-        "observed": (("output",), observed_flag, {"long_name": "output enters the fit", "flag_values": np.array([0, 1], np.int8),
-                                                   "flag_meanings": "missing_or_masked observed"}),
-        "start_value": (ps, x0, _attrs("starting parameter value", pu, pu_ref)),
-        "estimate": (ps, estimate, _attrs("fitted parameter value", pu, pu_ref)),
-        "status": (("start",), fits.status.astype(np.int16), {"long_name": "termination status", **status_attrs}),
-        "message": (("start",), np.array([STATUS_MESSAGES[int(s)] for s in fits.status], dtype=object),
-                    {"long_name": "termination message"}),
-        "n_iterations": (("start",), fits.n_iter, {"long_name": "solver iterations (model calls after the first)", "units": "1"}),
-        "cost": (("start",), np.where(failed, np.nan, fits.cost), {"long_name": "half the squared norm of the whitened residuals (with prior rows)", "units": "1" if obs.known_noise else None}),
-        "chi2": (("start",), post.chi2, {"long_name": "sum of squared whitened data residuals", "units": "1" if obs.known_noise else None}),
-        "reduced_chi2": (("start",), reduced, {"long_name": "chi2 / (m_observed - n_parameters)"}),
-        "residual_variance": (("start",), post.residual_variance, {"long_name": "factor applied to the covariance (s^2 when sigma is unknown, else 1)"}),
-        "aic": (("start",), aic, {"long_name": "Akaike information criterion, -2 ln L + 2 k", "units": "1"}),
-        "bic": (("start",), bic, {"long_name": "Bayesian information criterion, -2 ln L + k ln m_observed", "units": "1"}),
-        "covariance": (("start", "parameter_i", "parameter_j"), post.covariance,
-                       _attrs("posterior parameter covariance (NaN when rank-deficient)", cov_units, pu_ref)),
-        "standard_error": (ps, se, _attrs("standard error of the estimate", pu, pu_ref)),
-        "correlation": (("start", "parameter_i", "parameter_j"), ident.correlation(post.covariance),
-                        {"long_name": "parameter correlation", "units": "1"}),
-        "parameter_interval": (ps + ("bound",), interval, _attrs(f"{level:.0%} interval of the parameter (log-symmetric for log parameters)", pu, pu_ref)),
-        "model_output": (od, model_output, _attrs("model output at the estimate", ou, ou_ref)),
-        "residual": (od, obs.y_obs[None, :] - model_output, _attrs("observation minus model output", ou, ou_ref)),
-        "prediction_std": (od, band_sd, _attrs("delta-method standard deviation of the model output", ou, ou_ref)),
-        "prediction_band": (od + ("bound",), band, _attrs(f"{level:.0%} delta-method band of the model output (without observation noise)", ou, ou_ref)),
-        "singular_value": (("start", "component"), post.data_svd.singular_values,
-                           {"long_name": "singular value of the column-equilibrated weighted data Jacobian", "units": "1"}),
-        "singular_vector": (("start", "component", "parameter"), post.data_svd.vt,
-                            {"long_name": "right singular vector (direction in equilibrated parameter space)", "units": "1"}),
-        "rank": (("start",), post.data_rank.astype(np.int32), {"long_name": "numerical rank of the weighted data Jacobian", "units": "1"}),
-        "condition_number": (("start",), post.condition_number, {"long_name": "condition number of the column-equilibrated weighted data Jacobian", "units": "1"}),
-        "identifiability": (ps, post.identifiability, {"long_name": "parameter identifiability (Doherty and Hunt 2009)", "units": "1"}),
-        "minimum": (("start",), minimum, {"long_name": "index of the distinct minimum reached (-1: failed)", "units": "1"}),
-        "best_start": ((), np.int32(best), {"long_name": "start with the lowest cost among successful fits (-1: none)"}),
-        "n_minima": ((), np.int32(minimum.max() + 1), {"long_name": "number of distinct minima", "units": "1"}),
-    }
+    units = _Units.of(labels, problem.observations.known_noise)
+    data = {**_observation_vars(problem.observations, problem.m, units),
+            **_fit_vars(fits, x0, minimum, units),
+            **_statistics_vars(problem, fits, post, settings["level"], units)}
     if problem.prior_mean is not None:
-        pc = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
-        data["prior_mean"] = (("parameter",), problem.prior_mean, _attrs("prior mean", pu, pu_ref))
-        data["prior_std"] = (("parameter",), np.sqrt(np.diag(pc)), _attrs("prior standard deviation", pu, pu_ref))
+        prior_cov = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
+        data["prior_mean"] = (("parameter",), problem.prior_mean, units.param("prior mean"))
+        data["prior_std"] = (("parameter",), np.sqrt(np.diag(prior_cov)), units.param("prior standard deviation"))
     if history is not None:
-        data.update(_history_vars(history, pu, pu_ref, obs.known_noise, settings["solver"].startswith("GaussNewton")))
-    variables = {key: xr.Variable(dims, values, {a: v for a, v in attrs.items() if v is not None})
-                 for key, (dims, values, attrs) in data.items()}
+        data.update(_history_vars(history, units, settings["solver"].startswith("GaussNewton")))
+    k, n = fits.x.shape
     coords = {
-        "start": xr.Variable("start", np.arange(k, dtype=np.int32), {"long_name": "start index", "units": "1"}),
-        "component": xr.Variable("component", np.arange(n, dtype=np.int32), {"long_name": "singular component", "units": "1"}),
+        "start": xr.Variable("start", np.arange(k, dtype=np.int32), _one("start index")),
+        "component": xr.Variable("component", np.arange(n, dtype=np.int32), _one("singular component")),
         "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"}),
-        **parameter_coords(names, punits),
-        **output_coords(onames, ounits),
-        **matrix_coords("parameter", names, punits),
+        **parameter_coords(labels.names, labels.punits),
+        **output_coords(labels.onames, labels.ounits),
+        **matrix_coords("parameter", labels.names, labels.punits),
     }
     if history is not None:
         coords["iteration"] = xr.Variable("iteration", np.arange(len(history.cost), dtype=np.int32),
-                                          {"long_name": "solver iteration (0: start)", "units": "1"})
+                                          _one("solver iteration (0: start)"))
     attrs = {"title": "calibration", **settings,
-             "log_parameters": " ".join(nm for nm, lg in zip(names, problem.log_mask) if lg),
-             "noise": "known (sigma or cov)" if obs.known_noise else "unknown (covariance scaled by s^2)"}
+             "log_parameters": " ".join(nm for nm, lg in zip(labels.names, problem.log_mask) if lg),
+             "noise": "known (sigma or cov)" if units.known_noise else "unknown (covariance scaled by s^2)",
+             "aic_bic": "-2 ln L + 2k, -2 ln L + k ln m_observed; Gaussian data likelihood at the estimate, "
+                        "k = n parameters (+1 when the noise variance is estimated)"}
+    variables = {key: xr.Variable(dims, values, attrs) for key, (dims, values, attrs) in data.items()}
     return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def _observation_vars(obs: ObservationModel, m: int, units: _Units) -> dict:
+    observed = np.zeros(m, dtype=np.int8)
+    observed[obs.observed] = 1
+    return {
+        "y_obs": (("output",), obs.y_obs, units.out("observed output")),
+        "observation_std": (("output",), obs.observation_std(), units.out("standard deviation of the observation")),
+        "observed": (("output",), observed, {"long_name": "output enters the fit",
+                                              "flag_values": np.array([0, 1], np.int8),
+                                              "flag_meanings": "missing_or_masked observed"}),
+    }
+
+
+def _fit_vars(fits: _Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) -> dict:
+    failed = fits.status == Status.NON_FINITE
+    ok = minimum >= 0
+    best = int(np.flatnonzero(ok)[np.argmin(fits.cost[ok])]) if ok.any() else -1
+    status_flags = {"flag_values": np.array([int(s) for s in Status], dtype=np.int16),
+                    "flag_meanings": " ".join(s.name.lower() for s in Status)}
+    messages = np.array([STATUS_MESSAGES[int(s)] for s in fits.status], dtype=object)
+    return {
+        "start_value": (("start", "parameter"), x0, units.param("starting parameter value")),
+        "estimate": (("start", "parameter"), np.where(failed[:, None], np.nan, fits.x),
+                     units.param("fitted parameter value")),
+        "status": (("start",), fits.status.astype(np.int16), {"long_name": "termination status", **status_flags}),
+        "message": (("start",), messages, {"long_name": "termination message"}),
+        "n_iterations": (("start",), fits.n_iter, _one("solver iterations (model calls after the first)")),
+        "cost": (("start",), np.where(failed, np.nan, fits.cost),
+                 units.cost("half the squared norm of the whitened residuals, prior rows included")),
+        "minimum": (("start",), minimum, _one("index of the distinct minimum reached (-1: failed)")),
+        "best_start": ((), np.int32(best), {"long_name": "start of lowest cost among successful fits (-1: none)"}),
+        "n_minima": ((), np.int32(minimum.max() + 1), _one("number of distinct minima")),
+        "model_output": (("start", "output"), np.where(failed[:, None], np.nan, fits.values),
+                         units.out("model output at the estimate")),
+    }
+
+
+def _statistics_vars(problem: _Problem, fits: _Fits, post: _Posterior, level: float, units: _Units) -> dict:
+    obs = problem.observations
+    failed = (fits.status == Status.NON_FINITE)
+    estimate = np.where(failed[:, None], np.nan, fits.x)
+    model_output = np.where(failed[:, None], np.nan, fits.values)
+    se = np.sqrt(np.einsum("kii->ki", post.covariance))
+    q = stats.norm.ppf(0.5 + level / 2) if obs.known_noise else stats.t.ppf(0.5 + level / 2, post.dof)
+    band_sd = ident.delta_method_std(np.where(failed[:, None, None], np.nan, fits.jacobian), post.band_covariance)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reduced = post.chi2 / post.dof if post.dof > 0 else np.full(post.chi2.shape, np.nan)
+    neg2, k = post.neg2_log_likelihood, post.n_fitted
+    ps, po, pij = ("start", "parameter"), ("start", "output"), ("start", "parameter_i", "parameter_j")
+    return {
+        "residual": (po, obs.y_obs[None, :] - model_output, units.out("observation minus model output")),
+        "chi2": (("start",), post.chi2, units.cost("sum of squared whitened data residuals")),
+        "reduced_chi2": (("start",), reduced, units.cost("chi2 / (m_observed - n_parameters)")),
+        "residual_variance": (("start",), post.residual_variance,
+                              {"long_name": "factor applied to the covariance (s^2 when sigma is unknown, else 1)"}),
+        "aic": (("start",), neg2 + 2 * k, _one("Akaike information criterion -2 ln L + 2 k")),
+        "bic": (("start",), neg2 + k * np.log(obs.n_observed), _one("Bayesian information criterion -2 ln L + k ln m")),
+        "covariance": (pij, post.covariance, units.param_squared("parameter covariance (NaN when rank-deficient)")),
+        "standard_error": (ps, se, units.param("standard error of the estimate")),
+        "correlation": (pij, ident.correlation(post.covariance), _one("parameter correlation")),
+        "parameter_interval": (ps + ("bound",), _parameter_interval(estimate, se, problem.log_mask, q),
+                               units.param(f"{level:.0%} interval of the parameter (symmetric in log x for "
+                                           "log parameters)")),
+        "prediction_std": (po, band_sd, units.out("delta-method standard deviation of the model output")),
+        "prediction_band": (po + ("bound",), np.stack([model_output - q * band_sd, model_output + q * band_sd], -1),
+                            units.out(f"{level:.0%} delta-method band of the model output (no observation noise)")),
+        "singular_value": (("start", "component"), post.data_svd.singular_values,
+                           _one("singular value of the column-equilibrated weighted data Jacobian")),
+        "singular_vector": (("start", "component", "parameter"), post.data_svd.vt,
+                            _one("right singular vector in equilibrated parameter space")),
+        "rank": (("start",), post.data_rank.astype(np.int32), _one("numerical rank of the weighted data Jacobian")),
+        "condition_number": (("start",), post.condition_number,
+                             _one("condition number of the column-equilibrated weighted data Jacobian")),
+        "identifiability": (ps, post.identifiability, _one("parameter identifiability (Doherty and Hunt 2009)")),
+    }
 
 
 def _parameter_interval(estimate: np.ndarray, se: np.ndarray, log_mask: np.ndarray, q: float) -> np.ndarray:
@@ -988,17 +1037,17 @@ def _parameter_interval(estimate: np.ndarray, se: np.ndarray, log_mask: np.ndarr
     return np.stack([low, high], axis=-1)
 
 
-def _history_vars(history: _History, pu, pu_ref, known_noise: bool, gauss_newton: bool) -> dict:
-    damping_name = "step fraction alpha (Gauss-Newton)" if gauss_newton else "damping lambda relative to the scaling D"
+def _history_vars(history: _History, units: _Units, gauss_newton: bool) -> dict:
+    damping = "step fraction alpha (Gauss-Newton)" if gauss_newton else "damping lambda relative to the scaling D"
     si = ("start", "iteration")
     return {
         "history_parameter": (si + ("parameter",), np.stack(history.parameters, axis=1),
-                              _attrs("parameter value after the iteration", pu, pu_ref)),
-        "history_cost": (si, np.stack(history.cost, axis=1), {"long_name": "cost after the iteration", "units": "1" if known_noise else None}),
+                              units.param("parameter value after the iteration")),
+        "history_cost": (si, np.stack(history.cost, axis=1), units.cost("cost after the iteration")),
         "history_gradient_norm": (si, np.stack(history.gradient_norm, axis=1),
-                                  {"long_name": "scaled gradient max_j |J_j^T r| / (|J_j| |r|)", "units": "1"}),
-        "history_damping": (si, np.stack(history.damping, axis=1), {"long_name": damping_name, "units": "1"}),
-        "history_step_norm": (si, np.stack(history.step_norm, axis=1), {"long_name": "scaled norm of the tried step |D^(1/2) dz|", "units": "1"}),
+                                  _one("scaled gradient max_j |J_j^T r| / (|J_j| |r|)")),
+        "history_damping": (si, np.stack(history.damping, axis=1), _one(damping)),
+        "history_step_norm": (si, np.stack(history.step_norm, axis=1), _one("scaled norm |D^(1/2) dz| of the step")),
         "history_accepted": (si, np.stack(history.accepted, axis=1),
                              {"long_name": "step accepted", "flag_values": np.array([-1, 0, 1], np.int8),
                               "flag_meanings": "no_step rejected accepted"}),
