@@ -49,7 +49,10 @@ def output_dim_coords(spec: OutputSpec) -> dict[str, xr.Variable]:
             attrs.update(standard_name="latitude", units=d.units if d.units != "1" else "degrees_north")
         elif d.name in ("lon", "longitude"):
             attrs.update(standard_name="longitude", units=d.units if d.units != "1" else "degrees_east")
-        coords[d.name] = xr.Variable(d.name, np.asarray(d.values), attrs)
+        values = np.asarray(d.values)
+        if np.issubdtype(values.dtype, np.integer):  # CF 1.8 has no int64
+            values = values.astype(np.int32 if np.abs(values).max() < 2**31 else np.float64)
+        coords[d.name] = xr.Variable(d.name, values, attrs)
     return coords
 
 
@@ -124,7 +127,7 @@ def _attrs(long_name: str, units: str | None, units_coord: str) -> dict[str, str
     """Attributes of a variable; when units vary along an axis they live in the ``units_coord`` coordinate."""
     if units is not None:
         return {"long_name": long_name, "units": units}
-    return {"long_name": long_name, "units_metadata": f"units vary along an axis: see coordinate {units_coord}"}
+    return {"long_name": long_name, "units_coordinate": units_coord}
 
 
 # ----------------------------------------------------------------------------- provenance

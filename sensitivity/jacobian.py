@@ -82,21 +82,26 @@ class CompiledJacobian:
         x = self._check(points)
         out = np.empty((x.shape[0], *self.surrogate.output.shape), self.dtype)
         for start, chunk in _chunks(x, self.chunk_size):
-            out[start : start + len(chunk)] = self._run(self._value_fn, chunk)[0]
+            out[start : start + len(chunk)] = self._run(self._value_fn, chunk, len(x))[0]
         return out
 
     def iter_chunks(self, points: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """Yield ``(start, values, jacobian)`` per chunk of ``points``; memory is one chunk's worth."""
         x = self._check(points)
         for start, chunk in _chunks(x, self.chunk_size):
-            values, jacobian = self._run(self._jacobian_fn, chunk)
+            values, jacobian = self._run(self._jacobian_fn, chunk, len(x))
             yield start, values, jacobian
 
-    def _run(self, fn: tf.types.experimental.PolymorphicFunction, chunk: np.ndarray) -> list[np.ndarray]:
-        """Evaluate ``fn`` on one chunk, padded to the fixed chunk size, and unflatten the outputs."""
+    def _run(self, fn: tf.types.experimental.PolymorphicFunction, chunk: np.ndarray, total: int) -> list[np.ndarray]:
+        """Evaluate ``fn`` on one chunk, padded to a fixed size, and unflatten the outputs.
+
+        Chunks are padded to ``chunk_size`` so XLA compiles one shape; a call with fewer points than
+        one chunk in all is padded only to the next power of two (at most log2(chunk_size) shapes).
+        """
         rows = len(chunk)
-        if rows < self.chunk_size:  # repeat the last point: in-domain and finite, trimmed below
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], self.chunk_size - rows, axis=0)])
+        target = self.chunk_size if total >= self.chunk_size else min(self.chunk_size, max(MIN_CHUNK, 1 << (rows - 1).bit_length()))
+        if rows < target:  # repeat the last point: in-domain and finite, trimmed below
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], target - rows, axis=0)])
         results = fn(tf.constant(chunk, dtype=self.dtype))
         out_shape, n_in = self.surrogate.output.shape, self.surrogate.n_in
         shapes = [(rows, *out_shape), (rows, *out_shape, n_in)]
@@ -174,8 +179,7 @@ def compile_jacobian(
     compile_fn = lambda f: tf.function(f, input_signature=signature, jit_compile=jit_compile, reduce_retracing=False)
     value_fn = compile_fn(values_only)
     jacobian_fn = compile_fn(forward if resolved == "forward" else reverse)
-    activation = _activation_size(value_fn, n_in)
-    traces["value"] = 0  # tracing for the graph inspection does not count as a retrace
+    activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
     if chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                      memory_budget_mb)

@@ -70,15 +70,15 @@ class OutputScaling(keras.layers.Layer):
         Per-output affine map (flattened over the output shape).
     log
         Exponentiate after the affine map (the network learned ``log y``).
-    output
+    output_spec
         The output description as plain data (see :meth:`sensitivity.surrogate.OutputSpec.to_dict`).
     """
 
     def __init__(self, offset: Sequence[float], scale: Sequence[float], log: bool = False,
-                 output: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 output_spec: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.offset, self.scale, self.log = list(map(float, offset)), list(map(float, scale)), bool(log)
-        self.output = output or {}
+        self.output_spec = output_spec or {}
 
     def call(self, z: Any) -> Any:
         dtype = z.dtype
@@ -87,4 +87,4 @@ class OutputScaling(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "offset": self.offset, "scale": self.scale, "log": self.log,
-                "output": self.output}
+                "output_spec": self.output_spec}

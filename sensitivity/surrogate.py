@@ -127,7 +127,10 @@ def load_surrogate(
     if scaling:
         fn = _wrap_scaling(fn, scaling, names)
 
-    probe = fn(tf.ones([2, len(names)], dtype=dtype))
+    try:
+        probe = fn(tf.ones([2, len(names)], dtype=dtype))
+    except Exception as err:  # any failure of user code on a probe batch
+        raise ModelError(f"surrogate {label} fails on a probe batch [2, {len(names)}]: {type(err).__name__}: {err}") from None
     shape = tuple(int(s) for s in probe.shape[1:])
     if probe.shape[0] != 2 or not shape:
         raise ModelError(
@@ -197,8 +200,8 @@ def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:
     for layer in model.layers:
         if layer.__class__.__name__ == "InputScaling" and layer.names:
             meta.update(input_names=layer.names, input_units=layer.units)
-        if layer.__class__.__name__ == "OutputScaling" and layer.output:
-            meta["output"] = layer.output
+        if layer.__class__.__name__ == "OutputScaling" and layer.output_spec:
+            meta["output"] = layer.output_spec
     return (lambda x: model(x, training=False)), meta
 
 
@@ -237,7 +240,8 @@ def _load_saved_model(path: Path, dtype: str) -> Callable:
         log.warning("SavedModel %s computes in %s; casting to and from %s", path, model_dtype.name, dtype)
 
     def fn(x: Any) -> Any:
-        y = signature(**{input_key: tf.cast(x, model_dtype)})[outputs[0]]
+        # through `loaded`, so the restored variables live as long as this function
+        y = loaded.signatures[name](**{input_key: tf.cast(x, model_dtype)})[outputs[0]]
         return tf.cast(y, x.dtype)
 
     return fn

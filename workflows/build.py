@@ -35,8 +35,8 @@ def surrogate_from(cfg: DictConfig, space: ParameterSpace):
     source = cfg.model.source
     if not (":" in source and not Path(source).exists()):
         source = str(Path(source).expanduser())
-    return load_surrogate(source, input_names=space.names, input_units=space.units, output=plain(cfg.model.output),
-                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling), dtype=cfg.jacobian.dtype)
+    return load_surrogate(source, input_names=space.names, input_units=space.units, output=plain(cfg.model.output) or None,
+                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling) or None, dtype=cfg.jacobian.dtype)
 
 
 def engine_from(cfg: DictConfig, surrogate):

@@ -34,8 +34,9 @@ class SpaceConf:
 class ModelConf:
     source: str = "???"
     kwargs: Dict[str, Any] = field(default_factory=dict)
-    output: Optional[Dict[str, Any]] = None
-    scaling: Optional[Dict[str, Any]] = None
+    # typed Any: OmegaConf cannot merge a dict override into a None Optional[Dict] node
+    output: Any = None
+    scaling: Any = None
 
 
 @dataclass
@@ -73,6 +74,20 @@ class SweepConf:
 
 
 def register() -> None:
-    """Register the schemas (idempotent)."""
+    """Register every workflow's schema as ``<workflow>_schema`` (idempotent).
+
+    A workflow module declares its schema as a module attribute ``SCHEMA`` (a dataclass built
+    from the shared parts above); its primary config lists ``<workflow>_schema`` first.
+    """
+    import importlib
+
+    from workflows.cli import WORKFLOWS
+
     store = ConfigStore.instance()
-    store.store(name="sweep_schema", node=SweepConf)
+    for name, module_name in WORKFLOWS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            continue
+        if getattr(module, "SCHEMA", None) is not None:
+            store.store(name=f"{name}_schema", node=module.SCHEMA)

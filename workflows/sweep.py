@@ -7,10 +7,12 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from workflows import build
+from workflows.schema import SweepConf
 
 log = logging.getLogger(__name__)
 
 SUMMARY = "values and Jacobians of a surrogate over a parameter grid -> sweep.nc"
+SCHEMA = SweepConf
 
 
 def run(cfg: DictConfig) -> Path:
@@ -39,7 +41,7 @@ def run(cfg: DictConfig) -> Path:
                     parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
     log.info("sweep done: %d points, %.0f Jacobians/s, %s", summary.points, summary.jacobians_per_second, summary.path)
     if cfg.plots:
-        from sensitivity.plots import sweep_figure
+        from sensitivity.plots.sweep import sweep_figure
 
         figure = sweep_figure(summary.path, build.output_dir(cfg) / "sweep.png")
         log.info("figure: %s", figure)

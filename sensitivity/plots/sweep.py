@@ -1,14 +1,11 @@
-"""Figures from result datasets (matplotlib, Agg backend; files only, never a window)."""
+"""Figures of a sweep: the spread of the derivatives across the grid."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
 
 
 def _flat_jacobian(ds: xr.Dataset) -> tuple[np.ndarray, list[str]]:

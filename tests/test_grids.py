@@ -1,0 +1,101 @@
+"""Grids: contents, reproducibility, streaming blocks, shards, and files."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from scipy.stats import qmc
+
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.grids import make_grid, shard_bounds
+from sensitivity.labels import parameter_coords
+from sensitivity.space import ParameterSpace
+
+SPACE = ParameterSpace.from_records([
+    dict(name="a", units="1", low=0.0, high=2.0),
+    dict(name="b", units="day", low=1.0, high=100.0, scale="log"),
+    dict(name="c", units="m", low=-1.0, high=1.0),
+])
+
+
+def test_factorial_levels_linear_and_log():
+    grid = make_grid(SPACE, "factorial", levels=[3, 3, 1])
+    x = grid.points()
+    assert grid.size == 9 and x.shape == (9, 3)
+    np.testing.assert_allclose(np.unique(x[:, 0]), [0, 1, 2])
+    np.testing.assert_allclose(np.unique(x[:, 1]), [1, 10, 100])  # geometric levels
+    np.testing.assert_allclose(x[:, 2], 0.0)  # a single level sits at nominal
+    np.testing.assert_allclose(x[:3, 1], [1, 10, 100])  # last parameter with > 1 level varies fastest
+
+
+@pytest.mark.parametrize("kind", ["sobol", "halton", "lhs", "random"])
+def test_designs_are_seeded_in_bounds_and_blockwise(kind):
+    grid = make_grid(SPACE, kind, n=256, seed=7)
+    x = grid.points()
+    assert x.shape == (256, 3)
+    np.testing.assert_array_equal(x, make_grid(SPACE, kind, n=256, seed=7).points())
+    assert not np.array_equal(x, make_grid(SPACE, kind, n=256, seed=8).points())
+    lo, hi = SPACE.bounds.T
+    assert np.all(x >= lo) and np.all(x <= hi)
+    np.testing.assert_array_equal(np.concatenate([grid.block(0, 100), grid.block(100, 256)]), x)
+
+
+def test_sobol_is_scipy_sequence_mapped_to_bounds():
+    x = make_grid(SPACE, "sobol", n=64, seed=3).points()
+    unit = qmc.Sobol(3, scramble=True, rng=np.random.default_rng(3)).random(64)
+    np.testing.assert_allclose(x[:, 0], 2 * unit[:, 0])
+    np.testing.assert_allclose(x[:, 1], 10 ** (2 * unit[:, 1]))
+    # the LHS stratifies each margin: one point per 1/n stratum
+    lhs = make_grid(SPACE, "lhs", n=50, seed=1).points()
+    np.testing.assert_array_equal(np.sort(np.floor(lhs[:, 0] / 2 * 50)), np.arange(50))
+
+
+@pytest.mark.parametrize("size, shards", [(1000, 8), (7, 3), (5, 5), (3, 4)])
+def test_shards_concatenate_to_the_grid(size, shards):
+    grid = make_grid(SPACE, "sobol", n=size)
+    bounds = [shard_bounds(size, i, shards) for i in range(shards)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == size
+    assert all(b[1] == c[0] for b, c in zip(bounds, bounds[1:]))
+    np.testing.assert_array_equal(np.concatenate([grid.block(a, b) for a, b in bounds]), grid.points())
+
+
+def test_one_at_a_time():
+    x = make_grid(SPACE, "oat", steps=3).points()
+    assert x.shape == (1 + 3 * 3, 3)
+    np.testing.assert_allclose(x[0], SPACE.nominal)
+    changed = (x[1:] != SPACE.nominal).sum(axis=1)
+    assert np.all(changed <= 1)
+
+
+def test_points_from_csv_and_netcdf(tmp_path):
+    points = make_grid(SPACE, "random", n=10, seed=0).points()
+    table = pd.DataFrame(points[:, ::-1], columns=["c", "b", "a"]).assign(extra=1)
+    table.to_csv(tmp_path / "p.csv", index=False)
+    np.testing.assert_allclose(make_grid(SPACE, "file", path=tmp_path / "p.csv").points(), points)
+    ds = xr.Dataset({"x": (("sample", "parameter"), points)}, coords=parameter_coords(SPACE.names))
+    ds.to_netcdf(tmp_path / "p.nc")
+    np.testing.assert_allclose(make_grid(SPACE, "file", path=tmp_path / "p.nc").points(), points)
+    table.drop(columns="b").to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(DataError, match=r"missing column\(s\) \['b'\]"):
+        make_grid(SPACE, "file", path=tmp_path / "bad.csv")
+    table.assign(a=99.0).to_csv(tmp_path / "out.csv", index=False)
+    with pytest.raises(ConfigError, match="'a' = 99.0 at row 0 is outside its bounds"):
+        make_grid(SPACE, "file", path=tmp_path / "out.csv")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="sobolx", n=4), "grid.kind must be one of"),
+    (dict(kind="sobol", n=0), "grid.n must be an integer >= 1, got 0"),
+    (dict(kind="factorial", levels=[2, 2]), "need one level count per parameter (3)"),
+    (dict(kind="factorial", levels=[2, 0, 2]), "grid.levels for 'b' must be an integer >= 1, got 0"),
+])
+def test_bad_grid_inputs(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        make_grid(SPACE, **kwargs)
+    assert message in str(err.value)
+
+
+def test_bad_shard():
+    with pytest.raises(ConfigError, match=r"grid.shard must be an integer in \[0, 4\), got 4"):
+        shard_bounds(10, 4, 4)

@@ -1,0 +1,157 @@
+"""The compiled engine: closed forms and float64 finite differences, in every mode and dtype."""
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import sensitivity
+from sensitivity.errors import ConfigError
+from sensitivity.jacobian import auto_chunk_size
+from sensitivity.simulators import analytic
+from tests.helpers import central_differences
+
+RNG = np.random.default_rng(42)
+MODES = ["forward", "reverse"]
+DTYPES = ["float32", "float64"]
+# float64 engine vs closed form: a few ulps of the function scale; float32: ~1e-6 relative x condition.
+TOL = {"float64": dict(rtol=1e-10, atol=1e-10), "float32": dict(rtol=2e-5, atol=2e-5)}
+
+
+def load(fn, n, dtype, names=None, **kw):
+    return sensitivity.load_surrogate(fn, input_names=names or [f"x{i}" for i in range(n)], input_units=["1"] * n,
+                                      dtype=dtype, **kw)
+
+
+def ishigami_jacobian(x, a=7.0, b=0.1):
+    return np.stack([np.cos(x[:, 0]) * (1 + b * x[:, 2] ** 4), 2 * a * np.sin(x[:, 1]) * np.cos(x[:, 1]),
+                     4 * b * x[:, 2] ** 3 * np.sin(x[:, 0])], axis=1)[:, None, :]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_closed_forms(mode, dtype):
+    x = RNG.uniform(-np.pi, np.pi, (300, 3))
+    jac = sensitivity.compile_jacobian(load(analytic.ishigami, 3, dtype), mode, chunk_size=128)
+    values, jacobian = jac(x)
+    assert values.shape == (300, 1) and jacobian.shape == (300, 1, 3) and jacobian.dtype == dtype
+    np.testing.assert_allclose(jacobian, ishigami_jacobian(x), **TOL[dtype])
+
+    w = RNG.normal(size=(4, 3))
+    lin = sensitivity.compile_jacobian(load(analytic.linear, 3, dtype, kwargs={"weights": w.tolist()}), mode)
+    np.testing.assert_allclose(lin(x)[1], np.broadcast_to(w, (300, 4, 3)), **TOL[dtype])
+
+    quad = sensitivity.compile_jacobian(load(analytic.quadratic, 3, dtype), mode)
+    expected = np.stack([2 * x, np.stack([x[:, 1], x[:, 0] + 2 * x[:, 2], 2 * x[:, 1]], axis=1)], axis=1)
+    np.testing.assert_allclose(quad(x)[1], expected, **TOL[dtype])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_field_model_against_finite_differences(mode):
+    """A 2-D field output keeps its dims: jacobian [N, lat, lon, n_in]."""
+    model = load(analytic.gaussian_plume, 4, "float64", names=["amplitude", "x0", "y0", "width"],
+                 kwargs={"size": 8})
+    x = np.column_stack([RNG.uniform(0.5, 2, 20), RNG.uniform(0.2, 0.8, 20), RNG.uniform(0.2, 0.8, 20),
+                         RNG.uniform(0.1, 0.4, 20)])
+    values, jacobian = sensitivity.compile_jacobian(model, mode)(x)
+    assert values.shape == (20, 8, 8) and jacobian.shape == (20, 8, 8, 4)
+    np.testing.assert_allclose(jacobian, central_differences(model, x), rtol=1e-6, atol=1e-8)
+
+
+def small_cnn(seed=0):
+    """A small CNN mapping 3 parameters to a 12 x 12 field (the 'deep convolutional network' case)."""
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((3,))
+    h = keras.layers.Dense(3 * 3 * 8, activation="tanh")(inputs)
+    h = keras.layers.Reshape((3, 3, 8))(h)
+    h = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same", activation="tanh")(h)
+    h = keras.layers.Conv2DTranspose(4, 3, strides=2, padding="same", activation="tanh")(h)
+    h = keras.layers.Conv2D(1, 3, padding="same")(h)
+    return keras.Model(inputs, keras.layers.Reshape((12, 12))(h))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_keras_cnn_field_float64_against_finite_differences(tmp_path, mode):
+    path = tmp_path / "cnn.keras"
+    small_cnn().save(path)
+    output = {"name": "field", "units": "K", "dims": [
+        {"name": "lat", "values": list(np.linspace(-10, 10, 12)), "units": "degrees_north"},
+        {"name": "lon", "values": list(np.linspace(0, 20, 12)), "units": "degrees_east"}]}
+    model = sensitivity.load_surrogate(path, input_names=["a", "b", "c"], input_units=["1", "m", "s"],
+                                       output=output, dtype="float64")
+    x = RNG.normal(size=(16, 3))
+    values, jacobian = sensitivity.compile_jacobian(model, mode)(x)
+    assert jacobian.shape == (16, 12, 12, 3)
+    np.testing.assert_allclose(jacobian, central_differences(model, x), rtol=1e-6, atol=1e-9)
+    # the float32 engine on the same network stays within float32 round-off of the float64 one
+    model32 = sensitivity.load_surrogate(path, input_names=["a", "b", "c"], input_units=["1", "m", "s"], output=output)
+    np.testing.assert_allclose(sensitivity.compile_jacobian(model32, mode)(x)[1], jacobian, rtol=1e-4, atol=1e-5)
+
+
+def test_forward_equals_reverse_on_an_mlp():
+    keras.utils.set_random_seed(1)
+    net = keras.Sequential([keras.Input((5,)), keras.layers.Dense(32, activation="tanh"), keras.layers.Dense(7)])
+    model = load(lambda x: net(x), 5, "float32")
+    x = RNG.normal(size=(100, 5))
+    fwd, rev = sensitivity.compile_jacobian(model, "forward")(x), sensitivity.compile_jacobian(model, "reverse")(x)
+    np.testing.assert_allclose(fwd[0], rev[0], rtol=1e-6)
+    np.testing.assert_allclose(fwd[1], rev[1], rtol=1e-5, atol=1e-6)
+
+
+def test_auto_mode_follows_shape():
+    wide = load(analytic.linear, 3, "float32", kwargs={"weights": [[1.0, 2.0, 3.0]]})  # 3 in, 1 out
+    tall = load(analytic.linear, 2, "float32", kwargs={"weights": np.ones((5, 2)).tolist()})  # 2 in, 5 out
+    assert sensitivity.compile_jacobian(wide, "auto").mode == "reverse"
+    assert sensitivity.compile_jacobian(tall, "auto").mode == "forward"
+
+
+def test_traced_once_whatever_the_number_of_points():
+    jac = sensitivity.compile_jacobian(load(analytic.ishigami, 3, "float32"), "forward", chunk_size=64)
+    for n in (1, 63, 64, 65, 1000, 7):
+        values, jacobian = jac(RNG.uniform(-3, 3, (n, 3)))
+        assert values.shape == (n, 1) and jacobian.shape == (n, 1, 3)
+    jac.values(RNG.uniform(-3, 3, (100, 3)))
+    assert jac.trace_count == 1 and jac.value_trace_count == 1
+
+
+def test_chunks_are_exact_and_memory_follows_the_budget():
+    model = load(analytic.ishigami, 3, "float64")
+    x = RNG.uniform(-3, 3, (257, 3))
+    whole = sensitivity.compile_jacobian(model, "forward", chunk_size=1024)(x)
+    chunked = sensitivity.compile_jacobian(model, "forward", chunk_size=64)(x)
+    np.testing.assert_array_equal(whole[1], chunked[1])
+    # per point: (n_in + 1) tangents of 1000 numbers, float32 -> 4 * (4 * 1000 + ...) ~ 16 kB; 16 MiB -> 1024
+    assert auto_chunk_size(1000, 3, 1, "forward", 4, 16) == 1024
+    assert auto_chunk_size(1000, 3, 1, "reverse", 4, 16) == 2048  # 2 copies for one output
+    assert auto_chunk_size(10**7, 100, 1, "forward", 4, 1) == 64  # clamped to the minimum
+
+
+def test_config_scaling_is_folded_in():
+    """A network in normalised units, wrapped with an affine + log map, differentiates in physical units."""
+    def normalised(z):
+        return tf.stack([tf.sin(z[:, 0]) * z[:, 1], z[:, 0] ** 2], axis=1)
+
+    scaling = {"input": {"offset": [1.0, 0.5], "scale": [2.0, 0.25], "log": ["k"]},
+               "output": {"offset": [3.0, -1.0], "scale": [10.0, 0.1]}}
+    model = sensitivity.load_surrogate(normalised, input_names=["k", "v"], input_units=["s-1", "m"],
+                                       scaling=scaling, dtype="float64")
+    x = np.column_stack([RNG.uniform(0.1, 5, 50), RNG.uniform(-1, 1, 50)])
+
+    def physical(p):
+        z0, z1 = (np.log(p[:, 0]) - 1.0) / 2.0, (p[:, 1] - 0.5) / 0.25
+        return np.column_stack([np.sin(z0) * z1 * 10 + 3, z0**2 * 0.1 - 1])
+
+    values, jacobian = sensitivity.compile_jacobian(model, "reverse")(x)
+    np.testing.assert_allclose(values, physical(x), rtol=1e-12)
+    np.testing.assert_allclose(jacobian, central_differences(physical, x), rtol=1e-6, atol=1e-8)
+
+
+def test_bad_engine_inputs():
+    model = load(analytic.ishigami, 3, "float32")
+    with pytest.raises(ConfigError, match="`mode` must be one of"):
+        sensitivity.compile_jacobian(model, "sideways")
+    with pytest.raises(ConfigError, match="`chunk_size` must be a positive integer, got 0"):
+        sensitivity.compile_jacobian(model, chunk_size=0)
+    with pytest.raises(ConfigError, match=r"points must have shape \[N, 3\], got \[4, 2\]"):
+        sensitivity.compile_jacobian(model)(np.zeros((4, 2)))

@@ -1,0 +1,118 @@
+"""The `sweep` workflow end to end: labeled CF output, provenance, resume after a kill, NaN reporting, CLI."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from sensitivity.datasets import open_result
+from tests.conftest import ROOT
+from tests.test_jacobian import ishigami_jacobian
+from workflows import sweep
+
+CLI = [sys.executable, "-m", "workflows"]
+
+
+def cf_errors(path: Path) -> list[str]:
+    """High-priority failures of the IOOS compliance checker (CF 1.8) on ``path``."""
+    out = subprocess.run([Path(sys.executable).parent / "compliance-checker", "-t", "cf:1.8", "-f", "json",
+                          "-o", "-", str(path)], capture_output=True, text=True)
+    report = json.loads(out.stdout)["cf:1.8"]
+    return [msg for item in report["high_priorities"] for msg in item["msgs"]]
+
+
+def test_sweep_writes_a_labeled_cf_dataset(compose_config, tmp_path):
+    cfg = compose_config("sweep", ["grid.n=300", "jacobian=float64", "jacobian.chunk_size=128"])
+    path = sweep.run(cfg)
+    ds = open_result(path)
+    assert dict(ds.sizes) == {"sample": 300, "parameter": 3, "output": 1}
+    np.testing.assert_allclose(ds["jacobian"].values, ishigami_jacobian(ds["x"].values), rtol=1e-10, atol=1e-10)
+    assert ds["jacobian"].sel(parameter_name="x2").dims == ("sample", "output")
+    assert ds["jacobian"].attrs["units"] == "1" and ds["y"].attrs["long_name"] == "Ishigami function"
+    for key in ("Conventions", "title", "history", "source", "config", "surrogate_hash", "package_versions", "seed"):
+        assert ds.attrs[key], key
+    assert "grid:" in ds.attrs["config"] and ds.attrs["nonfinite_values"] == 0
+    assert not (tmp_path / "sweep.nc.parts").exists()
+    assert cf_errors(path) == []
+
+
+def test_field_outputs_keep_their_dims(compose_config):
+    cfg = compose_config("sweep", ["experiment=plume", "grid.n=32", "plots=false"])
+    ds = xr.open_dataset(sweep.run(cfg))
+    assert ds["jacobian"].dims == ("sample", "lat", "lon", "parameter")
+    assert ds["concentration"].attrs["units"] == "kg m-3"
+    assert ds["lat"].attrs["standard_name"] == "latitude"
+    # parameters have different units, so the Jacobian's units live in a coordinate
+    assert list(ds["jacobian_units"].values) == ["(kg m-3)/(kg m-3)", "kg m-3", "kg m-3", "kg m-3"]
+    assert cf_errors(Path(ds.encoding["source"])) == []
+
+
+def test_nonfinite_values_are_counted_and_reported(compose_config, caplog):
+    overrides = ["model=function", "model.source=tests.models:sqrt_model", "model.output={name: y, names: [root]}",
+                 "space.parameters=[{name: a, units: '1', low: -1, high: 1}, {name: b, units: '1', low: 0, high: 1}]",
+                 "grid.n=64", "plots=false"]
+    path = sweep.run(compose_config("sweep", overrides))
+    ds = xr.open_dataset(path)
+    negative = int((ds["x"].values[:, 0] < 0).sum())
+    assert negative > 0 and ds.attrs["nonfinite_values"] == negative
+    assert ds.attrs["nonfinite_jacobian"] >= negative
+    assert "non-finite values" in caplog.text
+
+
+def test_cli_help_lists_workflows():
+    out = subprocess.run(CLI + ["--help"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "sweep " in out.stdout and "values and Jacobians" in out.stdout
+
+
+@pytest.mark.parametrize("override, message", [
+    ("space.parameters.0.low=5", "bounds must be low < high, got (5.0, 3.14"),
+    ("grid.kind=sobolx", "grid.kind must be one of"),
+    ("grid.nn=3", "Key 'nn' not in 'GridConf'"),
+    ("grid.n=many", "Value 'many' of type 'str' could not be converted to Integer"),
+    ("jacobian.mode=sideways", "`mode` must be one of"),
+    ("model.source=nowhere.keras", "surrogate file not found: nowhere.keras"),
+    ("model.source=nowhere", "neither a .keras file"),
+])
+def test_cli_bad_input_fails_clearly_without_output(tmp_path, override, message):
+    out = subprocess.run(CLI + ["sweep", override, f"hydra.run.dir={tmp_path}", "progress=false"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode != 0
+    assert message in out.stdout + out.stderr
+    assert not (tmp_path / "sweep.nc").exists()
+
+
+def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path):
+    args = ["sweep", "grid.n=65536", "jacobian.chunk_size=512", "points_per_part=512", "plots=false",
+            "progress=false"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(CLI + args + [f"hydra.run.dir={killed}"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parts = killed / "sweep.nc.parts"
+    deadline = time.time() + 120
+    while len(list(parts.glob("part-*.nc"))) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "sweep.nc").exists(), "the run finished before it could be killed: make the grid larger"
+    done_before = len(list(parts.glob("part-*.nc")))
+    assert 3 <= done_before < 128
+
+    resumed = subprocess.run(CLI + args + [f"hydra.run.dir={killed}"], cwd=ROOT, env=env, capture_output=True,
+                             text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed: {done_before} of 128 parts" in resumed.stdout + resumed.stderr
+    whole = subprocess.run(CLI + args + [f"hydra.run.dir={tmp_path / 'whole'}"], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr
+    a, b = xr.open_dataset(killed / "sweep.nc"), xr.open_dataset(tmp_path / "whole" / "sweep.nc")
+    xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
+    assert a.sizes["sample"] == 65536 and not parts.exists()
