@@ -264,3 +264,17 @@ def open_result(path: str | Path) -> xr.Dataset:
     if not path.is_file():
         raise DataError(f"result file not found: {path}")
     return by_name(xr.open_dataset(path, engine=ENCODING_ENGINE))
+
+
+def iter_blocks(path: str | Path, block: int = 65536, dim: str = "sample",
+                variables: Sequence[str] | None = None) -> Iterable[xr.Dataset]:
+    """Yield consecutive blocks of ``block`` entries along ``dim`` of a result file, loaded one at a time.
+
+    Memory stays bounded by one block whatever the file size, so analyses of a stored sweep
+    (Gauss-Newton maps, local propagation, DGSM) work on files larger than memory.
+    """
+    with open_result(path) as ds:
+        if variables is not None:
+            ds = ds[list(variables)]
+        for start in range(0, ds.sizes[dim], block):
+            yield ds.isel({dim: slice(start, start + block)}).load()
