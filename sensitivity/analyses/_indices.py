@@ -12,8 +12,8 @@ from typing import Literal, Sequence
 import numpy as np
 import xarray as xr
 from scipy import stats
-from scipy.stats import qmc
 
+from sensitivity.analyses import sampling
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, output_coords, parameter_coords
 from sensitivity.space import ParameterSpace
@@ -87,23 +87,22 @@ def sobol_base(d: int, n: int, seed: Seed) -> np.ndarray:
 
     The scrambling generator is ``numpy.random.default_rng(seed)``, so passing the same
     integer reproduces the points (and SALib, given that same Generator, draws them too).
+    The sequence is :func:`sensitivity.analyses.sampling.unit_cube_blocks`' in one block.
     """
     check_power_of_two(n, what="n")
-    return qmc.Sobol(d=d, scramble=True, rng=np.random.default_rng(seed)).random(n)
+    return next(sampling.unit_cube_blocks(n, d, n, "sobol", np.random.default_rng(seed)))
 
 
 def to_physical(space: ParameterSpace, u: np.ndarray) -> np.ndarray:
-    """Map unit-cube points ``u [N, n]`` to physical values through the marginals' quantile functions.
+    """Map unit-cube points ``u [N, n]`` to physical values through the space's marginals.
 
-    When the space has a correlation matrix ``R``, the columns are first coupled by a
-    Gaussian copula: ``z = Phi^-1(u)``, ``z' = z L^T`` with ``R = L L^T``, ``u' = Phi(z')``.
+    This is :meth:`sensitivity.analyses.sampling.CopulaInputs.from_unit_cube` of the space:
+    each column goes through its marginal's quantile function, coupled by the space's
+    Gaussian copula when it has a correlation matrix. ``u`` is clipped to
+    ``[2^-53, 1 - 2^-53]``, so the quantiles 0 and 1 of a bounded marginal land within
+    one rounding of its bounds.
     """
-    u = np.asarray(u, dtype=np.float64)
-    if space.correlation is not None:
-        z = stats.norm.ppf(u) @ np.linalg.cholesky(space.correlation).T
-        u = stats.norm.cdf(z)
-    columns = [p.frozen_distribution().ppf(u[:, j]) for j, p in enumerate(space.parameters)]
-    return np.column_stack(columns)
+    return sampling.inputs_from_space(space).from_unit_cube(np.asarray(u, dtype=np.float64))
 
 
 # ----------------------------------------------------------------------------- bootstrap
