@@ -18,7 +18,7 @@ import os
 import platform
 import shutil
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -278,3 +278,56 @@ def iter_blocks(path: str | Path, block: int = 65536, dim: str = "sample",
             ds = ds[list(variables)]
         for start in range(0, ds.sizes[dim], block):
             yield ds.isel({dim: slice(start, start + block)}).load()
+
+
+# ----------------------------------------------------------------------------- other artifacts
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
+    """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically (JSON, PEST uncertainty files)."""
+    return write_bytes_atomic(text.encode("utf-8"), path)
+
+
+def write_directory_atomic(path: str | Path, fill: Callable[[Path], Any]) -> Path:
+    """Build a directory artifact (e.g. a TF SavedModel) in a temporary sibling, then rename it into place.
+
+    ``fill(tmp_dir)`` writes the content; if it raises, the temporary directory is removed and
+    ``path`` is left as it was. An existing ``path`` is replaced only once the new content is complete.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    old = path.with_name(f".{path.name}.old")
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        fill(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if path.exists():
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
+    """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
+    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
+    from sensitivity.labels import axis_coords
+
+    for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:
+        names = [str(v) for v in ds[dim].values]
+        ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
+    return ds

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from typing import Callable, Iterator, Literal
 
 import numpy as np
 import tensorflow as tf
@@ -147,20 +147,62 @@ def compile_jacobian(
     if surrogate.dtype not in DTYPES:
         raise ConfigError(f"`dtype` must be one of {DTYPES}, got {surrogate.dtype!r}")
     n_in, n_out = surrogate.n_in, surrogate.output_size
-    resolved = ("forward" if n_in <= n_out else "reverse") if mode == "auto" else mode
+    resolved = resolve_mode(mode, n_in, n_out)
     traces = {"jacobian": 0, "value": 0}
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
-
-    def flat_values(x: tf.Tensor) -> tf.Tensor:
-        return tf.reshape(surrogate.fn(x), [-1, n_out])
+    flat_values, flat_jacobian = jacobian_functions(surrogate, resolved)
 
     def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
         traces["value"] += 1
         return (flat_values(x),)
 
-    def forward(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         traces["jacobian"] += 1
+        return flat_jacobian(x)
 
+    compile_fn = lambda f: tf.function(f, input_signature=signature, jit_compile=jit_compile, reduce_retracing=False)
+    value_fn = compile_fn(values_only)
+    jacobian_fn = compile_fn(value_and_jacobian)
+    activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
+    if chunk_size is None:
+        chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
+                                     memory_budget_mb)
+    elif not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
+    return CompiledJacobian(surrogate, resolved, jit_compile, surrogate.dtype, chunk_size, activation,
+                            jacobian_fn, value_fn, traces)
+
+
+def resolve_mode(mode: Mode, n_in: int, n_out: int) -> str:
+    """``"forward"`` or ``"reverse"``: ``mode`` itself, or for ``"auto"`` forward when ``n_in <= n_out``."""
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
+    return ("forward" if n_in <= n_out else "reverse") if mode == "auto" else mode
+
+
+def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Callable]:
+    """The untraced TF functions the engine compiles: flat values, and flat values with the Jacobian.
+
+    Parameters
+    ----------
+    surrogate
+        The model in physical units.
+    mode
+        ``"forward"`` (all ``n_in`` tangents pushed at once, ``ForwardAccumulator`` in
+        ``vectorized_map``) or ``"reverse"`` (``GradientTape.batch_jacobian``); see :func:`resolve_mode`.
+
+    Returns
+    -------
+    ``(values, value_and_jacobian)``: ``x [B, n_in] -> y [B, n_out]`` and
+    ``x -> (y [B, n_out], dy/dx [B, n_out, n_in])``, to be wrapped in ``tf.function`` (by
+    :func:`compile_jacobian`, or by :mod:`sensitivity.export` for a standalone SavedModel).
+    """
+    n_in, n_out = surrogate.n_in, surrogate.output_size
+
+    def flat_values(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(surrogate.fn(x), [-1, n_out])
+
+    def forward(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         def directional(tangent: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             with tf.autodiff.ForwardAccumulator(x, tf.broadcast_to(tangent, tf.shape(x))) as acc:
                 y = flat_values(x)
@@ -170,23 +212,14 @@ def compile_jacobian(
         return ys[0], tf.transpose(jvps, [1, 2, 0])
 
     def reverse(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        traces["jacobian"] += 1
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = flat_values(x)
         return y, tape.batch_jacobian(y, x)
 
-    compile_fn = lambda f: tf.function(f, input_signature=signature, jit_compile=jit_compile, reduce_retracing=False)
-    value_fn = compile_fn(values_only)
-    jacobian_fn = compile_fn(forward if resolved == "forward" else reverse)
-    activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
-    if chunk_size is None:
-        chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
-                                     memory_budget_mb)
-    elif not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
-    return CompiledJacobian(surrogate, resolved, jit_compile, surrogate.dtype, chunk_size, activation,
-                            jacobian_fn, value_fn, traces)
+    if mode not in ("forward", "reverse"):
+        raise ConfigError(f"`mode` must be 'forward' or 'reverse' here, got {mode!r}")
+    return flat_values, (forward if mode == "forward" else reverse)
 
 
 def auto_chunk_size(activation_size: int, n_in: int, n_out: int, mode: str, itemsize: int,

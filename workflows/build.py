@@ -77,3 +77,16 @@ def check_choice(value: Any, choices: tuple, key: str) -> None:
     """A clear error for a config value outside its choices."""
     if value not in choices:
         raise ConfigError(f"`{key}` must be one of {list(choices)}, got {value!r}")
+
+
+def space_from_problem_file(cfg: DictConfig) -> ParameterSpace | None:
+    """The space of the SALib problem file ``cfg.space_file`` (JSON or YAML, see :mod:`sensitivity.salib`),
+    or None when no such key is set (it may be absent from a workflow's schema)."""
+    path = OmegaConf.select(cfg, "space_file", default=None)
+    if not path:
+        return None
+    from sensitivity.salib import read_problem
+
+    space = read_problem(Path(str(path)).expanduser())
+    log.info("space: %d parameters from SALib problem %s", len(space), path)
+    return space

@@ -1,0 +1,189 @@
+"""PEST / PEST++ interop: the exact Jacobian at one point as a PEST JCO binary, with the noise.
+
+PEST and PEST++ estimate a Jacobian by finite differences (``n + 1`` model runs). With a surrogate,
+the engine gives it exactly; :func:`write_pest` stores it in the binary format PEST writes to
+``case.jco`` / ``case.jcb`` (read by ``pyemu.Jco.from_binary``, PEST's JCO2MAT, PEST++), and the
+observation noise as a PEST uncertainty file (``START STANDARD_DEVIATION``; the PEST weight of an
+observation is ``1 / std``), read by ``pyemu.Cov.from_uncfile``. A pyEMU linear analysis then runs on
+them directly::
+
+    sc = pyemu.Schur(jco="jacobian.jcb", obscov="jacobian.unc", parcov=prior)
+    sc.posterior_parameter            # (J^T W J + prior^-1)^-1
+
+Binary layout (PEST's compressed JCO, all little-endian): a header of three int32
+``(-n_par, -n_obs, nnz)``; ``nnz`` packed records ``(int32 k, float64 value)`` of the non-zero
+entries, ``k = row + col * n_obs + 1`` (1-based, column-major); then the parameter names as
+12-byte and the observation names as 20-byte blank-padded ASCII fields. PEST names are
+case-insensitive (readers lower-case them) and hold no spaces.
+
+The Jacobian is ``d observation / d parameter`` in physical units, untransformed: a PEST control
+file that log-transforms a parameter expects sensitivities to ``log10(parameter)``
+(multiply that column by ``parameter * ln 10``).
+
+References
+----------
+Doherty, J. (2018), PEST Model-Independent Parameter Estimation, User Manual Part I, 7th ed.,
+Watermark Numerical Computing (JCO file, uncertainty files).
+White, J. T., Fienen, M. N. & Doherty, J. E. (2016), A python framework for environmental model
+uncertainty analysis, Environmental Modelling & Software 85, 217-228, doi:10.1016/j.envsoft.2016.08.017.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sensitivity.datasets import open_result, write_bytes_atomic, write_text_atomic
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.outputs import OutputSpec
+
+log = logging.getLogger(__name__)
+
+#: Name widths of PEST's JCO format [characters].
+PARAMETER_NAME_LENGTH, OBSERVATION_NAME_LENGTH = 12, 20
+
+_HEADER = np.dtype([("ncol", "<i4"), ("nrow", "<i4"), ("nnz", "<i4")])
+_RECORD = np.dtype([("k", "<i4"), ("value", "<f8")])  # packed: 12 bytes, as PEST writes it
+
+
+@dataclass(frozen=True)
+class PestFiles:
+    """The files written by :func:`write_pest`."""
+
+    jacobian: Path
+    uncertainty: Path | None
+    parameter_names: list[str]
+    observation_names: list[str]
+
+
+def pest_names(names: Sequence[str], max_length: int, what: str) -> list[str]:
+    """Validate names for PEST: non-empty, no whitespace, at most ``max_length`` characters,
+    unique regardless of case. Returns them lower-cased (as PEST and pyEMU read them)."""
+    out: list[str] = []
+    for name in names:
+        name = str(name)
+        if not name or any(c.isspace() for c in name) or not name.isascii():
+            raise ConfigError(f"PEST {what} name {name!r} must be non-empty ASCII without spaces")
+        if len(name) > max_length:
+            raise ConfigError(f"PEST {what} name {name!r} has {len(name)} characters; PEST allows {max_length}")
+        if name.lower() in out:
+            raise ConfigError(f"PEST {what} names must be unique regardless of case, got {name!r} twice")
+        out.append(name.lower())
+    return out
+
+
+def observation_names(spec: OutputSpec) -> list[str]:
+    """PEST observation names of a model's flat outputs (C order).
+
+    Named scalars keep their labels; a series or a field becomes ``<name>_<k>`` with ``k`` the flat
+    index (the name shortened to fit PEST's 20 characters).
+    """
+    if len(spec.dims) == 1 and spec.dims[0].is_labels:
+        return [str(v) for v in spec.dims[0].values]
+    digits = len(str(spec.size - 1))
+    base = spec.name[: OBSERVATION_NAME_LENGTH - digits - 1]
+    return [f"{base}_{k}" for k in range(spec.size)]
+
+
+def jco_bytes(jacobian: np.ndarray, parameter_names: Sequence[str], observation_names: Sequence[str]) -> bytes:
+    """Encode ``jacobian [n_obs, n_par]`` in PEST's compressed binary JCO format (see the module docstring)."""
+    j = np.asarray(jacobian, dtype=np.float64)
+    if j.ndim != 2:
+        raise DataError(f"`jacobian` must be [n_obs, n_par], got shape {list(j.shape)}")
+    n_obs, n_par = j.shape
+    pars = pest_names(parameter_names, PARAMETER_NAME_LENGTH, "parameter")
+    obs = pest_names(observation_names, OBSERVATION_NAME_LENGTH, "observation")
+    if (len(pars), len(obs)) != (n_par, n_obs):
+        raise DataError(f"`jacobian` is [{n_obs}, {n_par}] but there are {len(obs)} observation and "
+                        f"{len(pars)} parameter names")
+    if not np.isfinite(j).all():
+        row, col = np.argwhere(~np.isfinite(j))[0]
+        raise DataError(f"the Jacobian is not finite at observation {obs[row]!r}, parameter {pars[col]!r}: "
+                        f"{j[row, col]}; PEST cannot store it")
+    rows, cols = np.nonzero(j.T)[::-1]  # column-major order of the non-zeros
+    records = np.empty(rows.size, _RECORD)
+    records["k"] = rows + cols * n_obs + 1
+    records["value"] = j[rows, cols]
+    header = np.array([(-n_par, -n_obs, rows.size)], _HEADER)
+    names = [n.ljust(PARAMETER_NAME_LENGTH) for n in pars] + [n.ljust(OBSERVATION_NAME_LENGTH) for n in obs]
+    return header.tobytes() + records.tobytes() + "".join(names).encode("ascii")
+
+
+def uncertainty_text(names: Sequence[str], std: np.ndarray) -> str:
+    """A PEST uncertainty file with one ``START STANDARD_DEVIATION`` block (``std`` > 0, finite)."""
+    std = np.asarray(std, dtype=float)
+    if std.shape != (len(names),):
+        raise DataError(f"`std` must have {len(names)} entries (one per name), got shape {list(std.shape)}")
+    bad = ~(np.isfinite(std) & (std > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataError(f"observation standard deviation must be finite and > 0, got {std[i]} for {names[i]!r}")
+    lines = ["START STANDARD_DEVIATION", *(f"  {n:<20s} {s:.17g}" for n, s in zip(names, std)),
+             "END STANDARD_DEVIATION", ""]
+    return "\n".join(lines)
+
+
+def write_pest(
+    path: str | Path,
+    jacobian: np.ndarray,
+    parameter_names: Sequence[str],
+    observation_names: Sequence[str],
+    observation_std: np.ndarray | float | None = None,
+) -> PestFiles:
+    """Write a Jacobian as a PEST JCO binary (``path``) and the noise as ``path`` with suffix ``.unc``.
+
+    Parameters
+    ----------
+    path
+        The binary file, conventionally ``<case>.jcb`` or ``<case>.jco``.
+    jacobian
+        ``[n_obs, n_par]`` d observation / d parameter in physical units; must be finite.
+    parameter_names, observation_names
+        PEST names (at most 12 and 20 characters, no spaces, unique regardless of case).
+    observation_std
+        Standard deviation of each observation's noise [observation units] (scalar or ``[n_obs]``);
+        written as a PEST uncertainty file (weight = 1 / std). None: no uncertainty file.
+
+    Returns
+    -------
+    PestFiles
+    """
+    path = Path(path)
+    data = jco_bytes(jacobian, parameter_names, observation_names)
+    obs = pest_names(observation_names, OBSERVATION_NAME_LENGTH, "observation")
+    unc = None
+    if observation_std is not None:
+        std = np.broadcast_to(np.asarray(observation_std, dtype=float), (len(obs),))
+        unc = write_text_atomic(uncertainty_text(obs, std), path.with_suffix(".unc"))
+    write_bytes_atomic(data, path)
+    return PestFiles(path, unc, pest_names(parameter_names, PARAMETER_NAME_LENGTH, "parameter"), obs)
+
+
+def jacobian_at(jac, point: np.ndarray) -> np.ndarray:
+    """``[n_obs, n_par]`` Jacobian of the flat outputs of a compiled engine at one ``point [n_par]``."""
+    x = np.asarray(point, dtype=float).reshape(1, -1)
+    _, j = jac(x)
+    return np.asarray(j, dtype=np.float64).reshape(jac.surrogate.output_size, jac.surrogate.n_in)
+
+
+def calibration_point(path: str | Path, parameter_names: Sequence[str], *, estimate: str = "estimate",
+                      covariance: str = "covariance", start: int | None = None) -> np.ndarray:
+    """The estimate ``(parameter)`` of a calibration result (its ``best_start`` unless ``start``), in
+    the order of ``parameter_names``; read with :func:`sensitivity.datasets.read_estimate`."""
+    from sensitivity.datasets import read_estimate
+
+    return read_estimate(path, estimate, covariance, start=start, names=list(parameter_names)).mean
+
+
+def observation_std_from(path: str | Path, n_outputs: int, variable: str = "observation_std") -> np.ndarray:
+    """The ``[n_outputs]`` observation standard deviations stored in a result file (NaN = not observed)."""
+    with open_result(path) as ds:
+        if variable not in ds.variables:
+            raise DataError(f"{path}: no variable `{variable}` (variables: {sorted(map(str, ds.data_vars))})")
+        std = np.asarray(ds[variable].values, dtype=float).ravel()
+    if std.size != n_outputs:
+        raise DataError(f"{path}: `{variable}` has {std.size} entries but the model has {n_outputs} outputs")
+    return std

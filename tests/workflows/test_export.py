@@ -1,0 +1,86 @@
+"""The `export` workflow: SavedModel + check, CF summary, SALib problem file as the space, PEST files; CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+from omegaconf import OmegaConf
+
+from sensitivity.salib import read_problem
+from tests.conftest import ROOT
+from tests.test_jacobian import ishigami_jacobian
+from tests.workflows.test_sweep import cf_errors
+from workflows import build, export, sweep
+
+CLI = [sys.executable, "-m", "workflows"]
+PROBLEM = {"num_vars": 3, "names": ["x1", "x2", "x3"], "bounds": [[-1.0, 1.0], [0.0, 2.0], [-2.0, 0.5]],
+           "dists": ["unif", "unif", "unif"], "units": ["1", "1", "1"]}
+
+
+def test_export_with_a_salib_space_and_pest(compose_config, tmp_path):
+    (tmp_path / "in").mkdir()
+    problem_path = tmp_path / "in" / "problem.json"
+    problem_path.write_text(json.dumps(PROBLEM))
+    out = tmp_path / "run"
+    cfg = compose_config("export", ["jacobian=float64", "grid.n=32", "export.bench_seconds=0.2", "export.hessian=false",
+                                    f"space_file={problem_path}", "pest.point={x1: 0.5, x2: 1.0, x3: -1.5}",
+                                    "pest.sigma=0.25"], output_dir=out)
+    target = export.run(cfg)
+    assert target == out / "jacobian_model" and (target / "saved_model.pb").is_file()
+    ds = xr.open_dataset(out / "export.nc")
+    assert ds.attrs["export_passed"] == 1 and ds.sizes["sample"] == 32
+    check = json.loads(ds.attrs["export_check"])
+    assert check["jacobian_error"] <= 1e-6 and check["importable"] is False
+    x = ds["x"].values  # the check points come from the SALib space
+    assert (x >= np.array(PROBLEM["bounds"])[:, 0]).all() and (x <= np.array(PROBLEM["bounds"])[:, 1]).all()
+    np.testing.assert_allclose(ds["jacobian"].values, ishigami_jacobian(x), rtol=1e-12, atol=1e-12)
+    assert cf_errors(out / "export.nc") == []
+    np.testing.assert_array_equal(read_problem(out / "problem.json").bounds, PROBLEM["bounds"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pyemu = pytest.importorskip("pyemu")
+    jco = pyemu.Jco.from_binary(str(out / "jacobian.jcb"))
+    assert jco.col_names == ["x1", "x2", "x3"] and jco.row_names == ["ishigami"]
+    np.testing.assert_allclose(jco.x, ishigami_jacobian(np.array([[0.5, 1.0, -1.5]]))[0], rtol=1e-12)
+    assert np.diag(pyemu.Cov.from_uncfile(str(out / "jacobian.unc")).as_2d).tolist() == [0.0625]
+
+
+def test_a_salib_problem_file_drives_a_sweep(compose_config, tmp_path, monkeypatch):
+    """The proposed wiring of `space_from`: a `space_file` set replaces `space`."""
+    problem_path = tmp_path / "problem.yaml"
+    problem_path.write_text(json.dumps(PROBLEM))
+    original = build.space_from
+    monkeypatch.setattr(build, "space_from", lambda cfg: build.space_from_problem_file(cfg) or original(cfg))
+    cfg = compose_config("sweep", ["grid.n=64", "jacobian=float64", "plots=false"], output_dir=tmp_path / "sweep")
+    OmegaConf.set_struct(cfg, False)  # the sweep schema has no `space_file` key yet
+    cfg.space_file = str(problem_path)
+    ds = xr.open_dataset(sweep.run(cfg))
+    x = ds["x"].values
+    assert x.min(axis=0).tolist() >= [-1.0, 0.0, -2.0] and x.max(axis=0).tolist() <= [1.0, 2.0, 0.5]
+    assert x[:, 1].max() > 1.5 and x[:, 2].min() < -1.5  # the file's bounds, not the config's
+    np.testing.assert_allclose(ds["jacobian"].values, ishigami_jacobian(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("override, message", [
+    (["pest.point=nominal", "pest.calibration=c.nc"], "give either `pest.point` or `pest.calibration`"),
+    (["pest.point={x1: 0.1}"], "`pest.point` must be 'nominal' or a value for every parameter"),
+    (["pest.calibration=missing.nc"], "result file not found: missing.nc"),
+])
+def test_bad_pest_settings_fail_before_any_work(compose_config, tmp_path, override, message):
+    from sensitivity.errors import SensitivityError
+
+    with pytest.raises(SensitivityError, match=message):
+        export.run(compose_config("export", override))
+    assert not (tmp_path / "jacobian_model").exists() and not (tmp_path / "export.nc").exists()
+
+
+def test_cli_error_is_one_line(tmp_path):
+    out = subprocess.run(CLI + ["export", f"hydra.run.dir={tmp_path}", "space_file=missing.json"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 2 and "export: SALib problem file not found: missing.json" in out.stderr + out.stdout
+    assert not (tmp_path / "jacobian_model").exists() and not (tmp_path / "export.nc").exists()

@@ -1,0 +1,176 @@
+"""Workflow `export`: the compiled Jacobian as a standalone TF SavedModel, checked; PEST and SALib files.
+
+Writes into the run directory:
+
+* ``<export.name>/`` — a SavedModel with ``value``, ``jacobian``, ``value_and_jacobian`` (and
+  ``hessian``) reloadable by TensorFlow alone (:mod:`sensitivity.export`), checked after writing in a
+  fresh process that cannot import this package;
+* ``export.nc`` — the check points (the ``grid`` design, default 256 random points) with the engine's values and Jacobians, and the check results
+  (errors, reload time, throughputs) as attributes;
+* ``problem.json`` — the parameter space as a SALib problem (:mod:`sensitivity.salib`);
+* with ``pest.calibration`` or ``pest.point``: ``<pest.name>.jcb`` (PEST JCO binary) and
+  ``<pest.name>.unc`` (observation noise) at that point (:mod:`sensitivity.pest`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from omegaconf import DictConfig
+
+from workflows import build
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem files"
+
+
+@dataclass
+class ExportOptions:
+    name: str = "jacobian_model"
+    hessian: bool = True
+    rtol: float = 1e-6
+    bench_seconds: float = 2.0
+    hessian_points: int = 8
+    problem_file: Optional[str] = "problem.json"
+
+
+@dataclass
+class PestConf:
+    calibration: Optional[str] = None
+    point: Any = None
+    estimate: str = "estimate"
+    covariance: str = "covariance"
+    start: Optional[int] = None
+    observation_std: str = "observation_std"
+    sigma: Any = None
+    name: str = "jacobian"
+
+
+@dataclass
+class ExportConf:
+    model: ModelConf = field(default_factory=ModelConf)
+    space: SpaceConf = field(default_factory=SpaceConf)
+    grid: GridConf = field(default_factory=GridConf)
+    jacobian: JacobianConf = field(default_factory=JacobianConf)
+    export: ExportOptions = field(default_factory=ExportOptions)
+    pest: PestConf = field(default_factory=PestConf)
+    space_file: Optional[str] = None
+    output_dir: str = "???"
+    progress: bool = True
+    plots: bool = True
+
+
+SCHEMA = ExportConf
+
+
+def run(cfg: DictConfig) -> Path:
+    """Export, check and describe the compiled Jacobian of ``cfg.model``; return the SavedModel directory."""
+    opts = cfg.export
+    space = build.space_from_problem_file(cfg) or build.space_from(cfg)
+    points = build.grid_from(cfg, space).points()  # the check points
+    pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
+    from sensitivity.export import RELOAD_SNIPPET, export_jacobian
+
+    surrogate = build.surrogate_from(cfg, space)
+    jac = build.engine_from(cfg, surrogate)
+    out = build.output_dir(cfg)
+    target = out / opts.name
+    log.info("export: %s mode, %s, jit_compile=%s, hessian=%s -> %s", jac.mode, jac.dtype, jac.jit_compile,
+             opts.hessian, target)
+    check = export_jacobian(jac, target, hessian=opts.hessian, check_points=points, rtol=opts.rtol,
+                            bench_seconds=opts.bench_seconds, hessian_points=opts.hessian_points)
+    log.info("export check (fresh process without this package, %d new points): relative error value %.1e, "
+             "jacobian %.1e, hessian %.1e (rtol %g)", check.n_points, check.value_error, check.jacobian_error,
+             check.hessian_error, check.rtol)
+    log.info("reload %.2f s; Jacobians/s reloaded %.0f vs in-process %.0f (ratio %.2f; target >= 0.90)",
+             check.reload_seconds, check.reloaded_jacobians_per_second, check.engine_jacobians_per_second,
+             check.throughput_ratio)
+    log.info("reload it with TensorFlow alone:\n%s",
+             RELOAD_SNIPPET.format(path=target.resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
+    _write_summary(cfg, jac, space, points, check, out / "export.nc")
+    if opts.problem_file:
+        from sensitivity.salib import write_problem
+
+        log.info("SALib problem: %s", write_problem(space, out / opts.problem_file))
+    if pest_point is not None:
+        _write_pest(cfg, jac, pest_point, out)
+    return target
+
+
+def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
+    """The point of the PEST Jacobian: ``pest.point`` ("nominal" or name -> value), else the estimate
+    of ``pest.calibration``; None when neither is set."""
+    from sensitivity.errors import ConfigError
+
+    p = cfg.pest
+    if p.point is not None and p.calibration is not None:
+        raise ConfigError("give either `pest.point` or `pest.calibration`, not both")
+    if p.calibration is not None:
+        from sensitivity.pest import calibration_point
+
+        return calibration_point(p.calibration, space.names, estimate=p.estimate, covariance=p.covariance,
+                                 start=p.start)
+    if p.point is None:
+        return None
+    if p.point == "nominal":
+        return space.nominal
+    values = build.plain(p.point)
+    if not isinstance(values, dict) or sorted(values) != sorted(space.names):
+        raise ConfigError(f"`pest.point` must be 'nominal' or a value for every parameter {space.names}, "
+                          f"got {values!r}")
+    return space.check_points(np.array([[values[n] for n in space.names]], float), what="pest.point")[0]
+
+
+def _write_pest(cfg: DictConfig, jac, point: np.ndarray, out: Path) -> None:
+    from sensitivity.pest import jacobian_at, observation_names, observation_std_from, write_pest
+
+    p = cfg.pest
+    names = observation_names(jac.surrogate.output)
+    if p.sigma is not None:
+        std = np.broadcast_to(np.asarray(build.plain(p.sigma), float), (len(names),))
+    elif p.calibration is not None:
+        std = observation_std_from(p.calibration, len(names), p.observation_std)
+    else:
+        std = None
+    jacobian = jacobian_at(jac, point)
+    keep = np.arange(len(names)) if std is None else np.flatnonzero(np.isfinite(std))
+    if len(keep) < len(names):
+        log.info("PEST: %d of %d outputs have no observation (no finite std) and are left out",
+                 len(names) - len(keep), len(names))
+    files = write_pest(out / f"{p.name}.jcb", jacobian[keep], jac.surrogate.input_names, [names[i] for i in keep],
+                       None if std is None else std[keep])
+    log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s", dict(zip(jac.surrogate.input_names,
+             np.round(point, 6).tolist())), files.jacobian, len(keep), jac.surrogate.n_in,
+             f", noise {files.uncertainty}" if files.uncertainty else "")
+
+
+def _write_summary(cfg: DictConfig, jac, space, points: np.ndarray, check, path: Path) -> Path:
+    """``export.nc``: the check points with the engine's values and Jacobians, and the check results."""
+    import json
+
+    from sensitivity.datasets import provenance, sweep_dataset, write_atomic
+
+    values, jacobian = jac(points)
+    s = jac.surrogate
+    ds = sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=s.input_names,
+                       parameter_units=s.input_units, parameter_long_names=[p.long_name for p in space.parameters],
+                       output=s.output)
+    attrs = provenance(title=f"Export check of the compiled Jacobian of {s.source}", workflow="export",
+                       config_yaml=build.config_yaml(cfg), surrogate_source=s.source, surrogate_hash=s.content_hash,
+                       seed=cfg.grid.seed, inputs=[cfg.pest.calibration] if cfg.pest.calibration else [])
+    summary = check.summary()
+    attrs.update({
+        "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}",
+        "export_path": str(Path(check.path).resolve()),
+        "export_check": json.dumps(summary, sort_keys=True, default=float),
+        "export_passed": int(summary["passed"]),
+        "reload_seconds": float(check.reload_seconds),
+        "reloaded_jacobians_per_second": float(check.reloaded_jacobians_per_second),
+        "engine_jacobians_per_second": float(check.engine_jacobians_per_second),
+    })
+    return write_atomic(ds.assign_attrs(attrs), path)
