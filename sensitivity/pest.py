@@ -170,12 +170,34 @@ def jacobian_at(jac, point: np.ndarray) -> np.ndarray:
 
 
 def calibration_point(path: str | Path, parameter_names: Sequence[str], *, estimate: str = "estimate",
-                      covariance: str = "covariance", start: int | None = None) -> np.ndarray:
-    """The estimate ``(parameter)`` of a calibration result (its ``best_start`` unless ``start``), in
-    the order of ``parameter_names``; read with :func:`sensitivity.datasets.read_estimate`."""
-    from sensitivity.datasets import read_estimate
+                      start: int | None = None) -> np.ndarray:
+    """The estimate ``(start, parameter)`` of a calibration result at ``start`` (default: its ``best_start``),
+    in the order of ``parameter_names``.
 
-    return read_estimate(path, estimate, covariance, start=start, names=list(parameter_names)).mean
+    Unlike :func:`sensitivity.datasets.read_estimate` it does not need a finite covariance: the PEST
+    Jacobian of a rank-deficient fit is what a pyEMU identifiability analysis wants.
+    """
+    with open_result(path) as ds:
+        if estimate not in ds.variables:
+            raise DataError(f"{path}: no variable `{estimate}` (variables: {sorted(map(str, ds.data_vars))})")
+        var = ds[estimate]
+        if "start" in var.dims:
+            if start is None:
+                if "best_start" not in ds.variables:
+                    raise DataError(f"{path}: `{estimate}` has {ds.sizes['start']} starts and no `best_start`")
+                start = int(ds["best_start"].values)
+            if not 0 <= start < ds.sizes["start"]:
+                raise DataError(f"{path}: start must be in [0, {ds.sizes['start']}), got {start}")
+            var = var.isel(start=start)
+        if var.dims != ("parameter",) or "parameter_name" not in ds.coords:
+            raise DataError(f"{path}: `{estimate}` must be on (start?, parameter) with `parameter_name` labels")
+        stored = [str(n) for n in ds["parameter_name"].values]
+        if sorted(stored) != sorted(parameter_names):
+            raise DataError(f"{path}: parameters {stored} do not match the model's {list(parameter_names)}")
+        point = var.values.astype(float)[[stored.index(n) for n in parameter_names]]
+    if not np.isfinite(point).all():
+        raise DataError(f"{path}: `{estimate}` is not finite at start {start}: {point}")
+    return point
 
 
 def observation_std_from(path: str | Path, n_outputs: int, variable: str = "observation_std") -> np.ndarray:

@@ -73,6 +73,10 @@ def test_schur_posterior_equals_our_calibration_covariance(tmp_path):
     # the point of a calibration result, read back by name
     write_atomic(ds, tmp_path / "calibration.nc")
     np.testing.assert_allclose(calibration_point(tmp_path / "calibration.nc", PLUME_NAMES), point, rtol=1e-12)
+    reordered = calibration_point(tmp_path / "calibration.nc", PLUME_NAMES[::-1], start=0)
+    np.testing.assert_allclose(reordered, point[::-1], rtol=1e-12)
+    with pytest.raises(DataError, match="no variable `best_fit`"):
+        calibration_point(tmp_path / "calibration.nc", PLUME_NAMES, estimate="best_fit")
 
 
 @pytest.mark.parametrize("pars, obs, message", [

@@ -44,7 +44,6 @@ class PestConf:
     calibration: Optional[str] = None
     point: Any = None
     estimate: str = "estimate"
-    covariance: str = "covariance"
     start: Optional[int] = None
     observation_std: str = "observation_std"
     sigma: Any = None
@@ -113,8 +112,7 @@ def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
     if p.calibration is not None:
         from sensitivity.pest import calibration_point
 
-        return calibration_point(p.calibration, space.names, estimate=p.estimate, covariance=p.covariance,
-                                 start=p.start)
+        return calibration_point(p.calibration, space.names, estimate=p.estimate, start=p.start)
     if p.point is None:
         return None
     if p.point == "nominal":

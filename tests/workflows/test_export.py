@@ -11,6 +11,7 @@ import pytest
 import xarray as xr
 from omegaconf import OmegaConf
 
+from sensitivity.datasets import write_atomic
 from sensitivity.salib import read_problem
 from tests.conftest import ROOT
 from tests.test_jacobian import ishigami_jacobian
@@ -26,14 +27,19 @@ def test_export_with_a_salib_space_and_pest(compose_config, tmp_path):
     (tmp_path / "in").mkdir()
     problem_path = tmp_path / "in" / "problem.json"
     problem_path.write_text(json.dumps(PROBLEM))
+    calibration = tmp_path / "in" / "calibration.nc"  # the variables a calibration.nc holds, by name
+    estimates = np.array([[0.0, 0.0, 0.0], [0.5, 1.0, -1.5]])
+    write_atomic(xr.Dataset({"estimate": (("start", "parameter"), estimates[:, ::-1]), "best_start": ((), 1),
+                             "observation_std": (("output",), [0.25])},
+                            coords={"parameter_name": ("parameter", ["x3", "x2", "x1"])}), calibration)
     out = tmp_path / "run"
     cfg = compose_config("export", ["jacobian=float64", "grid.n=32", "export.bench_seconds=0.2", "export.hessian=false",
-                                    f"space_file={problem_path}", "pest.point={x1: 0.5, x2: 1.0, x3: -1.5}",
-                                    "pest.sigma=0.25"], output_dir=out)
+                                    f"space_file={problem_path}", f"pest.calibration={calibration}"], output_dir=out)
     target = export.run(cfg)
     assert target == out / "jacobian_model" and (target / "saved_model.pb").is_file()
     ds = xr.open_dataset(out / "export.nc")
     assert ds.attrs["export_passed"] == 1 and ds.sizes["sample"] == 32
+    assert str(calibration) in json.loads(ds.attrs["inputs"])  # provenance of the PEST point
     check = json.loads(ds.attrs["export_check"])
     assert check["jacobian_error"] <= 1e-6 and check["importable"] is False
     x = ds["x"].values  # the check points come from the SALib space
