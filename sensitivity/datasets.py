@@ -331,3 +331,73 @@ def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
         names = [str(v) for v in ds[dim].values]
         ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
     return ds
+
+
+# ----------------------------------------------------------------------------- flat output axes
+
+
+def unstack_output(ds: xr.Dataset, spec: OutputSpec) -> xr.Dataset:
+    """Variables on a flat ``output`` axis (C order of ``spec``) put back on the model's own output dims.
+
+    An analysis that works on one flat ``output`` axis labels it with :func:`output_coords`; for a
+    series or a field this reshapes every such variable onto ``time`` or ``lat``/``lon`` (in place of
+    ``output``) with the coordinates of :func:`output_dim_coords`. Named scalars are left as they are.
+    """
+    if len(spec.dims) == 1 and spec.dims[0].is_labels:
+        return ds
+    if "output" not in ds.dims or ds.sizes["output"] != spec.size:
+        raise DataError(f"unstack_output: need an `output` axis of {spec.size} entries, got {dict(ds.sizes)}")
+    reshaped = {}
+    for name, var in ds.data_vars.items():
+        if "output" in var.dims:
+            pos = var.dims.index("output")
+            dims = var.dims[:pos] + spec.dim_names + var.dims[pos + 1:]
+            reshaped[name] = xr.Variable(dims, var.values.reshape(var.shape[:pos] + spec.shape + var.shape[pos + 1:]),
+                                         var.attrs)
+    flat_coords = [c for c in ds.coords if "output" in ds[c].dims]
+    ds = ds.drop_vars(list(reshaped) + flat_coords)
+    return ds.assign(reshaped).assign_coords(output_dim_coords(spec))
+
+
+def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian")) -> OutputSpec:
+    """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
+
+    The output variable is the data variable on ``sample`` not named in ``exclude``; its dims after
+    ``sample`` are the output dims (inverse of :func:`output_dim_coords`).
+    """
+    from sensitivity.outputs import OutputDim
+
+    candidates = [n for n, v in ds.data_vars.items() if n not in exclude and v.dims[:1] == ("sample",)]
+    if len(candidates) != 1:
+        raise DataError(f"cannot tell the output variable of the dataset: candidates {candidates}")
+    var = ds[candidates[0]]
+    dims = []
+    for dim in var.dims[1:]:
+        if dim == "output":
+            dims.append(OutputDim("output", tuple(str(v) for v in ds["output_name"].values), long_name="output"))
+        else:
+            coord = ds[dim]
+            dims.append(OutputDim(dim, tuple(coord.values.tolist()), coord.attrs.get("units", "1"),
+                                  coord.attrs.get("long_name", "")))
+    units: str | tuple[str, ...] = var.attrs.get("units") or tuple(str(u) for u in ds["output_units"].values)
+    return OutputSpec(name=str(var.name), units=units, dims=tuple(dims), long_name=var.attrs.get("long_name", ""))
+
+
+def flat_sweep_block(block: xr.Dataset, spec: OutputSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points ``[N, n]``, values ``[N, m]`` and Jacobians ``[N, m, n]`` of a sweep block, outputs flat in C order."""
+    n_points = block.sizes["sample"]
+    out = list(spec.dim_names)
+    values = block[spec.name].transpose("sample", *out).values.reshape(n_points, spec.size)
+    jacobian = block["jacobian"].transpose("sample", *out, "parameter").values.reshape(n_points, spec.size, -1)
+    return block["x"].transpose("sample", "parameter").values, values, jacobian
+
+
+def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
+    """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
+    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
+    from sensitivity.labels import axis_coords
+
+    for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:
+        names = [str(v) for v in ds[dim].values]
+        ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
+    return ds

@@ -1,0 +1,185 @@
+"""Figures of a calibration (fit with its band, convergence, correlation) and of a Gauss-Newton step map."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+#: At most this many starts are drawn in the convergence figure (the lowest-cost ones first).
+MAX_STARTS = 200
+
+
+def calibration_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
+    """``calibration_fit.png``, ``calibration_convergence.png`` and ``calibration_correlation.png`` of a
+    ``calibration.nc`` file, written to ``out_dir``."""
+    out_dir = Path(out_dir)
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    figures = [fit_figure(ds, out_dir / "calibration_fit.png"),
+               correlation_figure(ds, out_dir / "calibration_correlation.png")]
+    if "history_cost" in ds:
+        figures.insert(1, convergence_figure(ds, out_dir / "calibration_convergence.png"))
+    return figures
+
+
+def _best(ds: xr.Dataset) -> int:
+    best = int(ds["best_start"])
+    return best if best >= 0 else int(np.nanargmin(ds["cost"].values)) if np.isfinite(ds["cost"].values).any() else 0
+
+
+def fit_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
+    """Observations (with their standard deviation), the best fit and its delta-method band.
+
+    A series or named scalars are drawn along their coordinate; a 2-D field as three maps (observed,
+    fitted, residual).
+    """
+    best = ds.isel(start=_best(ds))
+    dims = list(ds["y_obs"].dims)
+    if len(dims) == 2:
+        return _field_fit(best, dims, figure_path)
+    obs, std = ds["y_obs"].values.ravel(), ds["observation_std"].values.ravel()
+    fitted, band = best["model_output"].values.ravel(), best["prediction_band"].values.reshape(-1, 2)
+    dim = dims[0] if len(dims) == 1 else "output"
+    labelled = dim == "output" and "output_name" in ds.coords
+    where = np.arange(obs.size) if labelled or len(dims) != 1 else ds[dim].values
+    fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    level = ds["prediction_band"].attrs.get("long_name", "band").split(" ")[0]
+    ax.fill_between(where, band[:, 0], band[:, 1], color="C1", alpha=0.3, step="mid" if labelled else None,
+                    label=f"{level} delta-method band")
+    ax.plot(where, fitted, color="C1", marker="o" if labelled else None, label="best fit")
+    ax.errorbar(where, obs, yerr=np.where(np.isfinite(std), std, 0.0), fmt=".", color="k", capsize=2,
+                label="observed")
+    if labelled:
+        ax.set_xticks(where, [str(n) for n in ds["output_name"].values], rotation=45, ha="right")
+    else:
+        ax.set_xlabel(_label(ds[dim]) if dim in ds.coords else "output index")
+    ax.set_ylabel(_label(ds["y_obs"]))
+    ax.set_title(f"best of {ds.sizes['start']} starts: reduced chi2 {float(best['reduced_chi2']):.3g}")
+    ax.legend()
+    return _save(fig, figure_path)
+
+
+def _field_fit(best: xr.Dataset, dims: list[str], figure_path: str | Path) -> Path:
+    obs = best["y_obs"].transpose(*dims).values
+    fitted = best["model_output"].transpose(*dims).values
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
+    vmin, vmax = np.nanmin([obs, fitted]), np.nanmax([obs, fitted])
+    for ax, data, title in ((axes[0], obs, "observed"), (axes[1], fitted, "best fit")):
+        im = ax.imshow(data, origin="lower", vmin=vmin, vmax=vmax, cmap="viridis")
+        ax.set_title(title)
+    fig.colorbar(im, ax=axes[:2])
+    residual = obs - fitted
+    lim = np.nanmax(np.abs(residual)) or 1.0
+    im = axes[2].imshow(residual, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim)
+    axes[2].set_title("observed - fit")
+    fig.colorbar(im, ax=axes[2])
+    for ax in axes:
+        ax.set_xlabel(dims[1])
+        ax.set_ylabel(dims[0])
+    return _save(fig, figure_path)
+
+
+def convergence_figure(ds: xr.Dataset, figure_path: str | Path, max_starts: int = MAX_STARTS) -> Path:
+    """Cost against iteration for every start (up to ``max_starts``), coloured by the minimum reached."""
+    cost = ds["history_cost"].values
+    order = np.argsort(np.where(np.isfinite(ds["cost"].values), ds["cost"].values, np.inf), kind="stable")
+    minimum = ds["minimum"].values
+    cmap = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    for k in order[:max_starts]:
+        colour = cmap(minimum[k] % 10) if minimum[k] >= 0 else "0.6"
+        ax.plot(np.arange(cost.shape[1]), cost[k], color=colour, lw=0.8, alpha=0.7)
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("cost (half the whitened sum of squares)")
+    shown = min(max_starts, cost.shape[0])
+    ax.set_title(f"convergence of {shown} of {cost.shape[0]} starts ({int(ds['n_minima'])} distinct minima; "
+                 "colour = minimum, grey = failed)", fontsize="medium")
+    return _save(fig, figure_path)
+
+
+def correlation_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
+    """Parameter correlation matrix of the best fit, with identifiabilities in the labels."""
+    best = ds.isel(start=_best(ds))
+    corr = best["correlation"].values
+    names = [f"{n} ({i:.2f})" for n, i in zip(ds["parameter_name"].values, best["identifiability"].values)]
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.5 + 0.9 * len(names)), max(4.5, 1.0 + 0.8 * len(names))),
+                           constrained_layout=True)
+    im = ax.imshow(corr, cmap="RdBu_r", vmin=-1, vmax=1)
+    for (i, j), value in np.ndenumerate(corr):
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="small",
+                    color="w" if abs(value) > 0.6 else "k")
+    ax.set_xticks(range(len(names)), [str(n) for n in ds["parameter_name"].values], rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_title("parameter correlation (identifiability)", fontsize="medium")
+    fig.colorbar(im, ax=ax)
+    return _save(fig, figure_path)
+
+
+def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple[str, str] | None = None,
+                    max_points: int = 400, max_arrow: float = 0.06) -> Path:
+    """Damped Gauss-Newton steps of a ``gn_map.nc`` projected on two parameters, as arrows coloured by
+    the condition number of the weighted Jacobian.
+
+    Parameters
+    ----------
+    path
+        A ``gn_map.nc`` file (with the sweep points ``x``).
+    figure_path
+        Where to write the PNG.
+    parameters
+        The two parameters of the projection; by default the two whose steps are largest relative to
+        the spread of the points.
+    max_points
+        At most this many points (the first ones) are read and drawn.
+    max_arrow
+        Longer steps are drawn shortened to this fraction of the plotted range (direction kept).
+    """
+    with xr.open_dataset(path) as ds:
+        ds = ds.isel(sample=slice(0, max_points)).load()
+    names = [str(n) for n in ds["parameter_name"].values]
+    x, step = ds["x"].transpose("sample", "parameter").values, ds["damped_step"].values
+    if parameters is None:
+        spread = np.nanmax(x, axis=0) - np.nanmin(x, axis=0)
+        relative = np.nanmedian(np.abs(step), axis=0) / np.where(spread > 0, spread, 1.0)
+        order = np.argsort(-np.nan_to_num(relative), kind="stable")
+        a, b = (int(order[0]), int(order[1])) if len(names) > 1 else (0, 0)
+    else:
+        a, b = names.index(parameters[0]), names.index(parameters[1])
+    with np.errstate(divide="ignore"):
+        colour = np.log10(np.where(np.isfinite(ds["condition_number"].values), ds["condition_number"].values, np.nan))
+    spread = np.nanmax(x, axis=0) - np.nanmin(x, axis=0)
+    spread = np.where(spread > 0, spread, 1.0)
+    length = np.hypot(step[:, a] / spread[a], step[:, b] / spread[b])  # in fractions of the plotted range
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = np.where(length > max_arrow, max_arrow / length, 1.0)
+    fig, ax = plt.subplots(figsize=(7, 6), constrained_layout=True)
+    arrows = ax.quiver(x[:, a], x[:, b], shrink * step[:, a], shrink * step[:, b], colour, angles="xy",
+                       scale_units="xy", scale=1, cmap="viridis", width=0.004)
+    fig.colorbar(arrows, ax=ax, label="log10 condition number")
+    pad = 0.05 * (np.nanmax(x, axis=0) - np.nanmin(x, axis=0))
+    ax.set_xlim(np.nanmin(x[:, a]) - pad[a], np.nanmax(x[:, a]) + pad[a])
+    ax.set_ylim(np.nanmin(x[:, b]) - pad[b], np.nanmax(x[:, b]) + pad[b])
+    ax.set_xlabel(_label(ds["x"].isel(parameter=a), names[a]))
+    ax.set_ylabel(_label(ds["x"].isel(parameter=b), names[b]))
+    ax.set_title(f"damped Gauss-Newton steps at {ds.sizes['sample']} sweep points "
+                 f"(drawn at most {max_arrow:.0%} of the range long)", fontsize="medium")
+    return _save(fig, figure_path)
+
+
+def _label(var: xr.DataArray, name: str | None = None) -> str:
+    units = var.attrs.get("units")
+    if units is None and "parameter_units" in var.coords and var["parameter_units"].ndim == 0:
+        units = str(var["parameter_units"].values)
+    text = name or var.attrs.get("long_name") or str(var.name)
+    return f"{text} [{units}]" if units else text
+
+
+def _save(fig, figure_path: str | Path) -> Path:
+    figure_path = Path(figure_path)
+    fig.savefig(figure_path, dpi=110)
+    plt.close(fig)
+    return figure_path

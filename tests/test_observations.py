@@ -1,0 +1,173 @@
+"""Reading observations: alignment to the model's outputs (netCDF and CSV) and one-line errors for bad files."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from sensitivity.errors import DataError
+from sensitivity.observations import read_observations, with_true_parameters
+from sensitivity.outputs import OutputSpec
+
+SERIES = OutputSpec.from_dict({"name": "cases", "units": "1", "dims": [
+    {"name": "time", "values": {"start": 1, "stop": 11}, "units": "day"}]})
+FIELD = OutputSpec.from_dict({"name": "c", "units": "kg m-3", "dims": [
+    {"name": "lat", "values": [10.0, 20.0, 30.0], "units": "degrees_north"},
+    {"name": "lon", "values": [0.0, 5.0], "units": "degrees_east"}]})
+NAMED = OutputSpec.from_dict({"name": "y", "units": ["m", "s"], "names": ["height", "duration"]})
+
+
+def write_nc(tmp_path, variables, coords=None, attrs=None, name="obs.nc"):
+    path = tmp_path / name
+    xr.Dataset(variables, coords=coords or {}, attrs=attrs or {}).to_netcdf(path)
+    return path
+
+
+def write_csv(tmp_path, rows, name="obs.csv"):
+    path = tmp_path / name
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_series_subset_in_any_order_is_aligned_with_nan_elsewhere(tmp_path):
+    path = write_nc(tmp_path, {"observed": ("time", [30.0, 10.0, np.nan, 50.0]), "sigma": ("time", [3.0, 1.0, 2.0, 5.0])},
+                    {"time": [3, 1, 2, 5]})
+    obs = read_observations(path, SERIES)
+    expected = np.full(10, np.nan)
+    expected[[0, 2, 4]] = [10.0, 30.0, 50.0]
+    np.testing.assert_array_equal(obs.values, expected)
+    np.testing.assert_array_equal(obs.sigma[[0, 2, 4]], [1.0, 3.0, 5.0])
+    assert obs.n_observed == 3 and obs.model.observed.tolist() == [0, 2, 4] and obs.cov is None
+
+
+def test_field_with_transposed_dims_matches_the_model_order(tmp_path):
+    truth = np.arange(6.0).reshape(3, 2)  # [lat, lon]
+    path = write_nc(tmp_path, {"observed": (("lon", "lat"), truth.T)}, {"lat": [10.0, 20.0, 30.0], "lon": [0.0, 5.0]})
+    obs = read_observations(path, FIELD)
+    np.testing.assert_array_equal(obs.values, truth.ravel())
+    assert obs.model.known_noise is False
+
+
+def test_covariance_rows_follow_the_file_order(tmp_path):
+    a = np.random.default_rng(0).standard_normal((3, 3))
+    cov = a @ a.T + 3 * np.eye(3)
+    path = write_nc(tmp_path, {"observed": ("time", [7.0, 8.0, 9.0]), "covariance": (("output_i", "output_j"), cov)},
+                    {"time": [9, 2, 4]})
+    obs = read_observations(path, SERIES)
+    order = [8, 1, 3]  # model positions of times 9, 2, 4
+    np.testing.assert_array_equal(obs.cov[np.ix_(order, order)], cov)
+    np.testing.assert_array_equal(obs.values[order], [7.0, 8.0, 9.0])
+    # the whitening of the observed block is the inverse Cholesky factor of its covariance, in model order
+    model_order = np.argsort(order)
+    block = cov[np.ix_(model_order, model_order)]
+    w = obs.model.whitening
+    np.testing.assert_allclose(w @ block @ w.T, np.eye(3), atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["output_name", "string_coordinate", "csv"])
+def test_named_outputs_by_name(tmp_path, layout):
+    if layout == "csv":
+        path = write_csv(tmp_path, {"output": ["duration", "height"], "value": [2.0, 1.0], "sigma": [0.2, 0.1]})
+    elif layout == "output_name":
+        path = write_nc(tmp_path, {"observed": ("output", [2.0, 1.0]), "sigma": ("output", [0.2, 0.1])},
+                        {"output": [0, 1], "output_name": ("output", ["duration", "height"])})
+    else:
+        path = write_nc(tmp_path, {"observed": ("output", [2.0, 1.0]), "sigma": ("output", [0.2, 0.1])},
+                        {"output": ["duration", "height"]})
+    obs = read_observations(path, NAMED)
+    np.testing.assert_array_equal(obs.values, [1.0, 2.0])
+    np.testing.assert_array_equal(obs.sigma, [0.1, 0.2])
+
+
+def test_csv_series_and_field(tmp_path):
+    obs = read_observations(write_csv(tmp_path, {"time": [4, 2], "value": [1.5, 2.5]}), SERIES)
+    assert obs.values[3] == 1.5 and obs.values[1] == 2.5 and np.isnan(obs.values[[0, 2, 4]]).all()
+    assert obs.sigma is None
+    rows = {"lat": [30.0, 10.0], "lon": [5.0, 0.0], "value": [6.0, 1.0], "sigma": [1.0, 1.0]}
+    obs = read_observations(write_csv(tmp_path, rows, "field.csv"), FIELD)
+    assert obs.values[5] == 6.0 and obs.values[0] == 1.0 and obs.n_observed == 2
+
+
+def test_true_parameters_from_attributes_and_variable(tmp_path):
+    path = write_nc(tmp_path, {"observed": ("time", np.ones(10)),
+                               "true_parameter": ("parameter", [0.4, 3.0])},
+                    {"time": np.arange(1, 11), "parameter_name": ("parameter", ["beta", "gamma"])},
+                    {"true_parameters": json.dumps({"delta": 1.5}), "true_eps": 2.0})
+    assert read_observations(path, SERIES).true_parameters == {"beta": 0.4, "gamma": 3.0, "delta": 1.5, "eps": 2.0}
+
+
+def test_true_parameters_are_checked_against_the_interval_of_the_best_start():
+    interval = np.array([[[0.0, 1.0], [2.0, 3.0]], [[0.5, 0.6], [9.0, 9.5]]])  # [start, parameter, bound]
+    ds = xr.Dataset({"parameter_interval": (("start", "parameter", "bound"), interval, {"long_name": "95% interval"}),
+                     "estimate": (("start", "parameter"), interval.mean(-1), {"units": "1"}),
+                     "best_start": ((), 1)}, coords={"parameter_name": ("parameter", ["a", "b"])})
+    out = with_true_parameters(ds, {"a": 0.55, "b": 2.5})
+    assert out["true_in_interval"].values.tolist() == [1, 0]  # start 1: a in [0.5, 0.6], b not in [9, 9.5]
+    assert with_true_parameters(ds, {"b": 9.2})["true_in_interval"].values.tolist() == [-1, 1]
+    assert with_true_parameters(ds, {}) is ds
+
+
+BAD_NC = [
+    ("unknown output name", NAMED, {"observed": ("output", [1.0]), "sigma": ("output", [1.0])},
+     {"output": ["weight"]}, "unknown output name 'weight'"),
+    ("time not in the model", SERIES, {"observed": ("time", [1.0, 2.0])}, {"time": [1, 150]},
+     "time=150 in the `time` coordinate is not an output coordinate of the model"),
+    ("nan sigma", SERIES, {"observed": ("time", [1.0, 2.0]), "sigma": ("time", [1.0, np.nan])}, {"time": [1, 2]},
+     "`sigma` must be finite, got nan at observed output 'cases[time=2]'"),
+    ("negative sigma", SERIES, {"observed": ("time", [1.0, 2.0]), "sigma": ("time", [-1.0, 1.0])}, {"time": [1, 2]},
+     "`sigma` must be > 0, got -1.0 at output 'cases[time=1]'"),
+    ("zero sigma", SERIES, {"observed": ("time", [1.0, 2.0]), "sigma": ("time", [1.0, 0.0])}, {"time": [1, 2]},
+     "`sigma` must be > 0, got 0.0"),
+    ("wrong dims", SERIES, {"observed": ("day", [1.0, 2.0])}, {"day": [1, 2]},
+     "`observed` is on dims ['day'] with shape [2] but the model's outputs are on ['time'] with shape [10]"),
+    ("wrong size without coordinate", SERIES, {"observed": ("time", np.ones(7))}, None,
+     "has 7 entries along 'time' and no coordinate to align them, but the model has 10"),
+    ("sigma on other dims", FIELD, {"observed": (("lat", "lon"), np.ones((3, 2))), "sigma": ("lat", np.ones(3))},
+     {"lat": [10.0, 20.0, 30.0], "lon": [0.0, 5.0]}, "`sigma` must have the dims of `observed`"),
+    ("duplicate time", SERIES, {"observed": ("time", [1.0, 2.0])}, {"time": [3, 3]}, "'cases[time=3]' is given more than once"),
+    ("not positive definite", SERIES, {"observed": ("time", [1.0, 2.0]),
+                                       "covariance": (("output_i", "output_j"), [[1.0, 2.0], [2.0, 1.0]])},
+     {"time": [1, 2]}, "`cov` must be positive definite on the observed outputs"),
+    ("covariance shape", SERIES, {"observed": ("time", [1.0, 2.0]), "covariance": (("output_i", "output_j"), np.eye(3))},
+     {"time": [1, 2]}, "`covariance` must be (output_i, output_j) of shape [2, 2]"),
+    ("no observed variable", SERIES, {"values": ("time", [1.0])}, {"time": [1]}, "needs a variable `observed`"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "variables", "coords", "message"), BAD_NC, ids=[c[0] for c in BAD_NC])
+def test_bad_netcdf_files_give_one_line_errors(tmp_path, case, spec, variables, coords, message):
+    path = write_nc(tmp_path, variables, coords)
+    with pytest.raises(DataError) as info:
+        read_observations(path, spec)
+    assert message in str(info.value) and str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+BAD_CSV = [
+    ("unknown output name", NAMED, {"output": ["height", "weight"], "value": [1.0, 2.0]}, "unknown output name 'weight'"),
+    ("missing column", FIELD, {"lat": [10.0], "value": [1.0]}, "missing column(s) ['lon']"),
+    ("unknown column", SERIES, {"time": [1], "value": [1.0], "sigmaa": [1.0]}, "unknown column(s) ['sigmaa']"),
+    ("negative sigma", SERIES, {"time": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, -0.1]}, "`sigma` must be > 0"),
+    ("nan sigma", SERIES, {"time": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, None]}, "`sigma` must be finite"),
+    ("text value", SERIES, {"time": [1, 2], "value": ["1.0", "many"]}, "column `value` must be numeric, got 'many'"),
+    ("time not in the model", SERIES, {"time": [0.5], "value": [1.0]}, "time=0.5 in column `time` is not an output"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "rows", "message"), BAD_CSV, ids=[c[0] for c in BAD_CSV])
+def test_bad_csv_files_give_one_line_errors(tmp_path, case, spec, rows, message):
+    path = write_csv(tmp_path, rows)
+    with pytest.raises(DataError) as info:
+        read_observations(path, spec)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_file_and_unknown_suffix(tmp_path):
+    with pytest.raises(DataError, match="observations file not found"):
+        read_observations(tmp_path / "none.nc", SERIES)
+    (tmp_path / "obs.txt").write_text("1 2 3")
+    with pytest.raises(DataError, match="expected a .nc or .csv file"):
+        read_observations(tmp_path / "obs.txt", SERIES)
