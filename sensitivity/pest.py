@@ -10,11 +10,17 @@ them directly::
     sc = pyemu.Schur(jco="jacobian.jcb", obscov="jacobian.unc", parcov=prior)
     sc.posterior_parameter            # (J^T W J + prior^-1)^-1
 
-Binary layout (PEST's compressed JCO, all little-endian): a header of three int32
-``(-n_par, -n_obs, nnz)``; ``nnz`` packed records ``(int32 k, float64 value)`` of the non-zero
-entries, ``k = row + col * n_obs + 1`` (1-based, column-major); then the parameter names as
-12-byte and the observation names as 20-byte blank-padded ASCII fields. PEST names are
-case-insensitive (readers lower-case them) and hold no spaces.
+Binary layouts (all little-endian), chosen by :func:`jco_bytes`:
+
+* ``"pest"`` (PEST's compressed JCO): a header of three int32 ``(-n_par, -n_obs, nnz)``; ``nnz``
+  packed records ``(int32 k, float64 value)`` of the non-zero entries, ``k = row + col * n_obs + 1``
+  (1-based, column-major); then the parameter names as 12-byte and the observation names as
+  20-byte blank-padded ASCII fields.
+* ``"pest++"`` (PEST++'s long-name binary, for names longer than PEST's 12/20 characters): a header
+  ``(n_par, n_obs, nnz)`` (positive); records ``(int32 row, int32 col, float64 value)``, 0-based;
+  then every name in a 200-byte field.
+
+PEST names are case-insensitive (readers lower-case them) and hold no spaces.
 
 The Jacobian is ``d observation / d parameter`` in physical units, untransformed: a PEST control
 file that log-transforms a parameter expects sensitivities to ``log10(parameter)``
@@ -42,11 +48,13 @@ from sensitivity.outputs import OutputSpec
 
 log = logging.getLogger(__name__)
 
-#: Name widths of PEST's JCO format [characters].
-PARAMETER_NAME_LENGTH, OBSERVATION_NAME_LENGTH = 12, 20
+#: Name widths of PEST's JCO format [characters]; PEST++'s long-name format allows LONG_NAME_LENGTH.
+PARAMETER_NAME_LENGTH, OBSERVATION_NAME_LENGTH, LONG_NAME_LENGTH = 12, 20, 200
+FORMATS = ("auto", "pest", "pest++")
 
 _HEADER = np.dtype([("ncol", "<i4"), ("nrow", "<i4"), ("nnz", "<i4")])
 _RECORD = np.dtype([("k", "<i4"), ("value", "<f8")])  # packed: 12 bytes, as PEST writes it
+_COO_RECORD = np.dtype([("row", "<i4"), ("col", "<i4"), ("value", "<f8")])  # PEST++ long-name format
 
 
 @dataclass(frozen=True)
@@ -88,14 +96,25 @@ def observation_names(spec: OutputSpec) -> list[str]:
     return [f"{base}_{k}" for k in range(spec.size)]
 
 
-def jco_bytes(jacobian: np.ndarray, parameter_names: Sequence[str], observation_names: Sequence[str]) -> bytes:
-    """Encode ``jacobian [n_obs, n_par]`` in PEST's compressed binary JCO format (see the module docstring)."""
+def jco_bytes(jacobian: np.ndarray, parameter_names: Sequence[str], observation_names: Sequence[str],
+              format: str = "auto") -> bytes:
+    """Encode ``jacobian [n_obs, n_par]`` as a PEST binary Jacobian (see the module docstring).
+
+    ``format="auto"`` writes PEST's own format when every name fits its 12/20 characters, else
+    PEST++'s long-name format (read by PEST++ and pyEMU, not by PEST itself).
+    """
+    if format not in FORMATS:
+        raise ConfigError(f"`format` must be one of {FORMATS}, got {format!r}")
     j = np.asarray(jacobian, dtype=np.float64)
     if j.ndim != 2:
         raise DataError(f"`jacobian` must be [n_obs, n_par], got shape {list(j.shape)}")
     n_obs, n_par = j.shape
-    pars = pest_names(parameter_names, PARAMETER_NAME_LENGTH, "parameter")
-    obs = pest_names(observation_names, OBSERVATION_NAME_LENGTH, "observation")
+    fits = (all(len(str(n)) <= PARAMETER_NAME_LENGTH for n in parameter_names)
+            and all(len(str(n)) <= OBSERVATION_NAME_LENGTH for n in observation_names))
+    classic = format == "pest" or (format == "auto" and fits)
+    par_len, obs_len = (PARAMETER_NAME_LENGTH, OBSERVATION_NAME_LENGTH) if classic else (LONG_NAME_LENGTH,) * 2
+    pars = pest_names(parameter_names, par_len, "parameter")
+    obs = pest_names(observation_names, obs_len, "observation")
     if (len(pars), len(obs)) != (n_par, n_obs):
         raise DataError(f"`jacobian` is [{n_obs}, {n_par}] but there are {len(obs)} observation and "
                         f"{len(pars)} parameter names")
@@ -104,11 +123,16 @@ def jco_bytes(jacobian: np.ndarray, parameter_names: Sequence[str], observation_
         raise DataError(f"the Jacobian is not finite at observation {obs[row]!r}, parameter {pars[col]!r}: "
                         f"{j[row, col]}; PEST cannot store it")
     rows, cols = np.nonzero(j.T)[::-1]  # column-major order of the non-zeros
-    records = np.empty(rows.size, _RECORD)
-    records["k"] = rows + cols * n_obs + 1
+    if classic:
+        records = np.empty(rows.size, _RECORD)
+        records["k"] = rows + cols * n_obs + 1
+        header = np.array([(-n_par, -n_obs, rows.size)], _HEADER)
+    else:
+        records = np.empty(rows.size, _COO_RECORD)
+        records["row"], records["col"] = rows, cols
+        header = np.array([(n_par, n_obs, rows.size)], _HEADER)
     records["value"] = j[rows, cols]
-    header = np.array([(-n_par, -n_obs, rows.size)], _HEADER)
-    names = [n.ljust(PARAMETER_NAME_LENGTH) for n in pars] + [n.ljust(OBSERVATION_NAME_LENGTH) for n in obs]
+    names = [n.ljust(par_len) for n in pars] + [n.ljust(obs_len) for n in obs]
     return header.tobytes() + records.tobytes() + "".join(names).encode("ascii")
 
 
@@ -132,6 +156,7 @@ def write_pest(
     parameter_names: Sequence[str],
     observation_names: Sequence[str],
     observation_std: np.ndarray | float | None = None,
+    format: str = "auto",
 ) -> PestFiles:
     """Write a Jacobian as a PEST JCO binary (``path``) and the noise as ``path`` with suffix ``.unc``.
 
@@ -142,24 +167,27 @@ def write_pest(
     jacobian
         ``[n_obs, n_par]`` d observation / d parameter in physical units; must be finite.
     parameter_names, observation_names
-        PEST names (at most 12 and 20 characters, no spaces, unique regardless of case).
+        PEST names: no spaces, unique regardless of case, at most 12 and 20 characters for PEST's
+        format, 200 for PEST++'s.
     observation_std
         Standard deviation of each observation's noise [observation units] (scalar or ``[n_obs]``);
         written as a PEST uncertainty file (weight = 1 / std). None: no uncertainty file.
+    format
+        ``"pest"``, ``"pest++"`` or ``"auto"`` (see :func:`jco_bytes`).
 
     Returns
     -------
     PestFiles
     """
     path = Path(path)
-    data = jco_bytes(jacobian, parameter_names, observation_names)
-    obs = pest_names(observation_names, OBSERVATION_NAME_LENGTH, "observation")
+    data = jco_bytes(jacobian, parameter_names, observation_names, format)
+    obs = pest_names(observation_names, LONG_NAME_LENGTH, "observation")
     unc = None
     if observation_std is not None:
         std = np.broadcast_to(np.asarray(observation_std, dtype=float), (len(obs),))
         unc = write_text_atomic(uncertainty_text(obs, std), path.with_suffix(".unc"))
     write_bytes_atomic(data, path)
-    return PestFiles(path, unc, pest_names(parameter_names, PARAMETER_NAME_LENGTH, "parameter"), obs)
+    return PestFiles(path, unc, pest_names(parameter_names, LONG_NAME_LENGTH, "parameter"), obs)
 
 
 def jacobian_at(jac, point: np.ndarray) -> np.ndarray:

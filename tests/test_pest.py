@@ -87,7 +87,20 @@ def test_schur_posterior_equals_our_calibration_covariance(tmp_path):
 ])
 def test_names_pest_cannot_hold_are_refused(pars, obs, message):
     with pytest.raises(ConfigError, match=message):
-        jco_bytes(np.ones((len(obs), len(pars))), pars, obs)
+        jco_bytes(np.ones((len(obs), len(pars))), pars, obs, format="pest")
+
+
+def test_long_names_switch_to_the_pest_plus_plus_format(tmp_path):
+    """SEIR-like names beyond PEST's 12 characters: PEST++'s long-name binary, read by pyEMU as well."""
+    pars = ["beta", "intervention_strength", "initial_infected"]
+    obs = [f"new_infections_{t}" for t in range(5)] + ["a_long_observation_name_over_20"]
+    j = np.random.default_rng(3).normal(size=(6, 3))
+    j[0, 0] = 0.0
+    jco = pyemu.Jco.from_binary(str(write_pest(tmp_path / "long.jcb", j, pars, obs).jacobian))
+    assert jco.col_names == pars and jco.row_names == obs
+    np.testing.assert_array_equal(jco.x, j)
+    with pytest.raises(ConfigError, match="`format` must be one of"):
+        jco_bytes(j, pars, obs, format="jco")
 
 
 def test_nonfinite_jacobian_and_bad_noise_are_refused(tmp_path):

@@ -48,6 +48,7 @@ class PestConf:
     observation_std: str = "observation_std"
     sigma: Any = None
     name: str = "jacobian"
+    format: str = "auto"
 
 
 @dataclass
@@ -141,7 +142,7 @@ def _write_pest(cfg: DictConfig, jac, point: np.ndarray, out: Path) -> None:
         log.info("PEST: %d of %d outputs have no observation (no finite std) and are left out",
                  len(names) - len(keep), len(names))
     files = write_pest(out / f"{p.name}.jcb", jacobian[keep], jac.surrogate.input_names, [names[i] for i in keep],
-                       None if std is None else std[keep])
+                       None if std is None else std[keep], format=p.format)
     log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s", dict(zip(jac.surrogate.input_names,
              np.round(point, 6).tolist())), files.jacobian, len(keep), jac.surrogate.n_in,
              f", noise {files.uncertainty}" if files.uncertainty else "")
