@@ -228,12 +228,28 @@ def calibration_point(path: str | Path, parameter_names: Sequence[str], *, estim
     return point
 
 
-def observation_std_from(path: str | Path, n_outputs: int, variable: str = "observation_std") -> np.ndarray:
-    """The ``[n_outputs]`` observation standard deviations stored in a result file (NaN = not observed)."""
+def observations_from(path: str | Path, n_outputs: int, std_variable: str = "observation_std",
+                      observed_variable: str = "observed") -> tuple[np.ndarray, np.ndarray | None]:
+    """Which outputs a calibration fitted, and their noise, from its result file.
+
+    Returns ``(observed [n_outputs] bool, std [n_outputs] or None)``: ``observed`` from the flag variable
+    ``observed_variable`` when present, else where ``std`` is finite, else every output; ``std`` is None
+    when the file has no ``std_variable`` or it is NaN on an observed output (noise unknown: unit weights).
+    """
     with open_result(path) as ds:
-        if variable not in ds.variables:
-            raise DataError(f"{path}: no variable `{variable}` (variables: {sorted(map(str, ds.data_vars))})")
-        std = np.asarray(ds[variable].values, dtype=float).ravel()
-    if std.size != n_outputs:
-        raise DataError(f"{path}: `{variable}` has {std.size} entries but the model has {n_outputs} outputs")
-    return std
+        read = {name: np.asarray(ds[name].values).ravel() for name in (std_variable, observed_variable)
+                if name in ds.variables}
+    for name, values in read.items():
+        if values.size != n_outputs:
+            raise DataError(f"{path}: `{name}` has {values.size} entries but the model has {n_outputs} outputs")
+    std = read.get(std_variable)
+    std = None if std is None else std.astype(float)
+    if observed_variable in read:
+        observed = read[observed_variable].astype(bool)
+    else:
+        observed = np.isfinite(std) if std is not None and np.isfinite(std).any() else np.ones(n_outputs, bool)
+    if not observed.any():
+        raise DataError(f"{path}: no output was observed (`{observed_variable}` / `{std_variable}`)")
+    if std is not None and not np.isfinite(std[observed]).all():
+        std = None
+    return observed, std

@@ -4,6 +4,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import xarray as xr
 import pytest
 
 import sensitivity
@@ -109,3 +110,22 @@ def test_nonfinite_jacobian_and_bad_noise_are_refused(tmp_path):
     with pytest.raises(DataError, match="must be finite and > 0, got 0.0 for 'o1'"):
         write_pest(tmp_path / "x.jcb", np.ones((2, 1)), ["a"], ["o0", "o1"], np.array([1.0, 0.0]))
     assert not (tmp_path / "x.jcb").exists()
+
+
+def test_observed_outputs_and_noise_come_from_the_calibration(tmp_path):
+    from sensitivity.pest import observations_from
+
+    def result(std, observed=None):
+        data = {"observation_std": (("output",), np.asarray(std, float))}
+        if observed is not None:
+            data["observed"] = (("output",), np.asarray(observed, np.int8))
+        return write_atomic(xr.Dataset(data), tmp_path / f"c{len(list(tmp_path.iterdir()))}.nc")
+
+    mask, std = observations_from(result([0.1, np.nan, 0.2], [1, 0, 1]), 3)
+    assert mask.tolist() == [True, False, True] and std[mask].tolist() == [0.1, 0.2]
+    mask, std = observations_from(result([0.1, np.nan, 0.2]), 3)  # no flag: where the noise is known
+    assert mask.tolist() == [True, False, True]
+    mask, std = observations_from(result([np.nan] * 3, [1, 1, 1]), 3)  # unknown noise: unit weights
+    assert mask.all() and std is None
+    with pytest.raises(DataError, match="has 3 entries but the model has 4 outputs"):
+        observations_from(result([1.0, 1.0, 1.0]), 4)

@@ -126,23 +126,23 @@ def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
 
 
 def _write_pest(cfg: DictConfig, jac, point: np.ndarray, out: Path) -> None:
-    from sensitivity.pest import jacobian_at, observation_names, observation_std_from, write_pest
+    from sensitivity.pest import jacobian_at, observation_names, observations_from, write_pest
 
     p = cfg.pest
     names = observation_names(jac.surrogate.output)
+    observed, std = np.ones(len(names), bool), None
+    if p.calibration is not None:
+        observed, std = observations_from(p.calibration, len(names), p.observation_std)
     if p.sigma is not None:
         std = np.broadcast_to(np.asarray(build.plain(p.sigma), float), (len(names),))
-    elif p.calibration is not None:
-        std = observation_std_from(p.calibration, len(names), p.observation_std)
-    else:
-        std = None
-    jacobian = jacobian_at(jac, point)
-    keep = np.arange(len(names)) if std is None else np.flatnonzero(np.isfinite(std))
+    keep = np.flatnonzero(observed)
     if len(keep) < len(names):
-        log.info("PEST: %d of %d outputs have no observation (no finite std) and are left out",
-                 len(names) - len(keep), len(names))
-    files = write_pest(out / f"{p.name}.jcb", jacobian[keep], jac.surrogate.input_names, [names[i] for i in keep],
-                       None if std is None else std[keep], format=p.format)
+        log.info("PEST: %d of %d outputs were not observed and are left out", len(names) - len(keep), len(names))
+    if std is None:
+        log.warning("PEST: no observation noise (pest.sigma, or a calibration with known noise): no .unc file; "
+                    "PEST weights default to 1")
+    files = write_pest(out / f"{p.name}.jcb", jacobian_at(jac, point)[keep], jac.surrogate.input_names,
+                       [names[i] for i in keep], None if std is None else std[keep], format=p.format)
     log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s", dict(zip(jac.surrogate.input_names,
              np.round(point, 6).tolist())), files.jacobian, len(keep), jac.surrogate.n_in,
              f", noise {files.uncertainty}" if files.uncertainty else "")
