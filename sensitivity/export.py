@@ -15,7 +15,8 @@ and evaluates Jacobians at new points without ``GradientTape`` and without this 
     out["value"], out["jacobian"]                                 # [N, *out], [N, *out, n_in]
     meta = json.loads(m.metadata_json.numpy())                    # names, units, output dims
 
-Functions (also exported as serving signatures of the same names): ``value``, ``jacobian``,
+Functions (also exported as serving signatures of the same names, ``serving_default`` being
+``value``): ``value``, ``jacobian``,
 ``value_and_jacobian`` and, optionally, ``hessian`` (reverse-over-forward, as
 :func:`sensitivity.hessian.compile_hessian`), each taking ``x [N, n_in]`` in the export dtype
 and returning a dict of tensors in physical units. Names and units travel as string variables
@@ -148,9 +149,11 @@ class JacobianModule(tf.Module):
         self.model_variables = _captured_variables(self.value_and_jacobian.get_concrete_function())
 
     def signatures(self) -> dict[str, Any]:
-        """Concrete functions to export as serving signatures."""
+        """Concrete functions to export as serving signatures; ``serving_default`` is ``value``, so the
+        artifact also loads as a surrogate (:func:`sensitivity.load_surrogate`) or in TF Serving."""
         names = [n for n in SIGNATURES if hasattr(self, n)]
-        return {n: getattr(self, n).get_concrete_function() for n in names}
+        signatures = {n: getattr(self, n).get_concrete_function() for n in names}
+        return {**signatures, "serving_default": signatures["value"]}
 
 
 def build_module(jac: CompiledJacobian, *, hessian: bool = True, hessian_max_rows: int = 16384) -> JacobianModule:

@@ -76,7 +76,7 @@ def test_the_check_compared_in_a_process_without_this_project(exported):
     assert max(check.value_error, check.jacobian_error, check.hessian_error) <= 1e-6
     assert check.reload_seconds > 0 and check.reloaded_jacobians_per_second > 0
     assert check.metadata["parameter_names"] == NAMES and check.metadata["parameter_units"] == UNITS
-    assert check.metadata["signatures"] == ["hessian", "jacobian", "value", "value_and_jacobian"]
+    assert check.metadata["signatures"] == ["hessian", "jacobian", "serving_default", "value", "value_and_jacobian"]
     assert not list(path.parent.glob(".*tmp")), "temporary export directory left behind"
 
 
@@ -122,6 +122,9 @@ def test_keras_weights_and_field_shapes_travel(tmp_path):
     assert check.metadata["metadata"]["output_shape"] == [4, 5] and "hessian" not in check.metadata["signatures"]
     assert check.metadata["output_names"][0] == "field[lat=0,lon=0]" and set(check.metadata["output_units"]) == {"K"}
     assert check.metadata["metadata"]["output"]["dims"][1]["units"] == "degrees_east"
+    # `serving_default` is `value`: the artifact is itself a surrogate (its variables restored, not retraced)
+    again = sensitivity.load_surrogate(tmp_path / "mlp_model", input_names=NAMES, input_units=UNITS, output=output)
+    np.testing.assert_allclose(again(points), surrogate(points), rtol=1e-6, atol=1e-6)
 
 
 def test_a_failed_check_leaves_no_artifact(tmp_path, monkeypatch):
