@@ -44,7 +44,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -467,5 +467,4 @@ def export_jacobian(
         holder["check"] = result
 
     write_directory_atomic(path, fill)
-    check = holder["check"]
-    return ExportCheck(str(path), *list(asdict(check).values())[1:])
+    return replace(holder["check"], path=str(path))

@@ -41,7 +41,7 @@ import numpy as np
 
 from sensitivity.datasets import write_text_atomic
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.space import Distribution, Parameter, ParameterSpace
+from sensitivity.space import Parameter, ParameterSpace
 
 #: SALib distribution names this package maps, by our distribution kind.
 SALIB_DISTS = {"uniform": "unif", "triangular": "triang", "normal": "norm", "truncnormal": "truncnorm",
