@@ -17,7 +17,7 @@ from sensitivity.analyses import sampling
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, output_coords, parameter_coords
 from sensitivity.space import ParameterSpace
-from sensitivity.units import quotient
+from sensitivity.units import product, quotient
 
 IntervalKind = Literal["percentile", "normal"]
 INTERVAL_KINDS: tuple[str, ...] = ("percentile", "normal")
@@ -176,16 +176,60 @@ def derivative_units(output_units: Sequence[str] | None, parameter_units: Sequen
     return None if out is None or par is None else quotient(out, par)
 
 
-def variable(dims: tuple[str, ...], data: np.ndarray, long_name: str, units: str | None, **attrs: object) -> xr.Variable:
+def squared_units(units: Sequence[str] | None) -> list[str] | None:
+    """Units of the square of each element (e.g. of a variance), None when unknown."""
+    return None if units is None else [product(u, u) for u in units]
+
+
+def derivative_table(
+    output_units: Sequence[str] | None, parameter_units: Sequence[str], *, squared: bool = False
+) -> np.ndarray | None:
+    """``[m, n]`` units of d(output k)/d(parameter j) (squared with ``squared``), None when outputs have none."""
+    if output_units is None:
+        return None
+    table = [[quotient(o, p) for p in parameter_units] for o in output_units]
+    return np.array([[product(u, u) if squared else u for u in row] for row in table], dtype=object)
+
+
+def units_table(
+    name: str, dims: tuple[str, ...], table: Sequence | np.ndarray | None, long_name: str
+) -> tuple[str | None, dict[str, xr.Variable]]:
+    """One units string when every entry of ``table`` shares it, else a coordinate holding the table.
+
+    Returns ``(units, coords)``: ``(units, {})`` for uniform units; ``(None, {name: table})``
+    when they differ, for a variable whose ``units_coordinate`` attribute then names
+    ``name`` (the dataset contract); ``(None, {})`` when ``table`` is None (units unknown).
+    """
+    if table is None:
+        return None, {}
+    array = np.asarray(table, dtype=object)
+    if len(set(array.ravel())) == 1:
+        return str(array.flat[0]), {}
+    return None, {name: xr.Variable(dims, array, {"long_name": long_name})}
+
+
+def variable(
+    dims: tuple[str, ...],
+    data: np.ndarray,
+    long_name: str,
+    units: str | None,
+    *,
+    units_coordinate: str | None = None,
+    **attrs: object,
+) -> xr.Variable:
     """A labeled variable with ``long_name`` and, when known, ``units``.
 
     Where the units differ along the output or parameter axis (no one string covers
-    them) the ``units`` attribute is left out and a ``units_note`` says so.
+    them) the ``units`` attribute is left out and ``units_coordinate`` names the
+    coordinate holding them per entry (e.g. ``parameter_units``, ``nu_units``); without
+    such a coordinate a ``units_note`` says the units are mixed.
     """
     meta: dict[str, object] = {"long_name": long_name}
-    if units is None:
-        meta["units_note"] = "units differ along the output/parameter axes: see output_units and parameter_units"
-    else:
+    if units is not None:
         meta["units"] = units
+    elif units_coordinate is not None:
+        meta["units_coordinate"] = units_coordinate
+    else:
+        meta["units_note"] = "units differ along the output/parameter axes: see output_units and parameter_units"
     meta.update(attrs)
     return xr.Variable(dims, data, meta)

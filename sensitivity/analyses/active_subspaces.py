@@ -25,7 +25,6 @@ from sensitivity.analyses.dgsm import sample
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
 from sensitivity.space import ParameterSpace
-from sensitivity.units import product
 
 Normalize = Literal["bounds", "std", "none"]
 NORMALIZE_KINDS: tuple[str, ...] = ("bounds", "std", "none")
@@ -115,26 +114,35 @@ def analyze(
     keep = np.arange(d)[None, :] < k[:, None]  # [m, n(dir)]
     scores = np.einsum("mj,mij->mi", values * keep, vectors**2)
 
-    units = _eigen_units(output_units, space.units, normalize)
+    units, unit_coords = _indices.units_table(
+        "eigenvalue_units", ("output",), _eigen_units(output_units, space.units, normalize),
+        "units of the active-subspace eigenvalues",
+    )
+    ref = next(iter(unit_coords), None)
     coords = {
         **_indices.parameter_axis(space),
         **_indices.output_axis(m, output_names, output_units),
         **axis_coords("direction", [f"w{j + 1}" for j in range(d)]),
         **_indices.BOUND_COORDS,
+        **unit_coords,
     }
     data = {
-        "eigenvalue": _indices.variable(("direction", "output"), values.T, "active-subspace eigenvalue of C", units),
+        "eigenvalue": _indices.variable(
+            ("direction", "output"), values.T, "active-subspace eigenvalue of C", units, units_coordinate=ref
+        ),
         "eigenvalue_interval": _indices.variable(
             ("direction", "output", "bound"),
             np.swapaxes(_indices.interval(eigenvalues, conf_level, interval), 0, 1),
             f"active-subspace eigenvalue, bootstrap {conf_level:g} confidence interval", units,
+            units_coordinate=ref,
         ),
         "eigenvector": _indices.variable(
             ("parameter", "direction", "output"), np.moveaxis(vectors, 0, -1),
             f"active-subspace direction in inputs normalised by {normalize}", "1",
         ),
         "activity_score": _indices.variable(
-            ("parameter", "output"), scores.T, "activity score sum_{j<=n_active} lambda_j w_ij^2", units
+            ("parameter", "output"), scores.T, "activity score sum_{j<=n_active} lambda_j w_ij^2", units,
+            units_coordinate=ref,
         ),
         "n_active": xr.Variable("output", k.astype(np.int32), {"long_name": "active subspace dimension", "units": "1"}),
     }
@@ -187,7 +195,13 @@ def _checked_n_active(n_active: int, d: int) -> int:
     return int(n_active)
 
 
-def _eigen_units(output_units: Sequence[str] | None, parameter_units: Sequence[str], normalize: str) -> str | None:
-    """Units of ``C``: output units squared, per parameter unit squared without normalisation."""
-    per = _indices.common_units(output_units) if normalize != "none" else _indices.derivative_units(output_units, parameter_units)
-    return None if per is None else product(per, per)
+def _eigen_units(output_units: Sequence[str] | None, parameter_units: Sequence[str], normalize: str) -> list[str] | None:
+    """Units of ``C`` per output: output units squared, per parameter unit squared without normalisation.
+
+    None when unknown, or when ``normalize="none"`` mixes parameters of different units.
+    """
+    if normalize != "none":
+        return _indices.squared_units(output_units)
+    if output_units is None or len(set(parameter_units)) != 1:
+        return None
+    return list(_indices.derivative_table(output_units, parameter_units[:1], squared=True)[:, 0])

@@ -26,7 +26,7 @@ are the Poincare constants; ``nu`` is still reported. A constant output has no b
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import xarray as xr
@@ -35,7 +35,6 @@ from sensitivity.analyses import _indices
 from sensitivity.analyses._indices import IntervalKind, Seed
 from sensitivity.errors import DataError
 from sensitivity.space import Parameter, ParameterSpace
-from sensitivity.units import product
 
 
 def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:
@@ -99,45 +98,137 @@ def analyze(
         each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``).
     """
     _indices.check_bootstrap(n_resamples, conf_level, interval)
+    jac, y = _checked(jacobian, values, space)
+    weights = _indices.resample_weights(np.random.default_rng(seed), y.shape[0], n_resamples)
+    nu = np.swapaxes(_indices.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
+    y = y - y.mean(axis=0)  # centred: the one-pass variance below is then free of cancellation
+    mean = _indices.weighted_mean(weights, y)
+    variance = _indices.weighted_mean(weights, y * y) - mean**2
+    attrs = {"n_points": y.shape[0], "bootstrap": "multinomial resampling of the points"}
+    return _dataset(nu, variance, space, attrs, n_resamples, conf_level, interval, output_names, output_units)
+
+
+def analyze_blocks(
+    blocks: Iterable[tuple[np.ndarray, np.ndarray]],
+    space: ParameterSpace,
+    *,
+    n_resamples: int = 100,
+    conf_level: float = 0.95,
+    interval: IntervalKind = "percentile",
+    seed: Seed = None,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """:func:`analyze` over points that arrive in blocks (e.g. read from a sweep file): bounded memory.
+
+    The estimate is the same sample mean as :func:`analyze`'s. The bootstrap cannot draw
+    ``N`` rows with replacement without holding all ``N``, so each row gets an independent
+    Poisson(1) multiplicity per resample instead, drawn block by block, and each resample is
+    the weighted mean (sum of weighted terms over the sum of weights) — the Poisson
+    bootstrap, which approximates the multinomial one for large ``N`` (Hanley & MacGibbon
+    2006, Comput. Methods Programs Biomed. 83, 57-62). Memory is one block plus
+    ``(1 + n_resamples) m n`` running sums.
+
+    Parameters
+    ----------
+    blocks
+        Iterable of ``(jacobian [b, m, n], values [b, m])`` at points drawn from the input
+        distribution; every block has the same ``m``.
+    space, n_resamples, conf_level, interval, seed, output_names, output_units
+        As :func:`analyze`.
+    """
+    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    rng = np.random.default_rng(seed)
+    sums: dict[str, np.ndarray] = {}
+    shift, n_points = None, 0
+    for jacobian, values in blocks:
+        jac, y = _checked(jacobian, values, space)
+        if shift is None:
+            shift = y.mean(axis=0)  # centring keeps the one-pass variance free of cancellation
+        elif y.shape[1] != shift.size:
+            raise DataError(f"every block must have {shift.size} outputs, got {y.shape[1]}")
+        weights = np.vstack([np.ones((1, y.shape[0])), rng.poisson(1.0, size=(n_resamples, y.shape[0]))])
+        yc = y - shift
+        for key, terms in (("weight", np.ones((y.shape[0], 1))), ("nu", jac**2), ("y", yc), ("yy", yc * yc)):
+            part = weights @ terms.reshape(y.shape[0], -1)
+            sums[key] = part if key not in sums else sums[key] + part
+        n_points += y.shape[0]
+    if shift is None:
+        raise DataError("`blocks` must yield at least one block of points, got none")
+    total = np.where(sums["weight"] > 0, sums["weight"], np.nan)  # [K, 1]
+    m, d = shift.size, len(space)
+    nu = np.swapaxes((sums["nu"] / total).reshape(-1, m, d), 1, 2)
+    mean = sums["y"] / total
+    variance = sums["yy"] / total - mean**2
+    attrs = {"n_points": n_points, "bootstrap": "Poisson(1) weights per point (streaming)"}
+    return _dataset(nu, variance, space, attrs, n_resamples, conf_level, interval, output_names, output_units)
+
+
+def _checked(jacobian: np.ndarray, values: np.ndarray, space: ParameterSpace) -> tuple[np.ndarray, np.ndarray]:
+    """``jacobian [N, m, n]`` and ``values [N, m]`` as float64, checked against each other."""
     jac = _indices.as_jacobian(jacobian, len(space))
     y = _indices.as_values(values)
     _indices.check_rows(y.shape[0], jac.shape[0], what="values")
     if y.shape[1] != jac.shape[1]:
         raise DataError(f"`values` must have {jac.shape[1]} outputs like `jacobian`, got {y.shape[1]}")
+    return jac, y
 
-    weights = _indices.resample_weights(np.random.default_rng(seed), y.shape[0], n_resamples)
-    nu = np.swapaxes(_indices.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
-    mean = _indices.weighted_mean(weights, y)
-    variance = _indices.weighted_mean(weights, y * y) - mean**2
+
+def _dataset(
+    nu: np.ndarray,
+    variance: np.ndarray,
+    space: ParameterSpace,
+    attrs: dict[str, object],
+    n_resamples: int,
+    conf_level: float,
+    interval: IntervalKind,
+    output_names: Sequence[str] | None,
+    output_units: Sequence[str] | None,
+) -> xr.Dataset:
+    """Label ``nu [1 + R, n, m]`` and ``variance [1 + R, m]`` (estimate, then resamples) with the implied bounds."""
     constants = np.array([poincare_constant(p) for p in space.parameters])
     if _indices.is_correlated(space):
         constants[:] = np.nan
     bound = constants[None, :, None] * nu / np.where(variance > 0, variance, np.nan)[:, None, :]
 
-    par_units = space.units
-    out_units = output_units
-    nu_units = _indices.derivative_units(out_units, par_units)
-    var_units = None if out_units is None else _indices.common_units([product(u, u) for u in out_units])
-    const_units = _indices.common_units([product(u, u) for u in par_units])
+    nu_table = _indices.derivative_table(output_units, space.units, squared=True)
+    nu_units, nu_coords = _indices.units_table(
+        "nu_units", ("output", "parameter"), nu_table, "units of DGSM nu"
+    )
+    var_units, var_coords = _indices.units_table(
+        "variance_units", ("output",), _indices.squared_units(output_units), "units of the output variance"
+    )
+    const_units, const_coords = _indices.units_table(
+        "poincare_constant_units", ("parameter",), _indices.squared_units(space.units),
+        "units of the Poincare constant",
+    )
     coords = {
         **_indices.parameter_axis(space),
-        **_indices.output_axis(y.shape[1], output_names, output_units),
+        **_indices.output_axis(nu.shape[2], output_names, output_units),
         **_indices.BOUND_COORDS,
+        **nu_coords,
+        **var_coords,
+        **const_coords,
     }
+    nu_ref, var_ref, const_ref = (next(iter(c), None) for c in (nu_coords, var_coords, const_coords))
     level = f"bootstrap {conf_level:g} confidence interval"
     data = {
         "nu": _indices.variable(
-            ("parameter", "output"), nu[0], "DGSM nu = E[(dy/dx)^2]", None if nu_units is None else product(nu_units, nu_units)
+            ("parameter", "output"), nu[0], "DGSM nu = E[(dy/dx)^2]", nu_units, units_coordinate=nu_ref
         ),
         "nu_interval": _indices.variable(
             ("parameter", "output", "bound"), _indices.interval(nu, conf_level, interval), f"DGSM nu, {level}",
-            None if nu_units is None else product(nu_units, nu_units),
+            nu_units, units_coordinate=nu_ref,
         ),
-        "variance": _indices.variable(("output",), variance[0], "output variance", var_units),
+        "variance": _indices.variable(("output",), variance[0], "output variance", var_units, units_coordinate=var_ref),
         "variance_interval": _indices.variable(
-            ("output", "bound"), _indices.interval(variance, conf_level, interval), f"output variance, {level}", var_units
+            ("output", "bound"), _indices.interval(variance, conf_level, interval), f"output variance, {level}",
+            var_units, units_coordinate=var_ref,
         ),
-        "poincare_constant": _indices.variable(("parameter",), constants, "Poincare constant of the input marginal", const_units),
+        "poincare_constant": _indices.variable(
+            ("parameter",), constants, "Poincare constant of the input marginal", const_units,
+            units_coordinate=const_ref,
+        ),
         "sobol_total_bound": _indices.variable(
             ("parameter", "output"), bound[0], "DGSM upper bound on the total Sobol' index C nu / V", "1"
         ),
@@ -149,7 +240,7 @@ def analyze(
     attrs = {
         "method": "DGSM from exact Jacobians (Sobol' & Kucherenko 2009) with Poincare bounds (Lamboni et al. 2013)",
         "references": "doi:10.1016/j.matcom.2009.01.023 doi:10.1016/j.matcom.2012.07.009 doi:10.1214/17-EJS1310",
-        "n_points": y.shape[0],
+        **attrs,
         "n_resamples": n_resamples,
         "conf_level": conf_level,
         "interval": interval,

@@ -92,16 +92,26 @@ def analyze(
     css = np.sqrt(np.mean(dss**2, axis=1))
 
     out_units = _indices.common_units(output_units)
+    out_ref = None if output_units is None else "output_units"
     dss_units = "1" if weights is not None else out_units
+    jac_units, jac_coords = _indices.units_table(
+        "derivative_units", ("output", "parameter"), _indices.derivative_table(output_units, space.units),
+        "units of dy/dx",
+    )
     full = ("sample", "output", "parameter")
     data = {
-        "x": _indices.variable(("sample", "parameter"), x, "parameter value", _indices.common_units(space.units)),
-        "y": _indices.variable(("sample", "output"), y, "output value", out_units),
+        "x": _indices.variable(
+            ("sample", "parameter"), x, "parameter value", _indices.common_units(space.units),
+            units_coordinate="parameter_units",
+        ),
+        "y": _indices.variable(("sample", "output"), y, "output value", out_units, units_coordinate=out_ref),
         "derivative": _indices.variable(
-            full, jac, "local derivative dy/dx", _indices.derivative_units(output_units, space.units)
+            full, jac, "local derivative dy/dx", jac_units, units_coordinate=next(iter(jac_coords), None)
         ),
         "elasticity": _indices.variable(full, elasticity, "elasticity (x/y) dy/dx", "1"),
-        "dss": _indices.variable(full, dss, "dimensionless scaled sensitivity (dy/dx) x w^(1/2)", dss_units),
+        "dss": _indices.variable(
+            full, dss, "dimensionless scaled sensitivity (dy/dx) x w^(1/2)", dss_units, units_coordinate=out_ref
+        ),
         "css": _indices.variable(
             ("sample", "parameter"), css, "composite scaled sensitivity (mean over outputs of dss^2)^(1/2)", dss_units
         ),
@@ -112,7 +122,7 @@ def analyze(
         data["sigma_normalized"] = _indices.variable(
             full, jac * sigma_x[None, None, :] / spread[None, :, None], "sigma-normalised sensitivity (sigma_x/sigma_y) dy/dx", "1"
         )
-    coords = {**_indices.parameter_axis(space), **_indices.output_axis(m, output_names, output_units)}
+    coords = {**_indices.parameter_axis(space), **_indices.output_axis(m, output_names, output_units), **jac_coords}
     attrs = {
         "method": "local sensitivities from exact Jacobians; scaled sensitivities of Hill & Tiedeman 2007",
         "references": "doi:10.1002/0470041080 doi:10.1002/9780470725184",

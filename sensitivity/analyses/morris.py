@@ -124,6 +124,7 @@ def analyze(
     mu_star = np.abs(effects).mean(axis=0)
 
     units = _indices.common_units(output_units)
+    ref = None if output_units is None else "output_units"
     coords = {
         **_indices.parameter_axis(space),
         **_indices.output_axis(y.shape[1], output_names, output_units),
@@ -131,12 +132,19 @@ def analyze(
     }
     dims = ("parameter", "output")
     data = {
-        "mu": _indices.variable(dims, effects.mean(axis=0), "Morris mean elementary effect mu", units),
-        "mu_star": _indices.variable(dims, mu_star, "Morris mean absolute elementary effect mu*", units),
-        "sigma": _indices.variable(dims, effects.std(axis=0, ddof=1), "Morris standard deviation of elementary effects", units),
+        "mu": _indices.variable(
+            dims, effects.mean(axis=0), "Morris mean elementary effect mu", units, units_coordinate=ref
+        ),
+        "mu_star": _indices.variable(
+            dims, mu_star, "Morris mean absolute elementary effect mu*", units, units_coordinate=ref
+        ),
+        "sigma": _indices.variable(
+            dims, effects.std(axis=0, ddof=1), "Morris standard deviation of elementary effects", units,
+            units_coordinate=ref,
+        ),
         "mu_star_interval": _indices.variable(
             dims + ("bound",), _indices.interval(np.concatenate([mu_star[None], boot]), conf_level, interval),
-            f"Morris mu*, bootstrap {conf_level:g} confidence interval", units,
+            f"Morris mu*, bootstrap {conf_level:g} confidence interval", units, units_coordinate=ref,
         ),
     }
     attrs = {

@@ -34,7 +34,6 @@ from sensitivity.analyses._indices import IntervalKind, Seed
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, matrix_coords
 from sensitivity.space import ParameterSpace
-from sensitivity.units import product
 
 Groups = Mapping[str, Sequence[str]]
 
@@ -162,9 +161,15 @@ def analyze(
             "n_samples", np.asarray(sizes, dtype=np.int32), {"long_name": "base sample size N of the prefix", "units": "1"}
         ),
     }
-    var_units = None if output_units is None else _indices.common_units([product(u, u) for u in output_units])
+    var_units, var_coords = _indices.units_table(
+        "variance_units", ("output",), _indices.squared_units(output_units), "units of the output variance"
+    )
+    coords.update(var_coords)
     data = {
-        "variance": _indices.variable(("output",), reps["variance"][0], "output variance of [f(A); f(B)]", var_units),
+        "variance": _indices.variable(
+            ("output",), reps["variance"][0], "output variance of [f(A); f(B)]", var_units,
+            units_coordinate=next(iter(var_coords), None),
+        ),
         "status": xr.Variable(
             "output",
             reps["status"].astype(np.int8),

@@ -1,0 +1,210 @@
+"""The `indices` workflow end to end: closed forms (Ishigami, a linear model, a decaying time series), the
+model's own output dims kept (a time series, a 2-D field), groups, DGSM from a stored sweep, CF, bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sensitivity.analyses.crosschecks import CONSISTENT
+from sensitivity.datasets import content_hash, open_result
+from sensitivity.errors import ConfigError, DataError
+from tests.analyses.functions import ishigami_indices
+from tests.conftest import ROOT
+from tests.test_jacobian import ishigami_jacobian
+from tests.workflows.test_sweep import CLI, cf_errors
+from workflows import indices, sweep
+
+# float64 for closed-form tolerances; no XLA: compiling costs more than it saves on these small designs.
+FLOAT64 = ["jacobian=float64", "jacobian.chunk_size=1024", "jacobian.jit_compile=false"]
+
+
+def test_ishigami_indices_groups_and_cross_checks(compose_config, tmp_path):
+    # Tolerances from 20 seeds of the same design at these N (largest error seen, then about 1.5x):
+    # N = 8192: S1 0.012 -> 0.02, ST 0.0008 -> 0.002, grouped S1/ST 0.0025 -> 0.005, DGSM nu 0.04 % -> 0.1 %.
+    cfg = compose_config("indices", FLOAT64 + [
+        "sobol.n=8192", "dgsm.n=8192", "active_subspaces.n=8192", "local.sigma_points=8192", "local.across_grid=true",
+        "grid.n=64", "active_subspaces.n_active=3", "morris.trajectories=32", "bootstrap.n_resamples=50",
+        "sobol.groups={g13: [x1, x3], g2: [x2]}", "plots=false"])
+    ds = open_result(indices.run(cfg))
+    exact = ishigami_indices()
+    np.testing.assert_allclose(ds.sobol_S1.isel(output=0), exact["S1"], atol=0.02)
+    np.testing.assert_allclose(ds.sobol_ST.isel(output=0), exact["ST"], atol=0.002)
+    v1, v2, v13 = exact["S1"][0], exact["S1"][1], exact["S13"]
+    np.testing.assert_allclose(ds.sobol_groups_S1.sel(group_name="g13").isel(output=0), v1 + v13, atol=0.005)
+    np.testing.assert_allclose(ds.sobol_groups_ST.sel(group_name="g2").isel(output=0), v2, atol=0.005)
+    assert ds.sobol_groups_member.sel(group_name="g13").values.tolist() == [1, 0, 1]
+    np.testing.assert_allclose(ds.dgsm_nu.isel(output=0), exact["nu"], rtol=1e-3)
+    # With all 3 directions active, the activity score is C_ii = nu_i (b - a)^2 / 4 on the same sample.
+    np.testing.assert_allclose(ds.active_subspace_activity_score, ds.dgsm_nu * np.pi**2, rtol=1e-10)
+    # Every index has a finite, non-empty interval; the convergence record ends at the full N.
+    for var in ("sobol_S1", "sobol_ST", "dgsm_nu", "dgsm_sobol_total_bound", "morris_mu_star",
+                "active_subspace_eigenvalue"):
+        low, high = ds[f"{var}_interval"].sel(bound_name="low"), ds[f"{var}_interval"].sel(bound_name="high")
+        assert np.isfinite(low).all() and (low <= high).all(), var
+    np.testing.assert_allclose(ds.sobol_ST_convergence.isel(n_samples=-1), ds.sobol_ST)
+    # Local: exact derivatives at the nominal point and across the grid (float64 closed form).
+    np.testing.assert_allclose(ds.local_derivative.values, ishigami_jacobian(ds.local_x.values[None])[0], atol=1e-12)
+    np.testing.assert_allclose(ds.local_sweep_derivative.values, ishigami_jacobian(ds.local_sweep_x.values),
+                               rtol=1e-10, atol=1e-10)
+    # Cross-checks: the DGSM bound holds for every parameter; rankings compare every measure.
+    assert (ds.dgsm_bound_check == CONSISTENT).all() and ds.attrs["dgsm_bound_violations"] == 0
+    assert set(ds.measure_name.values) == {"sobol_ST", "dgsm_bound", "morris_mu_star", "activity_score",
+                                           "local_sigma_normalized"}
+    assert ds.kendall_tau.sel(measure_i_name="sobol_ST", measure_j_name="sobol_ST").item() == 1.0
+    for key in ("Conventions", "title", "history", "config", "surrogate_hash", "seed"):
+        assert ds.attrs[key], key
+    assert "sobol:" in ds.attrs["config"] and ds.attrs["methods"] == "local dgsm sobol morris active_subspaces"
+
+
+LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+          "+model.kwargs.weights=[[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]", "+model.kwargs.offset=[5.0, -1.0]",
+          "model.output={name: power, names: [p, q], units: [W, J]}",
+          "space.parameters=[{name: x1, units: m, low: 0, high: 2}, {name: x2, units: s, low: 1, high: 3},"
+          " {name: x3, units: kg, low: -1, high: 1}]"]
+
+
+def test_linear_model_is_exact(compose_config, tmp_path):
+    w = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]])
+    cfg = compose_config("indices", FLOAT64 + LINEAR + [
+        "sobol.n=1024", "dgsm.n=256", "active_subspaces.n=256", "local.sigma_points=256", "bootstrap.n_resamples=20",
+        "morris.trajectories=8", "plots=false"])
+    ds = open_result(indices.run(cfg))
+    x = np.array([1.0, 2.0, 0.0])  # the nominal point (mid-bounds)
+    np.testing.assert_allclose(ds.local_derivative.transpose("output", "parameter"), w, rtol=1e-12)
+    np.testing.assert_allclose(ds.local_elasticity.transpose("output", "parameter"), w * x / (w @ x + [5, -1])[:, None])
+    nu = ds.dgsm_nu.transpose("parameter", "output")
+    np.testing.assert_allclose(nu, (w**2).T, rtol=1e-12)
+    np.testing.assert_allclose(np.diff(ds.dgsm_nu_interval.values, axis=-1), 0.0, atol=1e-12)
+    # Morris: every elementary effect is w_i (b_i - a_i) = 2 w_i, so sigma is 0.
+    np.testing.assert_allclose(ds.morris_mu.transpose("parameter", "output"), 2 * w.T, rtol=1e-12)
+    np.testing.assert_allclose(ds.morris_sigma, 0.0, atol=1e-12)
+    # Active subspace: C = g g^T with g = w (b - a) / 2 = w: one eigenvalue |w|^2 along w, the rest 0.
+    lam = ds.active_subspace_eigenvalue.transpose("direction", "output").values
+    np.testing.assert_allclose(lam[0], (w**2).sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(lam[1:], 0.0, atol=1e-12)
+    w1 = ds.active_subspace_eigenvector.isel(direction=0).transpose("output", "parameter").values
+    np.testing.assert_allclose(np.abs(w1), np.abs(w) / np.linalg.norm(w, axis=1)[:, None], atol=1e-12)
+    # Sobol': S1 = ST = V_i / V with V_i = w_i^2 (b - a)^2 / 12; N = 1024: largest error over 20 seeds 0.0011.
+    exact = (w**2 / (w**2).sum(axis=1, keepdims=True)).T
+    np.testing.assert_allclose(ds.sobol_S1.transpose("parameter", "output"), exact, atol=0.003)
+    np.testing.assert_allclose(ds.sobol_ST.transpose("parameter", "output"), exact, atol=0.003)
+    # Mixed units: tabled in coordinates (the dataset contract).
+    assert ds.local_derivative.attrs["units_coordinate"] == "derivative_units"
+    assert ds.derivative_units.sel(output_name="q", parameter_name="x2").item() == "(J)/(s)"
+    assert ds.morris_mu.attrs["units_coordinate"] == "output_units"
+    assert cf_errors(tmp_path / "indices.nc") == []
+
+
+# The series' dim is `day` (CF's checker wants a dim named `time` to carry standard_name time and
+# units '<unit> since <epoch>', which datasets.output_dim_coords does not set).
+DECAY = ["model=function", "model.source=tests.models:decay",
+         "model.output={name: signal, long_name: decaying signal, units: '1',"
+         " dims: [{name: day, values: {start: 0, stop: 10, step: 1}, units: day, long_name: day of the series}]}",
+         "space.parameters=[{name: a, units: '1', low: 1, high: 2}, {name: k, units: day-1, low: 0.1, high: 0.5}]"]
+
+
+def decay_indices(t: np.ndarray) -> dict[str, np.ndarray]:
+    """Closed forms for ``a exp(-k t)``, ``a ~ U(1, 2)``, ``k ~ U(0.1, 0.5)`` independent.
+
+    With ``m_j(t) = E[exp(-j k t)]``: ``V = E[a^2] m_2 - E[a]^2 m_1^2``, ``V_a = Var(a) m_1^2``,
+    ``V_k = E[a]^2 (m_2 - m_1^2)``, no interaction beyond ``V - V_a - V_k``; DGSM
+    ``nu_a = m_2``, ``nu_k = E[a^2] t^2 m_2``.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m1 = np.where(t > 0, (np.exp(-0.1 * t) - np.exp(-0.5 * t)) / (0.4 * t), 1.0)
+        m2 = np.where(t > 0, (np.exp(-0.2 * t) - np.exp(-1.0 * t)) / (0.8 * t), 1.0)
+    ea, ea2 = 1.5, 7.0 / 3.0
+    v = ea2 * m2 - ea**2 * m1**2
+    va, vk = (ea2 - ea**2) * m1**2, ea**2 * (m2 - m1**2)
+    return {"S1": np.stack([va, vk]) / v, "ST": np.stack([v - vk, v - va]) / v, "nu": np.stack([m2, ea2 * t**2 * m2])}
+
+
+def test_time_series_gets_time_resolved_indices(compose_config, tmp_path):
+    # N = 1024, 20 seeds: largest S1 error 0.0028, ST 0.0044 -> 0.01; DGSM nu 0.11 % -> 0.5 %.
+    cfg = compose_config("indices", FLOAT64 + DECAY + [
+        "sobol.n=1024", "dgsm.n=1024", "active_subspaces.n=1024", "local.sigma_points=1024",
+        "morris.trajectories=8", "bootstrap.n_resamples=20", "active_subspaces.quantity={name: total, weights: sum}"])
+    ds = open_result(indices.run(cfg))
+    assert ds.sobol_S1.dims == ("parameter", "day") and ds.sobol_S1_interval.dims == ("parameter", "bound", "day")
+    assert ds.local_derivative.dims == ("parameter", "day") and "output" not in ds.dims
+    assert ds.day.values.tolist() == list(range(10)) and ds.day.attrs["units"] == "day"
+    exact = decay_indices(ds.day.values.astype(float))
+    np.testing.assert_allclose(ds.sobol_S1, exact["S1"], atol=0.01)
+    np.testing.assert_allclose(ds.sobol_ST, exact["ST"], atol=0.01)
+    np.testing.assert_allclose(ds.dgsm_nu.isel(day=slice(1, None)), exact["nu"][:, 1:], rtol=5e-3)
+    # At t = 0 the signal is a alone: k has no effect, exactly.
+    assert ds.sobol_ST.sel(parameter_name="k", day=0) == 0 and ds.dgsm_nu.sel(parameter_name="k", day=0) == 0
+    # One scalar quantity (sum over days) gets its own active subspace on a `quantity` axis.
+    assert ds.active_subspace_quantity_eigenvalue.dims == ("direction", "quantity")
+    assert ds.quantity_name.values.tolist() == ["total"]
+    assert {p.name for p in tmp_path.glob("indices_*.png")} == {
+        "indices_bars.png", "indices_ranking.png", "indices_active_subspace.png", "indices_resolved.png"}
+
+
+def test_field_output_keeps_its_dims(compose_config, tmp_path):
+    import tensorflow as tf
+
+    from sensitivity.simulators.analytic import gaussian_plume
+
+    cfg = compose_config("indices", FLOAT64 + [
+        "experiment=plume", "indices=quick", "grid.n=4", "local.across_grid=true", "plots=false", "model.kwargs.size=6",
+        "model.output.dims=[{name: lat, values: {start: 0, stop: 6}, units: degrees_north},"
+        " {name: lon, values: {start: 100, stop: 106}, units: degrees_east}]"])
+    ds = open_result(indices.run(cfg))
+    assert ds.sobol_ST.dims == ("parameter", "lat", "lon") and ds.lat.attrs["standard_name"] == "latitude"
+    assert ds.local_sweep_derivative.dims == ("sample", "parameter", "lat", "lon")
+    assert ds.kendall_tau.dims == ("measure_i", "measure_j", "lat", "lon")
+    assert ds.lon.values.tolist() == list(range(100, 106))
+    # The derivative at the nominal point lands on the right (lat, lon): central differences, float64.
+    x0 = ds.local_x.values
+    h = 1e-6 * np.maximum(np.abs(x0), 1.0)
+    f = lambda x: gaussian_plume(tf.constant(x[None], tf.float64), size=6).numpy()[0]  # noqa: E731
+    fd = np.stack([(f(x0 + h[j] * np.eye(4)[j]) - f(x0 - h[j] * np.eye(4)[j])) / (2 * h[j]) for j in range(4)])
+    np.testing.assert_allclose(ds.local_derivative.values, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max())
+    assert cf_errors(tmp_path / "indices.nc") == []
+
+
+def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
+    # The sweep's 8192 scrambled-Sobol' points are draws of the uniform inputs: nu within 0.1 % as above.
+    path = sweep.run(compose_config("sweep", FLOAT64 + ["grid.n=8192", "plots=false"], tmp_path / "sweep"))
+    cfg = compose_config("indices", FLOAT64 + ["methods=[dgsm,sobol]", f"dgsm.sweep={path}", "dgsm.block=1000",
+                                               "sobol.n=256", "bootstrap.n_resamples=50", "plots=false"])
+    ds = open_result(indices.run(cfg))
+    np.testing.assert_allclose(ds.dgsm_nu.isel(output=0), ishigami_indices()["nu"], rtol=1e-3)
+    assert ds.attrs["dgsm_n_points"] == 8192 and "Poisson" in ds.attrs["dgsm_bootstrap"]
+    assert json.loads(ds.attrs["inputs"]) == {str(path): content_hash(path)}
+    assert "dgsm_bound_check" in ds
+
+    oat = sweep.run(compose_config("sweep", FLOAT64 + ["grid=oat", "plots=false"], tmp_path / "oat"))
+    with pytest.raises(DataError, match="dgsm.sweep: .*'oat' grid is not a sample of the input distribution"):
+        indices.run(compose_config("indices", ["methods=[dgsm]", f"dgsm.sweep={oat}"]))
+
+
+@pytest.mark.parametrize("override, error, message", [
+    ("sobol.n=1000", ConfigError, "sobol: `n` must be a power of two >= 2, got 1000"),
+    ("sobol.groups={g1: [x1, nope], g2: [x2, x3]}", ConfigError, "group 'g1' names unknown parameter 'nope'"),
+    ("sobol.groups={g1: [x1], g2: [x2]}", ConfigError, "every parameter in exactly one group, 'x3' is in 0"),
+    ("methods=[sobol,anova]", ConfigError, "`methods` must be one of"),
+    ("morris.levels=3", ConfigError, "morris: `levels` must be an even integer >= 2, got 3"),
+    ("bootstrap.conf_level=1.5", ConfigError, "bootstrap: `conf_level` must lie in (0, 1), got 1.5"),
+    ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: result file not found: nowhere.nc"),
+])
+def test_bad_input_fails_clearly_without_output(compose_config, tmp_path, override, error, message):
+    with pytest.raises(error) as info:
+        indices.run(compose_config("indices", [override, "plots=false"]))
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "indices.nc").exists()
+
+
+def test_cli_unusable_n_exits_nonzero_with_one_line(tmp_path):
+    out = subprocess.run(CLI + ["indices", "sobol.n=100", f"hydra.run.dir={tmp_path}", "progress=false"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    errors = [line for line in (out.stdout + out.stderr).splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "sobol: `n` must be a power of two >= 2, got 100" in errors[0]
+    assert not (tmp_path / "indices.nc").exists()

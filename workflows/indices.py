@@ -1,0 +1,164 @@
+"""Workflow `indices`: local, DGSM, Sobol', Morris and active-subspace indices of every output -> indices.nc."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, List, Optional
+
+from omegaconf import DictConfig
+
+from workflows import build
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked -> indices.nc"
+
+ALL_METHODS = ["local", "dgsm", "sobol", "morris", "active_subspaces"]
+
+
+@dataclass
+class BootstrapConf:
+    n_resamples: int = 100
+    conf_level: float = 0.95
+    interval: str = "percentile"
+
+
+@dataclass
+class LocalConf:
+    nominal: bool = True
+    across_grid: bool = False  # also at every point of `grid`
+    sigma_points: int = 4096  # draws of the input distribution for sigma_y (0: no sigma-normalised)
+    weights: Optional[List[float]] = None  # per flat output, for the scaled sensitivities
+
+
+@dataclass
+class DgsmConf:
+    n: int = 4096
+    sweep: Optional[str] = None  # a sweep.nc on a sobol/halton/lhs/random grid: DGSM from it, block by block
+    block: int = 65536
+
+
+@dataclass
+class SobolConf:
+    n: int = 1024
+    second_order: bool = False
+    groups: Any = None  # {group: [parameter, ...]}, a partition of the parameters
+    convergence_start: int = 64
+
+
+@dataclass
+class MorrisConf:
+    trajectories: int = 64
+    levels: int = 4
+
+
+@dataclass
+class ActiveSubspacesConf:
+    n: int = 4096
+    normalize: str = "bounds"
+    n_active: Optional[int] = None
+    per_output: bool = True
+    quantity: Any = None  # {name, units, weights: sum | mean | [w per flat output]}
+
+
+@dataclass
+class IndicesConf:
+    model: ModelConf = field(default_factory=ModelConf)
+    space: SpaceConf = field(default_factory=SpaceConf)
+    grid: GridConf = field(default_factory=GridConf)
+    jacobian: JacobianConf = field(default_factory=JacobianConf)
+    methods: List[str] = field(default_factory=lambda: list(ALL_METHODS))
+    seed: int = 0
+    bootstrap: BootstrapConf = field(default_factory=BootstrapConf)
+    local: LocalConf = field(default_factory=LocalConf)
+    dgsm: DgsmConf = field(default_factory=DgsmConf)
+    sobol: SobolConf = field(default_factory=SobolConf)
+    morris: MorrisConf = field(default_factory=MorrisConf)
+    active_subspaces: ActiveSubspacesConf = field(default_factory=ActiveSubspacesConf)
+    top_k: Optional[int] = None  # ranking cross-check: size of the top sets compared; min(3, parameters)
+    output_dir: str = "???"
+    progress: bool = True
+    plots: bool = True
+
+
+SCHEMA = IndicesConf
+
+
+def run(cfg: DictConfig) -> Path:
+    """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
+    from sensitivity import indices
+    from sensitivity.datasets import provenance, write_atomic
+
+    space = build.space_from(cfg)
+    chosen = list(cfg.methods)
+    for name in chosen:
+        build.check_choice(name, tuple(ALL_METHODS), "methods")
+    points = build.grid_from(cfg, space).points() if "local" in chosen and cfg.local.across_grid else None
+    methods = {name: _method(cfg, name, points) for name in chosen}
+    b = cfg.bootstrap
+    options = {"seed": cfg.seed, "top_k": cfg.top_k,
+               "bootstrap": indices.Bootstrap(b.n_resamples, b.conf_level, b.interval)}
+    designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
+    surrogate = build.surrogate_from(cfg, space)
+    sweep = cfg.dgsm.sweep if "dgsm" in chosen else None
+    if sweep:
+        indices.in_section("dgsm.sweep", indices.check_sweep_sample, sweep, space, surrogate.output,
+                           surrogate.content_hash)
+    jac = build.engine_from(cfg, surrogate)
+    log.info("indices: %s on %s (%d parameters, %d outputs), %s mode, %s", ", ".join(chosen), surrogate.source,
+             len(space), surrogate.output_size, jac.mode, jac.dtype)
+    ds = indices.compute(jac, space, methods, designs=designs, **options)
+    inputs = [p for p in (sweep, cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]
+    ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
+                               config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))
+    ds.attrs["methods"] = " ".join(chosen)
+    out = write_atomic(ds, build.output_dir(cfg) / "indices.nc")
+    _log_checks(ds)
+    log.info("indices: %s", out)
+    if cfg.plots:
+        from sensitivity.plots.indices import indices_figures
+
+        for figure in indices_figures(out, build.output_dir(cfg)):
+            log.info("figure: %s", figure)
+    return out
+
+
+def _method(cfg: DictConfig, name: str, points: Any) -> Any:
+    """The settings object of method ``name`` from its config section."""
+    from sensitivity import indices
+
+    if name == "local":
+        c = cfg.local
+        return indices.Local(c.nominal, points, c.sigma_points, build.plain(c.weights))
+    if name == "dgsm":
+        return indices.Dgsm(cfg.dgsm.n, cfg.dgsm.sweep, cfg.dgsm.block)
+    if name == "sobol":
+        c = cfg.sobol
+        return indices.Sobol(c.n, c.second_order, build.plain(c.groups), c.convergence_start)
+    if name == "morris":
+        return indices.Morris(cfg.morris.trajectories, cfg.morris.levels)
+    c = cfg.active_subspaces
+    quantity = build.plain(c.quantity)
+    return indices.ActiveSubspaces(c.n, c.normalize, c.n_active, c.per_output,
+                                   _quantity(quantity) if quantity is not None else None)
+
+
+def _quantity(node: Any) -> Any:
+    """``active_subspaces.quantity`` as a :class:`~sensitivity.indices.Quantity`."""
+    from sensitivity import indices
+    from sensitivity.errors import ConfigError
+
+    if not isinstance(node, dict) or set(node) - {"name", "units", "weights"}:
+        raise ConfigError(f"`active_subspaces.quantity` must be {{name, units, weights}}, got {node!r}")
+    return indices.Quantity(**node)
+
+
+def _log_checks(ds: Any) -> None:
+    """Log the cross-checks: a warning when a total Sobol' index exceeds its DGSM bound significantly."""
+    from sensitivity import indices
+
+    for line in indices.summary_lines(ds):
+        log.log(logging.WARNING if ds.attrs.get("dgsm_bound_violations") and "DGSM" in line else logging.INFO, line)
