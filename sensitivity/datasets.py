@@ -18,7 +18,7 @@ import os
 import platform
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import xarray as xr
@@ -401,3 +401,103 @@ def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
         names = [str(v) for v in ds[dim].values]
         ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
     return ds
+
+
+# ----------------------------------------------------------------------------- flat outputs, estimates
+
+
+def flat_output_coords(spec: OutputSpec, axis: str = "output") -> dict[str, xr.Variable]:
+    """The model's own output coordinates along a flat ``axis`` (C order), e.g. ``time(output)``.
+
+    Analyses that stack a series or a field into one ``output`` axis keep these alongside so a user
+    can unstack: ``ds.set_xindex(["lat", "lon"], xr.indexes.PandasMultiIndex).unstack("output")``.
+    Named scalars (an ``output`` dim of labels) need none: their names are ``output_name`` already.
+    """
+    dims = [d for d in spec.dims if not d.is_labels]
+    if not dims:
+        return {}
+    own = output_dim_coords(spec)
+    grids = np.meshgrid(*[own[d.name].values for d in dims], indexing="ij")
+    return {d.name: xr.Variable(axis, g.ravel(), own[d.name].attrs) for d, g in zip(dims, grids)}
+
+
+class Estimate(NamedTuple):
+    """A parameter estimate with its covariance, read from a result file (e.g. ``calibration.nc``)."""
+
+    names: list[str]
+    units: list[str] | None
+    mean: np.ndarray
+    covariance: np.ndarray
+    path: Path
+
+
+def read_estimate(path: str | Path, estimate: str = "estimate", covariance: str = "covariance",
+                  start: int | None = None, names: Sequence[str] | None = None) -> Estimate:
+    """Read an estimate ``(parameter)`` and its covariance ``(parameter_i, parameter_j)`` by variable name.
+
+    Parameters
+    ----------
+    path
+        A result file with ``parameter_name(parameter)`` labels (``parameter_units`` when present).
+    estimate, covariance
+        Names of the two variables. A leading ``start`` dim (a multi-start calibration) is reduced to
+        one start: ``start`` when given, else the file's ``best_start``.
+    start
+        Which start to read.
+    names
+        Return the parameters in this order (e.g. a space's); every name must be in the file.
+
+    Raises
+    ------
+    DataError
+        Missing file or variable, wrong dims, no usable start, or a non-finite estimate or covariance
+        (e.g. NaN from a rank-deficient fit).
+    """
+    with open_result(path) as ds:
+        for name in (estimate, covariance):
+            if name not in ds.variables:
+                raise DataError(f"{path}: no variable `{name}` (variables: {sorted(map(str, ds.data_vars))})")
+        if "parameter_name" not in ds.coords:
+            raise DataError(f"{path}: no `parameter_name` coordinate labelling the parameters")
+        ds = _one_start(ds, path, start)
+        if names is not None:
+            ds = _in_order(ds, path, names)
+        mean, cov = ds[estimate], ds[covariance]
+        if mean.dims != ("parameter",) or cov.dims != ("parameter_i", "parameter_j"):
+            raise DataError(f"{path}: `{estimate}` must be on (parameter) and `{covariance}` on (parameter_i, "
+                            f"parameter_j), got {mean.dims} and {cov.dims}")
+        units = [str(u) for u in ds["parameter_units"].values] if "parameter_units" in ds.coords else None
+        result = Estimate([str(n) for n in ds["parameter_name"].values], units, mean.values.astype(float),
+                          cov.values.astype(float), Path(path))
+    for name, values in ((estimate, result.mean), (covariance, result.covariance)):
+        if not np.isfinite(values).all():
+            raise DataError(f"{path}: `{name}` has non-finite entries (a failed or rank-deficient fit?): "
+                            f"{np.array2string(values, precision=4, threshold=20)}")
+    return result
+
+
+def _one_start(ds: xr.Dataset, path: str | Path, start: int | None) -> xr.Dataset:
+    """Select one ``start`` of a multi-start result: ``start``, else ``best_start``."""
+    if "start" not in ds.dims:
+        if start is not None:
+            raise DataError(f"{path}: has no `start` dim, but start={start} was requested")
+        return ds
+    if start is None:
+        if "best_start" not in ds.variables:
+            raise DataError(f"{path}: {ds.sizes['start']} starts and no `best_start`; choose one with `start`")
+        start = int(ds["best_start"].values)
+        if start < 0:
+            raise DataError(f"{path}: `best_start` is {start}: no start of the calibration succeeded")
+    if not 0 <= start < ds.sizes["start"]:
+        raise DataError(f"{path}: `start` must be in [0, {ds.sizes['start']}), got {start}")
+    return ds.isel(start=start)
+
+
+def _in_order(ds: xr.Dataset, path: str | Path, names: Sequence[str]) -> xr.Dataset:
+    """``ds`` with its ``parameter`` (and ``parameter_i``/``parameter_j``) axes in the order of ``names``."""
+    stored = [str(n) for n in ds["parameter_name"].values]
+    if sorted(stored) != sorted(names):
+        raise DataError(f"{path}: parameters {stored} do not match the expected {list(names)}")
+    index = [stored.index(n) for n in names]
+    axes = {d: index for d in ("parameter", "parameter_i", "parameter_j") if d in ds.dims}
+    return ds.drop_indexes([k for k in ds.xindexes if k.endswith("_name")]).isel(axes)

@@ -434,7 +434,7 @@ def propagate(
     ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim="method", data_vars="all", coords="minimal",
                    compat="override", join="override")
     ds = ds.assign_coords(axis_coords("method", list(methods)))
-    ds = ds.assign(_input_variables(inputs))
+    ds = ds.assign(input_variables(inputs))
     ds = nonlinearity_verdict(ds, k_sigma=k_sigma, rtol=rtol)
     ds.attrs.update(
         input_distribution=inputs.description,
@@ -612,7 +612,7 @@ def _result(mean: np.ndarray, cov: np.ndarray, probabilities: np.ndarray, output
     se = se or {"mean": np.full(m, np.nan), "std": np.full(m, np.nan), "covariance": np.full((m, m), np.nan),
                 "quantile": np.full((p, m), np.nan)}
     finite = all(np.isfinite(a).all() for a in (mean, std, cov))
-    out_units, cov_units = _units_attrs(outputs.units), _units_attrs(outputs.units, squared=True)
+    out_units, cov_units = _units_attrs(outputs.units, "output"), _units_attrs(outputs.units, "output", squared=True)
     vec, mat, qnt = ("output",), ("output_i", "output_j"), ("quantile", "output")
     variables = {
         "output_mean": (vec, mean, {"long_name": "output mean", **out_units}),
@@ -636,27 +636,29 @@ def _result(mean: np.ndarray, cov: np.ndarray, probabilities: np.ndarray, output
     return xr.Dataset(variables, coords=coords)
 
 
-def _input_variables(inputs: InputUncertainty) -> xr.Dataset:
-    """The propagated input mean and covariance, labeled by parameter."""
+def input_variables(inputs: InputUncertainty) -> xr.Dataset:
+    """The propagated input mean and covariance, labeled by parameter (propagation.nc, local_propagation.nc)."""
     coords = {**parameter_coords(inputs.names, inputs.units), **matrix_coords("parameter", inputs.names, inputs.units)}
+    units, squared = _units_attrs(inputs.units, "parameter"), _units_attrs(inputs.units, "parameter", squared=True)
     return xr.Dataset(
         {
-            "input_mean": ("parameter", inputs.mean, {"long_name": "input mean", **_units_attrs(inputs.units)}),
+            "input_mean": ("parameter", inputs.mean, {"long_name": "input mean", **units}),
             "input_covariance": (("parameter_i", "parameter_j"), inputs.covariance,
-                                 {"long_name": "input covariance", **_units_attrs(inputs.units, squared=True)}),
+                                 {"long_name": "input covariance", **squared}),
         },
         coords=coords,
     )
 
 
-def _units_attrs(units: Sequence[str] | None, *, squared: bool = False) -> dict[str, str]:
+def _units_attrs(units: Sequence[str] | None, axis: str, *, squared: bool = False) -> dict[str, str]:
     """``units`` attribute of a variable over a labeled axis (squared for a covariance).
 
-    None when no units were given; a note pointing at the ``*_units`` coordinates when the
-    elements have different units.
+    None when no units were given; when the elements have different units, ``units`` is left out and
+    ``units_coordinate`` names the ``{axis}_units`` coordinate holding them (for a covariance, the
+    units of entry ``(i, j)`` are the product of entries ``i`` and ``j``), as the dataset contract says.
     """
     if units is None:
         return {}
     if len(set(units)) > 1:
-        return {"units_note": "per element: see the *_units coordinates" + (" (product of i and j)" if squared else "")}
+        return {"units_coordinate": f"{axis}_units"}
     return {"units": product(units[0], units[0]) if squared else units[0]}
