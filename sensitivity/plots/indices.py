@@ -140,7 +140,8 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         panels += [("active_subspace", index, label) for index, label in shown_outputs(ds)]
     if "active_subspace_quantity_eigenvalue" in ds:
         panels.append(("active_subspace_quantity", {"quantity": 0}, str(ds["quantity_name"].values[0])))
-    fig, axes = plt.subplots(2, len(panels), figsize=(4 * len(panels), 6), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(2, len(panels), figsize=(max(6.0, 4.0 * len(panels)), 6), squeeze=False,
+                             constrained_layout=True)
     names = _names(ds)
     for c, (prefix, index, label) in enumerate(panels):
         values = ds[f"{prefix}_eigenvalue"].isel(index).transpose("direction").values
@@ -156,7 +157,7 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         axes[1, c].bar(range(len(names)), vector)
         axes[1, c].set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
         axes[1, c].set_title("leading direction w1", fontsize="medium")
-    fig.suptitle("active subspace: eigenvalues of E[grad f grad f^T] (band: bootstrap interval)")
+    fig.suptitle("active subspace: eigenvalues of E[grad f grad f^T] (band: bootstrap interval)", fontsize="medium")
     return _save(fig, figure_path)
 
 
@@ -177,7 +178,8 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
                     band = ds[interval].isel(parameter=j).transpose("bound", dim).values
                     ax.fill_between(t, band[0], band[1], color=line.get_color(), alpha=0.2)
             ax.set_title(title, fontsize="medium")
-        axes[0, 0].legend(fontsize="small", ncol=min(len(names), 4))
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(names), 6), fontsize="small")
         axes[-1, 0].set_xlabel(f"{dim} [{ds[dim].attrs.get('units', '')}]" if dim in ds.coords else dim)
         fig.suptitle(f"indices resolved along {dim} (bands: bootstrap intervals)")
         return _save(fig, figure_path)

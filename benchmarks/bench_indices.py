@@ -1,0 +1,139 @@
+"""Sobol' first/total indices of every output of the demo surrogate: this package against SALib, same analysis.
+
+Both sides run the same Saltelli design (N base rows, all d parameters, no second order), the same
+Saltelli-2010 / Jansen estimators, and a 100-resample bootstrap for every index of every output:
+
+  (a) this package: ``sobol.sample`` -> the compiled surrogate's batched ``values`` -> one
+      ``sobol.analyze`` over all outputs at once (it also records the convergence over N);
+  (b) SALib: ``SALib.sample.sobol.sample`` -> Keras ``model.predict`` -> ``SALib.analyze.sobol.analyze``
+      in a loop over the outputs (its only mode).
+
+The surrogate is ``data/seir/surrogate.keras`` when it exists (6 parameters -> 100 daily values), else a
+same-shape Keras MLP (6 -> [128, 128] gelu -> 100) built here. Both sides draw the same design, so the
+printed agreement of the indices checks that they computed the same thing. When the SALib loop would
+take long, ``--salib-outputs K`` times the first K outputs and extrapolates linearly to all of them
+(the loop's cost is the same for every output), and says so.
+
+Usage: python benchmarks/bench_indices.py [--surrogate PATH] [--n 1024] [--resamples 100] [--salib-outputs K]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from SALib.analyze import sobol as salib_analyze  # noqa: E402
+from SALib.sample import sobol as salib_sample  # noqa: E402
+
+import sensitivity.scaling  # noqa: E402,F401  (registers the scaling layers a trained surrogate holds)
+from sensitivity.analyses import sobol  # noqa: E402
+from sensitivity.jacobian import compile_jacobian  # noqa: E402
+from sensitivity.simulators import seir  # noqa: E402
+from sensitivity.space import ParameterSpace  # noqa: E402
+from sensitivity.surrogate import load_surrogate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "data" / "seir" / "surrogate.keras"
+
+
+def demo_shaped_mlp(path: Path, seed: int = 0) -> Path:
+    """Save a 6 -> [128, 128] gelu -> 100 MLP (the demo surrogate's shape) to ``path``."""
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(128, activation="gelu"),
+                              keras.layers.Dense(128, activation="gelu"), keras.layers.Dense(100)])
+    model.save(path)
+    return path
+
+
+def problem_of(space: ParameterSpace) -> dict:
+    """SALib's problem dict of ``space`` (uniform inputs on the bounds)."""
+    return {"num_vars": len(space), "names": space.names, "bounds": space.bounds.tolist()}
+
+
+def ours(space: ParameterSpace, jac, n: int, resamples: int, seed: int) -> tuple[float, float, np.ndarray]:
+    """Seconds of (a) (all of it, and the model evaluations alone) and the total indices ``[d, m]``."""
+    t0 = time.perf_counter()
+    x = sobol.sample(space, n, seed=seed)
+    t1 = time.perf_counter()
+    y = jac.values(x).reshape(len(x), -1)
+    t2 = time.perf_counter()
+    ds = sobol.analyze(y, space, n_resamples=resamples, interval="normal", seed=seed)
+    return time.perf_counter() - t0, t2 - t1, ds["ST"].values
+
+
+def salib(space: ParameterSpace, model: keras.Model, n: int, resamples: int, seed: int,
+          outputs: int | None) -> tuple[float, float, int, int, np.ndarray]:
+    """Seconds of (b): sample + predict, and the analysis loop over ``outputs`` outputs (all when None);
+    the outputs timed, the number of outputs, and ``ST [d, k]``."""
+    problem = problem_of(space)
+    t0 = time.perf_counter()
+    x = salib_sample.sample(problem, n, calc_second_order=False, seed=np.random.default_rng(seed))
+    y = model.predict(x, verbose=0).reshape(len(x), -1)
+    t1 = time.perf_counter()
+    m = y.shape[1]
+    k = m if outputs is None else min(outputs, m)
+    totals = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for j in range(k):
+            res = salib_analyze.analyze(problem, np.ascontiguousarray(y[:, j], dtype=np.float64),
+                                        calc_second_order=False, num_resamples=resamples, seed=seed)
+            totals.append(res["ST"])
+    return t1 - t0, time.perf_counter() - t1, k, m, np.stack(totals, axis=1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--surrogate", type=Path, default=None,
+                        help=f"a .keras surrogate of the SEIR space (default: {DEMO.relative_to(ROOT)} if it exists, "
+                             "else a same-shape MLP built here)")
+    parser.add_argument("--n", type=int, default=1024, help="base sample size N (a power of two)")
+    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples")
+    parser.add_argument("--salib-outputs", type=int, default=None,
+                        help="time SALib's loop on the first K outputs only and extrapolate to all")
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many timed runs per side")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    space = seir.space()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.surrogate or (DEMO if DEMO.exists() else demo_shaped_mlp(Path(tmp) / "mlp.keras"))
+        trained = path == DEMO or args.surrogate is not None
+        surrogate = load_surrogate(str(path), input_names=space.names, input_units=space.units,
+                                   output=None if trained else seir.output_spec().to_dict(), dtype="float32")
+        jac = compile_jacobian(surrogate)
+        model = keras.models.load_model(path)
+        label = f"{path.name if trained else 'same-shape MLP (6 -> [128, 128] gelu -> 100)'}"
+        rows = args.n * (len(space) + 2)
+        print(f"Sobol' S1/ST with {args.resamples} bootstrap resamples: {label}, d={len(space)}, "
+              f"m={surrogate.output_size} outputs, N={args.n} ({rows} evaluations); best of {args.repeats}")
+
+        ours(space, jac, args.n, 2, args.seed)  # warm-up: trace (and XLA-compile) the values function
+        model.predict(np.zeros((64, len(space)), np.float32), verbose=0)  # warm-up: trace Keras predict
+        t_ours, t_eval, st_ours = min((ours(space, jac, args.n, args.resamples, args.seed)
+                                       for _ in range(args.repeats)), key=lambda r: r[0])
+        t_fixed, t_loop, k, m, st_salib = min((salib(space, model, args.n, args.resamples, args.seed,
+                                                     args.salib_outputs) for _ in range(args.repeats)),
+                                              key=lambda r: r[0] + r[1])
+    t_all = t_fixed + t_loop * m / k
+    note = "" if k == m else f" (analysis loop timed on {k} of {m} outputs, extrapolated linearly)"
+    print(f"  this package (sample + compiled values + one analysis of all outputs): {t_ours:8.3f} s "
+          f"(model evaluations {t_eval:.3f} s)")
+    print(f"  SALib (sample + Keras predict + analyze per output):                  {t_all:8.3f} s "
+          f"(sample + predict {t_fixed:.3f} s){note}")
+    print(f"  ratio SALib / this package: {t_all / t_ours:.1f}x; analyses alone (without sampling and model "
+          f"evaluations): {t_loop * m / k:.3f} s / {t_ours - t_eval:.3f} s = {t_loop * m / k / (t_ours - t_eval):.1f}x")
+    print(f"  agreement: max |ST difference| over the {k} outputs compared: "
+          f"{np.nanmax(np.abs(st_ours[:, :k] - st_salib)):.2e} (float32 model evaluations on the same design)")
+
+if __name__ == "__main__":
+    sys.exit(main())
