@@ -1,0 +1,1 @@
+"""Hydra launcher ``hydra/launcher=local`` of the ``sensitivity`` application (see :mod:`.launcher`)."""

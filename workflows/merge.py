@@ -1,0 +1,66 @@
+"""Workflow `merge`: the shards (and swept configs) of a multirun as one dataset -> sweep.nc.
+
+    sensitivity sweep -m 'grid.shard=range(0,8)' grid.num_shards=8 hydra/launcher=local
+    sensitivity merge input_dir=multirun/sweep
+
+The merge is refused, with a one-line message naming them, when shards are missing or unfinished
+(with the command that reruns them alone), overlap, or differ in anything but the shard keys.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List
+
+from omegaconf import DictConfig
+
+from workflows import build
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "the shards (and swept configs) of a multirun as one dataset -> sweep.nc"
+#: ``sensitivity merge DIR`` means ``sensitivity merge input_dir=DIR``.
+POSITIONAL = "input_dir"
+FORMATS = ("netcdf", "zarr")
+
+
+@dataclass
+class MergeConf:
+    input_dir: str = "???"  # the multirun directory (hydra.sweep.dir of the sweep)
+    file: str = "sweep.nc"  # the result file of every job
+    format: str = "netcdf"  # netcdf | zarr (zarr needs `pip install zarr`)
+    shard_key: str = "grid.shard"
+    num_shards_key: str = "grid.num_shards"
+    ignore_keys: List[str] = field(default_factory=lambda: ["output_dir", "progress", "plots"])
+    chunk: int = 0  # samples per on-disk chunk; 0: about 32 MiB of the largest variable
+    output_dir: str = "???"
+    progress: bool = True  # accepted like every workflow's; a merge streams chunks without a bar
+
+
+SCHEMA = MergeConf
+
+
+def run(cfg: DictConfig) -> Path:
+    """Check and merge the runs under ``cfg.input_dir``; return the merged file."""
+    from sensitivity.datasets import provenance
+    from sensitivity.merge import find_runs, merge, merged_attrs, plan_merge, whole_grid_config
+
+    build.check_choice(cfg.format, FORMATS, "format")
+    root = Path(cfg.input_dir).expanduser()
+    runs = find_runs(root, cfg.file)
+    plan = plan_merge(runs, root, shard_key=cfg.shard_key, num_shards_key=cfg.num_shards_key,
+                      ignore_keys=list(cfg.ignore_keys))
+    ref = plan.reference.attrs
+    log.info("merge: %d shards of %d configuration(s)%s under %s", len(plan.files), len(plan.cells),
+             f" swept over {', '.join(plan.keys)}" if plan.keys else "", root)
+    attrs = provenance(title=str(ref.get("title", f"merged {cfg.file}")), workflow="merge",
+                       config_yaml=whole_grid_config(plan), surrogate_source=str(ref.get("surrogate", "")),
+                       surrogate_hash=str(ref.get("surrogate_hash", "")),
+                       seed=int(ref["seed"]) if str(ref.get("seed", "")).lstrip("-").isdigit() else None,
+                       inputs=plan.files, history=str(ref.get("history", "")) or None)
+    attrs.update(merged_attrs(plan), merge_config=build.config_yaml(cfg))
+    out = build.output_dir(cfg) / (cfg.file if cfg.format == "netcdf" else Path(cfg.file).with_suffix(".zarr").name)
+    path = merge(plan, out, attrs=attrs, chunk=cfg.chunk or None, format=cfg.format)
+    log.info("merged: %s", path)
+    return path
