@@ -14,7 +14,12 @@ printed agreement of the indices checks that they computed the same thing. When 
 take long, ``--salib-outputs K`` times the first K outputs and extrapolates linearly to all of them
 (the loop's cost is the same for every output), and says so.
 
-Usage: python benchmarks/bench_indices.py [--surrogate PATH] [--n 1024] [--resamples 100] [--salib-outputs K]
+The bootstrap of (a) is two matrix products per analysis; on a machine whose cores are busy with other
+work, OpenBLAS's spinning threads can make them 10x slower than one thread (measured here with a load
+of 4-6 on 2 cores), so the printout names the BLAS thread setting; ``OPENBLAS_NUM_THREADS=1`` pins it.
+
+Usage: [OPENBLAS_NUM_THREADS=1] python benchmarks/bench_indices.py [--surrogate PATH] [--n 1024]
+       [--resamples 100] [--salib-outputs K] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples")
     parser.add_argument("--salib-outputs", type=int, default=None,
                         help="time SALib's loop on the first K outputs only and extrapolate to all")
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many timed runs per side")
+    parser.add_argument("--repeats", type=int, default=5, help="best of this many timed runs per side")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -115,7 +120,9 @@ def main(argv: list[str] | None = None) -> None:
         label = f"{path.name if trained else 'same-shape MLP (6 -> [128, 128] gelu -> 100)'}"
         rows = args.n * (len(space) + 2)
         print(f"Sobol' S1/ST with {args.resamples} bootstrap resamples: {label}, d={len(space)}, "
-              f"m={surrogate.output_size} outputs, N={args.n} ({rows} evaluations); best of {args.repeats}")
+              f"m={surrogate.output_size} outputs, N={args.n} ({rows} evaluations); best of {args.repeats}; "
+              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
         ours(space, jac, args.n, 2, args.seed)  # warm-up: trace (and XLA-compile) the values function
         model.predict(np.zeros((64, len(space)), np.float32), verbose=0)  # warm-up: trace Keras predict
