@@ -34,7 +34,7 @@ def surrogate_from(cfg: DictConfig, space: ParameterSpace):
 
     source = cfg.model.source
     if not (":" in source and not Path(source).exists()):
-        source = str(Path(source).expanduser())
+        source = str(repo_path(source))
     return load_surrogate(source, input_names=space.names, input_units=space.units, output=plain(cfg.model.output) or None,
                           kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling) or None, dtype=cfg.jacobian.dtype)
 
@@ -90,3 +90,15 @@ def space_from_problem_file(cfg: DictConfig) -> ParameterSpace | None:
     space = read_problem(Path(str(path)).expanduser())
     log.info("space: %d parameters from SALib problem %s", len(space), path)
     return space
+
+
+def repo_path(path: str | Path) -> Path:
+    """A path from a config: as given when it is absolute or exists from the working directory, else relative
+    to the repository root (the parent of ``conf/``) when it exists there, so ``data/seir/...`` works from any
+    directory; a path found nowhere is returned as given, for the error message."""
+    from workflows.cli import CONF_DIR
+
+    given = Path(path).expanduser()
+    if given.is_absolute() or given.exists() or not (CONF_DIR.parent / given).exists():
+        return given
+    return CONF_DIR.parent / given

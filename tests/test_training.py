@@ -1,0 +1,146 @@
+"""Training: a known function learned with its derivatives; scaling folded into the saved model; the metrics."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sensitivity
+from sensitivity import training
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.grids import make_grid
+from sensitivity.outputs import OutputSpec
+from sensitivity.space import ParameterSpace
+from tests.helpers import central_differences
+
+QUADRATIC_SPACE = ParameterSpace.from_records(
+    [{"name": f"x{i}", "units": "1", "low": -1.0, "high": 1.0} for i in (1, 2, 3)])
+QUADRATIC_OUTPUT = OutputSpec.from_dict({"name": "y", "units": "1", "names": ["square", "chain"]})
+
+
+def quadratic(x: np.ndarray) -> np.ndarray:
+    """[sum x_i^2, x1 x2 + 2 x2 x3] (sensitivity.simulators.analytic.quadratic), in numpy."""
+    return np.stack([(x**2).sum(axis=1), x[:, 0] * x[:, 1] + 2 * x[:, 1] * x[:, 2]], axis=1)
+
+
+def quadratic_jacobian(x: np.ndarray) -> np.ndarray:
+    x1, x2, x3 = x.T
+    zero = np.zeros_like(x1)
+    return np.stack([np.stack([2 * x1, 2 * x2, 2 * x3], -1), np.stack([x2, x1 + 2 * x3, 2 * x2 + zero], -1)], 1)
+
+
+def train_quadratic(n: int, seed: int, epochs: int, tmp_path, name: str = "q.keras"):
+    x = make_grid(QUADRATIC_SPACE, "sobol", n=n, seed=1).points()
+    split = training.split_samples(n, 0.15, 0.1, seed)
+    settings = training.TrainSettings(hidden=(32, 32), activation="gelu", learning_rate=1e-2, batch_size=32,
+                                      epochs=epochs, patience=100)
+    result = training.fit(x, quadratic(x), split, names=QUADRATIC_SPACE.names, units=QUADRATIC_SPACE.units,
+                          output=QUADRATIC_OUTPUT, settings=settings, seed=seed, log_every=None)
+    path = tmp_path / name
+    result.model.save(path)
+    return result, path
+
+
+def test_learns_a_quadratic_and_its_jacobian(tmp_path):
+    result, path = train_quadratic(512, seed=0, epochs=400, tmp_path=tmp_path)
+    model = sensitivity.load_surrogate(path, dtype="float64")  # names, units and outputs come from the file
+    assert model.input_names == ("x1", "x2", "x3") and model.output == QUADRATIC_OUTPUT
+    x = make_grid(QUADRATIC_SPACE, "random", n=200, seed=9).points()  # fresh points, away from the design
+    values, jacobian = sensitivity.compile_jacobian(model, "forward", jit_compile=False)(x)
+    errors = training.value_errors(quadratic(x), values)
+    derivatives = training.derivative_errors(jacobian, quadratic_jacobian(x),
+                                             training.unit_cube_scale(QUADRATIC_SPACE, x))
+    # Tolerances reflect what a 32x32 network fits from ~400 training points in 400 epochs (approximation
+    # error, not rounding): R^2 > 0.999 means RMS error < 3 % of the output spread; slopes within 5 % (median).
+    assert np.all(errors.r2 > 0.999)
+    assert np.median(derivatives.per_point) < 0.05 and np.all(derivatives.per_parameter < 0.08)
+    assert result.best_epoch <= len(result.history["loss"])
+
+
+def test_same_seed_same_weights(tmp_path):
+    a, _ = train_quadratic(64, seed=3, epochs=5, tmp_path=tmp_path, name="a.keras")
+    b, _ = train_quadratic(64, seed=3, epochs=5, tmp_path=tmp_path, name="b.keras")
+    c, _ = train_quadratic(64, seed=4, epochs=5, tmp_path=tmp_path, name="c.keras")
+    assert all(np.array_equal(u, v) for u, v in zip(a.model.get_weights(), b.model.get_weights()))
+    assert not all(np.array_equal(u, v) for u, v in zip(a.model.get_weights(), c.model.get_weights()))
+
+
+def test_normalisation_and_log_transforms_are_folded_into_the_saved_model(tmp_path):
+    """Inputs over decades (one log-transformed), positive outputs learned as logs: the loaded model's Jacobian
+    in physical units must equal float64 finite differences of the loaded model's own values."""
+    space = ParameterSpace.from_records([
+        {"name": "rate", "units": "day-1", "low": 1e-3, "high": 10.0, "scale": "log"},
+        {"name": "length", "units": "m", "low": 100.0, "high": 900.0}])
+    output = OutputSpec.from_dict({"name": "c", "units": "kg m-3",
+                                   "dims": [{"name": "time", "values": [1, 2, 3], "units": "day"}]})
+    x = make_grid(space, "sobol", n=128, seed=2).points()
+    y = np.exp(-np.outer(x[:, 0], [1.0, 2.0, 3.0]) * 0.1) * x[:, 1:2]  # [128, 3], all > 0
+    settings = training.TrainSettings(hidden=(16,), epochs=5, log_inputs=("rate",), log_output=True)
+    result = training.fit(x, y, training.split_samples(128, 0.2, 0.1, 0), names=space.names, units=space.units,
+                          output=output, settings=settings, seed=0, log_every=None)
+    result.model.save(tmp_path / "s.keras")
+    model = sensitivity.load_surrogate(tmp_path / "s.keras", dtype="float64")
+    assert model.input_units == ("day-1", "m") and model.output == output
+    points = make_grid(space, "random", n=20, seed=4).points()
+    values, jacobian = sensitivity.compile_jacobian(model, "forward", jit_compile=False)(points)
+    assert jacobian.shape == (20, 3, 2) and np.all(values > 0)
+    # float64 central differences with h = 1e-6 max(1, |x|): truncation ~1e-12, rounding ~1e-10 relative.
+    np.testing.assert_allclose(jacobian, central_differences(model, points), rtol=1e-6, atol=1e-9)
+
+
+def test_value_errors_of_a_constant_offset():
+    y = np.random.default_rng(0).normal(size=(50, 2))
+    errors = training.value_errors(y, y + 0.1)
+    np.testing.assert_allclose(errors.rmse, 0.1)
+    np.testing.assert_allclose(errors.max_error, 0.1)
+    np.testing.assert_allclose(errors.r2, 1.0 - 0.01 / y.var(axis=0))
+
+
+def test_central_differences_are_exact_for_quadratics():
+    x = make_grid(QUADRATIC_SPACE, "random", n=10, seed=1).points()
+    jac = training.central_differences(quadratic, x, np.full_like(x, 0.1))
+    np.testing.assert_allclose(jac, quadratic_jacobian(x), atol=1e-13)
+
+
+def test_derivative_errors_of_a_scaled_jacobian():
+    ref = np.random.default_rng(1).normal(size=(7, 4, 3))
+    jac = ref * np.array([1.1, 1.0, 0.8])  # column j off by a known factor
+    errors = training.derivative_errors(jac, ref, np.ones((7, 3)))
+    np.testing.assert_allclose(errors.per_parameter, [0.1, 0.0, 0.2], atol=1e-12)
+    np.testing.assert_allclose(errors.per_column, np.tile([0.1, 0.0, 0.2], (7, 1)), atol=1e-12)
+
+
+def test_poor_derivatives_warn_even_when_values_fit():
+    values = training.ValueErrors(np.zeros(2), np.zeros(2), np.array([0.999, 0.9995]))
+    derivatives = training.DerivativeErrors(np.array([0.3, 0.4]), np.zeros((2, 2)), np.array([0.2, 0.5]))
+    (message,) = training.fidelity_warnings(values, derivatives, ["a", "b"])
+    assert "derivatives are poor although the values fit well" in message and "'b'" in message
+    good = training.DerivativeErrors(np.array([0.01]), np.zeros((1, 2)), np.array([0.01, 0.01]))
+    assert training.fidelity_warnings(values, good, ["a", "b"]) == []
+
+
+def test_split_is_disjoint_and_covering():
+    split = training.split_samples(100, 0.15, 0.1, 0)
+    together = np.concatenate([split.train, split.validation, split.test])
+    assert sorted(together) == list(range(100)) and (len(split.validation), len(split.test)) == (15, 10)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"validation_fraction": 1.2}, ConfigError, "`validation_fraction` must lie in"),
+    ({"n": 3}, ConfigError, "too few to split"),
+])
+def test_bad_split(kwargs, error, match):
+    args = {"n": 100, "validation_fraction": 0.2, "test_fraction": 0.1, "seed": 0, **kwargs}
+    with pytest.raises(error, match=match):
+        training.split_samples(**args)
+
+
+def test_bad_samples_are_named():
+    x = make_grid(QUADRATIC_SPACE, "random", n=20, seed=1).points()
+    split = training.split_samples(20, 0.2, 0.2, 0)
+    kwargs = dict(names=QUADRATIC_SPACE.names, units=QUADRATIC_SPACE.units, output=QUADRATIC_OUTPUT, seed=0)
+    with pytest.raises(DataError, match=r"`y` must have shape \[20, 2\]"):
+        training.fit(x, quadratic(x)[:, :1], split, settings=training.TrainSettings(), **kwargs)
+    with pytest.raises(DataError, match="`log_output` needs every output > 0"):
+        training.fit(x, quadratic(x), split, settings=training.TrainSettings(log_output=True), **kwargs)
+    with pytest.raises(ConfigError, match="`activation` must be one of"):
+        training.TrainSettings(activation="relu")

@@ -1,0 +1,115 @@
+"""The `train` workflow on composed configs: a tiny simulator run, a dataset run, and clear errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import sensitivity
+from sensitivity.errors import DataError
+from tests.conftest import ROOT
+from workflows import train
+
+TINY = ["grid.n=128", "training.epochs=60", "training.hidden=[16,16]", "training.derivative_points=8",
+        "jacobian.jit_compile=false"]
+
+
+def quadratic(x: np.ndarray) -> np.ndarray:
+    """[sum x_i^2, x1 x2 + 2 x2 x3]: sensitivity.simulators.analytic.quadratic written in numpy."""
+    return np.stack([(x**2).sum(axis=1), x[:, 0] * x[:, 1] + 2 * x[:, 1] * x[:, 2]], axis=1)
+
+
+def test_train_from_a_simulator_writes_a_self_describing_model_and_a_report(compose_config, tmp_path):
+    path = train.run(compose_config("train", TINY))
+    model = sensitivity.load_surrogate(path)  # nothing but the file
+    assert model.input_names == ("x1", "x2", "x3") and list(model.output.dims[0].values) == ["square", "chain"]
+    with xr.open_dataset(tmp_path / "training.nc") as ds:
+        np.testing.assert_allclose(ds["y"].values, quadratic(ds["x"].values), rtol=1e-12)  # the simulator's values
+        assert ds.sizes["sample"] == 128 and ds.sizes["check"] == 8
+        assert set(ds["subset"].values) == {0, 1, 2} and ds["r2"].dims == ("output",)
+        for name in ("x", "y", "rmse", "max_error", "r2", "loss", "val_loss", "jacobian_error",
+                     "jacobian_parameter_error"):
+            assert ds[name].attrs["long_name"] and ("units" in ds[name].attrs or "units_metadata" in ds[name].attrs)
+        assert ds.attrs["Conventions"].startswith("CF") and ds.attrs["surrogate_hash"].startswith("sha256:")
+        assert "R^2" in ds.attrs["validation"] and ds.attrs["seed"] == "0"
+
+
+def test_train_from_a_dataset(compose_config, tmp_path):
+    x = np.random.default_rng(0).uniform(-1, 1, (100, 3))
+    samples = xr.Dataset({"x": (("sample", "parameter"), x), "y": (("sample", "output"), quadratic(x))},
+                         coords={"parameter_name": ("parameter", ["x1", "x2", "x3"]),
+                                 "output_name": ("output", ["square", "chain"])})
+    samples.to_netcdf(tmp_path / "samples.nc")
+    path = train.run(compose_config("train", [*TINY, f"training.data={tmp_path / 'samples.nc'}",
+                                              "training.simulator=null"], output_dir=tmp_path / "out"))
+    assert sensitivity.load_surrogate(path).n_in == 3
+    with xr.open_dataset(tmp_path / "out" / "training.nc") as ds:
+        np.testing.assert_array_equal(ds["x"].values, x)
+        assert "jacobian_error" not in ds and "samples.nc" in ds.attrs["inputs"]
+
+
+@pytest.mark.parametrize("change, match", [
+    ("drop x2", r"missing parameter\(s\) \['x2'\]"),
+    ("rename outputs", "coordinate 'output_name' differs from model.output"),
+    ("three outputs", r"the samples have \[3\] outputs per point but model.output declares \[2\]"),
+    ("out of bounds", "'x1' = .* is outside its bounds"),
+    ("time dim", r"'y' has dims \['sample', 'time'\], model.output needs \['sample', 'output'\]"),
+])
+def test_mismatched_datasets_are_named(compose_config, tmp_path, change, match):
+    x = np.random.default_rng(0).uniform(-1, 1, (20, 3)) * (5.0 if change == "out of bounds" else 1.0)
+    y, out_dim = quadratic(x), "time" if change == "time dim" else "output"
+    coords = {"parameter_name": ("parameter", ["x1", "x2", "x3"])}
+    if change == "three outputs":
+        y = np.column_stack([y, y[:, 0]])
+    elif out_dim == "output":
+        coords["output_name"] = ("output", ["square", "other"] if change == "rename outputs" else ["square", "chain"])
+    ds = xr.Dataset({"x": (("sample", "parameter"), x), "y": (("sample", out_dim), y)}, coords=coords)
+    (ds.isel(parameter=[0, 2]) if change == "drop x2" else ds).to_netcdf(tmp_path / "bad.nc")
+    with pytest.raises(sensitivity.SensitivityError, match=match):
+        train.run(compose_config("train", [*TINY, f"training.data={tmp_path / 'bad.nc'}"]))
+
+
+def test_csv_samples_and_missing_columns(tmp_path):
+    from sensitivity.outputs import OutputSpec
+
+    output = OutputSpec.from_dict({"name": "y", "units": "1", "names": ["square", "chain"]})
+    (tmp_path / "s.csv").write_text("x1,x2,x3,square,chain\n0.1,0.2,0.3,0.14,0.14\n0.0,0.5,0.1,0.26,0.1\n")
+    x, y = train.read_samples(tmp_path / "s.csv", ["x1", "x2", "x3"], output)
+    np.testing.assert_allclose(y, quadratic(x))
+    (tmp_path / "t.csv").write_text("x1,x2,square,chain\n0.1,0.2,0.05,0.02\n")
+    with pytest.raises(DataError, match=r"missing column\(s\) \['x3'\]"):
+        train.read_samples(tmp_path / "t.csv", ["x1", "x2", "x3"], output)
+
+
+def test_corrupt_dataset_fails_with_one_line_and_exit_code_2(tmp_path):
+    bad = tmp_path / "corrupt.nc"
+    bad.write_bytes(b"CDF\x01 this is not a netCDF file")
+    proc = subprocess.run([sys.executable, "-c", "from workflows.cli import main; main()", "train",
+                           f"training.data={bad}", "training.simulator=null", f"hydra.run.dir={tmp_path / 'run'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() + proc.stdout.splitlines() if "cannot be read" in line]
+    assert len(errors) == 1 and str(bad) in errors[0] and "Traceback" not in proc.stderr
+
+
+def test_missing_simulator_and_data_is_a_config_error(compose_config):
+    with pytest.raises(sensitivity.ConfigError, match="`training.simulator`"):
+        train.run(compose_config("train", ["model=ishigami", "space=ishigami"]))
+
+
+def test_seir_experiment_composes_for_train_and_sweeps_the_shipped_surrogate(compose_config, tmp_path, monkeypatch):
+    from sensitivity.simulators import seir
+    from workflows import sweep
+
+    cfg = compose_config("train", ["experiment=seir"])
+    assert cfg.training.simulator == "sensitivity.simulators.seir:simulate" and cfg.training.log_output
+    assert cfg.grid.kind == "sobol" and cfg.model.source == "data/seir/surrogate.keras"
+    monkeypatch.chdir(tmp_path)  # the relative model source resolves against the repository root, not the cwd
+    out = sweep.run(compose_config("sweep", ["experiment=seir", "debug=default", "plots=false"],
+                                   output_dir=tmp_path / "sweep"))
+    with xr.open_dataset(out) as ds:
+        assert ds["jacobian"].dims == ("sample", "time", "parameter") and ds.sizes["time"] == seir.DAYS
+        assert str(ROOT / "data" / "seir" / "surrogate.keras") in ds.attrs["surrogate"]
