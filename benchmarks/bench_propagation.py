@@ -2,8 +2,9 @@
 
 The demo surrogate (data/seir/surrogate.keras: 6 parameters -> 100 daily values) or, when it is
 absent or ``--model mlp`` is given, a Keras MLP of the same shape (6 -> 128 -> 128 -> 100, tanh, random
-weights) built here. Inputs: multivariate normal around the nominal point with standard deviations of
-5 % of each parameter's range and a 0.3 correlation between neighbours (a calibration posterior stand-in).
+weights) built here. Inputs: a normal around the nominal point with standard deviations of 5 % of each
+parameter's range and a 0.3 correlation between neighbours, kept inside the bounds (truncated-normal
+marginals, Gaussian copula), a calibration posterior stand-in.
 
 Printed:
   * one forward evaluation of a batch of ``--batch`` points (the reference cost, compiled and warm);
@@ -40,7 +41,7 @@ from sensitivity.analyses.propagation import (  # noqa: E402
     second_order,
     unscented,
 )
-from sensitivity.analyses.sampling import gaussian_inputs  # noqa: E402
+from sensitivity.analyses.sampling import truncated_gaussian_inputs  # noqa: E402
 from sensitivity.hessian import compile_hessian  # noqa: E402
 from sensitivity.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.space import Parameter, ParameterSpace  # noqa: E402
@@ -91,11 +92,11 @@ def load(choice: str, space: ParameterSpace, dtype: str, folder: Path):
 
 
 def posterior(space: ParameterSpace):
-    """N(nominal, S): std 5 % of each range, correlation 0.3 between neighbouring parameters."""
+    """N(nominal, S) kept inside the bounds: std 5 % of each range, correlation 0.3 between neighbours."""
     std = 0.05 * (space.bounds[:, 1] - space.bounds[:, 0])
     n = len(space)
     corr = np.eye(n) + 0.3 * (np.eye(n, k=1) + np.eye(n, k=-1))
-    return gaussian_inputs(space.nominal, corr * np.outer(std, std), space=space)
+    return truncated_gaussian_inputs(space.nominal, corr * np.outer(std, std), space)
 
 
 def best_time(fn, repeat: int) -> float:

@@ -35,6 +35,7 @@ class UncertaintyConf:
     estimate: str = "estimate"  # variable names in that file
     covariance: str = "covariance"
     start: Optional[int] = None  # start of a multi-start calibration (null: its best_start)
+    truncate: bool = False  # keep the posterior inside the space's bounds (truncated-normal marginals + copula)
 
 
 @dataclass
@@ -108,13 +109,16 @@ def run(cfg: DictConfig) -> Path:
 
 def inputs_from(cfg: DictConfig, space):
     """The input uncertainty of ``cfg.uncertainty`` and the result files it was read from."""
-    from sensitivity.analyses.sampling import gaussian_inputs, inputs_from_space
+    from sensitivity.analyses.sampling import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
     from sensitivity.datasets import read_estimate
     from sensitivity.errors import ConfigError, DataError
 
     u = cfg.uncertainty
     build.check_choice(u.source, SOURCES, "uncertainty.source")
     if u.source == "space":
+        if u.truncate:
+            raise ConfigError("`uncertainty.truncate` applies to uncertainty.source=calibration; with the space's "
+                              "distributions use `kind: truncnormal`, got truncate=true")
         return inputs_from_space(space), []
     if not u.path:
         raise ConfigError("`uncertainty.path` must name a calibration result (calibration.nc) when "
@@ -122,8 +126,9 @@ def inputs_from(cfg: DictConfig, space):
     estimate = read_estimate(u.path, u.estimate, u.covariance, u.start, names=space.names)
     if estimate.units is not None and estimate.units != space.units:
         raise DataError(f"{u.path}: parameter units {estimate.units} are not the space's {space.units}")
+    make = truncated_gaussian_inputs if u.truncate else gaussian_inputs
     try:
-        return gaussian_inputs(estimate.mean, estimate.covariance, space=space), [u.path]
+        return make(estimate.mean, estimate.covariance, space=space), [u.path]
     except ConfigError as err:
         raise DataError(f"uncertainty.path={u.path}: {err}") from None
 
@@ -146,9 +151,9 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources),
-                    input_source=_describe(cfg))
+                    input_source=_describe(cfg), output_variable=spec.name, output_long_name=spec.long_name)
     out = write_atomic(ds, build.output_dir(cfg) / "propagation.nc")
-    _log_verdict(ds)
+    _log_verdict(ds, cfg.uncertainty.source == "calibration" and not cfg.uncertainty.truncate)
     log.info("propagation: %s", out)
     if cfg.plots:
         from sensitivity.plots.propagation import propagation_figure
@@ -201,12 +206,21 @@ def _describe(cfg: DictConfig) -> str:
     u = cfg.uncertainty
     if u.source == "space":
         return "space: space.parameters[*].distribution joined by a Gaussian copula with space.correlation"
-    return f"calibration {u.path}: `{u.estimate}`, `{u.covariance}`, start {'best' if u.start is None else u.start}"
+    kind = "truncated to the bounds" if u.truncate else "normal"
+    return (f"calibration {u.path}: `{u.estimate}`, `{u.covariance}`, start {'best' if u.start is None else u.start}, "
+            f"{kind}")
 
 
-def _log_verdict(ds) -> None:
-    """One log line per moment method: how many outputs disagree with Monte Carlo."""
+def _log_verdict(ds, can_truncate: bool) -> None:
+    """One log line per moment method: how many outputs disagree with Monte Carlo; a warning per failed
+    method and where model evaluations left the parameter bounds."""
+    hint = " (uncertainty.truncate=true keeps the posterior inside them)" if can_truncate else ""
     for i, name in enumerate(ds["method_name"].values):
+        outside = float(ds["outside_bounds"].values[i])
+        if ds["status"].values[i] != 0:
+            log.warning("%s failed: %s", name, ds["status_message"].values[i])
+        if outside > 0.01:
+            log.warning("%s: %.0f%% of model evaluations outside the parameter bounds%s", name, 100 * outside, hint)
         flags = ds["nonlinear"].values[i]
         if (flags < 0).all():
             continue

@@ -6,6 +6,8 @@ Two kinds of joint input distribution share one interface, :class:`InputUncertai
   own marginal (uniform, normal, truncnormal, lognormal, triangular) and the dependence is a Gaussian
   copula with the space's correlation matrix ``R`` (independent when the space has none).
 * :class:`GaussianInputs` (from a mean and covariance, e.g. a calibration posterior): multivariate normal.
+  :func:`truncated_gaussian_inputs` keeps such a Gaussian inside the bounds, as a :class:`CopulaInputs`
+  of truncated-normal marginals with the Gaussian's correlation.
 
 Both map standard normal vectors ``z`` to physical points, so every sampler shares one path:
 ``u`` in the unit cube (scrambled Sobol or pseudo-random) -> ``z = Phi^-1(u)`` -> physical ``x``.
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
@@ -36,7 +38,7 @@ from scipy import special
 from scipy.stats import qmc
 
 from sensitivity.errors import ConfigError
-from sensitivity.space import ParameterSpace
+from sensitivity.space import Distribution, ParameterSpace
 
 Sampler = Literal["sobol", "random"]
 SAMPLERS: tuple[str, ...] = ("sobol", "random")
@@ -219,6 +221,45 @@ def inputs_from_space(space: ParameterSpace) -> CopulaInputs:
     copula_chol = None if space.correlation is None else np.linalg.cholesky(space.correlation)
     return CopulaInputs(tuple(space.names), tuple(space.units), mean, corr * np.outer(std, std), space.bounds,
                         marginals=marginals, copula_cholesky=copula_chol)
+
+
+def truncated_gaussian_inputs(
+    mean: Sequence[float] | np.ndarray,
+    covariance: Sequence[Sequence[float]] | np.ndarray,
+    space: ParameterSpace,
+) -> CopulaInputs:
+    """``N(mean, covariance)`` kept inside the space's bounds, e.g. a broad calibration posterior.
+
+    Each parameter follows ``N(mean_i, S_ii)`` truncated to its bounds, and the dependence is a
+    Gaussian copula with the correlation of ``S``. Without truncation (bounds far from the mean)
+    this is exactly ``N(mean, S)``; with it, the marginals are exact truncated normals while the
+    joint law approximates the truncated multivariate normal (whose marginals are not truncated
+    normals when parameters are correlated). Every sample lies inside the bounds, where the
+    surrogate is valid; the mean and covariance (exact, see the module notes) move inward.
+
+    Parameters
+    ----------
+    mean
+        ``[n]`` mean before truncation [parameter units], inside the bounds.
+    covariance
+        ``[n, n]`` symmetric positive definite covariance before truncation [units_i * units_j].
+    space
+        Names, units and bounds, in the order of ``mean``.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`gaussian_inputs`.
+    """
+    mu = _checked_vector(mean, "mean")
+    if len(space) != mu.size:
+        raise ConfigError(f"`mean` has {mu.size} entries but the space has {len(space)} parameters")
+    _check_inside(mu, space.bounds, space.names)
+    cov = checked_covariance(covariance, mu.size, "covariance")
+    std = np.sqrt(np.diag(cov))
+    parameters = [replace(p, distribution=Distribution("truncnormal", {"mean": float(m), "std": float(s)}))
+                  for p, m, s in zip(space.parameters, mu, std)]
+    return inputs_from_space(ParameterSpace(tuple(parameters), cov / np.outer(std, std)))
 
 
 def pearson_under_copula(marginals: Sequence[Any], copula_correlation: np.ndarray) -> np.ndarray:

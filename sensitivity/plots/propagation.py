@@ -68,7 +68,8 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         else:
             line, = top.plot(x, mean, label=name)
             top.fill_between(x, low, high, color=line.get_color(), alpha=0.15)
-    top.set_ylabel(f"output [{units}]" if units else "output")
+    quantity = ds.attrs.get("output_long_name") or "output"
+    top.set_ylabel(f"{quantity} [{units}]" if units else quantity)
     top.set_title(f"mean and {prob:.0%} band per method")
     top.legend(fontsize="small")
     _verdict_panel(bottom, ds, x, names, few)

@@ -178,6 +178,22 @@ def test_from_calibration_every_moment_method_equals_the_closed_form(compose_con
     assert "start best" in ds.attrs["input_source"]
 
 
+def test_truncated_posterior_has_scipy_truncated_normal_moments(compose_config, tmp_path):
+    # a diagonal posterior reaching past the bounds [-10, 10]: each input is a scipy truncnorm
+    mean, std = np.array([9.0, -9.5, 0.0, 2.0, -1.0, 9.9]), np.array([2.0, 1.0, 1.0, 0.5, 3.0, 0.5])
+    calibration = write_calibration(tmp_path / "calibration.nc", [f"p{i}" for i in range(6)], ["m"] * 6, mean,
+                                    np.diag(std**2))
+    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration", f"uncertainty.path={calibration}",
+                 "uncertainty.truncate=true", "propagation.methods=[first_order]"]
+    ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
+    oracle = [stats.truncnorm((-10 - m) / s, (10 - m) / s, loc=m, scale=s) for m, s in zip(mean, std)]
+    truncated_mean = np.array([d.mean() for d in oracle])
+    cov = np.diag([d.var() for d in oracle])
+    np.testing.assert_allclose(ds["output_mean"].values[0], W @ truncated_mean + C, rtol=1e-10)
+    np.testing.assert_allclose(ds["output_covariance"].values[0], W @ cov @ W.T, rtol=1e-8)
+    assert "truncated to the bounds" in ds.attrs["input_source"]
+
+
 def stored_sweep(compose_config, tmp_path: Path) -> Path:
     overrides = ["experiment=plume", "grid.n=40", "jacobian=float64", "jacobian.jit_compile=false", "plots=false"]
     cfg = compose_config("sweep", overrides, output_dir=tmp_path / "sweep")
@@ -228,6 +244,8 @@ BAD = {
                         ConfigError, "input mean of 'b' = 3 is outside its bounds [-1.0, 1.0]"),
     "unknown method": (["propagation.methods=[first_order, fourth_order]"], ConfigError,
                        "`propagation.methods` must be one of"),
+    "truncate the space": (["uncertainty.truncate=true"], ConfigError,
+                           "`uncertainty.truncate` applies to uncertainty.source=calibration"),
 }
 
 

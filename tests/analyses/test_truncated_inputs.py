@@ -1,0 +1,57 @@
+"""A Gaussian (e.g. calibration posterior) kept inside the bounds: exact truncated-normal marginals, copula joint."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sensitivity.analyses.sampling import truncated_gaussian_inputs
+from sensitivity.errors import ConfigError
+from sensitivity.space import ParameterSpace
+
+
+def box(low: list[float], high: list[float]) -> ParameterSpace:
+    return ParameterSpace.from_records([{"name": f"p{i}", "units": "m", "low": lo, "high": hi}
+                                        for i, (lo, hi) in enumerate(zip(low, high))])
+
+
+COV = np.array([[1.0, 0.6, -0.2], [0.6, 2.0, 0.3], [-0.2, 0.3, 0.5]])
+MEAN = np.array([0.5, -1.0, 2.0])
+
+
+def test_far_bounds_give_the_gaussian_itself():
+    inputs = truncated_gaussian_inputs(MEAN, COV, box([-1e3] * 3, [1e3] * 3))
+    np.testing.assert_allclose(inputs.mean, MEAN, rtol=1e-12)
+    np.testing.assert_allclose(inputs.covariance, COV, rtol=1e-8, atol=1e-12)
+
+
+def test_independent_marginals_are_scipy_truncated_normals_and_samples_stay_inside():
+    low, high = np.array([0.0, -2.0, 1.9]), np.array([1.0, 3.0, 5.0])
+    cov = np.diag(np.diag(COV))
+    inputs = truncated_gaussian_inputs(MEAN, cov, box(low.tolist(), high.tolist()))
+    std = np.sqrt(np.diag(cov))
+    oracle = [stats.truncnorm((lo - m) / s, (hi - m) / s, loc=m, scale=s) for lo, hi, m, s in zip(low, high, MEAN, std)]
+    np.testing.assert_allclose(inputs.mean, [d.mean() for d in oracle], rtol=1e-12)
+    np.testing.assert_allclose(inputs.covariance, np.diag([d.var() for d in oracle]), rtol=1e-10, atol=1e-14)
+    x = inputs.sample(4096, seed=0)
+    assert not inputs.outside_bounds(x).any()
+
+
+def test_correlated_samples_stay_inside_and_match_the_exact_moments():
+    low, high = [0.0, -2.0, 1.5], [1.0, 0.0, 3.0]
+    inputs = truncated_gaussian_inputs(MEAN, COV, box(low, high))
+    x = inputs.sample(2**15, seed=1)
+    assert not inputs.outside_bounds(x).any()
+    np.testing.assert_allclose(x.mean(axis=0), inputs.mean, atol=2e-3)
+    np.testing.assert_allclose(np.cov(x.T), inputs.covariance, atol=2e-3)
+
+
+@pytest.mark.parametrize("mean, cov, message", [
+    ([5.0, -1.0, 2.0], COV, "input mean of 'p0' = 5 is outside its bounds"),
+    (MEAN, [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "`covariance` must be positive definite"),
+    ([0.5, 1.0], COV, "`mean` has 2 entries but the space has 3 parameters"),
+])
+def test_bad_arguments_raise_one_line_config_errors(mean, cov, message):
+    with pytest.raises(ConfigError, match=None) as err:
+        truncated_gaussian_inputs(mean, cov, box([-3.0] * 3, [3.0] * 3))
+    assert message in str(err.value)
