@@ -64,7 +64,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"sensitivity: unknown workflow {name!r}\n\n{usage()}", file=sys.stderr)
         raise SystemExit(2)
     module = importlib.import_module(WORKFLOWS[name])
-    _hydra_main(name, module.run, overrides)
+    _hydra_main(name, module.run, _positional(module, overrides))
+
+
+def _positional(module, overrides: list[str]) -> list[str]:
+    """Map a leading bare argument to the workflow's ``POSITIONAL`` key: ``sensitivity merge DIR``."""
+    key = getattr(module, "POSITIONAL", None)
+    if key and overrides and not overrides[0].startswith("-") and (
+            "=" not in overrides[0] or Path(overrides[0]).exists()):
+        quoted = overrides[0].replace("\\", "\\\\").replace("'", "\\'")
+        return [f"{key}='{quoted}'", *overrides[1:]]
+    return overrides
 
 
 def _hydra_main(name: str, run, overrides: list[str]) -> None:
