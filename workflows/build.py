@@ -23,7 +23,10 @@ def plain(node: Any) -> Any:
 
 
 def space_from(cfg: DictConfig) -> ParameterSpace:
-    """The ParameterSpace of ``cfg.space``."""
+    """The ParameterSpace of ``cfg.space_file`` (a SALib problem file) when set, else of ``cfg.space``."""
+    from_file = space_from_problem_file(cfg)
+    if from_file is not None:
+        return from_file
     records = [{k: v for k, v in p.items() if v is not None} for p in plain(cfg.space.parameters)]
     return ParameterSpace.from_records(records, plain(cfg.space.correlation))
 

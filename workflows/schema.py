@@ -68,6 +68,7 @@ class SweepConf:
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     output_dir: str = "???"
+    space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
     progress: bool = True
     points_per_part: Optional[int] = None
     plots: bool = True

@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from omegaconf import OmegaConf
 
 from sensitivity.datasets import write_atomic
 from sensitivity.salib import read_problem
@@ -56,15 +55,12 @@ def test_export_with_a_salib_space_and_pest(compose_config, tmp_path):
     assert np.diag(pyemu.Cov.from_uncfile(str(out / "jacobian.unc")).as_2d).tolist() == [0.0625]
 
 
-def test_a_salib_problem_file_drives_a_sweep(compose_config, tmp_path, monkeypatch):
-    """The proposed wiring of `space_from`: a `space_file` set replaces `space`."""
+def test_a_salib_problem_file_drives_a_sweep(compose_config, tmp_path):
+    """`space_file=problem.yaml` replaces `space`."""
     problem_path = tmp_path / "problem.yaml"
     problem_path.write_text(json.dumps(PROBLEM))
-    original = build.space_from
-    monkeypatch.setattr(build, "space_from", lambda cfg: build.space_from_problem_file(cfg) or original(cfg))
-    cfg = compose_config("sweep", ["grid.n=64", "jacobian=float64", "plots=false"], output_dir=tmp_path / "sweep")
-    OmegaConf.set_struct(cfg, False)  # the sweep schema has no `space_file` key yet
-    cfg.space_file = str(problem_path)
+    cfg = compose_config("sweep", ["grid.n=64", "jacobian=float64", "plots=false", f"space_file={problem_path}"],
+                         output_dir=tmp_path / "sweep")
     ds = xr.open_dataset(sweep.run(cfg))
     x = ds["x"].values
     assert x.min(axis=0).tolist() >= [-1.0, 0.0, -2.0] and x.max(axis=0).tolist() <= [1.0, 2.0, 0.5]
