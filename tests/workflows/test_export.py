@@ -15,7 +15,7 @@ from sensitivity.salib import read_problem
 from tests.conftest import ROOT
 from tests.test_jacobian import ishigami_jacobian
 from tests.workflows.test_sweep import cf_errors
-from workflows import build, export, sweep
+from workflows import export, sweep
 
 CLI = [sys.executable, "-m", "workflows"]
 PROBLEM = {"num_vars": 3, "names": ["x1", "x2", "x3"], "bounds": [[-1.0, 1.0], [0.0, 2.0], [-2.0, 0.5]],
