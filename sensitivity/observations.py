@@ -127,7 +127,7 @@ def check_path(path: str | Path) -> Path:
 
 def _read_netcdf(path: Path, spec: OutputSpec):
     try:
-        ds = xr.open_dataset(path, engine="netcdf4")
+        ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)  # times as the model's numbers
     except (OSError, ValueError) as err:
         raise DataError(f"observations file {path}: cannot be read as netCDF ({err})") from None
     with ds:

@@ -33,8 +33,8 @@ def write_csv(tmp_path, rows, name="obs.csv"):
 
 
 def test_series_subset_in_any_order_is_aligned_with_nan_elsewhere(tmp_path):
-    path = write_nc(tmp_path, {"observed": ("time", [30.0, 10.0, np.nan, 50.0]), "sigma": ("time", [3.0, 1.0, 2.0, 5.0])},
-                    {"time": [3, 1, 2, 5]})
+    path = write_nc(tmp_path, {"observed": ("time", [30.0, 10.0, np.nan, 50.0]),
+                               "sigma": ("time", [3.0, 1.0, 2.0, 5.0])}, {"time": [3, 1, 2, 5]})
     obs = read_observations(path, SERIES)
     expected = np.full(10, np.nan)
     expected[[0, 2, 4]] = [10.0, 30.0, 50.0]
@@ -127,12 +127,14 @@ BAD_NC = [
      "has 7 entries along 'time' and no coordinate to align them, but the model has 10"),
     ("sigma on other dims", FIELD, {"observed": (("lat", "lon"), np.ones((3, 2))), "sigma": ("lat", np.ones(3))},
      {"lat": [10.0, 20.0, 30.0], "lon": [0.0, 5.0]}, "`sigma` must have the dims of `observed`"),
-    ("duplicate time", SERIES, {"observed": ("time", [1.0, 2.0])}, {"time": [3, 3]}, "'cases[time=3]' is given more than once"),
+    ("duplicate time", SERIES, {"observed": ("time", [1.0, 2.0])}, {"time": [3, 3]},
+     "'cases[time=3]' is given more than once"),
     ("not positive definite", SERIES, {"observed": ("time", [1.0, 2.0]),
                                        "covariance": (("output_i", "output_j"), [[1.0, 2.0], [2.0, 1.0]])},
      {"time": [1, 2]}, "`cov` must be positive definite on the observed outputs"),
-    ("covariance shape", SERIES, {"observed": ("time", [1.0, 2.0]), "covariance": (("output_i", "output_j"), np.eye(3))},
-     {"time": [1, 2]}, "`covariance` must be (output_i, output_j) of shape [2, 2]"),
+    ("covariance shape", SERIES, {"observed": ("time", [1.0, 2.0]),
+                                  "covariance": (("output_i", "output_j"), np.eye(3))}, {"time": [1, 2]},
+     "`covariance` must be (output_i, output_j) of shape [2, 2]"),
     ("no observed variable", SERIES, {"values": ("time", [1.0])}, {"time": [1]}, "needs a variable `observed`"),
 ]
 
@@ -147,7 +149,8 @@ def test_bad_netcdf_files_give_one_line_errors(tmp_path, case, spec, variables, 
 
 
 BAD_CSV = [
-    ("unknown output name", NAMED, {"output": ["height", "weight"], "value": [1.0, 2.0]}, "unknown output name 'weight'"),
+    ("unknown output name", NAMED, {"output": ["height", "weight"], "value": [1.0, 2.0]},
+     "unknown output name 'weight'"),
     ("missing column", FIELD, {"lat": [10.0], "value": [1.0]}, "missing column(s) ['lon']"),
     ("unknown column", SERIES, {"time": [1], "value": [1.0], "sigmaa": [1.0]}, "unknown column(s) ['sigmaa']"),
     ("negative sigma", SERIES, {"time": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, -0.1]}, "`sigma` must be > 0"),
@@ -171,3 +174,13 @@ def test_missing_file_and_unknown_suffix(tmp_path):
     (tmp_path / "obs.txt").write_text("1 2 3")
     with pytest.raises(DataError, match="expected a .nc or .csv file"):
         read_observations(tmp_path / "obs.txt", SERIES)
+
+
+def test_a_cf_time_axis_is_matched_by_its_numbers_not_decoded(tmp_path):
+    spec = OutputSpec.from_dict({"name": "cases", "units": "1", "dims": [
+        {"name": "time", "values": {"start": 1, "stop": 11}, "units": "days since 2020-01-01"}]})
+    path = tmp_path / "obs.nc"
+    xr.Dataset({"observed": ("time", [5.0, 6.0])},
+               coords={"time": ("time", np.array([2, 4], np.int32), {"units": "days since 2020-01-01"})}).to_netcdf(path)
+    obs = read_observations(path, spec)
+    assert obs.values[1] == 5.0 and obs.values[3] == 6.0 and obs.n_observed == 2

@@ -55,7 +55,8 @@ def fit_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
         ax.set_xticks(where, [str(n) for n in ds["output_name"].values], rotation=45, ha="right")
     else:
         ax.set_xlabel(_label(ds[dim]) if dim in ds.coords else "output index")
-    ax.set_ylabel(_label(ds["y_obs"]))
+    units = ds["y_obs"].attrs.get("units")
+    ax.set_ylabel(f"{ds.attrs.get('output_long_name', 'output')}" + (f" [{units}]" if units else ""))
     ax.set_title(f"best of {ds.sizes['start']} starts: reduced chi2 {float(best['reduced_chi2']):.3g}")
     ax.legend()
     return _save(fig, figure_path)

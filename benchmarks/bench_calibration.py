@@ -1,0 +1,151 @@
+"""Batched multi-start calibration against a Python loop of ``scipy.optimize.least_squares``.
+
+The same problem both ways: K starts (a scrambled Sobol' design over the parameter box), the same
+observations and weights, the same bounds, exact Jacobians from the compiled engine.
+  (a) batched: :func:`sensitivity.analyses.calibration.calibrate` (Levenberg-Marquardt), all K starts
+      advanced together, one engine call per iteration for every start still running;
+  (b) loop: one ``least_squares(method="trf", x_scale="jac")`` per start, its residual and Jacobian
+      from per-start engine calls (an engine compiled for one point, values and Jacobian from one
+      call, cached between ``fun`` and ``jac``).
+The loop is slow, so by default it runs on a subset of the starts and its time is extrapolated
+linearly to K (stated in the output). Both use the engine warmed up (compiled) beforehand.
+
+Models (``--model``): ``seir`` (the demo surrogate data/seir/surrogate.keras with its shipped
+observations data/seir/observations.nc), ``plume`` (the analytic 2-D Gaussian plume with synthetic
+observations), or ``auto`` (seir when its files exist, else plume).
+
+Usage: python benchmarks/bench_calibration.py [--model auto] [--starts 10000] [--loop-starts 200]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+from scipy import optimize  # noqa: E402
+
+from sensitivity.analyses.calibration import LevenbergMarquardt, calibrate  # noqa: E402
+from sensitivity.grids import make_grid  # noqa: E402
+from sensitivity.jacobian import compile_jacobian  # noqa: E402
+from sensitivity.space import ParameterSpace  # noqa: E402
+from sensitivity.surrogate import load_surrogate  # noqa: E402
+from workflows.calibrate import flat_engine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SEIR = ROOT / "data" / "seir"
+TOL = 1e-10
+
+
+def seir_problem():
+    """The demo surrogate, its space and its shipped observations."""
+    from sensitivity.observations import read_observations
+    from sensitivity.simulators.seir import space
+
+    model = load_surrogate(str(SEIR / "surrogate.keras"), dtype="float64")
+    obs = read_observations(SEIR / "observations.nc", model.output)
+    return model, space(), obs.values, obs.errors()
+
+
+def plume_problem():
+    """The analytic plume, the space of conf/space/plume.yaml, noisy observations of a known point."""
+    records = yaml.safe_load((ROOT / "conf" / "space" / "plume.yaml").read_text())["parameters"]
+    space = ParameterSpace.from_records(records)
+    output = yaml.safe_load((ROOT / "conf" / "model" / "plume.yaml").read_text())
+    model = load_surrogate("sensitivity.simulators.analytic:gaussian_plume", input_names=space.names,
+                           input_units=space.units, output=output["output"], kwargs=output["kwargs"],
+                           dtype="float64")
+    truth = np.array([[1.3, 0.45, 0.6, 0.2]])
+    y = model(truth).reshape(-1) + 0.02 * np.random.default_rng(0).standard_normal(model.output_size)
+    return model, space, y, {"sigma": np.full(y.size, 0.02), "cov": None}
+
+
+def warm(jac, point: np.ndarray, largest: int) -> None:
+    """Compile every padded shape the runs below will use (powers of two up to ``largest`` points)."""
+    size = 1
+    while size <= largest:
+        jac(np.repeat(point[None, :], size, axis=0))
+        size *= 2
+
+
+def batched(jac, space, y, errors, starts):
+    log_mask = np.array([p.scale == "log" for p in space.parameters])
+    solver = LevenbergMarquardt(ftol=TOL, xtol=TOL, gtol=TOL)
+    t0, c0 = time.perf_counter(), time.process_time()
+    ds = calibrate(flat_engine(jac), y, starts, **errors, bounds=space.bounds, log_parameters=log_mask, solver=solver,
+                   record_history=False, throw=False)
+    return time.perf_counter() - t0, time.process_time() - c0, ds
+
+
+def loop(jac1, space, y, errors, starts):
+    """One scipy least_squares per start; engine calls on one point, shared by fun and jac."""
+    from sensitivity.analyses.calibration import ObservationModel
+
+    obs = ObservationModel.from_arrays(y, **errors)
+    engine = flat_engine(jac1)
+    cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def evaluate(x):
+        key = x.tobytes()
+        if key not in cache:
+            cache.clear()
+            values, jacobian = engine(x[None, :])
+            cache[key] = obs.residual(values)[0], obs.jacobian(jacobian)[0]
+        return cache[key]
+
+    lo, hi = space.bounds.T
+    costs, calls = [], 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for x0 in starts:
+        result = optimize.least_squares(lambda x: evaluate(x)[0], x0, jac=lambda x: evaluate(x)[1], bounds=(lo, hi),
+                                        method="trf", x_scale="jac", ftol=TOL, xtol=TOL, gtol=TOL)
+        costs.append(result.cost)
+        calls += result.nfev
+    return time.perf_counter() - t0, time.process_time() - c0, np.array(costs), calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=["auto", "seir", "plume"], default="auto")
+    parser.add_argument("--starts", type=int, default=10000)
+    parser.add_argument("--loop-starts", type=int, default=200, help="starts run by the scipy loop (extrapolated)")
+    args = parser.parse_args()
+    name = args.model if args.model != "auto" else ("seir" if (SEIR / "surrogate.keras").exists() and
+                                                    (SEIR / "observations.nc").exists() else "plume")
+    model, space, y, errors = seir_problem() if name == "seir" else plume_problem()
+    starts = make_grid(space, "sobol", n=args.starts, seed=0).points()
+    jac = compile_jacobian(model)
+    jac1 = compile_jacobian(model, chunk_size=1)
+    for engine, largest in ((jac, jac.chunk_size), (jac1, 1)):
+        warm(engine, space.nominal, largest)
+    print(f"model {name}: {model.n_in} parameters, {model.output_size} outputs "
+          f"({int(np.isfinite(y).sum())} observed); engine {jac.mode} mode, float64, chunk {jac.chunk_size}")
+
+    wall_a, cpu_a, ds = batched(jac, space, y, errors, starts)
+    status = ds["status"].values
+    print(f"(a) batched LM, {len(starts)} starts: {wall_a:.2f} s wall, {cpu_a:.2f} s CPU "
+          f"({len(starts) / wall_a:.0f} fits/s), {int((status > 0).sum())} converged, "
+          f"{int(ds['n_minima'])} distinct minima, {int(ds['n_iterations'].max())} iterations at most, "
+          f"best cost {float(np.nanmin(ds['cost'].values)):.6g}")
+
+    subset = starts[: min(args.loop_starts, len(starts))]
+    wall_b, cpu_b, costs, calls = loop(jac1, space, y, errors, subset)
+    scale = len(starts) / len(subset)
+    note = "" if len(subset) == len(starts) else (
+        f" (run on the first {len(subset)} starts, extrapolated linearly to {len(starts)})")
+    print(f"(b) scipy least_squares loop: {wall_b / len(subset) * 1e3:.1f} ms wall per fit, "
+          f"{calls / len(subset):.1f} engine calls per fit; {wall_b * scale:.1f} s wall, {cpu_b * scale:.1f} s CPU "
+          f"for {len(starts)} starts{note}")
+    same = np.abs(ds["cost"].values[: len(subset)] - costs) <= 1e-6 * np.maximum(1.0, costs)
+    print(f"    same final cost (rel 1e-6) on {int(same.sum())} of {len(subset)} shared starts; "
+          f"loop best cost {costs.min():.6g}")
+    print(f"ratio (b)/(a): {wall_b * scale / wall_a:.1f}x wall, {cpu_b * scale / cpu_a:.1f}x CPU  (target >= 50x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Small analytic models for the calibration workflow tests (TF-traceable, closed-form derivatives)."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+#: Output times of :func:`decay` [day].
+TIMES = np.arange(0.0, 20.0)
+
+#: Config overrides that load :func:`decay` with its output series and a three-parameter space.
+DECAY_OVERRIDES = [
+    "model=function",
+    "model.source=tests.workflows.calibration_models:decay",
+    "model.output={name: y, units: '1', long_name: decaying signal, "
+    "dims: [{name: time, values: {start: 0, stop: 20}, units: day, long_name: time since release}]}",
+    "space.parameters=[{name: a, units: '1', low: 0.5, high: 5.0}, "
+    "{name: k, units: day-1, low: 0.02, high: 1.0, scale: log}, {name: c, units: '1', low: -1.0, high: 1.0}]",
+]
+
+
+def decay(x: tf.Tensor) -> tf.Tensor:
+    """``y(t) = a exp(-k t) + c`` at :data:`TIMES`, as ``[B, 20]``."""
+    t = tf.constant(TIMES[None, :], dtype=x.dtype)
+    return x[:, :1] * tf.exp(-x[:, 1:2] * t) + x[:, 2:3]
+
+
+def decay_numpy(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values ``[K, 20]`` and exact Jacobian ``[K, 20, 3]`` of :func:`decay` in float64 numpy."""
+    a, k, c = p[:, :1], p[:, 1:2], p[:, 2:3]
+    e = np.exp(-k * TIMES)
+    return a * e + c, np.stack([e, -a * TIMES * e, np.ones_like(e)], axis=-1)

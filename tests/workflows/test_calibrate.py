@@ -1,0 +1,213 @@
+"""The `calibrate` workflow end to end: synthetic observations from known parameters, closed forms for a
+linear model, the Gauss-Newton map of a stored sweep against numpy, CF output, bad files and configs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from sensitivity.datasets import open_result
+from sensitivity.errors import ConfigError, DataError
+from tests.conftest import ROOT
+from tests.workflows.calibration_models import DECAY_OVERRIDES, TIMES, decay_numpy
+from tests.workflows.test_sweep import cf_errors
+from workflows import calibrate, sweep
+
+TRUTH = np.array([2.0, 0.15, 0.3])  # a, k, c of the decay model
+SIGMA = 0.02
+FAST = ["jacobian.jit_compile=false", "plots=false"]
+
+#: datasets.output_dim_coords gives a `time` output dim its duration units ("day"), which the CF checker
+#: reads as a time axis without a reference epoch; that coordinate is not this workflow's to change.
+UPSTREAM_TIME = "Coordinate variable 'time' should have standard_name='time'"
+
+
+def own_cf_errors(path):
+    """CF errors of ``path`` except the upstream one about the `time` output coordinate."""
+    return [msg for msg in cf_errors(path) if not msg.startswith(UPSTREAM_TIME)]
+
+
+def decay_observations(tmp_path, seed=0, missing=(7,), **extra):
+    """Noisy observations of the decay model at TRUTH, stored with the true values in attributes."""
+    rng = np.random.default_rng(seed)
+    y = decay_numpy(TRUTH[None])[0][0] + SIGMA * rng.standard_normal(TIMES.size)
+    y[list(missing)] = np.nan
+    variables = {"observed": ("time", y), "sigma": ("time", np.full(TIMES.size, SIGMA)), **extra}
+    path = tmp_path / "observations.nc"
+    xr.Dataset(variables, coords={"time": TIMES},
+               attrs={"true_parameters": json.dumps(dict(zip("akc", TRUTH.tolist())))}).to_netcdf(path)
+    return path
+
+
+def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tmp_path):
+    obs_path = decay_observations(tmp_path)
+    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "grid.n=8",
+                                       "jacobian.jit_compile=false"])
+    path = calibrate.run(cfg)
+    ds = open_result(path)
+    best = int(ds["best_start"])
+    assert ds.sizes["start"] == 9 and ds["status"].values[best] > 0  # 8 Sobol' starts + the nominal point
+    est, se = ds["estimate"].values[best], ds["standard_error"].values[best]
+    assert np.all(np.abs(est - TRUTH) < 4 * se), (est - TRUTH) / se
+    # covariance: (J_w^T J_w)^-1 with the exact numpy Jacobian at the estimate, on the observed times
+    jac = decay_numpy(est[None])[1][0]
+    observed = np.isfinite(xr.open_dataset(obs_path)["observed"].values)
+    jw = jac[observed] / SIGMA
+    np.testing.assert_allclose(ds["covariance"].values[best], np.linalg.inv(jw.T @ jw), rtol=1e-6)
+    # the true-parameter check is the interval test, done independently here
+    low, high = ds["parameter_interval"].values[best].T
+    assert ds["true_in_interval"].values.tolist() == ((low <= TRUTH) & (TRUTH <= high)).astype(int).tolist()
+    np.testing.assert_array_equal(ds["true_parameter"].values, TRUTH)
+    # the series keeps its own dim: the band is on `time`, with the model's coordinate
+    assert ds["prediction_band"].dims == ("start", "time", "bound")
+    np.testing.assert_array_equal(ds["time"].values, TIMES)
+    assert ds["time"].attrs["units"] == "day" and "output" not in ds.dims
+    assert ds["prediction_band"].sel(bound_name="low").dims == ("start", "time")
+    assert np.isnan(ds["y_obs"].values[7]) and ds["observed"].values[7] == 0
+    assert ds.attrs["log_parameters"] == "k"  # scale: log in the space
+    assert ds["correlation"].dims == ("start", "parameter_i", "parameter_j")
+    assert ds["history_cost"].dims == ("start", "iteration")
+    assert str(obs_path) in json.loads(ds.attrs["inputs"]) and "observations:" in ds.attrs["config"]
+    for name, var in ds.data_vars.items():
+        assert "long_name" in var.attrs, name
+    assert own_cf_errors(path) == []
+    for figure in ("calibration_fit.png", "calibration_convergence.png", "calibration_correlation.png"):
+        assert (tmp_path / figure).stat().st_size > 0
+
+
+LINEAR_W = np.array([[1.0, 0.5], [0.2, 2.0], [1.5, -1.0], [0.0, 1.0], [3.0, 0.3]])
+LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+          f"+model.kwargs.weights={LINEAR_W.tolist()}",
+          "model.output={name: y, units: [m, m, s, s, m], names: [o1, o2, o3, o4, o5]}",
+          "space.parameters=[{name: p, units: '1', low: -10.0, high: 10.0}, {name: q, units: '1', low: -10.0, "
+          "high: 10.0}]", "grid.n=4", *FAST]
+
+
+def linear_observations(tmp_path):
+    rng = np.random.default_rng(1)
+    sigma = rng.uniform(0.1, 0.5, 5)
+    y = LINEAR_W @ np.array([1.2, -0.7]) + sigma * rng.standard_normal(5)
+    path = tmp_path / "linear.csv"
+    pd.DataFrame({"output": ["o5", "o1", "o2", "o3", "o4"], "value": np.roll(y, 1),
+                  "sigma": np.roll(sigma, 1)}).to_csv(path, index=False)
+    return path, y, sigma
+
+
+@pytest.mark.parametrize("solver", ["levenberg_marquardt", "gauss_newton"])
+def test_linear_model_matches_weighted_least_squares_in_closed_form(compose_config, tmp_path, solver):
+    path, y, sigma = linear_observations(tmp_path)
+    ds = xr.open_dataset(calibrate.run(compose_config("calibrate", [*LINEAR, f"observations.path={path}",
+                                                                    f"solver={solver}"])))
+    jw, yw = LINEAR_W / sigma[:, None], y / sigma
+    reference = np.linalg.lstsq(jw, yw, rcond=None)[0]
+    cov = np.linalg.inv(jw.T @ jw)
+    assert (ds["status"].values > 0).all() and int(ds["n_minima"]) == 1
+    np.testing.assert_allclose(ds["estimate"].values, np.broadcast_to(reference, (5, 2)), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ds["covariance"].values[0], cov, rtol=1e-9)
+    np.testing.assert_allclose(ds["chi2"].values[0], np.sum((jw @ reference - yw) ** 2), rtol=1e-9)
+    # the band of a linear model is exact: sqrt(diag(W C W^T)); named outputs keep their `output` axis
+    np.testing.assert_allclose(ds["prediction_std"].values[0], np.sqrt(np.diag(LINEAR_W @ cov @ LINEAR_W.T)),
+                               rtol=1e-9)
+    assert list(ds["output_name"].values) == ["o1", "o2", "o3", "o4", "o5"]
+    assert ds["y_obs"].attrs["units_coordinate"] == "output_units"
+
+
+def test_gaussian_prior_gives_the_closed_form_posterior(compose_config, tmp_path):
+    path, y, sigma = linear_observations(tmp_path)
+    cfg = compose_config("calibrate", [*LINEAR, f"observations.path={path}", "prior.mean={p: 1.0}",
+                                       "prior.std={p: 0.05, q: 2.0}"])
+    ds = xr.open_dataset(calibrate.run(cfg))
+    jw, yw = LINEAR_W / sigma[:, None], y / sigma
+    mean, precision = np.array([1.0, 0.0]), np.diag([1 / 0.05**2, 1 / 2.0**2])  # q: the nominal mid-point 0
+    cov = np.linalg.inv(jw.T @ jw + precision)
+    np.testing.assert_allclose(ds["covariance"].values[0], cov, rtol=1e-9)
+    np.testing.assert_allclose(ds["estimate"].values[0], cov @ (jw.T @ yw + precision @ mean), rtol=1e-9)
+    np.testing.assert_allclose(ds["prior_std"].values, [0.05, 2.0])
+
+
+def test_gn_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, tmp_path):
+    sweep_cfg = compose_config("sweep", [*DECAY_OVERRIDES, "grid.n=50", "jacobian=float64", *FAST],
+                               output_dir=tmp_path / "sweep")
+    sweep_path = sweep.run(sweep_cfg)
+    obs_path = decay_observations(tmp_path, missing=(3, 11))
+    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "fit=false",
+                                       f"sweep_path={sweep_path}", "gn_map.block=16", "gn_map.damping=0.01",
+                                       "gn_map.plot_parameters=[a, k]", "jacobian.jit_compile=false"],
+                         output_dir=tmp_path / "gn")
+    path = calibrate.run(cfg)
+    assert path.name == "gn_map.nc" and not (tmp_path / "gn" / "calibration.nc").exists()
+    ds, stored = xr.open_dataset(path), xr.open_dataset(sweep_path)
+    np.testing.assert_array_equal(ds["x"].values, stored["x"].values)
+    np.testing.assert_array_equal(ds["sample"].values, stored["sample"].values)
+    obs = xr.open_dataset(obs_path)["observed"].values
+    keep = np.isfinite(obs)
+    for i in range(stored.sizes["sample"]):
+        jw = stored["jacobian"].values[i][keep] / SIGMA
+        r = (stored["y"].values[i][keep] - obs[keep]) / SIGMA
+        np.testing.assert_allclose(ds["gn_step"].values[i], np.linalg.lstsq(jw, -r, rcond=None)[0], rtol=1e-7)
+        normal = jw.T @ jw
+        damped = np.linalg.solve(normal + 0.01 * np.diag(np.diag(normal)), -jw.T @ r)
+        np.testing.assert_allclose(ds["damped_step"].values[i], damped, rtol=1e-7)
+        np.testing.assert_allclose(ds["condition_number"].values[i],
+                                   np.linalg.cond(jw / np.linalg.norm(jw, axis=0)), rtol=1e-7)
+        np.testing.assert_allclose(ds["cost"].values[i], 0.5 * r @ r, rtol=1e-12)
+    assert ds["gn_step"].attrs["units_coordinate"] == "parameter_units"
+    assert str(sweep_path) in json.loads(ds.attrs["inputs"])
+    assert not (tmp_path / "gn" / "gn_map.nc.parts").exists() and (tmp_path / "gn" / "gn_map.png").stat().st_size
+    assert own_cf_errors(path) == []
+
+
+def bad_file(tmp_path, case):
+    """An observation file with one defect, the overrides of its model, and the expected message."""
+    if case == "unknown output name":
+        path = tmp_path / "obs.csv"
+        pd.DataFrame({"output": ["o1", "o9"], "value": [1.0, 2.0], "sigma": [0.1, 0.1]}).to_csv(path, index=False)
+        return path, LINEAR, "unknown output name 'o9' in column `output`; the model's outputs are ['o1', "
+    sigma = np.full(TIMES.size, SIGMA)
+    if case == "shape mismatch":
+        path = tmp_path / "obs.nc"
+        xr.Dataset({"observed": (("time", "member"), np.ones((20, 2)))}, coords={"time": TIMES}).to_netcdf(path)
+        return path, DECAY_OVERRIDES, "`observed` is on dims ['time', 'member'] with shape [20, 2] but the model's"
+    sigma[2] = np.nan if case == "nan sigma" else -SIGMA
+    message = "`sigma` must be finite, got nan" if case == "nan sigma" else "`sigma` must be > 0, got -0.02"
+    return decay_observations(tmp_path, sigma=("time", sigma)), DECAY_OVERRIDES, message + " at "
+
+
+@pytest.mark.parametrize("case", ["unknown output name", "nan sigma", "negative sigma", "shape mismatch"])
+def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_path, case):
+    obs_path, model, message = bad_file(tmp_path, case)
+    cfg = compose_config("calibrate", [*model, f"observations.path={obs_path}", "grid.n=2", *FAST])
+    with pytest.raises(DataError) as info:
+        calibrate.run(cfg)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "calibration.nc").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["solver.kind=newton"], "`solver.kind` must be one of"),
+    (["prior.std={a: 1.0}"], "`prior.std` must give every parameter a standard deviation; missing ['k', 'c']"),
+    (["prior.std={a: 1.0, k: 1.0, c: 1.0, z: 1.0}"], "`prior.std`: unknown parameter 'z'"),
+    (["log_parameters=[c]"], "`log_parameters`: 'c' needs low > 0"),
+    (["fit=false"], "nothing to do"),
+])
+def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, message):
+    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={tmp_path / 'none.nc'}", *overrides])
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        calibrate.run(cfg)
+
+
+def test_cli_reports_a_bad_observation_file_in_one_line(tmp_path):
+    obs_path = decay_observations(tmp_path, sigma=("time", np.r_[SIGMA, -1.0, np.full(18, SIGMA)]))
+    out = subprocess.run([sys.executable, "-m", "workflows", "calibrate", *DECAY_OVERRIDES,
+                          f"observations.path={obs_path}", f"hydra.run.dir={tmp_path / 'run'}", "progress=false"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode != 0
+    message = f"observations file {obs_path}: `sigma` must be > 0, got -1.0 at output 'y[time=1]'"
+    assert message in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert not (tmp_path / "run" / "calibration.nc").exists()

@@ -1,0 +1,322 @@
+"""Workflow `calibrate`: fit parameters to observations from many starts at once -> calibration.nc.
+
+The observations (netCDF or CSV, see :mod:`sensitivity.observations`) are aligned to the model's
+outputs; every start of the ``grid`` design (plus the nominal point) is fitted together by
+:func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
+within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
+prior. With ``sweep_path`` the Gauss-Newton step map of a stored sweep is written too
+(``gn_map.nc``), block by block and without evaluating the model.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, List, Optional
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from workflows import build
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "batched multi-start Levenberg-Marquardt / Gauss-Newton fit to observations -> calibration.nc"
+
+SOLVERS = ("levenberg_marquardt", "gauss_newton")
+
+
+@dataclass
+class ObservationsConf:
+    path: str = "???"
+
+
+@dataclass
+class SolverConf:
+    """Settings of LevenbergMarquardt / GaussNewton (each uses its own; see conf/solver/)."""
+
+    kind: str = "levenberg_marquardt"
+    max_iter: int = 200
+    ftol: float = 1e-12
+    xtol: float = 1e-12
+    gtol: float = 1e-12
+    initial_damping: float = 1e-3
+    marquardt_scaling: bool = True
+    line_search: bool = True
+
+
+@dataclass
+class PriorConf:
+    # typed Any: OmegaConf cannot merge a dict override into a None or an empty typed Dict node
+    mean: Any = None  # name -> value
+    std: Any = None  # name -> standard deviation
+    cov: Optional[List[List[float]]] = None
+
+
+@dataclass
+class GNMapConf:
+    damping: float = 1e-3
+    block: int = 16384
+    plot_parameters: Optional[List[str]] = None
+
+
+@dataclass
+class CalibrateConf:
+    model: ModelConf = field(default_factory=ModelConf)
+    space: SpaceConf = field(default_factory=SpaceConf)
+    grid: GridConf = field(default_factory=GridConf)
+    jacobian: JacobianConf = field(default_factory=JacobianConf)
+    solver: SolverConf = field(default_factory=SolverConf)
+    observations: ObservationsConf = field(default_factory=ObservationsConf)
+    prior: PriorConf = field(default_factory=PriorConf)
+    include_nominal: bool = True
+    log_parameters: Optional[List[str]] = None
+    level: float = 0.95
+    rcond: float = 1e-8
+    minima_rtol: float = 1e-4
+    record_history: bool = True
+    fit: bool = True
+    sweep_path: Optional[str] = None
+    gn_map: GNMapConf = field(default_factory=GNMapConf)
+    output_dir: str = "???"
+    progress: bool = True
+    plots: bool = True
+
+
+SCHEMA = CalibrateConf
+
+
+def run(cfg: DictConfig) -> Path:
+    """Run the calibration described by ``cfg``; return the path of ``calibration.nc``
+    (of ``gn_map.nc`` when ``fit=false``)."""
+    from sensitivity.errors import ConfigError
+
+    if OmegaConf.is_missing(cfg.observations, "path"):
+        raise ConfigError("`observations.path` is required: a .nc or .csv file of observed outputs")
+    if not cfg.fit and not cfg.sweep_path:
+        raise ConfigError("nothing to do: `fit` is false and `sweep_path` is null")
+    build.check_choice(cfg.solver.kind, SOLVERS, "solver.kind")
+    paths = []
+    if cfg.fit:
+        paths.append(fit(cfg))
+    if cfg.sweep_path:
+        paths.append(step_map(cfg))
+    return paths[0]
+
+
+# ----------------------------------------------------------------------------- config -> objects
+
+
+def solver_from(node: DictConfig):
+    """The immutable solver settings of ``cfg.solver``."""
+    from sensitivity.analyses.calibration import GaussNewton, LevenbergMarquardt
+
+    build.check_choice(node.kind, SOLVERS, "solver.kind")
+    tolerances = dict(max_iter=node.max_iter, ftol=node.ftol, xtol=node.xtol, gtol=node.gtol)
+    if node.kind == "gauss_newton":
+        return GaussNewton(**tolerances, line_search=node.line_search)
+    return LevenbergMarquardt(**tolerances, initial_damping=node.initial_damping,
+                              marquardt_scaling=node.marquardt_scaling)
+
+
+def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Prior mean ``[n]`` and covariance ``[n, n]`` of ``cfg.prior`` (None, None when off)."""
+    from sensitivity.errors import ConfigError
+
+    mean, std, cov = build.plain(node.mean) or {}, build.plain(node.std) or {}, build.plain(node.cov)
+    for key, table in (("prior.mean", mean), ("prior.std", std)):
+        for name in table:
+            if name not in space.names:
+                _unknown(key, name, space)
+    if not std and cov is None:
+        if mean:
+            raise ConfigError("`prior.mean` is set but neither `prior.std` nor `prior.cov`: give one of them")
+        return None, None
+    if std and cov is not None:
+        raise ConfigError("give either `prior.std` or `prior.cov`, not both")
+    center = np.array([float(mean.get(n, p.nominal)) for n, p in zip(space.names, space.parameters)])
+    if cov is not None:
+        return center, np.asarray(cov, dtype=float)
+    missing = [n for n in space.names if n not in std]
+    if missing:
+        raise ConfigError(f"`prior.std` must give every parameter a standard deviation; missing {missing}")
+    for name, value in std.items():
+        if not value > 0:
+            raise ConfigError(f"`prior.std` for {name!r} must be > 0, got {value}")
+    return center, np.diag([float(std[n]) ** 2 for n in space.names])
+
+
+def _unknown(key: str, name: str, space) -> None:
+    from sensitivity.errors import ConfigError
+
+    raise ConfigError(f"`{key}`: unknown parameter {name!r}; the space has {space.names}")
+
+
+def log_mask_from(names: list[str] | None, space) -> np.ndarray:
+    """``[n]`` bool: parameters fitted in log space (``names``, or the ``scale: log`` ones)."""
+    from sensitivity.errors import ConfigError
+
+    if names is None:
+        return np.array([p.scale == "log" for p in space.parameters])
+    mask = np.zeros(len(space), bool)
+    for name in names:
+        if name not in space.names:
+            _unknown("log_parameters", name, space)
+        if space.parameters[space.index(name)].low <= 0:
+            raise ConfigError(f"`log_parameters`: {name!r} needs low > 0 to be fitted in log space, "
+                              f"got low={space.parameters[space.index(name)].low}")
+        mask[space.index(name)] = True
+    return mask
+
+
+def starts_from(cfg: DictConfig, space) -> np.ndarray:
+    """``[K, n]`` starts: the ``grid`` design, then the nominal point when ``include_nominal``."""
+    points = build.grid_from(cfg, space).points()
+    return np.vstack([points, space.nominal[None, :]]) if cfg.include_nominal else points
+
+
+def flat_engine(jac):
+    """The engine as the solver wants it: ``[K, n] -> ([K, m], [K, m, n])`` in float64, outputs flat (C order)."""
+    m, n = jac.surrogate.output_size, jac.surrogate.n_in
+
+    def value_and_jacobian(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, jacobian = jac(points)
+        k = len(points)
+        return (np.asarray(values.reshape(k, m), dtype=np.float64),
+                np.asarray(jacobian.reshape(k, m, n), dtype=np.float64))
+
+    return value_and_jacobian
+
+
+# ----------------------------------------------------------------------------- the fit
+
+
+def fit(cfg: DictConfig) -> Path:
+    """Calibrate the surrogate of ``cfg`` to ``cfg.observations``; write ``calibration.nc``."""
+    import time
+
+    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.datasets import index_string_dims, provenance, unstack_output, write_atomic
+    from sensitivity.observations import check_path, read_observations, with_true_parameters
+
+    space = build.space_from(cfg)
+    solver = solver_from(cfg.solver)
+    prior_mean, prior_cov = prior_from(cfg.prior, space)
+    log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
+    starts = starts_from(cfg, space)
+    obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model
+    surrogate = build.surrogate_from(cfg, space)
+    obs = read_observations(obs_path, surrogate.output)
+    jac = build.engine_from(cfg, surrogate)
+    out = build.output_dir(cfg) / "calibration.nc"
+    log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s) -> %s", len(starts),
+             obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, out)
+    t0 = time.perf_counter()
+    ds = calibrate(flat_engine(jac), obs.values, starts, **obs.errors(), prior_mean=prior_mean, prior_cov=prior_cov,
+                   bounds=space.bounds, log_parameters=log_mask, solver=solver, parameter_names=space.names,
+                   parameter_units=space.units, output_names=surrogate.output.flat_names(),
+                   output_units=surrogate.output.flat_units(), rcond=cfg.rcond, level=cfg.level,
+                   minima_rtol=cfg.minima_rtol, record_history=cfg.record_history)
+    seconds = time.perf_counter() - t0
+    ds = unstack_output(ds, surrogate.output).assign_coords(
+        parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], dtype=object),
+                             {"long_name": "parameter description"}))
+    ds = index_string_dims(with_true_parameters(ds, obs.true_parameters))
+    attrs = provenance(title=f"Calibration of {surrogate.source} to {obs.path.name}", workflow="calibrate",
+                       config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+                       surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed, inputs=[obs.path])
+    ds.attrs = {**{k: str(v) for k, v in ds.attrs.items() if k != "title"}, **attrs,
+                "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile}",
+                "output_variable": surrogate.output.name, "output_long_name": surrogate.output.long_name,
+                "fit_seconds": f"{seconds:.3f}"}
+    path = write_atomic(ds, out)
+    _log_summary(ds, seconds)
+    if cfg.plots:
+        from sensitivity.plots.calibration import calibration_figures
+
+        for figure in calibration_figures(path, build.output_dir(cfg)):
+            log.info("figure: %s", figure)
+    return path
+
+
+def _log_summary(ds, seconds: float) -> None:
+    """Best fit, statuses, minima, and the true-parameter check, one line each."""
+    best = int(ds["best_start"])
+    status = ds["status"].values
+    log.info("calibrate: %d starts in %.2f s: %d converged, %d distinct minima; best start %d: chi2 %.4g, "
+             "reduced chi2 %.4g, condition number %.3g", status.size, seconds, int((status > 0).sum()),
+             int(ds["n_minima"]), best, float(ds["chi2"][best]), float(ds["reduced_chi2"][best]),
+             float(ds["condition_number"][best]))
+    for j, name in enumerate(ds["parameter_name"].values):
+        low, high = ds["parameter_interval"].values[best, j]
+        log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  identifiability %.3f", name, ds["estimate"].values[best, j],
+                 ds["standard_error"].values[best, j], low, high, ds["identifiability"].values[best, j])
+    if "true_parameter" in ds:
+        for j, name in enumerate(ds["parameter_name"].values):
+            truth, inside = ds["true_parameter"].values[j], ds["true_in_interval"].values[j]
+            if np.isfinite(truth):
+                log.info("  true %s = %.6g is %s the %.0f%% interval", name, truth,
+                         "inside" if inside == 1 else "OUTSIDE", 100 * float(ds.attrs.get("level", "nan")))
+        log.info("calibrate: %d of %d true parameters inside their intervals", int((ds["true_in_interval"] == 1).sum()),
+                 int(np.isfinite(ds["true_parameter"].values).sum()))
+
+
+# ----------------------------------------------------------------------------- the step map
+
+
+def step_map(cfg: DictConfig) -> Path:
+    """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
+    import xarray as xr
+
+    from sensitivity.analyses.gn_map import gauss_newton_map
+    from sensitivity.datasets import (PartWriter, content_hash, flat_sweep_block, iter_blocks, output_spec_from,
+                                      provenance)
+    from sensitivity.errors import ConfigError, DataError
+    from sensitivity.observations import read_observations
+
+    if not isinstance(cfg.gn_map.block, int) or cfg.gn_map.block < 1:
+        raise ConfigError(f"`gn_map.block` must be an integer >= 1, got {cfg.gn_map.block!r}")
+    sweep_path = build.repo_path(cfg.sweep_path)
+    if not sweep_path.is_file():
+        raise DataError(f"`sweep_path`: sweep file not found: {sweep_path}")
+    with xr.open_dataset(sweep_path, decode_times=False) as ds:  # output coordinates as the model's numbers
+        spec = output_spec_from(ds)
+        names = [str(n) for n in ds["parameter_name"].values]
+        units = [str(u) for u in ds["parameter_units"].values]
+        size, source_attrs = ds.sizes["sample"], dict(ds.attrs)
+    pair = build.plain(cfg.gn_map.plot_parameters)
+    if pair is not None and (len(pair) != 2 or any(p not in names for p in pair)):
+        raise ConfigError(f"`gn_map.plot_parameters` must name two of {names}, got {pair}")
+    obs = read_observations(build.repo_path(cfg.observations.path), spec)
+    if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
+        log.warning("gn_map: the step map ignores the prior (steps of the data misfit only)")
+    out = build.output_dir(cfg) / "gn_map.nc"
+    key = build.fingerprint(cfg.gn_map, cfg.rcond, content_hash(sweep_path), content_hash(obs.path))
+    writer = PartWriter(out, key)
+    done = writer.done()
+    log.info("gn_map: %d sweep points in blocks of %d -> %s", size, cfg.gn_map.block, out)
+    start = 0
+    for block in iter_blocks(sweep_path, cfg.gn_map.block):
+        stop = start + block.sizes["sample"]
+        if (start, stop) not in done:
+            x, values, jacobian = flat_sweep_block(block, spec)
+            result = gauss_newton_map(values, jacobian, obs.values, **obs.errors(), damping=cfg.gn_map.damping,
+                                      rcond=cfg.rcond, output_names=spec.flat_names())
+            part = result.to_dataset(names, units).assign_coords(sample=block["sample"])
+            part["x"] = xr.Variable(("sample", "parameter"), x, block["x"].attrs)
+            writer.write(part, start, stop)
+        start = stop
+    attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",
+                       workflow="calibrate", config_yaml=build.config_yaml(cfg),
+                       surrogate_source=source_attrs.get("surrogate"),
+                       surrogate_hash=source_attrs.get("surrogate_hash"),
+                       inputs=[sweep_path, obs.path])
+    attrs.update(damping=str(cfg.gn_map.damping), rcond=str(cfg.rcond))
+    path = writer.finalize(attrs)
+    log.info("gn_map done: %s", path)
+    if cfg.plots:
+        from sensitivity.plots.calibration import step_map_figure
+
+        log.info("figure: %s", step_map_figure(path, build.output_dir(cfg) / "gn_map.png", pair))
+    return path
