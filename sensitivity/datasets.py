@@ -49,6 +49,8 @@ def output_dim_coords(spec: OutputSpec) -> dict[str, xr.Variable]:
             attrs.update(standard_name="latitude", units=d.units if d.units != "1" else "degrees_north")
         elif d.name in ("lon", "longitude"):
             attrs.update(standard_name="longitude", units=d.units if d.units != "1" else "degrees_east")
+        elif " since " in d.units:  # a CF time axis: "<unit> since <epoch>"
+            attrs.update(standard_name="time", axis="T", calendar="standard")
         values = np.asarray(d.values)
         if np.issubdtype(values.dtype, np.integer):  # CF 1.8 has no int64
             values = values.astype(np.int32 if np.abs(values).max() < 2**31 else np.float64)
@@ -280,129 +282,6 @@ def iter_blocks(path: str | Path, block: int = 65536, dim: str = "sample",
             yield ds.isel({dim: slice(start, start + block)}).load()
 
 
-# ----------------------------------------------------------------------------- other artifacts
-
-
-def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
-    """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
-
-
-def write_text_atomic(text: str, path: str | Path) -> Path:
-    """Write UTF-8 ``text`` to ``path`` atomically (JSON, PEST uncertainty files)."""
-    return write_bytes_atomic(text.encode("utf-8"), path)
-
-
-def write_directory_atomic(path: str | Path, fill: Callable[[Path], Any]) -> Path:
-    """Build a directory artifact (e.g. a TF SavedModel) in a temporary sibling, then rename it into place.
-
-    ``fill(tmp_dir)`` writes the content; if it raises, the temporary directory is removed and
-    ``path`` is left as it was. An existing ``path`` is replaced only once the new content is complete.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    old = path.with_name(f".{path.name}.old")
-    for stale in (tmp, old):
-        shutil.rmtree(stale, ignore_errors=True)
-    try:
-        fill(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if path.exists():
-        os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
-    return path
-
-
-def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
-    """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
-    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
-    from sensitivity.labels import axis_coords
-
-    for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:
-        names = [str(v) for v in ds[dim].values]
-        ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
-    return ds
-
-
-# ----------------------------------------------------------------------------- flat output axes
-
-
-def unstack_output(ds: xr.Dataset, spec: OutputSpec) -> xr.Dataset:
-    """Variables on a flat ``output`` axis (C order of ``spec``) put back on the model's own output dims.
-
-    An analysis that works on one flat ``output`` axis labels it with :func:`output_coords`; for a
-    series or a field this reshapes every such variable onto ``time`` or ``lat``/``lon`` (in place of
-    ``output``) with the coordinates of :func:`output_dim_coords`. Named scalars are left as they are.
-    """
-    if len(spec.dims) == 1 and spec.dims[0].is_labels:
-        return ds
-    if "output" not in ds.dims or ds.sizes["output"] != spec.size:
-        raise DataError(f"unstack_output: need an `output` axis of {spec.size} entries, got {dict(ds.sizes)}")
-    reshaped = {}
-    for name, var in ds.data_vars.items():
-        if "output" in var.dims:
-            pos = var.dims.index("output")
-            dims = var.dims[:pos] + spec.dim_names + var.dims[pos + 1:]
-            reshaped[name] = xr.Variable(dims, var.values.reshape(var.shape[:pos] + spec.shape + var.shape[pos + 1:]),
-                                         var.attrs)
-    flat_coords = [c for c in ds.coords if "output" in ds[c].dims]
-    ds = ds.drop_vars(list(reshaped) + flat_coords)
-    return ds.assign(reshaped).assign_coords(output_dim_coords(spec))
-
-
-def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian")) -> OutputSpec:
-    """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
-
-    The output variable is the data variable on ``sample`` not named in ``exclude``; its dims after
-    ``sample`` are the output dims (inverse of :func:`output_dim_coords`).
-    """
-    from sensitivity.outputs import OutputDim
-
-    candidates = [n for n, v in ds.data_vars.items() if n not in exclude and v.dims[:1] == ("sample",)]
-    if len(candidates) != 1:
-        raise DataError(f"cannot tell the output variable of the dataset: candidates {candidates}")
-    var = ds[candidates[0]]
-    dims = []
-    for dim in var.dims[1:]:
-        if dim == "output":
-            dims.append(OutputDim("output", tuple(str(v) for v in ds["output_name"].values), long_name="output"))
-        else:
-            coord = ds[dim]
-            dims.append(OutputDim(dim, tuple(coord.values.tolist()), coord.attrs.get("units", "1"),
-                                  coord.attrs.get("long_name", "")))
-    units: str | tuple[str, ...] = var.attrs.get("units") or tuple(str(u) for u in ds["output_units"].values)
-    return OutputSpec(name=str(var.name), units=units, dims=tuple(dims), long_name=var.attrs.get("long_name", ""))
-
-
-def flat_sweep_block(block: xr.Dataset, spec: OutputSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Points ``[N, n]``, values ``[N, m]`` and Jacobians ``[N, m, n]`` of a sweep block, outputs flat in C order."""
-    n_points = block.sizes["sample"]
-    out = list(spec.dim_names)
-    values = block[spec.name].transpose("sample", *out).values.reshape(n_points, spec.size)
-    jacobian = block["jacobian"].transpose("sample", *out, "parameter").values.reshape(n_points, spec.size, -1)
-    return block["x"].transpose("sample", "parameter").values, values, jacobian
-
-
-def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
-    """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
-    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
-    from sensitivity.labels import axis_coords
-
-    for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:
-        names = [str(v) for v in ds[dim].values]
-        ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
-    return ds
-
-
 # ----------------------------------------------------------------------------- flat outputs, estimates
 
 
@@ -501,3 +380,115 @@ def _in_order(ds: xr.Dataset, path: str | Path, names: Sequence[str]) -> xr.Data
     index = [stored.index(n) for n in names]
     axes = {d: index for d in ("parameter", "parameter_i", "parameter_j") if d in ds.dims}
     return ds.drop_indexes([k for k in ds.xindexes if k.endswith("_name")]).isel(axes)
+
+
+# ----------------------------------------------------------------------------- flat output axes
+
+
+def unstack_output(ds: xr.Dataset, spec: OutputSpec) -> xr.Dataset:
+    """Variables on a flat ``output`` axis (C order of ``spec``) put back on the model's own output dims.
+
+    An analysis that works on one flat ``output`` axis labels it with :func:`output_coords`; for a
+    series or a field this reshapes every such variable onto ``time`` or ``lat``/``lon`` (in place of
+    ``output``) with the coordinates of :func:`output_dim_coords`. Named scalars are left as they are.
+    """
+    if len(spec.dims) == 1 and spec.dims[0].is_labels:
+        return ds
+    if "output" not in ds.dims or ds.sizes["output"] != spec.size:
+        raise DataError(f"unstack_output: need an `output` axis of {spec.size} entries, got {dict(ds.sizes)}")
+    reshaped = {}
+    for name, var in ds.data_vars.items():
+        if "output" in var.dims:
+            pos = var.dims.index("output")
+            dims = var.dims[:pos] + spec.dim_names + var.dims[pos + 1:]
+            reshaped[name] = xr.Variable(dims, var.values.reshape(var.shape[:pos] + spec.shape + var.shape[pos + 1:]),
+                                         var.attrs)
+    flat_coords = [c for c in ds.coords if "output" in ds[c].dims]
+    ds = ds.drop_vars(list(reshaped) + flat_coords)
+    return ds.assign(reshaped).assign_coords(output_dim_coords(spec))
+
+
+def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian")) -> OutputSpec:
+    """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
+
+    The output variable is the data variable on ``sample`` not named in ``exclude``; its dims after
+    ``sample`` are the output dims (inverse of :func:`output_dim_coords`).
+    """
+    from sensitivity.outputs import OutputDim
+
+    candidates = [n for n, v in ds.data_vars.items() if n not in exclude and v.dims[:1] == ("sample",)]
+    if len(candidates) != 1:
+        raise DataError(f"cannot tell the output variable of the dataset: candidates {candidates}")
+    var = ds[candidates[0]]
+    dims = []
+    for dim in var.dims[1:]:
+        if dim == "output":
+            dims.append(OutputDim("output", tuple(str(v) for v in ds["output_name"].values), long_name="output"))
+        else:
+            coord = ds[dim]
+            dims.append(OutputDim(dim, tuple(coord.values.tolist()), coord.attrs.get("units", "1"),
+                                  coord.attrs.get("long_name", "")))
+    units: str | tuple[str, ...] = var.attrs.get("units") or tuple(str(u) for u in ds["output_units"].values)
+    return OutputSpec(name=str(var.name), units=units, dims=tuple(dims), long_name=var.attrs.get("long_name", ""))
+
+
+def flat_sweep_block(block: xr.Dataset, spec: OutputSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points ``[N, n]``, values ``[N, m]`` and Jacobians ``[N, m, n]`` of a sweep block, outputs flat in C order."""
+    n_points = block.sizes["sample"]
+    out = list(spec.dim_names)
+    values = block[spec.name].transpose("sample", *out).values.reshape(n_points, spec.size)
+    jacobian = block["jacobian"].transpose("sample", *out, "parameter").values.reshape(n_points, spec.size, -1)
+    return block["x"].transpose("sample", "parameter").values, values, jacobian
+
+
+# ----------------------------------------------------------------------------- other artifacts
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
+    """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically (JSON, PEST uncertainty files)."""
+    return write_bytes_atomic(text.encode("utf-8"), path)
+
+
+def write_directory_atomic(path: str | Path, fill: Callable[[Path], Any]) -> Path:
+    """Build a directory artifact (e.g. a TF SavedModel) in a temporary sibling, then rename it into place.
+
+    ``fill(tmp_dir)`` writes the content; if it raises, the temporary directory is removed and
+    ``path`` is left as it was. An existing ``path`` is replaced only once the new content is complete.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    old = path.with_name(f".{path.name}.old")
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        fill(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if path.exists():
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
+    """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
+    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
+    from sensitivity.labels import axis_coords
+
+    for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:
+        names = [str(v) for v in ds[dim].values]
+        ds = ds.drop_vars(dim).assign_coords(axis_coords(dim, names))
+    return ds
