@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -96,8 +97,12 @@ def sweep(
     names, units = jac.surrogate.input_names, jac.surrogate.input_units
     computed = 0
     t0 = time.perf_counter()
-    with logging_redirect_tqdm(), tqdm(total=stop - start, initial=(stop - start) - sum(b - a for a, b in todo),
-                                       unit="pt", unit_scale=True, disable=not progress, desc="sweep") as bar:
+    # One writer thread overlaps writing part k with computing part k+1 (TensorFlow releases the GIL);
+    # at most one part is in flight, so memory stays about two parts.
+    with ThreadPoolExecutor(max_workers=1) as pool, logging_redirect_tqdm(), \
+            tqdm(total=stop - start, initial=(stop - start) - sum(b - a for a, b in todo), unit="pt",
+                 unit_scale=True, disable=not progress, desc="sweep") as bar:
+        in_flight: Future | None = None
         for a, b in todo:
             points = grid.block(a, b)
             values, jacobian = jac(points)
@@ -106,9 +111,13 @@ def sweep(
                                output=jac.surrogate.output, grid_size=grid.size)
             ds.attrs.update(nonfinite_values=int(np.size(values) - np.isfinite(values).sum()),
                             nonfinite_jacobian=int(np.size(jacobian) - np.isfinite(jacobian).sum()))
-            writer.write(ds, a, b)
+            if in_flight is not None:
+                in_flight.result()  # re-raises a failed write
+            in_flight = pool.submit(writer.write, ds, a, b)
             computed += b - a
             bar.update(b - a)
+        if in_flight is not None:
+            in_flight.result()
     seconds = time.perf_counter() - t0
     if todo != blocks:
         log.info("resumed: %d of %d parts were already on disk", len(blocks) - len(todo), len(blocks))
