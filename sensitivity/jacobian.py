@@ -82,24 +82,25 @@ class CompiledJacobian:
         x = self._check(points)
         out = np.empty((x.shape[0], *self.surrogate.output.shape), self.dtype)
         for start, chunk in _chunks(x, self.chunk_size):
-            out[start : start + len(chunk)] = self._run(self._value_fn, chunk, len(x))[0]
+            out[start : start + len(chunk)] = self._run(self._value_fn, chunk)[0]
         return out
 
     def iter_chunks(self, points: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """Yield ``(start, values, jacobian)`` per chunk of ``points``; memory is one chunk's worth."""
         x = self._check(points)
         for start, chunk in _chunks(x, self.chunk_size):
-            values, jacobian = self._run(self._jacobian_fn, chunk, len(x))
+            values, jacobian = self._run(self._jacobian_fn, chunk)
             yield start, values, jacobian
 
-    def _run(self, fn: tf.types.experimental.PolymorphicFunction, chunk: np.ndarray, total: int) -> list[np.ndarray]:
+    def _run(self, fn: tf.types.experimental.PolymorphicFunction, chunk: np.ndarray) -> list[np.ndarray]:
         """Evaluate ``fn`` on one chunk, padded to a fixed size, and unflatten the outputs.
 
-        Chunks are padded to ``chunk_size`` so XLA compiles one shape; a call with fewer points than
-        one chunk in all is padded only to the next power of two (at most log2(chunk_size) shapes).
+        Full chunks have ``chunk_size`` rows; a shorter one (the last, or a small call) is padded to the
+        next power of two (at least :data:`MIN_CHUNK`), so XLA compiles at most log2(chunk_size / MIN_CHUNK)
+        + 1 shapes, once each, and padding never more than doubles the work of that chunk.
         """
         rows = len(chunk)
-        target = self.chunk_size if total >= self.chunk_size else min(self.chunk_size, max(MIN_CHUNK, 1 << (rows - 1).bit_length()))
+        target = min(self.chunk_size, max(MIN_CHUNK, 1 << (rows - 1).bit_length()))
         if rows < target:  # repeat the last point: in-domain and finite, trimmed below
             chunk = np.concatenate([chunk, np.repeat(chunk[-1:], target - rows, axis=0)])
         results = fn(tf.constant(chunk, dtype=self.dtype))

@@ -46,8 +46,9 @@ def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 2
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.4), constrained_layout=True)
     median = np.nanmedian(np.abs(scaled), axis=0)  # [out, parameter]
+    left, right = (axis[0], axis[-1]) if len(axis) > 1 else (axis[0] - 0.5, axis[0] + 0.5)
     im = ax0.imshow(median.T, aspect="auto", cmap="viridis", interpolation="nearest",
-                    extent=(axis[0], axis[-1], n_params - 0.5, -0.5))
+                    extent=(left, right, n_params - 0.5, -0.5))
     ax0.set_yticks(range(n_params), names)
     ax0.set_xlabel(axis_label)
     ax0.set_title("median |dy/dx| x range of x")
