@@ -144,6 +144,19 @@ def content_hash(path: str | Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def _installed_version(*distributions: str) -> str:
+    """Version of the first installed distribution among ``distributions``, read from package metadata
+    (no import: recording provenance must not load TensorFlow into a process that does not use it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in distributions:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return "not installed"
+
+
 def provenance(
     *,
     title: str,
@@ -160,12 +173,10 @@ def provenance(
     netCDF rejects dict and bool attributes, so everything is serialised to strings.
     ``inputs`` are the result files this one was computed from; each is recorded with its hash.
     """
-    import tensorflow as tf
-
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     line = f"{now}: sensitivity {__version__} {workflow}"
     inputs = [str(p) for p in inputs]
-    versions = {"sensitivity": __version__, "python": platform.python_version(), "tensorflow": tf.__version__,
+    versions = {"sensitivity": __version__, "python": platform.python_version(), "tensorflow": _installed_version("tensorflow-cpu", "tensorflow"),
                 "numpy": np.__version__, "xarray": xr.__version__}
     return {
         "Conventions": CONVENTIONS,
