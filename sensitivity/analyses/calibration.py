@@ -73,9 +73,11 @@ from sensitivity.labels import matrix_coords, output_coords, parameter_coords
 from sensitivity.units import product
 
 ValueAndJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+ValuesFn = Callable[[np.ndarray], np.ndarray]
 
+_BLOCK = 1024  # starts whose [block, m, n] Jacobians are reduced together: they stay in cache
 _GAIN_THRESHOLD = 1e-4  # minimum gain ratio for a step to count as a decrease (MINPACK's p0001)
-_MIN_DAMPING = 1e-300  # keeps lam > 0 so that zero singular values never divide 0 by 0
+_MIN_DAMPING = 1e-15  # floor of lam relative to the unit-bounded scaled diagonal: keeps A + lam I regular
 
 
 class CalibrationError(SensitivityError, RuntimeError):
@@ -168,9 +170,13 @@ class LevenbergMarquardt(_Tolerances):
     def _start_damping(self) -> float:
         return float(self.initial_damping)
 
-    def _filter(self, s: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
-        """Spectral filter ``s / (s^2 + lam)`` of the damped least-squares step."""
-        return s / (s**2 + damping[:, None])
+    def _solve(self, normal: np.ndarray, g: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
+        """Damped step ``-(A + lam I)^-1 g`` for the scaled normal matrix ``A`` (unit-bounded diagonal)."""
+        system = normal + damping[:, None, None] * np.eye(g.shape[1])
+        try:
+            return -np.linalg.solve(system, g[..., None])[..., 0]
+        except np.linalg.LinAlgError:  # an exactly singular system in the batch: minimum-norm steps for all
+            return -np.einsum("kij,kj->ki", np.linalg.pinv(system, hermitian=True), g)
 
     def _accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
         return finite & (rho > _GAIN_THRESHOLD)
@@ -206,11 +212,15 @@ class GaussNewton(_Tolerances):
     def _start_damping(self) -> float:
         return 1.0
 
-    def _filter(self, s: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
-        """Truncated pseudo-inverse ``alpha / s`` (0 below ``rcond`` times the largest)."""
-        keep = s > rcond * s[:, :1]
-        with np.errstate(divide="ignore"):
-            return np.where(keep, damping[:, None] / np.where(keep, s, 1.0), 0.0)
+    def _solve(self, normal: np.ndarray, g: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
+        """Step ``-alpha A^+ g`` with the pseudo-inverse of the scaled normal matrix ``A``, its eigenvalues
+        below ``rcond^2`` (singular values of the Jacobian below ``rcond``) times the largest, or below
+        what float64 resolves in ``A``, counted as zero."""
+        w, v = np.linalg.eigh(normal)
+        floor = max(rcond**2, 10 * g.shape[1] * np.finfo(float).eps)
+        keep = w > floor * w[:, -1:]
+        inverse = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
+        return -damping[:, None] * np.einsum("kij,kj->ki", v, inverse * np.einsum("kji,kj->ki", v, g))
 
     def _accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
         return finite & (rho > _GAIN_THRESHOLD) if self.line_search else finite
@@ -390,15 +400,19 @@ class _Problem:
     def to_internal(self, x: np.ndarray) -> np.ndarray:
         return _to_log(x, self.log_mask)
 
-    def augmented(self, x: np.ndarray, values: np.ndarray, jacobian: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Whitened residuals ``[K, M]`` and physical Jacobian ``[K, M, n]``, prior rows appended."""
+    def augmented_residual(self, x: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Whitened residuals ``[K, M]``, prior rows appended."""
         r = self.observations.residual(values)
+        if self.prior_whitening is None:
+            return r
+        return np.concatenate([r, (x - self.prior_mean) @ self.prior_whitening.T], axis=1)
+
+    def augmented_jacobian(self, x: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+        """Whitened physical Jacobian ``[K, M, n]``, prior rows appended."""
         jac = self.observations.jacobian(jacobian)
         if self.prior_whitening is None:
-            return r, jac
-        r_prior = (x - self.prior_mean) @ self.prior_whitening.T
-        j_prior = np.broadcast_to(self.prior_whitening, (x.shape[0], self.n, self.n))
-        return np.concatenate([r, r_prior], axis=1), np.concatenate([jac, j_prior], axis=1)
+            return jac
+        return np.concatenate([jac, np.broadcast_to(self.prior_whitening, (x.shape[0], self.n, self.n))], axis=1)
 
     def internal_jacobian(self, x: np.ndarray, jacobian_x: np.ndarray) -> np.ndarray:
         """Chain rule to the solver's variables: ``dF/dz = dF/dx * x`` for log parameters."""
@@ -475,35 +489,78 @@ def _check_starts(starts, problem: _Problem, names: list[str]) -> np.ndarray:
     return x
 
 
-def _evaluate(value_and_jacobian: ValueAndJacobian, x: np.ndarray, m: int, n: int):
-    values, jacobian = value_and_jacobian(x)
+def _evaluate(fn: Callable, x: np.ndarray, m: int, n: int, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Call a model on ``x [K, n]``; check and return float64 ``values [K, m]`` and ``jacobian [K, m, n]``
+    (None for a values-only model)."""
+    out = fn(x)
+    values, jacobian = (out, None) if what == "values" else out
     values = np.asarray(values, dtype=float)
-    jacobian = np.asarray(jacobian, dtype=float)
     k = x.shape[0]
+    if jacobian is None:
+        if values.shape != (k, m):
+            raise ModelError(f"`values` must return [{k}, {m}], got {list(values.shape)}")
+        return values, None
+    jacobian = np.asarray(jacobian, dtype=float)
     if values.shape != (k, m) or jacobian.shape != (k, m, n):
         raise ModelError(
-            f"`value_and_jacobian` must return values [{k}, {m}] and jacobian [{k}, {m}, {n}], "
+            f"`{what}` must return values [{k}, {m}] and jacobian [{k}, {m}, {n}], "
             f"got {list(values.shape)} and {list(jacobian.shape)}"
         )
     return values, jacobian
 
 
+@dataclass(frozen=True)
+class _Calls:
+    """The model calls of a solve.
+
+    Trial points need values only; Jacobians are needed only where a step is accepted. With
+    ``values`` given, trials call it and accepted points call ``step_jacobian`` (or
+    ``value_and_jacobian``); without it, each trial is one ``value_and_jacobian`` call whose
+    Jacobian is kept when the step is accepted.
+    """
+
+    value_and_jacobian: ValueAndJacobian
+    values: ValuesFn | None
+    step_jacobian: ValueAndJacobian | None
+    m: int
+    n: int
+
+    def trial(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Values at ``x`` and, when they came with it, the Jacobian."""
+        if self.values is not None:
+            return _evaluate(self.values, x, self.m, self.n, "values")
+        return _evaluate(self.value_and_jacobian, x, self.m, self.n, "value_and_jacobian")
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        """The Jacobian the steps use, at accepted points ``x``."""
+        if self.step_jacobian is not None:
+            return _evaluate(self.step_jacobian, x, self.m, self.n, "step_jacobian")[1]
+        return _evaluate(self.value_and_jacobian, x, self.m, self.n, "value_and_jacobian")[1]
+
+
 # ------------------------------------------------------------------------------ solving
 @dataclass
 class _Fits:
-    """Mutable per-start state of the batched solve (internal)."""
+    """Mutable per-start state of the batched solve (internal).
+
+    The iterations keep only ``[K, n]``-sized summaries of the weighted Jacobian (its normal
+    matrix and the gradient); the full residuals and Jacobians at the estimates are filled in
+    by one last model call (:func:`_finish`).
+    """
 
     x: np.ndarray  # [K, n] physical, current accepted point
-    values: np.ndarray  # [K, m]
-    jacobian: np.ndarray  # [K, m, n] raw
-    r: np.ndarray  # [K, M] whitened (with prior rows)
-    jx: np.ndarray  # [K, M, n] whitened, physical
     cost: np.ndarray  # [K]
+    normal: np.ndarray  # [K, n, n] J_z^T J_z, whitened, in the solver's variables
+    gradient: np.ndarray  # [K, n] J_z^T r
     scaling: np.ndarray  # [K, n] the D of the module docstring
     damping: np.ndarray  # [K]
     nu: np.ndarray  # [K]
     status: np.ndarray  # [K] int
     n_iter: np.ndarray  # [K] int
+    values: np.ndarray | None = None  # [K, m] at the estimates (after _finish)
+    jacobian: np.ndarray | None = None  # [K, m, n] raw
+    r: np.ndarray | None = None  # [K, M] whitened (with prior rows)
+    jx: np.ndarray | None = None  # [K, M, n] whitened, physical
 
     def put(self, idx: np.ndarray, **arrays: np.ndarray) -> None:
         for key, value in arrays.items():
@@ -544,11 +601,10 @@ class _History:
         self.accepted.append(flags)
 
 
-def _gradient_cosine(jz: np.ndarray, r: np.ndarray, free: np.ndarray) -> np.ndarray:
+def _gradient_cosine(normal: np.ndarray, g: np.ndarray, cost: np.ndarray, free: np.ndarray) -> np.ndarray:
     """MINPACK's scaled gradient ``max_j |J_j^T r| / (|J_j| |r|)`` over free columns (0 when r = 0)."""
-    g = np.einsum("kmn,km->kn", jz, r)
-    col = np.linalg.norm(jz, axis=1)
-    rn = np.linalg.norm(r, axis=1)
+    col = np.sqrt(np.einsum("kii->ki", normal))
+    rn = np.sqrt(2.0 * cost)
     with np.errstate(divide="ignore", invalid="ignore"):
         cosine = np.abs(g) / (col * rn[:, None])
     cosine = np.where(free & (col > 0), cosine, 0.0)
@@ -560,41 +616,75 @@ def _free(z: np.ndarray, g: np.ndarray, problem: _Problem) -> np.ndarray:
     return ~(((z <= problem.lower) & (g > 0)) | ((z >= problem.upper) & (g < 0)))
 
 
-def _step(solver: Solver, jz: np.ndarray, r: np.ndarray, scaling: np.ndarray, damping: np.ndarray,
+def _step(solver: Solver, normal: np.ndarray, g: np.ndarray, scaling: np.ndarray, damping: np.ndarray,
           free: np.ndarray, rcond: float) -> np.ndarray:
-    """Solver step ``dz`` from the SVD of the scaled, active-set-masked Jacobian."""
+    """Solver step ``dz`` from the scaled normal equations restricted to the free parameters."""
     root = np.sqrt(scaling)
-    scaled = jz * (free / root)[:, None, :]
-    m, n = scaled.shape[1:]
-    u, s, vt = np.linalg.svd(scaled, full_matrices=m < n)
-    p = s.shape[1]
-    coeff = np.einsum("kmp,km->kp", u[:, :, :p], r)
-    f = solver._filter(s, damping, rcond)
-    dz_scaled = -np.einsum("kpi,kp->ki", vt[:, :p, :], f * coeff)
+    pair = free[:, :, None] & free[:, None, :]
+    eye = np.eye(g.shape[1], dtype=bool)
+    scaled = np.where(pair, normal / (root[:, :, None] * root[:, None, :]), np.where(eye, 1.0, 0.0))
+    dz_scaled = solver._solve(scaled, np.where(free, g / root, 0.0), damping, rcond)
     return np.where(free, dz_scaled / root, 0.0)  # exactly 0: a held parameter stays on its bound
 
 
-def _evaluate_augmented(problem: _Problem, value_and_jacobian: ValueAndJacobian, x: np.ndarray) -> dict:
-    """One model call at ``x [K, n]``: raw values/Jacobian, whitened residual/Jacobian (prior rows
-    appended), cost, and whether each row is finite."""
-    values, jacobian = _evaluate(value_and_jacobian, x, problem.m, problem.n)
-    r, jx = problem.augmented(x, values, jacobian)
-    with np.errstate(over="ignore", invalid="ignore"):
-        cost = 0.5 * np.sum(r**2, axis=1)
-    finite = np.isfinite(cost) & np.all(np.isfinite(jx), axis=(1, 2))
-    return {"x": x, "values": values, "jacobian": jacobian, "r": r, "jx": jx, "cost": cost, "finite": finite}
+def _projected_step(problem: _Problem, solver: Solver, z: np.ndarray, normal: np.ndarray, g: np.ndarray,
+                    scaling: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
+    """The step with the active set of :func:`_free`; where it would leave the box, the parameters that
+    cross a bound are moved onto it and the others solved again with that move fixed (the minimiser of
+    the same quadratic model in the remaining subspace), so the step keeps its quality instead of being
+    bent by clipping."""
+    free = _free(z, g, problem)
+    step = _step(solver, normal, g, scaling, damping, free, rcond)
+    target = z + step
+    crossing = (target < problem.lower) | (target > problem.upper)
+    redo = np.flatnonzero(crossing.any(axis=1))
+    if redo.size:
+        fixed = np.where(crossing[redo], np.clip(target[redo], problem.lower, problem.upper) - z[redo], 0.0)
+        g_fixed = g[redo] + np.einsum("kij,kj->ki", normal[redo], fixed)
+        step[redo] = fixed + _step(solver, normal[redo], g_fixed, scaling[redo], damping[redo],
+                                   free[redo] & ~crossing[redo], rcond)
+    return step
 
 
-def _solve(problem: _Problem, value_and_jacobian: ValueAndJacobian, x0: np.ndarray, solver: Solver,
+def _summaries(problem: _Problem, x: np.ndarray, r: np.ndarray, jacobian: np.ndarray):
+    """Normal matrix ``J_z^T J_z [K, n, n]``, gradient ``J_z^T r [K, n]`` and finiteness ``[K]`` of the
+    whitened Jacobian (prior rows appended) in the solver's variables."""
+    jz = problem.internal_jacobian(x, problem.augmented_jacobian(x, jacobian))
+    finite = np.all(np.isfinite(jz), axis=(1, 2))
+    jz = np.where(finite[:, None, None], jz, 0.0)
+    return np.matmul(jz.transpose(0, 2, 1), jz), np.einsum("kmn,km->kn", jz, r), finite
+
+
+def _jacobian_summaries(problem: _Problem, calls: _Calls, x: np.ndarray, r: np.ndarray,
+                        jacobian: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_summaries` at accepted points ``x`` in blocks of :data:`_BLOCK` starts, each block's
+    Jacobian computed (when not given) and reduced while it is in cache."""
+    k, n = x.shape
+    normal, g, finite = np.empty((k, n, n)), np.empty((k, n)), np.empty(k, bool)
+    for start in range(0, k, _BLOCK):
+        rows = slice(start, start + _BLOCK)
+        jac = calls.jacobian(x[rows]) if jacobian is None else jacobian[rows]
+        normal[rows], g[rows], finite[rows] = _summaries(problem, x[rows], r[rows], jac)
+    return normal, g, finite
+
+
+def _solve(problem: _Problem, calls: _Calls, x0: np.ndarray, solver: Solver,
            rcond: float) -> tuple[_Fits, _History]:
     k = x0.shape[0]
-    start = _evaluate_augmented(problem, value_and_jacobian, x0.copy())
-    ok = start.pop("finite")
-    jz = problem.internal_jacobian(x0, np.where(ok[:, None, None], start["jx"], 0.0))
-    fits = _Fits(**start, scaling=solver._scaling(np.sum(jz**2, axis=1), None),
+    values, jacobian = calls.trial(x0.copy())
+    r = problem.augmented_residual(x0, values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cost = 0.5 * np.sum(r**2, axis=1)
+    ok = np.isfinite(cost)
+    normal, g = np.zeros((k, problem.n, problem.n)), np.zeros((k, problem.n))
+    normal[ok], g[ok], finite = _jacobian_summaries(problem, calls, x0[ok], r[ok],
+                                                    None if jacobian is None else jacobian[ok])
+    ok[ok] = finite
+    fits = _Fits(x=x0.copy(), cost=cost, normal=normal, gradient=g,
+                 scaling=solver._scaling(np.einsum("kii->ki", normal), None),
                  damping=np.full(k, solver._start_damping()), nu=np.full(k, 2.0),
                  status=np.where(ok, _RUNNING, Status.NON_FINITE).astype(np.int16), n_iter=np.zeros(k, np.int32))
-    gnorm = _gradient_cosine(jz[ok], fits.r[ok], _free(problem.to_internal(x0[ok]), _grad(jz[ok], fits.r[ok]), problem))
+    gnorm = _gradient_cosine(normal[ok], g[ok], cost[ok], _free(problem.to_internal(x0[ok]), g[ok], problem))
     fits.status[np.flatnonzero(ok)[gnorm <= solver.gtol]] = Status.GTOL
     history = _History.empty()
     history.record(fits, np.flatnonzero(ok), gnorm, None, None)
@@ -602,43 +692,61 @@ def _solve(problem: _Problem, value_and_jacobian: ValueAndJacobian, x0: np.ndarr
         active = np.flatnonzero(fits.status == _RUNNING)
         if active.size == 0:
             break
-        _iterate(problem, value_and_jacobian, solver, fits, history, active, rcond)
+        _iterate(problem, calls, solver, fits, history, active, rcond)
     fits.status[fits.status == _RUNNING] = Status.MAX_ITER
+    _finish(problem, calls, fits)
     return fits, history
 
 
-def _grad(jz: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Gradient ``J^T r`` of the cost in the solver's variables."""
-    return np.einsum("kmn,km->kn", jz, r)
-
-
-def _iterate(problem: _Problem, value_and_jacobian: ValueAndJacobian, solver: Solver, fits: _Fits,
-             history: _History, a: np.ndarray, rcond: float) -> None:
-    """One batched iteration over the active starts ``a``: one model call for all of them."""
+def _iterate(problem: _Problem, calls: _Calls, solver: Solver, fits: _Fits, history: _History, a: np.ndarray,
+             rcond: float) -> None:
+    """One batched iteration over the active starts ``a``: one trial call for all of them, and a
+    Jacobian call for those whose step was accepted (unless the trial call brought it)."""
     x, cost_old, scaling = fits.x[a], fits.cost[a], fits.scaling[a]
-    z, jz, r = problem.to_internal(x), problem.internal_jacobian(x, fits.jx[a]), fits.r[a]
-    g = _grad(jz, r)
-    step = _step(solver, jz, r, scaling, fits.damping[a], _free(z, g, problem), rcond)
+    z, normal, g = problem.to_internal(x), fits.normal[a], fits.gradient[a]
+    step = _projected_step(problem, solver, z, normal, g, scaling, fits.damping[a], rcond)
     z_try = np.clip(z + step, problem.lower, problem.upper)
     dz = z_try - z
-    pred = -np.sum(g * dz, axis=1) - 0.5 * np.sum(np.einsum("kmn,kn->km", jz, dz) ** 2, axis=1)
-    trial = _evaluate_augmented(problem, value_and_jacobian, problem.to_physical(z_try))
-    finite = trial.pop("finite")
-    ared = cost_old - trial["cost"]
+    pred = -np.sum(g * dz, axis=1) - 0.5 * np.einsum("ki,kij,kj->k", dz, normal, dz)
+    x_try = problem.to_physical(z_try)
+    values, jacobian = calls.trial(x_try)
+    r_try = problem.augmented_residual(x_try, values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cost_try = 0.5 * np.sum(r_try**2, axis=1)
+    finite = np.isfinite(cost_try)
+    ared = cost_old - cost_try
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(finite & (pred > 0), ared / pred, -np.inf)
     accepted = solver._accepts(rho, finite)
+    took = np.flatnonzero(accepted)
+    if took.size:
+        normal_new, g_new, jac_finite = _jacobian_summaries(problem, calls, x_try[took], r_try[took],
+                                                            None if jacobian is None else jacobian[took])
+        accepted[took[~jac_finite]] = False  # a non-finite Jacobian rejects the step like a non-finite value
+        keep = jac_finite
+        fits.put(a[took[keep]], x=x_try[took[keep]], cost=cost_try[took[keep]], normal=normal_new[keep],
+                 gradient=g_new[keep])
     fits.damping[a], fits.nu[a] = solver._update(fits.damping[a], fits.nu[a], rho, accepted)
-    fits.put(a[accepted], **{key: value[accepted] for key, value in trial.items()})
     fits.n_iter[a] += 1
-    jz_now, r_now = problem.internal_jacobian(fits.x[a], fits.jx[a]), fits.r[a]
-    fits.scaling[a] = np.where(accepted[:, None], solver._scaling(np.sum(jz_now**2, axis=1), scaling), scaling)
-    gnorm = _gradient_cosine(jz_now, r_now, _free(problem.to_internal(fits.x[a]), _grad(jz_now, r_now), problem))
+    normal_now, g_now = fits.normal[a], fits.gradient[a]
+    fits.scaling[a] = np.where(accepted[:, None], solver._scaling(np.einsum("kii->ki", normal_now), scaling), scaling)
+    gnorm = _gradient_cosine(normal_now, g_now, fits.cost[a], _free(problem.to_internal(fits.x[a]), g_now, problem))
     xtol_hit = np.all(np.abs(dz) <= solver.xtol * (solver.xtol + np.abs(z)), axis=1)
     ftol_hit = finite & (np.abs(ared) <= solver.ftol * cost_old) & (pred <= solver.ftol * cost_old)
     fits.status[a] = np.select([gnorm <= solver.gtol, ftol_hit, xtol_hit],
                                [Status.GTOL, Status.FTOL, Status.XTOL], _RUNNING)
     history.record(fits, a, gnorm, np.linalg.norm(np.sqrt(scaling) * dz, axis=1), accepted)
+
+
+def _finish(problem: _Problem, calls: _Calls, fits: _Fits) -> None:
+    """Values, Jacobians and whitened residuals at the estimates from one ``value_and_jacobian`` call, so
+    the statistics use its (full-precision) Jacobian whatever the steps used."""
+    values, jacobian = _evaluate(calls.value_and_jacobian, fits.x, problem.m, problem.n, "value_and_jacobian")
+    r = problem.augmented_residual(fits.x, values)
+    fits.values, fits.jacobian, fits.r = values, jacobian, r
+    fits.jx = problem.augmented_jacobian(fits.x, jacobian)
+    with np.errstate(over="ignore", invalid="ignore"):
+        fits.cost = np.where(fits.status == Status.NON_FINITE, fits.cost, 0.5 * np.sum(r**2, axis=1))
 
 
 # --------------------------------------------------------------------------- statistics
@@ -745,6 +853,8 @@ def calibrate(
     level: float = 0.95,
     minima_rtol: float = 1e-4,
     record_history: bool = True,
+    values: ValuesFn | None = None,
+    step_jacobian: ValueAndJacobian | None = None,
 ) -> xr.Dataset:
     """Fit parameters to observations from K starts at once; return a labeled dataset.
 
@@ -786,6 +896,16 @@ def calibrate(
         Relative tolerance for grouping final estimates into distinct minima.
     record_history
         Keep the per-iteration history (memory ``K * iterations * n``).
+    values
+        Values-only model ``points [K, n] -> values [K, m]`` (float64), cheaper than
+        ``value_and_jacobian``. When given, trial points are evaluated with it and a
+        Jacobian is computed only where a step is accepted; without it, every trial
+        is one ``value_and_jacobian`` call.
+    step_jacobian
+        Model whose Jacobian builds the steps (needs ``values``), e.g. a float32
+        engine: a step tolerates a Jacobian accurate to ~1e-6, while the cost and
+        the convergence tests use ``values`` and every statistic (covariance,
+        identifiability, band) the ``value_and_jacobian`` Jacobian at the estimates.
 
     Returns
     -------
@@ -835,7 +955,10 @@ def calibrate(
     onames = _labels(output_names, m, "output_names", "y")
     problem = _build_problem(observations, n, m, names, bounds, log_parameters, prior_mean, prior_cov)
     x0 = _check_starts(starts, problem, names)
-    fits, history = _solve(problem, value_and_jacobian, x0, solver, rcond)
+    if step_jacobian is not None and values is None:
+        raise ConfigError("`step_jacobian` needs `values` (the cost must come from full-precision values)")
+    calls = _Calls(value_and_jacobian, values, step_jacobian, m, n)
+    fits, history = _solve(problem, calls, x0, solver, rcond)
     post = _posterior(problem, fits, rcond)
     converged = fits.status > 0
     fits.status[converged & (post.rank < n)] = Status.SINGULAR
