@@ -2,8 +2,11 @@
 
 The same problem both ways: K starts (a scrambled Sobol' design over the parameter box), the same
 observations and weights, the same bounds, exact Jacobians from the compiled engine.
-  (a) batched: :func:`sensitivity.analyses.calibration.calibrate` (Levenberg-Marquardt), all K starts
-      advanced together, one engine call per iteration for every start still running;
+  (a) batched: :func:`sensitivity.analyses.calibration.calibrate` (Levenberg-Marquardt) as the
+      ``calibrate`` workflow runs it: all K starts advanced together, per iteration one float64
+      values-only call for every start still running and one Jacobian call for the accepted steps,
+      the Jacobian of the steps in float32 (``step_dtype``, the workflow's default); the cost, the
+      convergence tests and the statistics in float64. (a64) the same with float64 step Jacobians;
   (b) loop: one ``least_squares(method="trf", x_scale="jac")`` per start, its residual and Jacobian
       from per-start engine calls (an engine compiled for one point, values and Jacobian from one
       call, cached between ``fun`` and ``jac``).
@@ -35,50 +38,56 @@ from sensitivity.grids import make_grid  # noqa: E402
 from sensitivity.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.space import ParameterSpace  # noqa: E402
 from sensitivity.surrogate import load_surrogate  # noqa: E402
-from workflows.calibrate import flat_engine  # noqa: E402
+from workflows.calibrate import flat_engine, flat_values  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEIR = ROOT / "data" / "seir"
 TOL = 1e-10
 
 
-def seir_problem():
-    """The demo surrogate, its space and its shipped observations."""
+def seir_problem(dtype: str = "float64"):
+    """The demo surrogate in ``dtype``, its space and its shipped observations."""
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import space
 
-    model = load_surrogate(str(SEIR / "surrogate.keras"), dtype="float64")
+    model = load_surrogate(str(SEIR / "surrogate.keras"), dtype=dtype)
     obs = read_observations(SEIR / "observations.nc", model.output)
     return model, space(), obs.values, obs.errors()
 
 
-def plume_problem():
-    """The analytic plume, the space of conf/space/plume.yaml, noisy observations of a known point."""
+def plume_problem(dtype: str = "float64"):
+    """The analytic plume in ``dtype``, the space of conf/space/plume.yaml, noisy observations of a known
+    point (computed in float64 whatever ``dtype``)."""
     records = yaml.safe_load((ROOT / "conf" / "space" / "plume.yaml").read_text())["parameters"]
     space = ParameterSpace.from_records(records)
     output = yaml.safe_load((ROOT / "conf" / "model" / "plume.yaml").read_text())
-    model = load_surrogate("sensitivity.simulators.analytic:gaussian_plume", input_names=space.names,
-                           input_units=space.units, output=output["output"], kwargs=output["kwargs"],
-                           dtype="float64")
+
+    def load(dt):
+        return load_surrogate("sensitivity.simulators.analytic:gaussian_plume", input_names=space.names,
+                              input_units=space.units, output=output["output"], kwargs=output["kwargs"], dtype=dt)
+
     truth = np.array([[1.3, 0.45, 0.6, 0.2]])
-    y = model(truth).reshape(-1) + 0.02 * np.random.default_rng(0).standard_normal(model.output_size)
-    return model, space, y, {"sigma": np.full(y.size, 0.02), "cov": None}
+    exact = load("float64")
+    y = exact(truth).reshape(-1) + 0.02 * np.random.default_rng(0).standard_normal(exact.output_size)
+    return load(dtype), space, y, {"sigma": np.full(y.size, 0.02), "cov": None}
 
 
 def warm(jac, point: np.ndarray, largest: int) -> None:
     """Compile every padded shape the runs below will use (powers of two up to ``largest`` points)."""
     size = 1
     while size <= largest:
-        jac(np.repeat(point[None, :], size, axis=0))
+        batch = np.repeat(point[None, :], size, axis=0)
+        jac(batch)
+        jac.values(batch)
         size *= 2
 
 
-def batched(jac, space, y, errors, starts):
+def batched(jac, step_jac, space, y, errors, starts):
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     solver = LevenbergMarquardt(ftol=TOL, xtol=TOL, gtol=TOL)
     t0, c0 = time.perf_counter(), time.process_time()
     ds = calibrate(flat_engine(jac), y, starts, **errors, bounds=space.bounds, log_parameters=log_mask, solver=solver,
-                   record_history=False, throw=False)
+                   record_history=False, throw=False, values=flat_values(jac), step_jacobian=flat_engine(step_jac))
     return time.perf_counter() - t0, time.process_time() - c0, ds
 
 
@@ -120,18 +129,27 @@ def main() -> None:
     model, space, y, errors = seir_problem() if name == "seir" else plume_problem()
     starts = make_grid(space, "sobol", n=args.starts, seed=0).points()
     jac = compile_jacobian(model)
+    jac32 = compile_jacobian((seir_problem if name == "seir" else plume_problem)("float32")[0],
+                             chunk_size=jac.chunk_size)
     jac1 = compile_jacobian(model, chunk_size=1)
-    for engine, largest in ((jac, jac.chunk_size), (jac1, 1)):
+    for engine, largest in ((jac, jac.chunk_size), (jac32, jac32.chunk_size), (jac1, 1)):
         warm(engine, space.nominal, largest)
     print(f"model {name}: {model.n_in} parameters, {model.output_size} outputs "
-          f"({int(np.isfinite(y).sum())} observed); engine {jac.mode} mode, float64, chunk {jac.chunk_size}")
+          f"({int(np.isfinite(y).sum())} observed); engine {jac.mode} mode, chunk {jac.chunk_size}")
 
-    wall_a, cpu_a, ds = batched(jac, space, y, errors, starts)
-    status = ds["status"].values
-    print(f"(a) batched LM, {len(starts)} starts: {wall_a:.2f} s wall, {cpu_a:.2f} s CPU "
-          f"({len(starts) / wall_a:.0f} fits/s), {int((status > 0).sum())} converged, "
-          f"{int(ds['n_minima'])} distinct minima, {int(ds['n_iterations'].max())} iterations at most, "
-          f"best cost {float(np.nanmin(ds['cost'].values)):.6g}")
+    runs = {}
+    for label, step in (("(a)  batched LM, float32 steps", jac32), ("(a64) batched LM, float64 steps", jac)):
+        wall, cpu, ds = batched(jac, step, space, y, errors, starts)
+        runs[label] = wall, cpu, ds
+        status = ds["status"].values
+        print(f"{label}, {len(starts)} starts: {wall:.2f} s wall, {cpu:.2f} s CPU "
+              f"({len(starts) / wall:.0f} fits/s), {int((status > 0).sum())} converged, "
+              f"{int(ds['n_minima'])} distinct minima, {ds['n_iterations'].values.mean():.1f} iterations per start "
+              f"({int(ds['n_iterations'].max())} at most), best cost {float(np.nanmin(ds['cost'].values)):.10g}")
+    (wall_a, cpu_a, ds), (wall_64, cpu_64, ds64) = runs.values()
+    shift = np.abs(ds["estimate"].values - ds64["estimate"].values) / ds64["standard_error"].values
+    print(f"      float32 vs float64 steps: estimates differ by at most {np.nanmax(shift):.2g} standard errors "
+          f"(median {np.nanmedian(shift):.2g})")
 
     subset = starts[: min(args.loop_starts, len(starts))]
     wall_b, cpu_b, costs, calls = loop(jac1, space, y, errors, subset)
@@ -144,7 +162,8 @@ def main() -> None:
     same = np.abs(ds["cost"].values[: len(subset)] - costs) <= 1e-6 * np.maximum(1.0, costs)
     print(f"    same final cost (rel 1e-6) on {int(same.sum())} of {len(subset)} shared starts; "
           f"loop best cost {costs.min():.6g}")
-    print(f"ratio (b)/(a): {wall_b * scale / wall_a:.1f}x wall, {cpu_b * scale / cpu_a:.1f}x CPU  (target >= 50x)")
+    print(f"ratio (b)/(a): {wall_b * scale / wall_a:.1f}x wall, {cpu_b * scale / cpu_a:.1f}x CPU  (target >= 50x); "
+          f"(b)/(a64): {wall_b * scale / wall_64:.1f}x wall, {cpu_b * scale / cpu_64:.1f}x CPU")
 
 
 if __name__ == "__main__":

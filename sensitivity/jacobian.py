@@ -55,6 +55,7 @@ class CompiledJacobian:
     _jacobian_fn: tf.types.experimental.PolymorphicFunction = field(repr=False)
     _value_fn: tf.types.experimental.PolymorphicFunction = field(repr=False)
     _traces: dict[str, int] = field(repr=False)
+    _concretes: dict = field(default_factory=dict, repr=False)
 
     @property
     def trace_count(self) -> int:
@@ -70,6 +71,8 @@ class CompiledJacobian:
         """Values and Jacobians at ``points [N, n_in]``: ``([N, *out], [N, *out, n_in])``."""
         x = self._check(points)
         n, out_shape = x.shape[0], self.surrogate.output.shape
+        if n <= self.chunk_size:  # one chunk: its arrays are the result, no copy
+            return tuple(self._run(self._jacobian_fn, x))
         values = np.empty((n, *out_shape), self.dtype)
         jacobian = np.empty((n, *out_shape, self.surrogate.n_in), self.dtype)
         for start, chunk_values, chunk_jacobian in self.iter_chunks(x):
@@ -80,6 +83,8 @@ class CompiledJacobian:
     def values(self, points: np.ndarray) -> np.ndarray:
         """Values only at ``points [N, n_in]``, compiled and chunked like the Jacobian: ``[N, *out]``."""
         x = self._check(points)
+        if x.shape[0] <= self.chunk_size:
+            return self._run(self._value_fn, x)[0]
         out = np.empty((x.shape[0], *self.surrogate.output.shape), self.dtype)
         for start, chunk in _chunks(x, self.chunk_size):
             out[start : start + len(chunk)] = self._run(self._value_fn, chunk)[0]
@@ -103,10 +108,17 @@ class CompiledJacobian:
         target = min(self.chunk_size, max(MIN_CHUNK, 1 << (rows - 1).bit_length()))
         if rows < target:  # repeat the last point: in-domain and finite, trimmed below
             chunk = np.concatenate([chunk, np.repeat(chunk[-1:], target - rows, axis=0)])
-        results = fn(tf.constant(chunk, dtype=self.dtype))
+        results = self._concrete(fn)(tf.constant(chunk, dtype=self.dtype))
         out_shape, n_in = self.surrogate.output.shape, self.surrogate.n_in
         shapes = [(rows, *out_shape), (rows, *out_shape, n_in)]
         return [r.numpy()[:rows].reshape(s) for r, s in zip(results, shapes)]
+
+    def _concrete(self, fn: tf.types.experimental.PolymorphicFunction) -> Callable:
+        """The one concrete function of ``fn`` (fixed signature): calling it skips the argument binding
+        of a ``tf.function`` call, about 0.3 ms per call on a 2-core CPU."""
+        if fn not in self._concretes:
+            self._concretes[fn] = fn.get_concrete_function()
+        return self._concretes[fn]
 
     def _check(self, points: np.ndarray) -> np.ndarray:
         x = np.asarray(points, dtype=self.dtype)

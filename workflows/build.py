@@ -31,15 +31,15 @@ def space_from(cfg: DictConfig) -> ParameterSpace:
     return ParameterSpace.from_records(records, plain(cfg.space.correlation))
 
 
-def surrogate_from(cfg: DictConfig, space: ParameterSpace):
-    """Load ``cfg.model`` with the space's names and units and ``cfg.jacobian.dtype``."""
+def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = None):
+    """Load ``cfg.model`` with the space's names and units, in ``dtype`` (default ``cfg.jacobian.dtype``)."""
     from sensitivity.surrogate import load_surrogate
 
     source = cfg.model.source
     if not (":" in source and not Path(source).exists()):
         source = str(repo_path(source))
     return load_surrogate(source, input_names=space.names, input_units=space.units, output=plain(cfg.model.output) or None,
-                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling) or None, dtype=cfg.jacobian.dtype)
+                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling) or None, dtype=dtype or cfg.jacobian.dtype)
 
 
 def engine_from(cfg: DictConfig, surrogate):

@@ -76,6 +76,7 @@ class CalibrateConf:
     rcond: float = 1e-8
     minima_rtol: float = 1e-4
     record_history: bool = True
+    step_dtype: Optional[str] = "float32"
     fit: bool = True
     sweep_path: Optional[str] = None
     gn_map: GNMapConf = field(default_factory=GNMapConf)
@@ -97,6 +98,8 @@ def run(cfg: DictConfig) -> Path:
     if not cfg.fit and not cfg.sweep_path:
         raise ConfigError("nothing to do: `fit` is false and `sweep_path` is null")
     build.check_choice(cfg.solver.kind, SOLVERS, "solver.kind")
+    if cfg.step_dtype is not None:
+        build.check_choice(cfg.step_dtype, ("float32", "float64"), "step_dtype")
     paths = []
     if cfg.fit:
         paths.append(fit(cfg))
@@ -177,16 +180,22 @@ def starts_from(cfg: DictConfig, space) -> np.ndarray:
 
 
 def flat_engine(jac):
-    """The engine as the solver wants it: ``[K, n] -> ([K, m], [K, m, n])`` in float64, outputs flat (C order)."""
+    """The engine as the solver wants it: ``[K, n] -> ([K, m], [K, m, n])`` in the engine's dtype, outputs
+    flat (C order; views, no copies)."""
     m, n = jac.surrogate.output_size, jac.surrogate.n_in
 
     def value_and_jacobian(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values, jacobian = jac(points)
         k = len(points)
-        return (np.asarray(values.reshape(k, m), dtype=np.float64),
-                np.asarray(jacobian.reshape(k, m, n), dtype=np.float64))
+        return values.reshape(k, m), jacobian.reshape(k, m, n)
 
     return value_and_jacobian
+
+
+def flat_values(jac):
+    """The engine's values-only function as the solver wants it: ``[K, n] -> [K, m]``, outputs flat."""
+    m = jac.surrogate.output_size
+    return lambda points: jac.values(points).reshape(len(points), m)
 
 
 # ----------------------------------------------------------------------------- the fit
@@ -209,15 +218,19 @@ def fit(cfg: DictConfig) -> Path:
     surrogate = build.surrogate_from(cfg, space)
     obs = read_observations(obs_path, surrogate.output)
     jac = build.engine_from(cfg, surrogate)
+    step_engine = None
+    if cfg.step_dtype is not None and cfg.step_dtype != jac.dtype:
+        step_engine = build.engine_from(cfg, build.surrogate_from(cfg, space, dtype=cfg.step_dtype))
     out = build.output_dir(cfg) / "calibration.nc"
-    log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s) -> %s", len(starts),
-             obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, out)
+    log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s) -> %s", len(starts),
+             obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype, out)
     t0 = time.perf_counter()
     ds = calibrate(flat_engine(jac), obs.values, starts, **obs.errors(), prior_mean=prior_mean, prior_cov=prior_cov,
                    bounds=space.bounds, log_parameters=log_mask, solver=solver, parameter_names=space.names,
                    parameter_units=space.units, output_names=surrogate.output.flat_names(),
                    output_units=surrogate.output.flat_units(), rcond=cfg.rcond, level=cfg.level,
-                   minima_rtol=cfg.minima_rtol, record_history=cfg.record_history)
+                   minima_rtol=cfg.minima_rtol, record_history=cfg.record_history, values=flat_values(jac),
+                   step_jacobian=None if step_engine is None else flat_engine(step_engine))
     seconds = time.perf_counter() - t0
     ds = unstack_output(ds, surrogate.output).assign_coords(
         parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], dtype=object),
@@ -227,7 +240,8 @@ def fit(cfg: DictConfig) -> Path:
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                        surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed, inputs=[obs.path])
     ds.attrs = {**{k: str(v) for k, v in ds.attrs.items() if k != "title"}, **attrs,
-                "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile}",
+                "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} "
+                          f"step_dtype={(step_engine or jac).dtype}",
                 "output_variable": surrogate.output.name, "output_long_name": surrogate.output.long_name,
                 "fit_seconds": f"{seconds:.3f}"}
     path = write_atomic(ds, out)

@@ -207,6 +207,48 @@ def test_batched_starts_equal_single_starts_and_share_model_calls():
         np.testing.assert_allclose(alone["covariance"].values[0], together["covariance"].values[k], rtol=1e-7)
 
 
+def test_values_only_trials_take_jacobians_only_where_a_step_was_accepted():
+    model, y, sigma, truth = problem(8)
+    starts = truth * np.random.default_rng(8).uniform(0.6, 1.6, (6, 4))
+    value_rows, jacobian_rows = [], []
+
+    def values(p):
+        value_rows.append(p.shape[0])
+        return model(p)[0]
+
+    def counted(p):
+        jacobian_rows.append(p.shape[0])
+        return model(p)
+
+    reference = calibrate(model, y, starts, sigma=sigma, throw=False, record_history=True)
+    split = calibrate(counted, y, starts, sigma=sigma, throw=False, record_history=True, values=values)
+    np.testing.assert_array_equal(split["estimate"].values, reference["estimate"].values)
+    np.testing.assert_array_equal(split["n_iterations"].values, reference["n_iterations"].values)
+    accepted = int((split["history_accepted"].values == 1).sum())
+    assert sum(value_rows) == len(starts) + int(split["n_iterations"].values.sum())  # the starts, then every trial
+    assert sum(jacobian_rows) == len(starts) + accepted + len(starts)  # the starts, accepted steps, the estimates
+
+
+def test_float32_step_jacobian_moves_estimates_by_a_tiny_fraction_of_their_error():
+    """Steps built from a Jacobian rounded to float32 reach the float64 optimum within ~1e-6 standard
+    errors, and the statistics, computed from the float64 Jacobian at the estimates, are unchanged."""
+    model, y, sigma, truth = problem(3)
+    starts = truth * np.random.default_rng(3).uniform(0.6, 1.6, (8, 4))
+    exact = calibrate(model, y, starts, sigma=sigma, throw=False)
+
+    def rounded(p):
+        values, jac = model(p)
+        return values, jac.astype(np.float32)
+
+    fast = calibrate(model, y, starts, sigma=sigma, throw=False, values=lambda p: model(p)[0], step_jacobian=rounded)
+    ok = exact["status"].values > 0
+    assert (fast["status"].values[ok] > 0).all()
+    assert_within_se(fast.isel(start=np.flatnonzero(ok)), exact["estimate"].values[ok], fraction=1e-4)
+    np.testing.assert_allclose(fast["covariance"].values[ok], exact["covariance"].values[ok], rtol=1e-6)
+    with pytest.raises(ConfigError, match="`step_jacobian` needs `values`"):
+        calibrate(model, y, starts, sigma=sigma, step_jacobian=rounded)
+
+
 def test_gauss_newton_agrees_with_levenberg_marquardt():
     model, y, sigma, truth = problem(9)
     lm = calibrate(model, y, truth[None] * 1.2, sigma=sigma)

@@ -85,7 +85,7 @@ LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear
           f"+model.kwargs.weights={LINEAR_W.tolist()}",
           "model.output={name: y, units: [m, m, s, s, m], names: [o1, o2, o3, o4, o5]}",
           "space.parameters=[{name: p, units: '1', low: -10.0, high: 10.0}, {name: q, units: '1', low: -10.0, "
-          "high: 10.0}]", "grid.n=4", *FAST]
+          "high: 10.0}]", "grid.n=4", "step_dtype=null", *FAST]  # closed forms to 1e-9: float64 steps
 
 
 def linear_observations(tmp_path):
@@ -115,6 +115,20 @@ def test_linear_model_matches_weighted_least_squares_in_closed_form(compose_conf
                                rtol=1e-9)
     assert list(ds["output_name"].values) == ["o1", "o2", "o3", "o4", "o5"]
     assert ds["y_obs"].attrs["units_coordinate"] == "output_units"
+
+
+def test_float32_steps_stop_within_a_tiny_fraction_of_a_standard_error(compose_config, tmp_path):
+    """The default float32 step Jacobian only moves where the iteration stops, by far less than the
+    uncertainty; the covariance comes from the float64 Jacobian at the estimate either way."""
+    path, y, sigma = linear_observations(tmp_path)
+    overrides = [o for o in LINEAR if o != "step_dtype=null"] + [f"observations.path={path}"]
+    fast = xr.open_dataset(calibrate.run(compose_config("calibrate", overrides)))
+    jw, yw = LINEAR_W / sigma[:, None], y / sigma
+    reference = np.linalg.lstsq(jw, yw, rcond=None)[0]
+    se = np.sqrt(np.diag(np.linalg.inv(jw.T @ jw)))
+    assert "step_dtype=float32" in fast.attrs["engine"]
+    assert np.abs((fast["estimate"].values - reference) / se).max() < 1e-5
+    np.testing.assert_allclose(fast["standard_error"].values[0], se, rtol=1e-9)
 
 
 def test_gaussian_prior_gives_the_closed_form_posterior(compose_config, tmp_path):
