@@ -348,19 +348,33 @@ class ObservationModel:
             std[self.observed] = np.linalg.norm(chol, axis=1)
         return std
 
+    @property
+    def rows(self) -> slice | np.ndarray:
+        """The observed outputs as an index: a slice when they are contiguous (no copy when applied)."""
+        o = self.observed
+        return slice(int(o[0]), int(o[-1]) + 1) if o[-1] - o[0] + 1 == o.size else o
+
     def residual(self, values: np.ndarray) -> np.ndarray:
         """``[K, m_o]`` whitened residuals ``W (F - y)`` of model values ``[K, m]``."""
-        diff = values[:, self.observed] - self.y_obs[self.observed]
+        diff = values[:, self.rows] - self.y_obs[self.observed]
         if self.whitening.ndim == 1:
             return diff * self.whitening
         return diff @ self.whitening.T
 
     def jacobian(self, jacobian: np.ndarray) -> np.ndarray:
         """``[K, m_o, n]`` whitened Jacobian ``W dF/dx`` of a raw Jacobian ``[K, m, n]``."""
-        jac = jacobian[:, self.observed, :]
+        jac = jacobian[:, self.rows, :]
         if self.whitening.ndim == 1:
             return jac * self.whitening[:, None]
         return np.matmul(self.whitening, jac)
+
+    def jacobian_transposed(self, jacobian: np.ndarray) -> np.ndarray:
+        """``[K, n, m_o]`` float64 ``(W dF/dx)^T`` of a raw Jacobian ``[K, m, n]`` of any float dtype: the
+        layout in which its products with itself and with residuals are fastest (one pass over the input)."""
+        jac = jacobian[:, self.rows, :].transpose(0, 2, 1)
+        if self.whitening.ndim == 1:
+            return np.multiply(jac, self.whitening, dtype=float)
+        return np.matmul(jac.astype(float), self.whitening.T)
 
 
 def _sigma_whitening(sigma, observed: np.ndarray, names: list[str], m: int) -> tuple[np.ndarray, float]:
@@ -673,9 +687,9 @@ def _summaries(problem: _Problem, x: np.ndarray, r: np.ndarray, jacobian: np.nda
     parameters (``J_z = J_x diag(x)``) are applied to the ``[n, n]`` products.
     """
     m_o = problem.observations.n_observed
-    jw = problem.observations.jacobian(jacobian)
-    normal = np.matmul(jw.transpose(0, 2, 1), jw)
-    g = np.einsum("kmn,km->kn", jw, r[:, :m_o])
+    jt = problem.observations.jacobian_transposed(jacobian)
+    normal = jt @ jt.transpose(0, 2, 1)
+    g = (jt @ r[:, :m_o, None])[:, :, 0]
     if problem.prior_whitening is not None:
         w = problem.prior_whitening
         normal += w.T @ w
