@@ -156,7 +156,7 @@ class LevenbergMarquardt(_Tolerances):
     Parameters
     ----------
     max_iter
-        Cap on iterations (= model calls after the first) per start.
+        Cap on iterations (= trial points after the start) per start.
     ftol, xtol, gtol
         Relative cost-reduction, relative step and scaled-gradient tolerances.
     initial_damping
@@ -1148,7 +1148,7 @@ def _fit_vars(fits: _Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) -
                      units.param("fitted parameter value")),
         "status": (("start",), fits.status.astype(np.int16), {"long_name": "termination status", **status_flags}),
         "message": (("start",), messages, {"long_name": "termination message"}),
-        "n_iterations": (("start",), fits.n_iter, _one("solver iterations (model calls after the first)")),
+        "n_iterations": (("start",), fits.n_iter, _one("solver iterations (trial points after the start)")),
         "cost": (("start",), np.where(failed, np.nan, fits.cost),
                  units.cost("half the squared norm of the whitened residuals, prior rows included")),
         "minimum": (("start",), minimum, _one("index of the distinct minimum reached (-1: failed)")),
