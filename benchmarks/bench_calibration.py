@@ -40,7 +40,6 @@ from sensitivity.grids import make_grid  # noqa: E402
 from sensitivity.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.space import ParameterSpace  # noqa: E402
 from sensitivity.surrogate import load_surrogate  # noqa: E402
-from workflows.calibrate import flat_engine, flat_values  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEIR = ROOT / "data" / "seir"
@@ -88,8 +87,9 @@ def batched(jac, step_jac, space, y, errors, starts):
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     solver = LevenbergMarquardt(ftol=TOL, xtol=TOL, gtol=TOL)
     t0, c0 = time.perf_counter(), time.process_time()
-    ds = calibrate(flat_engine(jac), y, starts, **errors, bounds=space.bounds, log_parameters=log_mask, solver=solver,
-                   record_history=False, throw=False, values=flat_values(jac), step_jacobian=flat_engine(step_jac))
+    ds = calibrate(jac.flat_value_and_jacobian, y, starts, **errors, bounds=space.bounds, log_parameters=log_mask,
+                   solver=solver, record_history=False, throw=False, values=jac.flat_values,
+                   step_jacobian=step_jac.flat_value_and_jacobian)
     return time.perf_counter() - t0, time.process_time() - c0, ds
 
 
@@ -98,7 +98,7 @@ def loop(jac1, space, y, errors, starts):
     from sensitivity.analyses.calibration import ObservationModel
 
     obs = ObservationModel.from_arrays(y, **errors)
-    engine = flat_engine(jac1)
+    engine = jac1.flat_value_and_jacobian
     cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def evaluate(x):

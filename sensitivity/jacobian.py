@@ -90,6 +90,17 @@ class CompiledJacobian:
             out[start : start + len(chunk)] = self._run(self._value_fn, chunk)[0]
         return out
 
+    def flat_value_and_jacobian(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`__call__` with the output dims flattened (C order, views): ``([N, n_out], [N, n_out, n_in])``."""
+        values, jacobian = self(points)
+        n = len(values)
+        return values.reshape(n, -1), jacobian.reshape(n, -1, self.surrogate.n_in)
+
+    def flat_values(self, points: np.ndarray) -> np.ndarray:
+        """:meth:`values` with the output dims flattened (C order, a view): ``[N, n_out]``."""
+        values = self.values(points)
+        return values.reshape(len(values), -1)
+
     def iter_chunks(self, points: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """Yield ``(start, values, jacobian)`` per chunk of ``points``; memory is one chunk's worth."""
         x = self._check(points)

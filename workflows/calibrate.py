@@ -179,25 +179,6 @@ def starts_from(cfg: DictConfig, space) -> np.ndarray:
     return np.vstack([points, space.nominal[None, :]]) if cfg.include_nominal else points
 
 
-def flat_engine(jac):
-    """The engine as the solver wants it: ``[K, n] -> ([K, m], [K, m, n])`` in the engine's dtype, outputs
-    flat (C order; views, no copies)."""
-    m, n = jac.surrogate.output_size, jac.surrogate.n_in
-
-    def value_and_jacobian(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values, jacobian = jac(points)
-        k = len(points)
-        return values.reshape(k, m), jacobian.reshape(k, m, n)
-
-    return value_and_jacobian
-
-
-def flat_values(jac):
-    """The engine's values-only function as the solver wants it: ``[K, n] -> [K, m]``, outputs flat."""
-    m = jac.surrogate.output_size
-    return lambda points: jac.values(points).reshape(len(points), m)
-
-
 # ----------------------------------------------------------------------------- the fit
 
 
@@ -225,12 +206,12 @@ def fit(cfg: DictConfig) -> Path:
     log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s) -> %s", len(starts),
              obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype, out)
     t0 = time.perf_counter()
-    ds = calibrate(flat_engine(jac), obs.values, starts, **obs.errors(), prior_mean=prior_mean, prior_cov=prior_cov,
+    ds = calibrate(jac.flat_value_and_jacobian, obs.values, starts, **obs.errors(), prior_mean=prior_mean, prior_cov=prior_cov,
                    bounds=space.bounds, log_parameters=log_mask, solver=solver, parameter_names=space.names,
                    parameter_units=space.units, output_names=surrogate.output.flat_names(),
                    output_units=surrogate.output.flat_units(), rcond=cfg.rcond, level=cfg.level,
-                   minima_rtol=cfg.minima_rtol, record_history=cfg.record_history, values=flat_values(jac),
-                   step_jacobian=None if step_engine is None else flat_engine(step_engine))
+                   minima_rtol=cfg.minima_rtol, record_history=cfg.record_history, values=jac.flat_values,
+                   step_jacobian=None if step_engine is None else step_engine.flat_value_and_jacobian)
     seconds = time.perf_counter() - t0
     ds = unstack_output(ds, surrogate.output).assign_coords(
         parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], dtype=object),

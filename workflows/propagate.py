@@ -142,7 +142,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     jac = build.engine_from(cfg, surrogate)
     p, spec = cfg.propagation, surrogate.output
     hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
-    ds = propagate(inputs, values_fn=_flat_values(jac), value_and_jacobian=_flat_value_and_jacobian(jac),
+    ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
                    hessian=hessian, methods=list(p.methods), quantiles=list(p.quantiles),
                    output_names=spec.flat_names(), output_units=spec.flat_units(), alpha=p.alpha, beta=p.beta,
                    kappa=p.kappa, n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler,
@@ -186,20 +186,6 @@ def _hessian(cfg: DictConfig, surrogate):
 
     return compile_hessian(surrogate.fn, surrogate.n_in, output_size=surrogate.output_size,
                            dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)
-
-
-def _flat_values(jac):
-    """``[K, n] -> [K, m]``: the engine's values with the output dims flattened."""
-    return lambda x: jac.values(x).reshape(len(x), -1)
-
-
-def _flat_value_and_jacobian(jac):
-    """``[K, n] -> ([K, m], [K, m, n])``: the engine's values and Jacobians with the output dims flattened."""
-    def value_and_jacobian(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values, jacobian = jac(x)
-        return values.reshape(len(x), -1), jacobian.reshape(len(x), -1, x.shape[1])
-
-    return value_and_jacobian
 
 
 def _describe(cfg: DictConfig) -> str:

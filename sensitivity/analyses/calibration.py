@@ -363,10 +363,7 @@ class ObservationModel:
 
     def jacobian(self, jacobian: np.ndarray) -> np.ndarray:
         """``[K, m_o, n]`` whitened Jacobian ``W dF/dx`` of a raw Jacobian ``[K, m, n]``."""
-        jac = jacobian[:, self.rows, :]
-        if self.whitening.ndim == 1:
-            return jac * self.whitening[:, None]
-        return np.matmul(self.whitening, jac)
+        return self.jacobian_transposed(jacobian).transpose(0, 2, 1)
 
     def jacobian_transposed(self, jacobian: np.ndarray) -> np.ndarray:
         """``[K, n, m_o]`` float64 ``(W dF/dx)^T`` of a raw Jacobian ``[K, m, n]`` of any float dtype: the
@@ -771,9 +768,8 @@ def _iterate(problem: _Problem, calls: _Calls, solver: Solver, fits: _Fits, hist
         normal_new, g_new, jac_finite = _jacobian_summaries(problem, calls, x_try[took], r_try[took],
                                                             None if jacobian is None else jacobian[took])
         accepted[took[~jac_finite]] = False  # a non-finite Jacobian rejects the step like a non-finite value
-        keep = jac_finite
-        fits.put(a[took[keep]], x=x_try[took[keep]], cost=cost_try[took[keep]], normal=normal_new[keep],
-                 gradient=g_new[keep])
+        kept = took[jac_finite]
+        fits.put(a[kept], x=x_try[kept], cost=cost_try[kept], normal=normal_new[jac_finite], gradient=g_new[jac_finite])
     fits.damping[a], fits.nu[a] = solver._update(fits.damping[a], fits.nu[a], rho, accepted)
     fits.n_iter[a] += 1
     normal_now, g_now = fits.normal[a], fits.gradient[a]
