@@ -264,7 +264,7 @@ def step_map(cfg: DictConfig) -> Path:
     """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
     import xarray as xr
 
-    from sensitivity.analyses.gn_map import gauss_newton_map
+    from sensitivity.analyses.calibration import gauss_newton_map
     from sensitivity.datasets import (PartWriter, content_hash, flat_sweep_block, iter_blocks, output_spec_from,
                                       provenance)
     from sensitivity.errors import ConfigError, DataError

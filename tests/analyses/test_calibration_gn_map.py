@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensitivity.analyses.gn_map import gauss_newton_map
+from sensitivity.analyses.calibration import gauss_newton_map
 from sensitivity.errors import ConfigError, DataError
 
 

@@ -1,4 +1,4 @@
-"""Gauss-Newton steps over stored sweep arrays: where the fit pulls each point.
+"""The Gauss-Newton step map: where the fit pulls each point of a stored sweep.
 
 From the values ``F(x)`` and Jacobians ``dF/dx`` already stored for a block of
 sweep points (no model call), compute at every point the Gauss-Newton step
@@ -31,8 +31,8 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.calibration import ObservationModel
-from sensitivity.analyses.identifiability import equilibrated_svd
+from sensitivity.analyses.calibration.observation_model import ObservationModel
+from sensitivity.analyses.calibration.statistics import equilibrated_svd
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import parameter_coords
 
@@ -130,7 +130,7 @@ def gauss_newton_map(
     y_obs
         ``[m]`` observations (NaN = missing).
     sigma, cov, mask
-        Observation errors and mask, as in :func:`sensitivity.analyses.calibration.calibrate`.
+        Observation errors and mask, as in :func:`~sensitivity.analyses.calibration.calibrate`.
     damping
         Levenberg-Marquardt ``lam`` relative to Marquardt's scaling (dimensionless, > 0).
     rcond

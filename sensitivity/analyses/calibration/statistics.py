@@ -1,24 +1,38 @@
-"""Linear algebra of a stack of weighted Jacobians: SVD, covariance, identifiability, bands.
+"""Statistics at the estimates: covariance, standard errors, identifiability, bands, distinct minima.
 
-Every function here takes a stack ``[K, m, n]`` of *weighted* (whitened) Jacobians
-``J_w = W^{1/2} dF/dx`` — one per fit or per sweep point — and works on all K at
-once with :mod:`numpy.linalg` gufuncs. Columns are equilibrated (scaled to unit
+The linear algebra (:func:`equilibrated_svd` and the functions of its result) takes a stack
+``[K, m, n]`` of *weighted* (whitened) Jacobians ``J_w = W^{1/2} dF/dx`` — one per fit or per
+sweep point — and works on all K at once with :mod:`numpy.linalg` gufuncs. Columns are equilibrated (scaled to unit
 Euclidean norm) before the SVD, so ranks, condition numbers and identifiabilities
 do not depend on the parameters' units; covariances are scaled back to physical
 units afterwards. A stack entry that holds a non-finite number gives NaN results
 for that entry only.
+
+The covariance of a fit is ``(J^T W J + P^{-1})^{-1}`` (``P`` the prior covariance), times
+``s^2 = chi^2 / (m_o - n)`` when the noise is unknown; ``aic = -2 ln L + 2 k`` and
+``bic = -2 ln L + k ln m_o`` with the Gaussian log-likelihood of the data at the estimate.
 
 References
 ----------
 Doherty, J., and Hunt, R. J. (2009). Two statistics for evaluating parameter
 identifiability and error reduction. Journal of Hydrology 366, 119-127.
 https://doi.org/10.1016/j.jhydrol.2008.12.018
+
+Akaike, H. (1974). A new look at the statistical model identification. IEEE Trans.
+Automatic Control 19(6), 716-723. https://doi.org/10.1109/TAC.1974.1100705
+
+Schwarz, G. (1978). Estimating the dimension of a model. Ann. Statist. 6(2),
+461-464. https://doi.org/10.1214/aos/1176344136
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from sensitivity.analyses.calibration.iteration import Fits
+from sensitivity.analyses.calibration.problem import Problem
+from sensitivity.analyses.calibration.solvers import Status
 
 
 @dataclass(frozen=True)
@@ -145,3 +159,93 @@ def delta_method_std(jacobian: np.ndarray, covariance: np.ndarray) -> np.ndarray
     """
     var = np.einsum("kmi,kij,kmj->km", jacobian, covariance, jacobian)
     return np.sqrt(np.maximum(var, 0.0))
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """Per-start statistics at the final estimates (physical units)."""
+
+    chi2: np.ndarray
+    dof: int
+    residual_variance: np.ndarray
+    covariance: np.ndarray
+    band_covariance: np.ndarray
+    rank: np.ndarray
+    data_svd: EquilibratedSVD
+    data_rank: np.ndarray
+    identifiability: np.ndarray
+    condition_number: np.ndarray
+    neg2_log_likelihood: np.ndarray
+    n_fitted: int
+
+
+def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
+    """Covariance, rank, identifiability and likelihood of every start at its final estimate."""
+    obs = problem.observations
+    m_o, n = obs.n_observed, problem.n
+    usable = fits.status != Status.NON_FINITE
+    jx = np.where(usable[:, None, None], fits.jx, np.nan)
+    chi2 = np.where(usable, np.sum(fits.r[:, :m_o] ** 2, axis=1), np.nan)
+    dof = m_o - n
+    if obs.known_noise:
+        s2 = np.ones_like(chi2)
+        neg2 = chi2 + m_o * np.log(2 * np.pi) + obs.log_det_cov
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s2 = chi2 / dof if dof > 0 else np.full_like(chi2, np.nan)
+            neg2 = m_o * (np.log(2 * np.pi * chi2 / m_o) + 1.0)
+    full_svd = equilibrated_svd(jx)
+    rank = full_svd.rank(rcond)
+    band_cov = pseudo_inverse_covariance(full_svd, rank) * s2[:, None, None]
+    covariance = np.where((rank == n)[:, None, None], band_cov, np.nan)
+    data_svd = full_svd if problem.prior_whitening is None else equilibrated_svd(jx[:, :m_o])
+    data_rank = data_svd.rank(rcond)
+    return Posterior(chi2=chi2, dof=dof, residual_variance=s2, covariance=covariance, band_covariance=band_cov,
+                      rank=rank, data_svd=data_svd, data_rank=data_rank,
+                      identifiability=identifiability(data_svd, data_rank),
+                      condition_number=data_svd.condition_number(), neg2_log_likelihood=neg2,
+                      n_fitted=n + (0 if obs.known_noise else 1))
+
+
+def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float) -> np.ndarray:
+    """Label each start with the index of its minimum, minima numbered by increasing cost.
+
+    Two estimates belong to the same minimum when every parameter agrees within
+    ``rtol`` relative to the larger magnitude. Greedy in order of cost: the
+    lowest-cost start not yet labeled founds a minimum and takes every unlabeled
+    start that agrees with it (cost ``O(K x minima)``).
+
+    Parameters
+    ----------
+    estimates
+        ``[K, n]`` final parameter values.
+    cost
+        ``[K]`` final costs.
+    ok
+        ``[K]`` bool, starts to cluster (others get -1).
+    rtol
+        Relative tolerance (dimensionless).
+
+    Returns
+    -------
+    ``[K]`` int minimum index, -1 for starts not clustered.
+    """
+    labels = np.full(cost.shape, -1, dtype=np.int32)
+    pending = np.flatnonzero(ok)[np.argsort(cost[ok], kind="stable")]
+    while pending.size:
+        founder = estimates[pending[0]]
+        rest = estimates[pending]
+        close = np.all(np.abs(rest - founder) <= rtol * np.maximum(np.abs(rest), np.abs(founder)), axis=1)
+        close[0] = True
+        labels[pending[close]] = labels.max() + 1
+        pending = pending[~close]
+    return labels
+
+
+def parameter_interval(estimate: np.ndarray, se: np.ndarray, log_mask: np.ndarray, q: float) -> np.ndarray:
+    """``[K, n, 2]`` estimate -/+ q se; for log parameters ``x exp(-/+ q se / x)`` (symmetric in log x)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        factor = np.exp(q * se / estimate)
+    low = np.where(log_mask, estimate / factor, estimate - q * se)
+    high = np.where(log_mask, estimate * factor, estimate + q * se)
+    return np.stack([low, high], axis=-1)

@@ -1,0 +1,56 @@
+"""Batched calibration: Levenberg-Marquardt / Gauss-Newton over many starts at once, and the step map.
+
+The fit minimises the weighted least-squares cost (half the squared norm of the
+whitened residuals, plus whitened prior rows for a MAP fit)::
+
+    cost(x) = 1/2 |L^{-1} (F(x) - y)|^2 + 1/2 |L_p^{-1} (x - mu_p)|^2
+
+with ``L L^T`` the observation covariance (``diag(sigma^2)`` or ``cov``, restricted
+to the observed outputs) and ``L_p L_p^T`` the prior covariance.
+
+Modules, in the order a fit uses them:
+
+* :mod:`.observation_model` — observations, which of them count, their whitening ``L^{-1}``;
+* :mod:`.problem` — bounds, log-space parameters, prior; whitened residuals and Jacobians;
+* :mod:`.solvers` — the immutable solver settings and the rules in which they differ; statuses;
+* :mod:`.model_calls` — the checked, blocked calls of the user's batched model;
+* :mod:`.iteration` — the batched multi-start loop (bounds by projection) and its history;
+* :mod:`.statistics` — covariance, standard errors, identifiability, bands, distinct minima;
+* :mod:`.dataset` — the labeled result of :func:`calibrate`;
+* :mod:`.driver` — :func:`calibrate`, the verb that strings them together;
+* :mod:`.step_map` — Gauss-Newton steps at every point of a stored sweep (no model call).
+"""
+from __future__ import annotations
+
+from sensitivity.analyses.calibration.driver import CalibrationError, calibrate
+from sensitivity.analyses.calibration.model_calls import ValueAndJacobian, ValuesFn
+from sensitivity.analyses.calibration.observation_model import ObservationModel
+from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, GaussNewton, LevenbergMarquardt, Solver,
+                                                      Status)
+from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
+                                                         distinct_minima, equilibrated_svd, identifiability,
+                                                         pseudo_inverse_covariance)
+from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
+
+__all__ = [
+    "FAILED",
+    "STATUS_MESSAGES",
+    "CalibrationError",
+    "EquilibratedSVD",
+    "GaussNewton",
+    "GaussNewtonMap",
+    "LevenbergMarquardt",
+    "ObservationModel",
+    "Solver",
+    "Status",
+    "ValueAndJacobian",
+    "ValuesFn",
+    "calibrate",
+    "correlation",
+    "delta_method_std",
+    "distinct_minima",
+    "equilibrated_svd",
+    "gauss_newton_map",
+    "identifiability",
+    "pseudo_inverse_covariance",
+]

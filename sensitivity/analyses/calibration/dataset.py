@@ -1,0 +1,205 @@
+"""The calibration result as a labeled dataset: the variables of ``calibration.nc`` and their CF attributes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+from scipy import stats
+
+from sensitivity.analyses.calibration.iteration import Fits, History
+from sensitivity.analyses.calibration.observation_model import ObservationModel
+from sensitivity.analyses.calibration.problem import Problem
+from sensitivity.analyses.calibration.solvers import STATUS_MESSAGES, Status
+from sensitivity.analyses.calibration.statistics import (Posterior, correlation, delta_method_std,
+                                                         parameter_interval)
+from sensitivity.labels import matrix_coords, output_coords, parameter_coords
+from sensitivity.units import product
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Names and units of the two labeled axes."""
+
+    names: list[str]
+    punits: Sequence[str] | None
+    onames: list[str]
+    ounits: Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class _Units:
+    """CF attributes of variables on the parameter or output axis.
+
+    A labeled axis whose entries share one unit gives that ``units``; when they
+    differ, ``units_coordinate`` names the coordinate that holds them per entry.
+    """
+
+    parameter: str | None
+    parameter_ref: str | None
+    output: str | None
+    output_ref: str | None
+    known_noise: bool
+
+    @classmethod
+    def of(cls, labels: Labels, known_noise: bool) -> "_Units":
+        def common(units):
+            return units[0] if units is not None and len(set(units)) == 1 else None
+
+        return cls(common(labels.punits), "parameter_units" if labels.punits is not None else None,
+                   common(labels.ounits), "output_units" if labels.ounits is not None else None, known_noise)
+
+    @staticmethod
+    def _attrs(long_name: str, units: str | None, ref: str | None) -> dict:
+        if units is not None:
+            return {"long_name": long_name, "units": units}
+        return {"long_name": long_name, "units_coordinate": ref} if ref is not None else {"long_name": long_name}
+
+    def param(self, long_name: str) -> dict:
+        return self._attrs(long_name, self.parameter, self.parameter_ref)
+
+    def param_squared(self, long_name: str) -> dict:
+        units = product(self.parameter, self.parameter) if self.parameter is not None else None
+        return self._attrs(long_name, units, self.parameter_ref)
+
+    def out(self, long_name: str) -> dict:
+        return self._attrs(long_name, self.output, self.output_ref)
+
+    def cost(self, long_name: str) -> dict:
+        """Whitened squares are dimensionless; unweighted ones carry squared output units."""
+        if self.known_noise:
+            return {"long_name": long_name, "units": "1"}
+        return self._attrs(long_name, product(self.output, self.output) if self.output else None, self.output_ref)
+
+
+def _one(long_name: str, **extra) -> dict:
+    """Attributes of a dimensionless variable."""
+    return {"long_name": long_name, "units": "1", **extra}
+
+
+def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Posterior, x0: np.ndarray,
+               minimum: np.ndarray, labels: Labels, settings: dict) -> xr.Dataset:
+    """The dataset :func:`~sensitivity.analyses.calibration.calibrate` returns (see there for its variables)."""
+    units = _Units.of(labels, problem.observations.known_noise)
+    data = {**_observation_vars(problem.observations, problem.m, units),
+            **_fit_vars(fits, x0, minimum, units),
+            **_statistics_vars(problem, fits, post, settings["level"], units)}
+    if problem.prior_mean is not None:
+        prior_cov = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
+        data["prior_mean"] = (("parameter",), problem.prior_mean, units.param("prior mean"))
+        data["prior_std"] = (("parameter",), np.sqrt(np.diag(prior_cov)), units.param("prior standard deviation"))
+    if history is not None:
+        data.update(_history_vars(history, units, settings["solver"].startswith("GaussNewton")))
+    k, n = fits.x.shape
+    coords = {
+        "start": xr.Variable("start", np.arange(k, dtype=np.int32), _one("start index")),
+        "component": xr.Variable("component", np.arange(n, dtype=np.int32), _one("singular component")),
+        "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"}),
+        **parameter_coords(labels.names, labels.punits),
+        **output_coords(labels.onames, labels.ounits),
+        **matrix_coords("parameter", labels.names, labels.punits),
+    }
+    if history is not None:
+        coords["iteration"] = xr.Variable("iteration", np.arange(len(history.cost), dtype=np.int32),
+                                          _one("solver iteration (0: start)"))
+    attrs = {"title": "calibration", **settings,
+             "log_parameters": " ".join(nm for nm, lg in zip(labels.names, problem.log_mask) if lg),
+             "noise": "known (sigma or cov)" if units.known_noise else "unknown (covariance scaled by s^2)",
+             "aic_bic": "-2 ln L + 2k, -2 ln L + k ln m_observed; Gaussian data likelihood at the estimate, "
+                        "k = n parameters (+1 when the noise variance is estimated)"}
+    variables = {key: xr.Variable(dims, values, attrs) for key, (dims, values, attrs) in data.items()}
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def _observation_vars(obs: ObservationModel, m: int, units: _Units) -> dict:
+    observed = np.zeros(m, dtype=np.int8)
+    observed[obs.observed] = 1
+    return {
+        "y_obs": (("output",), obs.y_obs, units.out("observed output")),
+        "observation_std": (("output",), obs.observation_std(), units.out("standard deviation of the observation")),
+        "observed": (("output",), observed, {"long_name": "output enters the fit",
+                                              "flag_values": np.array([0, 1], np.int8),
+                                              "flag_meanings": "missing_or_masked observed"}),
+    }
+
+
+def _fit_vars(fits: Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) -> dict:
+    failed = fits.status == Status.NON_FINITE
+    ok = minimum >= 0
+    best = int(np.flatnonzero(ok)[np.argmin(fits.cost[ok])]) if ok.any() else -1
+    status_flags = {"flag_values": np.array([int(s) for s in Status], dtype=np.int16),
+                    "flag_meanings": " ".join(s.name.lower() for s in Status)}
+    messages = np.array([STATUS_MESSAGES[int(s)] for s in fits.status], dtype=object)
+    return {
+        "start_value": (("start", "parameter"), x0, units.param("starting parameter value")),
+        "estimate": (("start", "parameter"), np.where(failed[:, None], np.nan, fits.x),
+                     units.param("fitted parameter value")),
+        "status": (("start",), fits.status.astype(np.int16), {"long_name": "termination status", **status_flags}),
+        "message": (("start",), messages, {"long_name": "termination message"}),
+        "n_iterations": (("start",), fits.n_iter, _one("solver iterations (trial points after the start)")),
+        "cost": (("start",), np.where(failed, np.nan, fits.cost),
+                 units.cost("half the squared norm of the whitened residuals, prior rows included")),
+        "minimum": (("start",), minimum, _one("index of the distinct minimum reached (-1: failed)")),
+        "best_start": ((), np.int32(best), {"long_name": "start of lowest cost among successful fits (-1: none)"}),
+        "n_minima": ((), np.int32(minimum.max() + 1), _one("number of distinct minima")),
+        "model_output": (("start", "output"), np.where(failed[:, None], np.nan, fits.values),
+                         units.out("model output at the estimate")),
+    }
+
+
+def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float, units: _Units) -> dict:
+    obs = problem.observations
+    failed = (fits.status == Status.NON_FINITE)
+    estimate = np.where(failed[:, None], np.nan, fits.x)
+    model_output = np.where(failed[:, None], np.nan, fits.values)
+    se = np.sqrt(np.einsum("kii->ki", post.covariance))
+    q = stats.norm.ppf(0.5 + level / 2) if obs.known_noise else stats.t.ppf(0.5 + level / 2, post.dof)
+    band_sd = delta_method_std(np.where(failed[:, None, None], np.nan, fits.jacobian), post.band_covariance)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reduced = post.chi2 / post.dof if post.dof > 0 else np.full(post.chi2.shape, np.nan)
+    neg2, k = post.neg2_log_likelihood, post.n_fitted
+    ps, po, pij = ("start", "parameter"), ("start", "output"), ("start", "parameter_i", "parameter_j")
+    return {
+        "residual": (po, obs.y_obs[None, :] - model_output, units.out("observation minus model output")),
+        "chi2": (("start",), post.chi2, units.cost("sum of squared whitened data residuals")),
+        "reduced_chi2": (("start",), reduced, units.cost("chi2 / (m_observed - n_parameters)")),
+        "residual_variance": (("start",), post.residual_variance,
+                              {"long_name": "factor applied to the covariance (s^2 when sigma is unknown, else 1)"}),
+        "aic": (("start",), neg2 + 2 * k, _one("Akaike information criterion -2 ln L + 2 k")),
+        "bic": (("start",), neg2 + k * np.log(obs.n_observed), _one("Bayesian information criterion -2 ln L + k ln m")),
+        "covariance": (pij, post.covariance, units.param_squared("parameter covariance (NaN when rank-deficient)")),
+        "standard_error": (ps, se, units.param("standard error of the estimate")),
+        "correlation": (pij, correlation(post.covariance), _one("parameter correlation")),
+        "parameter_interval": (ps + ("bound",), parameter_interval(estimate, se, problem.log_mask, q),
+                               units.param(f"{level:.0%} interval of the parameter (symmetric in log x for "
+                                           "log parameters)")),
+        "prediction_std": (po, band_sd, units.out("delta-method standard deviation of the model output")),
+        "prediction_band": (po + ("bound",), np.stack([model_output - q * band_sd, model_output + q * band_sd], -1),
+                            units.out(f"{level:.0%} delta-method band of the model output (no observation noise)")),
+        "singular_value": (("start", "component"), post.data_svd.singular_values,
+                           _one("singular value of the column-equilibrated weighted data Jacobian")),
+        "singular_vector": (("start", "component", "parameter"), post.data_svd.vt,
+                            _one("right singular vector in equilibrated parameter space")),
+        "rank": (("start",), post.data_rank.astype(np.int32), _one("numerical rank of the weighted data Jacobian")),
+        "condition_number": (("start",), post.condition_number,
+                             _one("condition number of the column-equilibrated weighted data Jacobian")),
+        "identifiability": (ps, post.identifiability, _one("parameter identifiability (Doherty and Hunt 2009)")),
+    }
+
+
+def _history_vars(history: History, units: _Units, gauss_newton: bool) -> dict:
+    damping = "step fraction alpha (Gauss-Newton)" if gauss_newton else "damping lambda relative to the scaling D"
+    si = ("start", "iteration")
+    return {
+        "history_parameter": (si + ("parameter",), np.stack(history.parameters, axis=1),
+                              units.param("parameter value after the iteration")),
+        "history_cost": (si, np.stack(history.cost, axis=1), units.cost("cost after the iteration")),
+        "history_gradient_norm": (si, np.stack(history.gradient_norm, axis=1),
+                                  _one("scaled gradient max_j |J_j^T r| / (|J_j| |r|)")),
+        "history_damping": (si, np.stack(history.damping, axis=1), _one(damping)),
+        "history_step_norm": (si, np.stack(history.step_norm, axis=1), _one("scaled norm |D^(1/2) dz| of the step")),
+        "history_accepted": (si, np.stack(history.accepted, axis=1),
+                             {"long_name": "step accepted", "flag_values": np.array([-1, 0, 1], np.int8),
+                              "flag_meanings": "no_step rejected accepted"}),
+    }
