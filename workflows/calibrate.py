@@ -5,7 +5,8 @@ outputs; every start of the ``grid`` design (plus the nominal point) is fitted t
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
 prior. With ``sweep_path`` the Gauss-Newton step map of a stored sweep is written too
-(``gn_map.nc``), block by block and without evaluating the model.
+(``gn_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`), block by block and without
+evaluating the model.
 """
 from __future__ import annotations
 
@@ -262,11 +263,8 @@ def _log_summary(ds, seconds: float) -> None:
 
 def step_map(cfg: DictConfig) -> Path:
     """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
-    import xarray as xr
-
-    from sensitivity.analyses.calibration import gauss_newton_map
-    from sensitivity.datasets import (PartWriter, content_hash, flat_sweep_block, iter_blocks, output_spec_from,
-                                      provenance)
+    from sensitivity.analyses.calibration import read_stored_sweep, write_step_map
+    from sensitivity.datasets import PartWriter, content_hash, provenance
     from sensitivity.errors import ConfigError, DataError
     from sensitivity.observations import read_observations
 
@@ -275,37 +273,24 @@ def step_map(cfg: DictConfig) -> Path:
     sweep_path = build.repo_path(cfg.sweep_path)
     if not sweep_path.is_file():
         raise DataError(f"`sweep_path`: sweep file not found: {sweep_path}")
-    with xr.open_dataset(sweep_path, decode_times=False) as ds:  # output coordinates as the model's numbers
-        spec = output_spec_from(ds)
-        names = [str(n) for n in ds["parameter_name"].values]
-        units = [str(u) for u in ds["parameter_units"].values]
-        size, source_attrs = ds.sizes["sample"], dict(ds.attrs)
+    sweep = read_stored_sweep(sweep_path)
+    names = sweep.parameter_names
     pair = build.plain(cfg.gn_map.plot_parameters)
     if pair is not None and (len(pair) != 2 or any(p not in names for p in pair)):
         raise ConfigError(f"`gn_map.plot_parameters` must name two of {names}, got {pair}")
-    obs = read_observations(build.repo_path(cfg.observations.path), spec)
+    obs = read_observations(build.repo_path(cfg.observations.path), sweep.spec)
     if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
         log.warning("gn_map: the step map ignores the prior (steps of the data misfit only)")
     out = build.output_dir(cfg) / "gn_map.nc"
     key = build.fingerprint(cfg.gn_map, cfg.rcond, content_hash(sweep_path), content_hash(obs.path))
     writer = PartWriter(out, key)
-    done = writer.done()
-    log.info("gn_map: %d sweep points in blocks of %d -> %s", size, cfg.gn_map.block, out)
-    start = 0
-    for block in iter_blocks(sweep_path, cfg.gn_map.block):
-        stop = start + block.sizes["sample"]
-        if (start, stop) not in done:
-            x, values, jacobian = flat_sweep_block(block, spec)
-            result = gauss_newton_map(values, jacobian, obs.values, **obs.errors(), damping=cfg.gn_map.damping,
-                                      rcond=cfg.rcond, output_names=spec.flat_names())
-            part = result.to_dataset(names, units).assign_coords(sample=block["sample"])
-            part["x"] = xr.Variable(("sample", "parameter"), x, block["x"].attrs)
-            writer.write(part, start, stop)
-        start = stop
+    log.info("gn_map: %d sweep points in blocks of %d -> %s", sweep.size, cfg.gn_map.block, out)
+    write_step_map(sweep, obs.values, writer, **obs.errors(), damping=cfg.gn_map.damping, rcond=cfg.rcond,
+                   block=cfg.gn_map.block)
     attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",
                        workflow="calibrate", config_yaml=build.config_yaml(cfg),
-                       surrogate_source=source_attrs.get("surrogate"),
-                       surrogate_hash=source_attrs.get("surrogate_hash"),
+                       surrogate_source=sweep.attrs.get("surrogate"),
+                       surrogate_hash=sweep.attrs.get("surrogate_hash"),
                        inputs=[sweep_path, obs.path])
     attrs.update(damping=str(cfg.gn_map.damping), rcond=str(cfg.rcond))
     path = writer.finalize(attrs)

@@ -30,7 +30,8 @@ from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, G
 from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
                                                          distinct_minima, equilibrated_svd, identifiability,
                                                          pseudo_inverse_covariance)
-from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
+from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, StoredSweep, gauss_newton_map,
+                                                       read_stored_sweep, write_step_map)
 
 __all__ = [
     "FAILED",
@@ -43,6 +44,7 @@ __all__ = [
     "ObservationModel",
     "Solver",
     "Status",
+    "StoredSweep",
     "ValueAndJacobian",
     "ValuesFn",
     "calibrate",
@@ -53,4 +55,6 @@ __all__ = [
     "gauss_newton_map",
     "identifiability",
     "pseudo_inverse_covariance",
+    "read_stored_sweep",
+    "write_step_map",
 ]

@@ -5,7 +5,8 @@ sweep points (no model call), compute at every point the Gauss-Newton step
 toward the observations, the Levenberg-Marquardt (damped) step, the cost
 decrease each predicts, and the condition number of the weighted Jacobian. All
 points of the block are handled together by stacked :mod:`numpy.linalg` calls;
-call it block by block on sweeps of any size (memory ``O(N m n)`` per block).
+:func:`write_step_map` calls it block by block on sweeps of any size (memory ``O(N m n)``
+per block), resumably.
 
 With the whitened residual ``r = W (F - y)``, whitened Jacobian ``J = W dF/dx``,
 column equilibration ``J_s = J diag(1/c)`` (``c`` the column norms, i.e.
@@ -26,15 +27,18 @@ parameters. J. SIAM 11(2), 431-441. https://doi.org/10.1137/0111030
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Iterator, Sequence
 
 import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
+from sensitivity.datasets import PartWriter, flat_sweep_block, iter_blocks, output_spec_from
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import parameter_coords
+from sensitivity.outputs import OutputSpec
 
 
 @dataclass(frozen=True)
@@ -189,3 +193,87 @@ def gauss_newton_map(
         rank=np.where(finite, rank, -1).astype(np.int32),
         known_noise=obs.known_noise,
     )
+
+
+# ----------------------------------------------------------------------------- over a stored sweep
+@dataclass(frozen=True)
+class StoredSweep:
+    """What the step map reads of a stored sweep (``sweep.nc``): its header, and its blocks one at a time.
+
+    Attributes
+    ----------
+    path
+        The sweep file.
+    spec
+        The model's output (name, dims, units), as stored.
+    parameter_names, parameter_units
+        The ``n`` parameters of the points and Jacobians.
+    size
+        Number of sweep points.
+    attrs
+        The sweep's global attributes (surrogate source and hash for provenance).
+    """
+
+    path: Path
+    spec: OutputSpec
+    parameter_names: list[str]
+    parameter_units: list[str]
+    size: int
+    attrs: dict
+
+    def blocks(self, block: int) -> Iterator[tuple[int, int, xr.Dataset]]:
+        """``(start, stop, points)`` of consecutive blocks of ``block`` sweep points, loaded one at a time."""
+        start = 0
+        for points in iter_blocks(self.path, block):
+            stop = start + points.sizes["sample"]
+            yield start, stop, points
+            start = stop
+
+
+def read_stored_sweep(path: str | Path) -> StoredSweep:
+    """Read the header of a stored sweep: the one place the step map opens a sweep file."""
+    with xr.open_dataset(path, decode_times=False) as ds:  # output coordinates as the model's numbers
+        return StoredSweep(path=Path(path), spec=output_spec_from(ds),
+                           parameter_names=[str(n) for n in ds["parameter_name"].values],
+                           parameter_units=[str(u) for u in ds["parameter_units"].values],
+                           size=ds.sizes["sample"], attrs=dict(ds.attrs))
+
+
+def write_step_map(
+    sweep: StoredSweep,
+    y_obs: np.ndarray,
+    writer: PartWriter,
+    *,
+    sigma: np.ndarray | float | None = None,
+    cov: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    damping: float = 1e-3,
+    rcond: float = 1e-8,
+    block: int = 16384,
+) -> None:
+    """:func:`gauss_newton_map` of every block of ``sweep`` that ``writer`` does not hold yet, one part each.
+
+    Parameters
+    ----------
+    sweep
+        The stored sweep (:func:`read_stored_sweep`); its values and Jacobians are used, the model is not called.
+    y_obs, sigma, cov, mask, damping, rcond
+        As for :func:`gauss_newton_map`, on the sweep's flat outputs (C order).
+    writer
+        Receives each block as a dataset on ``(sample, parameter)`` with the points ``x``; the caller
+        finalizes it (resuming an interrupted map skips the blocks already written).
+    block
+        Sweep points per block (memory ``O(block m n)``).
+    """
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ConfigError(f"`block` must be an integer >= 1, got {block!r}")
+    done = writer.done()
+    for start, stop, points in sweep.blocks(block):
+        if (start, stop) in done:
+            continue
+        x, values, jacobian = flat_sweep_block(points, sweep.spec)
+        result = gauss_newton_map(values, jacobian, y_obs, sigma=sigma, cov=cov, mask=mask, damping=damping,
+                                  rcond=rcond, output_names=sweep.spec.flat_names())
+        part = result.to_dataset(sweep.parameter_names, sweep.parameter_units).assign_coords(sample=points["sample"])
+        part["x"] = xr.Variable(("sample", "parameter"), x, points["x"].attrs)
+        writer.write(part, start, stop)

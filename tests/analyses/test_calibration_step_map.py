@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
-from sensitivity.analyses.calibration import gauss_newton_map
+from sensitivity.analyses.calibration import gauss_newton_map, read_stored_sweep, write_step_map
+from sensitivity.datasets import PartWriter, sweep_dataset, write_atomic
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.outputs import OutputDim, OutputSpec
 
 
 def random_block(seed, n_points=7, m=9, n=3):
@@ -77,3 +80,41 @@ def test_bad_inputs(kwargs, error):
     args.update(kwargs)
     with pytest.raises(error):
         gauss_newton_map(values, jac, args.pop("y_obs"), **args)
+
+
+def stored_sweep(path, points, values, jacobian):
+    """A sweep file of the given arrays on a ``time`` output axis, as the sweep workflow writes it."""
+    spec = OutputSpec(name="y", units="m", dims=(OutputDim("time", tuple(range(values.shape[1])), "day"),))
+    ds = sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=["a", "b", "c"],
+                       parameter_units=["s", "s", "s"], parameter_long_names=None, output=spec)
+    return write_atomic(ds, path)
+
+
+def test_step_map_of_a_stored_sweep_block_by_block_equals_the_whole_and_resumes(tmp_path):
+    values, jac, y, sigma = random_block(5, n_points=7)
+    points = np.random.default_rng(5).uniform(size=(7, 3))
+    sweep = read_stored_sweep(stored_sweep(tmp_path / "sweep.nc", points, values, jac))
+    assert (sweep.size, sweep.parameter_names, sweep.parameter_units) == (7, ["a", "b", "c"], ["s", "s", "s"])
+    writer = PartWriter(tmp_path / "gn.nc", "key")
+    write_step_map(sweep, y, writer, sigma=sigma, damping=0.1, block=3)
+    assert writer.done() == {(0, 3), (3, 6), (6, 7)}
+    kept = {p.name: p.stat().st_ino for p in writer.parts.glob("part-*.nc")}  # a rewritten part is a new file
+    lost = writer.parts / "part-000000000003-000000000006.nc"
+    lost.unlink()  # an interrupted run: only this block is computed again
+    write_step_map(sweep, y, writer, sigma=sigma, damping=0.1, block=3)
+    assert all(p.stat().st_ino == kept[p.name] for p in writer.parts.glob("part-*.nc") if p != lost)
+    ds = xr.open_dataset(writer.finalize({"title": "step map"}))
+    whole = gauss_newton_map(values, jac, y, sigma=sigma, damping=0.1)
+    np.testing.assert_array_equal(ds["sample"].values, np.arange(7))
+    np.testing.assert_array_equal(ds["x"].values, points)
+    np.testing.assert_allclose(ds["gn_step"].values, whole.step, rtol=1e-12)
+    np.testing.assert_allclose(ds["damped_step"].values, whole.damped_step, rtol=1e-12)
+    np.testing.assert_allclose(ds["cost"].values, 0.5 * np.sum(((values - y) / sigma) ** 2, axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("block", [0, 2.5, True])
+def test_step_map_block_must_be_a_positive_integer(tmp_path, block):
+    values, jac, y, _ = random_block(6, n_points=2)
+    sweep = read_stored_sweep(stored_sweep(tmp_path / "sweep.nc", np.zeros((2, 3)), values, jac))
+    with pytest.raises(ConfigError, match="`block` must be an integer >= 1"):
+        write_step_map(sweep, y, PartWriter(tmp_path / "gn.nc", "key"), block=block)
