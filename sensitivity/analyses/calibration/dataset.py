@@ -6,7 +6,6 @@ from typing import Sequence
 
 import numpy as np
 import xarray as xr
-from scipy import stats
 
 from sensitivity.analyses.calibration.iteration import Fits, History
 from sensitivity.analyses.calibration.observation_model import ObservationModel
@@ -153,21 +152,17 @@ def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float
     failed = (fits.status == Status.NON_FINITE)
     estimate = np.where(failed[:, None], np.nan, fits.x)
     model_output = np.where(failed[:, None], np.nan, fits.values)
-    se = np.sqrt(np.einsum("kii->ki", post.covariance))
-    q = stats.norm.ppf(0.5 + level / 2) if obs.known_noise else stats.t.ppf(0.5 + level / 2, post.dof)
+    se, q = post.standard_error, post.quantile(level)
     band_sd = delta_method_std(np.where(failed[:, None, None], np.nan, fits.jacobian), post.band_covariance)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reduced = post.chi2 / post.dof if post.dof > 0 else np.full(post.chi2.shape, np.nan)
-    neg2, k = post.neg2_log_likelihood, post.n_fitted
     ps, po, pij = ("start", "parameter"), ("start", "output"), ("start", "parameter_i", "parameter_j")
     return {
         "residual": (po, obs.y_obs[None, :] - model_output, units.out("observation minus model output")),
         "chi2": (("start",), post.chi2, units.cost("sum of squared whitened data residuals")),
-        "reduced_chi2": (("start",), reduced, units.cost("chi2 / (m_observed - n_parameters)")),
+        "reduced_chi2": (("start",), post.reduced_chi2, units.cost("chi2 / (m_observed - n_parameters)")),
         "residual_variance": (("start",), post.residual_variance,
                               {"long_name": "factor applied to the covariance (s^2 when sigma is unknown, else 1)"}),
-        "aic": (("start",), neg2 + 2 * k, _one("Akaike information criterion -2 ln L + 2 k")),
-        "bic": (("start",), neg2 + k * np.log(obs.n_observed), _one("Bayesian information criterion -2 ln L + k ln m")),
+        "aic": (("start",), post.aic, _one("Akaike information criterion -2 ln L + 2 k")),
+        "bic": (("start",), post.bic, _one("Bayesian information criterion -2 ln L + k ln m")),
         "covariance": (pij, post.covariance, units.param_squared("parameter covariance (NaN when rank-deficient)")),
         "standard_error": (ps, se, units.param("standard error of the estimate")),
         "correlation": (pij, correlation(post.covariance), _one("parameter correlation")),

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from sensitivity.analyses.calibration.iteration import Fits
 from sensitivity.analyses.calibration.problem import Problem
@@ -167,6 +168,8 @@ class Posterior:
 
     chi2: np.ndarray
     dof: int
+    n_observed: int
+    known_noise: bool
     residual_variance: np.ndarray
     covariance: np.ndarray
     band_covariance: np.ndarray
@@ -177,6 +180,32 @@ class Posterior:
     condition_number: np.ndarray
     neg2_log_likelihood: np.ndarray
     n_fitted: int
+
+    @property
+    def standard_error(self) -> np.ndarray:
+        """``[K, n]`` square roots of the covariance's diagonal (NaN when rank-deficient)."""
+        return np.sqrt(np.einsum("kii->ki", self.covariance))
+
+    @property
+    def reduced_chi2(self) -> np.ndarray:
+        """``[K]`` ``chi2 / (m_o - n)`` (NaN without degrees of freedom)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.chi2 / self.dof if self.dof > 0 else np.full(self.chi2.shape, np.nan)
+
+    @property
+    def aic(self) -> np.ndarray:
+        """``[K]`` Akaike information criterion ``-2 ln L + 2 k``."""
+        return self.neg2_log_likelihood + 2 * self.n_fitted
+
+    @property
+    def bic(self) -> np.ndarray:
+        """``[K]`` Bayesian information criterion ``-2 ln L + k ln m_o``."""
+        return self.neg2_log_likelihood + self.n_fitted * np.log(self.n_observed)
+
+    def quantile(self, level: float) -> float:
+        """Two-sided quantile of probability ``level``: normal for known noise, Student t with ``m_o - n``
+        degrees of freedom when the noise variance was estimated."""
+        return stats.norm.ppf(0.5 + level / 2) if self.known_noise else stats.t.ppf(0.5 + level / 2, self.dof)
 
 
 def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
@@ -200,11 +229,11 @@ def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
     covariance = np.where((rank == n)[:, None, None], band_cov, np.nan)
     data_svd = full_svd if problem.prior_whitening is None else equilibrated_svd(jx[:, :m_o])
     data_rank = data_svd.rank(rcond)
-    return Posterior(chi2=chi2, dof=dof, residual_variance=s2, covariance=covariance, band_covariance=band_cov,
-                      rank=rank, data_svd=data_svd, data_rank=data_rank,
-                      identifiability=identifiability(data_svd, data_rank),
-                      condition_number=data_svd.condition_number(), neg2_log_likelihood=neg2,
-                      n_fitted=n + (0 if obs.known_noise else 1))
+    return Posterior(chi2=chi2, dof=dof, n_observed=m_o, known_noise=obs.known_noise, residual_variance=s2,
+                     covariance=covariance, band_covariance=band_cov, rank=rank, data_svd=data_svd,
+                     data_rank=data_rank, identifiability=identifiability(data_svd, data_rank),
+                     condition_number=data_svd.condition_number(), neg2_log_likelihood=neg2,
+                     n_fitted=n + (0 if obs.known_noise else 1))
 
 
 def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float) -> np.ndarray:
