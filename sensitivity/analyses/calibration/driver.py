@@ -64,7 +64,7 @@ def calibrate(
     prior_mean, prior_cov
         Gaussian prior on the parameters, in physical units (MAP fit). Needs ``sigma`` or ``cov``.
     bounds
-        ``[n, 2]`` (low, high); ``±inf`` for none. Respected by projection (see module docstring).
+        ``[n, 2]`` (low, high); ``±inf`` for none. Respected by projection (see :mod:`.iteration`).
     log_parameters
         ``[n]`` bool: fit ``log(x)`` for these parameters (they must stay > 0).
     solver

@@ -51,7 +51,7 @@ class Fits:
     cost: np.ndarray  # [K]
     normal: np.ndarray  # [K, n, n] J_z^T J_z, whitened, in the solver's variables
     gradient: np.ndarray  # [K, n] J_z^T r
-    scaling: np.ndarray  # [K, n] the D of the module docstring
+    scaling: np.ndarray  # [K, n] the scaling D (see :mod:`.solvers`)
     damping: np.ndarray  # [K]
     nu: np.ndarray  # [K]
     status: np.ndarray  # [K] int
@@ -197,7 +197,7 @@ def solve(problem: Problem, calls: ModelCalls, x0: np.ndarray, solver: Solver,
                                                     None if jacobian is None else jacobian[ok])
     ok[ok] = finite
     fits = Fits(x=x0.copy(), cost=cost, normal=normal, gradient=g,
-                scaling=solver.scaling(np.einsum("kii->ki", normal), None),
+                scaling=solver.update_scaling(np.einsum("kii->ki", normal), None),
                 damping=np.full(k, solver.start_damping()), nu=np.full(k, 2.0),
                 status=np.where(ok, RUNNING, Status.NON_FINITE).astype(np.int16), n_iter=np.zeros(k, np.int32))
     gnorm = _gradient_cosine(normal[ok], g[ok], cost[ok], _free(problem.to_internal(x0[ok]), g[ok], problem))
@@ -244,7 +244,8 @@ def _iterate(problem: Problem, calls: ModelCalls, solver: Solver, fits: Fits, hi
     fits.damping[a], fits.nu[a] = solver.update_damping(fits.damping[a], fits.nu[a], rho, accepted)
     fits.n_iter[a] += 1
     normal_now, g_now = fits.normal[a], fits.gradient[a]
-    fits.scaling[a] = np.where(accepted[:, None], solver.scaling(np.einsum("kii->ki", normal_now), scaling), scaling)
+    fits.scaling[a] = np.where(accepted[:, None], solver.update_scaling(np.einsum("kii->ki", normal_now), scaling),
+                               scaling)
     gnorm = _gradient_cosine(normal_now, g_now, fits.cost[a], _free(problem.to_internal(fits.x[a]), g_now, problem))
     xtol_hit = np.all(np.abs(dz) <= solver.xtol * (solver.xtol + np.abs(z)), axis=1)
     ftol_hit = finite & (np.abs(ared) <= solver.ftol * cost_old) & (pred <= solver.ftol * cost_old)

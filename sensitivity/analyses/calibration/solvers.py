@@ -99,7 +99,7 @@ class _Tolerances:
             if not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ConfigError(f"{name}: `{attr}` must be a number in [0, 1), got {value!r}")
 
-    def scaling(self, colnorm2: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+    def update_scaling(self, colnorm2: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
         """Running maximum of the squared column norms; columns never seen non-zero get 1."""
         current = colnorm2 if previous is None else np.maximum(previous, colnorm2)
         return np.where(current > 0, current, 1.0)
@@ -132,12 +132,14 @@ class LevenbergMarquardt(_Tolerances):
         if not isinstance(self.marquardt_scaling, bool):
             raise ConfigError(f"LevenbergMarquardt: `marquardt_scaling` must be a bool, got {self.marquardt_scaling!r}")
 
-    def scaling(self, colnorm2: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+    def update_scaling(self, colnorm2: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+        """As the base rule on ``diag(J^T J)``, or on its largest entry for every column (Levenberg)."""
         if not self.marquardt_scaling:
             colnorm2 = np.broadcast_to(colnorm2.max(axis=1, keepdims=True), colnorm2.shape)
-        return super().scaling(colnorm2, previous)
+        return super().update_scaling(colnorm2, previous)
 
     def start_damping(self) -> float:
+        """``lam`` of every start before its first step."""
         return float(self.initial_damping)
 
     def scaled_step(self, normal: np.ndarray, g: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
@@ -149,9 +151,11 @@ class LevenbergMarquardt(_Tolerances):
             return -np.einsum("kij,kj->ki", np.linalg.pinv(system, hermitian=True), g)
 
     def accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
+        """``[K]`` bool: steps of gain ratio ``rho`` with a finite trial cost that are taken."""
         return finite & (rho > _GAIN_THRESHOLD)
 
     def update_damping(self, damping: np.ndarray, nu: np.ndarray, rho: np.ndarray, accepted: np.ndarray):
+        """Next ``(lam, nu)`` after a step of gain ratio ``rho`` (Nielsen's rule)."""
         with np.errstate(invalid="ignore", over="ignore"):
             shrink = np.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
         new_damping = np.where(accepted, np.maximum(damping * shrink, _MIN_DAMPING), damping * nu)
@@ -180,6 +184,7 @@ class GaussNewton(_Tolerances):
             raise ConfigError(f"GaussNewton: `line_search` must be a bool, got {self.line_search!r}")
 
     def start_damping(self) -> float:
+        """Step fraction ``alpha`` of every start before its first step."""
         return 1.0
 
     def scaled_step(self, normal: np.ndarray, g: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
@@ -193,9 +198,11 @@ class GaussNewton(_Tolerances):
         return -damping[:, None] * np.einsum("kij,kj->ki", v, inverse * np.einsum("kji,kj->ki", v, g))
 
     def accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
+        """``[K]`` bool: with ``line_search`` a sufficient decrease, else any finite trial cost."""
         return finite & (rho > _GAIN_THRESHOLD) if self.line_search else finite
 
     def update_damping(self, damping: np.ndarray, nu: np.ndarray, rho: np.ndarray, accepted: np.ndarray):
+        """Next ``(alpha, nu)``: back to 1 after an accepted step, halved after a rejected one."""
         return np.where(accepted, 1.0, 0.5 * damping), nu
 
 
