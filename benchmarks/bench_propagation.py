@@ -39,9 +39,9 @@ from sensitivity.analyses.propagation import (  # noqa: E402
     monte_carlo,
     replicate_plan,
     second_order,
+    truncated_gaussian_inputs,
     unscented,
 )
-from sensitivity.analyses.sampling import truncated_gaussian_inputs  # noqa: E402
 from sensitivity.hessian import compile_hessian  # noqa: E402
 from sensitivity.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.space import Parameter, ParameterSpace  # noqa: E402

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
 from omegaconf import DictConfig
 
 from workflows import build
@@ -86,8 +85,7 @@ SCHEMA = PropagateConf
 def run(cfg: DictConfig) -> Path:
     """Run the propagation described by ``cfg``; return the path of ``propagation.nc``
     (``local_propagation.nc`` when only local propagation was asked for)."""
-    from sensitivity.analyses.propagation import METHODS
-    from sensitivity.analyses.sampling import SAMPLERS
+    from sensitivity.analyses.propagation import METHODS, SAMPLERS
     from sensitivity.errors import ConfigError
 
     methods = list(cfg.propagation.methods)
@@ -109,7 +107,7 @@ def run(cfg: DictConfig) -> Path:
 
 def inputs_from(cfg: DictConfig, space):
     """The input uncertainty of ``cfg.uncertainty`` and the result files it was read from."""
-    from sensitivity.analyses.sampling import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
+    from sensitivity.analyses.propagation import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
     from sensitivity.datasets import read_estimate
     from sensitivity.errors import ConfigError, DataError
 
@@ -165,7 +163,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
 def _local(cfg: DictConfig, inputs, sources: list[str]) -> Path:
     """Linear sigma_y at every point of a stored sweep -> local_propagation.nc."""
     from sensitivity.datasets import content_hash, open_result, provenance
-    from sensitivity.local_propagation import propagate_sweep
+    from sensitivity.analyses.propagation import pointwise_propagation
 
     sweep = cfg.local.sweep
     with open_result(sweep) as ds:
@@ -175,8 +173,8 @@ def _local(cfg: DictConfig, inputs, sources: list[str]) -> Path:
                        surrogate_hash=surrogate_hash, seed=cfg.seed, inputs=[sweep, *sources])
     attrs.update(input_source=_describe(cfg), input_distribution=inputs.description)
     key = build.fingerprint(content_hash(sweep), inputs.names, inputs.covariance.tolist(), cfg.local.block_size)
-    out = propagate_sweep(sweep, inputs, build.output_dir(cfg) / "local_propagation.nc", attrs=attrs,
-                          fingerprint=key, block=cfg.local.block_size, progress=cfg.progress)
+    out = pointwise_propagation(sweep, inputs, build.output_dir(cfg) / "local_propagation.nc", attrs=attrs,
+                                fingerprint=key, block=cfg.local.block_size, progress=cfg.progress)
     log.info("local propagation: %s", out)
     return out
 
@@ -198,18 +196,9 @@ def _describe(cfg: DictConfig) -> str:
 
 
 def _log_verdict(ds, can_truncate: bool) -> None:
-    """One log line per moment method: how many outputs disagree with Monte Carlo; a warning per failed
-    method and where model evaluations left the parameter bounds."""
+    """Log the verdict's summary: a warning per failed method and where model evaluations left the bounds."""
+    from sensitivity.analyses.propagation.verdict import summary_lines
+
     hint = " (uncertainty.truncate=true keeps the posterior inside them)" if can_truncate else ""
-    for i, name in enumerate(ds["method_name"].values):
-        outside = float(ds["outside_bounds"].values[i])
-        if ds["status"].values[i] != 0:
-            log.warning("%s failed: %s", name, ds["status_message"].values[i])
-        if outside > 0.01:
-            log.warning("%s: %.0f%% of model evaluations outside the parameter bounds%s", name, 100 * outside, hint)
-        flags = ds["nonlinear"].values[i]
-        if (flags < 0).all():
-            continue
-        gap = np.nanmax(np.abs(np.stack([ds["mean_discrepancy"].values[i], ds["std_discrepancy"].values[i]])))
-        log.info("verdict: %s disagrees with Monte Carlo on %d of %d outputs (largest gap %.3g std)", name,
-                 int((flags == 1).sum()), flags.size, gap)
+    for severity, line in summary_lines(ds, bounds_hint=hint):
+        log.log(logging.WARNING if severity == "warning" else logging.INFO, line)

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from sensitivity.analyses import sampling
+from sensitivity.analyses.propagation import inputs as sampling
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, output_coords, parameter_coords
 from sensitivity.space import ParameterSpace
@@ -87,7 +87,7 @@ def sobol_base(d: int, n: int, seed: Seed) -> np.ndarray:
 
     The scrambling generator is ``numpy.random.default_rng(seed)``, so passing the same
     integer reproduces the points (and SALib, given that same Generator, draws them too).
-    The sequence is :func:`sensitivity.analyses.sampling.unit_cube_blocks`' in one block.
+    The sequence is :func:`sensitivity.analyses.propagation.unit_cube_blocks`' in one block.
     """
     check_power_of_two(n, what="n")
     return next(sampling.unit_cube_blocks(n, d, n, "sobol", np.random.default_rng(seed)))
@@ -96,7 +96,7 @@ def sobol_base(d: int, n: int, seed: Seed) -> np.ndarray:
 def to_physical(space: ParameterSpace, u: np.ndarray) -> np.ndarray:
     """Map unit-cube points ``u [N, n]`` to physical values through the space's marginals.
 
-    This is :meth:`sensitivity.analyses.sampling.CopulaInputs.from_unit_cube` of the space:
+    This is :meth:`sensitivity.analyses.propagation.CopulaInputs.from_unit_cube` of the space:
     each column goes through its marginal's quantile function, coupled by the space's
     Gaussian copula when it has a correlation matrix. ``u`` is clipped to
     ``[2^-53, 1 - 2^-53]``, so the quantiles 0 and 1 of a bounded marginal land within

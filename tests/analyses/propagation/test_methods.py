@@ -17,13 +17,14 @@ from scipy import special
 from sensitivity.analyses.propagation import (
     METHODS,
     first_order,
+    gaussian_inputs,
+    inputs_from_space,
     monte_carlo,
+    pointwise_std,
     propagate,
-    propagate_local,
     second_order,
     unscented,
 )
-from sensitivity.analyses.sampling import gaussian_inputs, inputs_from_space
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.space import ParameterSpace
 
@@ -254,19 +255,19 @@ def test_failed_method_is_data_not_an_exception(gaussian):
     assert ds.nonlinear.values.tolist() == [[-1], [-1]]
 
 
-def test_propagate_local_equals_a_per_point_loop(rng):
+def test_pointwise_std_equals_a_per_point_loop(rng):
     jac = rng.normal(size=(50, 4, 3))
     cov = np.array([[1.0, 0.2, 0.0], [0.2, 0.5, -0.1], [0.0, -0.1, 2.0]])
     expected = np.array([np.sqrt(np.diag(j @ cov @ j.T)) for j in jac])
-    np.testing.assert_allclose(propagate_local(jac, cov), expected, rtol=1e-12)
+    np.testing.assert_allclose(pointwise_std(jac, cov), expected, rtol=1e-12)
     # a field-shaped output [N, 2, 2, n] gives sigma [N, 2, 2]
-    np.testing.assert_allclose(propagate_local(jac.reshape(50, 2, 2, 3), cov), expected.reshape(50, 2, 2), rtol=1e-12)
+    np.testing.assert_allclose(pointwise_std(jac.reshape(50, 2, 2, 3), cov), expected.reshape(50, 2, 2), rtol=1e-12)
 
 
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda g, f: propagate_local(np.ones((2, 1, 2)), [[1.0, 2.0], [2.0, 1.0]]), ConfigError, "positive definite"),
+        (lambda g, f: pointwise_std(np.ones((2, 1, 2)), [[1.0, 2.0], [2.0, 1.0]]), ConfigError, "positive definite"),
         (lambda g, f: propagate(g, values_fn=f.values, methods=("second_order",)), ConfigError, "needs `value_and_jacobian`"),
         (lambda g, f: propagate(g, values_fn=f.values, methods=("bootstrap",)), ConfigError, "bootstrap"),
         (lambda g, f: unscented(g, f.values, alpha=0.0), ConfigError, "`alpha` must be > 0"),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.sampling import (
+from sensitivity.analyses.propagation import (
     gaussian_inputs,
     inputs_from_space,
     pearson_under_copula,

@@ -1,0 +1,68 @@
+"""Uncertainty propagation through a batched model, four methods side by side, with a linearity verdict.
+
+Given input uncertainty (:mod:`~sensitivity.analyses.propagation.inputs`) with mean ``mu`` and
+covariance ``S``, and a model ``f: [K, n] -> [K, m]`` evaluated in batches
+(:mod:`~sensitivity.analyses.propagation.evaluation`), each method returns the output mean, standard
+deviation, covariance and quantiles as a labeled dataset
+(:mod:`~sensitivity.analyses.propagation.dataset`):
+
+``first_order``
+    Delta method: mean ``f(mu)``, covariance ``J S J^T`` with ``J`` the Jacobian at ``mu``.
+``second_order``
+    Adds the Hessian terms ``1/2 tr(H_k S)`` to the mean and ``1/2 tr(H_k S H_l S)`` to the covariance.
+``unscented``
+    Scaled unscented transform on ``2n + 1`` sigma points.
+``monte_carlo``
+    Plain Monte Carlo or randomised QMC from the full input distribution, in independent replicates
+    whose spread gives every standard error, in bounded memory.
+
+Moment methods report normal-approximation quantiles ``mean + std Phi^-1(p)``; their standard errors
+are NaN (no sampling). :func:`propagate` (:mod:`~sensitivity.analyses.propagation.driver`) runs several
+methods and adds the verdict (:func:`nonlinearity_verdict`) comparing each with Monte Carlo.
+:func:`pointwise_propagation` propagates the same covariance linearly through every Jacobian of a
+stored sweep (``sigma_y = sqrt(diag(J S J^T))`` at each point, :func:`pointwise_std`).
+"""
+from __future__ import annotations
+
+from sensitivity.analyses.propagation.dataset import (
+    DEFAULT_QUANTILES,
+    STATUS_NON_FINITE,
+    STATUS_OK,
+    input_variables,
+)
+from sensitivity.analyses.propagation.driver import METHODS, Method, propagate
+from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
+from sensitivity.analyses.propagation.first_order import first_order
+from sensitivity.analyses.propagation.inputs import (
+    SAMPLERS,
+    CopulaInputs,
+    GaussianInputs,
+    InputUncertainty,
+    Sampler,
+    checked_covariance,
+    gaussian_inputs,
+    inputs_from_space,
+    marginal_from_normal,
+    pearson_under_copula,
+    truncated_gaussian_inputs,
+    unit_cube_blocks,
+)
+from sensitivity.analyses.propagation.monte_carlo import monte_carlo, replicate_plan
+from sensitivity.analyses.propagation.pointwise import pointwise_propagation, pointwise_std
+from sensitivity.analyses.propagation.second_order import second_order
+from sensitivity.analyses.propagation.unscented import sigma_points, unscented
+from sensitivity.analyses.propagation.verdict import (
+    VERDICT_CONSISTENT,
+    VERDICT_NONLINEAR,
+    VERDICT_NOT_ASSESSED,
+    nonlinearity_verdict,
+)
+
+__all__ = [
+    "DEFAULT_QUANTILES", "METHODS", "SAMPLERS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT",
+    "VERDICT_NONLINEAR", "VERDICT_NOT_ASSESSED", "CopulaInputs", "GaussianInputs", "HessianFn", "InputUncertainty",
+    "Method", "Sampler", "ValueAndJacobianFn", "ValuesFn", "checked_covariance", "first_order", "gaussian_inputs",
+    "input_variables", "inputs_from_space", "marginal_from_normal", "monte_carlo", "nonlinearity_verdict",
+    "pearson_under_copula", "pointwise_propagation", "pointwise_std", "propagate", "replicate_plan", "second_order",
+    "sigma_points", "truncated_gaussian_inputs", "unit_cube_blocks", "unscented",
+]

@@ -1,0 +1,119 @@
+"""Propagate one input uncertainty with several methods side by side, and compare them with Monte Carlo.
+
+The methods (:mod:`~sensitivity.analyses.propagation.first_order`, ``second_order``, ``unscented``,
+``monte_carlo``) each return one labeled dataset; :func:`propagate` stacks them on ``method``, records
+the propagated input mean and covariance, and adds the linearity verdict
+(:mod:`~sensitivity.analyses.propagation.verdict`).
+"""
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, input_variables
+from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
+from sensitivity.analyses.propagation.first_order import first_order
+from sensitivity.analyses.propagation.inputs import InputUncertainty, Sampler
+from sensitivity.analyses.propagation.monte_carlo import monte_carlo
+from sensitivity.analyses.propagation.second_order import second_order
+from sensitivity.analyses.propagation.unscented import unscented
+from sensitivity.analyses.propagation.verdict import nonlinearity_verdict
+from sensitivity.errors import ConfigError
+from sensitivity.labels import axis_coords
+
+Method = Literal["first_order", "second_order", "unscented", "monte_carlo"]
+METHODS: tuple[str, ...] = ("first_order", "second_order", "unscented", "monte_carlo")
+
+
+def propagate(
+    inputs: InputUncertainty,
+    *,
+    values_fn: ValuesFn | None = None,
+    value_and_jacobian: ValueAndJacobianFn | None = None,
+    hessian: HessianFn | None = None,
+    methods: Sequence[Method] = METHODS,
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+    alpha: float = 1.0,
+    beta: float = 2.0,
+    kappa: float = 0.0,
+    n_samples: int = 2**16,
+    n_replicates: int = 16,
+    sampler: Sampler = "sobol",
+    block_size: int = 4096,
+    max_bytes: int = 2**28,
+    seed: int | np.random.Generator | None = None,
+    k_sigma: float = 3.0,
+    rtol: float = 0.05,
+) -> xr.Dataset:
+    """Propagate ``inputs`` with several methods and compare them with Monte Carlo.
+
+    Parameters
+    ----------
+    inputs
+        Input uncertainty (:func:`~sensitivity.analyses.propagation.inputs_from_space` or
+        :func:`~sensitivity.analyses.propagation.gaussian_inputs`).
+    values_fn
+        Batched ``[K, n] -> [K, m]``; needed by ``unscented`` and ``monte_carlo``.
+    value_and_jacobian
+        Batched ``[K, n] -> ([K, m], [K, m, n])``; needed by ``first_order`` and ``second_order``.
+    hessian
+        Batched ``[K, n] -> [K, m, n, n]``; needed by ``second_order``.
+    methods
+        Any of ``first_order``, ``second_order``, ``unscented``, ``monte_carlo``, in output order.
+    alpha, beta, kappa
+        Unscented transform settings (:func:`~sensitivity.analyses.propagation.unscented`).
+    n_samples, n_replicates, sampler, block_size, max_bytes, seed
+        Monte Carlo settings (:func:`~sensitivity.analyses.propagation.monte_carlo`).
+    k_sigma, rtol
+        Verdict settings (:func:`~sensitivity.analyses.propagation.nonlinearity_verdict`).
+
+    Returns
+    -------
+    xarray.Dataset
+        The methods' results stacked on ``method`` (labels in ``method_name(method)``), the input
+        ``input_mean(parameter)`` and ``input_covariance(parameter_i, parameter_j)``, and the verdict
+        ``mean_discrepancy``, ``std_discrepancy``, ``nonlinear`` on ``(method, output)``.
+    """
+    _check_methods(methods, values_fn, value_and_jacobian, hessian)
+    labels = dict(quantiles=quantiles, output_names=output_names, output_units=output_units)
+    run = {
+        "first_order": lambda: first_order(inputs, value_and_jacobian, **labels),
+        "second_order": lambda: second_order(inputs, value_and_jacobian, hessian, **labels),
+        "unscented": lambda: unscented(inputs, values_fn, alpha=alpha, beta=beta, kappa=kappa, **labels),
+        "monte_carlo": lambda: monte_carlo(inputs, values_fn, n_samples=n_samples, n_replicates=n_replicates,
+                                           sampler=sampler, block_size=block_size, max_bytes=max_bytes, seed=seed,
+                                           **labels),
+    }
+    results = [run[name]() for name in methods]
+    mc_attrs = results[list(methods).index("monte_carlo")].attrs if "monte_carlo" in methods else {}
+    ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim="method", data_vars="all", coords="minimal",
+                   compat="override", join="override")
+    ds = ds.assign_coords(axis_coords("method", list(methods)))
+    ds = ds.assign(input_variables(inputs))
+    ds = nonlinearity_verdict(ds, k_sigma=k_sigma, rtol=rtol)
+    ds.attrs.update(
+        input_distribution=inputs.description,
+        unscented_alpha=float(alpha), unscented_beta=float(beta), unscented_kappa=float(kappa),
+        seed=str(seed) if seed is None or isinstance(seed, (int, np.integer)) else "generator",
+        **{f"monte_carlo_{k}": v for k, v in mc_attrs.items()},
+    )
+    return ds
+
+
+def _check_methods(methods: Sequence[str], values_fn: ValuesFn | None, value_and_jacobian: ValueAndJacobianFn | None,
+                   hessian: HessianFn | None) -> None:
+    if not methods or len(set(methods)) != len(methods):
+        raise ConfigError(f"`methods` must list distinct methods from {METHODS}, got {list(methods)}")
+    needs = {"first_order": ("value_and_jacobian",), "second_order": ("value_and_jacobian", "hessian"),
+             "unscented": ("values_fn",), "monte_carlo": ("values_fn",)}
+    given = {"values_fn": values_fn, "value_and_jacobian": value_and_jacobian, "hessian": hessian}
+    for method in methods:
+        if method not in needs:
+            raise ConfigError(f"`methods` entries must be one of {METHODS}, got {method!r}")
+        for arg in needs[method]:
+            if given[arg] is None:
+                raise ConfigError(f"method {method!r} needs `{arg}`, got None")

@@ -1,0 +1,41 @@
+"""The model as the propagation methods call it: batched callables, and checks of what they return.
+
+Every method evaluates the model through one of three batched callables, all in physical units:
+``values_fn: [K, n] -> [K, m]``, ``value_and_jacobian: [K, n] -> ([K, m], [K, m, n])`` and
+``hessian: [K, n] -> [K, m, n, n]``. A wrong shape is a :class:`~sensitivity.errors.ModelError`
+naming the callable, never a broadcasting accident further down.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.errors import ModelError
+
+ValuesFn = Callable[[np.ndarray], np.ndarray]
+ValueAndJacobianFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+HessianFn = Callable[[np.ndarray], np.ndarray]
+
+
+def value_and_jacobian_at_mean(value_and_jacobian: ValueAndJacobianFn, inputs: InputUncertainty
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """Value ``[m]`` and Jacobian ``[m, n]`` at the input mean."""
+    values, jac = value_and_jacobian(inputs.mean[None, :])
+    values = checked_array(values, (1, None), "value_and_jacobian values")
+    return values[0], checked_array(jac, (1, values.shape[1], inputs.n), "value_and_jacobian jacobian")[0]
+
+
+def evaluate(values_fn: ValuesFn, points: np.ndarray) -> np.ndarray:
+    """``values_fn(points)`` as a float64 ``[K, m]`` array, with a clear error on a wrong shape."""
+    return checked_array(values_fn(points), (len(points), None), "values_fn")
+
+
+def checked_array(array: np.ndarray, shape: tuple[int | None, ...], what: str) -> np.ndarray:
+    """``array`` as float64 when it has ``shape`` (None: any size), else a :class:`ModelError` naming ``what``."""
+    a = np.asarray(array, dtype=float)
+    if a.ndim != len(shape) or any(s is not None and s != t for s, t in zip(shape, a.shape)):
+        expected = "[" + ", ".join("m" if s is None else str(s) for s in shape) + "]"
+        raise ModelError(f"`{what}` returned shape {list(a.shape)}, expected {expected}")
+    return a

@@ -1,0 +1,175 @@
+"""Monte Carlo or randomised QMC propagation of the full input distribution, in bounded memory.
+
+Plain Monte Carlo or randomised QMC (Owen-scrambled Sobol) from the full input distribution, in
+``R`` independent replicates of ``N_r`` points, each evaluated in blocks. Memory is bounded by one
+replicate of outputs (``N_r * m`` floats, ``N_r`` chosen from ``max_bytes``) and one ``m x m``
+covariance, whatever the total number of samples:
+
+* mean and covariance are pooled over replicates with the update of Chan, Golub & LeVeque (1983);
+* quantiles are the average of the replicates' sample quantiles (the batch-quantile estimator:
+  its bias, ``O(1 / N_r)``, is far below its standard error, ``O(1 / sqrt(R N_r))``, for the
+  replicate sizes used here, and it needs no second pass or per-sample state such as P^2);
+* every standard error is the spread of the ``R`` replicate estimates divided by ``sqrt(R)``; for
+  RQMC the replicates are independent scrambles, the only valid error estimate for QMC
+  (L'Ecuyer 2018). The standard errors of the std and of the quantiles are those of the replicate
+  averages, used for the pooled estimates too.
+
+References
+----------
+Chan, T. F., Golub, G. H. & LeVeque, R. J. (1983), Algorithms for computing the sample variance,
+Am. Stat. 37, 242-247, doi:10.1080/00031305.1983.10483115.
+L'Ecuyer, P. (2018), Randomized quasi-Monte Carlo: an introduction for practitioners, MCQMC 2016,
+doi:10.1007/978-3-319-91436-7_2.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, method_result
+from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
+from sensitivity.analyses.propagation.inputs import InputUncertainty, Sampler, unit_cube_blocks
+from sensitivity.errors import ConfigError
+
+
+def monte_carlo(
+    inputs: InputUncertainty,
+    values_fn: ValuesFn,
+    *,
+    n_samples: int = 2**16,
+    n_replicates: int = 16,
+    sampler: Sampler = "sobol",
+    block_size: int = 4096,
+    max_bytes: int = 2**28,
+    seed: int | np.random.Generator | None = None,
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """Monte Carlo or randomised QMC propagation of the full input distribution.
+
+    Parameters
+    ----------
+    values_fn
+        ``points [K, n] -> values [K, m]``, batched; called once per block of ``block_size`` points
+        (plus once at the mean to learn ``m``).
+    n_samples
+        Target total number of model evaluations, >= 2 * n_replicates. For ``"sobol"`` the replicate
+        size is a power of 2, so the total is the largest multiple of it not above ``n_samples``.
+    n_replicates
+        Minimum number of independent replicates (scrambles for ``"sobol"``), >= 2; more are used when
+        one replicate of outputs would exceed ``max_bytes``.
+    sampler
+        ``"sobol"`` (randomised QMC) or ``"random"`` (plain Monte Carlo).
+    block_size
+        Points per model call (a power of 2 for ``"sobol"``).
+    max_bytes
+        Memory allowed for one replicate of float64 outputs [bytes].
+    seed
+        Seed or generator; the replicates draw from it in turn.
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`~sensitivity.analyses.propagation.first_order`, with sample quantiles and Monte Carlo standard errors ``mean_se``,
+        ``std_se``, ``covariance_se``, ``quantile_se``; attributes ``n_samples``, ``n_replicates``,
+        ``sampler``.
+    """
+    probabilities = checked_quantiles(quantiles)
+    rng = np.random.default_rng(seed)
+    m = evaluate(values_fn, inputs.mean[None, :]).shape[1]
+    outputs = OutputLabels.of(m, output_names, output_units)
+    n_rep, rep_size = replicate_plan(n_samples, n_replicates, m, max_bytes, power_of_two=sampler == "sobol")
+    block = min(_checked_positive_int(block_size, "block_size"), rep_size)
+    pooled, spread = _PooledMoments(m), _Spread()
+    outside = 0
+    buffer = np.empty((rep_size, m))
+    for _ in range(n_rep):
+        start = 0
+        for u in unit_cube_blocks(rep_size, inputs.n, block, sampler, rng):
+            x = inputs.from_unit_cube(u)
+            outside += int(inputs.outside_bounds(x).sum())
+            buffer[start : start + len(x)] = evaluate(values_fn, x)
+            start += len(x)
+        mean, cov, q = _replicate_statistics(buffer, probabilities)
+        pooled.merge(rep_size, mean, cov * (rep_size - 1))
+        spread.add(mean=mean, std=np.sqrt(np.diag(cov)), covariance=cov, quantile=q)
+    result = method_result(pooled.mean, pooled.covariance, probabilities, outputs, outside / (n_rep * rep_size),
+                           quantile_values=spread.mean["quantile"], se=spread.standard_error())
+    result.attrs.update(n_samples=n_rep * rep_size, n_replicates=n_rep, sampler=sampler)
+    return result
+
+
+def replicate_plan(n_samples: int, n_replicates: int, m: int, max_bytes: int, *,
+                   power_of_two: bool) -> tuple[int, int]:
+    """``(replicates, replicate size)`` for about ``n_samples`` points in at least ``n_replicates``
+    replicates whose ``[size, m]`` float64 outputs fit ``max_bytes``."""
+    n_samples = _checked_positive_int(n_samples, "n_samples")
+    n_replicates = _checked_positive_int(n_replicates, "n_replicates")
+    max_bytes = _checked_positive_int(max_bytes, "max_bytes")
+    if n_replicates < 2:
+        raise ConfigError(f"`n_replicates` must be >= 2 (standard errors need two), got {n_replicates}")
+    size = min(n_samples // n_replicates, max_bytes // (8 * m))
+    if power_of_two and size >= 2:
+        size = 2 ** int(math.log2(size))
+    if size < 2:
+        raise ConfigError(
+            f"`n_samples` = {n_samples} with `n_replicates` = {n_replicates} and `max_bytes` = {max_bytes} for "
+            f"{m} outputs leaves < 2 samples per replicate"
+        )
+    return n_samples // size, size
+
+
+def _replicate_statistics(values: np.ndarray, probabilities: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Mean, covariance (ddof 1) and quantiles of one replicate; centres ``values`` in place."""
+    mean = values.mean(axis=0)
+    values -= mean
+    cov = np.dot(values.T, values) / (len(values) - 1)  # 10x faster than `values.T @ values` (numpy 2.4, measured)
+    q = np.quantile(values, probabilities, axis=0, overwrite_input=True) + mean  # reorders columns: last
+    return mean, cov, q
+
+
+class _PooledMoments:
+    """Streaming mean and scatter matrix, merged group by group (Chan, Golub & LeVeque 1983)."""
+
+    def __init__(self, m: int) -> None:
+        self.count, self.mean, self.scatter = 0, np.zeros(m), np.zeros((m, m))
+
+    def merge(self, count: int, mean: np.ndarray, scatter: np.ndarray) -> None:
+        total = self.count + count
+        delta = mean - self.mean
+        self.scatter += scatter + np.outer(delta, delta) * (self.count * count / total)
+        self.mean += delta * (count / total)
+        self.count = total
+
+    @property
+    def covariance(self) -> np.ndarray:
+        return self.scatter / (self.count - 1)
+
+
+class _Spread:
+    """Welford running mean and variance of named replicate estimates."""
+
+    def __init__(self) -> None:
+        self.count, self.mean, self.m2 = 0, {}, {}
+
+    def add(self, **estimates: np.ndarray) -> None:
+        self.count += 1
+        for key, value in estimates.items():
+            previous = self.mean.get(key, np.zeros_like(value))
+            delta = value - previous
+            self.mean[key] = previous + delta / self.count
+            self.m2[key] = self.m2.get(key, np.zeros_like(value)) + delta * (value - self.mean[key])
+
+    def standard_error(self) -> dict[str, np.ndarray]:
+        """Standard error of each replicate average: sqrt(sample variance / count)."""
+        return {key: np.sqrt(m2 / (self.count - 1) / self.count) for key, m2 in self.m2.items()}
+
+
+def _checked_positive_int(value: int, what: str) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"`{what}` must be a positive integer, got {value!r}")
+    return int(value)
