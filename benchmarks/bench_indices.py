@@ -40,7 +40,7 @@ from SALib.analyze import sobol as salib_analyze  # noqa: E402
 from SALib.sample import sobol as salib_sample  # noqa: E402
 
 import sensitivity.scaling  # noqa: E402,F401  (registers the scaling layers a trained surrogate holds)
-from sensitivity.analyses import sobol  # noqa: E402
+from sensitivity.analyses.indices import sobol  # noqa: E402
 from sensitivity.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.simulators import seir  # noqa: E402
 from sensitivity.space import ParameterSpace  # noqa: E402

@@ -88,7 +88,7 @@ SCHEMA = IndicesConf
 
 def run(cfg: DictConfig) -> Path:
     """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
-    from sensitivity import indices
+    from sensitivity.analyses import indices
     from sensitivity.datasets import provenance, write_atomic
 
     space = build.space_from(cfg)
@@ -128,11 +128,11 @@ def run(cfg: DictConfig) -> Path:
 
 def _method(cfg: DictConfig, name: str, points: Any) -> Any:
     """The settings object of method ``name`` from its config section."""
-    from sensitivity import indices
+    from sensitivity.analyses import indices
 
     if name == "local":
         c = cfg.local
-        return indices.Local(c.nominal, points, c.sigma_points, build.plain(c.weights))
+        return indices.LocalDerivatives(c.nominal, points, c.sigma_points, build.plain(c.weights))
     if name == "dgsm":
         return indices.Dgsm(cfg.dgsm.n, cfg.dgsm.sweep, cfg.dgsm.block)
     if name == "sobol":
@@ -147,8 +147,8 @@ def _method(cfg: DictConfig, name: str, points: Any) -> Any:
 
 
 def _quantity(node: Any) -> Any:
-    """``active_subspaces.quantity`` as a :class:`~sensitivity.indices.Quantity`."""
-    from sensitivity import indices
+    """``active_subspaces.quantity`` as a :class:`~sensitivity.analyses.indices.Quantity`."""
+    from sensitivity.analyses import indices
     from sensitivity.errors import ConfigError
 
     if not isinstance(node, dict) or set(node) - {"name", "units", "weights"}:
@@ -158,7 +158,7 @@ def _quantity(node: Any) -> Any:
 
 def _log_checks(ds: Any) -> None:
     """Log the cross-checks: a warning when a total Sobol' index exceeds its DGSM bound significantly."""
-    from sensitivity import indices
+    from sensitivity.analyses import indices
 
-    for line in indices.summary_lines(ds):
-        log.log(logging.WARNING if ds.attrs.get("dgsm_bound_violations") and "DGSM" in line else logging.INFO, line)
+    for severity, line in indices.summary_lines(ds):
+        log.log(logging.WARNING if severity == "warning" else logging.INFO, line)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sensitivity.analyses.crosschecks import CONSISTENT
+from sensitivity.analyses.indices.crosschecks import CONSISTENT
 from sensitivity.datasets import content_hash, open_result
 from sensitivity.errors import ConfigError, DataError
 from tests.analyses.functions import ishigami_indices

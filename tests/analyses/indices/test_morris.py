@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from SALib.analyze import morris as salib_morris
 
-from sensitivity.analyses import morris
+from sensitivity.analyses.indices import morris
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import Distribution, Parameter, ParameterSpace
 from tests.analyses.functions import ishigami, linear, uniform_space

@@ -21,8 +21,9 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses import _indices
-from sensitivity.analyses._indices import IntervalKind, Seed
+from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices.bootstrap import IntervalKind
+from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
 
@@ -66,7 +67,7 @@ def sample(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None)
     moved = rank[:, None, :] < np.arange(d + 1)[None, :, None]  # [r, d+1, d]
     high = moved != down[:, None, :]
     unit = start[:, None, :] + step * high
-    return _indices.to_physical(space, unit.reshape(-1, d))
+    return design.to_distribution(space, unit.reshape(-1, d))
 
 
 def analyze(
@@ -109,13 +110,13 @@ def analyze(
         quantile of the parameter) and ``mu_star_interval (parameter, output, bound)``.
     """
     step = delta(levels)
-    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
     d = len(space)
     x = np.asarray(points, dtype=np.float64)
-    y = _indices.as_values(values)
+    y = design.as_values(values)
     if x.ndim != 2 or x.shape[1] != d or x.shape[0] % (d + 1) or x.shape[0] < 2 * (d + 1):
         raise DataError(f"`points` must have shape [r*{d + 1}, {d}] with r >= 2 trajectories, got {list(x.shape)}")
-    _indices.check_rows(y.shape[0], x.shape[0], what="values")
+    design.check_rows(y.shape[0], x.shape[0], what="values")
     effects = _elementary_effects(x.reshape(-1, d + 1, d), y.reshape(-1, d + 1, y.shape[1]), step)  # [r, d, m]
 
     rng = np.random.default_rng(seed)
@@ -123,27 +124,27 @@ def analyze(
     boot = np.stack([np.abs(effects[rng.integers(r, size=(n_resamples, r)), j]).mean(axis=1) for j in range(d)], axis=1)
     mu_star = np.abs(effects).mean(axis=0)
 
-    units = _indices.common_units(output_units)
+    units = dataset.common_units(output_units)
     ref = None if output_units is None else "output_units"
     coords = {
-        **_indices.parameter_axis(space),
-        **_indices.output_axis(y.shape[1], output_names, output_units),
-        **_indices.BOUND_COORDS,
+        **dataset.parameter_axis(space),
+        **dataset.output_axis(y.shape[1], output_names, output_units),
+        **dataset.BOUND_COORDS,
     }
     dims = ("parameter", "output")
     data = {
-        "mu": _indices.variable(
+        "mu": dataset.variable(
             dims, effects.mean(axis=0), "Morris mean elementary effect mu", units, units_coordinate=ref
         ),
-        "mu_star": _indices.variable(
+        "mu_star": dataset.variable(
             dims, mu_star, "Morris mean absolute elementary effect mu*", units, units_coordinate=ref
         ),
-        "sigma": _indices.variable(
+        "sigma": dataset.variable(
             dims, effects.std(axis=0, ddof=1), "Morris standard deviation of elementary effects", units,
             units_coordinate=ref,
         ),
-        "mu_star_interval": _indices.variable(
-            dims + ("bound",), _indices.interval(np.concatenate([mu_star[None], boot]), conf_level, interval),
+        "mu_star_interval": dataset.variable(
+            dims + ("bound",), bootstrap.interval(np.concatenate([mu_star[None], boot]), conf_level, interval),
             f"Morris mu*, bootstrap {conf_level:g} confidence interval", units, units_coordinate=ref,
         ),
     }
@@ -161,7 +162,7 @@ def analyze(
 
 
 def _check_space(space: ParameterSpace) -> None:
-    _indices.require_independent(space, method="Morris screening")
+    design.require_independent(space, method="Morris screening")
     for p in space.parameters:
         low, high = p.frozen_distribution().support()
         if not (np.isfinite(low) and np.isfinite(high)):

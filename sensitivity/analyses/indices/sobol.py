@@ -29,8 +29,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses import _indices
-from sensitivity.analyses._indices import IntervalKind, Seed
+from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices.bootstrap import IntervalKind
+from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, matrix_coords
 from sensitivity.space import ParameterSpace
@@ -75,17 +76,17 @@ def sample(
     numpy.ndarray
         Points in physical units, one row per model evaluation.
     """
-    _indices.require_independent(space, method="Sobol' sampling")
+    design.require_independent(space, method="Sobol' sampling")
     members = _membership(space, groups)
     d = len(space)
-    base = _indices.sobol_base(2 * d, n, seed)
+    base = design.sobol_base(2 * d, n, seed)
     a, b = base[:, :d], base[:, d:]
     blocks = [a[:, None], np.where(members[None], b[:, None], a[:, None])]
     if calc_second_order:
         blocks.append(np.where(members[None], a[:, None], b[:, None]))
     blocks.append(b[:, None])
     unit = np.concatenate(blocks, axis=1).reshape(-1, d)
-    return _indices.to_physical(space, unit)
+    return design.to_distribution(space, unit)
 
 
 def analyze(
@@ -137,36 +138,36 @@ def analyze(
         and ``status (output)`` (1 where an output is constant: its indices are NaN).
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
-    _indices.require_independent(space, method="Sobol' analysis")
-    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    design.require_independent(space, method="Sobol' analysis")
+    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
     members = _membership(space, groups)
     g = members.shape[0]
-    y = _indices.as_values(values)
+    y = design.as_values(values)
     per_block = 2 * g + 2 if calc_second_order else g + 2
     n = _base_size(y.shape[0], per_block, g, calc_second_order)
-    convergence_start = _indices.check_power_of_two(convergence_start, what="convergence_start")
+    convergence_start = design.check_power_of_two(convergence_start, what="convergence_start")
     blocks = y.reshape(n, per_block, y.shape[1])
 
-    weights = _indices.resample_weights(np.random.default_rng(seed), n, n_resamples)
+    weights = bootstrap.resample_weights(np.random.default_rng(seed), n, n_resamples)
     reps = _estimate(blocks, g, calc_second_order, weights)
     sizes = [2**k for k in range(convergence_start.bit_length() - 1, n.bit_length())] or [n]
     conv = [_estimate(blocks[:k], g, False, np.ones((1, k))) for k in sizes]
 
     factor = "parameter" if groups is None else "group"
     coords = {
-        **(_indices.parameter_axis(space) if groups is None else axis_coords("group", list(groups))),
-        **_indices.output_axis(y.shape[1], output_names, output_units),
-        **_indices.BOUND_COORDS,
+        **(dataset.parameter_axis(space) if groups is None else axis_coords("group", list(groups))),
+        **dataset.output_axis(y.shape[1], output_names, output_units),
+        **dataset.BOUND_COORDS,
         "n_samples": xr.Variable(
             "n_samples", np.asarray(sizes, dtype=np.int32), {"long_name": "base sample size N of the prefix", "units": "1"}
         ),
     }
-    var_units, var_coords = _indices.units_table(
-        "variance_units", ("output",), _indices.squared_units(output_units), "units of the output variance"
+    var_units, var_coords = dataset.units_table(
+        "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
     )
     coords.update(var_coords)
     data = {
-        "variance": _indices.variable(
+        "variance": dataset.variable(
             ("output",), reps["variance"][0], "output variance of [f(A); f(B)]", var_units,
             units_coordinate=next(iter(var_coords), None),
         ),
@@ -178,25 +179,25 @@ def analyze(
         ),
     }
     for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
-        data[key] = _indices.variable((factor, "output"), reps[key][0], long_name, "1")
-        data[f"{key}_interval"] = _indices.variable(
-            (factor, "output", "bound"), _indices.interval(reps[key], conf_level, interval),
+        data[key] = dataset.variable((factor, "output"), reps[key][0], long_name, "1")
+        data[f"{key}_interval"] = dataset.variable(
+            (factor, "output", "bound"), bootstrap.interval(reps[key], conf_level, interval),
             f"{long_name}, bootstrap {conf_level:g} confidence interval", "1",
         )
-        data[f"{key}_convergence"] = _indices.variable(
+        data[f"{key}_convergence"] = dataset.variable(
             ("n_samples", factor, "output"), np.stack([c[key][0] for c in conv]),
             f"{long_name} from the first N base rows of the design", "1",
         )
     if calc_second_order:
         pair = (f"{factor}_i", f"{factor}_j", "output")
         coords.update(matrix_coords(factor, list(coords[f"{factor}_name"].values)))
-        data["S2"] = _indices.variable(pair, reps["S2"][0], "second-order Sobol' index", "1")
-        data["S2_interval"] = _indices.variable(
-            pair + ("bound",), _indices.interval(reps["S2"], conf_level, interval),
+        data["S2"] = dataset.variable(pair, reps["S2"][0], "second-order Sobol' index", "1")
+        data["S2_interval"] = dataset.variable(
+            pair + ("bound",), bootstrap.interval(reps["S2"], conf_level, interval),
             f"second-order Sobol' index, bootstrap {conf_level:g} confidence interval", "1",
         )
     if groups is not None:
-        coords.update(_indices.parameter_axis(space))
+        coords.update(dataset.parameter_axis(space))
         data["group_member"] = xr.Variable(
             ("group", "parameter"), members.astype(np.int8), {"long_name": "1 where the parameter belongs to the group", "units": "1"}
         )
@@ -253,7 +254,7 @@ def _estimate(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> 
     ``[K, m]`` in output units squared, and ``status`` ``[m]``.
     """
     n, per_block, m = blocks.shape
-    chunk = max(1, _indices.CHUNK_ELEMENTS // (n * per_block * (g if second else 1)))
+    chunk = max(1, bootstrap.CHUNK_ELEMENTS // (n * per_block * (g if second else 1)))
     parts = [_estimate_chunk(blocks[:, :, s : s + chunk], g, second, weights) for s in range(0, m, chunk)]
     return {key: np.concatenate([p[key] for p in parts], axis=-1) for key in parts[0]}
 
@@ -267,7 +268,7 @@ def _estimate_chunk(blocks: np.ndarray, g: int, second: bool, weights: np.ndarra
     a, b, ab = y[:, 0], y[:, -1], y[:, 1 : g + 1]
 
     def avg(terms: np.ndarray) -> np.ndarray:
-        return _indices.weighted_mean(weights, terms)
+        return bootstrap.weighted_mean(weights, terms)
 
     variance = (avg(a * a) + avg(b * b)) / 2 - ((avg(a) + avg(b)) / 2) ** 2
     inv = 1.0 / np.where(constant, np.nan, variance)

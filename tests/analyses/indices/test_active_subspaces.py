@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensitivity.analyses import active_subspaces, dgsm
+from sensitivity.analyses.indices import active_subspaces, dgsm
 from sensitivity.errors import ConfigError
 from tests.analyses.functions import ishigami_jacobian, linear_jacobian, uniform_space
 

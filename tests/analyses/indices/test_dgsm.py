@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from sensitivity.analyses import dgsm
+from sensitivity.analyses.indices import dgsm
 from sensitivity.errors import DataError
 from sensitivity.space import Distribution, Parameter, ParameterSpace
 from tests.analyses.functions import (

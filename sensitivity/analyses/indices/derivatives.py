@@ -1,4 +1,4 @@
-"""Local sensitivities of every output at one point or across a sweep of points.
+"""Local derivative-based sensitivities of every output at one point or across a sweep of points.
 
 From the exact Jacobian ``J_kj = d y_k / d x_j`` at a point ``x`` with outputs ``y``:
 
@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses import _indices
+from sensitivity.analyses.indices import dataset, design
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
 
@@ -75,15 +75,15 @@ def analyze(
     x = np.atleast_2d(np.asarray(points, dtype=np.float64))
     if x.shape[1] != len(space):
         raise DataError(f"`points` must have {len(space)} parameters per point, got shape {list(np.shape(points))}")
-    y = _indices.as_values(np.atleast_2d(values))
+    y = design.as_values(np.atleast_2d(values))
     jac = np.asarray(jacobian, dtype=np.float64)
-    jac = _indices.as_jacobian(jac[None] if single else jac, len(space))
-    _indices.check_rows(y.shape[0], x.shape[0], what="values")
-    _indices.check_rows(jac.shape[0], x.shape[0], what="jacobian")
+    jac = design.as_jacobian(jac[None] if single else jac, len(space))
+    design.check_rows(y.shape[0], x.shape[0], what="values")
+    design.check_rows(jac.shape[0], x.shape[0], what="jacobian")
     if jac.shape[1] != y.shape[1]:
         raise DataError(f"`jacobian` must have {y.shape[1]} outputs like `values`, got {jac.shape[1]}")
     m = y.shape[1]
-    names = _indices.output_axis(m, output_names, output_units)["output_name"].values
+    names = dataset.output_axis(m, output_names, output_units)["output_name"].values
     w = _checked_positive(np.ones(m) if weights is None else weights, "weights", names, allow_zero=True)
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -91,38 +91,38 @@ def analyze(
     dss = jac * x[:, None, :] * np.sqrt(w)[None, :, None]
     css = np.sqrt(np.mean(dss**2, axis=1))
 
-    out_units = _indices.common_units(output_units)
+    out_units = dataset.common_units(output_units)
     out_ref = None if output_units is None else "output_units"
     dss_units = "1" if weights is not None else out_units
-    jac_units, jac_coords = _indices.units_table(
-        "derivative_units", ("output", "parameter"), _indices.derivative_table(output_units, space.units),
+    jac_units, jac_coords = dataset.units_table(
+        "derivative_units", ("output", "parameter"), dataset.derivative_table(output_units, space.units),
         "units of dy/dx",
     )
     full = ("sample", "output", "parameter")
     data = {
-        "x": _indices.variable(
-            ("sample", "parameter"), x, "parameter value", _indices.common_units(space.units),
+        "x": dataset.variable(
+            ("sample", "parameter"), x, "parameter value", dataset.common_units(space.units),
             units_coordinate="parameter_units",
         ),
-        "y": _indices.variable(("sample", "output"), y, "output value", out_units, units_coordinate=out_ref),
-        "derivative": _indices.variable(
+        "y": dataset.variable(("sample", "output"), y, "output value", out_units, units_coordinate=out_ref),
+        "derivative": dataset.variable(
             full, jac, "local derivative dy/dx", jac_units, units_coordinate=next(iter(jac_coords), None)
         ),
-        "elasticity": _indices.variable(full, elasticity, "elasticity (x/y) dy/dx", "1"),
-        "dss": _indices.variable(
+        "elasticity": dataset.variable(full, elasticity, "elasticity (x/y) dy/dx", "1"),
+        "dss": dataset.variable(
             full, dss, "dimensionless scaled sensitivity (dy/dx) x w^(1/2)", dss_units, units_coordinate=out_ref
         ),
-        "css": _indices.variable(
+        "css": dataset.variable(
             ("sample", "parameter"), css, "composite scaled sensitivity (mean over outputs of dss^2)^(1/2)", dss_units
         ),
     }
     spread = _output_spread(sigma_y, output_sample, m, names)
     if spread is not None:
         sigma_x = np.array([p.frozen_distribution().std() for p in space.parameters])
-        data["sigma_normalized"] = _indices.variable(
+        data["sigma_normalized"] = dataset.variable(
             full, jac * sigma_x[None, None, :] / spread[None, :, None], "sigma-normalised sensitivity (sigma_x/sigma_y) dy/dx", "1"
         )
-    coords = {**_indices.parameter_axis(space), **_indices.output_axis(m, output_names, output_units), **jac_coords}
+    coords = {**dataset.parameter_axis(space), **dataset.output_axis(m, output_names, output_units), **jac_coords}
     attrs = {
         "method": "local sensitivities from exact Jacobians; scaled sensitivities of Hill & Tiedeman 2007",
         "references": "doi:10.1002/0470041080 doi:10.1002/9780470725184",
@@ -138,7 +138,7 @@ def _output_spread(
     if sigma_y is not None and output_sample is not None:
         raise ConfigError("give at most one of `sigma_y` and `output_sample`, got both")
     if output_sample is not None:
-        sample = _indices.as_values(output_sample, what="output_sample")
+        sample = design.as_values(output_sample, what="output_sample")
         if sample.shape[1] != m or sample.shape[0] < 2:
             raise DataError(f"`output_sample` must have shape [N >= 2, {m}], got {list(sample.shape)}")
         sigma_y = sample.std(axis=0, ddof=1)

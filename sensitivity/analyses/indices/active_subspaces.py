@@ -19,9 +19,10 @@ from typing import Literal, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses import _indices
-from sensitivity.analyses._indices import IntervalKind, Seed
-from sensitivity.analyses.dgsm import sample
+from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices.bootstrap import IntervalKind
+from sensitivity.analyses.indices.design import Seed
+from sensitivity.analyses.indices.dgsm import sample
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
 from sensitivity.space import ParameterSpace
@@ -94,8 +95,8 @@ def analyze(
         the largest component is positive), ``activity_score (parameter, output)`` and
         ``n_active (output)``.
     """
-    _indices.check_bootstrap(n_resamples, conf_level, interval)
-    jac = _indices.as_jacobian(jacobian, len(space))
+    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
+    jac = design.as_jacobian(jacobian, len(space))
     grad = jac * input_scale(space, normalize)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -105,42 +106,42 @@ def analyze(
         output_names, output_units = [quantity_name], None if quantity_units is None else [quantity_units]
     n, m, d = grad.shape
 
-    resamples = _indices.resample_weights(np.random.default_rng(seed), n, n_resamples)
+    resamples = bootstrap.resample_weights(np.random.default_rng(seed), n, n_resamples)
     covs = _second_moments(grad, resamples)  # [K, m, n, n]
     eigenvalues = np.linalg.eigvalsh(covs)[..., ::-1]  # [K, m, n] descending
     values = eigenvalues[0]  # [m, n]
     vectors = _fix_signs(np.linalg.eigh(covs[0])[1][:, :, ::-1])  # [m, n(param), n(dir)]
-    k = _active_dimension(values) if n_active is None else np.full(m, _checked_n_active(n_active, d))
+    k = _active_dimension(values) if n_active is None else np.full(m, checked_n_active(n_active, d))
     keep = np.arange(d)[None, :] < k[:, None]  # [m, n(dir)]
     scores = np.einsum("mj,mij->mi", values * keep, vectors**2)
 
-    units, unit_coords = _indices.units_table(
+    units, unit_coords = dataset.units_table(
         "eigenvalue_units", ("output",), _eigen_units(output_units, space.units, normalize),
         "units of the active-subspace eigenvalues",
     )
     ref = next(iter(unit_coords), None)
     coords = {
-        **_indices.parameter_axis(space),
-        **_indices.output_axis(m, output_names, output_units),
+        **dataset.parameter_axis(space),
+        **dataset.output_axis(m, output_names, output_units),
         **axis_coords("direction", [f"w{j + 1}" for j in range(d)]),
-        **_indices.BOUND_COORDS,
+        **dataset.BOUND_COORDS,
         **unit_coords,
     }
     data = {
-        "eigenvalue": _indices.variable(
+        "eigenvalue": dataset.variable(
             ("direction", "output"), values.T, "active-subspace eigenvalue of C", units, units_coordinate=ref
         ),
-        "eigenvalue_interval": _indices.variable(
+        "eigenvalue_interval": dataset.variable(
             ("direction", "output", "bound"),
-            np.swapaxes(_indices.interval(eigenvalues, conf_level, interval), 0, 1),
+            np.swapaxes(bootstrap.interval(eigenvalues, conf_level, interval), 0, 1),
             f"active-subspace eigenvalue, bootstrap {conf_level:g} confidence interval", units,
             units_coordinate=ref,
         ),
-        "eigenvector": _indices.variable(
+        "eigenvector": dataset.variable(
             ("parameter", "direction", "output"), np.moveaxis(vectors, 0, -1),
             f"active-subspace direction in inputs normalised by {normalize}", "1",
         ),
-        "activity_score": _indices.variable(
+        "activity_score": dataset.variable(
             ("parameter", "output"), scores.T, "activity score sum_{j<=n_active} lambda_j w_ij^2", units,
             units_coordinate=ref,
         ),
@@ -163,11 +164,11 @@ def analyze(
 def _second_moments(grad: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``[K, m, n, n]`` weighted means of ``grad grad^T`` over the points, in output chunks of bounded memory."""
     n_points, m, d = grad.shape
-    chunk = max(1, _indices.CHUNK_ELEMENTS // (n_points * d * d))
+    chunk = max(1, bootstrap.CHUNK_ELEMENTS // (n_points * d * d))
     parts = []
     for s in range(0, m, chunk):
         g = grad[:, s : s + chunk]
-        parts.append(_indices.weighted_mean(weights, g[..., :, None] * g[..., None, :]))
+        parts.append(bootstrap.weighted_mean(weights, g[..., :, None] * g[..., None, :]))
     return np.concatenate(parts, axis=1)
 
 
@@ -189,7 +190,8 @@ def _active_dimension(values: np.ndarray) -> np.ndarray:
     return np.argmax(logs[:, :-1] - logs[:, 1:], axis=1) + 1
 
 
-def _checked_n_active(n_active: int, d: int) -> int:
+def checked_n_active(n_active: int, d: int) -> int:
+    """``n_active`` if it is an integer in ``[1, d]`` (``d`` parameters), else a :class:`ConfigError`."""
     if not isinstance(n_active, (int, np.integer)) or not 1 <= n_active <= d:
         raise ConfigError(f"`n_active` must be an integer in [1, {d}], got {n_active!r}")
     return int(n_active)
@@ -201,7 +203,7 @@ def _eigen_units(output_units: Sequence[str] | None, parameter_units: Sequence[s
     None when unknown, or when ``normalize="none"`` mixes parameters of different units.
     """
     if normalize != "none":
-        return _indices.squared_units(output_units)
+        return dataset.squared_units(output_units)
     if output_units is None or len(set(parameter_units)) != 1:
         return None
-    return list(_indices.derivative_table(output_units, parameter_units[:1], squared=True)[:, 0])
+    return list(dataset.derivative_table(output_units, parameter_units[:1], squared=True)[:, 0])

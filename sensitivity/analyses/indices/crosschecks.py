@@ -32,9 +32,9 @@ def dgsm_bound(dgsm: xr.Dataset, sobol: xr.Dataset) -> xr.Dataset:
     Parameters
     ----------
     dgsm
-        Result of :func:`sensitivity.analyses.dgsm.analyze`.
+        Result of :func:`sensitivity.analyses.indices.dgsm.analyze`.
     sobol
-        Result of :func:`sensitivity.analyses.sobol.analyze` without groups, on the same
+        Result of :func:`sensitivity.analyses.indices.sobol.analyze` without groups, on the same
         parameters and outputs.
 
     Returns

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from sensitivity.analyses import crosschecks, dgsm, sobol
+from sensitivity.analyses.indices import crosschecks, dgsm, sobol
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import output_coords, parameter_coords
 from tests.analyses.functions import sobol_g, sobol_g_jacobian, uniform_space

@@ -31,8 +31,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses import _indices
-from sensitivity.analyses._indices import IntervalKind, Seed
+from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices.bootstrap import IntervalKind
+from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import DataError
 from sensitivity.space import Parameter, ParameterSpace
 
@@ -43,7 +44,7 @@ def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:
     ``n`` must be a power of two. A correlation matrix couples the inputs through the
     space's Gaussian copula.
     """
-    return _indices.to_physical(space, _indices.sobol_base(len(space), n, seed))
+    return design.to_distribution(space, design.sobol_base(len(space), n, seed))
 
 
 def poincare_constant(parameter: Parameter) -> float:
@@ -97,13 +98,13 @@ def analyze(
         ``poincare_constant (parameter)``, ``sobol_total_bound (parameter, output)`` [1],
         each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``).
     """
-    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
     jac, y = _checked(jacobian, values, space)
-    weights = _indices.resample_weights(np.random.default_rng(seed), y.shape[0], n_resamples)
-    nu = np.swapaxes(_indices.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
+    weights = bootstrap.resample_weights(np.random.default_rng(seed), y.shape[0], n_resamples)
+    nu = np.swapaxes(bootstrap.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
     y = y - y.mean(axis=0)  # centred: the one-pass variance below is then free of cancellation
-    mean = _indices.weighted_mean(weights, y)
-    variance = _indices.weighted_mean(weights, y * y) - mean**2
+    mean = bootstrap.weighted_mean(weights, y)
+    variance = bootstrap.weighted_mean(weights, y * y) - mean**2
     attrs = {"n_points": y.shape[0], "bootstrap": "multinomial resampling of the points"}
     return _dataset(nu, variance, space, attrs, n_resamples, conf_level, interval, output_names, output_units)
 
@@ -137,7 +138,7 @@ def analyze_blocks(
     space, n_resamples, conf_level, interval, seed, output_names, output_units
         As :func:`analyze`.
     """
-    _indices.check_bootstrap(n_resamples, conf_level, interval)
+    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
     rng = np.random.default_rng(seed)
     sums: dict[str, np.ndarray] = {}
     shift, n_points = None, 0
@@ -166,9 +167,9 @@ def analyze_blocks(
 
 def _checked(jacobian: np.ndarray, values: np.ndarray, space: ParameterSpace) -> tuple[np.ndarray, np.ndarray]:
     """``jacobian [N, m, n]`` and ``values [N, m]`` as float64, checked against each other."""
-    jac = _indices.as_jacobian(jacobian, len(space))
-    y = _indices.as_values(values)
-    _indices.check_rows(y.shape[0], jac.shape[0], what="values")
+    jac = design.as_jacobian(jacobian, len(space))
+    y = design.as_values(values)
+    design.check_rows(y.shape[0], jac.shape[0], what="values")
     if y.shape[1] != jac.shape[1]:
         raise DataError(f"`values` must have {jac.shape[1]} outputs like `jacobian`, got {y.shape[1]}")
     return jac, y
@@ -187,25 +188,25 @@ def _dataset(
 ) -> xr.Dataset:
     """Label ``nu [1 + R, n, m]`` and ``variance [1 + R, m]`` (estimate, then resamples) with the implied bounds."""
     constants = np.array([poincare_constant(p) for p in space.parameters])
-    if _indices.is_correlated(space):
+    if design.is_correlated(space):
         constants[:] = np.nan
     bound = constants[None, :, None] * nu / np.where(variance > 0, variance, np.nan)[:, None, :]
 
-    nu_table = _indices.derivative_table(output_units, space.units, squared=True)
-    nu_units, nu_coords = _indices.units_table(
+    nu_table = dataset.derivative_table(output_units, space.units, squared=True)
+    nu_units, nu_coords = dataset.units_table(
         "nu_units", ("output", "parameter"), nu_table, "units of DGSM nu"
     )
-    var_units, var_coords = _indices.units_table(
-        "variance_units", ("output",), _indices.squared_units(output_units), "units of the output variance"
+    var_units, var_coords = dataset.units_table(
+        "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
     )
-    const_units, const_coords = _indices.units_table(
-        "poincare_constant_units", ("parameter",), _indices.squared_units(space.units),
+    const_units, const_coords = dataset.units_table(
+        "poincare_constant_units", ("parameter",), dataset.squared_units(space.units),
         "units of the Poincare constant",
     )
     coords = {
-        **_indices.parameter_axis(space),
-        **_indices.output_axis(nu.shape[2], output_names, output_units),
-        **_indices.BOUND_COORDS,
+        **dataset.parameter_axis(space),
+        **dataset.output_axis(nu.shape[2], output_names, output_units),
+        **dataset.BOUND_COORDS,
         **nu_coords,
         **var_coords,
         **const_coords,
@@ -213,27 +214,27 @@ def _dataset(
     nu_ref, var_ref, const_ref = (next(iter(c), None) for c in (nu_coords, var_coords, const_coords))
     level = f"bootstrap {conf_level:g} confidence interval"
     data = {
-        "nu": _indices.variable(
+        "nu": dataset.variable(
             ("parameter", "output"), nu[0], "DGSM nu = E[(dy/dx)^2]", nu_units, units_coordinate=nu_ref
         ),
-        "nu_interval": _indices.variable(
-            ("parameter", "output", "bound"), _indices.interval(nu, conf_level, interval), f"DGSM nu, {level}",
+        "nu_interval": dataset.variable(
+            ("parameter", "output", "bound"), bootstrap.interval(nu, conf_level, interval), f"DGSM nu, {level}",
             nu_units, units_coordinate=nu_ref,
         ),
-        "variance": _indices.variable(("output",), variance[0], "output variance", var_units, units_coordinate=var_ref),
-        "variance_interval": _indices.variable(
-            ("output", "bound"), _indices.interval(variance, conf_level, interval), f"output variance, {level}",
+        "variance": dataset.variable(("output",), variance[0], "output variance", var_units, units_coordinate=var_ref),
+        "variance_interval": dataset.variable(
+            ("output", "bound"), bootstrap.interval(variance, conf_level, interval), f"output variance, {level}",
             var_units, units_coordinate=var_ref,
         ),
-        "poincare_constant": _indices.variable(
+        "poincare_constant": dataset.variable(
             ("parameter",), constants, "Poincare constant of the input marginal", const_units,
             units_coordinate=const_ref,
         ),
-        "sobol_total_bound": _indices.variable(
+        "sobol_total_bound": dataset.variable(
             ("parameter", "output"), bound[0], "DGSM upper bound on the total Sobol' index C nu / V", "1"
         ),
-        "sobol_total_bound_interval": _indices.variable(
-            ("parameter", "output", "bound"), _indices.interval(bound, conf_level, interval),
+        "sobol_total_bound_interval": dataset.variable(
+            ("parameter", "output", "bound"), bootstrap.interval(bound, conf_level, interval),
             f"DGSM upper bound on the total Sobol' index, {level}", "1",
         ),
     }

@@ -8,7 +8,7 @@ import pytest
 from SALib.analyze import sobol as salib_sobol
 from SALib.sample import sobol as salib_sample
 
-from sensitivity.analyses import sobol
+from sensitivity.analyses.indices import sobol
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
 from tests.analyses.functions import ishigami, ishigami_indices, linear, sobol_g, sobol_g_indices, uniform_space

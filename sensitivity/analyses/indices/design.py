@@ -1,0 +1,85 @@
+"""The designs of the sensitivity indices, and checks of the model evaluations on them.
+
+A design is a set of points in the unit cube (a scrambled Sobol' sequence, :func:`sobol_base`) mapped
+to physical parameter values through the space's input distribution (:func:`to_distribution`; not
+:func:`sensitivity.grids.to_physical`, which maps the unit cube linearly onto the bounds). The checks
+turn the model's values ``[N, m]`` and Jacobians ``[N, m, n]`` into float64 arrays of the right
+shape, and refuse settings (a non-power-of-two size, correlated inputs) an estimator cannot use.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sensitivity.analyses.propagation.inputs import inputs_from_space, unit_cube_blocks
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.space import ParameterSpace
+
+Seed = int | np.random.Generator | None
+
+
+# ----------------------------------------------------------------------------- points
+def sobol_base(d: int, n: int, seed: Seed) -> np.ndarray:
+    """``[n, d]`` points of a scrambled Sobol' sequence in the unit cube, ``n`` a power of two.
+
+    The scrambling generator is ``numpy.random.default_rng(seed)``, so passing the same
+    integer reproduces the points (and SALib, given that same Generator, draws them too).
+    The sequence is :func:`sensitivity.analyses.propagation.unit_cube_blocks`' in one block.
+    """
+    check_power_of_two(n, what="n")
+    return next(unit_cube_blocks(n, d, n, "sobol", np.random.default_rng(seed)))
+
+
+def to_distribution(space: ParameterSpace, u: np.ndarray) -> np.ndarray:
+    """Map unit-cube points ``u [N, n]`` to physical values through the space's marginals.
+
+    This is :meth:`sensitivity.analyses.propagation.CopulaInputs.from_unit_cube` of the space:
+    each column goes through its marginal's quantile function, coupled by the space's
+    Gaussian copula when it has a correlation matrix. ``u`` is clipped to
+    ``[2^-53, 1 - 2^-53]``, so the quantiles 0 and 1 of a bounded marginal land within
+    one rounding of its bounds.
+    """
+    return inputs_from_space(space).from_unit_cube(np.asarray(u, dtype=np.float64))
+
+
+# ----------------------------------------------------------------------------- checks
+def as_values(values: np.ndarray, *, what: str = "values") -> np.ndarray:
+    """``values`` as a float64 ``[N, m]`` array (one column per output)."""
+    y = np.asarray(values, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] == 0:
+        raise DataError(f"`{what}` must have shape [N, m] with N >= 1, got {list(y.shape)}")
+    return y
+
+
+def as_jacobian(jacobian: np.ndarray, n_parameters: int, *, what: str = "jacobian") -> np.ndarray:
+    """``jacobian`` as a float64 ``[N, m, n]`` array, ``n`` the number of parameters."""
+    jac = np.asarray(jacobian, dtype=np.float64)
+    if jac.ndim != 3 or jac.shape[0] == 0 or jac.shape[2] != n_parameters:
+        raise DataError(f"`{what}` must have shape [N, m, {n_parameters}] with N >= 1, got {list(jac.shape)}")
+    return jac
+
+
+def check_rows(n_rows: int, expected: int, *, what: str) -> None:
+    """Raise a :class:`DataError` when two arrays disagree on the number of points."""
+    if n_rows != expected:
+        raise DataError(f"`{what}` must have {expected} rows (one per point), got {n_rows}")
+
+
+def check_power_of_two(n: int, *, what: str, minimum: int = 2) -> int:
+    """``n`` if it is an integer power of two ``>= minimum`` (Sobol' balance), else a :class:`ConfigError`."""
+    if not isinstance(n, (int, np.integer)) or n < minimum or n & (n - 1):
+        raise ConfigError(f"`{what}` must be a power of two >= {minimum}, got {n!r}")
+    return int(n)
+
+
+def is_correlated(space: ParameterSpace) -> bool:
+    """True when the space couples its inputs (a correlation matrix other than the identity)."""
+    return space.correlation is not None and not np.allclose(space.correlation, np.eye(len(space)))
+
+
+def require_independent(space: ParameterSpace, *, method: str) -> None:
+    """Refuse a space with correlated inputs for an estimator that assumes independence."""
+    if is_correlated(space):
+        raise ConfigError(
+            f"{method} assumes independent inputs; the space has a correlation matrix "
+            "(drop `correlation` or use a method that accepts dependent inputs)"
+        )

@@ -1,0 +1,72 @@
+"""DGSM from a stored sweep: when a sweep's points are draws of the input distribution, and its blocks.
+
+A sweep grid maps its unit-cube design linearly onto the bounds, so a ``sobol``, ``halton``, ``lhs``
+or ``random`` sweep is a sample of the uniform distribution on the bounds (:func:`check_sweep_sample`);
+its Jacobians and values then feed :func:`~sensitivity.analyses.indices.dgsm.analyze_blocks` block by
+block (:func:`sweep_blocks`, the one function here that reads the sweep's data).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from sensitivity.datasets import flat_sweep_block, iter_blocks, open_result
+from sensitivity.errors import DataError
+from sensitivity.outputs import OutputSpec
+from sensitivity.space import ParameterSpace
+
+#: Grid kinds whose points are draws of a uniform distribution on the bounds (a sweep usable for DGSM).
+SAMPLING_GRIDS: tuple[str, ...] = ("sobol", "halton", "lhs", "random")
+
+
+def check_sweep_sample(path: str | Path, space: ParameterSpace, spec: OutputSpec,
+                       surrogate_hash: str | None = None) -> None:
+    """Refuse a sweep whose points are not draws of ``space``'s input distribution, or of another model.
+
+    A sweep grid maps its unit-cube design linearly onto the bounds (geometrically for
+    ``scale: log``), so a ``sobol``, ``halton``, ``lhs`` or ``random`` grid samples the uniform
+    distribution on the bounds: DGSM on it is DGSM of ``space`` only when every parameter of
+    ``space`` is uniform, on linear scale, on the same bounds as the sweep's.
+
+    Raises
+    ------
+    DataError
+        Naming the file and what does not match.
+    """
+    import yaml
+
+    with open_result(path) as ds:
+        attrs = dict(ds.attrs)
+        names = [str(n) for n in ds["parameter_name"].values] if "parameter_name" in ds.coords else []
+        missing = [v for v in ("jacobian", spec.name) if v not in ds.variables]
+        sizes = {d: ds.sizes.get(d) for d in spec.dim_names}
+    if missing:
+        raise DataError(f"{path}: no variable(s) {missing}: not a sweep of this model's output `{spec.name}`")
+    if names != space.names:
+        raise DataError(f"{path}: parameters {names} differ from the space's {space.names}")
+    if sizes != dict(zip(spec.dim_names, spec.shape)):
+        raise DataError(f"{path}: output dims {sizes} differ from the model's {dict(zip(spec.dim_names, spec.shape))}")
+    if surrogate_hash and attrs.get("surrogate_hash") and attrs["surrogate_hash"] != surrogate_hash:
+        raise DataError(f"{path}: computed with surrogate {attrs['surrogate_hash'][:19]}..., "
+                        f"this model is {surrogate_hash[:19]}...")
+    config = yaml.safe_load(attrs.get("config") or "null") or {}
+    grid, recorded = config.get("grid") or {}, (config.get("space") or {}).get("parameters") or []
+    if grid.get("kind") not in SAMPLING_GRIDS:
+        raise DataError(f"{path}: a {grid.get('kind', 'unrecorded')!r} grid is not a sample of the input distribution;"
+                        f" DGSM needs a sweep on one of {list(SAMPLING_GRIDS)}")
+    for p, rec in zip(space.parameters, recorded or [None] * len(space)):
+        if p.distribution.kind != "uniform" or p.scale != "linear":
+            raise DataError(f"{path}: parameter {p.name!r} is {p.distribution.kind} on {p.scale} scale, but a sweep "
+                            "grid samples uniformly on the bounds")
+        if rec is None or (rec.get("low"), rec.get("high"), rec.get("scale", "linear")) != (p.low, p.high, "linear"):
+            raise DataError(f"{path}: the sweep's bounds of {p.name!r} ({rec and (rec.get('low'), rec.get('high'))})"
+                            f" differ from the space's ({p.low}, {p.high})")
+
+
+def sweep_blocks(path: str | Path, spec: OutputSpec, block: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield ``(jacobian [b, m, n], values [b, m])`` of a sweep file, ``block`` points at a time (bounded memory)."""
+    for ds in iter_blocks(path, block, variables=["x", "jacobian", spec.name]):
+        _, values, jac = flat_sweep_block(ds, spec)
+        yield jac, values

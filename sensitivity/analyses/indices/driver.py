@@ -1,0 +1,194 @@
+"""Every sensitivity index of a compiled surrogate at once, cross-checked, on the model's own output dims.
+
+:func:`plan` checks every method's settings and draws its design before any model is loaded;
+:func:`compute` runs the chosen methods (:mod:`~sensitivity.analyses.indices.methods`), adds the
+cross-checks of :mod:`~sensitivity.analyses.indices.crosschecks` (DGSM bound against the total
+Sobol' index, ranking agreement), combines everything into one dataset with every variable prefixed
+by its method (``sobol_S1``, ``dgsm_nu``, ...; :func:`combine_results`), and puts the results back
+on the model's own output dims (:func:`to_output_dims`), so a time series gets
+``sobol_S1(parameter, time)``.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.indices import crosschecks
+from sensitivity.analyses.indices.methods import Bootstrap, Context, FlatModel, Method
+from sensitivity.datasets import unstack_output
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.outputs import OutputSpec
+from sensitivity.space import ParameterSpace
+
+if TYPE_CHECKING:
+    from sensitivity.jacobian import CompiledJacobian
+
+MethodName = Literal["local", "dgsm", "sobol", "morris", "active_subspaces"]
+#: Method names: the keys of the ``methods`` mapping, of the config sections and of the variable prefixes.
+METHODS: tuple[str, ...] = ("local", "dgsm", "sobol", "morris", "active_subspaces")
+
+
+def plan(
+    space: ParameterSpace,
+    methods: Mapping[str, Method],
+    *,
+    seed: int = 0,
+    bootstrap: Bootstrap = Bootstrap(),
+    top_k: int | None = None,
+) -> dict[str, Any]:
+    """Check every setting and draw every method's design, before any model is loaded or evaluated.
+
+    Returns the designs for :func:`compute`. Errors name the method (``sobol: `n` must be ...``).
+    """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ConfigError(f"`methods` must be among {list(METHODS)}, got {unknown}")
+    if not methods:
+        raise ConfigError(f"`methods` must name at least one of {list(METHODS)}, got none")
+    in_section("bootstrap", bootstrap.check)
+    if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= len(space)):
+        raise ConfigError(f"`top_k` must be an integer in [1, {len(space)}], got {top_k!r}")
+    return {name: in_section(name, method.design, space, seed) for name, method in methods.items()}
+
+
+def compute(
+    engine: CompiledJacobian,
+    space: ParameterSpace,
+    methods: Mapping[str, Method],
+    *,
+    seed: int = 0,
+    bootstrap: Bootstrap = Bootstrap(),
+    top_k: int | None = None,
+    designs: Mapping[str, Any] | None = None,
+) -> xr.Dataset:
+    """Run ``methods`` on the compiled surrogate and return one labeled dataset on the model's output dims.
+
+    Parameters
+    ----------
+    engine
+        The compiled surrogate (:func:`sensitivity.jacobian.compile_jacobian`).
+    space
+        The parameter space with the input distributions.
+    methods
+        ``{name: settings}`` with names from :data:`METHODS` (e.g. ``{"sobol": Sobol(n=1024)}``).
+    seed
+        Seed of every design and bootstrap.
+    bootstrap
+        Shared bootstrap settings.
+    top_k
+        Size of the top sets compared by the ranking cross-check; ``min(3, n_parameters)`` by default.
+    designs
+        The result of :func:`plan` with the same arguments (drawn here when omitted).
+
+    Returns
+    -------
+    xarray.Dataset
+        Variables prefixed by method (``local_``, ``local_sweep_``, ``dgsm_``, ``sobol_``,
+        ``sobol_groups_``, ``morris_``, ``active_subspace_``, ``active_subspace_quantity_``),
+        the cross-checks ``dgsm_bound_margin``/``dgsm_bound_check`` (with DGSM and Sobol') and
+        ``rank``/``kendall_tau``/``top_k_agreement`` (with two or more ranking measures), and
+        each method's attributes as global attributes ``<prefix>_<attr>``.
+    """
+    if designs is None:
+        designs = plan(space, methods, seed=seed, bootstrap=bootstrap, top_k=top_k)
+    ctx = Context(FlatModel(engine), space, seed, bootstrap)
+    results: dict[str, xr.Dataset] = {}
+    for name, method in methods.items():
+        results.update(in_section(name, method.run, ctx, designs[name]))
+    checks = cross_checks(results, min(3, len(space)) if top_k is None else top_k)
+    return to_output_dims(combine_results(results, checks), ctx.model.spec)
+
+
+def in_section(section: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn``; a :class:`ConfigError` or :class:`DataError` names the method's config section."""
+    try:
+        return fn(*args)
+    except (ConfigError, DataError) as err:
+        raise type(err)(f"{section}: {err}") from None
+
+
+def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """``(severity, line)`` pairs on the cross-checks of a :func:`compute` result.
+
+    One line on the DGSM-bound check (``"warning"`` when a total Sobol' index exceeds its DGSM bound
+    significantly, else ``"info"``) and one ``"info"`` line on the ranking agreement.
+    """
+    lines = []
+    if "dgsm_bound_check" in ds:
+        lines.append(("warning" if ds.attrs.get("dgsm_bound_violations") else "info",
+                      f"DGSM bound >= total Sobol' index: {ds.attrs['dgsm_bound_violations']} violations, "
+                      f"{ds.attrs['dgsm_bound_exceeded_within_intervals']} exceeded within the intervals, of "
+                      f"{ds['dgsm_bound_check'].size} (parameter, output) pairs"))
+    if "kendall_tau" in ds:
+        names = [str(v) for v in ds["measure_name"].values]
+        tau = ds["kendall_tau"].values.reshape(len(names), len(names), -1)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pairs (a constant measure)
+            pairs = [f"{names[i]}/{names[j]} {np.nanmean(tau[i, j]):+.2f}" for i in range(len(names))
+                     for j in range(i + 1, len(names))]
+        lines.append(("info", "ranking agreement (Kendall tau-b, mean over outputs): " + ", ".join(pairs)))
+    return lines
+
+
+def cross_checks(results: Mapping[str, xr.Dataset], top_k: int) -> xr.Dataset:
+    """The DGSM-bound check (with DGSM and per-parameter Sobol') and the ranking agreement (two or more measures)."""
+    parts = []
+    if "dgsm" in results and "sobol" in results:
+        parts.append(crosschecks.dgsm_bound(results["dgsm"], results["sobol"]))
+    measures = ranking_measures(results)
+    if len(measures) >= 2:
+        parts.append(crosschecks.rankings(measures, top_k=top_k))
+    return xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override") if parts else xr.Dataset()
+
+
+def ranking_measures(results: Mapping[str, xr.Dataset]) -> dict[str, xr.DataArray]:
+    """The ``(parameter, output)`` importance measures available in ``results``, larger = more important."""
+    sources = {
+        "sobol_ST": ("sobol", "ST"),
+        "dgsm_bound": ("dgsm", "sobol_total_bound"),
+        "morris_mu_star": ("morris", "mu_star"),
+        "activity_score": ("active_subspace", "activity_score"),
+        "local_sigma_normalized": ("local", "sigma_normalized"),
+    }
+    measures = {}
+    for measure, (result, variable) in sources.items():
+        if result in results and variable in results[result]:
+            da = results[result][variable]
+            measures[measure] = abs(da) if measure.startswith("local") else da
+    return measures
+
+
+def combine_results(results: Mapping[str, xr.Dataset], checks: xr.Dataset) -> xr.Dataset:
+    """One dataset: each result's variables and attributes prefixed by its key, then the cross-checks."""
+    parts, attrs = [], {}
+    for prefix, ds in results.items():
+        parts.append(ds.rename({v: f"{prefix}_{v}" for v in ds.data_vars}))
+        attrs.update({f"{prefix}_{k}": v for k, v in ds.attrs.items()})
+    if "dgsm_bound_check" in checks:
+        flags = checks["dgsm_bound_check"].values
+        attrs["dgsm_bound_violations"] = int((flags == crosschecks.VIOLATION).sum())
+        attrs["dgsm_bound_exceeded_within_intervals"] = int((flags == crosschecks.WITHIN_INTERVALS).sum())
+    merged = xr.merge([*parts, checks], compat="no_conflicts", join="exact", combine_attrs="override")
+    merged.attrs = attrs
+    return merged
+
+
+def to_output_dims(ds: xr.Dataset, spec: OutputSpec) -> xr.Dataset:
+    """Put every variable on the flat ``output`` axis back on the model's own output dims.
+
+    :func:`sensitivity.datasets.unstack_output` does the reshaping (``S1 (parameter, output)``
+    -> ``S1 (parameter, time)``); here the model's dims are then placed last, as CF recommends
+    other dims to the left of time and space (``S1_interval (parameter, bound, time)``), and a
+    coordinate constant along ``output`` (a units table such as ``nu_units`` when every output
+    shares its units) keeps its values without that dim.
+    """
+    if len(spec.dims) == 1 and spec.dims[0].is_labels or "output" not in ds.dims:
+        return ds
+    flat = ("output", "output_name", "output_units")
+    constant = {name: var.isel(output=0, drop=True) for name, var in ds.coords.items()
+                if name not in flat and "output" in var.dims and (var.values == var.isel(output=[0]).values).all()}
+    ds = ds.drop_vars(list(constant)).assign_coords(constant)
+    return unstack_output(ds, spec).transpose(..., *spec.dim_names)

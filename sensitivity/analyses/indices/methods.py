@@ -1,0 +1,282 @@
+"""The sensitivity methods as immutable settings objects, run on a compiled surrogate.
+
+Each method of :mod:`sensitivity.analyses.indices` (local derivatives, DGSM, Sobol', Morris, active
+subspaces) has two verbs: ``design`` draws its points (cheap, and it checks every setting before any
+model evaluation) and ``run`` evaluates the compiled surrogate there — values only where the method
+needs no derivatives (Sobol', Morris), exact Jacobians where it does (local derivatives, DGSM, active
+subspaces) — and returns the analysis datasets on one flat ``output`` axis. The model is seen through
+:class:`FlatModel`; what the methods share (model, space, seed, bootstrap, one cached input sample) is
+a :class:`Context`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.indices import active_subspaces, derivatives, dgsm, morris, sobol
+from sensitivity.analyses.indices.bootstrap import check_bootstrap
+from sensitivity.analyses.indices.design import check_power_of_two
+from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks
+from sensitivity.errors import ConfigError
+from sensitivity.outputs import OutputSpec
+from sensitivity.space import ParameterSpace
+
+if TYPE_CHECKING:
+    from sensitivity.jacobian import CompiledJacobian
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- the model, shared settings
+@dataclass(frozen=True)
+class FlatModel:
+    """A compiled surrogate seen through one flat output axis: values ``[N, m]``, Jacobians ``[N, m, n]``."""
+
+    engine: CompiledJacobian
+
+    @property
+    def spec(self) -> OutputSpec:
+        """The model's own output description (names, dims, units)."""
+        return self.engine.surrogate.output
+
+    @property
+    def labels(self) -> dict[str, list[str]]:
+        """``output_names`` and ``output_units`` of the flat outputs, for the analyses."""
+        return {"output_names": self.spec.flat_names(), "output_units": self.spec.flat_units()}
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        """Values only (the compiled values function): ``[N, m]``."""
+        return self.engine.values(points).reshape(len(points), -1)
+
+    def jacobian(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Values ``[N, m]`` and exact Jacobians ``[N, m, n]`` in physical units."""
+        values, jac = self.engine(points)
+        return values.reshape(len(points), -1), jac.reshape(len(points), -1, jac.shape[-1])
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Bootstrap settings shared by every method: resamples, level, ``percentile`` or ``normal`` intervals."""
+
+    n_resamples: int = 100
+    conf_level: float = 0.95
+    interval: str = "percentile"
+
+    def check(self) -> None:
+        check_bootstrap(self.n_resamples, self.conf_level, self.interval)
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"n_resamples": self.n_resamples, "conf_level": self.conf_level, "interval": self.interval}
+
+
+@dataclass
+class Context:
+    """What every method's ``run`` shares: the model, the space, the seed, and one cached input sample."""
+
+    model: FlatModel
+    space: ParameterSpace
+    seed: int
+    bootstrap: Bootstrap
+    _samples: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def input_sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(points, values, jacobian)`` at ``n`` scrambled-Sobol' draws of the input distribution.
+
+        Cached by ``n``: DGSM, active subspaces and the output spread of the local method
+        share one sample (and one set of Jacobians) when they ask for the same size.
+        """
+        if n not in self._samples:
+            points = dgsm.sample(self.space, n, seed=self.seed)
+            self._samples[n] = (points, *timed(f"input sample of {n} points", self.model.jacobian, points))
+        return self._samples[n]
+
+    def analysis_kwargs(self) -> dict[str, Any]:
+        return {"seed": self.seed, **self.bootstrap.kwargs(), **self.model.labels}
+
+
+class Method(Protocol):
+    """A sensitivity method: ``design`` checks the settings and draws points; ``run`` returns datasets."""
+
+    def design(self, space: ParameterSpace, seed: int) -> Any: ...
+
+    def run(self, ctx: Context, design: Any) -> dict[str, xr.Dataset]: ...
+
+
+def timed(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn(*args)`` and log how long it took."""
+    t0 = time.perf_counter()
+    result = fn(*args)
+    log.info("%s: %.2f s", what, time.perf_counter() - t0)
+    return result
+
+
+# ----------------------------------------------------------------------------- methods
+@dataclass(frozen=True)
+class LocalDerivatives:
+    """Local derivative-based sensitivities (:mod:`~sensitivity.analyses.indices.derivatives`) at the nominal point and across ``points``.
+
+    ``sigma_points`` draws of the input distribution give the output spreads of the
+    sigma-normalised sensitivities (0: leave them out); ``weights`` are the output weights
+    of the scaled sensitivities.
+    """
+
+    nominal: bool = True
+    points: np.ndarray | None = None
+    sigma_points: int = 4096
+    weights: Sequence[float] | None = None
+
+    def design(self, space: ParameterSpace, seed: int) -> None:
+        if self.sigma_points:
+            check_power_of_two(self.sigma_points, what="sigma_points")
+        if self.points is not None:
+            space.check_points(self.points, what="local points")
+
+    def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
+        spread = ctx.input_sample(self.sigma_points)[1] if self.sigma_points else None
+        kwargs = {"output_sample": spread, "weights": self.weights, **ctx.model.labels}
+        out = {}
+        if self.nominal:
+            nominal = ctx.space.nominal
+            values, jac = ctx.model.jacobian(nominal[None])
+            out["local"] = derivatives.analyze(nominal, values[0], jac[0], ctx.space, **kwargs)
+        if self.points is not None:
+            values, jac = timed(f"local: {len(self.points)} points", ctx.model.jacobian, self.points)
+            ds = derivatives.analyze(self.points, values, jac, ctx.space, **kwargs)
+            index = xr.Variable("sample", np.arange(len(self.points), dtype=np.int32),
+                                {"long_name": "index of the point in the grid", "units": "1"})
+            out["local_sweep"] = ds.assign_coords(sample=index)
+        return out
+
+
+@dataclass(frozen=True)
+class Dgsm:
+    """DGSM with bootstrap intervals and the total-Sobol' bound (:mod:`~sensitivity.analyses.indices.dgsm`).
+
+    On ``n`` fresh draws of the input distribution, or on the points of a stored ``sweep``
+    file read ``block`` points at a time (see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid).
+    """
+
+    n: int = 4096
+    sweep: str | Path | None = None
+    block: int = 65536
+
+    def design(self, space: ParameterSpace, seed: int) -> None:
+        if self.sweep is None:
+            check_power_of_two(self.n, what="n")
+        elif not isinstance(self.block, int) or self.block < 1:
+            raise ConfigError(f"`block` must be a positive integer, got {self.block!r}")
+
+    def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
+        if self.sweep is not None:
+            blocks = sweep_blocks(self.sweep, ctx.model.spec, self.block)
+            return {"dgsm": timed(f"dgsm from {self.sweep}",
+                                  lambda: dgsm.analyze_blocks(blocks, ctx.space, **ctx.analysis_kwargs()))}
+        _, values, jac = ctx.input_sample(self.n)
+        return {"dgsm": dgsm.analyze(jac, values, ctx.space, **ctx.analysis_kwargs())}
+
+
+@dataclass(frozen=True)
+class Sobol:
+    """Sobol' first/total (and second) order indices per parameter, and per group when ``groups`` are given."""
+
+    n: int = 1024
+    second_order: bool = False
+    groups: Mapping[str, Sequence[str]] | None = None
+    convergence_start: int = 64
+
+    def design(self, space: ParameterSpace, seed: int) -> dict[str, np.ndarray]:
+        check_power_of_two(self.convergence_start, what="convergence_start")
+        designs = {"sobol": sobol.sample(space, self.n, seed=seed, calc_second_order=self.second_order)}
+        if self.groups is not None:
+            designs["sobol_groups"] = sobol.sample(space, self.n, seed=seed, calc_second_order=self.second_order,
+                                                   groups=self.groups)
+        return designs
+
+    def run(self, ctx: Context, design: dict[str, np.ndarray]) -> dict[str, xr.Dataset]:
+        out = {}
+        for key, points in design.items():
+            values = timed(f"{key}: {len(points)} evaluations", ctx.model.values, points)
+            groups = self.groups if key == "sobol_groups" else None
+            ds = sobol.analyze(values, ctx.space, groups=groups, calc_second_order=self.second_order,
+                               convergence_start=min(self.convergence_start, self.n), **ctx.analysis_kwargs())
+            out[key] = ds.rename({"group_member": "member"}) if groups is not None else ds
+        return out
+
+
+@dataclass(frozen=True)
+class Morris:
+    """Morris elementary effects on ``trajectories`` random trajectories of a ``levels``-level grid."""
+
+    trajectories: int = 64
+    levels: int = 4
+
+    def design(self, space: ParameterSpace, seed: int) -> np.ndarray:
+        return morris.sample(space, self.trajectories, levels=self.levels, seed=seed)
+
+    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+        values = timed(f"morris: {len(design)} evaluations", ctx.model.values, design)
+        return {"morris": morris.analyze(design, values, ctx.space, levels=self.levels, **ctx.analysis_kwargs())}
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A scalar quantity ``q = sum_k w_k y_k`` of the flat outputs: ``weights`` a list, ``"sum"`` or ``"mean"``."""
+
+    name: str = "quantity"
+    units: str | None = None
+    weights: Sequence[float] | str = "mean"
+
+    def resolve(self, m: int) -> np.ndarray:
+        """``[m]`` weights over the flat outputs."""
+        if isinstance(self.weights, str):
+            if self.weights not in ("sum", "mean"):
+                raise ConfigError(f"`quantity.weights` must be 'sum', 'mean' or {m} numbers, got {self.weights!r}")
+            return np.full(m, 1.0 if self.weights == "sum" else 1.0 / m)
+        w = np.asarray(self.weights, dtype=np.float64)
+        if w.shape != (m,):
+            raise ConfigError(f"`quantity.weights` must give one weight per output ({m}), got {len(w)}")
+        return w
+
+
+@dataclass(frozen=True)
+class ActiveSubspaces:
+    """Active subspaces per output and/or for one scalar ``quantity`` of the outputs."""
+
+    n: int = 4096
+    normalize: str = "bounds"
+    n_active: int | None = None
+    per_output: bool = True
+    quantity: Quantity | None = None
+
+    def design(self, space: ParameterSpace, seed: int) -> None:
+        check_power_of_two(self.n, what="n")
+        active_subspaces.input_scale(space, self.normalize)
+        if self.n_active is not None:
+            active_subspaces.checked_n_active(self.n_active, len(space))
+        if not self.per_output and self.quantity is None:
+            raise ConfigError("give `per_output: true` or a `quantity`, got neither")
+
+    def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
+        _, _, jac = ctx.input_sample(self.n)
+        kwargs = {"normalize": self.normalize, "n_active": self.n_active, **ctx.analysis_kwargs()}
+        out = {}
+        if self.per_output:
+            out["active_subspace"] = active_subspaces.analyze(jac, ctx.space, **kwargs)
+        if self.quantity is not None:
+            q = self.quantity
+            ds = active_subspaces.analyze(jac, ctx.space, weights=q.resolve(jac.shape[1]), quantity_name=q.name,
+                                          quantity_units=q.units, **kwargs)
+            out["active_subspace_quantity"] = _rename_axis(ds, "output", "quantity")
+        return out
+
+
+def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:
+    """Rename a labeled axis and its ``_name``/``_units`` coordinates (``output`` -> ``quantity``)."""
+    names = {k: new + k[len(old):] for k in list(ds.variables) if k == old or k in (f"{old}_name", f"{old}_units")}
+    return ds.rename(names)
