@@ -170,7 +170,7 @@ def main() -> None:
           f"{total / timings['monte_carlo']:,.0f} samples/s, of which {in_model[0]:.2f} s in the model "
           f"(forward alone at the reference rate: {total / args.batch * reference:.2f} s) and "
           f"{timings['monte_carlo'] - in_model[0]:.2f} s sampling + statistics; largest relative standard error "
-          f"of the std {np.nanmax(ds['std_se'].values / ds['output_std'].values):.2e}")
+          f"of the std {np.nanmax(ds['output_std_se'].values / ds['output_std'].values):.2e}")
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ class QmcGrid(Grid):
         with warnings.catch_warnings():  # scipy warns when n is not a power of 2; sizes are the user's choice
             warnings.simplefilter("ignore", UserWarning)
             unit = engine.random(stop - start)
-        return to_physical(self.space, unit)
+        return to_bounds(self.space, unit)
 
 
 @dataclass
@@ -141,7 +141,7 @@ def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels:
         return QmcGrid(space, int(n), kind, seed, scramble)
     rng = np.random.default_rng(seed)
     unit = qmc.LatinHypercube(d=len(space), rng=rng).random(n) if kind == "lhs" else rng.random((n, len(space)))
-    return MaterialisedGrid(space, to_physical(space, unit))
+    return MaterialisedGrid(space, to_bounds(space, unit))
 
 
 def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
@@ -153,7 +153,7 @@ def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
     return size * shard // num_shards, size * (shard + 1) // num_shards
 
 
-def to_physical(space: ParameterSpace, unit: np.ndarray) -> np.ndarray:
+def to_bounds(space: ParameterSpace, unit: np.ndarray) -> np.ndarray:
     """Map points of the unit hypercube to the bounds (geometrically for ``scale="log"`` parameters)."""
     low, high = space.bounds.T
     log = np.array([p.scale == "log" for p in space.parameters])

@@ -344,7 +344,7 @@ def unit_cube_scale(space: ParameterSpace, points: np.ndarray) -> np.ndarray:
     """``dx/du`` at ``points`` for the design's unit-cube coordinates ``u``: ``[K, n]``.
 
     The bound width for linear parameters and ``x log(high / low)`` for ``scale="log"`` ones,
-    i.e. the derivative of :func:`sensitivity.grids.to_physical`.
+    i.e. the derivative of :func:`sensitivity.grids.to_bounds`.
     """
     x = np.asarray(points, float)
     low, high = space.bounds.T

@@ -3,8 +3,8 @@
 The input uncertainty is the space's distributions (``uncertainty=space``: marginals joined by a
 Gaussian copula with ``space.correlation``) or a calibration result (``uncertainty=calibration
 uncertainty.path=.../calibration.nc``: multivariate normal with its estimate and covariance). With
-``local.sweep=.../sweep.nc`` the same input covariance is also propagated linearly through every
-stored Jacobian of a sweep -> local_propagation.nc, without evaluating the model.
+``pointwise.sweep=.../sweep.nc`` the same input covariance is also propagated linearly through every
+stored Jacobian of a sweep (sigma_y at every sweep point) -> local_propagation.nc, without evaluating the model.
 """
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ class PropagationConf:
 
 
 @dataclass
-class LocalConf:
-    """Local propagation through the Jacobians of a stored sweep."""
+class PointwiseConf:
+    """Pointwise linear propagation through the Jacobians of a stored sweep."""
 
     sweep: Optional[str] = None
     block_size: int = 16384
@@ -72,7 +72,7 @@ class PropagateConf:
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     uncertainty: UncertaintyConf = field(default_factory=UncertaintyConf)
     propagation: PropagationConf = field(default_factory=PropagationConf)
-    local: LocalConf = field(default_factory=LocalConf)
+    pointwise: PointwiseConf = field(default_factory=PointwiseConf)
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
@@ -84,7 +84,7 @@ SCHEMA = PropagateConf
 
 def run(cfg: DictConfig) -> Path:
     """Run the propagation described by ``cfg``; return the path of ``propagation.nc``
-    (``local_propagation.nc`` when only local propagation was asked for)."""
+    (``local_propagation.nc`` when only pointwise propagation was asked for)."""
     from sensitivity.analyses.propagation import METHODS, SAMPLERS
     from sensitivity.errors import ConfigError
 
@@ -92,16 +92,16 @@ def run(cfg: DictConfig) -> Path:
     for method in methods:
         build.check_choice(method, METHODS, "propagation.methods")
     build.check_choice(cfg.propagation.sampler, SAMPLERS, "propagation.sampler")
-    if not methods and not cfg.local.sweep:
-        raise ConfigError("nothing to do: `propagation.methods` is empty and `local.sweep` is null")
+    if not methods and not cfg.pointwise.sweep:
+        raise ConfigError("nothing to do: `propagation.methods` is empty and `pointwise.sweep` is null")
     space = build.space_from(cfg)
     inputs, sources = inputs_from(cfg, space)
     log.info("propagate: inputs %s%s", inputs.description, f" from {sources[0]}" if sources else "")
     paths = []
     if methods:
         paths.append(_global(cfg, space, inputs, sources))
-    if cfg.local.sweep:
-        paths.append(_local(cfg, inputs, sources))
+    if cfg.pointwise.sweep:
+        paths.append(_pointwise(cfg, inputs, sources))
     return paths[0]
 
 
@@ -160,22 +160,22 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     return out
 
 
-def _local(cfg: DictConfig, inputs, sources: list[str]) -> Path:
+def _pointwise(cfg: DictConfig, inputs, sources: list[str]) -> Path:
     """Linear sigma_y at every point of a stored sweep -> local_propagation.nc."""
     from sensitivity.datasets import content_hash, open_result, provenance
     from sensitivity.analyses.propagation import pointwise_propagation
 
-    sweep = cfg.local.sweep
+    sweep = cfg.pointwise.sweep
     with open_result(sweep) as ds:
         surrogate_source, surrogate_hash = ds.attrs.get("surrogate"), ds.attrs.get("surrogate_hash")
     attrs = provenance(title=f"local linear propagation over the sweep {sweep}", workflow="propagate",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate_source,
                        surrogate_hash=surrogate_hash, seed=cfg.seed, inputs=[sweep, *sources])
     attrs.update(input_source=_describe(cfg), input_distribution=inputs.description)
-    key = build.fingerprint(content_hash(sweep), inputs.names, inputs.covariance.tolist(), cfg.local.block_size)
+    key = build.fingerprint(content_hash(sweep), inputs.names, inputs.covariance.tolist(), cfg.pointwise.block_size)
     out = pointwise_propagation(sweep, inputs, build.output_dir(cfg) / "local_propagation.nc", attrs=attrs,
-                                fingerprint=key, block=cfg.local.block_size, progress=cfg.progress)
-    log.info("local propagation: %s", out)
+                                fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
+    log.info("pointwise propagation: %s", out)
     return out
 
 

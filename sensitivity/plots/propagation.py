@@ -84,7 +84,7 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
 
 def _verdict_panel(ax: plt.Axes, ds: xr.Dataset, x: np.ndarray, names: list[str], few: bool) -> None:
     """Disagreement of each moment method with Monte Carlo; flagged outputs marked with a cross."""
-    gap = np.fmax(np.abs(ds["mean_discrepancy"].values), np.abs(ds["std_discrepancy"].values))
+    gap = np.fmax(np.abs(ds["output_mean_discrepancy"].values), np.abs(ds["output_std_discrepancy"].values))
     flags = ds["nonlinear"].values
     shown = False
     for i, name in enumerate(names):

@@ -91,8 +91,8 @@ def test_linear_model_every_method_equals_the_closed_form(compose_config, tmp_pa
         expected = y_mean + np.sqrt(np.diag(y_cov)) * special.ndtri(p)[:, None]
         np.testing.assert_allclose(m["output_quantile"].values, expected, rtol=1e-8, err_msg=name)
     mc = by_method(ds, "monte_carlo")
-    assert np.all(np.abs(mc["output_mean"].values - y_mean) < K_SIGMA * mc["mean_se"].values)
-    assert np.all(np.abs(mc["output_std"].values - np.sqrt(np.diag(y_cov))) < K_SIGMA * mc["std_se"].values)
+    assert np.all(np.abs(mc["output_mean"].values - y_mean) < K_SIGMA * mc["output_mean_se"].values)
+    assert np.all(np.abs(mc["output_std"].values - np.sqrt(np.diag(y_cov))) < K_SIGMA * mc["output_std_se"].values)
     assert ds["nonlinear"].values.tolist() == [[0, 0], [0, 0], [0, 0], [-1, -1]]
     # the model's own output coordinate, units and labels travel along the flat axis
     assert ds["time"].dims == ("output",) and ds["time"].values.tolist() == [1.0, 2.0]
@@ -123,8 +123,8 @@ def test_product_of_correlated_normals_has_its_known_moments(compose_config):
     assert float(by_method(product, "second_order")["output_std"]) == pytest.approx(std, rel=1e-12)
     assert float(by_method(product, "first_order")["output_mean"]) == pytest.approx(m1 * m2, rel=1e-12)
     mc = by_method(product, "monte_carlo")
-    assert abs(float(mc["output_mean"]) - mean) < K_SIGMA * float(mc["mean_se"])
-    assert abs(float(mc["output_std"]) - std) < K_SIGMA * float(mc["std_se"])
+    assert abs(float(mc["output_mean"]) - mean) < K_SIGMA * float(mc["output_mean_se"])
+    assert abs(float(mc["output_std"]) - std) < K_SIGMA * float(mc["output_std_se"])
     # the delta method misses s1^2 s2^2 (1 + rho^2) of the variance here: flagged; second order is exact
     assert int(by_method(product, "first_order")["nonlinear"]) == 1
     assert int(by_method(product, "second_order")["nonlinear"]) == 0
@@ -200,7 +200,7 @@ def stored_sweep(compose_config, tmp_path: Path) -> Path:
     return sweep.run(cfg)
 
 
-def test_local_propagation_of_a_stored_sweep_equals_the_closed_form(compose_config, tmp_path):
+def test_pointwise_propagation_of_a_stored_sweep_equals_the_closed_form(compose_config, tmp_path):
     path = stored_sweep(compose_config, tmp_path)
     rng = np.random.default_rng(5)
     _, cov = posterior(rng, 4)
@@ -211,7 +211,7 @@ def test_local_propagation_of_a_stored_sweep_equals_the_closed_form(compose_conf
     units = {"amplitude": "kg m-3", "x0": "1", "y0": "1", "width": "1"}
     calibration = write_calibration(tmp_path / "calibration.nc", names, [units[n] for n in names],
                                     np.array([0.3, 1.0, 0.5, 0.5]), cov)
-    overrides = ["experiment=plume", "propagation.methods=[]", f"local.sweep={path}", "local.block_size=7",
+    overrides = ["experiment=plume", "propagation.methods=[]", f"pointwise.sweep={path}", "pointwise.block_size=7",
                  "uncertainty=calibration", f"uncertainty.path={calibration}"]
     out = propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "local"))
     assert out.name == "local_propagation.nc" and not (tmp_path / "local" / "propagation.nc").exists()

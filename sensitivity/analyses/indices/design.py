@@ -2,9 +2,10 @@
 
 A design is a set of points in the unit cube (a scrambled Sobol' sequence, :func:`sobol_base`) mapped
 to physical parameter values through the space's input distribution (:func:`to_distribution`; not
-:func:`sensitivity.grids.to_physical`, which maps the unit cube linearly onto the bounds). The checks
-turn the model's values ``[N, m]`` and Jacobians ``[N, m, n]`` into float64 arrays of the right
-shape, and refuse settings (a non-power-of-two size, correlated inputs) an estimator cannot use.
+:func:`sensitivity.grids.to_bounds`, which maps the unit cube linearly, or geometrically on log scale,
+onto the bounds). The checks turn the model's values ``[N, m]`` and Jacobians ``[N, m, n]`` into
+float64 arrays of the right shape, and refuse settings (a non-power-of-two size, correlated inputs)
+an estimator cannot use.
 """
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def propagate(
     xarray.Dataset
         The methods' results stacked on ``method`` (labels in ``method_name(method)``), the input
         ``input_mean(parameter)`` and ``input_covariance(parameter_i, parameter_j)``, and the verdict
-        ``mean_discrepancy``, ``std_discrepancy``, ``nonlinear`` on ``(method, output)``.
+        ``output_mean_discrepancy``, ``output_std_discrepancy``, ``nonlinear`` on ``(method, output)``.
     """
     _check_methods(methods, values_fn, value_and_jacobian, hessian)
     labels = dict(quantiles=quantiles, output_names=output_names, output_units=output_units)

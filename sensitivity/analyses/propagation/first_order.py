@@ -37,8 +37,9 @@ def first_order(
     Returns
     -------
     xarray.Dataset
-        ``mean``, ``std`` (output), ``covariance`` (output_i, output_j), ``output_quantile``
-        (quantile, output), NaN standard errors, ``outside_bounds``, ``status``, ``status_message``.
+        ``output_mean``, ``output_std`` (output), ``output_covariance`` (output_i, output_j),
+        ``output_quantile`` (quantile, output), their standard errors ``output_mean_se``, ... (NaN: no
+        sampling), ``outside_bounds``, ``status``, ``status_message``.
     """
     probabilities = checked_quantiles(quantiles)
     value, jac = value_and_jacobian_at_mean(value_and_jacobian, inputs)

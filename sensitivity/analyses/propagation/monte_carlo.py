@@ -74,9 +74,9 @@ def monte_carlo(
     Returns
     -------
     xarray.Dataset
-        As :func:`~sensitivity.analyses.propagation.first_order`, with sample quantiles and Monte Carlo standard errors ``mean_se``,
-        ``std_se``, ``covariance_se``, ``quantile_se``; attributes ``n_samples``, ``n_replicates``,
-        ``sampler``.
+        As :func:`~sensitivity.analyses.propagation.first_order`, with sample quantiles and Monte Carlo
+        standard errors ``output_mean_se``, ``output_std_se``, ``output_covariance_se``,
+        ``output_quantile_se``; attributes ``n_samples``, ``n_replicates``, ``sampler``.
     """
     probabilities = checked_quantiles(quantiles)
     rng = np.random.default_rng(seed)

@@ -91,7 +91,7 @@ def pointwise_propagation(
     writer = PartWriter(path, fingerprint)
     done = writer.done()
     covariance = input_variables(inputs)
-    with tqdm(total=layout.size, unit="pt", unit_scale=True, disable=not progress, desc="local propagation") as bar:
+    with tqdm(total=layout.size, unit="pt", unit_scale=True, disable=not progress, desc="pointwise propagation") as bar:
         for start, ds in blocks:
             stop = start + ds.sizes["sample"]
             if (start, stop) not in done:

@@ -22,7 +22,7 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
         |mean_M - mean_MC| > k_sigma * mean_se_MC + rtol * std_MC      (or the same for std)
 
     (plus a rounding allowance of 64 eps |mean_MC|). The disagreements are reported in units of
-    the reference std (``mean_discrepancy``, ``std_discrepancy``; NaN where that std is 0).
+    the reference std (``output_mean_discrepancy``, ``output_std_discrepancy``; NaN where that std is 0).
 
     Parameters
     ----------
@@ -38,7 +38,7 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
     Returns
     -------
     xarray.Dataset
-        ``ds`` with ``mean_discrepancy``, ``std_discrepancy`` [1] and ``nonlinear`` (flags -1
+        ``ds`` with ``output_mean_discrepancy``, ``output_std_discrepancy`` [1] and ``nonlinear`` (flags -1
         not_assessed: the reference itself, a failed method or no reference; 0 consistent;
         1 nonlinear) on ``(method, output)``.
     """
@@ -54,8 +54,8 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
         ref = ds.isel(method=names.index(reference))
         scale = ref["output_std"].values
         floor = _ROUNDING_ULPS * np.finfo(float).eps * np.abs(ref["output_mean"].values)
-        band_mean = k_sigma * ref["mean_se"].values + rtol * scale + floor
-        band_std = k_sigma * ref["std_se"].values + rtol * scale + floor
+        band_mean = k_sigma * ref["output_mean_se"].values + rtol * scale + floor
+        band_std = k_sigma * ref["output_std_se"].values + rtol * scale + floor
         for i, name in enumerate(names):
             if name == reference or ds["status"].values[i] != STATUS_OK or ref["status"].values != STATUS_OK:
                 continue
@@ -69,8 +69,10 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
     dims = ("method", "output")
     where = f"relative to {reference}, in units of its std"
     return ds.assign(
-        mean_discrepancy=(dims, mean_gap, {"long_name": f"mean minus the mean of {reference}, {where}", "units": "1"}),
-        std_discrepancy=(dims, std_gap, {"long_name": f"std minus the std of {reference}, {where}", "units": "1"}),
+        output_mean_discrepancy=(dims, mean_gap,
+                                 {"long_name": f"mean minus the mean of {reference}, {where}", "units": "1"}),
+        output_std_discrepancy=(dims, std_gap,
+                                {"long_name": f"std minus the std of {reference}, {where}", "units": "1"}),
         nonlinear=(dims, flags, {
             "long_name": f"mean or std outside {k_sigma:g} standard errors + {rtol:g} std of {reference}",
             "flag_values": np.array([VERDICT_NOT_ASSESSED, VERDICT_CONSISTENT, VERDICT_NONLINEAR], np.int8),
@@ -98,7 +100,8 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
         flags = ds["nonlinear"].values[i]
         if (flags < 0).all():
             continue
-        gap = np.nanmax(np.abs(np.stack([ds["mean_discrepancy"].values[i], ds["std_discrepancy"].values[i]])))
+        gaps = np.stack([ds["output_mean_discrepancy"].values[i], ds["output_std_discrepancy"].values[i]])
+        gap = np.nanmax(np.abs(gaps))
         lines.append(("info", f"verdict: {name} disagrees with Monte Carlo on {int((flags == 1).sum())} of "
                               f"{flags.size} outputs (largest gap {gap:.3g} std)"))
     return lines

@@ -85,8 +85,8 @@ def random_quadratic(rng, m: int, n: int, curvature: float) -> Quadratic:
 
 def within_mc_error(ds: xr.Dataset, mean: np.ndarray, std: np.ndarray) -> None:
     mc = ds.isel(method=list(ds.method_name.values).index("monte_carlo"))
-    assert (np.abs(mc.output_mean.values - mean) <= K_SIGMA * mc.mean_se.values).all()
-    assert (np.abs(mc.output_std.values - std) <= K_SIGMA * mc.std_se.values).all()
+    assert (np.abs(mc.output_mean.values - mean) <= K_SIGMA * mc.output_mean_se.values).all()
+    assert (np.abs(mc.output_std.values - std) <= K_SIGMA * mc.output_std_se.values).all()
 
 
 def test_linear_model_every_method_equals_the_closed_form(gaussian, rng):
@@ -103,7 +103,8 @@ def test_linear_model_every_method_equals_the_closed_form(gaussian, rng):
     within_mc_error(ds, mean, np.sqrt(np.diag(cov)))
     mc = ds.isel(method=3)
     z = special.ndtri(ds["quantile"].values)[:, None]
-    assert (np.abs(mc.output_quantile.values - (mean + z * np.sqrt(np.diag(cov)))) <= K_SIGMA * mc.quantile_se).all()
+    normal_quantiles = mean + z * np.sqrt(np.diag(cov))
+    assert (np.abs(mc.output_quantile.values - normal_quantiles) <= K_SIGMA * mc.output_quantile_se).all()
     assert (ds.nonlinear.values[:3] == 0).all() and (ds.nonlinear.values[3] == -1).all()
 
 
@@ -175,7 +176,7 @@ def test_plain_monte_carlo_standard_errors_match_sigma_over_sqrt_n(gaussian, rng
     std = np.sqrt(np.diag(model.b @ gaussian.covariance @ model.b.T))
     # the replicate estimate of sigma/sqrt(N) has 15 dof: its ratio to the truth lies in [0.5, 1.6]
     # with probability > 0.999 (chi distribution)
-    ratio = ds.mean_se.values / (std / math.sqrt(ds.attrs["n_samples"]))
+    ratio = ds.output_mean_se.values / (std / math.sqrt(ds.attrs["n_samples"]))
     assert ((ratio > 0.5) & (ratio < 1.6)).all(), ratio
     assert ds.attrs["n_samples"] == 2**14 and ds.attrs["n_replicates"] == 16
 
@@ -198,8 +199,10 @@ def test_streaming_statistics_equal_numpy_on_the_whole_sample(gaussian, rng):
     reps = y.reshape(32, rep_size, m)
     rep_quantiles = np.quantile(reps, [0.1, 0.5], axis=1)  # [q, R, m]
     np.testing.assert_allclose(ds.output_quantile.values, rep_quantiles.mean(axis=1), rtol=1e-12)
-    np.testing.assert_allclose(ds.quantile_se.values, rep_quantiles.std(axis=1, ddof=1) / math.sqrt(32), rtol=1e-10)
-    np.testing.assert_allclose(ds.mean_se.values, reps.mean(axis=1).std(axis=0, ddof=1) / math.sqrt(32), rtol=1e-10)
+    np.testing.assert_allclose(ds.output_quantile_se.values, rep_quantiles.std(axis=1, ddof=1) / math.sqrt(32),
+                               rtol=1e-10)
+    np.testing.assert_allclose(ds.output_mean_se.values, reps.mean(axis=1).std(axis=0, ddof=1) / math.sqrt(32),
+                               rtol=1e-10)
 
 
 def test_verdict_flags_the_nonlinear_output_only():
@@ -219,8 +222,8 @@ def test_verdict_flags_the_nonlinear_output_only():
     assert ds.nonlinear.values.tolist() == [[0, 1], [-1, -1]]
     mean, std = math.exp(2 * s * s), math.sqrt(math.expm1(4 * s * s) * math.exp(4 * s * s))
     # first order: mean e^0 = 1, std 2 s = 1: discrepancies against the exact moments, to MC accuracy
-    assert float(ds.mean_discrepancy[0, 1]) == pytest.approx((1.0 - mean) / std, rel=0.02)
-    assert float(ds.std_discrepancy[0, 1]) == pytest.approx((2 * s - std) / std, rel=0.02)
+    assert float(ds.output_mean_discrepancy[0, 1]) == pytest.approx((1.0 - mean) / std, rel=0.02)
+    assert float(ds.output_std_discrepancy[0, 1]) == pytest.approx((2 * s - std) / std, rel=0.02)
 
 
 def test_propagate_dataset_contract(gaussian, rng, tmp_path):
