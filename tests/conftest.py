@@ -22,7 +22,7 @@ def compose_config(tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from workflows.cli import CONF_DIR
+    from workflows.registry import CONF_DIR
     from workflows.schema import register
 
     register()

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from workflows import merge
-from workflows.cli import _positional, available
+from workflows.cli import _positional
+from workflows.registry import available
 
 
 def test_every_workflow_is_listed_with_one_line():

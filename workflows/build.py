@@ -99,7 +99,7 @@ def repo_path(path: str | Path) -> Path:
     """A path from a config: as given when it is absolute or exists from the working directory, else relative
     to the repository root (the parent of ``conf/``) when it exists there, so ``data/seir/...`` works from any
     directory; a path found nowhere is returned as given, for the error message."""
-    from workflows.cli import CONF_DIR
+    from workflows.registry import CONF_DIR
 
     given = Path(path).expanduser()
     if given.is_absolute() or given.exists() or not (CONF_DIR.parent / given).exists():

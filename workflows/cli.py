@@ -14,35 +14,12 @@ import os
 import sys
 from pathlib import Path
 
+from workflows.registry import CONF_DIR, WORKFLOWS, available
+
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-
-#: Workflow name -> module, in the order `sensitivity --help` lists them.
-WORKFLOWS = {
-    "run": "workflows.run",
-    "sweep": "workflows.sweep",
-    "train": "workflows.train",
-    "calibrate": "workflows.calibrate",
-    "propagate": "workflows.propagate",
-    "indices": "workflows.indices",
-    "export": "workflows.export",
-    "merge": "workflows.merge",
-}
-
 log = logging.getLogger("sensitivity")
-
-
-def available() -> dict[str, str]:
-    """Workflows whose module exists, with their one-line summaries."""
-    found = {}
-    for name, module in WORKFLOWS.items():
-        try:
-            found[name] = importlib.import_module(module).SUMMARY
-        except ModuleNotFoundError:
-            continue
-    return found
 
 
 def usage() -> str:

@@ -48,7 +48,7 @@ def run(cfg: DictConfig) -> Path:
 
     from hydra import compose
 
-    from workflows.cli import WORKFLOWS
+    from workflows.registry import WORKFLOWS
 
     root = build.output_dir(cfg)
     results: dict[str, Path] = {}

@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from workflows.registry import modules
+
 
 @dataclass
 class ParameterConf:
@@ -80,15 +82,7 @@ def register() -> None:
     A workflow module declares its schema as a module attribute ``SCHEMA`` (a dataclass built
     from the shared parts above); its primary config lists ``<workflow>_schema`` first.
     """
-    import importlib
-
-    from workflows.cli import WORKFLOWS
-
     store = ConfigStore.instance()
-    for name, module_name in WORKFLOWS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError:
-            continue
+    for name, module in modules():
         if getattr(module, "SCHEMA", None) is not None:
             store.store(name=f"{name}_schema", node=module.SCHEMA)

@@ -117,7 +117,7 @@ def test_launcher_configs_compose(launcher, target):
     from hydra.core.plugins import Plugins
     from hydra.plugins.launcher import Launcher
 
-    from workflows.cli import CONF_DIR
+    from workflows.registry import CONF_DIR
     from workflows.schema import register
 
     if launcher == "slurm":

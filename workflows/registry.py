@@ -1,0 +1,40 @@
+"""The workflow registry: which workflows exist, where their modules and configs are.
+
+Imported by the command line (:mod:`workflows.cli`), the schema registration
+(:mod:`workflows.schema`) and the study chain (:mod:`workflows.run`); it imports none of them.
+Each workflow is a module with a ``SUMMARY`` line and a ``run(cfg)`` function, optionally a
+``SCHEMA`` dataclass and a ``POSITIONAL`` config key, and a primary config ``conf/<workflow>.yaml``.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+#: The Hydra config tree.
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+#: Workflow name -> module, in the order `sensitivity --help` lists them.
+WORKFLOWS = {
+    "run": "workflows.run",
+    "sweep": "workflows.sweep",
+    "train": "workflows.train",
+    "calibrate": "workflows.calibrate",
+    "propagate": "workflows.propagate",
+    "indices": "workflows.indices",
+    "export": "workflows.export",
+    "merge": "workflows.merge",
+}
+
+
+def modules():
+    """Yield ``(name, module)`` for every workflow whose module exists, in registry order."""
+    for name, module_name in WORKFLOWS.items():
+        try:
+            yield name, importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            continue
+
+
+def available() -> dict[str, str]:
+    """Workflows whose module exists, with their one-line summaries."""
+    return {name: module.SUMMARY for name, module in modules()}
