@@ -76,6 +76,17 @@ def output_dir(cfg: DictConfig) -> Path:
     return path
 
 
+def file_backend() -> None:
+    """Select matplotlib's file-only Agg backend before a workflow draws its figures.
+
+    The command line has no display, and the library (:mod:`sensitivity.plots`) leaves the
+    backend to its caller, so a notebook keeps its own.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+
 def check_choice(value: Any, choices: tuple, key: str) -> None:
     """A clear error for a config value outside its choices."""
     if value not in choices:

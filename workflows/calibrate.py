@@ -229,6 +229,7 @@ def fit(cfg: DictConfig) -> Path:
     path = write_atomic(ds, out)
     _log_summary(ds, seconds)
     if cfg.plots:
+        build.file_backend()
         from sensitivity.plots.calibration import calibration_figures
 
         for figure in calibration_figures(path, build.output_dir(cfg)):
@@ -296,6 +297,7 @@ def step_map(cfg: DictConfig) -> Path:
     path = writer.finalize(attrs)
     log.info("gn_map done: %s", path)
     if cfg.plots:
+        build.file_backend()
         from sensitivity.plots.calibration import step_map_figure
 
         log.info("figure: %s", step_map_figure(path, build.output_dir(cfg) / "gn_map.png", pair))

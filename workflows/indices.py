@@ -119,6 +119,7 @@ def run(cfg: DictConfig) -> Path:
     _log_checks(ds)
     log.info("indices: %s", out)
     if cfg.plots:
+        build.file_backend()
         from sensitivity.plots.indices import indices_figures
 
         for figure in indices_figures(out, build.output_dir(cfg)):

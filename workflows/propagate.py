@@ -154,6 +154,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     _log_verdict(ds, cfg.uncertainty.source == "calibration" and not cfg.uncertainty.truncate)
     log.info("propagation: %s", out)
     if cfg.plots:
+        build.file_backend()
         from sensitivity.plots.propagation import propagation_figure
 
         log.info("figure: %s", propagation_figure(out, build.output_dir(cfg) / "propagation.png"))

@@ -42,6 +42,7 @@ def run(cfg: DictConfig) -> Path:
     log.info("sweep done: %d points in %.1f s (%.0f Jacobians/s including compilation) -> %s", summary.points,
              summary.seconds, summary.jacobians_per_second, summary.path)
     if cfg.plots:
+        build.file_backend()
         from sensitivity.plots.sweep import sweep_figure
 
         figure = sweep_figure(summary.path, build.output_dir(cfg) / "sweep.png")

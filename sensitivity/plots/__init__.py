@@ -1,4 +1,4 @@
-"""Figures from result datasets, one module per result type (matplotlib, Agg backend, files only)."""
-import matplotlib
+"""Figures from result datasets, one module per result type (matplotlib, files only).
 
-matplotlib.use("Agg")
+The backend is the caller's choice: the workflows select Agg (``workflows.build.file_backend``), a notebook keeps its own.
+"""
