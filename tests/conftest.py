@@ -1,4 +1,11 @@
-"""Shared fixtures: quiet TensorFlow, composed configs pointed at tmp_path."""
+"""Shared fixtures: quiet TensorFlow, composed configs pointed at tmp_path.
+
+Where shared test code lives: pytest fixtures here; plain helpers (references, models, the CF
+checker, paths) in the ``tests/helpers/`` package. A test module imports shared code only from
+``tests.helpers``, never from another test module or from this file (``tests/test_layout.py``
+checks it). Tests that run the command line in a subprocess, train a model or run a workflow
+chain end to end are marked ``slow``; ``pytest -m "not slow"`` is the fast run.
+"""
 from __future__ import annotations
 
 import os
@@ -9,8 +16,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

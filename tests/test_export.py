@@ -13,7 +13,7 @@ import sensitivity
 from sensitivity.errors import ModelError
 from sensitivity.export import ExportCheck, export_jacobian
 from sensitivity.simulators import analytic
-from tests.test_jacobian import ishigami_jacobian
+from tests.helpers.functions import ishigami_jacobian
 
 NAMES, UNITS = ["x1", "x2", "x3"], ["1", "m", "s"]
 OUTPUT = {"name": "y", "units": "kg", "names": ["ishigami"]}

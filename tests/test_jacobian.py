@@ -10,7 +10,8 @@ import sensitivity
 from sensitivity.errors import ConfigError
 from sensitivity.jacobian import auto_chunk_size
 from sensitivity.simulators import analytic
-from tests.helpers import central_differences
+from tests.helpers.functions import ishigami_jacobian
+from tests.helpers.references import central_differences
 
 RNG = np.random.default_rng(42)
 MODES = ["forward", "reverse"]
@@ -22,11 +23,6 @@ TOL = {"float64": dict(rtol=1e-10, atol=1e-10), "float32": dict(rtol=2e-5, atol=
 def load(fn, n, dtype, names=None, **kw):
     return sensitivity.load_surrogate(fn, input_names=names or [f"x{i}" for i in range(n)], input_units=["1"] * n,
                                       dtype=dtype, **kw)
-
-
-def ishigami_jacobian(x, a=7.0, b=0.1):
-    return np.stack([np.cos(x[:, 0]) * (1 + b * x[:, 2] ** 4), 2 * a * np.sin(x[:, 1]) * np.cos(x[:, 1]),
-                     4 * b * x[:, 2] ** 3 * np.sin(x[:, 0])], axis=1)[:, None, :]
 
 
 @pytest.mark.parametrize("mode", MODES)

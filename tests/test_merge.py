@@ -16,7 +16,7 @@ import yaml
 from sensitivity.datasets import by_name, iter_blocks, write_atomic
 from sensitivity.errors import DataError
 from sensitivity.merge import find_runs, merge, merged_attrs, plan_merge, whole_grid_config
-from tests.workflows.test_sweep import cf_errors
+from tests.helpers.cf import cf_errors
 
 SLOPES = {"a": 1.0, "b": -2.0}
 

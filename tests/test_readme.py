@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def readme_commands() -> list[str]:

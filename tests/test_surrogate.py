@@ -9,7 +9,7 @@ import sensitivity
 from sensitivity.errors import ModelError
 from sensitivity.outputs import OutputSpec
 from sensitivity.scaling import InputScaling, OutputScaling
-from tests.helpers import central_differences
+from tests.helpers.references import central_differences
 
 RNG = np.random.default_rng(3)
 OUTPUT = OutputSpec.from_dict({"name": "cases", "units": "day-1", "long_name": "new cases",

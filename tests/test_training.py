@@ -10,7 +10,7 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.grids import make_grid
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
-from tests.helpers import central_differences
+from tests.helpers.references import central_differences
 
 QUADRATIC_SPACE = ParameterSpace.from_records(
     [{"name": f"x{i}", "units": "1", "low": -1.0, "high": 1.0} for i in (1, 2, 3)])

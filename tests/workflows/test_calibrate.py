@@ -13,9 +13,9 @@ import xarray as xr
 
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
-from tests.conftest import ROOT
-from tests.workflows.calibration_models import DECAY_OVERRIDES, TIMES, decay_numpy
-from tests.workflows.test_sweep import cf_errors
+from tests.helpers import ROOT
+from tests.helpers.calibration_models import DECAY_OVERRIDES, TIMES, decay_numpy
+from tests.helpers.cf import cf_errors
 from workflows import calibrate, sweep
 
 TRUTH = np.array([2.0, 0.15, 0.3])  # a, k, c of the decay model

@@ -12,9 +12,9 @@ import xarray as xr
 
 from sensitivity.datasets import write_atomic
 from sensitivity.salib import read_problem
-from tests.conftest import ROOT
-from tests.test_jacobian import ishigami_jacobian
-from tests.workflows.test_sweep import cf_errors
+from tests.helpers import ROOT
+from tests.helpers.cf import cf_errors
+from tests.helpers.functions import ishigami_jacobian
 from workflows import export, sweep
 
 CLI = [sys.executable, "-m", "workflows"]

@@ -13,10 +13,9 @@ import pytest
 from sensitivity.analyses.indices.crosschecks import CONSISTENT
 from sensitivity.datasets import content_hash, open_result
 from sensitivity.errors import ConfigError, DataError
-from tests.analyses.functions import ishigami_indices
-from tests.conftest import ROOT
-from tests.test_jacobian import ishigami_jacobian
-from tests.workflows.test_sweep import CLI, cf_errors
+from tests.helpers import CLI, ROOT
+from tests.helpers.cf import cf_errors
+from tests.helpers.functions import ishigami_indices, ishigami_jacobian
 from workflows import indices, sweep
 
 # float64 for closed-form tolerances; no XLA: compiling costs more than it saves on these small designs.
@@ -102,7 +101,7 @@ def test_linear_model_is_exact(compose_config, tmp_path):
 
 # The series' dim is `day` (CF's checker wants a dim named `time` to carry standard_name time and
 # units '<unit> since <epoch>', which datasets.output_dim_coords does not set).
-DECAY = ["model=function", "model.source=tests.models:decay",
+DECAY = ["model=function", "model.source=tests.helpers.models:decay",
          "model.output={name: signal, long_name: decaying signal, units: '1',"
          " dims: [{name: day, values: {start: 0, stop: 10, step: 1}, units: day, long_name: day of the series}]}",
          "space.parameters=[{name: a, units: '1', low: 1, high: 2}, {name: k, units: day-1, low: 0.1, high: 0.5}]"]

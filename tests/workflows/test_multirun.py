@@ -14,9 +14,9 @@ import yaml
 
 from sensitivity.datasets import PartWriter
 from sensitivity.errors import ConfigError, DataError
-from tests.conftest import ROOT
-from tests.test_jacobian import ishigami_jacobian
-from tests.workflows.test_sweep import cf_errors
+from tests.helpers import ROOT
+from tests.helpers.cf import cf_errors
+from tests.helpers.functions import ishigami_jacobian
 from workflows import merge, sweep
 
 CLI = [sys.executable, "-m", "workflows"]

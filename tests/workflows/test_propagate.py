@@ -18,8 +18,8 @@ from scipy import special, stats
 
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
-from tests.conftest import ROOT
-from tests.workflows.test_sweep import cf_errors
+from tests.helpers import ROOT
+from tests.helpers.cf import cf_errors
 from workflows import propagate, sweep
 
 CLI = [sys.executable, "-m", "workflows"]

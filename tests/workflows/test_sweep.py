@@ -1,11 +1,9 @@
 """The `sweep` workflow end to end: labeled CF output, provenance, resume after a kill, NaN reporting, CLI."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,20 +12,10 @@ import pytest
 import xarray as xr
 
 from sensitivity.datasets import open_result
-from tests.conftest import ROOT
-from tests.test_jacobian import ishigami_jacobian
+from tests.helpers import CLI, ROOT
+from tests.helpers.cf import cf_errors
+from tests.helpers.functions import ishigami_jacobian
 from workflows import sweep
-
-CLI = [sys.executable, "-m", "workflows"]
-
-
-def cf_errors(path: Path) -> list[str]:
-    """High-priority failures of the IOOS compliance checker (CF 1.8) on ``path``."""
-    out = subprocess.run([Path(sys.executable).parent / "compliance-checker", "-t", "cf:1.8", "-f", "json",
-                          "-o", "-", str(path)], capture_output=True, text=True)
-    report = json.loads(out.stdout)["cf:1.8"]
-    return [msg for item in report["high_priorities"] for msg in item["msgs"]]
-
 
 def test_sweep_writes_a_labeled_cf_dataset(compose_config, tmp_path):
     cfg = compose_config("sweep", ["grid.n=300", "jacobian=float64", "jacobian.chunk_size=128"])
@@ -56,7 +44,7 @@ def test_field_outputs_keep_their_dims(compose_config):
 
 
 def test_nonfinite_values_are_counted_and_reported(compose_config, caplog):
-    overrides = ["model=function", "model.source=tests.models:sqrt_model", "model.output={name: y, names: [root]}",
+    overrides = ["model=function", "model.source=tests.helpers.models:sqrt_model", "model.output={name: y, names: [root]}",
                  "space.parameters=[{name: a, units: '1', low: -1, high: 1}, {name: b, units: '1', low: 0, high: 1}]",
                  "grid.n=64", "plots=false"]
     path = sweep.run(compose_config("sweep", overrides))

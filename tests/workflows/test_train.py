@@ -10,7 +10,7 @@ import xarray as xr
 
 import sensitivity
 from sensitivity.errors import DataError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from workflows import train
 
 TINY = ["grid.n=128", "training.epochs=60", "training.hidden=[16,16]", "training.derivative_points=8",

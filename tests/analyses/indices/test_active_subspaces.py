@@ -6,7 +6,7 @@ import pytest
 
 from sensitivity.analyses.indices import active_subspaces, dgsm
 from sensitivity.errors import ConfigError
-from tests.analyses.functions import ishigami_jacobian, linear_jacobian, uniform_space
+from tests.helpers.functions import ishigami_jacobian, linear_jacobian, uniform_space
 
 
 def test_linear_model_is_rank_one_and_exact():

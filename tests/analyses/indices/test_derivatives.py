@@ -6,7 +6,7 @@ import pytest
 
 from sensitivity.analyses.indices import derivatives
 from sensitivity.errors import ConfigError, DataError
-from tests.analyses.functions import (
+from tests.helpers.functions import (
     ishigami,
     ishigami_jacobian,
     linear,

@@ -10,7 +10,7 @@ from scipy import linalg
 from sensitivity.analyses.indices import dgsm
 from sensitivity.errors import DataError
 from sensitivity.space import Distribution, Parameter, ParameterSpace
-from tests.analyses.functions import (
+from tests.helpers.functions import (
     ishigami,
     ishigami_indices,
     ishigami_jacobian,

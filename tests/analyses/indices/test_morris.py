@@ -8,7 +8,7 @@ from SALib.analyze import morris as salib_morris
 from sensitivity.analyses.indices import morris
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import Distribution, Parameter, ParameterSpace
-from tests.analyses.functions import ishigami, linear, uniform_space
+from tests.helpers.functions import ishigami, linear, uniform_space
 
 ISHIGAMI = uniform_space(3, -np.pi, np.pi)
 PROBLEM = {"num_vars": 3, "names": ["x0", "x1", "x2"], "bounds": [[-np.pi, np.pi]] * 3}

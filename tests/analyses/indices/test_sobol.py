@@ -11,7 +11,7 @@ from SALib.sample import sobol as salib_sample
 from sensitivity.analyses.indices import sobol
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
-from tests.analyses.functions import ishigami, ishigami_indices, linear, sobol_g, sobol_g_indices, uniform_space
+from tests.helpers.functions import ishigami, ishigami_indices, linear, sobol_g, sobol_g_indices, uniform_space
 
 ISHIGAMI = uniform_space(3, -np.pi, np.pi)
 PROBLEM = {"num_vars": 3, "names": ["x0", "x1", "x2"], "bounds": [[-np.pi, np.pi]] * 3}

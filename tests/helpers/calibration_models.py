@@ -10,7 +10,7 @@ TIMES = np.arange(0.0, 20.0)
 #: Config overrides that load :func:`decay` with its output series and a three-parameter space.
 DECAY_OVERRIDES = [
     "model=function",
-    "model.source=tests.workflows.calibration_models:decay",
+    "model.source=tests.helpers.calibration_models:decay",
     "model.output={name: y, units: '1', long_name: decaying signal, "
     "dims: [{name: time, values: {start: 0, stop: 20}, units: day, long_name: time since release}]}",
     "space.parameters=[{name: a, units: '1', low: 0.5, high: 5.0}, "

@@ -1,0 +1,15 @@
+"""The IOOS compliance checker (CF 1.8) as an independent judge of the datasets written."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def cf_errors(path: Path) -> list[str]:
+    """High-priority failures of the IOOS compliance checker (CF 1.8) on ``path``."""
+    out = subprocess.run([Path(sys.executable).parent / "compliance-checker", "-t", "cf:1.8", "-f", "json",
+                          "-o", "-", str(path)], capture_output=True, text=True)
+    report = json.loads(out.stdout)["cf:1.8"]
+    return [msg for item in report["high_priorities"] for msg in item["msgs"]]
