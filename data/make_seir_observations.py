@@ -27,11 +27,11 @@ def observations_dataset() -> xr.Dataset:
     clean, observed, sigma = seir.synthetic_observations(
         truth, relative_noise=SETTINGS["relative_noise"], floor=SETTINGS["floor"],
         observed_days=SETTINGS["observed_days"], seed=SETTINGS["seed"])
-    units = spec.units
+    units, (dim,) = spec.units, spec.dim_names
     data = {
-        "observed": ("time", observed, {"long_name": f"observed {spec.long_name} (NaN: not observed)", "units": units}),
-        "sigma": ("time", sigma, {"long_name": "standard deviation of the observation error", "units": units}),
-        "true_value": ("time", clean, {"long_name": f"noise-free {spec.long_name} at the true parameters",
+        "observed": (dim, observed, {"long_name": f"observed {spec.long_name} (NaN: not observed)", "units": units}),
+        "sigma": (dim, sigma, {"long_name": "standard deviation of the observation error", "units": units}),
+        "true_value": (dim, clean, {"long_name": f"noise-free {spec.long_name} at the true parameters",
                                        "units": units}),
         "true_parameter": ("parameter", truth, {"long_name": "true parameter value",
                                                 "units_metadata": "see coordinate parameter_units"}),

@@ -73,9 +73,13 @@ def space() -> ParameterSpace:
 
 
 def output_spec(days: int = DAYS) -> OutputSpec:
-    """What :func:`simulate` returns: ``new_infections(time)`` [1e-5 day-1] for days ``1 .. days``."""
-    time = OutputDim("time", tuple(range(1, days + 1)), "day", "end of the day since the start of the epidemic")
-    return OutputSpec("new_infections", OUTPUT_UNITS, (time,), "daily new infections per 100 000 people")
+    """What :func:`simulate` returns: ``new_infections(day)`` [1e-5 day-1] for days ``1 .. days``.
+
+    The axis is a duration since the start of the epidemic, not a date, so it is named ``day`` with
+    units ``day``: CF reserves a coordinate named ``time`` for instants (``<unit> since <epoch>``).
+    """
+    day = OutputDim("day", tuple(range(1, days + 1)), "day", "end of the day since the start of the epidemic")
+    return OutputSpec("new_infections", OUTPUT_UNITS, (day,), "daily new infections per 100 000 people")
 
 
 def simulate(points: np.ndarray, days: int = DAYS) -> np.ndarray:

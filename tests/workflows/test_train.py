@@ -111,5 +111,5 @@ def test_seir_experiment_composes_for_train_and_sweeps_the_shipped_surrogate(com
     out = sweep.run(compose_config("sweep", ["experiment=seir", "debug=default", "plots=false"],
                                    output_dir=tmp_path / "sweep"))
     with xr.open_dataset(out) as ds:
-        assert ds["jacobian"].dims == ("sample", "time", "parameter") and ds.sizes["time"] == seir.DAYS
+        assert ds["jacobian"].dims == ("sample", "day", "parameter") and ds.sizes["day"] == seir.DAYS
         assert str(ROOT / "data" / "seir" / "surrogate.keras") in ds.attrs["surrogate"]
