@@ -141,7 +141,7 @@ class JacobianModule(tf.Module):
         if hessian:
             # the traced reverse-over-forward function of compile_hessian, reused as it is
             inner = compile_hessian(s.fn, n_in, output_size=s.output_size, dtype=s.dtype,
-                                    max_rows=hessian_max_rows)._fn
+                                    max_rows=hessian_max_rows).function
             self.hessian = tf.function(lambda x: {"hessian": tf.reshape(inner(x), [-1, *out_shape, n_in, n_in])},
                                        input_signature=signature)
         # Track every variable the traced graphs read (Keras weights, a reloaded SavedModel's

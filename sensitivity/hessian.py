@@ -47,6 +47,12 @@ class CompiledHessian:
     _traces: list[int] = field(repr=False)
 
     @property
+    def function(self) -> Callable[[tf.Tensor], tf.Tensor]:
+        """The traced function of one chunk, ``x [B, n_in] -> [B, m, n_in, n_in]`` in ``dtype``, for use
+        inside another TensorFlow graph (e.g. an exported module)."""
+        return self._fn
+
+    @property
     def trace_count(self) -> int:
         """How many times the Hessian function has been traced (1 after first use, whatever K)."""
         return self._traces[0]
