@@ -15,6 +15,8 @@ from sensitivity.export import ExportCheck, export_jacobian
 from sensitivity.simulators import analytic
 from tests.helpers.functions import ishigami_jacobian
 
+pytestmark = pytest.mark.slow  # SavedModel export and reload, one check in a separate process
+
 NAMES, UNITS = ["x1", "x2", "x3"], ["1", "m", "s"]
 OUTPUT = {"name": "y", "units": "kg", "names": ["ishigami"]}
 

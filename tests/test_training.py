@@ -40,6 +40,7 @@ def train_quadratic(n: int, seed: int, epochs: int, tmp_path, name: str = "q.ker
     return result, path
 
 
+@pytest.mark.slow
 def test_learns_a_quadratic_and_its_jacobian(tmp_path):
     result, path = train_quadratic(512, seed=0, epochs=400, tmp_path=tmp_path)
     model = sensitivity.load_surrogate(path, dtype="float64")  # names, units and outputs come from the file
@@ -56,6 +57,7 @@ def test_learns_a_quadratic_and_its_jacobian(tmp_path):
     assert result.best_epoch <= len(result.history["loss"])
 
 
+@pytest.mark.slow
 def test_same_seed_same_weights(tmp_path):
     a, _ = train_quadratic(64, seed=3, epochs=5, tmp_path=tmp_path, name="a.keras")
     b, _ = train_quadratic(64, seed=3, epochs=5, tmp_path=tmp_path, name="b.keras")
@@ -64,6 +66,7 @@ def test_same_seed_same_weights(tmp_path):
     assert not all(np.array_equal(u, v) for u, v in zip(a.model.get_weights(), c.model.get_weights()))
 
 
+@pytest.mark.slow
 def test_normalisation_and_log_transforms_are_folded_into_the_saved_model(tmp_path):
     """Inputs over decades (one log-transformed), positive outputs learned as logs: the loaded model's Jacobian
     in physical units must equal float64 finite differences of the loaded model's own values."""

@@ -215,6 +215,7 @@ def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, m
         calibrate.run(cfg)
 
 
+@pytest.mark.slow
 def test_cli_reports_a_bad_observation_file_in_one_line(tmp_path):
     obs_path = decay_observations(tmp_path, sigma=("time", np.r_[SIGMA, -1.0, np.full(18, SIGMA)]))
     out = subprocess.run([sys.executable, "-m", "workflows", "calibrate", *DECAY_OVERRIDES,

@@ -22,6 +22,7 @@ PROBLEM = {"num_vars": 3, "names": ["x1", "x2", "x3"], "bounds": [[-1.0, 1.0], [
            "dists": ["unif", "unif", "unif"], "units": ["1", "1", "1"]}
 
 
+@pytest.mark.slow
 def test_export_with_a_salib_space_and_pest(compose_config, tmp_path):
     (tmp_path / "in").mkdir()
     problem_path = tmp_path / "in" / "problem.json"
@@ -81,6 +82,7 @@ def test_bad_pest_settings_fail_before_any_work(compose_config, tmp_path, overri
     assert not (tmp_path / "jacobian_model").exists() and not (tmp_path / "export.nc").exists()
 
 
+@pytest.mark.slow
 def test_cli_error_is_one_line(tmp_path):
     out = subprocess.run(CLI + ["export", f"hydra.run.dir={tmp_path}", "space_file=missing.json"], capture_output=True,
                          text=True, cwd=ROOT)

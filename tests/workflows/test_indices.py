@@ -145,6 +145,7 @@ def test_time_series_gets_time_resolved_indices(compose_config, tmp_path):
         "indices_bars.png", "indices_ranking.png", "indices_active_subspace.png", "indices_resolved.png"}
 
 
+@pytest.mark.slow
 def test_field_output_keeps_its_dims(compose_config, tmp_path):
     import tensorflow as tf
 
@@ -200,6 +201,7 @@ def test_bad_input_fails_clearly_without_output(compose_config, tmp_path, overri
     assert not (tmp_path / "indices.nc").exists()
 
 
+@pytest.mark.slow
 def test_cli_unusable_n_exits_nonzero_with_one_line(tmp_path):
     out = subprocess.run(CLI + ["indices", "sobol.n=100", f"hydra.run.dir={tmp_path}", "progress=false"],
                          capture_output=True, text=True, cwd=ROOT)

@@ -35,6 +35,7 @@ def values(path) -> xr.Dataset:
         return ds.load().drop_attrs(deep=False)
 
 
+@pytest.mark.slow
 def test_local_multirun_then_merge_equals_one_process_and_a_failed_shard_reruns_alone(compose_config, tmp_path,
                                                                                        monkeypatch):
     multirun = tmp_path / "multirun"
@@ -78,6 +79,7 @@ def test_local_multirun_then_merge_equals_one_process_and_a_failed_shard_reruns_
     xr.testing.assert_identical(values(merged), values(whole))
 
 
+@pytest.mark.slow
 def test_a_config_sweep_merges_along_its_swept_keys(compose_config, tmp_path):
     multirun = tmp_path / "multirun"
     for n in (48, 32):
@@ -98,6 +100,7 @@ def test_a_config_sweep_merges_along_its_swept_keys(compose_config, tmp_path):
     assert cf_errors(Path(ds.encoding["source"])) == []
 
 
+@pytest.mark.slow
 def test_merge_bad_input_fails_clearly(compose_config, tmp_path):
     out = subprocess.run(CLI + ["merge", f"input_dir={tmp_path / 'nowhere'}", f"hydra.run.dir={tmp_path / 'out'}"],
                          cwd=ROOT, capture_output=True, text=True)

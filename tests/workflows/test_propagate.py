@@ -262,6 +262,7 @@ def test_bad_inputs_fail_with_one_line_errors_and_no_output(compose_config, tmp_
     assert not (tmp_path / "out" / "propagation.nc").exists()
 
 
+@pytest.mark.slow
 def test_cli_rejects_a_non_positive_definite_posterior(tmp_path):
     calibration = bad_calibration(tmp_path)
     out = subprocess.run(CLI + ["propagate", "model=function", "model.source=sensitivity.simulators.analytic:linear",

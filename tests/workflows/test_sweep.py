@@ -32,6 +32,7 @@ def test_sweep_writes_a_labeled_cf_dataset(compose_config, tmp_path):
     assert cf_errors(path) == []
 
 
+@pytest.mark.slow
 def test_field_outputs_keep_their_dims(compose_config):
     cfg = compose_config("sweep", ["experiment=plume", "grid.n=32", "plots=false"])
     ds = xr.open_dataset(sweep.run(cfg))
@@ -55,11 +56,13 @@ def test_nonfinite_values_are_counted_and_reported(compose_config, caplog):
     assert "non-finite values" in caplog.text
 
 
+@pytest.mark.slow
 def test_cli_help_lists_workflows():
     out = subprocess.run(CLI + ["--help"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "sweep " in out.stdout and "values and Jacobians" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("space.parameters.0.low=5", "bounds must be low < high, got (5.0, 3.14"),
     ("grid.kind=sobolx", "grid.kind must be one of"),
@@ -77,6 +80,7 @@ def test_cli_bad_input_fails_clearly_without_output(tmp_path, override, message)
     assert not (tmp_path / "sweep.nc").exists()
 
 
+@pytest.mark.slow
 def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path):
     args = ["sweep", "grid.n=65536", "jacobian.chunk_size=512", "points_per_part=512", "plots=false",
             "progress=false"]

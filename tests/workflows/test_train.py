@@ -22,6 +22,7 @@ def quadratic(x: np.ndarray) -> np.ndarray:
     return np.stack([(x**2).sum(axis=1), x[:, 0] * x[:, 1] + 2 * x[:, 1] * x[:, 2]], axis=1)
 
 
+@pytest.mark.slow
 def test_train_from_a_simulator_writes_a_self_describing_model_and_a_report(compose_config, tmp_path):
     path = train.run(compose_config("train", TINY))
     model = sensitivity.load_surrogate(path)  # nothing but the file
@@ -37,6 +38,7 @@ def test_train_from_a_simulator_writes_a_self_describing_model_and_a_report(comp
         assert "R^2" in ds.attrs["validation"] and ds.attrs["seed"] == "0"
 
 
+@pytest.mark.slow
 def test_train_from_a_dataset(compose_config, tmp_path):
     x = np.random.default_rng(0).uniform(-1, 1, (100, 3))
     samples = xr.Dataset({"x": (("sample", "parameter"), x), "y": (("sample", "output"), quadratic(x))},
@@ -84,6 +86,7 @@ def test_csv_samples_and_missing_columns(tmp_path):
         train.read_samples(tmp_path / "t.csv", ["x1", "x2", "x3"], output)
 
 
+@pytest.mark.slow
 def test_corrupt_dataset_fails_with_one_line_and_exit_code_2(tmp_path):
     bad = tmp_path / "corrupt.nc"
     bad.write_bytes(b"CDF\x01 this is not a netCDF file")
@@ -100,6 +103,7 @@ def test_missing_simulator_and_data_is_a_config_error(compose_config):
         train.run(compose_config("train", ["model=ishigami", "space=ishigami"]))
 
 
+@pytest.mark.slow
 def test_seir_experiment_composes_for_train_and_sweeps_the_shipped_surrogate(compose_config, tmp_path, monkeypatch):
     from sensitivity.simulators import seir
     from workflows import sweep
