@@ -19,9 +19,15 @@ ALL_METHODS = ["local", "dgsm", "sobol", "morris", "active_subspaces"]
 
 
 @dataclass
-class BootstrapConf:
-    n_resamples: int = 100
+class IntervalsConf:
+    method: str = "rqmc"  # rqmc | bootstrap | none
+    replicates: int = 8  # rqmc: independent scramblings; each method's n stays the total, split into n/replicates
     conf_level: float = 0.95
+
+
+@dataclass
+class BootstrapConf:
+    n_resamples: int = 100  # 0: no bootstrap intervals
     interval: str = "percentile"
 
 
@@ -71,6 +77,7 @@ class IndicesConf:
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     methods: List[str] = field(default_factory=lambda: list(ALL_METHODS))
     seed: int = 0
+    intervals: IntervalsConf = field(default_factory=IntervalsConf)
     bootstrap: BootstrapConf = field(default_factory=BootstrapConf)
     local: LocalConf = field(default_factory=LocalConf)
     dgsm: DgsmConf = field(default_factory=DgsmConf)
@@ -97,9 +104,9 @@ def run(cfg: DictConfig) -> Path:
         build.check_choice(name, tuple(ALL_METHODS), "methods")
     points = build.grid_from(cfg, space).points() if "local" in chosen and cfg.local.across_grid else None
     methods = {name: _method(cfg, name, points) for name in chosen}
-    b = cfg.bootstrap
+    c, b = cfg.intervals, cfg.bootstrap
     options = {"seed": cfg.seed, "top_k": cfg.top_k,
-               "bootstrap": indices.Bootstrap(b.n_resamples, b.conf_level, b.interval)}
+               "intervals": indices.Intervals(c.method, c.replicates, c.conf_level, b.n_resamples, b.interval)}
     designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
     surrogate = build.surrogate_from(cfg, space)
     sweep = cfg.dgsm.sweep if "dgsm" in chosen else None

@@ -107,7 +107,7 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
             ax.set_title(title if r == 0 else "", fontsize="medium")
             if c == 0:
                 ax.set_ylabel(label, fontsize="small")
-    fig.suptitle("sensitivity indices by method (whiskers: bootstrap intervals)")
+    fig.suptitle("sensitivity indices by method (whiskers: confidence intervals)")
     return _save(fig, figure_path)
 
 
@@ -145,11 +145,12 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     names = _names(ds)
     for c, (prefix, index, label) in enumerate(panels):
         values = ds[f"{prefix}_eigenvalue"].isel(index).transpose("direction").values
-        low, high = ds[f"{prefix}_eigenvalue_interval"].isel(index).transpose("direction", "bound").values.T
         k = np.arange(1, len(values) + 1)
         floor = np.nanmax(values) * 1e-12 if np.nanmax(values) > 0 else 1e-300
         axes[0, c].semilogy(k, np.maximum(values, floor), "o-")
-        axes[0, c].fill_between(k, np.maximum(low, floor), np.maximum(high, floor), alpha=0.3)
+        if f"{prefix}_eigenvalue_interval" in ds:  # absent with `intervals.method=none`
+            low, high = ds[f"{prefix}_eigenvalue_interval"].isel(index).transpose("direction", "bound").values.T
+            axes[0, c].fill_between(k, np.maximum(low, floor), np.maximum(high, floor), alpha=0.3)
         axes[0, c].set_xticks(k)
         axes[0, c].set_xlabel("eigenvalue index")
         axes[0, c].set_title(label, fontsize="medium")
@@ -157,7 +158,7 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         axes[1, c].bar(range(len(names)), vector)
         axes[1, c].set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
         axes[1, c].set_title("leading direction w1", fontsize="medium")
-    fig.suptitle("active subspace: eigenvalues of E[grad f grad f^T] (band: bootstrap interval)", fontsize="medium")
+    fig.suptitle("active subspace: eigenvalues of E[grad f grad f^T] (band: confidence interval)", fontsize="medium")
     return _save(fig, figure_path)
 
 
@@ -181,7 +182,7 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncol=min(len(names), 6), fontsize="small")
         axes[-1, 0].set_xlabel(f"{dim} [{ds[dim].attrs.get('units', '')}]" if dim in ds.coords else dim)
-        fig.suptitle(f"indices resolved along {dim} (bands: bootstrap intervals)")
+        fig.suptitle(f"indices resolved along {dim} (bands: confidence intervals)")
         return _save(fig, figure_path)
     var = next(m[0] for m in present if m[0] in ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star",
                                                  "active_subspace_activity_score"))

@@ -24,20 +24,21 @@ FLOAT64 = ["jacobian=float64", "jacobian.chunk_size=1024", "jacobian.jit_compile
 
 def test_ishigami_indices_groups_and_cross_checks(compose_config, tmp_path):
     # Tolerances from 20 seeds of the same design at these N (largest error seen, then about 1.5x):
-    # N = 8192: S1 0.012 -> 0.02, ST 0.0008 -> 0.002, grouped S1/ST 0.0025 -> 0.005, DGSM nu 0.04 % -> 0.1 %.
+    # N = 8192 as 8 scramblings of 1024: S1 0.0081 -> 0.012, ST 0.0064 -> 0.01, grouped S1/ST 0.0067 -> 0.01,
+    # DGSM nu 0.33 % -> 0.5 %.
     cfg = compose_config("indices", FLOAT64 + [
         "sobol.n=8192", "dgsm.n=8192", "active_subspaces.n=8192", "local.sigma_points=8192", "local.across_grid=true",
         "grid.n=64", "active_subspaces.n_active=3", "morris.trajectories=32", "bootstrap.n_resamples=50",
         "sobol.groups={g13: [x1, x3], g2: [x2]}", "plots=false"])
     ds = open_result(indices.run(cfg))
     exact = ishigami_indices()
-    np.testing.assert_allclose(ds.sobol_S1.isel(output=0), exact["S1"], atol=0.02)
-    np.testing.assert_allclose(ds.sobol_ST.isel(output=0), exact["ST"], atol=0.002)
+    np.testing.assert_allclose(ds.sobol_S1.isel(output=0), exact["S1"], atol=0.012)
+    np.testing.assert_allclose(ds.sobol_ST.isel(output=0), exact["ST"], atol=0.01)
     v1, v2, v13 = exact["S1"][0], exact["S1"][1], exact["S13"]
-    np.testing.assert_allclose(ds.sobol_groups_S1.sel(group_name="g13").isel(output=0), v1 + v13, atol=0.005)
-    np.testing.assert_allclose(ds.sobol_groups_ST.sel(group_name="g2").isel(output=0), v2, atol=0.005)
+    np.testing.assert_allclose(ds.sobol_groups_S1.sel(group_name="g13").isel(output=0), v1 + v13, atol=0.01)
+    np.testing.assert_allclose(ds.sobol_groups_ST.sel(group_name="g2").isel(output=0), v2, atol=0.01)
     assert ds.sobol_groups_member.sel(group_name="g13").values.tolist() == [1, 0, 1]
-    np.testing.assert_allclose(ds.dgsm_nu.isel(output=0), exact["nu"], rtol=1e-3)
+    np.testing.assert_allclose(ds.dgsm_nu.isel(output=0), exact["nu"], rtol=5e-3)
     # With all 3 directions active, the activity score is C_ii = nu_i (b - a)^2 / 4 on the same sample.
     np.testing.assert_allclose(ds.active_subspace_activity_score, ds.dgsm_nu * np.pi**2, rtol=1e-10)
     # Every index has a finite, non-empty interval; the convergence record ends at the full N.
@@ -46,6 +47,10 @@ def test_ishigami_indices_groups_and_cross_checks(compose_config, tmp_path):
         low, high = ds[f"{var}_interval"].sel(bound_name="low"), ds[f"{var}_interval"].sel(bound_name="high")
         assert np.isfinite(low).all() and (low <= high).all(), var
     np.testing.assert_allclose(ds.sobol_ST_convergence.isel(n_samples=-1), ds.sobol_ST)
+    # Randomised QMC on the scrambled-Sobol' designs, the bootstrap on Morris' random trajectories.
+    assert [ds.attrs[f"{m}_intervals"] for m in ("sobol", "dgsm", "active_subspace", "morris")] == [
+        "rqmc", "rqmc", "rqmc", "bootstrap"]
+    assert ds.attrs["sobol_replicates"] == 8 and "Student-t" in ds.sobol_S1_interval.attrs["long_name"]
     # Local: exact derivatives at the nominal point and across the grid (float64 closed form).
     np.testing.assert_allclose(ds.local_derivative.values, ishigami_jacobian(ds.local_x.values[None])[0], atol=1e-12)
     np.testing.assert_allclose(ds.local_sweep_derivative.values, ishigami_jacobian(ds.local_sweep_x.values),
@@ -58,6 +63,15 @@ def test_ishigami_indices_groups_and_cross_checks(compose_config, tmp_path):
     for key in ("Conventions", "title", "history", "config", "surrogate_hash", "seed"):
         assert ds.attrs[key], key
     assert "sobol:" in ds.attrs["config"] and ds.attrs["methods"] == "local dgsm sobol morris active_subspaces"
+
+
+def test_intervals_off_leave_no_interval_variables(compose_config, tmp_path):
+    cfg = compose_config("indices", FLOAT64 + ["indices=quick", "intervals.method=none"])
+    out = indices.run(cfg)
+    ds = open_result(out)
+    assert not [v for v in ds.data_vars if v.endswith("_interval")]
+    assert {ds.attrs[f"{m}_intervals"] for m in ("sobol", "dgsm", "active_subspace", "morris")} == {"none"}
+    assert "dgsm_bound_check" in ds and (tmp_path / "indices_active_subspace.png").exists()
 
 
 LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
@@ -88,10 +102,11 @@ def test_linear_model_is_exact(compose_config, tmp_path):
     np.testing.assert_allclose(lam[1:], 0.0, atol=1e-12)
     w1 = ds.active_subspace_eigenvector.isel(direction=0).transpose("output", "parameter").values
     np.testing.assert_allclose(np.abs(w1), np.abs(w) / np.linalg.norm(w, axis=1)[:, None], atol=1e-12)
-    # Sobol': S1 = ST = V_i / V with V_i = w_i^2 (b - a)^2 / 12; N = 1024: largest error over 20 seeds 0.0011.
+    # Sobol': S1 = ST = V_i / V with V_i = w_i^2 (b - a)^2 / 12; N = 1024 as 8 scramblings of 128: largest
+    # error over 20 seeds 0.011 (one scrambling of 1024: 0.0011).
     exact = (w**2 / (w**2).sum(axis=1, keepdims=True)).T
-    np.testing.assert_allclose(ds.sobol_S1.transpose("parameter", "output"), exact, atol=0.003)
-    np.testing.assert_allclose(ds.sobol_ST.transpose("parameter", "output"), exact, atol=0.003)
+    np.testing.assert_allclose(ds.sobol_S1.transpose("parameter", "output"), exact, atol=0.017)
+    np.testing.assert_allclose(ds.sobol_ST.transpose("parameter", "output"), exact, atol=0.017)
     # Mixed units: tabled in coordinates (the dataset contract).
     assert ds.local_derivative.attrs["units_coordinate"] == "derivative_units"
     assert ds.derivative_units.sel(output_name="q", parameter_name="x2").item() == "(J)/(s)"
@@ -186,12 +201,16 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
 
 
 @pytest.mark.parametrize("override, error, message", [
-    ("sobol.n=1000", ConfigError, "sobol: `n` must be a power of two >= 2, got 1000"),
+    ("sobol.n=1000", ConfigError, "sobol: `n` must be a power of two >= 16, got 1000"),
+    ("sobol.n=8", ConfigError, "sobol: `n` must be a power of two >= 16, got 8"),  # 2 points per scrambling
     ("sobol.groups={g1: [x1, nope], g2: [x2, x3]}", ConfigError, "group 'g1' names unknown parameter 'nope'"),
     ("sobol.groups={g1: [x1], g2: [x2]}", ConfigError, "every parameter in exactly one group, 'x3' is in 0"),
     ("methods=[sobol,anova]", ConfigError, "`methods` must be one of"),
     ("morris.levels=3", ConfigError, "morris: `levels` must be an even integer >= 2, got 3"),
-    ("bootstrap.conf_level=1.5", ConfigError, "bootstrap: `conf_level` must lie in (0, 1), got 1.5"),
+    ("intervals.conf_level=1.5", ConfigError, "intervals: `conf_level` must lie in (0, 1), got 1.5"),
+    ("intervals.replicates=3", ConfigError, "intervals: `replicates` must be a power of two >= 2, got 3"),
+    ("intervals.method=jackknife", ConfigError, "intervals: `method` must be one of ('rqmc', 'bootstrap', 'none')"),
+    ("bootstrap.n_resamples=1", ConfigError, "intervals: `n_resamples` must be 0 (no intervals) or an integer >= 2"),
     ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: result file not found: nowhere.nc"),
 ])
 def test_bad_input_fails_clearly_without_output(compose_config, tmp_path, override, error, message):
@@ -207,5 +226,5 @@ def test_cli_unusable_n_exits_nonzero_with_one_line(tmp_path):
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2
     errors = [line for line in (out.stdout + out.stderr).splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and "sobol: `n` must be a power of two >= 2, got 100" in errors[0]
+    assert len(errors) == 1 and "sobol: `n` must be a power of two >= 16, got 100" in errors[0]
     assert not (tmp_path / "indices.nc").exists()

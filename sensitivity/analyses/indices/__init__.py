@@ -8,6 +8,7 @@ Methods, each with ``sample`` (where it has its own design) and ``analyze`` on a
 :mod:`~sensitivity.analyses.indices.active_subspaces`; cross-checks between them in
 :mod:`~sensitivity.analyses.indices.crosschecks`. Shared: :mod:`~sensitivity.analyses.indices.design`
 (points and input checks), :mod:`~sensitivity.analyses.indices.bootstrap` (resampling and intervals),
+:mod:`~sensitivity.analyses.indices.intervals` (randomised-QMC, bootstrap or no intervals),
 :mod:`~sensitivity.analyses.indices.dataset` (labels and units).
 
 The driver runs them on a compiled surrogate: settings objects in
@@ -27,6 +28,7 @@ from sensitivity.analyses.indices import (
     derivatives,
     design,
     dgsm,
+    intervals,
     morris,
     sobol,
 )
@@ -45,10 +47,10 @@ from sensitivity.analyses.indices.driver import (
 )
 from sensitivity.analyses.indices.methods import (
     ActiveSubspaces,
-    Bootstrap,
     Context,
     Dgsm,
     FlatModel,
+    Intervals,
     LocalDerivatives,
     Method,
     Morris,
@@ -58,9 +60,9 @@ from sensitivity.analyses.indices.methods import (
 )
 
 __all__ = [
-    "METHODS", "SAMPLING_GRIDS", "ActiveSubspaces", "Bootstrap", "Context", "Dgsm", "FlatModel", "LocalDerivatives",
+    "METHODS", "SAMPLING_GRIDS", "ActiveSubspaces", "Context", "Dgsm", "FlatModel", "Intervals", "LocalDerivatives",
     "Method", "MethodName", "Morris", "Quantity", "Sobol", "active_subspaces", "bootstrap", "check_sweep_sample",
     "combine_results", "compute", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm",
-    "in_section", "morris", "plan", "ranking_measures", "sobol", "summary_lines", "sweep_blocks", "timed",
+    "in_section", "intervals", "morris", "plan", "ranking_measures", "sobol", "summary_lines", "sweep_blocks", "timed",
     "to_output_dims",
 ]

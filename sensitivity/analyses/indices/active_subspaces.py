@@ -10,7 +10,8 @@ parameter ``i`` is ``alpha_i = sum_{j <= k} lambda_j w_ij^2`` (Constantine & Dia
 ``nu_i`` of the normalised input.
 
 ``C`` is estimated by the sample mean over points drawn from the input distribution
-(:func:`sample`); eigenvalue intervals come from a bootstrap over the points.
+(:func:`sample`); eigenvalue intervals come from the randomised-QMC replicates of that sample
+(or a bootstrap over the points; :mod:`~sensitivity.analyses.indices.intervals`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.dgsm import sample
+from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
 from sensitivity.space import ParameterSpace
@@ -58,6 +60,8 @@ def analyze(
     quantity_units: str | None = None,
     normalize: Normalize = "bounds",
     n_active: int | None = None,
+    intervals: IntervalMethod = "rqmc",
+    replicates: int = 8,
     n_resamples: int = 100,
     conf_level: float = 0.95,
     interval: IntervalKind = "percentile",
@@ -82,8 +86,10 @@ def analyze(
     n_active
         Dimension ``k`` of the active subspace for the activity scores; by default, per
         output, the ``k`` after which the eigenvalues drop most on a log scale.
-    n_resamples, conf_level, interval, seed
-        Bootstrap of the eigenvalues over the ``N`` points, shared by all outputs.
+    intervals, replicates, conf_level, n_resamples, interval, seed
+        Intervals of the eigenvalues (:mod:`~sensitivity.analyses.indices.intervals`): ``"rqmc"``
+        over the ``replicates`` scramblings of :func:`sample`, ``"bootstrap"`` over the ``N``
+        points (shared by all outputs), or ``"none"`` (no ``eigenvalue_interval``).
     output_names, output_units
         Labels and UDUNITS-2 units of the ``m`` outputs.
 
@@ -95,8 +101,10 @@ def analyze(
         the largest component is positive), ``activity_score (parameter, output)`` and
         ``n_active (output)``.
     """
-    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
+    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
     jac = design.as_jacobian(jacobian, len(space))
+    if n_active is not None:
+        checked_n_active(n_active, len(space))
     grad = jac * input_scale(space, normalize)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -106,8 +114,7 @@ def analyze(
         output_names, output_units = [quantity_name], None if quantity_units is None else [quantity_units]
     n, m, d = grad.shape
 
-    resamples = bootstrap.resample_weights(np.random.default_rng(seed), n, n_resamples)
-    covs = _second_moments(grad, resamples)  # [K, m, n, n]
+    covs = _second_moments(grad, plan.weights(n))  # [K, m, n, n]
     eigenvalues = np.linalg.eigvalsh(covs)[..., ::-1]  # [K, m, n] descending
     values = eigenvalues[0]  # [m, n]
     vectors = _fix_signs(np.linalg.eigh(covs[0])[1][:, :, ::-1])  # [m, n(param), n(dir)]
@@ -131,12 +138,6 @@ def analyze(
         "eigenvalue": dataset.variable(
             ("direction", "output"), values.T, "active-subspace eigenvalue of C", units, units_coordinate=ref
         ),
-        "eigenvalue_interval": dataset.variable(
-            ("direction", "output", "bound"),
-            np.swapaxes(bootstrap.interval(eigenvalues, conf_level, interval), 0, 1),
-            f"active-subspace eigenvalue, bootstrap {conf_level:g} confidence interval", units,
-            units_coordinate=ref,
-        ),
         "eigenvector": dataset.variable(
             ("parameter", "direction", "output"), np.moveaxis(vectors, 0, -1),
             f"active-subspace direction in inputs normalised by {normalize}", "1",
@@ -147,14 +148,17 @@ def analyze(
         ),
         "n_active": xr.Variable("output", k.astype(np.int32), {"long_name": "active subspace dimension", "units": "1"}),
     }
+    if plan.kind != "none":
+        data["eigenvalue_interval"] = dataset.variable(
+            ("direction", "output", "bound"), np.swapaxes(plan.bounds(eigenvalues), 0, 1),
+            f"active-subspace eigenvalue, {plan.describe()}", units, units_coordinate=ref,
+        )
     attrs = {
         "method": "active subspaces (Constantine et al. 2014) with activity scores (Constantine & Diaz 2017)",
         "references": "doi:10.1137/130916138 doi:10.1016/j.ress.2017.01.013",
         "normalize": normalize,
         "n_points": n,
-        "n_resamples": n_resamples,
-        "conf_level": conf_level,
-        "interval": interval,
+        **plan.attrs(),
     }
     if weights is not None:
         attrs["quantity_weights"] = np.asarray(weights, dtype=np.float64)

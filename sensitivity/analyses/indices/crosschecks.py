@@ -54,8 +54,9 @@ def dgsm_bound(dgsm: xr.Dataset, sobol: xr.Dataset) -> xr.Dataset:
                 f"`dgsm` and `sobol` must share {axis}, got {list(dgsm[axis].values)} and {list(sobol[axis].values)}"
             )
     bound, total = dgsm["sobol_total_bound"].values, sobol["ST"].values
-    bound_high = dgsm["sobol_total_bound_interval"].values[..., 1]
-    total_low = sobol["ST_interval"].values[..., 0]
+    # Without intervals (`intervals="none"`) every excess counts as a violation.
+    bound_high = dgsm["sobol_total_bound_interval"].values[..., 1] if "sobol_total_bound_interval" in dgsm else bound
+    total_low = sobol["ST_interval"].values[..., 0] if "ST_interval" in sobol else total
     flag = np.where(total <= bound, CONSISTENT, np.where(total_low > bound_high, VIOLATION, WITHIN_INTERVALS))
     flag = np.where(np.isnan(bound) | np.isnan(total), NO_BOUND, flag).astype(np.int8)
     dims = ("parameter", "output")

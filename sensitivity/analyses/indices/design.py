@@ -19,15 +19,19 @@ Seed = int | np.random.Generator | None
 
 
 # ----------------------------------------------------------------------------- points
-def sobol_base(d: int, n: int, seed: Seed) -> np.ndarray:
-    """``[n, d]`` points of a scrambled Sobol' sequence in the unit cube, ``n`` a power of two.
+def sobol_base(d: int, n: int, seed: Seed, replicates: int = 1) -> np.ndarray:
+    """``[n, d]`` points of ``replicates`` independent scramblings of a Sobol' sequence, ``n / replicates`` rows each.
 
-    The scrambling generator is ``numpy.random.default_rng(seed)``, so passing the same
-    integer reproduces the points (and SALib, given that same Generator, draws them too).
-    The sequence is :func:`sensitivity.analyses.propagation.unit_cube_blocks`' in one block.
+    ``n`` and ``replicates`` are powers of two, so each scrambling keeps the balance of a Sobol'
+    sequence; the scramblings are stacked in order (the randomised-QMC replicates of
+    :mod:`~sensitivity.analyses.indices.intervals`). The scrambling generator is
+    ``numpy.random.default_rng(seed)``, drawn from in order, so the same integer reproduces the
+    points; with one scrambling SALib, given that same Generator, draws them too. Each scrambling
+    is :func:`sensitivity.analyses.propagation.unit_cube_blocks`' in one block.
     """
-    check_power_of_two(n, what="n")
-    return next(unit_cube_blocks(n, d, n, "sobol", np.random.default_rng(seed)))
+    check_power_of_two(n, what="n", minimum=2 * replicates)
+    rng, size = np.random.default_rng(seed), n // replicates
+    return np.concatenate([next(unit_cube_blocks(size, d, size, "sobol", rng)) for _ in range(replicates)])
 
 
 def to_distribution(space: ParameterSpace, u: np.ndarray) -> np.ndarray:

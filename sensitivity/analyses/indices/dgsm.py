@@ -34,17 +34,19 @@ import xarray as xr
 from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
+from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
 from sensitivity.errors import DataError
 from sensitivity.space import Parameter, ParameterSpace
 
 
-def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:
-    """``[n, d]`` points of the input distribution: a scrambled Sobol' sequence through the marginals.
+def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = 8) -> np.ndarray:
+    """``[n, d]`` points of the input distribution: ``replicates`` scrambled Sobol' sequences through the marginals.
 
-    ``n`` must be a power of two. A correlation matrix couples the inputs through the
-    space's Gaussian copula.
+    ``n`` and ``replicates`` must be powers of two: ``replicates`` independent scramblings of
+    ``n / replicates`` points each, stacked (the total budget is split), for randomised-QMC
+    intervals. A correlation matrix couples the inputs through the space's Gaussian copula.
     """
-    return design.to_distribution(space, design.sobol_base(len(space), n, seed))
+    return design.to_distribution(space, design.sobol_base(len(space), n, seed, replicates))
 
 
 def poincare_constant(parameter: Parameter) -> float:
@@ -68,6 +70,8 @@ def analyze(
     values: np.ndarray,
     space: ParameterSpace,
     *,
+    intervals: IntervalMethod = "rqmc",
+    replicates: int = 8,
     n_resamples: int = 100,
     conf_level: float = 0.95,
     interval: IntervalKind = "percentile",
@@ -86,8 +90,11 @@ def analyze(
         ``[N, m]`` outputs at the same points; their variance is ``V`` of the bound.
     space
         The parameter space (marginals give the Poincare constants).
-    n_resamples, conf_level, interval, seed
-        Bootstrap over the ``N`` points, shared by all outputs and parameters.
+    intervals, replicates, conf_level, n_resamples, interval, seed
+        Intervals (:mod:`~sensitivity.analyses.indices.intervals`): ``"rqmc"`` over the
+        ``replicates`` scramblings of :func:`sample`, ``"bootstrap"`` over the ``N`` points
+        (shared by all outputs and parameters), or ``"none"``; as
+        :func:`sensitivity.analyses.indices.sobol.analyze`.
     output_names, output_units
         Labels and UDUNITS-2 units of the ``m`` outputs.
 
@@ -96,17 +103,19 @@ def analyze(
     xarray.Dataset
         ``nu (parameter, output)`` [(output/parameter units)^2], ``variance (output)``,
         ``poincare_constant (parameter)``, ``sobol_total_bound (parameter, output)`` [1],
-        each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``).
+        each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``) unless ``intervals="none"``.
     """
-    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
+    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
     jac, y = _checked(jacobian, values, space)
-    weights = bootstrap.resample_weights(np.random.default_rng(seed), y.shape[0], n_resamples)
+    weights = plan.weights(y.shape[0])
     nu = np.swapaxes(bootstrap.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
     y = y - y.mean(axis=0)  # centred: the one-pass variance below is then free of cancellation
     mean = bootstrap.weighted_mean(weights, y)
     variance = bootstrap.weighted_mean(weights, y * y) - mean**2
-    attrs = {"n_points": y.shape[0], "bootstrap": "multinomial resampling of the points"}
-    return _dataset(nu, variance, space, attrs, n_resamples, conf_level, interval, output_names, output_units)
+    attrs = {"n_points": y.shape[0]}
+    if plan.kind == "bootstrap":
+        attrs["bootstrap"] = "multinomial resampling of the points"
+    return _dataset(nu, variance, space, attrs, plan, output_names, output_units)
 
 
 def analyze_blocks(
@@ -127,7 +136,7 @@ def analyze_blocks(
     Poisson(1) multiplicity per resample instead, drawn block by block, and each resample is
     the weighted mean (sum of weighted terms over the sum of weights) — the Poisson
     bootstrap, which approximates the multinomial one for large ``N`` (Hanley & MacGibbon
-    2006, Comput. Methods Programs Biomed. 83, 57-62). Memory is one block plus
+    2006, Comput. Methods Programs Biomed. 83, 57-62); ``n_resamples=0`` gives no intervals. Memory is one block plus
     ``(1 + n_resamples) m n`` running sums.
 
     Parameters
@@ -138,7 +147,7 @@ def analyze_blocks(
     space, n_resamples, conf_level, interval, seed, output_names, output_units
         As :func:`analyze`.
     """
-    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
+    plan = IntervalPlan("bootstrap", conf_level, n_resamples, interval, seed=seed).check()
     rng = np.random.default_rng(seed)
     sums: dict[str, np.ndarray] = {}
     shift, n_points = None, 0
@@ -162,7 +171,7 @@ def analyze_blocks(
     mean = sums["y"] / total
     variance = sums["yy"] / total - mean**2
     attrs = {"n_points": n_points, "bootstrap": "Poisson(1) weights per point (streaming)"}
-    return _dataset(nu, variance, space, attrs, n_resamples, conf_level, interval, output_names, output_units)
+    return _dataset(nu, variance, space, attrs, plan, output_names, output_units)
 
 
 def _checked(jacobian: np.ndarray, values: np.ndarray, space: ParameterSpace) -> tuple[np.ndarray, np.ndarray]:
@@ -180,13 +189,11 @@ def _dataset(
     variance: np.ndarray,
     space: ParameterSpace,
     attrs: dict[str, object],
-    n_resamples: int,
-    conf_level: float,
-    interval: IntervalKind,
+    plan: IntervalPlan,
     output_names: Sequence[str] | None,
     output_units: Sequence[str] | None,
 ) -> xr.Dataset:
-    """Label ``nu [1 + R, n, m]`` and ``variance [1 + R, m]`` (estimate, then resamples) with the implied bounds."""
+    """Label ``nu [K, n, m]`` and ``variance [K, m]`` (estimate, then replicates) with the implied bounds."""
     constants = np.array([poincare_constant(p) for p in space.parameters])
     if design.is_correlated(space):
         constants[:] = np.nan
@@ -212,20 +219,11 @@ def _dataset(
         **const_coords,
     }
     nu_ref, var_ref, const_ref = (next(iter(c), None) for c in (nu_coords, var_coords, const_coords))
-    level = f"bootstrap {conf_level:g} confidence interval"
     data = {
         "nu": dataset.variable(
             ("parameter", "output"), nu[0], "DGSM nu = E[(dy/dx)^2]", nu_units, units_coordinate=nu_ref
         ),
-        "nu_interval": dataset.variable(
-            ("parameter", "output", "bound"), bootstrap.interval(nu, conf_level, interval), f"DGSM nu, {level}",
-            nu_units, units_coordinate=nu_ref,
-        ),
         "variance": dataset.variable(("output",), variance[0], "output variance", var_units, units_coordinate=var_ref),
-        "variance_interval": dataset.variable(
-            ("output", "bound"), bootstrap.interval(variance, conf_level, interval), f"output variance, {level}",
-            var_units, units_coordinate=var_ref,
-        ),
         "poincare_constant": dataset.variable(
             ("parameter",), constants, "Poincare constant of the input marginal", const_units,
             units_coordinate=const_ref,
@@ -233,17 +231,19 @@ def _dataset(
         "sobol_total_bound": dataset.variable(
             ("parameter", "output"), bound[0], "DGSM upper bound on the total Sobol' index C nu / V", "1"
         ),
-        "sobol_total_bound_interval": dataset.variable(
-            ("parameter", "output", "bound"), bootstrap.interval(bound, conf_level, interval),
-            f"DGSM upper bound on the total Sobol' index, {level}", "1",
-        ),
     }
+    if plan.kind != "none":
+        intervals = {"nu": (nu, nu_units, nu_ref), "variance": (variance, var_units, var_ref),
+                     "sobol_total_bound": (bound, "1", None)}
+        for key, (reps, units, ref) in intervals.items():
+            data[f"{key}_interval"] = dataset.variable(
+                data[key].dims + ("bound",), plan.bounds(reps), f"{data[key].attrs['long_name']}, {plan.describe()}",
+                units, units_coordinate=ref,
+            )
     attrs = {
         "method": "DGSM from exact Jacobians (Sobol' & Kucherenko 2009) with Poincare bounds (Lamboni et al. 2013)",
         "references": "doi:10.1016/j.matcom.2009.01.023 doi:10.1016/j.matcom.2012.07.009 doi:10.1214/17-EJS1310",
         **attrs,
-        "n_resamples": n_resamples,
-        "conf_level": conf_level,
-        "interval": interval,
+        **plan.attrs(),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)

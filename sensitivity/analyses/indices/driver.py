@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.indices import crosschecks
-from sensitivity.analyses.indices.methods import Bootstrap, Context, FlatModel, Method
+from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
 from sensitivity.datasets import unstack_output
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs import OutputSpec
@@ -36,7 +36,7 @@ def plan(
     methods: Mapping[str, Method],
     *,
     seed: int = 0,
-    bootstrap: Bootstrap = Bootstrap(),
+    intervals: Intervals = Intervals(),
     top_k: int | None = None,
 ) -> dict[str, Any]:
     """Check every setting and draw every method's design, before any model is loaded or evaluated.
@@ -48,10 +48,10 @@ def plan(
         raise ConfigError(f"`methods` must be among {list(METHODS)}, got {unknown}")
     if not methods:
         raise ConfigError(f"`methods` must name at least one of {list(METHODS)}, got none")
-    in_section("bootstrap", bootstrap.check)
+    in_section("intervals", intervals.check)
     if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= len(space)):
         raise ConfigError(f"`top_k` must be an integer in [1, {len(space)}], got {top_k!r}")
-    return {name: in_section(name, method.design, space, seed) for name, method in methods.items()}
+    return {name: in_section(name, method.design, space, seed, intervals) for name, method in methods.items()}
 
 
 def compute(
@@ -60,7 +60,7 @@ def compute(
     methods: Mapping[str, Method],
     *,
     seed: int = 0,
-    bootstrap: Bootstrap = Bootstrap(),
+    intervals: Intervals = Intervals(),
     top_k: int | None = None,
     designs: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
@@ -76,8 +76,8 @@ def compute(
         ``{name: settings}`` with names from :data:`METHODS` (e.g. ``{"sobol": Sobol(n=1024)}``).
     seed
         Seed of every design and bootstrap.
-    bootstrap
-        Shared bootstrap settings.
+    intervals
+        How every method gets its confidence intervals (randomised QMC, bootstrap or none).
     top_k
         Size of the top sets compared by the ranking cross-check; ``min(3, n_parameters)`` by default.
     designs
@@ -93,8 +93,8 @@ def compute(
         each method's attributes as global attributes ``<prefix>_<attr>``.
     """
     if designs is None:
-        designs = plan(space, methods, seed=seed, bootstrap=bootstrap, top_k=top_k)
-    ctx = Context(FlatModel(engine), space, seed, bootstrap)
+        designs = plan(space, methods, seed=seed, intervals=intervals, top_k=top_k)
+    ctx = Context(FlatModel(engine), space, seed, intervals)
     results: dict[str, xr.Dataset] = {}
     for name, method in methods.items():
         results.update(in_section(name, method.run, ctx, designs[name]))

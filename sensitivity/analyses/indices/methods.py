@@ -5,8 +5,8 @@ subspaces) has two verbs: ``design`` draws its points (cheap, and it checks ever
 model evaluation) and ``run`` evaluates the compiled surrogate there — values only where the method
 needs no derivatives (Sobol', Morris), exact Jacobians where it does (local derivatives, DGSM, active
 subspaces) — and returns the analysis datasets on one flat ``output`` axis. The model is seen through
-:class:`FlatModel`; what the methods share (model, space, seed, bootstrap, one cached input sample) is
-a :class:`Context`.
+:class:`FlatModel`; how every method gets its intervals is :class:`Intervals`; what the methods share
+(model, space, seed, intervals, one cached input sample) is a :class:`Context`.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.indices import active_subspaces, derivatives, dgsm, morris, sobol
-from sensitivity.analyses.indices.bootstrap import check_bootstrap
 from sensitivity.analyses.indices.design import check_power_of_two
+from sensitivity.analyses.indices.intervals import INTERVAL_METHODS, IntervalPlan
 from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks
 from sensitivity.errors import ConfigError
 from sensitivity.outputs import OutputSpec
@@ -61,49 +61,82 @@ class FlatModel:
 
 
 @dataclass(frozen=True)
-class Bootstrap:
-    """Bootstrap settings shared by every method: resamples, level, ``percentile`` or ``normal`` intervals."""
+class Intervals:
+    """How every method gets its confidence intervals (:mod:`~sensitivity.analyses.indices.intervals`).
 
-    n_resamples: int = 100
+    ``method``: ``rqmc`` — Student-t intervals over ``replicates`` independent scramblings on the
+    scrambled-Sobol' designs (Sobol', DGSM, active subspaces; each method's ``n`` stays the TOTAL
+    budget, split into ``replicates`` designs of ``n / replicates``), the bootstrap on the i.i.d.
+    designs (Morris' random trajectories, DGSM from a stored sweep); ``bootstrap`` — the bootstrap
+    everywhere (the Sobol' designs then one scrambling); ``none`` — no intervals, no cost.
+    ``n_resamples`` (0: no bootstrap intervals) and ``interval`` (``percentile`` | ``normal``) set
+    the bootstrap; ``conf_level`` every interval.
+    """
+
+    method: str = "rqmc"
+    replicates: int = 8
     conf_level: float = 0.95
+    n_resamples: int = 100
     interval: str = "percentile"
 
     def check(self) -> None:
-        check_bootstrap(self.n_resamples, self.conf_level, self.interval)
+        if self.method not in INTERVAL_METHODS:
+            raise ConfigError(f"`method` must be one of {INTERVAL_METHODS}, got {self.method!r}")
+        for qmc in (True, False):
+            self.plan(qmc=qmc).check()
 
-    def kwargs(self) -> dict[str, Any]:
-        return {"n_resamples": self.n_resamples, "conf_level": self.conf_level, "interval": self.interval}
+    def plan(self, *, qmc: bool, seed: int | None = None) -> IntervalPlan:
+        """The intervals of one analysis, on a scrambled-Sobol' (``qmc``) or an i.i.d. design."""
+        method = "bootstrap" if self.method == "rqmc" and not qmc else self.method
+        return IntervalPlan(method, self.conf_level, self.n_resamples, self.interval,  # type: ignore[arg-type]
+                            self.replicates, seed)
+
+    def replicates_of(self, *, qmc: bool) -> int:
+        """Independent scramblings of a design: ``replicates`` under ``rqmc``, else 1."""
+        return self.replicates if self.plan(qmc=qmc).kind == "rqmc" else 1
+
+    def check_size(self, n: int, *, what: str) -> None:
+        """``n`` of a scrambled-Sobol' design: a power of two, at least 2 points per scrambling."""
+        check_power_of_two(n, what=what, minimum=2 * self.replicates_of(qmc=True))
+
+    def kwargs(self, *, qmc: bool, seed: int | None) -> dict[str, Any]:
+        """The interval keywords of an ``analyze`` function."""
+        plan = self.plan(qmc=qmc, seed=seed)
+        return {"intervals": plan.method, "replicates": plan.replicates, "n_resamples": plan.n_resamples,
+                "conf_level": plan.conf_level, "interval": plan.interval, "seed": seed}
 
 
 @dataclass
 class Context:
-    """What every method's ``run`` shares: the model, the space, the seed, and one cached input sample."""
+    """What every method's ``run`` shares: the model, the space, the seed, the intervals, one cached input sample."""
 
     model: FlatModel
     space: ParameterSpace
     seed: int
-    bootstrap: Bootstrap
+    intervals: Intervals
     _samples: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     def input_sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(points, values, jacobian)`` at ``n`` scrambled-Sobol' draws of the input distribution.
 
         Cached by ``n``: DGSM, active subspaces and the output spread of the local method
-        share one sample (and one set of Jacobians) when they ask for the same size.
+        share one sample (and one set of Jacobians) when they ask for the same size; it is drawn as
+        the randomised-QMC replicates of :class:`Intervals`.
         """
         if n not in self._samples:
-            points = dgsm.sample(self.space, n, seed=self.seed)
+            points = dgsm.sample(self.space, n, seed=self.seed, replicates=self.intervals.replicates_of(qmc=True))
             self._samples[n] = (points, *timed(f"input sample of {n} points", self.model.jacobian, points))
         return self._samples[n]
 
-    def analysis_kwargs(self) -> dict[str, Any]:
-        return {"seed": self.seed, **self.bootstrap.kwargs(), **self.model.labels}
+    def analysis_kwargs(self, *, qmc: bool = True) -> dict[str, Any]:
+        """Seed, interval settings (on a scrambled-Sobol' design or not) and output labels of an ``analyze``."""
+        return {**self.intervals.kwargs(qmc=qmc, seed=self.seed), **self.model.labels}
 
 
 class Method(Protocol):
     """A sensitivity method: ``design`` checks the settings and draws points; ``run`` returns datasets."""
 
-    def design(self, space: ParameterSpace, seed: int) -> Any: ...
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> Any: ...
 
     def run(self, ctx: Context, design: Any) -> dict[str, xr.Dataset]: ...
 
@@ -131,9 +164,9 @@ class LocalDerivatives:
     sigma_points: int = 4096
     weights: Sequence[float] | None = None
 
-    def design(self, space: ParameterSpace, seed: int) -> None:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> None:
         if self.sigma_points:
-            check_power_of_two(self.sigma_points, what="sigma_points")
+            intervals.check_size(self.sigma_points, what="sigma_points")
         if self.points is not None:
             space.check_points(self.points, what="local points")
 
@@ -156,7 +189,7 @@ class LocalDerivatives:
 
 @dataclass(frozen=True)
 class Dgsm:
-    """DGSM with bootstrap intervals and the total-Sobol' bound (:mod:`~sensitivity.analyses.indices.dgsm`).
+    """DGSM with intervals and the total-Sobol' bound (:mod:`~sensitivity.analyses.indices.dgsm`).
 
     On ``n`` fresh draws of the input distribution, or on the points of a stored ``sweep``
     file read ``block`` points at a time (see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid).
@@ -166,9 +199,9 @@ class Dgsm:
     sweep: str | Path | None = None
     block: int = 65536
 
-    def design(self, space: ParameterSpace, seed: int) -> None:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> None:
         if self.sweep is None:
-            check_power_of_two(self.n, what="n")
+            intervals.check_size(self.n, what="n")
         elif not isinstance(self.block, int) or self.block < 1:
             raise ConfigError(f"`block` must be a positive integer, got {self.block!r}")
 
@@ -176,7 +209,7 @@ class Dgsm:
         if self.sweep is not None:
             blocks = sweep_blocks(self.sweep, ctx.model.spec, self.block)
             return {"dgsm": timed(f"dgsm from {self.sweep}",
-                                  lambda: dgsm.analyze_blocks(blocks, ctx.space, **ctx.analysis_kwargs()))}
+                                  lambda: dgsm.analyze_blocks(blocks, ctx.space, **_bootstrap_only(ctx)))}
         _, values, jac = ctx.input_sample(self.n)
         return {"dgsm": dgsm.analyze(jac, values, ctx.space, **ctx.analysis_kwargs())}
 
@@ -190,12 +223,13 @@ class Sobol:
     groups: Mapping[str, Sequence[str]] | None = None
     convergence_start: int = 64
 
-    def design(self, space: ParameterSpace, seed: int) -> dict[str, np.ndarray]:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> dict[str, np.ndarray]:
         check_power_of_two(self.convergence_start, what="convergence_start")
-        designs = {"sobol": sobol.sample(space, self.n, seed=seed, calc_second_order=self.second_order)}
+        intervals.check_size(self.n, what="n")
+        kwargs = {"seed": seed, "calc_second_order": self.second_order, "replicates": intervals.replicates_of(qmc=True)}
+        designs = {"sobol": sobol.sample(space, self.n, **kwargs)}
         if self.groups is not None:
-            designs["sobol_groups"] = sobol.sample(space, self.n, seed=seed, calc_second_order=self.second_order,
-                                                   groups=self.groups)
+            designs["sobol_groups"] = sobol.sample(space, self.n, groups=self.groups, **kwargs)
         return designs
 
     def run(self, ctx: Context, design: dict[str, np.ndarray]) -> dict[str, xr.Dataset]:
@@ -216,12 +250,12 @@ class Morris:
     trajectories: int = 64
     levels: int = 4
 
-    def design(self, space: ParameterSpace, seed: int) -> np.ndarray:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
         return morris.sample(space, self.trajectories, levels=self.levels, seed=seed)
 
     def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
         values = timed(f"morris: {len(design)} evaluations", ctx.model.values, design)
-        return {"morris": morris.analyze(design, values, ctx.space, levels=self.levels, **ctx.analysis_kwargs())}
+        return {"morris": morris.analyze(design, values, ctx.space, levels=self.levels, **_bootstrap_only(ctx))}
 
 
 @dataclass(frozen=True)
@@ -254,8 +288,8 @@ class ActiveSubspaces:
     per_output: bool = True
     quantity: Quantity | None = None
 
-    def design(self, space: ParameterSpace, seed: int) -> None:
-        check_power_of_two(self.n, what="n")
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> None:
+        intervals.check_size(self.n, what="n")
         active_subspaces.input_scale(space, self.normalize)
         if self.n_active is not None:
             active_subspaces.checked_n_active(self.n_active, len(space))
@@ -274,6 +308,14 @@ class ActiveSubspaces:
                                           quantity_units=q.units, **kwargs)
             out["active_subspace_quantity"] = _rename_axis(ds, "output", "quantity")
         return out
+
+
+def _bootstrap_only(ctx: Context) -> dict[str, Any]:
+    """:meth:`Context.analysis_kwargs` of an i.i.d. design, for the analyses that only bootstrap."""
+    kwargs = ctx.analysis_kwargs(qmc=False)
+    method = kwargs.pop("intervals")
+    del kwargs["replicates"]
+    return {**kwargs, "n_resamples": 0} if method == "none" else kwargs
 
 
 def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:

@@ -21,9 +21,10 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices import dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
 
@@ -99,7 +100,8 @@ def analyze(
     n_resamples, conf_level, interval, seed
         Bootstrap of ``mu*`` over trajectories; for each parameter in turn
         ``rng.integers(r, size=(R, r))`` as SALib's ``analyze.morris`` draws them, shared
-        by all outputs, so an integer seed reproduces SALib's ``mu_star_conf``.
+        by all outputs, so an integer seed reproduces SALib's ``mu_star_conf``. The trajectories
+        are i.i.d., so the bootstrap is valid here; ``n_resamples=0``: no interval.
     output_names, output_units
         Labels and UDUNITS-2 units of the ``m`` outputs.
 
@@ -110,7 +112,7 @@ def analyze(
         quantile of the parameter) and ``mu_star_interval (parameter, output, bound)``.
     """
     step = delta(levels)
-    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
+    plan = IntervalPlan("bootstrap", conf_level, n_resamples, interval, seed=seed).check()
     d = len(space)
     x = np.asarray(points, dtype=np.float64)
     y = design.as_values(values)
@@ -121,7 +123,6 @@ def analyze(
 
     rng = np.random.default_rng(seed)
     r = effects.shape[0]
-    boot = np.stack([np.abs(effects[rng.integers(r, size=(n_resamples, r)), j]).mean(axis=1) for j in range(d)], axis=1)
     mu_star = np.abs(effects).mean(axis=0)
 
     units = dataset.common_units(output_units)
@@ -143,20 +144,21 @@ def analyze(
             dims, effects.std(axis=0, ddof=1), "Morris standard deviation of elementary effects", units,
             units_coordinate=ref,
         ),
-        "mu_star_interval": dataset.variable(
-            dims + ("bound",), bootstrap.interval(np.concatenate([mu_star[None], boot]), conf_level, interval),
-            f"Morris mu*, bootstrap {conf_level:g} confidence interval", units, units_coordinate=ref,
-        ),
     }
+    if plan.kind != "none":
+        boot = np.stack([np.abs(effects[rng.integers(r, size=(n_resamples, r)), j]).mean(axis=1) for j in range(d)],
+                        axis=1)
+        data["mu_star_interval"] = dataset.variable(
+            dims + ("bound",), plan.bounds(np.concatenate([mu_star[None], boot])),
+            f"Morris mu*, {plan.describe()}", units, units_coordinate=ref,
+        )
     attrs = {
         "method": "Morris elementary effects (Morris 1991; mu* of Campolongo et al. 2007)",
         "references": "doi:10.1080/00401706.1991.10484804 doi:10.1016/j.envsoft.2006.10.004",
         "levels": levels,
         "delta": step,
         "n_trajectories": r,
-        "n_resamples": n_resamples,
-        "conf_level": conf_level,
-        "interval": interval,
+        **plan.attrs(),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

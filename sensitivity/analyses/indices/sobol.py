@@ -3,7 +3,8 @@
 ``sample`` builds Saltelli's design from a scrambled Sobol' sequence; the model is
 evaluated on all of its rows in one batched call; ``analyze`` turns the values
 ``[N (G + 2), m]`` (or ``[N (2G + 2), m]`` with second order) into a labeled
-dataset with bootstrap intervals and a convergence record.
+dataset with intervals (:mod:`~sensitivity.analyses.indices.intervals`: by default randomised-QMC
+over independent scramblings of the design) and a convergence record.
 
 Estimators (Saltelli et al. 2010, doi:10.1016/j.cpc.2009.09.018, Table 2), for a
 factor (parameter or group) ``i`` with ``A_B^(i)`` the matrix ``A`` whose ``i``
@@ -32,6 +33,7 @@ import xarray as xr
 from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
+from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, matrix_coords
 from sensitivity.space import ParameterSpace
@@ -49,13 +51,16 @@ def sample(
     seed: Seed = None,
     calc_second_order: bool = False,
     groups: Groups | None = None,
+    replicates: int = 8,
 ) -> np.ndarray:
     """Saltelli's design of ``n`` base rows: ``[n (G + 2), d]`` (``[n (2G + 2), d]`` with second order).
 
     A scrambled Sobol' sequence of ``2d`` columns gives ``A`` (first ``d``) and ``B``
     (last ``d``); row block ``k`` holds ``A_k``, ``A_B^(1..G)_k``, (``B_A^(1..G)_k``),
     ``B_k`` in that order, exactly as SALib's ``sample.sobol``. Unit-cube values go
-    through each parameter's quantile function.
+    through each parameter's quantile function. With ``replicates = R`` the ``n`` base
+    rows are ``R`` independent scramblings of ``n / R`` rows each, one after the other
+    (the total budget is split), for randomised-QMC intervals; ``R = 1`` is SALib's design.
 
     Parameters
     ----------
@@ -70,6 +75,8 @@ def sample(
     groups
         Optional ``{group_name: [parameter names]}``, a partition of the parameters;
         columns of a group are swapped together and ``G`` is the number of groups.
+    replicates
+        Number ``R`` of independent scramblings, a power of two with ``n / R >= 2``.
 
     Returns
     -------
@@ -79,7 +86,7 @@ def sample(
     design.require_independent(space, method="Sobol' sampling")
     members = _membership(space, groups)
     d = len(space)
-    base = design.sobol_base(2 * d, n, seed)
+    base = design.sobol_base(2 * d, n, seed, replicates)
     a, b = base[:, :d], base[:, d:]
     blocks = [a[:, None], np.where(members[None], b[:, None], a[:, None])]
     if calc_second_order:
@@ -95,6 +102,8 @@ def analyze(
     *,
     groups: Groups | None = None,
     calc_second_order: bool = False,
+    intervals: IntervalMethod = "rqmc",
+    replicates: int = 8,
     n_resamples: int = 100,
     conf_level: float = 0.95,
     interval: IntervalKind = "percentile",
@@ -103,7 +112,7 @@ def analyze(
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
-    """First and total (and second) order Sobol' indices of every output, with bootstrap intervals.
+    """First and total (and second) order Sobol' indices of every output, with confidence intervals.
 
     Parameters
     ----------
@@ -116,10 +125,14 @@ def analyze(
         The same ``{group_name: [parameter names]}`` given to :func:`sample`.
     calc_second_order
         The design includes ``B_A^(i)``; adds ``S2``.
-    n_resamples, conf_level, interval
-        Bootstrap over the ``N`` base rows (one resampling shared by all outputs and
-        factors): number of resamples, level, and ``"percentile"`` or ``"normal"``
-        (estimate -+ z sd, SALib's ``*_conf``).
+    intervals, replicates, conf_level
+        ``"rqmc"``: Student-t intervals over the ``replicates`` scramblings the design was drawn
+        with (:func:`sample`'s ``replicates``); ``"bootstrap"``: over resamples of the ``N`` base
+        rows (i.i.d. designs); ``"none"``. See :mod:`~sensitivity.analyses.indices.intervals`.
+        The estimate is the pooled one on all ``N`` base rows either way.
+    n_resamples, interval
+        Bootstrap only (one resampling shared by all outputs and factors): number of resamples
+        (0: no intervals), ``"percentile"`` or ``"normal"`` (estimate -+ z sd, SALib's ``*_conf``).
     seed
         Seed of the bootstrap; an integer ``s`` draws the resamples SALib draws with ``seed=s``.
     convergence_start
@@ -132,14 +145,15 @@ def analyze(
     Returns
     -------
     xarray.Dataset
-        ``S1``, ``ST`` ``(factor, output)`` with ``*_interval`` ``(factor, output, bound)``,
+        ``S1``, ``ST`` ``(factor, output)`` with ``*_interval`` ``(factor, output, bound)``
+        (left out with no intervals),
         ``S2`` ``(factor_i, factor_j, output)`` (symmetric, NaN diagonal) when asked,
         ``variance (output)``, ``S1_convergence``/``ST_convergence`` ``(n_samples, factor, output)``
         and ``status (output)`` (1 where an output is constant: its indices are NaN).
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
     design.require_independent(space, method="Sobol' analysis")
-    bootstrap.check_bootstrap(n_resamples, conf_level, interval)
+    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
     members = _membership(space, groups)
     g = members.shape[0]
     y = design.as_values(values)
@@ -148,8 +162,7 @@ def analyze(
     convergence_start = design.check_power_of_two(convergence_start, what="convergence_start")
     blocks = y.reshape(n, per_block, y.shape[1])
 
-    weights = bootstrap.resample_weights(np.random.default_rng(seed), n, n_resamples)
-    reps = _estimate(blocks, g, calc_second_order, weights)
+    reps = _replicates(blocks, g, calc_second_order, plan)
     sizes = [2**k for k in range(convergence_start.bit_length() - 1, n.bit_length())] or [n]
     conv = [_estimate(blocks[:k], g, False, np.ones((1, k))) for k in sizes]
 
@@ -180,10 +193,10 @@ def analyze(
     }
     for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
         data[key] = dataset.variable((factor, "output"), reps[key][0], long_name, "1")
-        data[f"{key}_interval"] = dataset.variable(
-            (factor, "output", "bound"), bootstrap.interval(reps[key], conf_level, interval),
-            f"{long_name}, bootstrap {conf_level:g} confidence interval", "1",
-        )
+        if plan.kind != "none":
+            data[f"{key}_interval"] = dataset.variable(
+                (factor, "output", "bound"), plan.bounds(reps[key]), f"{long_name}, {plan.describe()}", "1"
+            )
         data[f"{key}_convergence"] = dataset.variable(
             ("n_samples", factor, "output"), np.stack([c[key][0] for c in conv]),
             f"{long_name} from the first N base rows of the design", "1",
@@ -192,10 +205,10 @@ def analyze(
         pair = (f"{factor}_i", f"{factor}_j", "output")
         coords.update(matrix_coords(factor, list(coords[f"{factor}_name"].values)))
         data["S2"] = dataset.variable(pair, reps["S2"][0], "second-order Sobol' index", "1")
-        data["S2_interval"] = dataset.variable(
-            pair + ("bound",), bootstrap.interval(reps["S2"], conf_level, interval),
-            f"second-order Sobol' index, bootstrap {conf_level:g} confidence interval", "1",
-        )
+        if plan.kind != "none":
+            data["S2_interval"] = dataset.variable(
+                pair + ("bound",), plan.bounds(reps["S2"]), f"second-order Sobol' index, {plan.describe()}", "1"
+            )
     if groups is not None:
         coords.update(dataset.parameter_axis(space))
         data["group_member"] = xr.Variable(
@@ -205,9 +218,7 @@ def analyze(
         "method": "Sobol' indices: Saltelli 2010 first order, Jansen total order, Saltelli 2002 second order",
         "references": "doi:10.1016/j.cpc.2009.09.018 doi:10.1016/S0010-4655(02)00280-1",
         "base_sample_size": n,
-        "n_resamples": n_resamples,
-        "conf_level": conf_level,
-        "interval": interval,
+        **plan.attrs(),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
@@ -243,6 +254,21 @@ def _base_size(rows: int, per_block: int, g: int, second: bool) -> int:
             f"calc_second_order={second}), got {rows} rows"
         )
     return n
+
+
+def _replicates(blocks: np.ndarray, g: int, second: bool, plan: IntervalPlan) -> dict[str, np.ndarray]:
+    """:func:`_estimate` on all rows (first), then on each randomised-QMC scrambling or bootstrap resample.
+
+    A scrambling's estimate is computed on its rows alone (centred and scaled by their own mean
+    and deviation), so the replicates are independent; bootstrap resamples share the centring of
+    all rows, as SALib's.
+    """
+    if plan.kind != "rqmc":
+        return _estimate(blocks, g, second, plan.weights(blocks.shape[0]))
+    parts = [blocks, *np.split(blocks, plan.check_rows(blocks.shape[0]))]
+    estimates = [_estimate(part, g, second, np.ones((1, part.shape[0]))) for part in parts]
+    out = {key: np.concatenate([e[key] for e in estimates]) for key in estimates[0] if key != "status"}
+    return {**out, "status": estimates[0]["status"]}
 
 
 def _estimate(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> dict[str, np.ndarray]:

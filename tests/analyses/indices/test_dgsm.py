@@ -141,9 +141,9 @@ def test_blocks_give_the_whole_sample_estimate_and_a_poisson_interval():
     # The estimate is the same sample mean as `analyze` (equal to rounding); the Poisson bootstrap
     # interval approximates the multinomial one: with R = 400 resamples the Monte Carlo error of a
     # 95 % quantile is a few %, so the widths agree to 25 %.
-    x = dgsm.sample(ISHIGAMI, 4096, seed=1)
+    x = dgsm.sample(ISHIGAMI, 4096, seed=1, replicates=1)
     jac, y = ishigami_jacobian(x), ishigami(x) + 1e6  # a large mean: the streaming variance must not cancel
-    whole = dgsm.analyze(jac, y, ISHIGAMI, n_resamples=400, seed=2)
+    whole = dgsm.analyze(jac, y, ISHIGAMI, intervals="bootstrap", n_resamples=400, seed=2)
     blocks = ((jac[s : s + 1000], y[s : s + 1000]) for s in range(0, 4096, 1000))
     streamed = dgsm.analyze_blocks(blocks, ISHIGAMI, n_resamples=400, seed=2)
     for key in ("nu", "variance", "sobol_total_bound"):

@@ -36,7 +36,7 @@ def salib(values: np.ndarray, problem: dict, second: bool, seed: int) -> list[di
 
 @pytest.mark.parametrize("second", [False, True])
 def test_sample_is_salibs_sobol_layout(second):
-    ours = sobol.sample(ISHIGAMI, 64, seed=11, calc_second_order=second)
+    ours = sobol.sample(ISHIGAMI, 64, seed=11, calc_second_order=second, replicates=1)
     # SALib hands `seed` to scipy's Sobol; given the Generator we seed, it draws the same scrambling.
     theirs = salib_sample.sample(dict(PROBLEM), 64, calc_second_order=second, seed=np.random.default_rng(11))
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-15)
@@ -44,7 +44,7 @@ def test_sample_is_salibs_sobol_layout(second):
 
 def test_grouped_sample_is_salibs_layout():
     groups = {"g1": ["x0", "x2"], "g2": ["x1"]}
-    ours = sobol.sample(ISHIGAMI, 32, seed=5, groups=groups, calc_second_order=True)
+    ours = sobol.sample(ISHIGAMI, 32, seed=5, groups=groups, calc_second_order=True, replicates=1)
     problem = dict(PROBLEM, groups=["g1", "g2", "g1"])
     theirs = salib_sample.sample(problem, 32, calc_second_order=True, seed=np.random.default_rng(5))
     assert ours.shape == (32 * 6, 3)
@@ -53,9 +53,10 @@ def test_grouped_sample_is_salibs_layout():
 
 @pytest.mark.parametrize("second", [False, True])
 def test_indices_and_intervals_match_salib_on_identical_samples(second):
-    x = sobol.sample(ISHIGAMI, 512, seed=3, calc_second_order=second)
+    x = sobol.sample(ISHIGAMI, 512, seed=3, calc_second_order=second, replicates=1)
     y = two_outputs(x)
-    ds = sobol.analyze(y, ISHIGAMI, calc_second_order=second, n_resamples=50, interval="normal", seed=42)
+    ds = sobol.analyze(y, ISHIGAMI, calc_second_order=second, intervals="bootstrap", n_resamples=50,
+                       interval="normal", seed=42)
     for k, ref in enumerate(salib(y, dict(PROBLEM), second, seed=42)):
         out = ds.isel(output=k)
         np.testing.assert_allclose(out.S1, ref["S1"], rtol=0, atol=1e-10)
