@@ -9,6 +9,7 @@ Methods, each with ``sample`` (where it has its own design) and ``analyze`` on a
 :mod:`~sensitivity.analyses.indices.crosschecks`. Shared: :mod:`~sensitivity.analyses.indices.design`
 (points and input checks), :mod:`~sensitivity.analyses.indices.bootstrap` (resampling and intervals),
 :mod:`~sensitivity.analyses.indices.intervals` (randomised-QMC, bootstrap or no intervals),
+:mod:`~sensitivity.analyses.indices.tails` (heavy-tail checks of the outputs),
 :mod:`~sensitivity.analyses.indices.dataset` (labels and units).
 
 The driver runs them on a compiled surrogate: settings objects in
@@ -31,6 +32,7 @@ from sensitivity.analyses.indices import (
     intervals,
     morris,
     sobol,
+    tails,
 )
 from sensitivity.analyses.indices.dgsm_sweep import SAMPLING_GRIDS, check_sweep_sample, sweep_blocks
 from sensitivity.analyses.indices.driver import (
@@ -63,6 +65,6 @@ __all__ = [
     "METHODS", "SAMPLING_GRIDS", "ActiveSubspaces", "Context", "Dgsm", "FlatModel", "Intervals", "LocalDerivatives",
     "Method", "MethodName", "Morris", "Quantity", "Sobol", "active_subspaces", "bootstrap", "check_sweep_sample",
     "combine_results", "compute", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm",
-    "in_section", "intervals", "morris", "plan", "ranking_measures", "sobol", "summary_lines", "sweep_blocks", "timed",
-    "to_output_dims",
+    "in_section", "intervals", "morris", "plan", "ranking_measures", "sobol", "summary_lines", "sweep_blocks", "tails",
+    "timed", "to_output_dims",
 ]

@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices import bootstrap, dataset, design, tails
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
@@ -103,19 +103,22 @@ def analyze(
     xarray.Dataset
         ``nu (parameter, output)`` [(output/parameter units)^2], ``variance (output)``,
         ``poincare_constant (parameter)``, ``sobol_total_bound (parameter, output)`` [1],
-        each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``) unless ``intervals="none"``.
+        each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``) unless ``intervals="none"``,
+        and the heavy-tail check of every output (``tail_share``, ``tail_index``, ``tail_flag``;
+        :mod:`~sensitivity.analyses.indices.tails`).
     """
     plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
     jac, y = _checked(jacobian, values, space)
     weights = plan.weights(y.shape[0])
     nu = np.swapaxes(bootstrap.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
+    tail = tails.tail_variables(y)
     y = y - y.mean(axis=0)  # centred: the one-pass variance below is then free of cancellation
     mean = bootstrap.weighted_mean(weights, y)
     variance = bootstrap.weighted_mean(weights, y * y) - mean**2
     attrs = {"n_points": y.shape[0]}
     if plan.kind == "bootstrap":
         attrs["bootstrap"] = "multinomial resampling of the points"
-    return _dataset(nu, variance, space, attrs, plan, output_names, output_units)
+    return _dataset(nu, variance, space, attrs, plan, output_names, output_units).assign(tail)
 
 
 def analyze_blocks(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.indices import crosschecks
+from sensitivity.analyses.indices import crosschecks, tails
 from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
 from sensitivity.datasets import unstack_output
 from sensitivity.errors import ConfigError, DataError
@@ -114,9 +114,10 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     """``(severity, line)`` pairs on the cross-checks of a :func:`compute` result.
 
     One line on the DGSM-bound check (``"warning"`` when a total Sobol' index exceeds its DGSM bound
-    significantly, else ``"info"``) and one ``"info"`` line on the ranking agreement.
+    significantly, else ``"info"``), one ``"info"`` line on the ranking agreement, and a ``"warning"``
+    per method whose sample flags an output's tail (:mod:`~sensitivity.analyses.indices.tails`).
     """
-    lines = []
+    lines = tail_lines(ds)
     if "dgsm_bound_check" in ds:
         lines.append(("warning" if ds.attrs.get("dgsm_bound_violations") else "info",
                       f"DGSM bound >= total Sobol' index: {ds.attrs['dgsm_bound_violations']} violations, "
@@ -130,6 +131,26 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
             pairs = [f"{names[i]}/{names[j]} {np.nanmean(tau[i, j]):+.2f}" for i in range(len(names))
                      for j in range(i + 1, len(names))]
         lines.append(("info", "ranking agreement (Kendall tau-b, mean over outputs): " + ", ".join(pairs)))
+    return lines
+
+
+def tail_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """A ``"warning"`` per method whose heavy-tail check flags outputs, naming up to five of them."""
+    lines = []
+    for prefix in ("sobol", "sobol_groups", "dgsm"):
+        if f"{prefix}_tail_flag" not in ds:
+            continue
+        flag = ds[f"{prefix}_tail_flag"]
+        counts = {kind: int((flag == value).sum()) for kind, value in (("infinite", tails.INFINITE_VARIANCE),
+                                                                          ("heavy", tails.HEAVY_TAIL))}
+        if not any(counts.values()):
+            continue
+        names = flag["output_name"].values[flag.values > 0] if "output_name" in flag.coords else []
+        shown = ", ".join(str(n) for n in list(names)[:5]) + (", ..." if len(names) > 5 else "")
+        lines.append(("warning", f"{prefix}: heavy-tailed outputs, {counts['infinite']} with a tail index < "
+                      f"{tails.INDEX_LIMIT:g} (infinite variance), {counts['heavy']} with > {tails.SHARE_LIMIT:.0%} "
+                      f"of the variance from the top 0.1 % of points, of {flag.size}"
+                      + (f" ({shown})" if shown else "") + ": their indices and intervals are unreliable"))
     return lines
 
 

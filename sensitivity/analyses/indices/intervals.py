@@ -114,7 +114,8 @@ class IntervalPlan:
     def describe(self) -> str:
         """The interval's kind, for a ``long_name``."""
         if self.kind == "rqmc":
-            return f"randomised-QMC Student-t {self.conf_level:g} confidence interval over {self.replicates} scramblings"
+            return (f"randomised-QMC Student-t {self.conf_level:g} confidence interval "
+                    f"over {self.replicates} scramblings")
         return f"bootstrap {self.conf_level:g} confidence interval"
 
     def attrs(self) -> dict[str, object]:

@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices import bootstrap, dataset, design, tails
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
@@ -149,7 +149,9 @@ def analyze(
         (left out with no intervals),
         ``S2`` ``(factor_i, factor_j, output)`` (symmetric, NaN diagonal) when asked,
         ``variance (output)``, ``S1_convergence``/``ST_convergence`` ``(n_samples, factor, output)``
-        and ``status (output)`` (1 where an output is constant: its indices are NaN).
+        ``status (output)`` (1 where an output is constant: its indices are NaN) and the
+        heavy-tail check of every output on all rows (``tail_share``, ``tail_index``,
+        ``tail_flag``; :mod:`~sensitivity.analyses.indices.tails`).
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
     design.require_independent(space, method="Sobol' analysis")
@@ -190,6 +192,7 @@ def analyze(
             {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
              "flag_meanings": "ok constant_output"},
         ),
+        **tails.tail_variables(y),
     }
     for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
         data[key] = dataset.variable((factor, "output"), reps[key][0], long_name, "1")
