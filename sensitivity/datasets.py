@@ -11,6 +11,7 @@ never mistaken for a complete one.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity import __version__
-from sensitivity.errors import DataError
+from sensitivity.errors import DataError, disk_error
 from sensitivity.labels import output_coords, parameter_coords
 from sensitivity.outputs import OutputSpec
 from sensitivity.units import quotient
@@ -196,14 +197,51 @@ def provenance(
 # ----------------------------------------------------------------------------- writing
 
 
-def write_atomic(ds: xr.Dataset, path: str | Path) -> Path:
-    """Write ``ds`` to netCDF at ``path`` through a temporary file renamed into place."""
+def write_atomic(ds: xr.Dataset, path: str | Path, *, before_rename: Callable[[Path], Any] | None = None) -> Path:
+    """Write ``ds`` to netCDF at ``path`` through a temporary file renamed into place.
+
+    ``before_rename(tmp)`` runs on the finished temporary file before the rename (e.g.
+    :func:`record_checksum`). A failed write (full disk, read-only directory) raises a one-line
+    :class:`DataError` and leaves ``path`` as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    ds.to_netcdf(tmp, engine=ENCODING_ENGINE, encoding=_string_encoding(ds))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ds.to_netcdf(tmp, engine=ENCODING_ENGINE, encoding=_string_encoding(ds))
+        if before_rename is not None:
+            before_rename(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise disk_error(path, e) from None
+    except RuntimeError:  # netCDF-C reports a full disk as "NetCDF: HDF error"
+        tmp.unlink(missing_ok=True)
+        if shutil.disk_usage(path.parent).free < 2**24:
+            raise disk_error(path, OSError(errno.ENOSPC, "no space left on device")) from None
+        raise
     return path
+
+
+def record_checksum(path: str | Path, tmp: str | Path | None = None) -> Path:
+    """Record the SHA-256 of ``tmp`` (default ``path``) as ``<path>.sha256`` (``sha256sum -c`` format)."""
+    digest = content_hash(tmp or path).removeprefix("sha256:")
+    return write_text_atomic(f"{digest}  {Path(path).name}\n", checksum_path(path))
+
+
+def checksum_path(path: str | Path) -> Path:
+    """Where :func:`write_atomic` records the checksum of ``path``."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def verify_checksum(path: str | Path) -> bool | None:
+    """Whether ``path`` matches its recorded checksum; None when none was recorded."""
+    record = checksum_path(path)
+    if not record.is_file():
+        return None
+    recorded = record.read_text().split()[:1]
+    return recorded == [content_hash(path).removeprefix("sha256:")]
 
 
 def _string_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
@@ -211,53 +249,13 @@ def _string_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     return {name: {"dtype": str} for name, var in ds.variables.items() if var.dtype == object}
 
 
-class PartWriter:
-    """Resumable, crash-safe writing of a long computation as self-describing parts.
+def __getattr__(name: str) -> Any:
+    """``PartWriter``: the verified block store (:class:`sensitivity.store.PartStore`), by its former name."""
+    if name == "PartWriter":
+        from sensitivity.store import PartStore
 
-    Each finished block is written atomically as ``<path>.parts/part-<start>-<stop>.nc`` carrying a
-    ``fingerprint`` of the computation. A rerun with the same fingerprint skips the blocks already
-    on disk; :meth:`finalize` concatenates the parts lazily (bounded memory) into ``path`` through a
-    temporary file and removes the parts. Until then ``path`` does not exist, so a partial result
-    cannot be mistaken for a complete one.
-    """
-
-    def __init__(self, path: str | Path, fingerprint: str) -> None:
-        self.path = Path(path)
-        self.parts = self.path.with_name(self.path.name + ".parts")
-        self.fingerprint = fingerprint
-        self.parts.mkdir(parents=True, exist_ok=True)
-        marker = self.parts / "FINGERPRINT"
-        if marker.exists() and marker.read_text() != fingerprint:
-            raise DataError(
-                f"{self.parts} holds unfinished work of a different computation; delete it or write elsewhere "
-                f"(its fingerprint {marker.read_text()[:12]}..., this run {fingerprint[:12]}...)"
-            )
-        marker.write_text(fingerprint)
-
-    def done(self) -> set[tuple[int, int]]:
-        """The ``(start, stop)`` blocks already written."""
-        blocks = set()
-        for p in self.parts.glob("part-*.nc"):
-            _, start, stop = p.stem.split("-")
-            blocks.add((int(start), int(stop)))
-        return blocks
-
-    def write(self, ds: xr.Dataset, start: int, stop: int) -> None:
-        """Write one finished block atomically."""
-        write_atomic(ds.assign_attrs(fingerprint=self.fingerprint), self.parts / f"part-{start:012d}-{stop:012d}.nc")
-
-    def finalize(self, attrs: Mapping[str, str], dim: str = "sample") -> Path:
-        """Concatenate the parts along ``dim`` into ``path`` with global ``attrs``; remove the parts."""
-        files = sorted(self.parts.glob("part-*.nc"))
-        if not files:
-            raise DataError(f"{self.parts}: no parts to assemble")
-        with xr.open_mfdataset(files, combine="nested", concat_dim=dim, data_vars="minimal", coords="minimal",
-                               compat="override", join="override", engine=ENCODING_ENGINE,
-                               parallel=False, chunks={}) as ds:
-            ds.attrs = {k: v for k, v in ds.attrs.items() if k != "fingerprint"}
-            write_atomic(ds.assign_attrs(dict(attrs)), self.path)
-        shutil.rmtree(self.parts)
-        return self.path
+        return PartStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----------------------------------------------------------------------------- reading
@@ -458,10 +456,17 @@ def flat_sweep_block(block: xr.Dataset, spec: OutputSpec) -> tuple[np.ndarray, n
 def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
     """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise disk_error(path, e) from None
     return path
 
 

@@ -6,6 +6,9 @@ one-line message that names the offending field and value.
 """
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 
 class SensitivityError(Exception):
     """Base class of every error raised on purpose by this package."""
@@ -21,3 +24,12 @@ class DataError(SensitivityError, ValueError):
 
 class ModelError(SensitivityError, ValueError):
     """A surrogate cannot be loaded, or its shapes disagree with its declared names."""
+
+
+def disk_error(path: str | Path, error: OSError) -> DataError:
+    """A one-line error for a failed write (full disk, read-only directory, quota) that names the path."""
+    reason = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+              errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}.get(error.errno,
+                                                                                         error.strerror or str(error))
+    return DataError(f"cannot write {path}: {reason}; free space or choose another run directory "
+                     "(finished parts are kept and a rerun resumes)")

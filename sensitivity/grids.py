@@ -8,6 +8,7 @@ full grid, and every point keeps its global index as its ``sample`` coordinate.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -35,6 +36,14 @@ class Grid:
     def points(self) -> np.ndarray:
         """The whole design (use :meth:`block` for designs larger than memory)."""
         return self.block(0, self.size)
+
+    def digest(self) -> str:
+        """SHA-256 of the design's content, cheap for generated designs: its size, first 1,024 points and
+        last point (a generated design is a function of its settings, all of which move these points)."""
+        h = hashlib.sha256(f"{type(self).__name__} {self.size}".encode())
+        for points in (self.block(0, min(self.size, 1024)), self.block(max(self.size - 1, 0), self.size)):
+            h.update(np.ascontiguousarray(points, dtype=np.float64).tobytes())
+        return h.hexdigest()
 
 
 @dataclass
@@ -110,6 +119,10 @@ class MaterialisedGrid(Grid):
 
     def block(self, start: int, stop: int) -> np.ndarray:
         return self.array[start:stop]
+
+    def digest(self) -> str:
+        """SHA-256 of every point (a design read from a file is identified by its content, not its path)."""
+        return hashlib.sha256(np.ascontiguousarray(self.array, dtype=np.float64).tobytes()).hexdigest()
 
 
 def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels: Sequence[int] | None = None,

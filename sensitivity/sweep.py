@@ -2,24 +2,29 @@
 
 :func:`sweep` evaluates a :class:`~sensitivity.grids.Grid` (or one shard of it)
 block by block through a :class:`~sensitivity.jacobian.CompiledJacobian` and
-hands every finished block to a :class:`~sensitivity.datasets.PartWriter`, so
-memory is bounded by one block whatever the grid size, a killed run resumes
-where it stopped, and the final file appears only when every block is done.
+hands every finished block to the verified block store (:mod:`sensitivity.store`),
+so memory is bounded by one block whatever the grid size, a killed run resumes
+where it stopped, and the final file appears only when every block is done and
+checked. The store's fingerprint adds to the caller's the grid's content, the
+shard's range, the part layout and the engine (mode, dtype, chunk size, XLA).
 """
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+import xarray as xr
 
-from sensitivity.datasets import PartWriter, sweep_dataset
+from sensitivity import __version__
+from sensitivity.datasets import sweep_dataset
+from sensitivity.errors import ConfigError
 from sensitivity.grids import Grid, shard_bounds
 from sensitivity.jacobian import CompiledJacobian
+from sensitivity.store import PartStore, digest, run_blocks
 
 log = logging.getLogger(__name__)
 
@@ -79,64 +84,43 @@ def sweep(
     attrs
         Global attributes (provenance) of the final file.
     fingerprint
-        Identity of the computation; parts with another fingerprint are refused, not mixed.
+        Identity of the computation as configured (model, space, grid settings); the grid's content, the
+        layout and the engine are added here. Parts with another fingerprint are refused, not mixed.
     points_per_part
         Points per part file (rounded up to whole chunks); about 64 MiB of output when omitted.
     progress
         Show a progress bar (points/s, ETA) that does not garble logging.
     """
-    from tqdm import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
     start, stop = shard_bounds(grid.size, shard, num_shards)
-    writer = PartWriter(path, fingerprint)
+    if stop <= start:
+        raise ConfigError(f"grid.num_shards: shard {shard} of {num_shards} holds no points (the grid has "
+                          f"{grid.size}); use at most {grid.size} shards")
     step = part_points(jac, points_per_part)
     blocks = [(b, min(b + step, stop)) for b in range(start, stop, step)]
-    done = writer.done()
-    todo = [b for b in blocks if b not in done]
+    key = digest(fingerprint, grid.digest(), [start, stop, step], jac.chunk_size, jac.mode, str(jac.dtype),
+                 jac.jit_compile, jac.surrogate.content_hash, __version__)
     names, units = jac.surrogate.input_names, jac.surrogate.input_units
-    computed = 0
+
+    def compute(a: int, b: int) -> xr.Dataset:
+        points = grid.block(a, b)
+        values, jacobian = jac(points)
+        ds = sweep_dataset(np.arange(a, b), points, values, jacobian, parameter_names=names,
+                           parameter_units=units, parameter_long_names=parameter_long_names,
+                           output=jac.surrogate.output, grid_size=grid.size)
+        return ds.assign_attrs(nonfinite_values=int(np.size(values) - np.isfinite(values).sum()),
+                               nonfinite_jacobian=int(np.size(jacobian) - np.isfinite(jacobian).sum()))
+
     t0 = time.perf_counter()
-    # One writer thread overlaps writing part k with computing part k+1 (TensorFlow releases the GIL);
-    # at most one part is in flight, so memory stays about two parts.
-    with ThreadPoolExecutor(max_workers=1) as pool, logging_redirect_tqdm(), \
-            tqdm(total=stop - start, initial=(stop - start) - sum(b - a for a, b in todo), unit="pt",
-                 unit_scale=True, disable=not progress, desc="sweep") as bar:
-        in_flight: Future | None = None
-        for a, b in todo:
-            points = grid.block(a, b)
-            values, jacobian = jac(points)
-            ds = sweep_dataset(np.arange(a, b), points, values, jacobian, parameter_names=names,
-                               parameter_units=units, parameter_long_names=parameter_long_names,
-                               output=jac.surrogate.output, grid_size=grid.size)
-            ds.attrs.update(nonfinite_values=int(np.size(values) - np.isfinite(values).sum()),
-                            nonfinite_jacobian=int(np.size(jacobian) - np.isfinite(jacobian).sum()))
-            if in_flight is not None:
-                in_flight.result()  # re-raises a failed write
-            in_flight = pool.submit(writer.write, ds, a, b)
-            computed += b - a
-            bar.update(b - a)
-        if in_flight is not None:
-            in_flight.result()
-    seconds = time.perf_counter() - t0
-    if todo != blocks:
-        log.info("resumed: %d of %d parts were already on disk", len(blocks) - len(todo), len(blocks))
-    bad_values, bad_jacobian = _count_nonfinite(writer)
-    final_attrs = {**attrs, "nonfinite_values": bad_values, "nonfinite_jacobian": bad_jacobian,
-                   "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"}
-    out = writer.finalize(final_attrs)
+    with PartStore(path, key, span=(start, stop)) as store:
+        computed = run_blocks(store, blocks, compute, progress=progress, desc="sweep")
+        seconds = time.perf_counter() - t0
+        counts = store.part_attrs()
+        bad_values = sum(int(a["nonfinite_values"]) for a in counts)
+        bad_jacobian = sum(int(a["nonfinite_jacobian"]) for a in counts)
+        final_attrs = {**attrs, "nonfinite_values": bad_values, "nonfinite_jacobian": bad_jacobian,
+                       "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"}
+        out = store.finalize(final_attrs)
     if bad_values or bad_jacobian:
         log.warning("%s: %d non-finite values and %d non-finite Jacobian entries (kept as NaN/Inf, counted in "
                     "attributes nonfinite_values / nonfinite_jacobian)", out, bad_values, bad_jacobian)
     return SweepSummary(out, stop - start, computed, seconds, bad_values, bad_jacobian)
-
-
-def _count_nonfinite(writer: PartWriter) -> tuple[int, int]:
-    import netCDF4
-
-    values = jacobian = 0
-    for p in writer.parts.glob("part-*.nc"):
-        with netCDF4.Dataset(p) as nc:
-            values += int(nc.getncattr("nonfinite_values"))
-            jacobian += int(nc.getncattr("nonfinite_jacobian"))
-    return values, jacobian

@@ -34,8 +34,9 @@ def run(cfg: DictConfig) -> Path:
                        surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed,
                        inputs=[cfg.grid.path] if cfg.grid.kind == "file" else [])
     attrs["engine"] = f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}"
-    key = build.fingerprint(cfg.model, cfg.space, cfg.grid, cfg.jacobian.dtype, cfg.points_per_part,
-                            surrogate.content_hash)
+    # what changes the bytes as configured; the library adds the grid's content, layout and resolved engine
+    key = build.fingerprint(cfg.model, cfg.space, cfg.grid, cfg.jacobian, cfg.points_per_part, surrogate.content_hash,
+                            space.names, space.units)
     summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
                     num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
                     parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)

@@ -1,0 +1,161 @@
+"""Streaming a stored sweep through any analysis: the header read once, the samples block by block.
+
+A ``sweep.nc`` (or a merged one) holds ``x(sample, parameter)``, the model's output on its own dims
+and ``jacobian(sample, *out, parameter)``. Analyses of a stored sweep — the Gauss-Newton step map,
+pointwise (local) propagation, DGSM from a sweep — need its header (names, units, output spec,
+sample range, provenance) once and then its samples in bounded-memory blocks; those that write a
+per-sample result do it through the same verified, resumable block store as the sweep itself.
+
+API (the one way to read a stored sweep)::
+
+    from sensitivity.stored_sweep import StoredSweep
+
+    with StoredSweep(path) as sweep:               # opens the file, reads and checks the header once
+        sweep.parameter_names, sweep.parameter_units   # tuple[str, ...], stored order
+        sweep.output                               # OutputSpec: name, units, dims with coordinates
+        sweep.size, sweep.sample_range             # samples in the file; [start, stop) of the grid they are
+        sweep.surrogate_hash, sweep.attrs          # provenance (global attributes)
+        sweep.content_hash()                       # sha256 of the file, for a consumer's fingerprint
+        for blk in sweep.blocks(65536, variables=["x", "jacobian"]):    # consecutive, loaded one at a time
+            blk.start, blk.stop, blk.data          # positions [start, stop) in the file, an xr.Dataset
+            x, values, jac = blk.flat(sweep.output)    # [b, n], [b, m], [b, m, n]; outputs flat in C order
+        sweep.map_to(out_path, fingerprint=key, block=16384, attrs=provenance,   # a resumable, verified
+                     compute=lambda blk: dataset_of(blk))                        # per-sample result
+
+``map_to`` runs :func:`sensitivity.store.run_blocks` over the file's blocks into a
+:class:`~sensitivity.store.PartStore` spanning ``[0, size)``: the fingerprint given is extended with
+the sweep's content hash and the block size, parts are checked on resume and at assembly, and the
+result appears atomically only when every block is done. Coordinates are read as stored
+(``decode_times=False``), so a ``days since <epoch>`` axis stays the model's numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.datasets import ENCODING_ENGINE, by_name, content_hash, flat_sweep_block, output_spec_from
+from sensitivity.errors import DataError
+from sensitivity.outputs import OutputSpec
+from sensitivity.store import PartStore, digest, run_blocks
+
+
+@dataclass(frozen=True)
+class SweepBlock:
+    """Samples ``[start, stop)`` (positions in the file) of a stored sweep, loaded."""
+
+    start: int
+    stop: int
+    data: xr.Dataset
+
+    def flat(self, spec: OutputSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Points ``[b, n]``, values ``[b, m]`` and Jacobians ``[b, m, n]``, outputs flat in C order."""
+        return flat_sweep_block(self.data, spec)
+
+
+class StoredSweep:
+    """A sweep file opened for streaming: header attributes, then :meth:`blocks` or :meth:`map_to`.
+
+    Parameters
+    ----------
+    path
+        A ``sweep.nc`` (or merged file) with ``x(sample, parameter)`` and ``jacobian(sample, *out,
+        parameter)``, ``parameter_name``/``parameter_units`` coordinates and one output variable.
+
+    Raises
+    ------
+    DataError
+        Missing file, or not a sweep (variables, dims or labels missing).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._hash: str | None = None
+        if not self.path.is_file():
+            raise DataError(f"sweep file not found: {self.path}")
+        try:
+            self._ds = by_name(xr.open_dataset(self.path, engine=ENCODING_ENGINE, decode_times=False))
+        except (OSError, ValueError) as e:
+            raise DataError(f"{self.path}: cannot read it as netCDF ({e})") from None
+        try:
+            self._read_header()
+        except BaseException:
+            self.close()
+            raise
+
+    def _read_header(self) -> None:
+        ds = self._ds
+        missing = [v for v in ("x", "jacobian") if v not in ds.data_vars]
+        if missing or "parameter_name" not in ds.coords:
+            raise DataError(f"{self.path}: not a sweep (needs `x`, `jacobian` and `parameter_name`), has "
+                            f"{sorted(map(str, ds.variables))}")
+        jac = ds["jacobian"]
+        if jac.dims[0] != "sample" or jac.dims[-1] != "parameter":
+            raise DataError(f"{self.path}: `jacobian` must be on (sample, ..., parameter), got {jac.dims}")
+        self.output: OutputSpec = output_spec_from(ds)
+        self.parameter_names = tuple(str(n) for n in ds["parameter_name"].values)
+        self.parameter_units = (tuple(str(u) for u in ds["parameter_units"].values)
+                                if "parameter_units" in ds.coords else None)
+        self.size = int(ds.sizes["sample"])
+        self.attrs: dict[str, Any] = dict(ds.attrs)
+        self.surrogate_hash: str | None = self.attrs.get("surrogate_hash")
+        recorded = str(self.attrs.get("sample_range", f"0 {self.size}")).split()
+        self.sample_range = (int(recorded[0]), int(recorded[1])) if len(recorded) == 2 else (0, self.size)
+
+    def __enter__(self) -> StoredSweep:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._ds.close()
+
+    def content_hash(self) -> str:
+        """SHA-256 of the file's bytes (``sha256:<hex>``), computed on first use."""
+        if self._hash is None:
+            self._hash = content_hash(self.path)
+        return self._hash
+
+    def blocks(self, block: int = 65536, variables: Sequence[str] | None = None,
+               start: int = 0, stop: int | None = None) -> Iterator[SweepBlock]:
+        """Consecutive blocks of ``block`` samples of positions ``[start, stop)``, loaded one at a time."""
+        if not isinstance(block, (int, np.integer)) or block < 1:
+            raise DataError(f"block must be an integer >= 1, got {block!r}")
+        ds = self._ds if variables is None else self._ds[list(variables)]
+        stop = self.size if stop is None else stop
+        for a in range(start, stop, block):
+            b = min(a + block, stop)
+            yield SweepBlock(a, b, ds.isel(sample=slice(a, b)).load())
+
+    def map_to(self, path: str | Path, *, fingerprint: str, compute: Callable[[SweepBlock], xr.Dataset],
+               attrs: Mapping[str, Any], block: int = 16384, variables: Sequence[str] | None = None,
+               progress: bool = False, desc: str = "") -> Path:
+        """Write ``compute(block)`` for every block of the sweep to ``path`` through the verified store.
+
+        Parameters
+        ----------
+        path
+            The result file; parts in ``<path>.parts/`` until every block is done.
+        fingerprint
+            Identity of the analysis (its settings and other inputs' hashes); the sweep's content hash
+            and ``block`` are added, so a changed sweep or block size never mixes with old parts.
+        compute
+            One block of the sweep -> the labeled result of its samples (``sample`` first).
+        attrs
+            Global attributes (provenance) of the result.
+        """
+        key = digest(fingerprint, self.content_hash(), block, list(variables or []))
+        blocks = [(a, min(a + block, self.size)) for a in range(0, self.size, block)]
+        ds = self._ds if variables is None else self._ds[list(variables)]
+
+        def one(a: int, b: int) -> xr.Dataset:
+            return compute(SweepBlock(a, b, ds.isel(sample=slice(a, b)).load()))
+
+        with PartStore(path, key, span=(0, self.size)) as store:
+            run_blocks(store, blocks, one, progress=progress, desc=desc)
+            return store.finalize(attrs)
