@@ -163,7 +163,11 @@ def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
         raise ConfigError(f"grid.num_shards must be an integer >= 1, got {num_shards!r}")
     if not isinstance(shard, int) or not 0 <= shard < num_shards:
         raise ConfigError(f"grid.shard must be an integer in [0, {num_shards}), got {shard!r}")
-    return size * shard // num_shards, size * (shard + 1) // num_shards
+    start, stop = size * shard // num_shards, size * (shard + 1) // num_shards
+    if stop <= start:
+        raise ConfigError(f"grid.num_shards: shard {shard} of {num_shards} holds no points (the grid has {size}); "
+                          f"use at most {size} shards")
+    return start, stop
 
 
 def to_bounds(space: ParameterSpace, unit: np.ndarray) -> np.ndarray:

@@ -51,13 +51,18 @@ def test_sobol_is_scipy_sequence_mapped_to_bounds():
     np.testing.assert_array_equal(np.sort(np.floor(lhs[:, 0] / 2 * 50)), np.arange(50))
 
 
-@pytest.mark.parametrize("size, shards", [(1000, 8), (7, 3), (5, 5), (3, 4)])
+@pytest.mark.parametrize("size, shards", [(1000, 8), (7, 3), (5, 5), (4, 4)])
 def test_shards_concatenate_to_the_grid(size, shards):
     grid = make_grid(SPACE, "sobol", n=size)
     bounds = [shard_bounds(size, i, shards) for i in range(shards)]
     assert bounds[0][0] == 0 and bounds[-1][1] == size
     assert all(b[1] == c[0] for b, c in zip(bounds, bounds[1:]))
     np.testing.assert_array_equal(np.concatenate([grid.block(a, b) for a, b in bounds]), grid.points())
+
+
+def test_an_empty_shard_is_refused():
+    with pytest.raises(ConfigError, match=r"shard 0 of 4 holds no points \(the grid has 3\); use at most 3 shards"):
+        shard_bounds(3, 0, 4)
 
 
 def test_one_at_a_time():

@@ -1,0 +1,110 @@
+"""Faults around the `sweep` workflow's store: each ends refused (one line, exit 2) or equal to a clean run."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.store import PartStore
+from tests.conftest import ROOT
+from tests.test_jacobian import ishigami_jacobian
+from workflows import sweep
+
+CLI = [sys.executable, "-m", "workflows"]
+SMALL = ["grid.n=96", "jacobian=float64", "jacobian.chunk_size=16", "points_per_part=32", "plots=false"]
+
+
+def values(path) -> xr.Dataset:
+    """Every variable and coordinate with their attributes; global attributes (provenance) differ by design."""
+    with xr.open_dataset(path) as ds:
+        return ds.load().drop_attrs(deep=False)
+
+
+def crash_after_first_part(monkeypatch, run):
+    write = PartStore.write
+
+    def crash(self, ds, start, stop, dim="sample"):
+        write(self, ds, start, stop, dim)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(PartStore, "write", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    monkeypatch.undo()
+
+
+def test_resume_with_another_chunk_size_is_refused(compose_config, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    crash_after_first_part(monkeypatch, lambda: sweep.run(compose_config("sweep", SMALL, output_dir=out)))
+    with pytest.raises(DataError, match=r"different computation .*block layout\); rerun with the same settings"):
+        sweep.run(compose_config("sweep", [*SMALL, "jacobian.chunk_size=24"], output_dir=out))
+    resumed = sweep.run(compose_config("sweep", SMALL, output_dir=out))
+    clean = sweep.run(compose_config("sweep", SMALL, output_dir=tmp_path / "clean"))
+    xr.testing.assert_identical(values(resumed), values(clean))
+    np.testing.assert_allclose(values(resumed)["jacobian"].values, ishigami_jacobian(values(resumed)["x"].values),
+                               rtol=1e-12)
+
+
+def test_an_edited_grid_file_is_not_mixed_with_old_parts(compose_config, tmp_path, monkeypatch):
+    grid = tmp_path / "points.csv"
+    points = np.random.default_rng(1).uniform(-3, 3, (64, 3))
+    np.savetxt(grid, points, delimiter=",", header="x1,x2,x3", comments="")
+    overrides = ["grid=file", f"grid.path={grid}", "jacobian=float64", "jacobian.chunk_size=16", "points_per_part=16",
+                 "plots=false"]
+    out = tmp_path / "run"
+    crash_after_first_part(monkeypatch, lambda: sweep.run(compose_config("sweep", overrides, output_dir=out)))
+    np.savetxt(grid, points[::-1], delimiter=",", header="x1,x2,x3", comments="")  # same path, other content
+    with pytest.raises(DataError, match="different computation"):
+        sweep.run(compose_config("sweep", overrides, output_dir=out))
+
+
+def test_flipped_bytes_in_a_part_are_recomputed(compose_config, tmp_path, monkeypatch, caplog):
+    out = tmp_path / "run"
+    crash_after_first_part(monkeypatch, lambda: sweep.run(compose_config("sweep", SMALL, output_dir=out)))
+    part = next((out / "sweep.nc.parts").glob("part-*.nc"))
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2: len(data) // 2 + 8] = b"\x7f" * 8
+    part.write_bytes(bytes(data))
+    resumed = sweep.run(compose_config("sweep", SMALL, output_dir=out))
+    assert "checksum mismatch (damaged); it will be recomputed" in caplog.text
+    clean = sweep.run(compose_config("sweep", SMALL, output_dir=tmp_path / "clean"))
+    xr.testing.assert_identical(values(resumed), values(clean))
+    record = (out / "sweep.nc.sha256").read_text().split()
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "sweep.nc.sha256"], cwd=out).returncode == 0, record
+
+
+def test_more_shards_than_points_is_a_config_error(compose_config):
+    with pytest.raises(ConfigError, match=r"shard 6 of 8 holds no points \(the grid has 4\); use at most 4 shards"):
+        sweep.run(compose_config("sweep", ["grid.n=4", "grid.shard=6", "grid.num_shards=8", "plots=false"]))
+
+
+@pytest.mark.slow
+def test_a_second_concurrent_run_is_refused_and_the_first_completes(tmp_path):
+    # about 30 s of work after the first part: the second run needs ~10 s to start TensorFlow and reach the lock
+    args = ["sweep", "grid.n=262144", "jacobian.chunk_size=1024", "points_per_part=1024", "plots=false",
+            "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]
+    first = subprocess.Popen(CLI + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parts = tmp_path / "run" / "sweep.nc.parts"
+    deadline = time.time() + 120
+    while not list(parts.glob("part-*.nc")) and time.time() < deadline and first.poll() is None:
+        time.sleep(0.05)
+    second = subprocess.run(CLI + args, cwd=ROOT, capture_output=True, text=True)
+    assert first.poll() is None, "the first run ended before the second started: make the grid larger"
+    assert second.returncode == 2, second.stderr[-2000:]
+    message = [line for line in (second.stdout + second.stderr).splitlines() if "being written by another run" in line]
+    assert len(message) == 1 and f"pid {first.pid}" in message[0] and "wait for it to finish" in message[0]
+    assert first.wait() == 0, first.stderr.read()[-2000:]
+    clean = sweep_clean(tmp_path, args)
+    xr.testing.assert_identical(values(tmp_path / "run" / "sweep.nc"), values(clean))
+
+
+def sweep_clean(tmp_path, args):
+    done = subprocess.run(CLI + [*args[:-1], f"hydra.run.dir={tmp_path / 'clean'}"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return tmp_path / "clean" / "sweep.nc"
