@@ -235,13 +235,15 @@ def checksum_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def verify_checksum(path: str | Path) -> bool | None:
-    """Whether ``path`` matches its recorded checksum; None when none was recorded."""
+def verify_checksum(path: str | Path, sha256: str | None = None) -> bool | None:
+    """Whether ``path`` matches its recorded checksum; None when none was recorded.
+
+    ``sha256`` is the file's :func:`content_hash` when the caller has it already.
+    """
     record = checksum_path(path)
     if not record.is_file():
         return None
-    recorded = record.read_text().split()[:1]
-    return recorded == [content_hash(path).removeprefix("sha256:")]
+    return record.read_text().split()[:1] == [(sha256 or content_hash(path)).removeprefix("sha256:")]
 
 
 def _string_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:

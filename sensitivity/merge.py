@@ -8,7 +8,10 @@ that they are one computation split cleanly -- every grid index exactly once (no
 overlap), the same resolved config except the shard keys, the same surrogate -- and refuses with
 a one-line :class:`~sensitivity.errors.DataError` naming the missing or mismatched shards;
 :func:`open_merged` opens them lazily (dask) as one dataset chunked along ``sample``, and
-:func:`merge` writes it, so memory stays at a few chunks whatever the size.
+:func:`merge` writes it, so memory stays at a few chunks whatever the size. Each shard must hold
+exactly the ``sample_range`` it records and match its checksum record (``sweep.nc.sha256``); the
+merge holds every shard's run lock while it reads them (a shard still being written refuses it) and
+writes the result atomically with its own checksum record.
 
 When the multirun also swept configuration keys (``-m model=a,b grid.n=1000,2000 grid.shard=0,1``),
 every combination of their values is a *cell*, merged from its own shards. Cells are aggregated
@@ -35,8 +38,10 @@ import numpy as np
 import xarray as xr
 import yaml
 
-from sensitivity.datasets import ENCODING_ENGINE, sample_dtype, write_atomic, write_directory_atomic
+from sensitivity.datasets import (ENCODING_ENGINE, checksum_path, record_checksum, sample_dtype, verify_checksum,
+                                  write_atomic, write_directory_atomic)
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.store import RunBusy, RunLock
 
 SHARD_KEY = "grid.shard"
 NUM_SHARDS_KEY = "grid.num_shards"
@@ -283,6 +288,13 @@ def _read_shard(run: Run, shard_key: str, num_shards_key: str) -> Shard:
         raise DataError(f"{path}: unreadable ({err})") from None
     if sample.size == 0 or not np.array_equal(sample, np.arange(sample[0], sample[0] + sample.size)):
         raise DataError(f"{path}: its sample indices are not one contiguous range")
+    recorded = str(attrs.get("sample_range", f"{sample[0]} {sample[-1] + 1}"))
+    if recorded != f"{sample[0]} {sample[-1] + 1}":
+        raise DataError(f"{path}: holds samples [{sample[0]}, {sample[-1] + 1}) but records sample_range {recorded}; "
+                        "rerun that shard")
+    if verify_checksum(path) is False:
+        raise DataError(f"{path}: does not match its checksum record {checksum_path(path).name} (damaged or changed "
+                        "since it was written); rerun that shard")
     match = _SHARD_ATTR.match(str(attrs.get("shard", "")))
     values = run.values()
     if match:
@@ -503,15 +515,31 @@ def merge(plan: Plan, path: str | Path, *, attrs: Mapping[str, Any], chunk: int 
         Zarr v2 format that every Zarr reader opens, one object per chunk: for results too large for
         one file or read from object storage; needs the ``zarr`` package).
     """
-    with open_merged(plan, chunk) as ds:
+    with ExitStack() as stack:
+        hold_inputs(stack, [*plan.files, Path(path)])
+        ds = stack.enter_context(open_merged(plan, chunk))
         ds.attrs = dict(attrs)
         if format == "netcdf":
-            return write_atomic(ds, path)
+            return write_atomic(ds, path, before_rename=lambda tmp: record_checksum(path, tmp))
         try:
             import zarr  # noqa: F401
         except ImportError:
             raise ConfigError("format=zarr needs the zarr package: pip install zarr") from None
         return write_directory_atomic(path, lambda tmp: _to_zarr(ds, tmp))
+
+
+def hold_inputs(stack: ExitStack, files: Sequence[Path]) -> None:
+    """Hold the run lock of every file (the inputs and the result) until ``stack`` closes, so no sweep
+    rewrites a shard while it is merged; a shard being written refuses the merge, naming its run."""
+    for f in files:
+        lock = RunLock(f.with_name(f.name + ".lock"))
+        try:
+            lock.acquire()
+        except RunBusy:
+            raise
+        except DataError:  # a read-only input directory: no run of this package can rewrite it
+            continue
+        stack.callback(lock.release)
 
 
 def _to_zarr(ds: xr.Dataset, store: Path) -> None:

@@ -22,7 +22,8 @@ API (the one way to read a stored sweep)::
         sweep.map_to(out_path, fingerprint=key, block=16384, attrs=provenance,   # a resumable, verified
                      compute=lambda blk: dataset_of(blk))                        # per-sample result
 
-``map_to`` runs :func:`sensitivity.store.run_blocks` over the file's blocks into a
+``map_to`` first checks the file against its checksum record (``sweep.nc.sha256``) when there is one,
+then runs :func:`sensitivity.store.run_blocks` over the file's blocks into a
 :class:`~sensitivity.store.PartStore` spanning ``[0, size)``: the fingerprint given is extended with
 the sweep's content hash and the block size, parts are checked on resume and at assembly, and the
 result appears atomically only when every block is done. Coordinates are read as stored
@@ -37,7 +38,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.datasets import ENCODING_ENGINE, by_name, content_hash, flat_sweep_block, output_spec_from
+from sensitivity.datasets import (ENCODING_ENGINE, by_name, checksum_path, content_hash, flat_sweep_block,
+                                  output_spec_from, verify_checksum)
 from sensitivity.errors import DataError
 from sensitivity.outputs import OutputSpec
 from sensitivity.store import PartStore, digest, run_blocks
@@ -149,6 +151,9 @@ class StoredSweep:
         attrs
             Global attributes (provenance) of the result.
         """
+        if verify_checksum(self.path, self.content_hash()) is False:
+            raise DataError(f"{self.path}: does not match its checksum record {checksum_path(self.path).name} "
+                            "(damaged or changed since it was written); rerun the sweep")
         key = digest(fingerprint, self.content_hash(), block, list(variables or []))
         blocks = [(a, min(a + block, self.size)) for a in range(0, self.size, block)]
         ds = self._ds if variables is None else self._ds[list(variables)]

@@ -6,6 +6,8 @@ Jacobians of f(x) = a * x0 * x1 (a per "model"), so every merged number has an e
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -132,7 +134,7 @@ def test_a_gap_in_sample_indices_is_refused(tmp_path):
     root = tmp_path / "multirun"
     jobs = sweep_dir(root, n=10, num_shards=2)
     with xr.open_dataset(jobs[1] / "sweep.nc") as ds:
-        moved = ds.load().assign_coords(sample=ds["sample"] + 1)
+        moved = ds.load().assign_coords(sample=ds["sample"] + 1).assign_attrs(sample_range="6 11")
     write_atomic(moved, jobs[1] / "sweep.nc")
     with pytest.raises(DataError, match=r"gap in sample indices: .*starts at 6, expected 5"):
         plan(root)
@@ -219,3 +221,51 @@ def test_zarr_store_holds_the_same_dataset(tmp_path):
     store = merge(p, tmp_path / "merged.zarr", attrs={"title": "t"}, format="zarr")
     assert store.is_dir() and not (tmp_path / ".merged.zarr.tmp").exists()
     xr.testing.assert_identical(xr.open_zarr(store).load(), nc.load())
+
+
+def test_a_shard_that_changed_since_it_was_written_is_refused(tmp_path):
+    from sensitivity.datasets import record_checksum
+
+    jobs = sweep_dir(tmp_path / "multirun")
+    for job in jobs:
+        record_checksum(job / "sweep.nc")
+    merge(plan_merge(find_runs(tmp_path / "multirun"), tmp_path / "multirun"), tmp_path / "ok.nc", attrs={})
+    with xr.open_dataset(jobs[1] / "sweep.nc") as ds:
+        edited = ds.load()
+    edited["y"][0] = 1e23
+    edited.to_netcdf(tmp_path / "edited.nc")
+    shutil.move(tmp_path / "edited.nc", jobs[1] / "sweep.nc")
+    with pytest.raises(DataError, match=r"does not match its checksum record sweep.nc.sha256 .*rerun that shard"):
+        plan_merge(find_runs(tmp_path / "multirun"), tmp_path / "multirun")
+
+
+def test_a_shard_holding_other_samples_than_it_records_is_refused(tmp_path):
+    jobs = sweep_dir(tmp_path / "multirun", n=12)
+    with xr.open_dataset(jobs[2] / "sweep.nc") as ds:
+        short = ds.load().isel(sample=slice(0, 2))  # what a second run that rewrote it left (issue 13, case 1)
+    short.to_netcdf(tmp_path / "short.nc")
+    shutil.move(tmp_path / "short.nc", jobs[2] / "sweep.nc")
+    with pytest.raises(DataError, match=r"holds samples \[8, 10\) but records sample_range 8 12"):
+        plan_merge(find_runs(tmp_path / "multirun"), tmp_path / "multirun")
+
+
+def test_a_shard_being_written_refuses_the_merge(tmp_path):
+    from sensitivity.store import RunLock
+
+    jobs = sweep_dir(tmp_path / "multirun")
+    plan = plan_merge(find_runs(tmp_path / "multirun"), tmp_path / "multirun")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom sensitivity.store import RunLock\n"
+                               "RunLock(sys.argv[1]).acquire()\nprint('held', flush=True)\ntime.sleep(60)",
+                               str(jobs[0] / "sweep.nc.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(DataError, match=rf"sweep.nc is being written by another run \(pid {holder.pid} "):
+            merge(plan, tmp_path / "m.nc", attrs={})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (tmp_path / "m.nc").exists()
+    out = merge(plan, tmp_path / "m.nc", attrs={})
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "m.nc.sha256"], cwd=tmp_path).returncode == 0
+    assert not (jobs[0] / "sweep.nc.lock").exists() and out.is_file()
+    RunLock(jobs[0] / "sweep.nc.lock").acquire()  # released: a sweep may write it again

@@ -301,6 +301,7 @@ def test_stored_sweep_header_and_blocks(tmp_path):
 
 
 def test_stored_sweep_map_resumes_and_refuses_a_changed_sweep(tmp_path):
+    from sensitivity.datasets import record_checksum
     from sensitivity.stored_sweep import StoredSweep
 
     path, x, jac = stored_sweep_file(tmp_path)
@@ -325,10 +326,14 @@ def test_stored_sweep_map_resumes_and_refuses_a_changed_sweep(tmp_path):
 
     with StoredSweep(path) as sweep, pytest.raises(KeyboardInterrupt):
         sweep.map_to(tmp_path / "again.nc", fingerprint="norm", compute=dies_at_20, attrs={}, block=10)
+    record_checksum(path)
     with xr.open_dataset(path) as ds:
         changed = ds.load()
     changed["x"][0, 0] = 0.5
     changed.to_netcdf(tmp_path / "changed.nc")
     os.replace(tmp_path / "changed.nc", path)  # another sweep at the same path: its parts are not adopted
+    with StoredSweep(path) as sweep, pytest.raises(DataError, match=r"does not match its checksum record sweep.nc"):
+        sweep.map_to(tmp_path / "again.nc", fingerprint="norm", compute=norm, attrs={}, block=10)
+    path.with_name("sweep.nc.sha256").unlink()
     with StoredSweep(path) as sweep, pytest.raises(DataError, match="different computation"):
         sweep.map_to(tmp_path / "again.nc", fingerprint="norm", compute=norm, attrs={}, block=10)
