@@ -7,7 +7,10 @@ netCDF
     ``observed(lat, lon)``, or ``observed(output)`` for named scalars, with the names in an
     ``output_name`` or string ``output`` coordinate). Optional ``sigma`` on the same dims
     (standard deviation per value), or ``covariance(output_i, output_j)`` over the values of
-    ``observed`` flattened in C order. NaN marks a missing value. Parameter values that
+    ``observed`` flattened in C order. NaN marks a missing value. The ``units`` of ``observed``
+    (and ``sigma``, default: those of ``observed``) and of each output coordinate (``time``) are
+    converted to the model's with cf-units (``day-1`` -> ``1e-5 day-1``, ``hours since`` ->
+    ``days since``); units that cannot be converted are refused. Absent units mean the model's. Parameter values that
     generated synthetic observations may be stored as global attributes ``true_<name>``, a
     JSON global attribute ``true_parameters`` or a variable ``true_parameter(parameter)``
     with a ``parameter_name`` coordinate.
@@ -33,6 +36,7 @@ import xarray as xr
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.errors import DataError
 from sensitivity.outputs import OutputDim, OutputSpec
+from sensitivity.units import convert, scale
 
 #: Relative tolerance when matching numeric coordinates (days, degrees) of a file to the model's.
 COORD_RTOL = 1e-9
@@ -136,15 +140,18 @@ def _read_netcdf(path: Path, spec: OutputSpec):
                             f"{list(spec.dim_names)}; it has {sorted(ds.data_vars)}")
         observed = ds["observed"]
         flat = _netcdf_positions(path, ds, observed, spec)
-        values = _scatter(observed.values, flat, spec.size)
+        source = observed.attrs.get("units")
+        values = _in_model_units(path, _scatter(observed.values, flat, spec.size), source, spec, "observed")
         sigma = cov = None
         if "sigma" in ds:
             if ds["sigma"].dims != observed.dims:
                 raise DataError(f"observations file {path}: `sigma` must have the dims of `observed` "
                                 f"{list(observed.dims)}, got {list(ds['sigma'].dims)}")
-            sigma = _scatter(ds["sigma"].values, flat, spec.size)
+            sigma = _scatter(ds["sigma"].values, flat, spec.size) * _scales(
+                path, ds["sigma"].attrs.get("units", source), spec, "sigma")
         if "covariance" in ds:
-            cov = _covariance(path, ds["covariance"], flat, spec.size)
+            factor = _scales(path, source, spec, "observed")
+            cov = _covariance(path, ds["covariance"], flat, spec.size) * np.outer(factor, factor)
         if sigma is not None and cov is not None:
             raise DataError(f"observations file {path}: give either `sigma` or `covariance`, not both")
         return values, sigma, cov, _true_parameters(path, ds)
@@ -160,7 +167,13 @@ def _netcdf_positions(path: Path, ds: xr.Dataset, observed: xr.DataArray, spec: 
     per_dim = []
     for dim in observed.dims:
         model_dim = by_name[dim]
-        labels = _file_labels(ds, dim) if model_dim.is_labels else (ds[dim].values if dim in ds.coords else None)
+        if model_dim.is_labels:
+            labels = _file_labels(ds, dim)
+        elif dim in ds.coords:
+            labels = convert(ds[dim].values, ds[dim].attrs.get("units"), model_dim.units,
+                             where=f"observations file {path}: the `{dim}` coordinate")
+        else:
+            labels = None
         if labels is None:
             if observed.sizes[dim] != model_dim.size:
                 raise DataError(f"observations file {path}: `observed` has {observed.sizes[dim]} entries along "
@@ -172,6 +185,23 @@ def _netcdf_positions(path: Path, ds: xr.Dataset, observed: xr.DataArray, spec: 
     flat = np.ravel_multi_index([grids[observed.dims.index(d)].ravel() for d in spec.dim_names], spec.shape)
     _check_unique(path, flat, spec)
     return flat
+
+
+def _in_model_units(path: Path, values: np.ndarray, source: str | None, spec: OutputSpec, name: str) -> np.ndarray:
+    """``values`` (model flat order) from the file's ``source`` units to each output's units."""
+    targets = np.array(spec.flat_units() if isinstance(spec.units, tuple) else [spec.units] * spec.size)
+    out = values.copy()
+    for target in np.unique(targets):
+        at = targets == target
+        out[at] = convert(values[at], source, str(target), where=f"observations file {path}: `{name}`")
+    return out
+
+
+def _scales(path: Path, source: str | None, spec: OutputSpec, name: str) -> np.ndarray:
+    """Per-output factor taking a standard deviation from ``source`` units to the model's (flat order)."""
+    targets = spec.flat_units() if isinstance(spec.units, tuple) else [spec.units] * spec.size
+    factors = {t: scale(source, t, where=f"observations file {path}: `{name}`") for t in set(targets)}
+    return np.array([factors[t] for t in targets])
 
 
 def _file_labels(ds: xr.Dataset, dim: str) -> np.ndarray | None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import cf_units
+import numpy as np
 
-from sensitivity.errors import ConfigError
+from sensitivity.errors import ConfigError, DataError
 
 
 @lru_cache(maxsize=None)
@@ -42,3 +43,30 @@ def product(a: str, b: str) -> str:
     if b.strip() == "1":
         return a
     return f"({a}) ({b})"
+
+
+def convert(values: np.ndarray, source: str | None, target: str, *, where: str) -> np.ndarray:
+    """``values`` in ``source`` units expressed in ``target`` units (offsets and time origins included).
+
+    ``source`` None or equal to ``target`` returns ``values`` as they are. Raises a one-line
+    :class:`DataError` naming ``where`` when the units do not parse or are not convertible.
+    """
+    if source is None or str(source).strip() == str(target).strip():
+        return np.asarray(values, dtype=float)
+    a, b = _unit(source, where), _unit(target, where)
+    if not a.is_convertible(b):
+        raise DataError(f"{where}: units {source!r} cannot be converted to the model's {target!r}")
+    return np.asarray(a.convert(np.asarray(values, dtype=float), b), dtype=float)
+
+
+def scale(source: str | None, target: str, *, where: str) -> float:
+    """Factor that takes a *difference* (a standard deviation) from ``source`` to ``target`` units."""
+    zero, one = convert(np.array([0.0, 1.0]), source, target, where=where)
+    return float(one - zero)
+
+
+def _unit(units: str, where: str) -> cf_units.Unit:
+    try:
+        return cf_units.Unit(str(units))
+    except ValueError:
+        raise DataError(f"{where}: units {units!r} are not a UDUNITS-2 units string") from None

@@ -184,3 +184,40 @@ def test_a_cf_time_axis_is_matched_by_its_numbers_not_decoded(tmp_path):
                coords={"time": ("time", np.array([2, 4], np.int32), {"units": "days since 2020-01-01"})}).to_netcdf(path)
     obs = read_observations(path, spec)
     assert obs.values[1] == 5.0 and obs.values[3] == 6.0 and obs.n_observed == 2
+
+
+def test_observed_and_time_units_are_converted_to_the_model_units(tmp_path):
+    spec = OutputSpec.from_dict({"name": "cases", "units": "1e-5 day-1", "dims": [
+        {"name": "time", "values": {"start": 1, "stop": 11}, "units": "day"}]})
+    a = np.random.default_rng(0).standard_normal((2, 2))
+    cov = a @ a.T + np.eye(2)
+    path = write_nc(tmp_path, {"observed": ("time", [2e-5, 3e-5], {"units": "day-1"}),
+                               "covariance": (("output_i", "output_j"), cov * 1e-10)},
+                    {"time": ("time", [48.0, 96.0], {"units": "h"})})  # days 2 and 4, in hours
+    obs = read_observations(path, spec)
+    np.testing.assert_allclose(obs.values[[1, 3]], [2.0, 3.0], rtol=1e-12)  # 1 day-1 = 1e5 (1e-5 day-1)
+    np.testing.assert_allclose(obs.cov[np.ix_([1, 3], [1, 3])], cov, rtol=1e-12)
+    assert obs.n_observed == 2
+    celsius = OutputSpec.from_dict({"name": "T", "units": "K", "dims": [
+        {"name": "time", "values": {"start": 1, "stop": 3}, "units": "days since 2020-01-01"}]})
+    path = write_nc(tmp_path, {"observed": ("time", [0.0, 10.0], {"units": "degC"}),
+                               "sigma": ("time", [1.0, 2.0], {"units": "degC"})},
+                    {"time": ("time", [24.0, 48.0], {"units": "hours since 2020-01-01"})}, name="t.nc")
+    obs = read_observations(path, celsius)
+    np.testing.assert_allclose(obs.values, [273.15, 283.15])  # an offset for values, none for sigma
+    np.testing.assert_allclose(obs.sigma, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("variable_units, time_units, message", [
+    ("m", "day", r"`observed`: units 'm' cannot be converted to the model's '1e-5 day-1'"),
+    ("day-1", "hours since 2020-01-01", r"the `time` coordinate: units 'hours since 2020-01-01' cannot be converted"),
+    ("bananas", "day", r"`observed`: units 'bananas' are not a UDUNITS-2 units string"),
+])
+def test_units_that_cannot_be_converted_are_refused(tmp_path, variable_units, time_units, message):
+    spec = OutputSpec.from_dict({"name": "cases", "units": "1e-5 day-1", "dims": [
+        {"name": "time", "values": {"start": 1, "stop": 11}, "units": "day"}]})
+    path = write_nc(tmp_path, {"observed": ("time", [2.0], {"units": variable_units})},
+                    {"time": ("time", [2.0], {"units": time_units})})
+    with pytest.raises(DataError, match=message) as err:
+        read_observations(path, spec)
+    assert "\n" not in str(err.value)
