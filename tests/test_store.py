@@ -280,7 +280,8 @@ def stored_sweep_file(tmp_path):
     spec = OutputSpec("cases", "d-1", (OutputDim("time", tuple(t), "days since 2020-01-01", "time"),), "cases")
     ds = sweep_dataset(np.arange(50), x, np.einsum("stp,sp->st", jac, x), jac, parameter_names=["a", "b"],
                        parameter_units=["m", "s"], parameter_long_names=None, output=spec)
-    return write_atomic(ds.assign_attrs(sample_range="0 50", surrogate_hash="sha256:abc"), tmp_path / "sweep.nc"), x, jac
+    path = write_atomic(ds.assign_attrs(sample_range="0 50", surrogate_hash="sha256:abc"), tmp_path / "sweep.nc")
+    return path, x, jac
 
 
 def test_stored_sweep_header_and_blocks(tmp_path):

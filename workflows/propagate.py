@@ -35,6 +35,7 @@ class UncertaintyConf:
     covariance: str = "covariance"
     start: Optional[int] = None  # start of a multi-start calibration (null: its best_start)
     truncate: bool = False  # keep the posterior inside the space's bounds (truncated-normal marginals + copula)
+    allow_other_surrogate: bool = False  # propagate a calibration recorded with another surrogate's hash
 
 
 @dataclass
@@ -137,6 +138,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     from sensitivity.datasets import flat_output_coords, provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
+    _check_surrogate(cfg, surrogate.content_hash, "this model")
     jac = build.engine_from(cfg, surrogate)
     p, spec = cfg.propagation, surrogate.output
     hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
@@ -169,6 +171,7 @@ def _pointwise(cfg: DictConfig, inputs, sources: list[str]) -> Path:
     sweep = cfg.pointwise.sweep
     with open_result(sweep) as ds:
         surrogate_source, surrogate_hash = ds.attrs.get("surrogate"), ds.attrs.get("surrogate_hash")
+    _check_surrogate(cfg, surrogate_hash, f"the sweep {sweep}'s")
     attrs = provenance(title=f"local linear propagation over the sweep {sweep}", workflow="propagate",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate_source,
                        surrogate_hash=surrogate_hash, seed=cfg.seed, inputs=[sweep, *sources])
@@ -178,6 +181,21 @@ def _pointwise(cfg: DictConfig, inputs, sources: list[str]) -> Path:
                                 fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
     log.info("pointwise propagation: %s", out)
     return out
+
+
+def _check_surrogate(cfg: DictConfig, current: str | None, what: str) -> None:
+    """Refuse a calibration whose recorded surrogate hash is not ``current`` (unless explicitly allowed)."""
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import DataError
+
+    u = cfg.uncertainty
+    if u.source != "calibration" or u.allow_other_surrogate:
+        return
+    with open_result(u.path) as ds:
+        recorded = ds.attrs.get("surrogate_hash")
+    if recorded and current and recorded != current:
+        raise DataError(f"uncertainty.path={u.path}: calibrated with surrogate {recorded[:19]}..., {what} is "
+                        f"{current[:19]}...; calibrate this surrogate, or set uncertainty.allow_other_surrogate=true")
 
 
 def _hessian(cfg: DictConfig, surrogate):

@@ -273,3 +273,20 @@ def test_cli_rejects_a_non_positive_definite_posterior(tmp_path):
     errors = [line for line in (out.stdout + out.stderr).splitlines() if "must be positive definite" in line]
     assert len(errors) == 1 and str(calibration) in errors[0]
     assert not (tmp_path / "run" / "propagation.nc").exists()
+
+
+def test_a_calibration_of_another_surrogate_is_refused_unless_allowed(compose_config, tmp_path):
+    mean, cov = posterior(np.random.default_rng(4), 6)
+    calibration = write_calibration(tmp_path / "calibration.nc", [f"p{i}" for i in range(6)], ["m"] * 6, mean, cov)
+    with xr.open_dataset(calibration) as ds:
+        other = ds.load().assign_attrs(surrogate_hash="sha256:" + "0" * 64)
+    other.to_netcdf(tmp_path / "other.nc")
+    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration",
+                 f"uncertainty.path={tmp_path / 'other.nc'}", "propagation.methods=[first_order]"]
+    with pytest.raises(DataError, match=r"calibrated with surrogate sha256:000000000000\.\.\., this model is sha256:"
+                                        r".*set uncertainty.allow_other_surrogate=true"):
+        propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "refused"))
+    assert not (tmp_path / "refused" / "propagation.nc").exists()
+    allowed = propagate.run(compose_config("propagate", [*overrides, "uncertainty.allow_other_surrogate=true"],
+                                           output_dir=tmp_path / "allowed"))
+    np.testing.assert_allclose(open_result(allowed)["output_mean"].values[0], W @ mean + C, rtol=1e-10)
