@@ -58,12 +58,13 @@ def _hydra_main(name: str, run, overrides: list[str]) -> None:
     import hydra
 
     from sensitivity.errors import SensitivityError
-    from workflows.schema import register
+    from workflows.schema import check_known_keys, register
 
     register()
 
     def task(cfg) -> None:
         try:
+            check_known_keys(cfg, importlib.import_module(WORKFLOWS[name]).SCHEMA, name)
             run(cfg)
         except SensitivityError as err:
             log.error("%s: %s", name, err)

@@ -76,6 +76,31 @@ class SweepConf:
     plots: bool = True
 
 
+def check_known_keys(cfg: Any, schema: type, workflow: str) -> None:
+    """Refuse keys the schema does not have: Hydra lets ``+grid.seeed=3`` add one past the schema.
+
+    Every value under a schema field typed ``Any``/``Dict`` (model outputs, kwargs, distributions) is free.
+    """
+    import difflib
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    from sensitivity.errors import ConfigError
+
+    try:
+        # as plain containers: a node that carries its schema type is merged without checking its keys
+        OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(OmegaConf.to_container(cfg)))
+    except ConfigKeyError as err:
+        key = str(getattr(err, "full_key", "") or err).splitlines()[0]
+        parent = OmegaConf.select(OmegaConf.structured(schema), key.rpartition(".")[0]) if "." in key else None
+        known = list(parent.keys()) if parent is not None and OmegaConf.is_dict(parent) else []
+        close = difflib.get_close_matches(key.rpartition(".")[2], known, n=1)
+        hint = f"; did you mean `{key.rpartition('.')[0]}.{close[0]}`?" if close else ""
+        raise ConfigError(f"unknown key `{key}`: the {workflow} config has no such setting (a `+` override adds "
+                          f"keys past the schema){hint}") from None
+
+
 def register() -> None:
     """Register every workflow's schema as ``<workflow>_schema`` (idempotent).
 
