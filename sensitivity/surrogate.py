@@ -15,6 +15,7 @@ import importlib
 import inspect
 import json
 import logging
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -82,6 +83,7 @@ def load_surrogate(
     kwargs: Mapping[str, Any] | None = None,
     scaling: Mapping[str, Any] | None = None,
     dtype: str = "float32",
+    trusted: bool = False,
 ) -> Surrogate:
     """Load a surrogate and check it against its declared inputs and outputs.
 
@@ -104,6 +106,9 @@ def load_surrogate(
         around a model that works in normalised units; ``log`` of ``input`` lists parameter names.
     dtype
         Compute dtype. ``"float64"`` rebuilds a Keras model in float64; a SavedModel computes in its own dtype.
+    trusted
+        Required for a SavedModel directory: loading one runs its graph, which may hold any TF op (file
+        writes included); a SavedModel is a program, and Keras' ``safe_mode`` does not apply to it.
 
     Returns
     -------
@@ -113,7 +118,7 @@ def load_surrogate(
 
     if dtype not in DTYPES:
         raise ConfigError(f"`dtype` must be one of {DTYPES}, got {dtype!r}")
-    fn, meta, content_hash, label = _load_callable(source, dtype, dict(kwargs or {}))
+    fn, meta, content_hash, label = _load_callable(source, dtype, dict(kwargs or {}), trusted)
     names = _reconcile("input_names", meta.get("input_names"), input_names)
     units = _reconcile("input_units", meta.get("input_units"), input_units)
     if names is None:
@@ -156,7 +161,7 @@ def _reconcile(field: str, stored: Sequence[str] | None, given: Sequence[str] | 
     return tuple(chosen) if chosen else None
 
 
-def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any]) -> tuple[Callable, dict, str, str]:
+def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: bool) -> tuple[Callable, dict, str, str]:
     """Return ``(fn, stored metadata, content hash, label)`` for any supported source."""
     if callable(source):
         fn = functools.partial(source, **kwargs) if kwargs else source
@@ -171,6 +176,10 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any]) -> tuple[Cal
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise ModelError(f"surrogate directory {text} is not a TF SavedModel (no saved_model.pb)")
+        if not trusted:
+            raise ModelError(f"surrogate directory {text} is a TF SavedModel: loading it runs its graph, a program "
+                             "that may do anything (Keras safe_mode does not apply); load it only from a source you "
+                             "trust, with model.trusted=true (trusted=True), or save the model as .keras")
         return _load_saved_model(path, dtype), {}, _file_hash(sorted(p for p in path.rglob("*") if p.is_file())), text
     if ":" in text and not path.exists():
         module_name, _, attr = text.partition(":")
@@ -190,6 +199,9 @@ def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:
 
     import sensitivity.scaling  # noqa: F401  (registers the scaling layers for safe_mode loading)
 
+    if not zipfile.is_zipfile(path):  # Keras reports a truncated archive as "File not found"
+        raise ModelError(f"surrogate file {path} is not a valid .keras archive (truncated or damaged: not a zip "
+                         "file); save or copy it again")
     try:
         model = keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as err:  # keras raises many types for corrupt or unsafe files

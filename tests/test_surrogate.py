@@ -45,8 +45,10 @@ def test_saved_model_matches_keras(tmp_path):
     scaled_network(path)
     keras_model = sensitivity.load_surrogate(path)
     keras.saving.load_model(path).export(tmp_path / "saved", verbose=False)
+    with pytest.raises(ModelError, match=r"is a TF SavedModel: loading it runs its graph.*model.trusted=true"):
+        sensitivity.load_surrogate(tmp_path / "saved", input_names=["k", "t"], input_units=["day-1", "day"])
     saved = sensitivity.load_surrogate(tmp_path / "saved", input_names=["k", "t"], input_units=["day-1", "day"],
-                                       output=OUTPUT)
+                                       output=OUTPUT, trusted=True)
     x = np.column_stack([RNG.uniform(0.05, 2.0, 10), RNG.uniform(0, 10, 10)])
     a, b = sensitivity.compile_jacobian(keras_model)(x), sensitivity.compile_jacobian(saved)(x)
     np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
@@ -67,5 +69,13 @@ def test_declared_names_and_shapes_are_checked(tmp_path):
     with pytest.raises(ModelError, match="surrogate file not found"):
         sensitivity.load_surrogate(tmp_path / "missing.keras")
     (tmp_path / "corrupt.keras").write_bytes(b"not a zip")
-    with pytest.raises(ModelError, match="cannot be loaded by Keras"):
+    with pytest.raises(ModelError, match="is not a valid .keras archive"):
         sensitivity.load_surrogate(tmp_path / "corrupt.keras")
+
+
+def test_a_truncated_keras_file_is_named_as_such(tmp_path):
+    path = tmp_path / "s.keras"
+    scaled_network(path)
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ModelError, match=r"s.keras is not a valid .keras archive \(truncated or damaged"):
+        sensitivity.load_surrogate(path)

@@ -39,7 +39,8 @@ def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = N
     if not (":" in source and not Path(source).exists()):
         source = str(repo_path(source))
     return load_surrogate(source, input_names=space.names, input_units=space.units, output=plain(cfg.model.output) or None,
-                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling) or None, dtype=dtype or cfg.jacobian.dtype)
+                          kwargs=plain(cfg.model.kwargs), scaling=plain(cfg.model.scaling) or None, dtype=dtype or cfg.jacobian.dtype,
+                          trusted=cfg.model.trusted)
 
 
 def engine_from(cfg: DictConfig, surrogate):

@@ -39,6 +39,7 @@ class ModelConf:
     # typed Any: OmegaConf cannot merge a dict override into a None Optional[Dict] node
     output: Any = None
     scaling: Any = None
+    trusted: bool = False  # required to load a TF SavedModel directory (it runs its graph on load)
 
 
 @dataclass
