@@ -163,6 +163,8 @@ def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
         raise ConfigError(f"grid.num_shards must be an integer >= 1, got {num_shards!r}")
     if not isinstance(shard, int) or not 0 <= shard < num_shards:
         raise ConfigError(f"grid.shard must be an integer in [0, {num_shards}), got {shard!r}")
+    if size < 1:
+        raise ConfigError(f"the grid is empty ({size} points); check grid.n or the file of grid.path")
     start, stop = size * shard // num_shards, size * (shard + 1) // num_shards
     if stop <= start:
         raise ConfigError(f"grid.num_shards: shard {shard} of {num_shards} holds no points (the grid has {size}); "
@@ -206,7 +208,13 @@ def read_points(space: ParameterSpace, path: str | Path) -> np.ndarray:
         missing = [n for n in space.names if n not in table.columns]
         if missing:
             raise DataError(f"grid.path {path}: missing column(s) {missing}; it has {list(table.columns)}")
-        return table[space.names].to_numpy(dtype=float)
+        numbers = table[space.names].apply(pd.to_numeric, errors="coerce")
+        bad = numbers.isna() & table[space.names].notna()
+        if bad.to_numpy().any():
+            row, col = np.argwhere(bad.to_numpy())[0]
+            raise DataError(f"grid.path {path}: column {space.names[col]!r} must be numeric, got "
+                            f"{table[space.names[col]].iloc[row]!r} in data row {row + 1}")
+        return numbers.to_numpy(dtype=float)
     import xarray as xr
 
     with xr.open_dataset(path) as ds:

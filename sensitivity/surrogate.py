@@ -185,8 +185,8 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: boo
         module_name, _, attr = text.partition(":")
         try:
             target = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise ModelError(f"surrogate function {text!r} cannot be imported: {err}") from None
+        except (ImportError, AttributeError, SyntaxError) as err:  # SyntaxError: a broken user module
+            raise ModelError(f"surrogate function {text!r} cannot be imported: {type(err).__name__}: {err}") from None
         fn = functools.partial(target, **kwargs) if kwargs else target
         return fn, {}, _function_hash(target, kwargs), text
     raise ModelError(

@@ -100,6 +100,9 @@ def sweep(
     def compute(a: int, b: int) -> xr.Dataset:
         points = grid.block(a, b)
         values, jacobian = jac(points)
+        finite = np.isfinite(values)
+        if not finite.all():  # no derivative where the value itself is undefined
+            jacobian = np.where(finite[..., None], jacobian, np.nan)
         ds = sweep_dataset(np.arange(a, b), points, values, jacobian, parameter_names=names,
                            parameter_units=units, parameter_long_names=parameter_long_names,
                            output=jac.surrogate.output, grid_size=grid.size)

@@ -138,8 +138,8 @@ def simulator_from(source: str, kwargs: dict[str, Any]) -> Callable[[np.ndarray]
         raise ConfigError(f"`training.simulator` must be 'package.module:function', got {source!r}")
     try:
         function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(f"`training.simulator` {source!r} cannot be imported: {err}") from None
+    except (ImportError, AttributeError, SyntaxError) as err:  # SyntaxError: a broken user module
+        raise ConfigError(f"`training.simulator` {source!r} cannot be imported: {type(err).__name__}: {err}") from None
     bound = functools.partial(function, **kwargs)
 
     def simulate(points: np.ndarray) -> np.ndarray:

@@ -108,3 +108,32 @@ def sweep_clean(tmp_path, args):
                           text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     return tmp_path / "clean" / "sweep.nc"
+
+
+def test_a_nan_value_has_a_nan_jacobian_and_both_are_counted(compose_config):
+    overrides = ["model=function", "model.source=tests.models:sqrt_model", "model.output={name: y, names: [root]}",
+                 "space.parameters=[{name: a, units: '1', low: -1, high: 1}, {name: b, units: '1', low: 0, high: 1}]",
+                 "grid.n=64", "plots=false"]
+    with xr.open_dataset(sweep.run(compose_config("sweep", overrides))) as ds:
+        negative = ds["x"].values[:, 0] < 0  # sqrt of a negative number: NaN value
+        assert np.isnan(ds["y"].values[negative]).all() and np.isnan(ds["jacobian"].values[negative]).all()
+        assert ds.attrs["nonfinite_jacobian"] >= 2 * negative.sum()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("x1,x2,x3\n0.1,zero,0.3\n", r"column 'x2' must be numeric, got 'zero' in data row 1"),
+    ("x1,x2,x3\n", r"the grid is empty \(0 points\)"),
+])
+def test_bad_grid_files_are_one_line_errors(compose_config, tmp_path, content, message):
+    (tmp_path / "points.csv").write_text(content)
+    with pytest.raises((ConfigError, DataError), match=message):
+        sweep.run(compose_config("sweep", ["grid=file", f"grid.path={tmp_path / 'points.csv'}", "plots=false"]))
+
+
+def test_a_syntax_error_in_a_user_module_is_a_model_error(compose_config, tmp_path, monkeypatch):
+    from sensitivity.errors import ModelError
+
+    (tmp_path / "broken_user_model.py").write_text("def f(x):\n    return x +\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelError, match=r"cannot be imported: SyntaxError: invalid syntax"):
+        sweep.run(compose_config("sweep", ["model=function", "model.source=broken_user_model:f", "plots=false"]))
