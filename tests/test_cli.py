@@ -27,7 +27,7 @@ def test_a_key_appended_past_the_schema_is_refused_with_a_suggestion(compose_con
     import pytest
 
     from sensitivity.errors import ConfigError
-    from workflows.cli import WORKFLOWS
+    from workflows.registry import WORKFLOWS
     from workflows.schema import check_known_keys
 
     schema = importlib.import_module(WORKFLOWS["sweep"]).SCHEMA

@@ -15,18 +15,8 @@ import xarray as xr
 
 from sensitivity.errors import DataError
 from sensitivity.store import PartStore, run_blocks
-from tests.conftest import ROOT
-
-SPAN = (3, 40)
-BLOCKS = [(a, min(a + 8, SPAN[1])) for a in range(*SPAN, 8)]
-
-
-def block_dataset(a: int, b: int) -> xr.Dataset:
-    """A block whose values are a closed form of the sample index (what an uninterrupted run must hold)."""
-    sample = np.arange(a, b)
-    return xr.Dataset({"y": (("sample", "k"), np.sin(sample[:, None] * np.arange(1, 4)), {"units": "1"})},
-                      coords={"sample": ("sample", sample.astype(np.int32), {"units": "1"})})
-
+from tests.helpers import ROOT
+from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
 
 def expected() -> xr.Dataset:
     return block_dataset(*SPAN)
@@ -201,7 +191,7 @@ import numpy as np, xarray as xr
 from sensitivity import datasets
 from sensitivity.store import PartStore, run_blocks
 sys.path.insert(0, {root!r})
-from tests.test_store import BLOCKS, SPAN, block_dataset
+from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
 when = sys.argv[2]
 real = os.replace
 def replace(src, dst):
@@ -237,7 +227,7 @@ SLOW_RUN = textwrap.dedent("""
     import sys, time
     from sensitivity.store import PartStore, run_blocks
     sys.path.insert(0, {root!r})
-    from tests.test_store import BLOCKS, SPAN, block_dataset
+    from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
     def slow(a, b):
         time.sleep(0.05)
         return block_dataset(a, b)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -11,11 +10,10 @@ import xarray as xr
 
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.store import PartStore
-from tests.conftest import ROOT
-from tests.test_jacobian import ishigami_jacobian
+from tests.helpers import CLI, ROOT
+from tests.helpers.functions import ishigami_jacobian
 from workflows import sweep
 
-CLI = [sys.executable, "-m", "workflows"]
 SMALL = ["grid.n=96", "jacobian=float64", "jacobian.chunk_size=16", "points_per_part=32", "plots=false"]
 
 
@@ -111,7 +109,7 @@ def sweep_clean(tmp_path, args):
 
 
 def test_a_nan_value_has_a_nan_jacobian_and_both_are_counted(compose_config):
-    overrides = ["model=function", "model.source=tests.models:sqrt_model", "model.output={name: y, names: [root]}",
+    overrides = ["model=function", "model.source=tests.helpers.models:sqrt_model", "model.output={name: y, names: [root]}",
                  "space.parameters=[{name: a, units: '1', low: -1, high: 1}, {name: b, units: '1', low: 0, high: 1}]",
                  "grid.n=64", "plots=false"]
     with xr.open_dataset(sweep.run(compose_config("sweep", overrides))) as ds:
