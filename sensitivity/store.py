@@ -197,15 +197,16 @@ class PartStore:
 
     def done(self) -> set[Block]:
         """The blocks already on disk and verified; damaged ones are removed with a warning."""
-        return {block for block, _ in self._verified()}
+        return {block for block, _, _ in self._verified()}
 
-    def _verified(self) -> list[tuple[Block, Path]]:
+    def _verified(self) -> list[tuple[Block, Path, dict[str, Any]]]:
+        """``(block, part, its global attributes)`` of every sound part; the others removed with a warning."""
         good = []
         for part in self._files():
             block = _block_of(part)
             problem = self._check(part, block)
-            if problem is None:
-                good.append((block, part))
+            if isinstance(problem, dict):
+                good.append((block, part, problem))
                 continue
             if problem.startswith("foreign"):
                 raise self._foreign(problem.split()[1])
@@ -217,8 +218,8 @@ class PartStore:
                 orphan.unlink(missing_ok=True)
         return good
 
-    def _check(self, part: Path, block: Block | None) -> str | None:
-        """Why ``part`` cannot be used (``"foreign <fp>"`` for another computation's), or None."""
+    def _check(self, part: Path, block: Block | None) -> str | dict[str, Any]:
+        """Why ``part`` cannot be used (``"foreign <fp>"`` for another computation's), or its attributes."""
         if block is None:
             return "not a part name"
         try:
@@ -245,7 +246,7 @@ class PartStore:
             return "its attributes disagree with its record"
         if samples != block[1] - block[0]:
             return f"holds {samples} samples for [{block[0]}, {block[1]})"
-        return None
+        return attrs
 
     # ------------------------------------------------------------------------- writing
 
@@ -263,27 +264,19 @@ class PartStore:
 
     # ------------------------------------------------------------------------- assembly
 
-    def part_attrs(self) -> list[dict[str, Any]]:
-        """Global attributes of every verified part, in sample order (e.g. per-part counts to add up)."""
-        import netCDF4
+    def finalize(self, attrs: Mapping[str, Any], dim: str = "sample", totals: Sequence[str] = ()) -> Path:
+        """Verify every part, prove they tile the span, write ``path`` atomically, remove the parts.
 
-        out = []
-        for _, part in self._verified():
-            with netCDF4.Dataset(part) as nc:
-                out.append({k: nc.getncattr(k) for k in nc.ncattrs()})
-        return out
-
-    def finalize(self, attrs: Mapping[str, Any], dim: str = "sample") -> Path:
-        """Verify every part, prove they tile the span, write ``path`` atomically, remove the parts."""
+        ``totals`` names per-part integer attributes (e.g. counts) whose sum becomes a global attribute.
+        """
         parts = self._verified()
-        self._check_coverage([b for b, _ in parts])
-        files = [p for _, p in parts]
-        with xr.open_mfdataset(files, combine="nested", concat_dim=dim, data_vars="minimal", coords="minimal",
-                               compat="override", join="override", engine=ENCODING_ENGINE, parallel=False,
-                               chunks={}) as ds:
-            ds.attrs = {k: v for k, v in ds.attrs.items() if k not in ("fingerprint", "part_range")}
-            write_atomic(ds.assign_attrs(dict(attrs)), self.path,
-                         before_rename=lambda tmp: record_checksum(self.path, tmp))
+        self._check_coverage([b for b, _, _ in parts])
+        attrs = {**attrs, **{k: sum(int(a.get(k, 0)) for _, _, a in parts) for k in totals}}
+        with xr.open_mfdataset([p for _, p, _ in parts], combine="nested", concat_dim=dim, data_vars="minimal",
+                               coords="minimal", compat="override", join="override", engine=ENCODING_ENGINE,
+                               parallel=False, chunks={}) as ds:
+            ds.attrs = {k: v for k, v in ds.attrs.items() if k not in ("fingerprint", "part_range", *totals)}
+            write_atomic(ds.assign_attrs(attrs), self.path, before_rename=lambda tmp: record_checksum(self.path, tmp))
         shutil.rmtree(self.parts)
         self.close()
         return self.path

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+import netCDF4
 import numpy as np
 import xarray as xr
 
@@ -113,12 +114,10 @@ def sweep(
     with PartStore(path, key, span=(start, stop)) as store:
         computed = run_blocks(store, blocks, compute, progress=progress, desc="sweep")
         seconds = time.perf_counter() - t0
-        counts = store.part_attrs()
-        bad_values = sum(int(a["nonfinite_values"]) for a in counts)
-        bad_jacobian = sum(int(a["nonfinite_jacobian"]) for a in counts)
-        final_attrs = {**attrs, "nonfinite_values": bad_values, "nonfinite_jacobian": bad_jacobian,
-                       "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"}
-        out = store.finalize(final_attrs)
+        out = store.finalize({**attrs, "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"},
+                             totals=("nonfinite_values", "nonfinite_jacobian"))
+    with netCDF4.Dataset(out) as nc:
+        bad_values, bad_jacobian = int(nc.nonfinite_values), int(nc.nonfinite_jacobian)
     if bad_values or bad_jacobian:
         log.warning("%s: %d non-finite values and %d non-finite Jacobian entries (kept as NaN/Inf, counted in "
                     "attributes nonfinite_values / nonfinite_jacobian)", out, bad_values, bad_jacobian)
