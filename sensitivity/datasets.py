@@ -1,12 +1,12 @@
-"""CF-style labeled datasets: building, provenance, atomic and resumable writes, opening by name.
+"""CF-style labeled datasets: building, provenance, atomic writes with checksum records, opening by name.
 
 Every workflow writes its results through this module, so every file shares one
 contract (see ``DESIGN.md``): integer index dims with names as non-dimension
 coordinates, ``long_name`` and ``units`` on every variable, and global attributes
 recording where the numbers came from. Writes are atomic (a temporary file
-renamed into place), and long computations write self-describing parts that a
-rerun resumes from, so a kill loses no finished work and a partial result is
-never mistaken for a complete one.
+renamed into place; a full disk is a one-line error). Long computations write
+verified, resumable parts through :mod:`sensitivity.store`, so a kill loses no
+finished work and a partial result is never mistaken for a complete one.
 """
 from __future__ import annotations
 
