@@ -23,9 +23,14 @@ from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "batched multi-start Levenberg-Marquardt / Gauss-Newton fit to observations -> calibration.nc"
+SUMMARY = "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations -> calibration.nc"
 
-SOLVERS = ("levenberg_marquardt", "gauss_newton")
+SOLVERS = ("trust_region", "levenberg_marquardt", "gauss_newton")
+_SETTINGS = {  # the settings each kind takes besides max_iter and the tolerances
+    "trust_region": ("initial_radius",),
+    "levenberg_marquardt": ("initial_damping", "marquardt_scaling"),
+    "gauss_newton": ("line_search",),
+}
 
 
 @dataclass
@@ -35,16 +40,18 @@ class ObservationsConf:
 
 @dataclass
 class SolverConf:
-    """Settings of LevenbergMarquardt / GaussNewton (each uses its own; see conf/solver/)."""
+    """Settings of TrustRegion / LevenbergMarquardt / GaussNewton (each uses its own; see conf/solver/);
+    null keeps the library's default of that solver."""
 
-    kind: str = "levenberg_marquardt"
-    max_iter: int = 200
-    ftol: float = 1e-12
-    xtol: float = 1e-12
-    gtol: float = 1e-12
-    initial_damping: float = 1e-3
-    marquardt_scaling: bool = True
-    line_search: bool = True
+    kind: str = "trust_region"
+    max_iter: Optional[int] = None
+    ftol: Optional[float] = None
+    xtol: Optional[float] = None
+    gtol: Optional[float] = None
+    initial_radius: Optional[float] = None
+    initial_damping: Optional[float] = None
+    marquardt_scaling: Optional[bool] = None
+    line_search: Optional[bool] = None
 
 
 @dataclass
@@ -114,14 +121,13 @@ def run(cfg: DictConfig) -> Path:
 
 def solver_from(node: DictConfig):
     """The immutable solver settings of ``cfg.solver``."""
-    from sensitivity.analyses.calibration import GaussNewton, LevenbergMarquardt
+    from sensitivity.analyses.calibration import GaussNewton, LevenbergMarquardt, TrustRegion
 
     build.check_choice(node.kind, SOLVERS, "solver.kind")
-    tolerances = dict(max_iter=node.max_iter, ftol=node.ftol, xtol=node.xtol, gtol=node.gtol)
-    if node.kind == "gauss_newton":
-        return GaussNewton(**tolerances, line_search=node.line_search)
-    return LevenbergMarquardt(**tolerances, initial_damping=node.initial_damping,
-                              marquardt_scaling=node.marquardt_scaling)
+    keys = ("max_iter", "ftol", "xtol", "gtol", *_SETTINGS[node.kind])
+    settings = {key: node[key] for key in keys if node[key] is not None}
+    kind = {"trust_region": TrustRegion, "levenberg_marquardt": LevenbergMarquardt, "gauss_newton": GaussNewton}
+    return kind[node.kind](**settings)
 
 
 def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray | None]:

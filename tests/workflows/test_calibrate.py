@@ -98,7 +98,7 @@ def linear_observations(tmp_path):
     return path, y, sigma
 
 
-@pytest.mark.parametrize("solver", ["levenberg_marquardt", "gauss_newton"])
+@pytest.mark.parametrize("solver", ["trust_region", "levenberg_marquardt", "gauss_newton"])
 def test_linear_model_matches_weighted_least_squares_in_closed_form(compose_config, tmp_path, solver):
     path, y, sigma = linear_observations(tmp_path)
     ds = xr.open_dataset(calibrate.run(compose_config("calibrate", [*LINEAR, f"observations.path={path}",

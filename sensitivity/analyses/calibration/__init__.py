@@ -1,4 +1,4 @@
-"""Batched calibration: Levenberg-Marquardt / Gauss-Newton over many starts at once, and the step map.
+"""Batched calibration: trust region / Levenberg-Marquardt / Gauss-Newton over many starts at once, and the step map.
 
 The fit minimises the weighted least-squares cost (half the squared norm of the
 whitened residuals, plus whitened prior rows for a MAP fit)::
@@ -26,7 +26,7 @@ from sensitivity.analyses.calibration.driver import CalibrationError, calibrate
 from sensitivity.analyses.calibration.model_calls import ValueAndJacobian, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, GaussNewton, LevenbergMarquardt, Solver,
-                                                      Status)
+                                                      Status, TrustRegion)
 from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
                                                          distinct_minima, equilibrated_svd, identifiability,
                                                          pseudo_inverse_covariance)
@@ -45,6 +45,7 @@ __all__ = [
     "Solver",
     "Status",
     "StoredSweep",
+    "TrustRegion",
     "ValueAndJacobian",
     "ValuesFn",
     "calibrate",

@@ -78,8 +78,9 @@ def _one(long_name: str, **extra) -> dict:
 
 
 def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Posterior, x0: np.ndarray,
-               minimum: np.ndarray, labels: Labels, settings: dict) -> xr.Dataset:
-    """The dataset :func:`~sensitivity.analyses.calibration.calibrate` returns (see there for its variables)."""
+               minimum: np.ndarray, labels: Labels, settings: dict, damping_label: str) -> xr.Dataset:
+    """The dataset :func:`~sensitivity.analyses.calibration.calibrate` returns (see there for its variables);
+    ``damping_label`` names what ``history_damping`` holds for the solver used."""
     units = _Units.of(labels, problem.observations.known_noise)
     data = {**_observation_vars(problem.observations, problem.m, units),
             **_fit_vars(fits, x0, minimum, units),
@@ -89,7 +90,7 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
         data["prior_mean"] = (("parameter",), problem.prior_mean, units.param("prior mean"))
         data["prior_std"] = (("parameter",), np.sqrt(np.diag(prior_cov)), units.param("prior standard deviation"))
     if history is not None:
-        data.update(_history_vars(history, units, settings["solver"].startswith("GaussNewton")))
+        data.update(_history_vars(history, units, damping_label))
     k, n = fits.x.shape
     coords = {
         "start": xr.Variable("start", np.arange(k, dtype=np.int32), _one("start index")),
@@ -183,8 +184,7 @@ def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float
     }
 
 
-def _history_vars(history: History, units: _Units, gauss_newton: bool) -> dict:
-    damping = "step fraction alpha (Gauss-Newton)" if gauss_newton else "damping lambda relative to the scaling D"
+def _history_vars(history: History, units: _Units, damping: str) -> dict:
     si = ("start", "iteration")
     return {
         "history_parameter": (si + ("parameter",), np.stack(history.parameters, axis=1),

@@ -11,7 +11,7 @@ from sensitivity.analyses.calibration.iteration import solve
 from sensitivity.analyses.calibration.model_calls import ModelCalls, ValueAndJacobian, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import build_problem, check_starts
-from sensitivity.analyses.calibration.solvers import FAILED, GaussNewton, LevenbergMarquardt, Solver, Status
+from sensitivity.analyses.calibration.solvers import FAILED, GaussNewton, LevenbergMarquardt, Solver, Status, TrustRegion
 from sensitivity.analyses.calibration.statistics import distinct_minima, posterior
 from sensitivity.errors import ConfigError, SensitivityError
 
@@ -32,7 +32,7 @@ def calibrate(
     prior_cov: np.ndarray | None = None,
     bounds: np.ndarray | None = None,
     log_parameters: np.ndarray | None = None,
-    solver: Solver = LevenbergMarquardt(),
+    solver: Solver = TrustRegion(),
     throw: bool = True,
     parameter_names: Sequence[str] | None = None,
     parameter_units: Sequence[str] | None = None,
@@ -68,7 +68,7 @@ def calibrate(
     log_parameters
         ``[n]`` bool: fit ``log(x)`` for these parameters (they must stay > 0).
     solver
-        :class:`LevenbergMarquardt` (default) or :class:`GaussNewton` settings.
+        :class:`TrustRegion` (default), :class:`LevenbergMarquardt` or :class:`GaussNewton` settings.
     throw
         Raise :class:`CalibrationError` when every start failed (``max_iter`` or
         non-finite); otherwise failures are only reported in ``status``.
@@ -135,8 +135,9 @@ def calibrate(
         raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
     if not isinstance(rcond, (int, float)) or not 0 < rcond < 1:
         raise ConfigError(f"`rcond` must lie in (0, 1), got {rcond!r}")
-    if not isinstance(solver, (LevenbergMarquardt, GaussNewton)):
-        raise ConfigError(f"`solver` must be LevenbergMarquardt(...) or GaussNewton(...), got {solver!r}")
+    if not isinstance(solver, (TrustRegion, LevenbergMarquardt, GaussNewton)):
+        raise ConfigError(f"`solver` must be TrustRegion(...), LevenbergMarquardt(...) or GaussNewton(...), "
+                          f"got {solver!r}")
     n = len(parameter_names) if parameter_names is not None else (np.shape(starts)[-1] if np.ndim(starts) else 0)
     names = _names_or_default(parameter_names, n, "parameter_names", "p")
     observations = ObservationModel.from_arrays(y_obs, sigma=sigma, cov=cov, mask=mask, output_names=output_names)
@@ -158,7 +159,8 @@ def calibrate(
     minimum = distinct_minima(fits.x, fits.cost, ok, minima_rtol)
     labels = Labels(names, parameter_units, onames, output_units)
     settings = {"solver": repr(solver), "rcond": rcond, "level": level}
-    return to_dataset(problem, fits, history if record_history else None, post, x0, minimum, labels, settings)
+    return to_dataset(problem, fits, history if record_history else None, post, x0, minimum, labels, settings,
+                      solver.DAMPING)
 
 
 def _names_or_default(names: Sequence[str] | None, n: int, what: str, prefix: str) -> list[str]:

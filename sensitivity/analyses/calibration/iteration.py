@@ -198,8 +198,9 @@ def solve(problem: Problem, calls: ModelCalls, x0: np.ndarray, solver: Solver,
     ok[ok] = finite
     fits = Fits(x=x0.copy(), cost=cost, normal=normal, gradient=g,
                 scaling=solver.update_scaling(np.einsum("kii->ki", normal), None),
-                damping=np.full(k, solver.start_damping()), nu=np.full(k, 2.0),
+                damping=np.zeros(k), nu=np.full(k, 2.0),
                 status=np.where(ok, RUNNING, Status.NON_FINITE).astype(np.int16), n_iter=np.zeros(k, np.int32))
+    fits.damping[:] = solver.start_damping(problem.to_internal(x0), fits.scaling)
     gnorm = _gradient_cosine(normal[ok], g[ok], cost[ok], _free(problem.to_internal(x0[ok]), g[ok], problem))
     fits.status[np.flatnonzero(ok)[gnorm <= solver.gtol]] = Status.GTOL
     history = History.empty()
@@ -241,7 +242,8 @@ def _iterate(problem: Problem, calls: ModelCalls, solver: Solver, fits: Fits, hi
         accepted[took[~jac_finite]] = False  # a non-finite Jacobian rejects the step like a non-finite value
         kept = took[jac_finite]
         fits.put(a[kept], x=x_try[kept], cost=cost_try[kept], normal=normal_new[jac_finite], gradient=g_new[jac_finite])
-    fits.damping[a], fits.nu[a] = solver.update_damping(fits.damping[a], fits.nu[a], rho, accepted)
+    step_norm = np.linalg.norm(np.sqrt(scaling) * dz, axis=1)
+    fits.damping[a], fits.nu[a] = solver.update_damping(fits.damping[a], fits.nu[a], rho, accepted, step_norm)
     fits.n_iter[a] += 1
     normal_now, g_now = fits.normal[a], fits.gradient[a]
     fits.scaling[a] = np.where(accepted[:, None], solver.update_scaling(np.einsum("kii->ki", normal_now), scaling),
@@ -251,7 +253,7 @@ def _iterate(problem: Problem, calls: ModelCalls, solver: Solver, fits: Fits, hi
     ftol_hit = finite & (np.abs(ared) <= solver.ftol * cost_old) & (pred <= solver.ftol * cost_old)
     fits.status[a] = np.select([gnorm <= solver.gtol, ftol_hit, xtol_hit],
                                [Status.GTOL, Status.FTOL, Status.XTOL], RUNNING)
-    history.record(fits, a, gnorm, np.linalg.norm(np.sqrt(scaling) * dz, axis=1), accepted)
+    history.record(fits, a, gnorm, step_norm, accepted)
 
 
 def _finish(problem: Problem, calls: ModelCalls, fits: Fits) -> None:
