@@ -4,9 +4,10 @@ The observations (netCDF or CSV, see :mod:`sensitivity.observations`) are aligne
 outputs; every start of the ``grid`` design (plus the nominal point) is fitted together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
-prior. With ``sweep_path`` the Gauss-Newton step map of a stored sweep is written too
-(``gn_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`), block by block and without
-evaluating the model.
+prior. With ``step_map.slice`` (the default) the step map on a 2-D slice through the best estimate is
+written too (``step_slice.nc``, :func:`sensitivity.analyses.calibration.step_slice`); with ``sweep_path`` the
+Gauss-Newton step map of a stored sweep (``gn_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`),
+block by block and without evaluating the model.
 """
 from __future__ import annotations
 
@@ -70,6 +71,14 @@ class GNMapConf:
 
 
 @dataclass
+class StepMapConf:
+    slice: bool = True
+    parameters: Optional[List[str]] = None
+    points: int = 21
+    width: float = 0.25
+
+
+@dataclass
 class CalibrateConf:
     model: ModelConf = field(default_factory=ModelConf)
     space: SpaceConf = field(default_factory=SpaceConf)
@@ -88,6 +97,7 @@ class CalibrateConf:
     fit: bool = True
     sweep_path: Optional[str] = None
     gn_map: GNMapConf = field(default_factory=GNMapConf)
+    step_map: StepMapConf = field(default_factory=StepMapConf)
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -202,6 +212,7 @@ def fit(cfg: DictConfig) -> Path:
     prior_mean, prior_cov = prior_from(cfg.prior, space)
     log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
     starts = starts_from(cfg, space)
+    slice_names = slice_parameters_from(cfg.step_map, space)
     obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model
     surrogate = build.surrogate_from(cfg, space)
     obs = read_observations(obs_path, surrogate.output)
@@ -240,6 +251,8 @@ def fit(cfg: DictConfig) -> Path:
 
         for figure in calibration_figures(path, build.output_dir(cfg)):
             log.info("figure: %s", figure)
+    if cfg.step_map.slice:
+        step_slice_of(cfg, ds, path, jac, obs, space, log_mask, solver, slice_names, surrogate)
     return path
 
 
@@ -265,7 +278,55 @@ def _log_summary(ds, seconds: float) -> None:
                  int(np.isfinite(ds["true_parameter"].values).sum()))
 
 
-# ----------------------------------------------------------------------------- the step map
+# ----------------------------------------------------------------------------- the step maps
+
+
+def slice_parameters_from(node: DictConfig, space) -> list[str] | None:
+    """The two parameters of ``step_map.parameters`` (checked), or None for the two least identifiable."""
+    from sensitivity.errors import ConfigError
+
+    names = build.plain(node.parameters)
+    if names is not None and (len(names) != 2 or len(set(names)) != 2 or any(n not in space.names for n in names)):
+        raise ConfigError(f"`step_map.parameters` must name two different parameters of {space.names}, got {names}")
+    if isinstance(node.points, bool) or not isinstance(node.points, int) or node.points < 2:
+        raise ConfigError(f"`step_map.points` must be an integer >= 2, got {node.points!r}")
+    if not node.width > 0:
+        raise ConfigError(f"`step_map.width` must be > 0, got {node.width!r}")
+    return names
+
+
+def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, log_mask, solver,
+                  names: list[str] | None, surrogate) -> Path:
+    """The step map on a 2-D slice through the best estimate of ``ds`` -> ``step_slice.nc`` (+ figure)."""
+    from sensitivity.analyses.calibration import least_identifiable, slice_box, step_slice
+    from sensitivity.datasets import provenance, write_atomic
+
+    best = int(ds["best_start"])
+    center = ds["estimate"].values[best]
+    pair = (least_identifiable(*(ds[key].values[best] for key in ("identifiability", "singular_value",
+                                                                  "singular_vector")))
+            if names is None else (space.index(names[0]), space.index(names[1])))
+    box = slice_box(center, space.bounds, pair, cfg.step_map.width)
+    if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
+        log.warning("step_slice: the slice ignores the prior (cost and steps of the data misfit only)")
+    out = build.output_dir(cfg) / "step_slice.nc"
+    log.info("step_slice: %d x %d grid over %s and %s through the best estimate -> %s", cfg.step_map.points,
+             cfg.step_map.points, space.names[pair[0]], space.names[pair[1]], out)
+    result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_map.points,
+                        **obs.errors(), log_parameters=log_mask, damping=cfg.gn_map.damping, rcond=cfg.rcond,
+                        solver=solver, values=jac.flat_values)
+    sliced = result.to_dataset(space.names, space.units)
+    sliced.attrs.update(provenance(
+        title=f"Step map on the {sliced.attrs['slice_parameters']} slice through the best estimate",
+        workflow="calibrate", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+        surrogate_hash=surrogate.content_hash, inputs=[calibration_path, obs.path]))
+    path = write_atomic(sliced, out)
+    log.info("step_slice: %.0f%% of the grid converges to the best minimum", 100 * result.in_basin.mean())
+    if cfg.plots:
+        from sensitivity.plots.calibration import step_slice_figure
+
+        log.info("figure: %s", step_slice_figure(path, build.output_dir(cfg) / "step_slice.png"))
+    return path
 
 
 def step_map(cfg: DictConfig) -> Path:

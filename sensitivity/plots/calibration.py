@@ -1,4 +1,4 @@
-"""Figures of a calibration (fit with its band, convergence, correlation) and of a Gauss-Newton step map."""
+"""Figures of a calibration (fit with its band, convergence, correlation) and of its step maps (sweep, 2-D slice)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -168,6 +168,56 @@ def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple
     ax.set_ylabel(_label(ds["x"].isel(parameter=b), names[b]))
     ax.set_title(f"damped Gauss-Newton steps at {ds.sizes['sample']} sweep points "
                  f"(drawn at most {max_arrow:.0%} of the range long)", fontsize="medium")
+    return _save(fig, figure_path)
+
+
+def step_slice_figure(path: str | Path, figure_path: str | Path, max_arrow: float = 1.5) -> Path:
+    """Cost contours, Gauss-Newton steps and the basin of the best minimum on a ``step_slice.nc`` slice.
+
+    Parameters
+    ----------
+    path
+        A ``step_slice.nc`` file (:meth:`~sensitivity.analyses.calibration.StepSlice.to_dataset`).
+    figure_path
+        Where to write the PNG.
+    max_arrow
+        Steps longer than this many grid spacings are drawn shortened to it (direction kept); shorter
+        ones to scale, so an arrow that ends on the star is a step that lands on the minimum.
+    """
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    a, b = ds["slice_a"].values, ds["slice_b"].values
+    cost = ds["cost"].transpose("slice_a", "slice_b").values
+    step = np.stack([ds["gn_step_a"].values, ds["gn_step_b"].values], axis=-1)
+    spacing = np.array([np.ptp(a) / max(a.size - 1, 1), np.ptp(b) / max(b.size - 1, 1)])
+    length = np.hypot(*(step / spacing).transpose(2, 0, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = np.where(length > max_arrow, max_arrow / length, 1.0)
+    fig, ax = plt.subplots(figsize=(7.5, 6), constrained_layout=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_cost = np.log10(np.where(cost > 0, cost, np.nan))
+    if np.isfinite(log_cost).any():
+        filled = ax.contourf(a, b, log_cost.T, levels=16, cmap="viridis")
+        ax.contour(a, b, log_cost.T, levels=filled.levels, colors="w", linewidths=0.4, alpha=0.6)
+        fig.colorbar(filled, ax=ax, label="log10 cost")
+    basin = ds["in_basin"].transpose("slice_a", "slice_b").values == 1
+    if basin.any() and not basin.all():
+        ax.contour(a, b, basin.T.astype(float), levels=[0.5], colors="r", linewidths=1.5)
+    mesh_a, mesh_b = np.meshgrid(a, b, indexing="ij")
+    ax.quiver(mesh_a, mesh_b, shrink * step[..., 0], shrink * step[..., 1], angles="xy", scale_units="xy", scale=1,
+              color="w", width=0.003)
+    if not basin.all():
+        ax.scatter(mesh_a[~basin], mesh_b[~basin], marker="x", color="r", s=14, label="fit ends elsewhere")
+    ax.plot(float(ds["best_a"]), float(ds["best_b"]), "*", color="orange", ms=14, mec="k", label="best minimum")
+    ax.set_xlim(a.min(), a.max())
+    ax.set_ylim(b.min(), b.max())
+    ax.set_xlabel(_label(ds["slice_a"]))
+    ax.set_ylabel(_label(ds["slice_b"]))
+    ax.legend(loc="upper right", fontsize="small")
+    basin_text = ("the fit from every grid point reaches the best minimum" if basin.all() else
+                  f"basin of the best minimum (red line): {basin.mean():.0%} of the grid")
+    ax.set_title(f"slice through the best estimate, other parameters fixed: Gauss-Newton steps (at most "
+                 f"{max_arrow:g}\ngrid spacings long); {basin_text}", fontsize="medium")
     return _save(fig, figure_path)
 
 

@@ -76,8 +76,25 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs, name
     assert own_cf_errors(path) == []
-    for figure in ("calibration_fit.png", "calibration_convergence.png", "calibration_correlation.png"):
+    for figure in ("calibration_fit.png", "calibration_convergence.png", "calibration_correlation.png",
+                   "step_slice.png"):
         assert (tmp_path / figure).stat().st_size > 0
+    # the default step map on the slice of the two least identifiable parameters through the best estimate
+    sliced = xr.open_dataset(tmp_path / "step_slice.nc")
+    names = list("akc")
+    # full rank, so every identifiability is 1: the two heaviest in the flattest direction, from numpy's SVD
+    assert np.allclose(ds["identifiability"].values[best], 1.0)
+    equilibrated = jw / np.linalg.norm(jw, axis=0)
+    pair = np.argsort(-np.abs(np.linalg.svd(equilibrated)[2][-1]))[:2]
+    assert sliced.attrs["slice_parameters"] == f"{names[pair[0]]} {names[pair[1]]}"
+    assert sliced["cost"].shape == (21, 21) and sliced["slice_a"].attrs["long_name"] == names[pair[0]]
+    corner = est.copy()
+    corner[pair] = sliced["slice_a"].values[0], sliced["slice_b"].values[-1]
+    np.testing.assert_allclose(float(sliced["cost"][0, -1]),
+                               0.5 * np.nansum(((decay_numpy(corner[None])[0][0] - ds["y_obs"].values) / SIGMA) ** 2),
+                               rtol=1e-9)
+    assert sliced["in_basin"].values[10, 10] == 1 and str(path) in json.loads(sliced.attrs["inputs"])
+    assert own_cf_errors(tmp_path / "step_slice.nc") == []
 
 
 LINEAR_W = np.array([[1.0, 0.5], [0.2, 2.0], [1.5, -1.0], [0.0, 1.0], [3.0, 0.3]])
@@ -115,6 +132,21 @@ def test_linear_model_matches_weighted_least_squares_in_closed_form(compose_conf
                                rtol=1e-9)
     assert list(ds["output_name"].values) == ["o1", "o2", "o3", "o4", "o5"]
     assert ds["y_obs"].attrs["units_coordinate"] == "output_units"
+
+
+def test_step_slice_of_a_linear_model_lands_every_step_on_the_estimate(compose_config, tmp_path):
+    path, y, sigma = linear_observations(tmp_path)
+    cfg = compose_config("calibrate", [*LINEAR, f"observations.path={path}", "step_map.parameters=[q, p]",
+                                       "step_map.points=5", "plots=true"])
+    ds = xr.open_dataset(calibrate.run(cfg))
+    sliced = xr.open_dataset(tmp_path / "step_slice.nc")
+    reference = np.linalg.lstsq(LINEAR_W / sigma[:, None], y / sigma, rcond=None)[0]
+    q, p = np.meshgrid(sliced["slice_a"].values, sliced["slice_b"].values, indexing="ij")
+    np.testing.assert_allclose(q + sliced["gn_step_a"].values, reference[1], rtol=1e-9)
+    np.testing.assert_allclose(p + sliced["gn_step_b"].values, reference[0], rtol=1e-9)
+    assert (sliced["in_basin"].values == 1).all()
+    np.testing.assert_allclose(sliced["center"].values, ds["estimate"].values[int(ds["best_start"])])
+    assert (tmp_path / "step_slice.png").stat().st_size > 0
 
 
 def test_float32_steps_stop_within_a_tiny_fraction_of_a_standard_error(compose_config, tmp_path):
@@ -208,6 +240,7 @@ def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_p
     (["prior.std={a: 1.0, k: 1.0, c: 1.0, z: 1.0}"], "`prior.std`: unknown parameter 'z'"),
     (["log_parameters=[c]"], "`log_parameters`: 'c' needs low > 0"),
     (["fit=false"], "nothing to do"),
+    (["step_map.parameters=[a, z]"], "`step_map.parameters` must name two different parameters of ['a', 'k', 'c']"),
 ])
 def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, message):
     cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={tmp_path / 'none.nc'}", *overrides])

@@ -1,4 +1,4 @@
-"""Batched calibration: trust region / Levenberg-Marquardt / Gauss-Newton over many starts at once, and the step map.
+"""Batched calibration: trust region / Levenberg-Marquardt / Gauss-Newton over many starts at once; step maps.
 
 The fit minimises the weighted least-squares cost (half the squared norm of the
 whitened residuals, plus whitened prior rows for a MAP fit)::
@@ -18,7 +18,8 @@ Modules, in the order a fit uses them:
 * :mod:`.statistics` — covariance, standard errors, identifiability, bands, distinct minima;
 * :mod:`.dataset` — the labeled result of :func:`calibrate`;
 * :mod:`.driver` — :func:`calibrate`, the verb that strings them together;
-* :mod:`.step_map` — Gauss-Newton steps at every point of a stored sweep (no model call).
+* :mod:`.step_map` — Gauss-Newton steps at every point of a stored sweep (no model call);
+* :mod:`.step_slice` — the step map on a 2-D slice through the estimate, with the basin of the best minimum.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correl
                                                          pseudo_inverse_covariance)
 from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, StoredSweep, gauss_newton_map,
                                                        read_stored_sweep, write_step_map)
+from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
 
 __all__ = [
     "FAILED",
@@ -44,6 +46,7 @@ __all__ = [
     "ObservationModel",
     "Solver",
     "Status",
+    "StepSlice",
     "StoredSweep",
     "TrustRegion",
     "ValueAndJacobian",
@@ -55,7 +58,10 @@ __all__ = [
     "equilibrated_svd",
     "gauss_newton_map",
     "identifiability",
+    "least_identifiable",
     "pseudo_inverse_covariance",
     "read_stored_sweep",
+    "slice_box",
+    "step_slice",
     "write_step_map",
 ]

@@ -273,8 +273,8 @@ def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rto
 
 def parameter_interval(estimate: np.ndarray, se: np.ndarray, log_mask: np.ndarray, q: float) -> np.ndarray:
     """``[K, n, 2]`` estimate -/+ q se; for log parameters ``x exp(-/+ q se / x)`` (symmetric in log x)."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # x = 0 only where not log: unused
         factor = np.exp(q * se / estimate)
-    low = np.where(log_mask, estimate / factor, estimate - q * se)
-    high = np.where(log_mask, estimate * factor, estimate + q * se)
+        low = np.where(log_mask, estimate / factor, estimate - q * se)
+        high = np.where(log_mask, estimate * factor, estimate + q * se)
     return np.stack([low, high], axis=-1)
