@@ -266,15 +266,28 @@ class TrustRegion(_Tolerances):
         return self.initial_radius * np.where(size > 0, size, 1.0)
 
     def scaled_step(self, normal: np.ndarray, g: np.ndarray, damping: np.ndarray, rcond: float) -> np.ndarray:
-        """The minimiser of the quadratic model ``g^T p + p^T A p / 2`` over ``|p| <= Delta``: the
-        pseudo-inverse step when it fits, else ``-(A + lam I)^-1 g`` with ``|p(lam)| = Delta``."""
-        w, v, beta = _eigen(normal, g)
-        inside = _pseudo_inverse_step(w, v, beta, rcond)
-        lam = _secular_root(w, beta, damping)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            boundary = -np.einsum("kij,kj->ki", v, beta / (w + lam[:, None]))
-        fits = np.linalg.norm(inside, axis=1) <= damping
-        return np.where(fits[:, None], inside, boundary)
+        """The minimiser of the quadratic model ``g^T p + p^T A p / 2`` over ``|p| <= Delta``: the Gauss-Newton
+        step when it fits, else ``-(A + lam I)^-1 g`` with ``|p(lam)| = Delta``.
+
+        The Gauss-Newton step is first solved by LU (``lam`` = 1e-15); only the starts where it does not
+        fit, or is not finite, pay for the eigen-decomposition (ten times the cost of LU for small ``n``),
+        which gives the pseudo-inverse step (taken when it fits) and the secular equation's root.
+        """
+        eye = np.eye(g.shape[1])
+        try:
+            step = -np.linalg.solve(normal + _MIN_DAMPING * eye, g[..., None])[..., 0]
+        except np.linalg.LinAlgError:  # an exactly singular system in the batch: decompose every start
+            step = np.full_like(g, np.nan)
+        rest = np.flatnonzero(~(np.all(np.isfinite(step), axis=1) & (np.linalg.norm(step, axis=1) <= damping)))
+        if rest.size:
+            w, v, beta = _eigen(normal[rest], g[rest])
+            inside = _pseudo_inverse_step(w, v, beta, rcond)
+            lam = _secular_root(w, beta, damping[rest])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                boundary = -np.einsum("kij,kj->ki", v, beta / (w + lam[:, None]))
+            fits = np.linalg.norm(inside, axis=1) <= damping[rest]
+            step[rest] = np.where(fits[:, None], inside, boundary)
+        return step
 
     def accepts(self, rho: np.ndarray, finite: np.ndarray) -> np.ndarray:
         """``[K]`` bool: steps of gain ratio ``rho`` with a finite trial cost that are taken."""
