@@ -11,7 +11,8 @@ from sensitivity.analyses.calibration.iteration import solve
 from sensitivity.analyses.calibration.model_calls import ModelCalls, ValueAndJacobian, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import build_problem, check_starts
-from sensitivity.analyses.calibration.solvers import FAILED, GaussNewton, LevenbergMarquardt, Solver, Status, TrustRegion
+from sensitivity.analyses.calibration.solvers import (FAILED, GaussNewton, LevenbergMarquardt, Solver, Status,
+                                                      TrustRegion)
 from sensitivity.analyses.calibration.statistics import distinct_minima, posterior
 from sensitivity.errors import ConfigError, SensitivityError
 

@@ -22,10 +22,11 @@ Method
   ``rho = actual / predicted cost reduction`` exceeds 1e-4; then
   ``lam *= max(1/3, 1 - (2 rho - 1)^3)``, else ``lam *= nu`` and ``nu`` doubles.
 * Trust region (:class:`TrustRegion`, the default): the damping follows from a radius
-  ``Delta`` on ``|D^{1/2} dz|``; ``lam = 0`` (the pseudo-inverse step) when that step
-  fits, else the root of the secular equation ``|p(lam)| = Delta`` found by Newton's
-  method in the eigenbasis of the scaled normal matrix; the radius starts at the
-  scaled size of the start and is updated from the gain ratio (see the class).
+  ``Delta`` on ``|D^{1/2} dz|``; ``lam = 0`` (the Gauss-Newton step, by LU, else the
+  pseudo-inverse step) when that step fits, else the root of the secular equation
+  ``|p(lam)| = Delta`` found by Newton's method in the eigenbasis of the scaled normal
+  matrix; the radius starts at the scaled size of the start and is updated from the
+  gain ratio (see the class).
 * Gauss-Newton: the undamped (pseudo-inverse) step scaled by a step fraction
   ``alpha``; with ``line_search`` a step is accepted under the same gain-ratio test
   and ``alpha`` is halved until it is (backtracking), restarting at 1 after success.
