@@ -10,8 +10,8 @@ from workflows.registry import CONF_DIR
 pytestmark = pytest.mark.slow
 
 #: What the default study writes (conf/run.yaml).
-DATASETS = {"sweep/sweep.nc", "calibrate/calibration.nc", "calibrate/gn_map.nc", "propagate/propagation.nc",
-            "propagate/local_propagation.nc", "indices/indices.nc"}
+DATASETS = {"sweep/sweep.nc", "calibrate/calibration.nc", "calibrate/gn_map.nc", "calibrate/step_slice.nc",
+            "propagate/propagation.nc", "propagate/local_propagation.nc", "indices/indices.nc"}
 
 SMALL = {"indices": ["sobol.n=256"], "propagate": ["propagation.n_samples=1024"]}
 
