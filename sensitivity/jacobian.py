@@ -5,7 +5,11 @@ fixed input signature ``[None, n_in]`` that returns the values and the Jacobian
 of a whole batch of points, and feeds it fixed-size chunks (the last one padded)
 so it never retraces and XLA compiles it exactly once.
 
-Forward mode pushes all ``n_in`` unit tangents through the model at once
+Two paths compute the same numbers. A Keras MLP (dense, activation and scaling
+layers, detected and verified by :mod:`sensitivity.dense_path`) takes the dense
+path: the tangents (or cotangents) of a chunk travel as one block through each
+weight matrix, one large matmul per layer. Anything else takes the autodiff path:
+forward mode pushes all ``n_in`` unit tangents through the model at once
 (``ForwardAccumulator`` inside ``vectorized_map``); reverse mode pulls all
 ``n_out`` cotangents back at once (``GradientTape.batch_jacobian``). The cost of
 each is proportional to the number of tangents, so ``mode="auto"`` picks forward
@@ -27,15 +31,21 @@ from typing import Callable, Iterator, Literal
 import numpy as np
 import tensorflow as tf
 
+from sensitivity.dense_path import DenseChain, dense_chain
 from sensitivity.errors import ConfigError
 from sensitivity.surrogate import DTYPES, Surrogate
 
 Mode = Literal["auto", "forward", "reverse"]
 MODES = ("auto", "forward", "reverse")
+PathChoice = Literal["auto", "dense", "autodiff"]
+PATHS = ("auto", "dense", "autodiff")
 
 #: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
 #: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
 MIN_CHUNK, MAX_CHUNK = 64, 8192
+#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`), the best of
+#: 1-16 MiB measured in benchmarks/bench_jacobian.py (--chunks) on shapes A, B and C.
+DENSE_BLOCK_BYTES = 4 * 2**20
 
 
 @dataclass
@@ -48,6 +58,7 @@ class CompiledJacobian:
 
     surrogate: Surrogate
     mode: str
+    path: str
     jit_compile: bool
     dtype: str
     chunk_size: int
@@ -142,9 +153,10 @@ def compile_jacobian(
     surrogate: Surrogate,
     mode: Mode = "auto",
     *,
-    jit_compile: bool = True,
+    jit_compile: bool | None = None,
     chunk_size: int | None = None,
     memory_budget_mb: float = 1024.0,
+    path: PathChoice = "auto",
 ) -> CompiledJacobian:
     """Compile the values-and-Jacobian function of ``surrogate``.
 
@@ -156,11 +168,16 @@ def compile_jacobian(
         ``"forward"`` (cost ~ n_in tangents), ``"reverse"`` (cost ~ n_out cotangents) or ``"auto"``:
         forward when ``n_in <= n_out``.
     jit_compile
-        Compile with XLA (faster vectorised forward mode; one compile per chunk shape).
+        Compile with XLA (one compile per chunk shape). ``None``: XLA on the autodiff path, where it speeds
+        up vectorised forward mode, and not on the dense path, where it is no faster (measured in
+        ``benchmarks/bench_jacobian.py``) and its compilation would delay the first result by seconds.
     chunk_size
         Points per compiled call; derived from ``memory_budget_mb`` when omitted.
     memory_budget_mb
-        Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs.
+        Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
+    path
+        ``"dense"`` (a Keras MLP; an error for anything else), ``"autodiff"`` (any model) or ``"auto"``:
+        dense whenever :func:`sensitivity.dense_path.dense_chain` recognises the model.
 
     Returns
     -------
@@ -174,7 +191,16 @@ def compile_jacobian(
     resolved = resolve_mode(mode, n_in, n_out)
     traces = {"jacobian": 0, "value": 0}
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
-    flat_values, flat_jacobian = jacobian_functions(surrogate, resolved)
+    if path not in PATHS:
+        raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
+    chain = None if path == "autodiff" else dense_chain(surrogate.fn, n_in, surrogate.dtype)
+    if path == "dense" and chain is None:
+        raise ConfigError(f"`path` 'dense' needs a Keras model of Dense/Activation/scaling layers; "
+                          f"{surrogate.source} is not one")
+    path = "autodiff" if chain is None else "dense"
+    if jit_compile is None:
+        jit_compile = path == "autodiff"
+    flat_values, flat_jacobian = _functions(surrogate, resolved, chain)
 
     def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
         traces["value"] += 1
@@ -188,12 +214,14 @@ def compile_jacobian(
     value_fn = compile_fn(values_only)
     jacobian_fn = compile_fn(value_and_jacobian)
     activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
-    if chunk_size is None:
+    if chunk_size is None and chain is not None:
+        chunk_size = dense_chunk_size(chain.widths(n_in), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize)
+    elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                      memory_budget_mb)
     elif not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
-    return CompiledJacobian(surrogate, resolved, jit_compile, surrogate.dtype, chunk_size, activation,
+    return CompiledJacobian(surrogate, resolved, path, jit_compile, surrogate.dtype, chunk_size, activation,
                             jacobian_fn, value_fn, traces)
 
 
@@ -212,8 +240,10 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
     surrogate
         The model in physical units.
     mode
-        ``"forward"`` (all ``n_in`` tangents pushed at once, ``ForwardAccumulator`` in
-        ``vectorized_map``) or ``"reverse"`` (``GradientTape.batch_jacobian``); see :func:`resolve_mode`.
+        ``"forward"`` (all ``n_in`` tangents pushed at once) or ``"reverse"`` (all ``n_out`` cotangents
+        pulled back at once); see :func:`resolve_mode`. A Keras MLP takes the dense path
+        (:mod:`sensitivity.dense_path`), anything else ``ForwardAccumulator`` in ``vectorized_map`` or
+        ``GradientTape.batch_jacobian``.
 
     Returns
     -------
@@ -221,6 +251,15 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
     ``x -> (y [B, n_out], dy/dx [B, n_out, n_in])``, to be wrapped in ``tf.function`` (by
     :func:`compile_jacobian`, or by :mod:`sensitivity.export` for a standalone SavedModel).
     """
+    return _functions(surrogate, mode, dense_chain(surrogate.fn, surrogate.n_in, surrogate.dtype))
+
+
+def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | None) -> tuple[Callable, Callable]:
+    """:func:`jacobian_functions` with the dense chain of ``surrogate`` (or ``None``) already found."""
+    if mode not in ("forward", "reverse"):
+        raise ConfigError(f"`mode` must be 'forward' or 'reverse' here, got {mode!r}")
+    if chain is not None:
+        return chain.values, (chain.forward if mode == "forward" else chain.reverse)
     n_in, n_out = surrogate.n_in, surrogate.output_size
 
     def flat_values(x: tf.Tensor) -> tf.Tensor:
@@ -241,8 +280,6 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
             y = flat_values(x)
         return y, tape.batch_jacobian(y, x)
 
-    if mode not in ("forward", "reverse"):
-        raise ConfigError(f"`mode` must be 'forward' or 'reverse' here, got {mode!r}")
     return flat_values, (forward if mode == "forward" else reverse)
 
 
@@ -260,6 +297,18 @@ def auto_chunk_size(activation_size: int, n_in: int, n_out: int, mode: str, item
     per_point = itemsize * (copies * activation_size + n_out * (n_in + 1) + n_in)
     fit = int(memory_budget_mb * 2**20 // per_point)
     return int(min(MAX_CHUNK, max(MIN_CHUNK, 2 ** int(math.log2(max(fit, 1))))))
+
+
+def dense_chunk_size(widths: list[int], n_in: int, n_out: int, mode: str, itemsize: int) -> int:
+    """Points per chunk on the dense path: the widest tangent block fits :data:`DENSE_BLOCK_BYTES`.
+
+    One layer's block is ``chunk * (tangents + 1) * width`` numbers; a block that stays in cache between
+    the matmul and the elementwise product that follows runs faster than a larger chunk with fewer calls.
+    """
+    tangents = n_in if mode == "forward" else n_out
+    per_point = itemsize * (tangents + 1) * max(widths)
+    fit = max(DENSE_BLOCK_BYTES // per_point, 1)
+    return int(min(MAX_CHUNK, max(MIN_CHUNK, 1 << (int(fit).bit_length() - 1))))
 
 
 def _activation_size(value_fn: tf.types.experimental.PolymorphicFunction, n_in: int) -> int:

@@ -151,3 +151,70 @@ def test_bad_engine_inputs():
         sensitivity.compile_jacobian(model, chunk_size=0)
     with pytest.raises(ConfigError, match=r"points must have shape \[N, 3\], got \[4, 2\]"):
         sensitivity.compile_jacobian(model)(np.zeros((4, 2)))
+
+
+def scaled_mlp(dtype, activation="tanh"):
+    """A trained-model-like Keras MLP: log-scaled inputs, two hidden layers, exponentiated output scaling."""
+    from sensitivity.scaling import InputScaling, OutputScaling
+
+    keras.utils.set_random_seed(3)
+    return keras.Sequential([
+        keras.Input((3,), dtype=dtype), InputScaling([0.1, 0.0, 1.0], [2.0, 0.5, 4.0], [True, False, True], dtype=dtype),
+        keras.layers.Dense(24, activation=activation, dtype=dtype), keras.layers.Dense(16, dtype=dtype),
+        keras.layers.Activation("sigmoid", dtype=dtype), keras.layers.Dense(5, dtype=dtype),
+        OutputScaling([0.5] * 5, [0.2, 1.0, 3.0, 0.1, 2.0], log=True, dtype=dtype)])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("activation", ["tanh", "softplus"])
+def test_dense_path_against_float64_finite_differences(mode, activation):
+    net = scaled_mlp("float64", activation)
+    model = load(lambda x: net(x), 3, "float64")
+    x = RNG.uniform(0.2, 3.0, (70, 3))
+    jac = sensitivity.compile_jacobian(model, mode, chunk_size=64)
+    values, jacobian = jac(x)
+    assert jac.path == "dense" and jacobian.shape == (70, 5, 3)
+    np.testing.assert_allclose(values, net(x).numpy(), rtol=1e-13)
+    np.testing.assert_allclose(jacobian, central_differences(model, x), rtol=1e-6, atol=1e-9)
+    generic = sensitivity.compile_jacobian(model, mode, path="autodiff")
+    assert generic.path == "autodiff"
+    np.testing.assert_allclose(jacobian, generic(x)[1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dense_path_float32_matches_float64(mode):
+    net32, net64 = scaled_mlp("float32"), scaled_mlp("float64")
+    net64.set_weights([w.astype("float64") for w in net32.get_weights()])  # initialisers draw per dtype
+    x = RNG.uniform(0.2, 3.0, (100, 3))
+    jac32 = sensitivity.compile_jacobian(load(lambda x: net32(x), 3, "float32"), mode)
+    jac64 = sensitivity.compile_jacobian(load(lambda x: net64(x), 3, "float64"), mode)
+    assert jac32.path == jac64.path == "dense" and not jac32.jit_compile
+    scale = np.abs(jac64(x)[1]).max()
+    np.testing.assert_allclose(jac32(x)[1], jac64(x)[1], rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_dense_path_only_for_what_it_reproduces():
+    """A wrapper that does more than call the MLP, or a non-dense layer, keeps the autodiff path (and is right)."""
+    keras.utils.set_random_seed(1)
+    net = keras.Sequential([keras.Input((4,), dtype="float64"), keras.layers.Dense(8, activation="tanh", dtype="float64"),
+                            keras.layers.Dense(2, dtype="float64")])
+    doubled = load(lambda x: 2.0 * net(x), 4, "float64")
+    x = RNG.normal(size=(10, 4))
+    jac = sensitivity.compile_jacobian(doubled, "forward")
+    assert jac.path == "autodiff"
+    np.testing.assert_allclose(jac(x)[1], central_differences(doubled, x), rtol=1e-6, atol=1e-9)
+    cnn = sensitivity.load_surrogate(small_cnn(), input_names=["a", "b", "c"], input_units=["1"] * 3)
+    assert sensitivity.compile_jacobian(cnn).path == "autodiff"
+    with pytest.raises(ConfigError, match="`path` 'dense' needs a Keras model"):
+        sensitivity.compile_jacobian(doubled, path="dense")
+    with pytest.raises(ConfigError, match="`path` must be one of"):
+        sensitivity.compile_jacobian(doubled, path="fast")
+
+
+def test_dense_path_traced_once():
+    keras.utils.set_random_seed(2)
+    net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(4)])
+    jac = sensitivity.compile_jacobian(load(net, 3, "float32"), chunk_size=64)
+    for n in (1, 64, 65, 300):
+        assert jac(RNG.normal(size=(n, 3)))[1].shape == (n, 4, 3)
+    assert jac.path == "dense" and jac.trace_count == 1
