@@ -1,61 +1,130 @@
-"""Jacobians/s of the compiled engine against the usual ways, measured side by side in one run.
+"""Jacobians/s of the compiled engine against JAX and the usual TF ways, measured side by side in one run.
 
-For each shape (default: 8 -> [256]*3 tanh -> 64, forward mode; 256 -> [256]*3 tanh -> 4, reverse mode):
-  (a) the naive loop: a fresh eager ``GradientTape().jacobian`` per point,
-  (b) a per-point ``tf.function`` Jacobian,
-  (c) ``tape.batch_jacobian`` inside one ``tf.function`` over a batch,
-  (d) this engine (``compile_jacobian``, XLA, chunked),
-with the ratios (d)/(a) and (d)/(c), the engine's achieved GFLOP/s against a float32 matmul peak
-measured in the same run, and the peak RSS of a streamed sweep written to disk.
+Shapes (float32, random weights, the same weights for every contender):
+  A   8 -> [256]x3 tanh -> 64    (forward mode)
+  B  32 -> [512]x3 tanh -> 512   (forward mode)
+  C 256 -> [256]x3 tanh -> 4     (reverse mode)
+  conv  4 -> Dense -> 8x8x16 -> Conv2D -> UpSampling2D -> Conv2D -> 16x16 field (autodiff path)
+Contenders, interleaved round by round (best of --rounds passes over --points points each, the rule of
+``timeit`` on a shared machine):
+  engine            ``compile_jacobian(surrogate)(x)``, numpy out (dense path for A, B, C)
+  engine autodiff   the same with ``path="autodiff"`` (ForwardAccumulator in vectorized_map / batch_jacobian, XLA)
+  JAX jacfwd/jacrev ``jit(vmap(jacfwd|jacrev(f)))`` of the same network written in jax.numpy, numpy out
+  TF forward        a hand-written forward mode in one XLA ``tf.function``: the batch repeated n_in times with
+                    one-hot tangents through one ``ForwardAccumulator`` (forward shapes only)
+  batch_jacobian    ``tape.batch_jacobian`` in one ``tf.function``
+  naive loop        a fresh eager ``GradientTape().jacobian`` per point
+and the engine's GFLOP/s (2 x MACs x (1 + tangents) per Jacobian) against the machine's matmul peak
+(best of TF, TF-XLA and numpy float32 square matmuls of sizes 1024-4096, measured in the same run).
 
-Usage: python benchmarks/bench_jacobian.py [--sweep-points 1000000] [--seconds 3]
+``--first`` measures time to first result in fresh processes: load a small model (8 -> [64]x2 -> 16),
+then compile and evaluate 1,000 Jacobians, for the engine, the engine with XLA forced, the autodiff path,
+an eager (non-compiled) ``batch_jacobian``, and JAX ``jit(vmap(jacfwd))``.
+``--chunks`` sweeps the dense path's chunk size on the chosen shapes instead.
+
+Usage: python benchmarks/bench_jacobian.py [--shapes A B C conv] [--points 8192] [--rounds 5] [--first] [--chunks]
+(needs the ``bench`` extra for JAX: pip install -e ".[cpu,bench]")
 """
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
-import tempfile
 import time
+from typing import Callable
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-import sensitivity  # noqa: E402
+SHAPES = {"A": (8, [256] * 3, 64), "B": (32, [512] * 3, 512), "C": (256, [256] * 3, 4)}
+CONV_IN, CONV_FIELD = 4, 16
 
 
-def mlp(n_in: int, hidden: list[int], n_out: int, seed: int = 0) -> keras.Model:
+def mlp(n_in: int, hidden: list[int], n_out: int, seed: int = 0):
+    import keras
+
     keras.utils.set_random_seed(seed)
     layers = [keras.Input((n_in,))] + [keras.layers.Dense(h, activation="tanh") for h in hidden]
     return keras.Sequential(layers + [keras.layers.Dense(n_out)])
 
 
-def rate(fn, points_per_call: int, seconds: float) -> float:
-    """Calls ``fn`` (after one warm-up) until ``seconds`` pass; returns points per second."""
-    fn()
-    calls, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+def conv_net(seed: int = 0):
+    """4 parameters -> a 16 x 16 field through two 3x3 convolutions (a small conv surrogate)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    half = CONV_FIELD // 2
+    return keras.Sequential([
+        keras.Input((CONV_IN,)), keras.layers.Dense(half * half * 16, activation="tanh"),
+        keras.layers.Reshape((half, half, 16)), keras.layers.Conv2D(16, 3, padding="same", activation="tanh"),
+        keras.layers.UpSampling2D(2), keras.layers.Conv2D(8, 3, padding="same", activation="tanh"),
+        keras.layers.Conv2D(1, 3, padding="same"), keras.layers.Reshape((CONV_FIELD, CONV_FIELD))])
+
+
+def jax_function(model) -> Callable:
+    """The Keras model ``model`` (an MLP or :func:`conv_net`) in jax.numpy, same weights, one point at a time."""
+    import jax
+    import jax.numpy as jnp
+
+    ops = []
+    for layer in model.layers:
+        name, weights = type(layer).__name__, [jnp.asarray(w) for w in layer.get_weights()]
+        activation = getattr(layer, "activation", None)
+        act = jnp.tanh if activation is not None and activation.__name__ == "tanh" else (lambda h: h)
+        if name == "Dense":
+            ops.append(lambda h, w=weights, a=act: a(h @ w[0] + w[1]))
+        elif name == "Conv2D":
+            ops.append(lambda h, w=weights, a=act: a(jax.lax.conv_general_dilated(
+                h[None], w[0], (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))[0] + w[1]))
+        elif name == "UpSampling2D":
+            ops.append(lambda h: jnp.repeat(jnp.repeat(h, 2, axis=0), 2, axis=1))
+        elif name == "Reshape":
+            ops.append(lambda h, s=layer.target_shape: h.reshape(s))
+        else:
+            raise ValueError(f"no JAX twin for layer {name}")
+
+    def f(x):
+        for op in ops:
+            x = op(x)
+        return x.reshape(-1)
+
+    return f
+
+
+def best_rate(fn: Callable[[], object], points: int) -> Callable[[], float]:
+    """A closure timing one call of ``fn``; the caller keeps the best [points/s] of several."""
+    def once() -> float:
+        t0 = time.perf_counter()
         fn()
-        calls += 1
-    return calls * points_per_call / (time.perf_counter() - t0)
+        return points / (time.perf_counter() - t0)
+    return once
 
 
-def matmul_peak(seconds: float) -> float:
-    """Float32 matmul throughput [GFLOP/s] of this machine: the best of square matmuls of a few sizes,
-    with and without XLA, each timed for ``seconds``."""
-    best = 0.0
+def matmul_peak(rounds: int) -> tuple[float, str]:
+    """Float32 matmul throughput [GFLOP/s]: the best of TF, TF-XLA and numpy square matmuls."""
+    import tensorflow as tf
+
+    best, where = 0.0, ""
     for size in (1024, 2048, 4096):
-        a = tf.random.normal([size, size])
+        a = np.random.default_rng(0).normal(size=(size, size)).astype("float32")
+        at = tf.constant(a)
+        candidates = {"numpy": lambda: a @ a}
         for jit in (False, True):
-            mm = tf.function(lambda a: tf.matmul(a, a), jit_compile=jit)
-            best = max(best, rate(lambda: mm(a).numpy(), 1, seconds / 3) * 2 * size**3 / 1e9)
-    return best
+            mm = tf.function(lambda m: tf.matmul(m, m), jit_compile=jit)
+            candidates[f"TF{'-XLA' if jit else ''}"] = lambda mm=mm: mm(at).numpy()
+        for name, fn in candidates.items():
+            fn()
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                fn()
+                gflops = 2 * size**3 / (time.perf_counter() - t0) / 1e9
+                if gflops > best:
+                    best, where = gflops, f"{name} {size}^2"
+    return best, where
 
 
 def macs_per_point(n_in: int, hidden: list[int], n_out: int) -> int:
@@ -63,100 +132,205 @@ def macs_per_point(n_in: int, hidden: list[int], n_out: int) -> int:
     return sum(a * b for a, b in zip(widths, widths[1:]))
 
 
-def bench_shape(n_in: int, hidden: list[int], n_out: int, seconds: float, peak: float) -> None:
-    model = mlp(n_in, hidden, n_out)
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(4096, n_in)).astype("float32")
-    point = tf.constant(x[:1])
+def contenders(model, n_in: int, n_out: int, x: np.ndarray, forward: bool) -> dict[str, Callable[[], object]]:
+    """Every way to compute the Jacobians of ``model`` at ``x``, each returning numpy arrays."""
+    import jax
+    import jax.numpy as jnp
+    import tensorflow as tf
 
-    def naive():
+    import sensitivity
+
+    surrogate = sensitivity.load_surrogate(model, input_names=[f"p{i}" for i in range(n_in)],
+                                           input_units=["1"] * n_in,
+                                           output={"name": "y", "names": [f"y{i}" for i in range(n_out)]}
+                                           if len(model.output_shape) == 2 else None)
+    engine = sensitivity.compile_jacobian(surrogate)
+    autodiff = sensitivity.compile_jacobian(surrogate, path="autodiff")
+    f = jax_function(model)
+    xj = jnp.asarray(x)
+    fwd, rev = jax.jit(jax.vmap(jax.jacfwd(f))), jax.jit(jax.vmap(jax.jacrev(f)))
+    xt = tf.constant(x)
+
+    @tf.function(jit_compile=True)
+    def tf_forward(xb):
+        batch = tf.shape(xb)[0]
+        x_rep = tf.repeat(xb, n_in, axis=0)
+        with tf.autodiff.ForwardAccumulator(x_rep, tf.tile(tf.eye(n_in), [batch, 1])) as acc:
+            y = tf.reshape(model(x_rep), [batch * n_in, -1])
+        return tf.transpose(tf.reshape(acc.jvp(y), [batch, n_in, -1]), [0, 2, 1])
+
+    @tf.function
+    def batch_jacobian(xb):
+        with tf.GradientTape() as tape:
+            tape.watch(xb)
+            y = tf.reshape(model(xb), [tf.shape(xb)[0], -1])
+        return tape.batch_jacobian(y, xb)
+
+    label = lambda jac: f"engine ({jac.path}, {jac.mode}, chunk {jac.chunk_size}{', XLA' if jac.jit_compile else ''})"
+    out = {label(engine): lambda: engine(x), label(autodiff): lambda: autodiff(x)}
+    if n_in <= 16 * n_out:  # the wrong direction is skipped where it costs more than 16x
+        out["JAX jit(vmap(jacfwd))"] = lambda: np.asarray(fwd(xj))
+    if n_out <= 16 * n_in:
+        out["JAX jit(vmap(jacrev))"] = lambda: np.asarray(rev(xj))
+    chunk = engine.chunk_size
+    natural = fwd if forward else rev
+    if chunk < len(x):  # JAX fed the engine's chunks too, in case cache-sized blocks are what wins
+        def jax_chunked():
+            jac = np.empty((len(x), *natural(xj[:chunk]).shape[1:]), "float32")
+            for start in range(0, len(x), chunk):
+                jac[start : start + chunk] = natural(xj[start : start + chunk])
+            return jac
+        out[f"JAX jit(vmap({'jacfwd' if forward else 'jacrev'})), chunks of {chunk}"] = jax_chunked
+    if forward:
+        out["TF forward by hand (XLA)"] = lambda: tf_forward(xt).numpy()
+    out["batch_jacobian in tf.function"] = lambda: batch_jacobian(xt).numpy()
+    reference = np.asarray((fwd if forward else rev)(xj)).reshape(len(x), -1, n_in)
+    scale = np.abs(reference).max()
+    for name, fn in out.items():  # every contender computes the same Jacobian
+        got = np.asarray(fn()[1] if name.startswith("engine") else fn()).reshape(reference.shape)
+        if not np.allclose(got, reference, rtol=1e-3, atol=1e-4 * scale):
+            raise RuntimeError(f"{name} disagrees with JAX: max |diff| {np.abs(got - reference).max():.3g}")
+    return out
+
+
+def naive_rate(model, n_in: int, seconds: float = 2.0) -> float:
+    import tensorflow as tf
+
+    point, calls, t0 = tf.constant(np.zeros((1, n_in), "float32")), 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
         with tf.GradientTape() as tape:
             tape.watch(point)
             y = model(point)
-        return tape.jacobian(y, point).numpy()
-
-    @tf.function(input_signature=[tf.TensorSpec([1, n_in], tf.float32)])
-    def per_point(p):
-        with tf.GradientTape() as tape:
-            tape.watch(p)
-            y = model(p)
-        return tape.jacobian(y, p)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, n_in], tf.float32)])
-    def batch(xb):
-        with tf.GradientTape() as tape:
-            tape.watch(xb)
-            y = model(xb)
-        return tape.batch_jacobian(y, xb)
-
-    surrogate = sensitivity.load_surrogate(lambda t: model(t), input_names=[f"p{i}" for i in range(n_in)],
-                                           input_units=["1"] * n_in,
-                                           output={"name": "y", "names": [f"y{i}" for i in range(n_out)]})
-    engine = sensitivity.compile_jacobian(surrogate, "auto")
-    xb = tf.constant(x)
-    rates = {
-        "(a) eager tape.jacobian per point": rate(naive, 1, seconds),
-        "(b) tf.function jacobian per point": rate(lambda: per_point(point).numpy(), 1, seconds),
-        "(c) tf.function batch_jacobian": rate(lambda: batch(xb).numpy(), len(x), seconds),
-        f"(d) engine ({engine.mode}, XLA, chunk {engine.chunk_size})": rate(lambda: engine(x), len(x), seconds),
-    }
-    tangents = n_in if engine.mode == "forward" else n_out
-    flops = 2 * macs_per_point(n_in, hidden, n_out) * (1 + tangents)
-    engine_rate = list(rates.values())[-1]
-    print(f"\n{n_in} -> {hidden} tanh -> {n_out}:")
-    for name, value in rates.items():
-        print(f"  {name:<44} {value:>12,.0f} Jacobians/s")
-    a, c = rates["(a) eager tape.jacobian per point"], rates["(c) tf.function batch_jacobian"]
-    print(f"  engine / naive loop        {engine_rate / a:>10,.0f}x")
-    print(f"  engine / batch_jacobian    {engine_rate / c:>10,.1f}x")
-    gflops = engine_rate * flops / 1e9
-    print(f"  engine {gflops:,.0f} GFLOP/s = {100 * gflops / peak:.0f}% of the measured matmul peak ({peak:,.0f} GFLOP/s)")
+        tape.jacobian(y, point).numpy()
+        calls += 1
+    return calls / (time.perf_counter() - t0)
 
 
-SWEEP_SCRIPT = """
-import os, resource, sys, time
+def bench_shape(name: str, points: int, rounds: int) -> float | None:
+    """Print the table of one shape; return the engine's GFLOP/s (None for the conv net)."""
+    if name == "conv":
+        model, n_in, n_out, macs = conv_net(), CONV_IN, CONV_FIELD**2, None
+    else:
+        n_in, hidden, n_out = SHAPES[name]
+        model, macs = mlp(n_in, hidden, n_out), macs_per_point(n_in, hidden, n_out)
+    forward = n_in <= n_out
+    n = points if name != "B" else max(points // 8, 256)
+    x = np.random.default_rng(0).normal(size=(n, n_in)).astype("float32")
+    timers = {k: best_rate(fn, n) for k, fn in contenders(model, n_in, n_out, x, forward).items()}
+    rates = dict.fromkeys(timers, 0.0)
+    for _ in range(rounds):  # interleaved: every contender sees the same machine load
+        for k, timer in timers.items():
+            rates[k] = max(rates[k], timer())
+    rates["naive loop (eager tape.jacobian per point)"] = naive_rate(model, n_in)
+    engine_name = next(iter(rates))
+    engine = rates[engine_name]
+    best_jax = max(v for k, v in rates.items() if k.startswith("JAX"))
+    print(f"\n{name}: {n_in} -> {n_out} ({'forward' if forward else 'reverse'}), {n} points, best of {rounds}")
+    for k, v in rates.items():
+        print(f"  {k:<48} {v:>12,.0f} Jacobians/s  {engine / v:>9,.2f}x")
+    gflops = None if macs is None else engine * 2 * macs * (1 + (n_in if forward else n_out)) / 1e9
+    print(f"  engine / best JAX {engine / best_jax:.2f}x" + ("" if gflops is None else f"; engine {gflops:,.0f} GFLOP/s"))
+    return gflops
+
+
+def chunk_sweep(name: str, points: int, rounds: int) -> None:
+    """Jacobians/s of the dense path for chunk sizes 64 .. 8192 (interleaved, best of ``rounds``)."""
+    import sensitivity
+
+    n_in, hidden, n_out = SHAPES[name]
+    model = mlp(n_in, hidden, n_out)
+    s = sensitivity.load_surrogate(model, input_names=[f"p{i}" for i in range(n_in)], input_units=["1"] * n_in)
+    x = np.random.default_rng(0).normal(size=(points, n_in)).astype("float32")
+    auto = sensitivity.compile_jacobian(s).chunk_size
+    timers = {}
+    for chunk in (64, 128, 256, 512, 1024, 2048, 4096, 8192):
+        for jit in (False, True):
+            jac = sensitivity.compile_jacobian(s, chunk_size=chunk, jit_compile=jit)
+            jac(x)
+            timers[(chunk, jit)] = best_rate(lambda jac=jac: jac(x), points)
+    rates = dict.fromkeys(timers, 0.0)
+    for _ in range(rounds):
+        for k, timer in timers.items():
+            rates[k] = max(rates[k], timer())
+    print(f"\n{name}: dense path, {points} points; automatic chunk {auto}")
+    for (chunk, jit), v in rates.items():
+        print(f"  chunk {chunk:>5} {'XLA   ' if jit else 'no XLA'} {v:>12,.0f} Jacobians/s")
+
+
+FIRST_SCRIPT = r"""
+import os, sys, time
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0"); os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, {bench_dir!r})
-import sensitivity
-from bench_jacobian import mlp
-from sensitivity.grids import make_grid
-from sensitivity.space import ParameterSpace
-from sensitivity.sweep import sweep
-model = mlp(8, [256, 256, 256], 64)
-space = ParameterSpace.from_records([dict(name=f"p{{i}}", units="1", low=-1, high=1) for i in range(8)])
-s = sensitivity.load_surrogate(lambda t: model(t), input_names=space.names, input_units=space.units,
-                               output={{"name": "y", "names": [f"y{{i}}" for i in range(64)]}})
-jac = sensitivity.compile_jacobian(s)
+import numpy as np, tensorflow as tf
+from bench_jacobian import mlp, jax_function
+model = mlp(8, [64, 64], 16)
+x = np.random.default_rng(0).normal(size=(1000, 8)).astype("float32")
+model(x[:2])
+kind = {kind!r}
 t0 = time.perf_counter()
-summary = sweep(jac, make_grid(space, "sobol", n={n}), {path!r}, attrs={{}}, fingerprint="bench", progress=False)
-size = os.path.getsize(summary.path)
-print(f"{{summary.points}} {{time.perf_counter() - t0:.1f}} {{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}} {{size / 2**30:.2f}}")
+if kind.startswith("engine"):
+    import sensitivity
+    s = sensitivity.load_surrogate(model, input_names=[f"p{{i}}" for i in range(8)], input_units=["1"] * 8,
+                                   output={{"name": "y", "names": [f"y{{i}}" for i in range(16)]}})
+    opts = {{"engine": {{}}, "engine XLA": {{"jit_compile": True}}, "engine autodiff": {{"path": "autodiff"}}}}[kind]
+    t0 = time.perf_counter()
+    sensitivity.compile_jacobian(s, **opts)(x)
+elif kind == "eager":
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        y = model(xt)
+    tape.batch_jacobian(y, xt).numpy()
+else:
+    import jax, jax.numpy as jnp
+    f = jax_function(model)
+    t0 = time.perf_counter()
+    np.asarray(jax.jit(jax.vmap(jax.jacfwd(f)))(jnp.asarray(x)))
+print(time.perf_counter() - t0)
 """
 
 
-def sweep_rss(n: int) -> None:
-    """Peak RSS of a streamed sweep of ``n`` points written to disk, in a fresh process."""
-    with tempfile.TemporaryDirectory() as tmp:
-        script = SWEEP_SCRIPT.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), n=n,
-                                     path=os.path.join(tmp, "sweep.nc"))
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    points, seconds, rss, gib = out.stdout.split()
-    print(f"\nstreamed sweep of {int(points):,} points (8 -> [256]*3 -> 64, float32, written to netCDF, "
-          f"{gib} GiB): {seconds} s, peak RSS {rss} MiB")
+def first_result() -> None:
+    """Seconds from a loaded model to its first 1,000 Jacobians, each in a fresh process (median of 3)."""
+    print("\ntime to first 1,000 Jacobians after load (8 -> [64]x2 tanh -> 16, fresh process, median of 3):")
+    bench_dir = os.path.dirname(os.path.abspath(__file__))
+    for kind, label in [("engine", "engine (dense path, no XLA)"), ("engine XLA", "engine, XLA forced"),
+                        ("engine autodiff", "engine, autodiff path (XLA)"), ("eager", "eager batch_jacobian"),
+                        ("jax", "JAX jit(vmap(jacfwd)) incl. compile")]:
+        times = []
+        for _ in range(3):
+            out = subprocess.run([sys.executable, "-c", FIRST_SCRIPT.format(bench_dir=bench_dir, kind=kind)],
+                                 capture_output=True, text=True, check=True)
+            times.append(float(out.stdout.split()[-1]))
+        print(f"  {label:<40} {sorted(times)[1]:6.2f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement [s]")
-    parser.add_argument("--sweep-points", type=int, default=1_000_000, help="points of the RSS sweep (0: skip)")
+    parser.add_argument("--shapes", nargs="*", default=["A", "B", "C", "conv"], choices=[*SHAPES, "conv"])
+    parser.add_argument("--points", type=int, default=8192, help="points per timed pass (B: an eighth)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved passes; the best counts")
+    parser.add_argument("--first", action="store_true", help="also time load-to-first-1,000-Jacobians")
+    parser.add_argument("--chunks", action="store_true", help="sweep the dense path's chunk size instead")
     args = parser.parse_args()
-    print(f"TensorFlow {tf.__version__}, devices: {[d.device_type for d in tf.config.list_logical_devices()]}")
-    peak = matmul_peak(args.seconds)
-    bench_shape(8, [256, 256, 256], 64, args.seconds, peak)
-    bench_shape(256, [256, 256, 256], 4, args.seconds, peak)
-    if args.sweep_points:
-        sweep_rss(args.sweep_points)
-    print(f"\nthis process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    import jax
+    import tensorflow as tf
+
+    print(f"TensorFlow {tf.__version__}, JAX {jax.__version__}, {os.cpu_count()} CPUs, "
+          f"TF_ENABLE_ONEDNN_OPTS={os.environ['TF_ENABLE_ONEDNN_OPTS']}")
+    if args.chunks:
+        for name in args.shapes:
+            chunk_sweep(name, args.points if name != "B" else args.points // 8, args.rounds)
+        return
+    peak = matmul_peak(args.rounds)
+    achieved = {name: bench_shape(name, args.points, args.rounds) for name in args.shapes}
+    peak = max(peak, matmul_peak(args.rounds))  # before and after the shapes: the load may change
+    print(f"\nmatmul peak {peak[0]:,.0f} GFLOP/s ({peak[1]}, best of before and after)")
+    for name, gflops in achieved.items():
+        if gflops is not None:
+            print(f"  {name}: engine at {100 * gflops / peak[0]:.0f} % of the matmul peak")
+    if args.first:
+        first_result()
 
 
 if __name__ == "__main__":

@@ -213,7 +213,10 @@ def compile_jacobian(
     compile_fn = lambda f: tf.function(f, input_signature=signature, jit_compile=jit_compile, reduce_retracing=False)
     value_fn = compile_fn(values_only)
     jacobian_fn = compile_fn(value_and_jacobian)
-    activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
+    if chain is not None:  # read off the weights: no trace before the first call
+        activation = sum(chain.widths(n_in))
+    else:
+        activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
     if chunk_size is None and chain is not None:
         chunk_size = dense_chunk_size(chain.widths(n_in), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize)
     elif chunk_size is None:
