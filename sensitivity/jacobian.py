@@ -2,8 +2,11 @@
 
 :func:`compile_jacobian` builds, once per surrogate, a ``tf.function`` with a
 fixed input signature ``[None, n_in]`` that returns the values and the Jacobian
-of a whole batch of points, and feeds it fixed-size chunks (the last one padded)
-so it never retraces and XLA compiles it exactly once.
+of a whole batch of points, and feeds it chunks of ``chunk_size`` points so it
+never retraces. With XLA, only full chunks go through the XLA-compiled function
+(one shape, compiled once); a shorter chunk (the last one, or a small call) goes
+through the same function without XLA, so small problems never pay seconds of
+compilation before their first result.
 
 Two paths compute the same numbers. A Keras MLP (dense, activation and scaling
 layers, detected and verified by :mod:`sensitivity.dense_path`) takes the dense
@@ -63,14 +66,15 @@ class CompiledJacobian:
     dtype: str
     chunk_size: int
     activation_size: int
-    _jacobian_fn: tf.types.experimental.PolymorphicFunction = field(repr=False)
-    _value_fn: tf.types.experimental.PolymorphicFunction = field(repr=False)
+    _jacobian_fn: dict[bool, tf.types.experimental.PolymorphicFunction] = field(repr=False)
+    _value_fn: dict[bool, tf.types.experimental.PolymorphicFunction] = field(repr=False)
     _traces: dict[str, int] = field(repr=False)
     _concretes: dict = field(default_factory=dict, repr=False)
 
     @property
     def trace_count(self) -> int:
-        """How many times the Jacobian function has been traced (1 after first use, whatever N)."""
+        """How many times the Jacobian function has been traced, whatever N: once (without XLA), or once
+        for full chunks with XLA and once for shorter ones without."""
         return self._traces["jacobian"]
 
     @property
@@ -119,21 +123,19 @@ class CompiledJacobian:
             values, jacobian = self._run(self._jacobian_fn, chunk)
             yield start, values, jacobian
 
-    def _run(self, fn: tf.types.experimental.PolymorphicFunction, chunk: np.ndarray) -> list[np.ndarray]:
-        """Evaluate ``fn`` on one chunk, padded to a fixed size, and unflatten the outputs.
+    def _run(self, fns: dict[bool, tf.types.experimental.PolymorphicFunction], chunk: np.ndarray) -> list[np.ndarray]:
+        """Evaluate one chunk and unflatten the outputs (views of TF's buffers, no copy).
 
-        Full chunks have ``chunk_size`` rows; a shorter one (the last, or a small call) is padded to the
-        next power of two (at least :data:`MIN_CHUNK`), so XLA compiles at most log2(chunk_size / MIN_CHUNK)
-        + 1 shapes, once each, and padding never more than doubles the work of that chunk.
+        ``fns[True]`` (XLA when ``jit_compile``) takes full chunks of ``chunk_size`` rows, the one shape XLA
+        compiles; ``fns[False]`` (never XLA) takes any shorter chunk, unpadded, so a small call (a
+        calibration step, a first-order propagation at one point) never waits seconds for an XLA
+        compilation and no padded rows are computed.
         """
         rows = len(chunk)
-        target = min(self.chunk_size, max(MIN_CHUNK, 1 << (rows - 1).bit_length()))
-        if rows < target:  # repeat the last point: in-domain and finite, trimmed below
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], target - rows, axis=0)])
-        results = self._concrete(fn)(tf.constant(chunk, dtype=self.dtype))
+        results = self._concrete(fns[rows == self.chunk_size])(tf.constant(chunk, dtype=self.dtype))
         out_shape, n_in = self.surrogate.output.shape, self.surrogate.n_in
         shapes = [(rows, *out_shape), (rows, *out_shape, n_in)]
-        return [r.numpy()[:rows].reshape(s) for r, s in zip(results, shapes)]
+        return [r.numpy().reshape(s) for r, s in zip(results, shapes)]
 
     def _concrete(self, fn: tf.types.experimental.PolymorphicFunction) -> Callable:
         """The one concrete function of ``fn`` (fixed signature): calling it skips the argument binding
@@ -210,13 +212,18 @@ def compile_jacobian(
         traces["jacobian"] += 1
         return flat_jacobian(x)
 
-    compile_fn = lambda f: tf.function(f, input_signature=signature, jit_compile=jit_compile, reduce_retracing=False)
+    def compile_fn(f: Callable) -> dict[bool, tf.types.experimental.PolymorphicFunction]:
+        """``{full chunk: fn, shorter: fn}``: one function, or an XLA one for full chunks and a plain one."""
+        plain = tf.function(f, input_signature=signature, jit_compile=False, reduce_retracing=False)
+        xla = tf.function(f, input_signature=signature, jit_compile=True, reduce_retracing=False)
+        return {True: xla if jit_compile else plain, False: plain}
+
     value_fn = compile_fn(values_only)
     jacobian_fn = compile_fn(value_and_jacobian)
     if chain is not None:  # read off the weights: no trace before the first call
         activation = sum(chain.widths(n_in))
     else:
-        activation = _activation_size(value_fn, n_in)  # traces value_fn once; later calls reuse that trace
+        activation = _activation_size(value_fn[False], n_in)  # traces it once; later calls reuse that trace
     if chunk_size is None and chain is not None:
         chunk_size = dense_chunk_size(chain.widths(n_in), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize)
     elif chunk_size is None:
