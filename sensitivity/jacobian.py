@@ -46,8 +46,9 @@ PATHS = ("auto", "dense", "autodiff")
 #: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
 #: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
 MIN_CHUNK, MAX_CHUNK = 64, 8192
-#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`), the best of
-#: 1-16 MiB measured in benchmarks/bench_jacobian.py (--chunks) on shapes A, B and C.
+#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`): chunks of 512
+#: points (4-5 MiB blocks) were the fastest of 128-8192 on shapes A and C of benchmarks/bench_jacobian.py in
+#: one scratch run on a loaded machine; re-tune with its --chunks sweep.
 DENSE_BLOCK_BYTES = 4 * 2**20
 
 
