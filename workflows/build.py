@@ -109,11 +109,12 @@ def space_from_problem_file(cfg: DictConfig) -> ParameterSpace | None:
 
 def repo_path(path: str | Path) -> Path:
     """A path from a config: as given when it is absolute or exists from the working directory, else relative
-    to the repository root (the parent of ``conf/``) when it exists there, so ``data/seir/...`` works from any
-    directory; a path found nowhere is returned as given, for the error message."""
-    from workflows.registry import CONF_DIR
+    to the packaged resources (the repository root, or the installed package holding ``conf/`` and ``data/``)
+    when it exists there, so ``data/seir/...`` works from any directory and from a wheel; a path found
+    nowhere is returned as given, for the error message."""
+    from workflows.registry import RESOURCE_ROOT
 
     given = Path(path).expanduser()
-    if given.is_absolute() or given.exists() or not (CONF_DIR.parent / given).exists():
+    if given.is_absolute() or given.exists() or not (RESOURCE_ROOT / given).exists():
         return given
-    return CONF_DIR.parent / given
+    return RESOURCE_ROOT / given

@@ -10,8 +10,14 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-#: The Hydra config tree.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+_PACKAGE = Path(__file__).resolve().parent
+
+#: The folder holding ``conf/`` and ``data/``: this package in a wheel (``setup.py``'s build step copies the
+#: repository's top-level folders into it), else the repository root (a source checkout, an editable install).
+RESOURCE_ROOT = _PACKAGE if (_PACKAGE / "conf").is_dir() else _PACKAGE.parent
+
+#: The Hydra config tree (the primary config directory of every workflow).
+CONF_DIR = RESOURCE_ROOT / "conf"
 
 #: Workflow name -> module, in the order `sensitivity --help` lists them.
 WORKFLOWS = {
