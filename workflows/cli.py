@@ -25,6 +25,7 @@ log = logging.getLogger("sensitivity")
 def usage() -> str:
     lines = ["usage: sensitivity <workflow> [hydra overrides ...]", "", "workflows:"]
     lines += [f"  {name:<10} {summary}" for name, summary in available().items()]
+    lines += [f"  {'init':<10} write a study skeleton into a folder: sensitivity init DIR"]
     lines += ["", "Each workflow's options: sensitivity <workflow> --help; its composed config: "
               "sensitivity <workflow> --cfg job", "Start with: sensitivity run"]
     return "\n".join(lines)
@@ -37,11 +38,27 @@ def main(argv: list[str] | None = None) -> None:
         print(usage())
         return
     name, overrides = argv[0], argv[1:]
+    if name == "init":
+        from workflows.init import main as init
+
+        raise SystemExit(init(overrides))
     if name not in available():
         print(f"sensitivity: unknown workflow {name!r}\n\n{usage()}", file=sys.stderr)
         raise SystemExit(2)
+    if os.getcwd() not in sys.path:  # `model.source=mymodule:fn` from the folder holding mymodule.py
+        sys.path.insert(0, os.getcwd())
     module = importlib.import_module(WORKFLOWS[name])
-    _hydra_main(name, module.run, _positional(module, overrides))
+    _hydra_main(name, module.run, _user_config_dir(_positional(module, overrides)))
+
+
+def _user_config_dir(overrides: list[str]) -> list[str]:
+    """Put the study's own ``./conf`` ahead of the packaged configs (Hydra's ``--config-dir``), unless the
+    command names a config dir itself; the packaged groups stay reachable behind it."""
+    here = Path("conf").resolve()
+    if not here.is_dir() or here == CONF_DIR.resolve() or any(
+            o in ("--config-dir", "-cd") or o.startswith("--config-dir=") for o in overrides):
+        return overrides
+    return ["--config-dir", str(here), *overrides]
 
 
 def _positional(module, overrides: list[str]) -> list[str]:
@@ -58,9 +75,11 @@ def _hydra_main(name: str, run, overrides: list[str]) -> None:
     import hydra
 
     from sensitivity.errors import SensitivityError
+    from workflows.naming import register_resolver
     from workflows.schema import check_known_keys, register
 
     register()
+    register_resolver()
 
     def task(cfg) -> None:
         try:
