@@ -1,0 +1,36 @@
+"""Short, safe run-directory names: a readable prefix of the overrides plus a hash of all of them.
+
+Hydra's ``job.override_dirname`` is every command-line override joined, e.g.
+``model.source=/home/me/m.py:f,space={parameters: [...]}``: spaces, braces, slashes (nested
+folders) and, for long values, names past the file system's 255-byte limit. :func:`run_name`
+keeps the characters that are safe in a file name, cuts the prefix at :data:`PREFIX_LENGTH` and
+appends 8 hex digits of the SHA-256 of the full string, so the same command always lands in the
+same directory (resume keeps working) and two commands that differ anywhere land in different
+ones. The full overrides stay in the run's ``.hydra/overrides.yaml`` and in every result's
+provenance.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from omegaconf import OmegaConf
+
+#: Characters of the readable prefix at most (the hash adds 9).
+PREFIX_LENGTH = 48
+RESOLVER = "run_name"
+
+
+def run_name(overrides: str) -> str:
+    """``"grid.n=64,seed=1"`` -> ``"grid.n=64,seed=1-1a2b3c4d"``; ``""`` (no overrides) -> ``""``."""
+    if not overrides:
+        return ""
+    prefix = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", overrides).strip("_.")[:PREFIX_LENGTH].rstrip("_.")
+    digest = hashlib.sha256(overrides.encode()).hexdigest()[:8]
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def register_resolver() -> None:
+    """Register ``${run_name:...}`` for ``conf/base.yaml`` (idempotent)."""
+    if not OmegaConf.has_resolver(RESOLVER):
+        OmegaConf.register_new_resolver(RESOLVER, run_name)
