@@ -15,6 +15,7 @@ import importlib
 import inspect
 import json
 import logging
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,11 +138,14 @@ def load_surrogate(
     except Exception as err:  # any failure of user code on a probe batch
         raise ModelError(f"surrogate {label} fails on a probe batch [2, {len(names)}]: {type(err).__name__}: {err}") from None
     shape = tuple(int(s) for s in probe.shape[1:])
-    if probe.shape[0] != 2 or not shape:
+    if probe.shape[0] != 2:
         raise ModelError(
             f"surrogate {label}: expected outputs [B, ...] for inputs [B, {len(names)}], got {list(probe.shape)}"
         )
     spec = output if output is not None else meta.get("output")
+    if not shape:  # one scalar per point, y [B]: one output named after the model, y [B, 1]
+        fn, shape = _one_column(fn), (1,)
+        spec = _scalar_spec(spec, label)
     if spec is None:
         log.warning("surrogate %s: no output description given; using generic labels and units '1'", label)
         spec = OutputSpec.generic(shape)
@@ -154,6 +158,33 @@ def load_surrogate(
     return Surrogate(fn, tuple(names), tuple(units), spec, dtype, label, content_hash)
 
 
+def _one_column(fn: Callable) -> Callable:
+    """``fn`` with its outputs ``[B]`` as one column ``[B, 1]``."""
+    def column(x: Any) -> Any:
+        return fn(x)[:, None]
+
+    return column
+
+
+def _scalar_spec(spec: OutputSpec | Mapping[str, Any] | None, label: str) -> OutputSpec:
+    """The output description of a scalar model: an ``output`` dim with one label, the output's name.
+
+    The name is ``spec``'s when given (``{name: H, units: m}``), else the model's (function name or file stem).
+    """
+    if isinstance(spec, OutputSpec):
+        spec = spec.to_dict()
+    spec = dict(spec or {})
+    if spec.get("dims"):
+        return OutputSpec.from_dict(spec)  # a declared [1] shape: checked against the model as usual
+    if "name" not in spec:
+        name = label.rpartition(":")[2] if ":" in label else label
+        name = Path(name).stem if "/" in name or name.endswith(".keras") else name.rpartition(".")[2]
+        stem = re.sub(r"\W", "_", name)
+        spec["name"] = stem if stem.isidentifier() else "y"
+    labels = spec.pop("names", None) or [spec["name"]]
+    return OutputSpec.from_dict({**spec, "names": labels})
+
+
 def _reconcile(field: str, stored: Sequence[str] | None, given: Sequence[str] | None) -> tuple[str, ...] | None:
     if stored and given and list(stored) != list(given):
         raise ModelError(f"`{field}` {list(given)} disagree with those stored in the model {list(stored)}")
@@ -164,7 +195,7 @@ def _reconcile(field: str, stored: Sequence[str] | None, given: Sequence[str] | 
 def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: bool) -> tuple[Callable, dict, str, str]:
     """Return ``(fn, stored metadata, content hash, label)`` for any supported source."""
     if callable(source):
-        fn = functools.partial(source, **kwargs) if kwargs else source
+        fn = _bind(source, kwargs, getattr(source, "__qualname__", repr(source)))
         return fn, {}, _function_hash(source, kwargs), getattr(source, "__qualname__", repr(source))
     text = str(source)
     path = Path(text)
@@ -187,11 +218,29 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: boo
             target = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError, SyntaxError) as err:  # SyntaxError: a broken user module
             raise ModelError(f"surrogate function {text!r} cannot be imported: {type(err).__name__}: {err}") from None
-        fn = functools.partial(target, **kwargs) if kwargs else target
-        return fn, {}, _function_hash(target, kwargs), text
+        return _bind(target, kwargs, text), {}, _function_hash(target, kwargs), text
     raise ModelError(
         f"surrogate source {text!r} is neither a .keras file, a SavedModel directory nor 'package.module:function'"
     )
+
+
+def _bind(fn: Callable, kwargs: Mapping[str, Any], label: str) -> Callable:
+    """``fn`` with ``kwargs`` bound, after checking each key against its signature (a key left over from
+    another model's config fails here, naming it, not as a TypeError deep in a trace)."""
+    if not kwargs:
+        return fn
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: let the call decide
+        return functools.partial(fn, **kwargs)
+    parameters = signature.parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)][1:]
+        for key in kwargs:
+            if key not in accepted:
+                raise ConfigError(f"model `kwargs`: {key!r} is not a parameter of {label}{signature} (takes "
+                                  f"{accepted or 'none'}; left over from another model? start from model=function)")
+    return functools.partial(fn, **kwargs)
 
 
 def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:

@@ -79,3 +79,23 @@ def test_a_truncated_keras_file_is_named_as_such(tmp_path):
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(ModelError, match=r"s.keras is not a valid .keras archive \(truncated or damaged"):
         sensitivity.load_surrogate(path)
+
+
+def test_a_scalar_output_is_one_output_named_after_the_model():
+    import tensorflow as tf
+
+    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.surrogate import load_surrogate
+
+    def height(x, k=2.0):
+        return x[:, 0] * tf.exp(k * x[:, 1])  # y [B]
+
+    s = load_surrogate(height, input_names=["a", "b"], input_units=["m", "1"], kwargs={"k": 3.0}, dtype="float64")
+    assert s.output.shape == (1,) and s.output.flat_names() == ["height"]
+    x = np.array([[1.0, 0.5], [2.0, -0.1]])
+    values, jacobian = compile_jacobian(s, "auto")(x)
+    e = np.exp(3.0 * x[:, 1])
+    np.testing.assert_allclose(values[:, 0], x[:, 0] * e, rtol=1e-12)
+    np.testing.assert_allclose(jacobian[:, 0, :], np.stack([e, 3.0 * x[:, 0] * e], axis=1), rtol=1e-12)
+    named = load_surrogate(height, input_names=["a", "b"], input_units=["m", "1"], output={"name": "H", "units": "m"})
+    assert named.output.flat_names() == ["H"] and named.output.units == "m"
