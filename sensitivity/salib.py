@@ -50,7 +50,13 @@ _TAIL = 5.0  # default range of unbounded SALib distributions: +- 5 standard dev
 
 
 def to_problem(space: ParameterSpace) -> dict[str, Any]:
-    """The SALib problem dict of ``space`` (plain lists, JSON/YAML-safe)."""
+    """The SALib problem dict of ``space`` (plain lists, JSON/YAML-safe); only the original five kinds
+    (untruncated, ``uniform`` on the bounds) have a SALib counterpart."""
+    for p in space.parameters:
+        d = p.distribution
+        if d.kind not in SALIB_DISTS or d.truncate is not None or (d.kind == "uniform" and d.params):
+            raise ConfigError(f"parameter {p.name!r}: distribution {d.kind!r} has no SALib problem form "
+                              f"(SALib knows {sorted(SALIB_DISTS)}, untruncated)")
     return {
         "num_vars": len(space),
         "names": list(space.names),

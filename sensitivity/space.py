@@ -18,10 +18,10 @@ from sensitivity.errors import ConfigError
 from sensitivity.units import check_units
 
 Scale = Literal["linear", "log"]
-DistributionKind = Literal["uniform", "normal", "truncnormal", "lognormal", "triangular"]
+#: The original kinds, with their own parameter names; any other kind is a scipy.stats name.
 DISTRIBUTION_KINDS: tuple[str, ...] = ("uniform", "normal", "truncnormal", "lognormal", "triangular")
 
-#: Parameters each distribution kind takes (besides the bounds, used by uniform/truncnormal).
+#: Parameters each original kind takes (besides the bounds, used by uniform/truncnormal/triangular).
 _DISTRIBUTION_PARAMS: dict[str, tuple[str, ...]] = {
     "uniform": (),
     "normal": ("mean", "std"),
@@ -29,6 +29,10 @@ _DISTRIBUTION_PARAMS: dict[str, tuple[str, ...]] = {
     "lognormal": ("median", "sigma_log"),
     "triangular": ("mode",),
 }
+_ON_BOUNDS = ("uniform", "truncnormal", "triangular")
+
+#: Quantiles that stand in for an infinite end of the support where a grid needs finite bounds.
+BOUND_QUANTILES: tuple[float, float] = (0.001, 0.999)
 
 
 @dataclass(frozen=True)
@@ -38,32 +42,49 @@ class Distribution:
     Parameters
     ----------
     kind
-        ``uniform`` on the parameter's bounds; ``normal`` (``mean``, ``std``);
-        ``truncnormal`` (``mean``, ``std``) truncated to the bounds; ``lognormal``
-        (``median``, ``sigma_log`` = standard deviation of the natural log);
-        ``triangular`` (``mode``) on the bounds.
+        Any continuous :mod:`scipy.stats` distribution by name, with its own parameters
+        (shapes, ``loc``, ``scale``): ``norm`` (``loc``, ``scale``), ``gumbel_r`` (``loc``,
+        ``scale``), ``beta`` (``a``, ``b``, ``loc``, ``scale``), ``lognorm`` (``s``, ``loc``,
+        ``scale``), ``weibull_min`` (``c``, ...), ``gamma`` (``a``, ...), ``uniform`` (``loc``,
+        ``scale``) ... Or one of the original kinds: ``uniform`` without parameters (on the
+        parameter's bounds); ``normal`` (``mean``, ``std``); ``truncnormal`` (``mean``, ``std``)
+        truncated to the bounds; ``lognormal`` (``median``, ``sigma_log`` = standard deviation of
+        the natural log); ``triangular`` (``mode``) on the bounds.
     params
         The kind's parameters, by name.
+    truncate
+        Optional ``(lower, upper)`` truncation, ``None`` for an open side (one-sided truncation).
     """
 
     kind: str = "uniform"
     params: Mapping[str, float] = field(default_factory=dict)
+    truncate: tuple[float | None, float | None] | None = None
 
-    def frozen(self, low: float, high: float) -> Any:
-        """Return the :mod:`scipy.stats` frozen distribution on bounds ``[low, high]``."""
-        p = self.params
-        if self.kind == "uniform":
-            return stats.uniform(loc=low, scale=high - low)
-        if self.kind == "normal":
-            return stats.norm(loc=p["mean"], scale=p["std"])
-        if self.kind == "truncnormal":
-            a, b = (low - p["mean"]) / p["std"], (high - p["mean"]) / p["std"]
-            return stats.truncnorm(a, b, loc=p["mean"], scale=p["std"])
+    @property
+    def needs_bounds(self) -> bool:
+        """True for the original kinds defined on the parameter's bounds (``low``, ``high`` required)."""
+        return self.kind in _ON_BOUNDS and (self.kind != "uniform" or not self.params)
+
+    def scipy_form(self, low: float | None = None, high: float | None = None) -> tuple[str, dict[str, float]]:
+        """``(scipy name, its parameters)`` of the untruncated law; ``low``/``high`` for :attr:`needs_bounds`."""
+        p = dict(self.params)
+        if self.kind == "uniform" and not p:
+            return "uniform", {"loc": low, "scale": high - low}
+        if self.kind in ("normal", "truncnormal"):
+            return "norm", {"loc": p["mean"], "scale": p["std"]}
         if self.kind == "lognormal":
-            return stats.lognorm(s=p["sigma_log"], scale=p["median"])
+            return "lognorm", {"s": p["sigma_log"], "scale": p["median"]}
         if self.kind == "triangular":
-            return stats.triang(c=(p["mode"] - low) / (high - low), loc=low, scale=high - low)
-        raise ConfigError(f"distribution kind must be one of {DISTRIBUTION_KINDS}, got {self.kind!r}")
+            return "triang", {"c": (p["mode"] - low) / (high - low), "loc": low, "scale": high - low}
+        return self.kind, p
+
+    def frozen(self, low: float | None = None, high: float | None = None, *, where: str = "distribution") -> Any:
+        """The :mod:`scipy.stats` frozen distribution (truncated when asked), on bounds ``[low, high]``."""
+        from sensitivity import marginals
+
+        name, params = self.scipy_form(low, high)
+        truncate = (low, high) if self.kind == "truncnormal" else self.truncate
+        return marginals.marginal(name, params, truncate, where)
 
 
 @dataclass(frozen=True)
@@ -77,7 +98,12 @@ class Parameter:
     units
         UDUNITS-2 units string, e.g. ``"day-1"``, ``"day"``, ``"1"``.
     low, high
-        Finite bounds in physical units, ``low < high``.
+        Finite bounds in physical units, ``low < high``: the range of grids, sweeps and
+        calibration, where the model is valid. Derived from the distribution when omitted, side by
+        side: the truncation bound when that side is truncated, the end of the support when the
+        support is bounded on both sides (beta, uniform, triang), else the :data:`BOUND_QUANTILES`
+        quantile (0.1 % or 99.9 %; e.g. both sides of a lognormal). Required by the original kinds defined on the bounds (``uniform``
+        without parameters, ``truncnormal``, ``triangular``) and when there is no distribution.
     nominal
         Reference value inside the bounds; the midpoint (geometric midpoint for
         ``scale="log"``) when omitted.
@@ -92,8 +118,8 @@ class Parameter:
 
     name: str
     units: str
-    low: float
-    high: float
+    low: float | None = None
+    high: float | None = None
     nominal: float | None = None
     long_name: str = ""
     scale: Scale = "linear"
@@ -103,6 +129,7 @@ class Parameter:
         where = f"parameter {self.name!r}"
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ConfigError(f"parameter name must be an identifier, got {self.name!r}")
+        self._derive_bounds(where)
         for attr in ("low", "high"):
             value = getattr(self, attr)
             if not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -125,25 +152,41 @@ class Parameter:
 
     def frozen_distribution(self) -> Any:
         """The parameter's input distribution as a :mod:`scipy.stats` frozen object."""
-        return self.distribution.frozen(self.low, self.high)
+        return self.distribution.frozen(self.low, self.high, where=f"parameter {self.name!r}")
+
+    def _derive_bounds(self, where: str) -> None:
+        """Fill an omitted ``low``/``high`` from the distribution (see the class docstring)."""
+        if self.low is not None and self.high is not None:
+            return
+        if self.distribution.needs_bounds:
+            missing = "low" if self.low is None else "high"
+            raise ConfigError(f"{where}: `{missing}` is required for distribution {self.distribution.kind!r} "
+                              "as given (it is defined on the bounds)")
+        frozen = self.distribution.frozen(where=where)
+        support = frozen.support()
+        bounded = all(math.isfinite(end) for end in support)
+        truncate = self.distribution.truncate or (None, None)
+        for i, (attr, q) in enumerate((("low", BOUND_QUANTILES[0]), ("high", BOUND_QUANTILES[1]))):
+            if getattr(self, attr) is None:
+                end = support[i] if bounded or truncate[i] is not None else frozen.ppf(q)
+                object.__setattr__(self, attr, float(end))
 
 
 def _check_distribution(dist: Distribution, low: float, high: float, where: str) -> None:
-    if dist.kind not in _DISTRIBUTION_PARAMS:
-        raise ConfigError(f"{where}: distribution kind must be one of {DISTRIBUTION_KINDS}, got {dist.kind!r}")
-    expected = set(_DISTRIBUTION_PARAMS[dist.kind])
-    if set(dist.params) != expected:
-        raise ConfigError(
-            f"{where}: distribution {dist.kind!r} takes parameters {sorted(expected)}, got {sorted(dist.params)}"
-        )
-    for key, value in dist.params.items():
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"{where}: distribution `{key}` must be a finite number, got {value!r}")
-    for key in ("std", "sigma_log", "median"):
-        if key in dist.params and dist.params[key] <= 0:
-            raise ConfigError(f"{where}: distribution `{key}` must be > 0, got {dist.params[key]}")
-    if dist.kind == "triangular" and not low <= dist.params["mode"] <= high:
-        raise ConfigError(f"{where}: triangular `mode` must lie in [{low}, {high}], got {dist.params['mode']}")
+    if dist.kind in _DISTRIBUTION_PARAMS and (dist.kind != "uniform" or not dist.params):
+        expected = set(_DISTRIBUTION_PARAMS[dist.kind])
+        if set(dist.params) != expected:
+            raise ConfigError(f"{where}: distribution {dist.kind!r} takes parameters {sorted(expected)}, "
+                              f"got {sorted(dist.params)}")
+        for key, value in dist.params.items():
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{where}: distribution `{key}` must be a finite number, got {value!r}")
+        for key in ("std", "sigma_log", "median"):
+            if key in dist.params and dist.params[key] <= 0:
+                raise ConfigError(f"{where}: distribution `{key}` must be > 0, got {dist.params[key]}")
+        if dist.kind == "triangular" and not low <= dist.params["mode"] <= high:
+            raise ConfigError(f"{where}: triangular `mode` must lie in [{low}, {high}], got {dist.params['mode']}")
+    dist.frozen(low, high, where=where)  # any scipy kind: its name, parameters and truncation
 
 
 @dataclass(frozen=True)
@@ -184,8 +227,10 @@ class ParameterSpace:
             record = dict(record)
             dist = record.pop("distribution", None) or {}
             dist = dict(dist)
+            truncate = dist.pop("truncate", None)
             try:
-                distribution = Distribution(kind=dist.pop("kind", "uniform"), params=dist)
+                distribution = Distribution(kind=dist.pop("kind", "uniform"), params=dist,
+                                            truncate=tuple(truncate) if isinstance(truncate, list) else truncate)
                 parameters.append(Parameter(distribution=distribution, **record))
             except TypeError as err:  # unknown or missing field
                 raise ConfigError(f"space: parameter #{i} ({record.get('name', '?')!r}): {err}") from None

@@ -18,8 +18,8 @@ from workflows.registry import modules
 class ParameterConf:
     name: str
     units: str
-    low: float
-    high: float
+    low: Optional[float] = None    # derived from `distribution` when omitted (sensitivity.space.Parameter)
+    high: Optional[float] = None
     nominal: Optional[float] = None
     long_name: str = ""
     scale: str = "linear"

@@ -9,16 +9,23 @@ the space (:func:`sample`). With independent inputs, the Poincare inequality
 
     ST_ik <= C_i nu_ik / V_k
 
-Poincare constants ``C_i`` used here, by distribution kind:
+Poincare constants ``C_i`` used here, from the marginal's scipy family (the original kinds map
+to theirs: ``normal``/``truncnormal`` -> ``norm``, ``triangular`` -> ``triang``, ``lognormal`` ->
+``lognorm``) and its support ``[a, b]`` after truncation:
 
-* ``uniform`` on ``[a, b]``: ``(b - a)^2 / pi^2`` (optimal);
-* ``normal``: ``sigma^2`` (optimal);
-* ``truncnormal``: ``min(sigma^2, (b - a)^2 / pi^2)`` — a normal restricted to an
-  interval is ``1/sigma^2``-uniformly log-concave (Bakry-Emery bound ``sigma^2``) and
-  log-concave on ``[a, b]`` (Payne-Weinberger bound ``(b - a)^2 / pi^2``); see
-  Roustant, Barthe & Iooss 2017, doi:10.1214/17-EJS1310;
-* ``triangular`` on ``[a, b]``: ``(b - a)^2 / pi^2`` (a concave, hence log-concave, density);
-* ``lognormal``: no finite constant (its tail is heavier than exponential), bound NaN.
+* ``uniform``: ``(b - a)^2 / pi^2`` (optimal);
+* ``norm``: ``sigma^2`` (optimal untruncated), also when truncated on one or both sides (a normal
+  restricted to an interval is ``1/sigma^2``-uniformly log-concave: Bakry-Emery bound); on a
+  bounded interval ``min(sigma^2, (b - a)^2 / pi^2)`` (Payne-Weinberger bound of a log-concave
+  density on ``[a, b]``); see Roustant, Barthe & Iooss 2017, doi:10.1214/17-EJS1310;
+* any log-concave density on a bounded ``[a, b]`` (Payne-Weinberger, Bebendorf 2003,
+  doi:10.4171/ZAA/1170): ``(b - a)^2 / pi^2``. Log-concave families recognised: ``triang``,
+  ``gumbel_r``, ``gumbel_l``, ``logistic``, ``laplace``, ``expon``, ``beta`` with ``a, b >= 1``,
+  ``gamma`` with ``a >= 1``, ``weibull_min`` with ``c >= 1``; so a truncated Gumbel or a Beta(2, 3)
+  has a bound;
+* ``expon`` untruncated: ``4 scale^2`` (optimal; Bobkov & Ledoux 1997, Probab. Theory Relat. Fields 107);
+* anything else (``lognorm``, a heavy tail, a density that is not log-concave, an unbounded
+  support of another family): no constant is claimed, the bound is NaN.
 
 With a correlation matrix in the space the bound does not hold: it is NaN, and so
 are the Poincare constants; ``nu`` is still reported. A constant output has no bound (NaN).
@@ -52,17 +59,41 @@ def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int 
 def poincare_constant(parameter: Parameter) -> float:
     """Poincare constant ``C`` of the parameter's input distribution, in parameter units squared.
 
-    NaN for a distribution without a finite constant (lognormal). See the module docstring.
+    NaN for a distribution without a constant claimed here. See the module docstring.
     """
-    dist = parameter.distribution
-    width2 = (parameter.high - parameter.low) ** 2 / math.pi**2
-    if dist.kind in ("uniform", "triangular"):
+    family, params = parameter.distribution.scipy_form(parameter.low, parameter.high)
+    low, high = parameter.frozen_distribution().support()
+    bounded = math.isfinite(low) and math.isfinite(high)
+    width2 = (high - low) ** 2 / math.pi**2 if bounded else math.inf
+    if family == "uniform":
         return width2
-    if dist.kind == "normal":
-        return dist.params["std"] ** 2
-    if dist.kind == "truncnormal":
-        return min(dist.params["std"] ** 2, width2)
+    if family == "norm":
+        return min(params.get("scale", 1.0) ** 2, width2)
+    truncated = parameter.distribution.truncate is not None
+    if family == "expon" and not truncated:
+        return 4 * params.get("scale", 1.0) ** 2
+    if bounded and _log_concave(family, params):
+        return width2
     return math.nan
+
+
+#: Families whose density is log-concave, with the shape condition that makes it so.
+_LOG_CONCAVE = {
+    "triang": lambda p: True,
+    "gumbel_r": lambda p: True,
+    "gumbel_l": lambda p: True,
+    "logistic": lambda p: True,
+    "laplace": lambda p: True,
+    "expon": lambda p: True,
+    "beta": lambda p: p["a"] >= 1 and p["b"] >= 1,
+    "gamma": lambda p: p["a"] >= 1,
+    "weibull_min": lambda p: p["c"] >= 1,
+}
+
+
+def _log_concave(family: str, params: dict) -> bool:
+    test = _LOG_CONCAVE.get(family)
+    return bool(test and test(params))
 
 
 def analyze(

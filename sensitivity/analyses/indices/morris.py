@@ -10,12 +10,15 @@ per full range ``b - a``), as in SALib's ``analyze.morris``. Over ``r`` trajecto
     mu_i = mean(EE_i),   mu*_i = mean(|EE_i|) (Campolongo et al. 2007,
     doi:10.1016/j.envsoft.2006.10.004),   sigma_i = sd(EE_i, ddof=1)
 
-Inputs must be independent, and every parameter needs a bounded distribution: the
-design visits the quantiles 0 and 1 (the bounds for uniform, truncnormal and
-triangular inputs).
+Inputs must be independent. The design visits the quantiles 0 and 1, so a marginal that is
+unbounded on a side is truncated there at the parameter's bound (``low``/``high``: given, or
+derived from the distribution, the 0.1 % / 99.9 % quantile of an open side, see
+:class:`sensitivity.space.Parameter`); bounded marginals (uniform, truncated, beta, triangular)
+are used as they are.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -47,7 +50,7 @@ def sample(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None)
     Parameters
     ----------
     space
-        Independent, bounded inputs.
+        Independent inputs (unbounded marginals are truncated at the parameter's bounds).
     r
         Number of trajectories, ``>= 2``.
     levels
@@ -56,7 +59,8 @@ def sample(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None)
         Seed of the draws (int, Generator or None).
     """
     step = delta(levels)
-    _check_space(space)
+    design.require_independent(space, method="Morris screening")
+    space = within_bounds(space)
     if not isinstance(r, (int, np.integer)) or r < 2:
         raise ConfigError(f"`r` must be an integer >= 2 (trajectories), got {r!r}")
     d = len(space)
@@ -163,15 +167,18 @@ def analyze(
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _check_space(space: ParameterSpace) -> None:
-    design.require_independent(space, method="Morris screening")
+def within_bounds(space: ParameterSpace) -> ParameterSpace:
+    """``space`` with each marginal's open (infinite) sides truncated at the parameter's bounds."""
+    parameters = []
     for p in space.parameters:
         low, high = p.frozen_distribution().support()
-        if not (np.isfinite(low) and np.isfinite(high)):
-            raise ConfigError(
-                f"Morris screening needs bounded inputs; parameter {p.name!r} has a {p.distribution.kind} "
-                "distribution (use uniform, truncnormal or triangular)"
-            )
+        if np.isfinite(low) and np.isfinite(high):
+            parameters.append(p)
+            continue
+        lower, upper = p.distribution.truncate or (None, None)
+        truncate = (p.low if not np.isfinite(low) else lower, p.high if not np.isfinite(high) else upper)
+        parameters.append(replace(p, distribution=replace(p.distribution, truncate=truncate)))
+    return replace(space, parameters=tuple(parameters))
 
 
 def _elementary_effects(x: np.ndarray, y: np.ndarray, step: float) -> np.ndarray:

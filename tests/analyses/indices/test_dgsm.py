@@ -107,6 +107,11 @@ def _optimal_poincare_constant(pdf, low: float, high: float, cells: int = 400) -
         (Distribution("triangular", {"mode": 2.5}), False),
         (Distribution("truncnormal", {"mean": 1.0, "std": 0.7}), False),
         (Distribution("truncnormal", {"mean": 0.0, "std": 5.0}), False),
+        (Distribution("gumbel_r", {"loc": 1.0, "scale": 0.5}, truncate=(0.0, 3.0)), False),   # any scipy kind
+        (Distribution("beta", {"a": 2.0, "b": 3.0, "loc": 0.0, "scale": 3.0}), False),
+        (Distribution("norm", {"loc": 1.0, "scale": 0.7}, truncate=(0.0, 3.0)), False),
+        (Distribution("gamma", {"a": 2.0, "scale": 1.0}, truncate=(0.0, 3.0)), False),
+        (Distribution("weibull_min", {"c": 1.5, "scale": 2.0}, truncate=(0.0, 3.0)), False),
     ],
 )
 def test_poincare_constants_bound_the_optimal_constant(distribution, exact):
@@ -122,6 +127,12 @@ def test_poincare_constants_bound_the_optimal_constant(distribution, exact):
 def test_lognormal_and_correlated_inputs_give_no_bound():
     lognormal = Parameter("k", "1", 0.1, 10.0, distribution=Distribution("lognormal", {"median": 1.0, "sigma_log": 0.5}))
     assert math.isnan(dgsm.poincare_constant(lognormal))
+    u_shaped = Parameter("k", "1", distribution=Distribution("beta", {"a": 0.5, "b": 0.5}))  # not log-concave
+    assert math.isnan(dgsm.poincare_constant(u_shaped))
+    gumbel = Parameter("k", "1", distribution=Distribution("gumbel_r", {"loc": 0.0, "scale": 1.0}))  # unbounded
+    assert math.isnan(dgsm.poincare_constant(gumbel))
+    normal = Parameter("k", "1", distribution=Distribution("norm", {"loc": 0.0, "scale": 2.0}, truncate=(-1.0, None)))
+    assert dgsm.poincare_constant(normal) == 4.0  # one-sided truncation keeps the Bakry-Emery constant sigma^2
     space = ParameterSpace(ISHIGAMI.parameters, correlation=np.array([[1, 0.3, 0], [0.3, 1, 0], [0, 0, 1.0]]))
     x = dgsm.sample(space, 64, seed=0)
     ds = dgsm.analyze(ishigami_jacobian(x), ishigami(x), space, n_resamples=5)
