@@ -27,6 +27,8 @@ _LAZY = {
     "OutputSpec": "sensitivity.surrogate",
     "compile_jacobian": "sensitivity.jacobian",
     "CompiledJacobian": "sensitivity.jacobian",
+    "select": "sensitivity.datasets",
+    "open_result": "sensitivity.datasets",
 }
 
 

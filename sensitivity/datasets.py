@@ -279,6 +279,34 @@ def open_result(path: str | Path) -> xr.Dataset:
     return by_name(xr.open_dataset(path, engine=ENCODING_ENGINE))
 
 
+def select(ds: xr.Dataset | str | Path, **names: Any) -> xr.Dataset:
+    """Select by name, in memory or from a file: ``select(ds, output="H", parameter="Q")``.
+
+    Each keyword ``axis=label`` selects on the ``<axis>_name`` coordinate (``parameter_name``,
+    ``output_name``, ``method_name`` ...); a list of labels keeps that axis. ``ds`` may be a
+    result dataset (indexed here with :func:`by_name`) or the path of a result file
+    (:func:`open_result`).
+
+    Raises
+    ------
+    DataError
+        An axis without a name coordinate, or a label that is not on it (naming the labels there).
+    """
+    ds = open_result(ds) if isinstance(ds, (str, Path)) else by_name(ds)
+    for axis, label in names.items():
+        coord = f"{axis}_name"
+        if coord not in ds.coords:
+            known = sorted(c[:-5] for c in ds.coords if c.endswith("_name"))
+            raise DataError(f"select: no `{coord}` coordinate; name axes here: {known}")
+        wanted = label if isinstance(label, (list, tuple)) else [label]
+        there = [str(v) for v in ds[coord].values]
+        missing = [w for w in wanted if w not in there]
+        if missing:
+            raise DataError(f"select: {axis} {missing[0]!r} not found; {coord} has {there}")
+        ds = ds.sel({coord: label})
+    return ds
+
+
 def iter_blocks(path: str | Path, block: int = 65536, dim: str = "sample",
                 variables: Sequence[str] | None = None) -> Iterable[xr.Dataset]:
     """Yield consecutive blocks of ``block`` entries along ``dim`` of a result file, loaded one at a time.

@@ -15,3 +15,26 @@ def test_ci_runs_the_readme_test_command():
     first, second = readme_commands()[:2]
     assert "sensitivity run" in first and "pytest" in second
     assert second in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def python_api_block() -> str:
+    section = (ROOT / "README.md").read_text().split("## Python API", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_python_api_section_runs_and_its_results_hold(tmp_path, monkeypatch):
+    """The README's notebook example, executed; checked against the closed form of the model and the truth."""
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(python_api_block(), "README.md#python-api", "exec"), namespace)
+    q, ks, zv, zm = namespace["space"].nominal
+    h = (q / (ks * 300.0 * np.sqrt((zm - zv) / 5000.0))) ** 0.6
+    np.testing.assert_allclose(namespace["values"][0, 0], h, rtol=1e-12)
+    np.testing.assert_allclose(namespace["jacobian"][0, 0, 0], 0.6 * h / q, rtol=1e-10)  # dH/dQ = 0.6 H / Q
+    fit = namespace["fit"]
+    best = fit.estimate.isel(start=0).values
+    np.testing.assert_allclose(best, [35.0, 50.3], rtol=1e-6)  # the truth of the synthetic levels
+    s1 = namespace["indices"].sobol_S1 if "sobol_S1" in namespace["indices"] else namespace["indices"].S1
+    assert float(s1.sum()) <= 1.05

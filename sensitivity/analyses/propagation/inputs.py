@@ -3,7 +3,8 @@
 Two kinds of joint input distribution share one interface, :class:`InputUncertainty`:
 
 * :class:`CopulaInputs` (from a :class:`~sensitivity.space.ParameterSpace`): each parameter follows its
-  own marginal (uniform, normal, truncnormal, lognormal, triangular) and the dependence is a Gaussian
+  own marginal (any continuous scipy.stats distribution, optionally truncated; see :mod:`sensitivity.marginals`),
+  sampled through its quantile functions, and the dependence is a Gaussian
   copula with the space's correlation matrix ``R`` (independent when the space has none).
 * :class:`GaussianInputs` (from a mean and covariance, e.g. a calibration posterior): multivariate normal.
   :func:`truncated_gaussian_inputs` keeps such a Gaussian inside the bounds, as a :class:`CopulaInputs`
