@@ -237,8 +237,10 @@ TWO = ["{name: a, units: '1', low: -1, high: 1}", "{name: b, units: '1', low: -1
 BAD = {
     "non-PD covariance": (["uncertainty=calibration", "uncertainty.path={calibration}"],
                           DataError, "`covariance` must be positive definite, got smallest eigenvalue -1"),
-    "unknown distribution": (space([TWO[0], "{name: b, units: '1', low: -1, high: 1, distribution: {kind: cauchy}}"]),
-                             ConfigError, "parameter 'b': distribution kind must be one of"),
+    "unknown distribution": (space([TWO[0], "{name: b, units: '1', low: -1, high: 1, distribution: {kind: cauchi}}"]),
+                             ConfigError, "parameter 'b': distribution `kind` must name a continuous scipy"),
+    "no variance": (space([TWO[0], "{name: b, units: '1', low: -1, high: 1, distribution: {kind: cauchy}}"]),
+                    ConfigError, "parameter 'b': its distribution has no finite mean and variance"),
     "bounds violated": (space([TWO[0], "{name: b, units: '1', low: -1, high: 1, "
                                        "distribution: {kind: normal, mean: 3.0, std: 1.0}}"]),
                         ConfigError, "input mean of 'b' = 3 is outside its bounds [-1.0, 1.0]"),

@@ -217,6 +217,10 @@ def inputs_from_space(space: ParameterSpace) -> CopulaInputs:
     marginals = tuple(p.frozen_distribution() for p in space.parameters)
     mean = np.array([m.mean() for m in marginals], dtype=float)
     std = np.array([m.std() for m in marginals], dtype=float)
+    for name, m, s in zip(space.names, mean, std):
+        if not (np.isfinite(m) and np.isfinite(s)):
+            raise ConfigError(f"parameter {name!r}: its distribution has no finite mean and variance "
+                              f"(got {m}, {s**2}); truncate it (`truncate: [low, high]`) or choose another")
     _check_inside(mean, space.bounds, space.names)
     corr = np.eye(len(space)) if space.correlation is None else pearson_under_copula(marginals, space.correlation)
     copula_chol = None if space.correlation is None else np.linalg.cholesky(space.correlation)
