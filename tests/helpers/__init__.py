@@ -1,7 +1,7 @@
 """Shared test helpers: the one place test modules import shared code from.
 
 The rule: a test module imports shared code only from this package (``tests.helpers.<module>``):
-independent references (:mod:`.references`, :mod:`.functions`), models that configs load by
+independent references (:mod:`.references`, :mod:`.functions`, the flood study :mod:`.flood`), models that configs load by
 import path (:mod:`.models`, :mod:`.calibration_models`), the CF checker (:mod:`.cf`) and the
 constants below. Pytest fixtures live in ``tests/conftest.py``. No test module imports another
 test module or ``conftest``.
