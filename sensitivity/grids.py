@@ -21,6 +21,8 @@ from sensitivity.space import ParameterSpace
 
 GridKind = Literal["factorial", "sobol", "halton", "lhs", "random", "oat", "file"]
 GRID_KINDS = ("factorial", "sobol", "halton", "lhs", "random", "oat", "file")
+Through = Literal["bounds", "distribution"]
+THROUGH = ("bounds", "distribution")
 
 
 class Grid:
@@ -86,6 +88,7 @@ class QmcGrid(Grid):
     kind: Literal["sobol", "halton"] = "sobol"
     seed: int = 0
     scramble: bool = True
+    through: Through = "bounds"
 
     def __post_init__(self) -> None:
         _check_size(self.size)
@@ -103,7 +106,7 @@ class QmcGrid(Grid):
         with warnings.catch_warnings():  # scipy warns when n is not a power of 2; sizes are the user's choice
             warnings.simplefilter("ignore", UserWarning)
             unit = engine.random(stop - start)
-        return to_bounds(self.space, unit)
+        return to_space(self.space, unit, self.through)
 
 
 @dataclass
@@ -126,7 +129,8 @@ class MaterialisedGrid(Grid):
 
 
 def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels: Sequence[int] | None = None,
-              seed: int = 0, scramble: bool = True, steps: int = 5, path: str | Path | None = None) -> Grid:
+              seed: int = 0, scramble: bool = True, steps: int = 5, path: str | Path | None = None,
+              through: Through = "bounds") -> Grid:
     """Build the design named ``kind``.
 
     Parameters
@@ -136,9 +140,16 @@ def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels:
     kind
         ``factorial`` (``levels``), ``sobol`` / ``halton`` (``n``, ``seed``, ``scramble``), ``lhs`` / ``random``
         (``n``, ``seed``), ``oat`` (``steps`` per parameter around nominal), ``file`` (``path`` to .nc or .csv).
+    through
+        How the random designs (``sobol``, ``halton``, ``lhs``, ``random``) leave the unit cube:
+        ``bounds`` (linearly, or geometrically for ``scale="log"``: even coverage of the range) or
+        ``distribution`` (each marginal's quantile function, restricted to the bounds: points
+        distributed as the inputs, see :func:`to_space`).
     """
     if kind not in GRID_KINDS:
         raise ConfigError(f"grid.kind must be one of {GRID_KINDS}, got {kind!r}")
+    if through not in THROUGH:
+        raise ConfigError(f"grid.through must be one of {THROUGH}, got {through!r}")
     if kind == "factorial":
         if levels is None:
             raise ConfigError("grid.levels is required for a factorial grid")
@@ -151,10 +162,10 @@ def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels:
         return MaterialisedGrid(space, read_points(space, path))
     _check_size(n)
     if kind in ("sobol", "halton"):
-        return QmcGrid(space, int(n), kind, seed, scramble)
+        return QmcGrid(space, int(n), kind, seed, scramble, through)
     rng = np.random.default_rng(seed)
     unit = qmc.LatinHypercube(d=len(space), rng=rng).random(n) if kind == "lhs" else rng.random((n, len(space)))
-    return MaterialisedGrid(space, to_bounds(space, unit))
+    return MaterialisedGrid(space, to_space(space, unit, through))
 
 
 def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
@@ -180,6 +191,27 @@ def to_bounds(space: ParameterSpace, unit: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         geometric = np.exp(np.log(np.where(log, low, 1.0)) + unit * np.log(np.where(log, high / low, 1.0)))
     return np.clip(np.where(log, geometric, linear), low, high)
+
+
+def to_space(space: ParameterSpace, unit: np.ndarray, through: Through = "bounds") -> np.ndarray:
+    """Map unit-cube points to the space: :func:`to_bounds`, or through each parameter's quantile function.
+
+    With ``through="distribution"`` column ``j`` becomes ``F_j^-1(F_j(low_j) + u (F_j(high_j) - F_j(low_j)))``,
+    the marginal restricted to the parameter's bounds, so every point is a valid grid point.
+    Inputs are taken as independent: a space with a correlation matrix is refused.
+    """
+    if through == "bounds":
+        return to_bounds(space, unit)
+    from sensitivity.marginals import truncated
+
+    if space.correlation is not None and not np.allclose(space.correlation, np.eye(len(space))):
+        raise ConfigError("grid.through=distribution maps each parameter on its own; the space has a correlation "
+                          "matrix (use the indices or propagate samplers, which apply the copula)")
+    columns = []
+    for j, p in enumerate(space.parameters):
+        inside = truncated(p.frozen_distribution(), (p.low, p.high), f"parameter {p.name!r}")
+        columns.append(np.clip(inside.ppf(unit[:, j]), p.low, p.high))
+    return np.column_stack(columns)
 
 
 def one_at_a_time(space: ParameterSpace, steps: int) -> np.ndarray:

@@ -82,3 +82,27 @@ def test_old_kinds_on_bounds_still_work():
     assert x[0] == pytest.approx(0.5)
     assert x[1] == pytest.approx(stats.triang(0.25, loc=0.0, scale=2.0).ppf(0.25))
     assert x[2] == pytest.approx(stats.truncnorm(-0.5, 1.5, loc=0.5, scale=1.0).ppf(0.25))
+
+
+def test_a_grid_through_the_distribution_follows_the_quantiles_within_the_bounds():
+    from scipy.stats import qmc
+
+    from sensitivity.errors import ConfigError
+    from sensitivity.grids import make_grid
+
+    s = ParameterSpace.from_records([
+        {"name": "q", "units": "1", "distribution": {"kind": "gumbel_r", "loc": 1013.0, "scale": 558.0,
+                                                     "truncate": [500.0, 3000.0]}},
+        {"name": "k", "units": "1", "distribution": {"kind": "norm", "loc": 30.0, "scale": 8.0}},
+    ])
+    grid = make_grid(s, "sobol", n=256, seed=3, through="distribution")
+    unit = qmc.Sobol(d=2, scramble=True, rng=np.random.default_rng(3)).random(256)
+    gumbel = stats.gumbel_r(1013.0, 558.0)
+    a, b = gumbel.cdf([500.0, 3000.0])
+    np.testing.assert_allclose(grid.points()[:, 0], gumbel.ppf(a + unit[:, 0] * (b - a)), rtol=1e-10)
+    low, high = stats.norm(30.0, 8.0).ppf(BOUND_QUANTILES)  # the derived bounds of the untruncated normal
+    c, d = stats.norm.cdf([(low - 30.0) / 8.0, (high - 30.0) / 8.0])
+    np.testing.assert_allclose(grid.points()[:, 1], 30.0 + 8.0 * stats.norm.ppf(c + unit[:, 1] * (d - c)), rtol=1e-9)
+    assert make_grid(s, "lhs", n=64, through="distribution").points().shape == (64, 2)
+    with pytest.raises(ConfigError, match="grid.through must be one of"):
+        make_grid(s, "sobol", n=8, through="quantiles")

@@ -56,7 +56,7 @@ def grid_from(cfg: DictConfig, space: ParameterSpace) -> Grid:
     """The design of ``cfg.grid``."""
     g = cfg.grid
     return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
-                     steps=g.steps, path=g.path)
+                     steps=g.steps, path=g.path, through=g.through)
 
 
 def config_yaml(cfg: DictConfig) -> str:

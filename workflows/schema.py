@@ -53,6 +53,7 @@ class GridConf:
     path: Optional[str] = None
     shard: int = 0
     num_shards: int = 1
+    through: str = "bounds"   # or "distribution": random designs through the marginals' quantiles (in the bounds)
 
 
 @dataclass
