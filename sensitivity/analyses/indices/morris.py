@@ -11,10 +11,10 @@ per full range ``b - a``), as in SALib's ``analyze.morris``. Over ``r`` trajecto
     doi:10.1016/j.envsoft.2006.10.004),   sigma_i = sd(EE_i, ddof=1)
 
 Inputs must be independent. The design visits the quantiles 0 and 1, so a marginal that is
-unbounded on a side is truncated there at the parameter's bound (``low``/``high``: given, or
-derived from the distribution, the 0.1 % / 99.9 % quantile of an open side, see
-:class:`sensitivity.space.Parameter`); bounded marginals (uniform, truncated, beta, triangular)
-are used as they are.
+unbounded on a side (normal, lognormal, gamma ...) is truncated to the parameter's bounds
+(``low``/``high``: given, or derived from the distribution, the 0.1 % / 99.9 % quantile of an
+open side, see :class:`sensitivity.space.Parameter`); bounded marginals (uniform, truncated on
+both sides, beta, triangular) are used as they are.
 """
 from __future__ import annotations
 
@@ -168,15 +168,14 @@ def analyze(
 
 
 def within_bounds(space: ParameterSpace) -> ParameterSpace:
-    """``space`` with each marginal's open (infinite) sides truncated at the parameter's bounds."""
+    """``space`` with each marginal that is unbounded on a side truncated to the parameter's bounds."""
     parameters = []
     for p in space.parameters:
         low, high = p.frozen_distribution().support()
         if np.isfinite(low) and np.isfinite(high):
             parameters.append(p)
             continue
-        lower, upper = p.distribution.truncate or (None, None)
-        truncate = (p.low if not np.isfinite(low) else lower, p.high if not np.isfinite(high) else upper)
+        truncate = (max(low, p.low), min(high, p.high))
         parameters.append(replace(p, distribution=replace(p.distribution, truncate=truncate)))
     return replace(space, parameters=tuple(parameters))
 

@@ -70,3 +70,12 @@ def test_bad_inputs_are_clear_errors():
     shuffled[[1, 2]] = shuffled[[2, 1]]
     with pytest.raises(DataError, match="trajectory 0"):
         morris.analyze(shuffled, ishigami(shuffled), ISHIGAMI)
+
+
+def test_a_lognormal_is_screened_within_the_bounds():
+    from sensitivity.space import BOUND_QUANTILES
+
+    space = ParameterSpace((Parameter("k", "1", distribution=Distribution("lognorm", {"s": 0.5, "scale": 2.0})),))
+    x = morris.sample(space, 8, levels=4, seed=1)[:, 0]
+    low, high = stats.lognorm(0.5, scale=2.0).ppf(BOUND_QUANTILES)
+    assert x.min() == pytest.approx(low, rel=1e-9) and x.max() == pytest.approx(high, rel=1e-9)
