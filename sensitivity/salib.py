@@ -50,13 +50,8 @@ _TAIL = 5.0  # default range of unbounded SALib distributions: +- 5 standard dev
 
 
 def to_problem(space: ParameterSpace) -> dict[str, Any]:
-    """The SALib problem dict of ``space`` (plain lists, JSON/YAML-safe); only the original five kinds
-    (untruncated, ``uniform`` on the bounds) have a SALib counterpart."""
-    for p in space.parameters:
-        d = p.distribution
-        if d.kind not in SALIB_DISTS or d.truncate is not None or (d.kind == "uniform" and d.params):
-            raise ConfigError(f"parameter {p.name!r}: distribution {d.kind!r} has no SALib problem form "
-                              f"(SALib knows {sorted(SALIB_DISTS)}, untruncated)")
+    """The SALib problem dict of ``space`` (plain lists, JSON/YAML-safe); see :func:`check_problem_form`."""
+    check_problem_form(space)
     return {
         "num_vars": len(space),
         "names": list(space.names),
@@ -69,6 +64,16 @@ def to_problem(space: ParameterSpace) -> dict[str, Any]:
         "scales": [p.scale for p in space.parameters],
         "correlation": None if space.correlation is None else np.asarray(space.correlation).tolist(),
     }
+
+
+def check_problem_form(space: ParameterSpace) -> None:
+    """Refuse a space SALib cannot describe: only the original five kinds (untruncated, ``uniform`` on the
+    bounds) have a SALib counterpart; a :class:`ConfigError` names the first parameter that has none."""
+    for p in space.parameters:
+        d = p.distribution
+        if d.kind not in SALIB_DISTS or d.truncate is not None or (d.kind == "uniform" and d.params):
+            raise ConfigError(f"parameter {p.name!r}: distribution {d.kind!r} has no SALib problem form "
+                              f"(SALib knows {sorted(SALIB_DISTS)}, untruncated)")
 
 
 def _salib_bounds(p: Parameter) -> list[float]:

@@ -75,3 +75,14 @@ def test_bad_problems_name_the_field(problem, error, message):
 def test_missing_file_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match="SALib problem file not found"):
         read_problem(tmp_path / "nope.json")
+
+
+def test_a_space_salib_cannot_describe_is_refused_naming_the_parameter():
+    from sensitivity.errors import ConfigError
+    from sensitivity.salib import to_problem
+    from sensitivity.space import ParameterSpace
+
+    space = ParameterSpace.from_records([{"name": "q", "units": "1",
+                                          "distribution": {"kind": "gumbel_r", "loc": 0.0, "scale": 1.0}}])
+    with pytest.raises(ConfigError, match="parameter 'q': distribution 'gumbel_r' has no SALib problem form"):
+        to_problem(space)

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import numpy as np
 from omegaconf import DictConfig
 
+from sensitivity.errors import ConfigError
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
 
@@ -74,6 +75,13 @@ def run(cfg: DictConfig) -> Path:
     space = build.space_from_problem_file(cfg) or build.space_from(cfg)
     points = build.grid_from(cfg, space).points()  # the check points
     pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
+    if opts.problem_file:
+        from sensitivity.salib import check_problem_form
+
+        try:
+            check_problem_form(space)
+        except ConfigError as err:
+            raise ConfigError(f"export.problem_file: {err}; set export.problem_file=null") from None
     from sensitivity.export import RELOAD_SNIPPET, export_jacobian
 
     surrogate = build.surrogate_from(cfg, space)
@@ -105,8 +113,6 @@ def run(cfg: DictConfig) -> Path:
 def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
     """The point of the PEST Jacobian: ``pest.point`` ("nominal" or name -> value), else the estimate
     of ``pest.calibration``; None when neither is set."""
-    from sensitivity.errors import ConfigError
-
     p = cfg.pest
     if p.point is not None and p.calibration is not None:
         raise ConfigError("give either `pest.point` or `pest.calibration`, not both")
