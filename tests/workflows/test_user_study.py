@@ -3,16 +3,15 @@ importable, scalar outputs, no kwargs leaking from the default model, short safe
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
+import pytest
 import xarray as xr
 import yaml
 
+from tests.helpers import CLI
 from workflows.init import FILES
 from workflows.naming import run_name
-
-CLI = [sys.executable, "-m", "workflows"]
 
 
 def test_run_names_are_short_safe_and_stable():
@@ -25,6 +24,7 @@ def test_run_names_are_short_safe_and_stable():
     assert run_name(long) != run_name(long + ",seed=1") and run_name("") == ""
 
 
+@pytest.mark.slow
 def test_init_then_sweep_from_the_study_folder(tmp_path):
     done = subprocess.run(CLI + ["init", str(tmp_path / "study")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -48,6 +48,7 @@ def test_init_then_sweep_from_the_study_folder(tmp_path):
     assert ds.x.values[:, 1].min() >= 0.5  # b: normal truncated below at 0.5
 
 
+@pytest.mark.slow
 def test_forgetting_model_function_names_the_leaked_key(tmp_path):
     (tmp_path / "mymodel.py").write_text("def logistic(x, r=1.0):\n    return x[:, 0] * r\n")
     out = subprocess.run(CLI + ["sweep", "model.source=mymodel:logistic", "grid.n=8", f"hydra.run.dir={tmp_path / 'r'}",
