@@ -1,12 +1,13 @@
 """A regular install works: the wheel carries conf/ and data/, and the CLI runs in an empty folder.
 
-The wheel is built from this checkout (``pip wheel --no-deps --no-build-isolation``) and installed
+The wheel is built from a copy of this checkout's files (``pip wheel --no-deps --no-build-isolation``) and installed
 into a fresh venv whose only link to this one is a ``.pth`` line naming its site-packages, so the
 dependencies (TensorFlow) are reused while ``sensitivity`` and ``workflows`` come from the wheel.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -30,8 +31,14 @@ def _run(args, **kwargs) -> subprocess.CompletedProcess:
 def installed(tmp_path_factory) -> Path:
     """The ``bin/`` folder of a fresh venv with the wheel of this checkout installed."""
     root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"  # the files git sees (tracked, or untracked and not ignored): no stale build/ in it
+    listed = _run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT).stdout.splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(root / "dist"),
-          str(ROOT)])
+          str(source)])
     wheel, = (root / "dist").glob("sensitivity-*.whl")
     venv = root / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
