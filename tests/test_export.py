@@ -124,7 +124,8 @@ def test_keras_weights_and_field_shapes_travel(tmp_path):
     assert check.metadata["output_names"][0] == "field[lat=0,lon=0]" and set(check.metadata["output_units"]) == {"K"}
     assert check.metadata["metadata"]["output"]["dims"][1]["units"] == "degrees_east"
     # `serving_default` is `value`: the artifact is itself a surrogate (its variables restored, not retraced)
-    again = sensitivity.load_surrogate(tmp_path / "mlp_model", input_names=NAMES, input_units=UNITS, output=output)
+    again = sensitivity.load_surrogate(tmp_path / "mlp_model", input_names=NAMES, input_units=UNITS, output=output,
+                                     trusted=True)   # our own export: a SavedModel we just wrote
     np.testing.assert_allclose(again(points), surrogate(points), rtol=1e-6, atol=1e-6)
 
 
