@@ -49,6 +49,8 @@ def quantile_from_normal(marginal: Any, z: np.ndarray) -> np.ndarray:
         The quantiles, float64, shaped like ``z`` [the marginal's units].
     """
     z = np.asarray(z, dtype=float)
+    if getattr(marginal, "args", None) is None:  # not a frozen scipy distribution (e.g. marginals.Truncated)
+        return _scipy(marginal, z)
     name, p = marginal.dist.name, _parameters(marginal)
     loc, scale = p["loc"], p["scale"]
     if name == "norm":

@@ -56,3 +56,14 @@ def test_bounds_hold_and_shape_follows_z():
     x = quantile_from_normal(marginal, Z[:7000].reshape(-1, 7))
     assert x.shape == (1000, 7)
     assert x.min() >= 1.0 and x.max() <= 2.5
+
+
+def test_a_truncated_family_of_the_space_keeps_its_truncation():
+    """A normal truncated by the space (marginals.Truncated, family name 'norm') must not take the normal's
+    closed form: its quantiles equal scipy's truncnorm on the same interval."""
+    from sensitivity.marginals import Truncated
+
+    marginal = Truncated(stats.norm(loc=30.0, scale=8.0), 15.0, np.inf)
+    z = Z[np.abs(Z) <= 6]
+    oracle = stats.truncnorm((15.0 - 30.0) / 8.0, np.inf, loc=30.0, scale=8.0)
+    np.testing.assert_allclose(quantile_from_normal(marginal, z), scipy_quantile(oracle, z), rtol=1e-9)

@@ -42,7 +42,6 @@ from sensitivity.analyses.propagation.inputs import (
     checked_covariance,
     gaussian_inputs,
     inputs_from_space,
-    marginal_from_normal,
     pearson_under_copula,
     truncated_gaussian_inputs,
     unit_cube_blocks,
@@ -62,7 +61,7 @@ __all__ = [
     "DEFAULT_QUANTILES", "METHODS", "SAMPLERS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT",
     "VERDICT_NONLINEAR", "VERDICT_NOT_ASSESSED", "CopulaInputs", "GaussianInputs", "HessianFn", "InputUncertainty",
     "Method", "Sampler", "ValueAndJacobianFn", "ValuesFn", "checked_covariance", "first_order", "gaussian_inputs",
-    "input_variables", "inputs_from_space", "marginal_from_normal", "monte_carlo", "nonlinearity_verdict",
+    "input_variables", "inputs_from_space", "monte_carlo", "nonlinearity_verdict",
     "pearson_under_copula", "pointwise_propagation", "pointwise_std", "propagate", "replicate_plan", "second_order",
     "sigma_points", "truncated_gaussian_inputs", "unit_cube_blocks", "unscented",
 ]

@@ -40,6 +40,7 @@ from scipy.stats import qmc
 
 from sensitivity.errors import ConfigError
 from sensitivity.space import Distribution, ParameterSpace
+from sensitivity.quantiles import quantile_from_normal
 
 Sampler = Literal["sobol", "random"]
 SAMPLERS: tuple[str, ...] = ("sobol", "random")
@@ -146,20 +147,7 @@ class CopulaInputs(InputUncertainty):
     def from_standard_normal(self, z: np.ndarray) -> np.ndarray:
         if self.copula_cholesky is not None:
             z = z @ self.copula_cholesky.T
-        return np.column_stack([marginal_from_normal(m, z[:, i]) for i, m in enumerate(self.marginals)])
-
-
-def marginal_from_normal(marginal: Any, z: np.ndarray) -> np.ndarray:
-    """``F^-1(Phi(z))`` for a frozen :mod:`scipy.stats` marginal, accurate in both tails.
-
-    The upper half uses the survival function, ``F^-1(Phi(z)) = S^-1(Phi(-z))``, so that ``Phi(z)``
-    never rounds to 1 and the transform stays finite.
-    """
-    x = np.empty_like(z, dtype=float)
-    low = z < 0
-    x[low] = marginal.ppf(special.ndtr(z[low]))
-    x[~low] = marginal.isf(special.ndtr(-z[~low]))
-    return x
+        return np.column_stack([quantile_from_normal(m, z[:, i]) for i, m in enumerate(self.marginals)])
 
 
 def gaussian_inputs(
@@ -281,7 +269,7 @@ def pearson_under_copula(marginals: Sequence[Any], copula_correlation: np.ndarra
     weights = weights / math.sqrt(2.0 * math.pi)  # expectation under N(0, 1)
 
     def standardised(m: Any, z: np.ndarray) -> np.ndarray:
-        return (marginal_from_normal(m, z) - m.mean()) / m.std()
+        return (quantile_from_normal(m, z) - m.mean()) / m.std()
 
     n = len(marginals)
     corr = np.eye(n)
