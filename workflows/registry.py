@@ -25,6 +25,7 @@ WORKFLOWS = {
     "sweep": "workflows.sweep",
     "train": "workflows.train",
     "calibrate": "workflows.calibrate",
+    "sample": "workflows.sample",
     "propagate": "workflows.propagate",
     "indices": "workflows.indices",
     "export": "workflows.export",

@@ -1,0 +1,20 @@
+"""Posterior sampling of a calibration problem with exact gradients (NUTS), beyond the Laplace approximation.
+
+* :mod:`.density`: the posterior as a compiled float64 log-density (observation model, priors, bounds and
+  log parameters through bijectors, Laplace preconditioning);
+* :mod:`.nuts`: many TensorFlow Probability NUTS chains in one XLA-compiled call;
+* :mod:`.diagnostics`: split R-hat, bulk and tail ESS, MCSE (Vehtari et al. 2021);
+* :mod:`.sample`: the verb :func:`sample_posterior` and the dataset it returns.
+"""
+from __future__ import annotations
+
+from sensitivity.analyses.posterior.density import (LogPosterior, Prior, Support, flat_prior, gaussian_prior,
+                                                    log_posterior, space_prior)
+from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, Diagnostics, diagnose
+from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
+from sensitivity.analyses.posterior.sample import (PosteriorError, PosteriorWarning, check_proper, initial_points,
+                                                   sample_posterior)
+
+__all__ = ["ESS_MIN", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
+           "PosteriorWarning", "Prior", "Support", "check_proper", "diagnose", "flat_prior", "gaussian_prior",
+           "initial_points", "log_posterior", "run_nuts", "sample_posterior", "space_prior"]

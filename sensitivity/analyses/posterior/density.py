@@ -1,0 +1,309 @@
+"""The calibration problem's posterior as a compiled float64 log-density on an unconstrained space.
+
+The log-posterior of parameters ``x`` (physical units) given observations ``y`` is, up to a constant,
+the calibration's cost with its sign flipped plus the log-prior::
+
+    log p(x | y) = -1/2 |W (F(x) - y)|^2 + log p(x)
+
+with ``W`` the whitening of :class:`~sensitivity.analyses.calibration.ObservationModel` (``1/sigma`` or
+``L^{-1}`` of the observed block of the covariance; masked and missing outputs dropped) and ``log p``
+either the space's marginals (any kind the space supports: uniform, normal, truncnormal, lognormal,
+triangular) or a Gaussian ``N(mu_p, P)``. Its gradient is ``-J^T W^T W r + grad log p``, exact, by reverse
+mode through the surrogate.
+
+The sampler moves in an unconstrained space ``z``: ``x = T(mu_u + L z)`` where ``T`` maps each parameter
+elementwise from the real line onto its support (a scaled sigmoid for two finite bounds, a shifted
+softplus for one, the identity for none; ``scale: log`` parameters through ``exp`` of the same in
+``log x``) and ``mu_u``, ``L L^T`` are the mean and covariance in ``u`` space of the Laplace Gaussian's
+draws that fall inside the bounds (a fixed dense preconditioner, the role of NUTS's mass matrix: the
+sampler then sees a posterior of about unit scale in every direction). The target is ``log p(T(mu_u + L z) | y) + log|det dx/dz|``
+(the change of variables; Betancourt 2017, section 4.3).
+
+References
+----------
+Betancourt, M. (2017). A conceptual introduction to Hamiltonian Monte Carlo. arXiv:1701.02434.
+Stan Development Team. Stan Reference Manual, "Constraint transforms" (lower/upper bounds by a
+scaled logistic, lower bound by ``exp``); here softplus, which keeps the gradient bounded far out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sensitivity.analyses.calibration import ObservationModel
+from sensitivity.errors import ConfigError
+from sensitivity.space import ParameterSpace
+
+_PRECONDITIONER_DRAWS = 4096  # Laplace draws whose moments in u space precondition the sampler
+_MIN_INSIDE = 64  # fewer draws inside the bounds: no preconditioning
+
+#: A TF-traceable model ``x [B, n] float64 -> y [B, ...]`` (flattened to ``[B, m]`` inside).
+ModelFn = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A prior on the ``n`` parameters in physical units.
+
+    Build with :func:`space_prior`, :func:`gaussian_prior` or :func:`flat_prior`.
+
+    Attributes
+    ----------
+    kind
+        ``"space"`` (independent marginals), ``"gaussian"`` or ``"flat"`` (improper unless bounded).
+    marginals
+        Per parameter ``(kind, params)`` of the space's distributions (``kind="space"``).
+    mean, cov
+        ``[n]`` and ``[n, n]`` of a Gaussian prior.
+    """
+
+    kind: str
+    marginals: tuple[tuple[str, dict[str, float]], ...] = ()
+    mean: np.ndarray | None = None
+    cov: np.ndarray | None = None
+
+    def description(self) -> str:
+        """One line for dataset attributes."""
+        if self.kind == "space":
+            return "space marginals: " + ", ".join(kind for kind, _ in self.marginals)
+        return "Gaussian N(prior mean, prior covariance)" if self.kind == "gaussian" else "flat (uniform on the bounds)"
+
+
+def space_prior(space: ParameterSpace) -> Prior:
+    """The space's marginal distributions (uniform on the bounds where none is given) as the prior.
+
+    The space's copula correlation, meant for propagation, is not a prior belief and is ignored.
+    """
+    marginals = []
+    for p in space.parameters:
+        params = dict(p.distribution.params)
+        if p.distribution.kind in ("uniform", "truncnormal", "triangular"):
+            params.update(low=p.low, high=p.high)
+        marginals.append((p.distribution.kind, params))
+    return Prior("space", tuple(marginals))
+
+
+def gaussian_prior(mean: np.ndarray, cov: np.ndarray) -> Prior:
+    """A Gaussian prior ``N(mean, cov)`` in physical units (e.g. the calibration's ``prior.*``)."""
+    mean, cov = np.asarray(mean, float), np.asarray(cov, float)
+    n = mean.size
+    if mean.shape != (n,) or cov.shape != (n, n) or not np.all(np.isfinite(cov)) or not np.all(np.isfinite(mean)):
+        raise ConfigError(f"Gaussian prior: `mean` [n] and `cov` [n, n] must be finite, got shapes "
+                          f"{list(mean.shape)} and {list(cov.shape)}")
+    if not np.allclose(cov, cov.T) or np.linalg.eigvalsh(cov).min() <= 0:
+        raise ConfigError("Gaussian prior: `cov` must be symmetric positive definite")
+    return Prior("gaussian", mean=mean, cov=cov)
+
+
+def flat_prior() -> Prior:
+    """A flat prior: proper only where the bounds (or the data) confine every parameter."""
+    return Prior("flat")
+
+
+@dataclass(frozen=True)
+class Support:
+    """Where each parameter lives: bounds in physical units and whether it moves in ``log x``."""
+
+    lower: np.ndarray  # [n], -inf for none
+    upper: np.ndarray  # [n], +inf for none
+    log_mask: np.ndarray  # [n] bool
+
+    @classmethod
+    def of(cls, bounds: np.ndarray | None, log_mask: np.ndarray | None, n: int, names: Sequence[str]) -> "Support":
+        lo, hi = (np.full(n, -np.inf), np.full(n, np.inf)) if bounds is None else np.asarray(bounds, float).T
+        if lo.shape != (n,):
+            raise ConfigError(f"`bounds` must have shape [{n}, 2], got {list(np.shape(bounds))}")
+        log = np.zeros(n, bool) if log_mask is None else np.asarray(log_mask, bool)
+        for j in range(n):
+            if np.isnan(lo[j]) or np.isnan(hi[j]) or not lo[j] < hi[j]:
+                raise ConfigError(f"`bounds` for {names[j]!r} must be low < high, got ({lo[j]}, {hi[j]})")
+            if log[j] and lo[j] < 0:
+                raise ConfigError(f"`bounds` for log parameter {names[j]!r} must have low >= 0, got {lo[j]}")
+        return cls(lo.copy(), hi.copy(), log)
+
+    def interior(self, x: np.ndarray, margin: float = 1e-3) -> np.ndarray:
+        """``x`` moved at least ``margin`` of the bounded width off each finite bound (an estimate that sits on
+        a bound, e.g. from an active-set fit, is not a valid start of an unconstrained sampler)."""
+        width = np.where(np.isfinite(self.upper - self.lower), self.upper - self.lower, 1.0)
+        low = np.where(self.log_mask, np.maximum(self.lower, 0.0), self.lower) + margin * width
+        return np.clip(x, low, self.upper - margin * width)
+
+    def inside(self, x: np.ndarray) -> np.ndarray:
+        """``[K]`` True where every parameter lies strictly inside its support."""
+        positive = ~self.log_mask | (x > 0)
+        return np.all((x > self.lower) & (x < self.upper) & positive, axis=-1)
+
+
+def bijector(support: Support):
+    """The TFP bijector ``u -> x`` that maps the real line onto each parameter's support, elementwise."""
+    import tensorflow_probability as tfp
+
+    tfb = tfp.bijectors
+    parts = []
+    for lo, hi, log in zip(support.lower, support.upper, support.log_mask):
+        if log:
+            lo, hi = (np.log(lo) if lo > 0 else -np.inf), np.log(hi) if np.isfinite(hi) else np.inf
+        if np.isfinite(lo) and np.isfinite(hi):
+            inner = tfb.Sigmoid(low=np.float64(lo), high=np.float64(hi))
+        elif np.isfinite(lo):
+            inner = tfb.Chain([tfb.Shift(np.float64(lo)), tfb.Softplus()])
+        elif np.isfinite(hi):
+            inner = tfb.Chain([tfb.Shift(np.float64(hi)), tfb.Scale(np.float64(-1.0)), tfb.Softplus()])
+        else:
+            inner = tfb.Identity()
+        parts.append(tfb.Chain([tfb.Exp(), inner]) if log else inner)
+    return tfb.Blockwise(parts, block_sizes=[1] * len(parts))
+
+
+@dataclass(frozen=True)
+class LogPosterior:
+    """The compiled pieces of one posterior: physical log-density and the sampler's parametrisation.
+
+    Build with :func:`log_posterior`. ``log_prob`` takes ``[B, n]`` float64 physical points and returns
+    ``[B]`` (``-inf`` outside the support); ``to_support`` is the bijector ``u -> x``; ``shift`` ``[n]`` and
+    ``scale`` ``[n, n]`` (lower triangular) the preconditioner ``u = shift + scale z``.
+    """
+
+    log_prob: Callable[[Any], Any]
+    to_support: Any
+    shift: np.ndarray
+    scale: np.ndarray
+    support: Support
+    prior: Prior
+    n_observed: int
+
+    def transform(self, shift=None, scale=None):
+        """The bijector ``z -> x`` the sampler moves through (``shift``, ``scale``: tensors or arrays)."""
+        import tensorflow_probability as tfp
+
+        tfb = tfp.bijectors
+        return tfb.Chain([self.to_support, tfb.Shift(self.shift if shift is None else shift),
+                          tfb.ScaleMatvecTriL(self.scale if scale is None else scale)])
+
+    def metric(self, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(shift, scale)``: mean and Cholesky factor of the covariance of ``[N, n]`` physical draws in
+        ``u`` space (the preconditioner re-estimated from warm-up draws)."""
+        import tensorflow as tf
+
+        u = self.to_support.inverse(tf.constant(draws, tf.float64)).numpy()
+        return _moments(u)
+
+
+def log_posterior(model: ModelFn, observations: ObservationModel, prior: Prior, support: Support, *,
+                  center: np.ndarray | None = None, covariance: np.ndarray | None = None) -> LogPosterior:
+    """Build the float64 log-posterior of a calibration problem and its unconstrained parametrisation.
+
+    Parameters
+    ----------
+    model
+        TF-traceable ``x [B, n] (float64) -> y [B, ...]`` in output units (flattened to ``[B, m]``).
+    observations
+        Observed values, which outputs count, and their whitening; needs known noise (``sigma`` or ``cov``).
+    prior
+        :func:`space_prior`, :func:`gaussian_prior` or :func:`flat_prior`.
+    support
+        Bounds and log parameters (:class:`Support`).
+    center, covariance
+        The Laplace approximation (physical units) that preconditions the sampler (see the module
+        docstring); ``center`` may sit on a bound. Without them, no preconditioning.
+    """
+    import tensorflow as tf
+
+    if not observations.known_noise:
+        raise ConfigError("posterior sampling needs observation errors: give `sigma` or `cov` with the observations")
+    n = support.lower.size
+    rows = tf.constant(observations.observed, tf.int32)
+    y = tf.constant(observations.y_obs[observations.observed], tf.float64)
+    whitening = tf.constant(observations.whitening, tf.float64)
+    diagonal = observations.whitening.ndim == 1
+    log_prior = _log_prior(prior, n)
+    lower, upper = tf.constant(support.lower, tf.float64), tf.constant(support.upper, tf.float64)
+
+    def log_prob(x):
+        values = tf.reshape(model(x), [tf.shape(x)[0], -1])
+        diff = tf.gather(tf.cast(values, tf.float64), rows, axis=1) - y
+        r = diff * whitening if diagonal else tf.linalg.matvec(whitening, diff)
+        lp = -0.5 * tf.reduce_sum(r * r, axis=1) + log_prior(x)
+        inside = tf.reduce_all((x >= lower) & (x <= upper), axis=1)
+        return tf.where(inside, lp, tf.constant(-np.inf, tf.float64))
+
+    to_support = bijector(support)
+    if center is None:
+        shift, scale = np.zeros(n), np.eye(n)
+    else:
+        shift, scale = _preconditioner(to_support, np.asarray(center, float), np.asarray(covariance, float), support)
+    return LogPosterior(log_prob, to_support, shift, scale, support, prior, observations.n_observed)
+
+
+def _preconditioner(to_support, center: np.ndarray, covariance: np.ndarray, support: Support):
+    """Mean and Cholesky factor of the covariance, in ``u`` space, of the Laplace Gaussian restricted to the
+    support: ``N(center, covariance)`` draws inside the bounds carried through ``T^{-1}``.
+
+    Moments of the mapped draws rather than a linearisation of ``T`` at ``center``: a calibration estimate
+    often sits on a bound, where the sigmoid's slope vanishes and the linearised covariance would be
+    infinite. With fewer than ``_MIN_INSIDE`` draws inside, the preconditioner is the identity at ``center``.
+    """
+    import tensorflow as tf
+
+    n = center.size
+    if covariance.shape != (n, n) or not np.all(np.isfinite(covariance)) or not np.all(np.isfinite(center)):
+        raise ConfigError(f"the Laplace mean [{n}] and covariance [{n}, {n}] must be finite, got shapes "
+                          f"{list(center.shape)} and {list(covariance.shape)}")
+    w, v = np.linalg.eigh(0.5 * (covariance + covariance.T))
+    draws = center + (np.random.default_rng(0).standard_normal((_PRECONDITIONER_DRAWS, n)) * np.sqrt(np.maximum(w, 0))) @ v.T
+    draws = draws[support.inside(draws)]
+    if len(draws) < _MIN_INSIDE:
+        u = to_support.inverse(tf.constant(support.interior(center)[None], tf.float64)).numpy()
+        return u[0], np.eye(n)
+    return _moments(to_support.inverse(tf.constant(draws, tf.float64)).numpy())
+
+
+def _moments(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and Cholesky factor of the (slightly regularised) covariance of ``[N, n]`` points."""
+    n = u.shape[1]
+    cov = np.cov(u, rowvar=False).reshape(n, n)
+    return u.mean(axis=0), np.linalg.cholesky(cov + 1e-9 * max(np.trace(cov) / n, 1e-300) * np.eye(n))
+
+
+def _log_prior(prior: Prior, n: int) -> Callable[[Any], Any]:
+    """``x [B, n] -> [B]`` log prior density (up to a constant for a flat prior)."""
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    tfd = tfp.distributions
+    if prior.kind == "flat":
+        return lambda x: tf.zeros(tf.shape(x)[:1], tf.float64)
+    if prior.kind == "gaussian":
+        if prior.mean.size != n:
+            raise ConfigError(f"Gaussian prior has {prior.mean.size} parameters, the problem {n}")
+        dist = tfd.MultivariateNormalTriL(tf.constant(prior.mean, tf.float64),
+                                          tf.constant(np.linalg.cholesky(prior.cov), tf.float64))
+        return dist.log_prob
+    if len(prior.marginals) != n:
+        raise ConfigError(f"space prior has {len(prior.marginals)} parameters, the problem {n}")
+    dists = [_marginal(kind, params) for kind, params in prior.marginals]
+
+    def log_prob(x):
+        return tf.add_n([d.log_prob(x[:, j]) for j, d in enumerate(dists)])
+
+    return log_prob
+
+
+def _marginal(kind: str, p: dict[str, float]):
+    """The TFP distribution of one space marginal (parametrised as in :class:`sensitivity.space.Distribution`)."""
+    import tensorflow_probability as tfp
+
+    tfd, f = tfp.distributions, np.float64
+    if kind == "uniform":
+        return tfd.Uniform(f(p["low"]), f(p["high"]))
+    if kind == "normal":
+        return tfd.Normal(f(p["mean"]), f(p["std"]))
+    if kind == "truncnormal":
+        return tfd.TruncatedNormal(f(p["mean"]), f(p["std"]), f(p["low"]), f(p["high"]))
+    if kind == "lognormal":
+        return tfd.LogNormal(f(np.log(p["median"])), f(p["sigma_log"]))
+    if kind == "triangular":
+        return tfd.Triangular(low=f(p["low"]), high=f(p["high"]), peak=f(p["mode"]))
+    raise ConfigError(f"prior: unsupported distribution kind {kind!r}")

@@ -1,0 +1,115 @@
+"""Convergence diagnostics of MCMC chains, per parameter: split R-hat, bulk and tail ESS, MCSE.
+
+The recipe of Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021), assembled from TensorFlow
+Probability's estimators (``tfp.mcmc.potential_scale_reduction`` with ``split_chains=True`` and
+``tfp.mcmc.effective_sample_size`` with ``cross_chain_dims`` and Geyer's initial positive sequence):
+
+* R-hat: the larger of the split R-hat of the rank-normalised draws and of the rank-normalised folded
+  draws ``|x - median|`` (section 4.2);
+* bulk ESS: the multi-chain ESS of the rank-normalised split chains (section 4.3);
+* tail ESS: the smaller of the ESS of the indicators ``x <= q05`` and ``x <= q95`` (section 4.3): how
+  well the 5 % and 95 % quantiles are estimated;
+* MCSE of the mean: ``sd / sqrt(ESS)`` with the ESS of the raw split chains.
+
+Rank normalisation: ``z = Phi^-1((rank - 3/8) / (S + 1/4))`` over all ``S`` pooled draws (Blom 1958),
+average ranks for ties. Thresholds of the paper: R-hat < 1.01 and ESS > 400 (100 per chain for 4 chains).
+
+References
+----------
+Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. & Buerkner, P.-C. (2021). Rank-normalization,
+folding, and localization: an improved R-hat for assessing convergence of MCMC. Bayesian Analysis
+16(2), 667-718. https://doi.org/10.1214/20-BA1221
+Geyer, C. J. (1992). Practical Markov chain Monte Carlo. Statistical Science 7(4), 473-483.
+https://doi.org/10.1214/ss/1177011137
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special, stats
+
+RHAT_MAX = 1.01
+ESS_MIN = 400.0
+
+
+class Diagnostics(NamedTuple):
+    """Per-parameter diagnostics, each ``[n]``."""
+
+    rhat: np.ndarray
+    ess_bulk: np.ndarray
+    ess_tail: np.ndarray
+    ess_mean: np.ndarray
+    mcse_mean: np.ndarray
+
+
+def diagnose(draws: np.ndarray) -> Diagnostics:
+    """Diagnostics of ``draws [chain, draw, parameter]`` (at least 2 chains of at least 4 draws)."""
+    x = np.asarray(draws, float)
+    c, d, n = x.shape
+    if c < 2 or d < 4:
+        raise ValueError(f"diagnostics need >= 2 chains of >= 4 draws, got {c} x {d}")
+    z = _rank_normal(x)
+    folded = _rank_normal(np.abs(x - np.median(x.reshape(-1, n), axis=0)))
+    rhat = np.maximum(_split_rhat(z), _split_rhat(folded))
+    ess_bulk = _ess(z)
+    q05, q95 = np.quantile(x.reshape(-1, n), [0.05, 0.95], axis=0)
+    ess_tail = np.minimum(_ess((x <= q05).astype(float)), _ess((x <= q95).astype(float)))
+    ess_mean = _ess(x)
+    mcse = x.reshape(-1, n).std(axis=0, ddof=1) / np.sqrt(ess_mean)
+    return Diagnostics(rhat, ess_bulk, ess_tail, ess_mean, mcse)
+
+
+def problems(diag: Diagnostics, names: list[str], divergences: int, total: int) -> list[str]:
+    """One line per failed check (empty when the chains look converged)."""
+    lines = []
+    for j, name in enumerate(names):
+        bad = []
+        if not diag.rhat[j] < RHAT_MAX:
+            bad.append(f"R-hat {diag.rhat[j]:.3f} >= {RHAT_MAX}")
+        ess = min(diag.ess_bulk[j], diag.ess_tail[j])
+        if not ess >= ESS_MIN:
+            bad.append(f"ESS {ess:.0f} < {ESS_MIN:.0f} (bulk {diag.ess_bulk[j]:.0f}, tail {diag.ess_tail[j]:.0f})")
+        if bad:
+            lines.append(f"{name}: " + ", ".join(bad))
+    if divergences:
+        lines.append(f"{divergences} of {total} transitions diverged: the posterior has regions the step size "
+                     "cannot resolve (raise target_accept), draws may be biased")
+    return lines
+
+
+def _rank_normal(x: np.ndarray) -> np.ndarray:
+    c, d, n = x.shape
+    ranks = stats.rankdata(x.reshape(-1, n), axis=0)
+    return special.ndtri((ranks - 0.375) / (c * d + 0.25)).reshape(c, d, n)
+
+
+def _split(x: np.ndarray) -> np.ndarray:
+    """``[2C, D/2, n]`` the first and second halves of every chain as chains (odd middle draw dropped)."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+
+
+def _split_rhat(x: np.ndarray) -> np.ndarray:
+    import tensorflow_probability as tfp
+
+    # TFP wants [draw, chain, ...]; it splits the chains itself
+    return np.asarray(tfp.mcmc.potential_scale_reduction(np.swapaxes(x, 0, 1), independent_chain_ndims=1,
+                                                         split_chains=True))
+
+
+def _ess(x: np.ndarray) -> np.ndarray:
+    """Multi-chain ESS of the split chains; a constant series (e.g. an indicator never true) counts as 0."""
+    import tensorflow_probability as tfp
+
+    import tensorflow as tf
+
+    s = np.swapaxes(_split(x), 0, 1)
+    logger, level = tf.get_logger(), tf.get_logger().level
+    logger.setLevel("ERROR")  # TFP's FFT autocorrelation warns that it drops a zero imaginary part
+    try:
+        with np.errstate(invalid="ignore"):
+            ess = np.asarray(tfp.mcmc.effective_sample_size(s, filter_beyond_positive_pairs=True, cross_chain_dims=1))
+    finally:
+        logger.setLevel(level)
+    return np.where(np.isfinite(ess), ess, 0.0)

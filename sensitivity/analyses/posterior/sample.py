@@ -1,0 +1,254 @@
+"""The verb: sample a calibration problem's posterior with NUTS and return a labeled dataset.
+
+:func:`sample_posterior` builds the log-posterior (:mod:`.density`), checks that it is proper where a
+flat prior meets an unbounded parameter, runs the chains (:mod:`.nuts`), diagnoses them
+(:mod:`.diagnostics`) and lays everything out on ``(chain, draw, parameter)`` beside the Laplace
+approximation it started from. Chains that did not converge are never summarised silently: a
+:class:`PosteriorWarning` names each failed check, the dataset's ``converged`` is 0 and its
+``diagnostics`` attribute lists the failures; chains that do not mix at all (R-hat above
+``RHAT_FAIL``) raise :class:`PosteriorError` unless ``throw=False``.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.calibration import ObservationModel
+from sensitivity.analyses.posterior.density import ModelFn, Prior, Support, log_posterior
+from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, diagnose, problems
+from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
+from sensitivity.errors import ConfigError, SensitivityError
+from sensitivity.labels import matrix_coords, parameter_coords
+from sensitivity.units import product
+
+#: R-hat above which the chains are taken not to mix at all (an error unless throw=False).
+RHAT_FAIL = 1.1
+QUANTILES = (0.025, 0.05, 0.25, 0.5, 0.75, 0.95, 0.975)
+_IMPROPER_RTOL = 1e-10  # curvature below this fraction of the largest counts as flat
+
+
+class PosteriorError(SensitivityError, RuntimeError):
+    """The posterior is improper, or the chains do not mix."""
+
+
+class PosteriorWarning(UserWarning):
+    """The chains failed a convergence check (R-hat, ESS or divergences)."""
+
+
+def initial_points(minima: np.ndarray, mean: np.ndarray, cov: np.ndarray, support: Support, n_chains: int, *,
+                   spread: float = 2.0, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+    """``[n_chains, n]`` chain starts: the distinct minima first, then overdispersed Laplace draws.
+
+    The extra starts are drawn from ``N(mean, spread^2 cov)`` and redrawn (up to 100 times) until strictly
+    inside the support, so that R-hat can detect chains that forget where they started only slowly.
+
+    Parameters
+    ----------
+    minima
+        ``[M, n]`` the calibration's distinct minima, best first (only the first ``n_chains`` are used).
+    mean, cov
+        The Laplace approximation [parameter units].
+    support
+        Bounds and log parameters.
+    n_chains
+        Number of chains (>= 2).
+    spread
+        Overdispersion factor of the extra starts.
+    seed
+        Seed or generator.
+    """
+    if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 2:
+        raise ConfigError(f"`n_chains` must be an integer >= 2, got {n_chains!r}")
+    rng = np.random.default_rng(seed)
+    minima = support.interior(np.asarray(minima, float).reshape(-1, len(mean))[:n_chains])
+    w, v = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = v * np.sqrt(np.maximum(w, 0.0))
+    extra = np.empty((n_chains - len(minima), len(mean)))
+    for i in range(len(extra)):
+        for _ in range(100):
+            extra[i] = mean + spread * root @ rng.standard_normal(len(mean))
+            if support.inside(extra[i][None])[0]:
+                break
+        else:
+            extra[i] = support.interior(mean)
+    return np.vstack([minima, extra])
+
+
+def sample_posterior(
+    model: ModelFn,
+    observations: ObservationModel,
+    prior: Prior,
+    initial: np.ndarray,
+    *,
+    bounds: np.ndarray | None = None,
+    log_parameters: np.ndarray | None = None,
+    laplace_mean: np.ndarray | None = None,
+    laplace_cov: np.ndarray | None = None,
+    sampler: NUTS = NUTS(),
+    seed: int = 0,
+    parameter_names: Sequence[str] | None = None,
+    parameter_units: Sequence[str] | None = None,
+    throw: bool = True,
+    jit_compile: bool = True,
+) -> xr.Dataset:
+    """Draw from ``p(x | y)`` with many NUTS chains at once; return draws, diagnostics and summaries.
+
+    Parameters
+    ----------
+    model
+        TF-traceable ``x [B, n] (float64) -> y [B, ...]`` in output units.
+    observations
+        :class:`~sensitivity.analyses.calibration.ObservationModel` (sigma or covariance, masks).
+    prior
+        ``space_prior(space)``, ``gaussian_prior(mean, cov)`` or ``flat_prior()``.
+    initial
+        ``[C, n]`` one start per chain (see :func:`initial_points`), strictly inside the bounds.
+    bounds
+        ``[n, 2]`` support of the parameters (``±inf`` for none).
+    log_parameters
+        ``[n]`` bool: parameters that must stay > 0 and move in ``log x``.
+    laplace_mean, laplace_cov
+        The calibration's Gaussian approximation: preconditions the sampler and is stored beside the
+        posterior's moments. Without them the sampler is not preconditioned.
+    sampler
+        :class:`~sensitivity.analyses.posterior.nuts.NUTS` settings.
+    seed
+        Seed of the sampler.
+    parameter_names, parameter_units
+        Labels and UDUNITS strings.
+    throw
+        Raise :class:`PosteriorError` when the chains do not mix (R-hat > ``RHAT_FAIL``).
+    jit_compile
+        Compile the sampler with XLA.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``draws(chain, draw, parameter)``, ``log_density``, ``accept_prob``, ``divergent``,
+        ``max_tree_depth_reached``, ``n_leapfrog`` on ``(chain, draw)``; ``initial(chain, parameter)``;
+        per parameter ``rhat``, ``ess_bulk``, ``ess_tail``, ``mcse_mean``, ``posterior_mean``,
+        ``posterior_std``, ``posterior_quantile(quantile, parameter)``, ``laplace_mean``, ``laplace_std``;
+        ``posterior_covariance`` and ``laplace_covariance`` on ``(parameter_i, parameter_j)``; scalars
+        ``converged``, ``n_divergent``, ``step_size``.
+
+    Raises
+    ------
+    PosteriorError
+        A flat prior on a parameter without a finite bound that the data do not identify (an improper
+        posterior), or chains that do not mix (with ``throw``).
+    """
+    n = np.shape(initial)[-1]
+    names = list(parameter_names) if parameter_names is not None else [f"p{j}" for j in range(n)]
+    support = Support.of(bounds, log_parameters, n, names)
+    if (laplace_mean is None) != (laplace_cov is None):
+        raise ConfigError("give both `laplace_mean` and `laplace_cov`, or neither")
+    posterior = log_posterior(model, observations, prior, support, center=laplace_mean, covariance=laplace_cov)
+    if prior.kind == "flat":
+        check_proper(posterior, np.asarray(initial, float)[0], names)
+    chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=jit_compile)
+    diag = diagnose(chains.draws)
+    n_div = int(chains.divergent.sum())
+    failed = problems(diag, names, n_div, chains.divergent.size)
+    stuck = [names[j] for j in np.flatnonzero(~(diag.rhat <= RHAT_FAIL))]
+    if stuck and throw:
+        raise PosteriorError(f"the chains do not mix: R-hat > {RHAT_FAIL} for {stuck} "
+                             f"({', '.join(f'{r:.3g}' for r in diag.rhat)}); the posterior may be multimodal or "
+                             "improper; more warm-up, more chains or a prior is needed (throw=False keeps the draws)")
+    if failed:
+        warnings.warn("posterior chains failed convergence checks: " + "; ".join(failed), PosteriorWarning,
+                      stacklevel=2)
+    return _to_dataset(chains, diag, failed, names, parameter_units, laplace_mean, laplace_cov, sampler, seed,
+                       prior, posterior.n_observed, np.asarray(initial, float))
+
+
+def check_proper(posterior, at: np.ndarray, names: Sequence[str]) -> None:
+    """Raise :class:`PosteriorError` when a flat prior leaves a direction with no finite bound uncurved.
+
+    The Hessian of the log-posterior at ``at`` (float64, by autodiff) is eigen-decomposed; an eigenvalue
+    below ``1e-10`` of the largest whose eigenvector loads on a parameter with an infinite bound means the
+    data do not confine that parameter, and a flat prior does not either: the posterior cannot be normalised.
+    """
+    import tensorflow as tf
+
+    x = tf.constant(at[None], tf.float64)
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            lp = tf.reduce_sum(posterior.log_prob(x))
+        grad = inner.gradient(lp, x)
+    hessian = outer.jacobian(grad, x).numpy().reshape(at.size, at.size)
+    w, v = np.linalg.eigh(-0.5 * (hessian + hessian.T))
+    open_ = ~(np.isfinite(posterior.support.lower) & np.isfinite(posterior.support.upper))
+    flat = w <= _IMPROPER_RTOL * max(w.max(), 0.0)
+    loose = [names[j] for j in np.flatnonzero(open_) if (np.abs(v[j, flat]) > 1e-3).any()]
+    if loose:
+        raise PosteriorError(f"improper posterior: the prior is flat and the data do not identify {loose}, "
+                             "which have no finite bound; give them bounds or a prior")
+
+
+def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units: Sequence[str] | None,
+                laplace_mean, laplace_cov, sampler: NUTS, seed: int, prior: Prior, n_observed: int,
+                initial: np.ndarray) -> xr.Dataset:
+    c, d, n = chains.draws.shape
+    units = list(units) if units is not None else None
+    common = units[0] if units is not None and len(set(units)) == 1 else None
+
+    def pu(long_name: str, squared: bool = False) -> dict:
+        """Calibration's convention: one shared unit as ``units``, else ``units_coordinate``."""
+        if units is None:
+            return {"long_name": long_name}
+        if common is not None:
+            return {"long_name": long_name, "units": product(common, common) if squared else common}
+        return {"long_name": long_name, "units_coordinate": "parameter_units"}
+
+    one = lambda long_name, **extra: {"long_name": long_name, "units": "1", **extra}  # noqa: E731
+    flat = chains.draws.reshape(-1, n)
+    cov_attrs = pu("posterior covariance of the parameters", squared=True)
+    nan_vec, nan_mat = np.full(n, np.nan), np.full((n, n), np.nan)
+    lm = nan_vec if laplace_mean is None else np.asarray(laplace_mean, float)
+    lc = nan_mat if laplace_cov is None else np.asarray(laplace_cov, float)
+    chain_dims, draw_dims = ("chain",), ("chain", "draw")
+    data = {
+        "draws": (("chain", "draw", "parameter"), chains.draws, pu("posterior draws")),
+        "log_density": (draw_dims, chains.log_density,
+                        one("unnormalised log posterior density -1/2 |W r|^2 + log prior")),
+        "accept_prob": (draw_dims, chains.accept_prob, one("NUTS acceptance statistic")),
+        "divergent": (draw_dims, chains.divergent.astype(np.int8), one("divergent transition (1 = yes)")),
+        "max_tree_depth_reached": (draw_dims, chains.max_depth.astype(np.int8),
+                                   one("trajectory stopped at max_tree_depth (1 = yes)")),
+        "n_leapfrog": (draw_dims, chains.leapfrogs.astype(np.int32), one("leapfrog steps (model gradient calls)")),
+        "initial": (chain_dims + ("parameter",), initial, pu("chain start")),
+        "rhat": (("parameter",), diag.rhat, one("rank-normalised split R-hat (max of bulk and folded)")),
+        "ess_bulk": (("parameter",), diag.ess_bulk, one("bulk effective sample size")),
+        "ess_tail": (("parameter",), diag.ess_tail, one("tail effective sample size (5 % and 95 % quantiles)")),
+        "mcse_mean": (("parameter",), diag.mcse_mean, pu("Monte Carlo standard error of the posterior mean")),
+        "posterior_mean": (("parameter",), flat.mean(axis=0), pu("posterior mean")),
+        "posterior_std": (("parameter",), flat.std(axis=0, ddof=1), pu("posterior standard deviation")),
+        "posterior_quantile": (("quantile", "parameter"), np.quantile(flat, QUANTILES, axis=0),
+                               pu("posterior quantile")),
+        "posterior_covariance": (("parameter_i", "parameter_j"), np.cov(flat, rowvar=False).reshape(n, n), cov_attrs),
+        "laplace_mean": (("parameter",), lm, pu("Laplace (calibration) estimate")),
+        "laplace_std": (("parameter",), np.sqrt(np.diag(lc)), pu("Laplace (calibration) standard error")),
+        "laplace_covariance": (("parameter_i", "parameter_j"), lc,
+                               {**cov_attrs, "long_name": "Laplace (calibration) covariance of the parameters"}),
+        "converged": ((), np.int8(not failed), one("1 when R-hat < 1.01, ESS > 400 and no divergence")),
+        "n_divergent": ((), np.int32(chains.divergent.sum()), one("divergent transitions after warm-up")),
+        "step_size": ((), chains.step_size, one("adapted leapfrog step in the preconditioned space")),
+    }
+    coords = {
+        "chain": ("chain", np.arange(c, dtype=np.int32), one("chain index")),
+        "draw": ("draw", np.arange(d, dtype=np.int32), one("draw index after warm-up")),
+        "quantile": ("quantile", np.asarray(QUANTILES), one("probability")),
+        **parameter_coords(names, units), **matrix_coords("parameter", names, units),
+    }
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs.update(
+        sampler=repr(sampler), sampler_seed=str(seed), prior=prior.description(), n_observed=str(n_observed),
+        sampling_seconds=f"{chains.seconds:.3f}", rhat_threshold=str(RHAT_MAX), ess_threshold=str(ESS_MIN),
+        diagnostics="; ".join(failed) if failed else "all checks passed",
+        mean_accept_prob=f"{float(chains.accept_prob.mean()):.4f}")
+    return ds

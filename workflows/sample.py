@@ -1,0 +1,141 @@
+"""Workflow `sample`: the calibration's posterior by NUTS with exact gradients -> posterior.nc.
+
+The posterior of the calibration problem (same surrogate, observations and prior) is sampled by many
+TensorFlow Probability NUTS chains at once, started from the calibration's distinct minima and
+overdispersed draws of its Laplace approximation, which also preconditions the sampler. The prior is
+``prior.*`` (Gaussian) when set, else the space's distributions. Convergence checks that fail are
+logged as warnings and recorded in the file; chains that do not mix end the run with an error.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from workflows import build
+from workflows.calibrate import ObservationsConf, PriorConf
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "posterior of a calibration by batched NUTS chains (TensorFlow Probability) -> posterior.nc"
+
+
+@dataclass
+class NUTSConf:
+    """Settings of sensitivity.analyses.posterior.NUTS."""
+
+    num_draws: int = 1000
+    num_warmup: int = 500
+    target_accept: float = 0.8
+    max_tree_depth: int = 8
+    initial_step_size: float = 0.3
+
+
+@dataclass
+class SampleConf:
+    model: ModelConf = field(default_factory=ModelConf)
+    space: SpaceConf = field(default_factory=SpaceConf)
+    grid: GridConf = field(default_factory=GridConf)  # unused; lets experiments that set a grid compose
+    jacobian: JacobianConf = field(default_factory=JacobianConf)
+    calibration: str = "???"
+    observations: ObservationsConf = field(default_factory=ObservationsConf)
+    prior: PriorConf = field(default_factory=PriorConf)
+    log_parameters: Optional[List[str]] = None
+    nuts: NUTSConf = field(default_factory=NUTSConf)
+    n_chains: int = 8
+    spread: float = 2.0
+    seed: int = 0
+    throw: bool = True
+    jit_compile: bool = True
+    output_dir: str = "???"
+    progress: bool = True
+    plots: bool = True
+
+
+SCHEMA = SampleConf
+
+
+def run(cfg: DictConfig) -> Path:
+    """Sample the posterior of the calibration ``cfg.calibration``; return the path of ``posterior.nc``."""
+    import warnings
+
+    from sensitivity.analyses.calibration import ObservationModel
+    from sensitivity.analyses.posterior import (NUTS, PosteriorWarning, Support, gaussian_prior, initial_points,
+                                                sample_posterior, space_prior)
+    from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
+    from sensitivity.errors import ConfigError
+    from sensitivity.observations import check_path, read_observations
+    from workflows.calibrate import log_mask_from, prior_from
+
+    for key in ("calibration", "observations.path"):
+        if OmegaConf.is_missing(cfg, key) if key == "calibration" else OmegaConf.is_missing(cfg.observations, "path"):
+            raise ConfigError(f"`{key}` is required (sensitivity sample calibration=.../calibration.nc "
+                              "observations.path=...)")
+    space = build.space_from(cfg)
+    calibration = check_path(build.repo_path(cfg.calibration))
+    laplace = read_estimate(calibration, names=space.names)
+    minima = _minima(calibration, space.names)
+    prior_mean, prior_cov = prior_from(cfg.prior, space)
+    prior = space_prior(space) if prior_mean is None else gaussian_prior(prior_mean, prior_cov)
+    log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
+    sampler = NUTS(**build.plain(cfg.nuts))
+    obs_path = check_path(build.repo_path(cfg.observations.path))
+    surrogate = build.surrogate_from(cfg, space, dtype="float64")
+    obs = read_observations(obs_path, surrogate.output)
+    observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
+    support = Support.of(space.bounds, log_mask, len(space), space.names)
+    start = initial_points(minima, support.interior(laplace.mean), laplace.covariance, support, cfg.n_chains,
+                           spread=cfg.spread, seed=cfg.seed)
+    out = build.output_dir(cfg) / "posterior.nc"
+    log.info("sample: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s -> %s", cfg.n_chains,
+             sampler.num_warmup, sampler.num_draws, len(minima), prior.description(), out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PosteriorWarning)
+        ds = sample_posterior(surrogate.fn, observations, prior, start, bounds=space.bounds, log_parameters=log_mask,
+                              laplace_mean=laplace.mean, laplace_cov=laplace.covariance,
+                              sampler=sampler, seed=cfg.seed, parameter_names=space.names,
+                              parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile)
+    for warning in caught:
+        log.warning("%s", warning.message)
+    ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),
+                                               {"long_name": "parameter description"}))
+    attrs = provenance(title=f"Posterior of the calibration {calibration.name} by NUTS", workflow="sample",
+                       config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+                       surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[calibration, obs.path])
+    ds.attrs = {**ds.attrs, **attrs, "calibration": str(calibration), "calibration_hash": content_hash(calibration)}
+    path = write_atomic(ds, out)
+    _log_summary(ds)
+    if cfg.plots:
+        from sensitivity.plots.posterior import posterior_figures
+
+        for figure in posterior_figures(path, build.output_dir(cfg)):
+            log.info("figure: %s", figure)
+    return path
+
+
+def _minima(path: Path, names: list[str]) -> np.ndarray:
+    """``[M, n]`` the lowest-cost start of each distinct minimum of a calibration, best first."""
+    from sensitivity.datasets import open_result
+
+    with open_result(path) as ds:
+        order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
+        estimate, cost = ds["estimate"].values[:, order], ds["cost"].values
+        label = ds["minimum"].values
+    return np.array([estimate[np.flatnonzero(label == k)[np.argmin(cost[label == k])]]
+                     for k in range(int(label.max()) + 1)]).reshape(-1, len(names))
+
+
+def _log_summary(ds) -> None:
+    """The sampler's run and, per parameter, posterior against Laplace with the diagnostics."""
+    log.info("sample: %s s, step size %.3g, mean acceptance %s, %d divergent; %s",
+             ds.attrs["sampling_seconds"], float(ds["step_size"]), ds.attrs["mean_accept_prob"],
+             int(ds["n_divergent"]), ds.attrs["diagnostics"])
+    for j, name in enumerate(ds["parameter_name"].values):
+        log.info("  %-22s posterior %.6g +- %.3g   Laplace %.6g +- %.3g   R-hat %.3f  ESS bulk %.0f tail %.0f", name,
+                 ds["posterior_mean"].values[j], ds["posterior_std"].values[j], ds["laplace_mean"].values[j],
+                 ds["laplace_std"].values[j], ds["rhat"].values[j], ds["ess_bulk"].values[j], ds["ess_tail"].values[j])
