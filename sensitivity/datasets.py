@@ -394,6 +394,33 @@ def read_estimate(path: str | Path, estimate: str = "estimate", covariance: str 
     return result
 
 
+class Draws(NamedTuple):
+    """MCMC draws read by :func:`read_draws`."""
+
+    values: np.ndarray  # [chain * draw, n]
+    units: list[str] | None
+    converged: bool  # the file's own verdict (R-hat, ESS, divergences)
+    diagnostics: str
+
+
+def read_draws(path: str | Path, names: Sequence[str], variable: str = "draws") -> Draws:
+    """The MCMC draws of a ``posterior.nc``, stacked over chains, in the order ``names``.
+
+    Raises
+    ------
+    DataError
+        Missing file or variable, wrong dims, or a parameter of ``names`` missing.
+    """
+    with open_result(path) as ds:
+        if variable not in ds.variables or ds[variable].dims != ("chain", "draw", "parameter"):
+            raise DataError(f"{path}: no variable `{variable}` on (chain, draw, parameter)")
+        ds = _in_order(ds, path, names)
+        units = [str(u) for u in ds["parameter_units"].values] if "parameter_units" in ds.coords else None
+        converged = "converged" not in ds.variables or int(ds["converged"]) == 1
+        return Draws(ds[variable].values.reshape(-1, len(names)).astype(float), units, converged,
+                     str(ds.attrs.get("diagnostics", "")))
+
+
 def _one_start(ds: xr.Dataset, path: str | Path, start: int | None) -> xr.Dataset:
     """Select one ``start`` of a multi-start result: ``start``, else ``best_start``."""
     if "start" not in ds.dims:

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 SUMMARY = "uncertainty propagation (first/second order, unscented, Monte Carlo) -> propagation.nc"
 
-SOURCES = ("space", "calibration")
+SOURCES = ("space", "calibration", "posterior")
 
 
 @dataclass
@@ -120,8 +120,19 @@ def inputs_from(cfg: DictConfig, space):
                               "distributions use `kind: truncnormal`, got truncate=true")
         return inputs_from_space(space), []
     if not u.path:
-        raise ConfigError("`uncertainty.path` must name a calibration result (calibration.nc) when "
-                          "uncertainty.source=calibration, got null")
+        raise ConfigError(f"`uncertainty.path` must name a {u.source} result ({u.source}.nc) when "
+                          f"uncertainty.source={u.source}, got null")
+    if u.source == "posterior":
+        from sensitivity.analyses.posterior.inputs import draws_inputs
+        from sensitivity.datasets import read_draws
+
+        draws = read_draws(u.path, space.names)
+        if draws.units is not None and draws.units != space.units:
+            raise DataError(f"{u.path}: parameter units {draws.units} are not the space's {space.units}")
+        if not draws.converged:
+            log.warning("%s: the chains failed convergence checks (%s): the predictive inherits their error",
+                        u.path, draws.diagnostics)
+        return draws_inputs(draws.values, space.names, space.units, space.bounds), [u.path]
     estimate = read_estimate(u.path, u.estimate, u.covariance, u.start, names=space.names)
     if estimate.units is not None and estimate.units != space.units:
         raise DataError(f"{u.path}: parameter units {estimate.units} are not the space's {space.units}")
@@ -209,6 +220,8 @@ def _describe(cfg: DictConfig) -> str:
     u = cfg.uncertainty
     if u.source == "space":
         return "space: space.parameters[*].distribution joined by a Gaussian copula with space.correlation"
+    if u.source == "posterior":
+        return f"posterior draws {u.path}: Monte Carlo resamples them (the posterior predictive)"
     kind = "truncated to the bounds" if u.truncate else "normal"
     return (f"calibration {u.path}: `{u.estimate}`, `{u.covariance}`, start {'best' if u.start is None else u.start}, "
             f"{kind}")

@@ -51,7 +51,8 @@ def pair_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
                 if np.all(np.isfinite(block)):
                     w, v = np.linalg.eigh(block)
                     t = np.linspace(0, 2 * np.pi, 200)
-                    ring = mean[[j, i], None] + radius * v @ (np.sqrt(np.maximum(w, 0))[:, None] * [np.cos(t), np.sin(t)])
+                    circle = np.sqrt(np.maximum(w, 0))[:, None] * [np.cos(t), np.sin(t)]
+                    ring = mean[[j, i], None] + radius * v @ circle
                     ax.plot(ring[0], ring[1], color="C1", lw=1.2)
                     ax.plot(mean[j], mean[i], "+", color="C1")
             if i == n - 1:

@@ -16,7 +16,8 @@ elementwise from the real line onto its support (a scaled sigmoid for two finite
 softplus for one, the identity for none; ``scale: log`` parameters through ``exp`` of the same in
 ``log x``) and ``mu_u``, ``L L^T`` are the mean and covariance in ``u`` space of the Laplace Gaussian's
 draws that fall inside the bounds (a fixed dense preconditioner, the role of NUTS's mass matrix: the
-sampler then sees a posterior of about unit scale in every direction). The target is ``log p(T(mu_u + L z) | y) + log|det dx/dz|``
+sampler then sees a posterior of about unit scale in every direction). The target is
+``log p(T(mu_u + L z) | y) + log|det dx/dz|``
 (the change of variables; Betancourt 2017, section 4.3).
 
 References
@@ -252,7 +253,8 @@ def _preconditioner(to_support, center: np.ndarray, covariance: np.ndarray, supp
         raise ConfigError(f"the Laplace mean [{n}] and covariance [{n}, {n}] must be finite, got shapes "
                           f"{list(center.shape)} and {list(covariance.shape)}")
     w, v = np.linalg.eigh(0.5 * (covariance + covariance.T))
-    draws = center + (np.random.default_rng(0).standard_normal((_PRECONDITIONER_DRAWS, n)) * np.sqrt(np.maximum(w, 0))) @ v.T
+    normal = np.random.default_rng(0).standard_normal((_PRECONDITIONER_DRAWS, n))
+    draws = center + (normal * np.sqrt(np.maximum(w, 0))) @ v.T
     draws = draws[support.inside(draws)]
     if len(draws) < _MIN_INSIDE:
         u = to_support.inverse(tf.constant(support.interior(center)[None], tf.float64)).numpy()

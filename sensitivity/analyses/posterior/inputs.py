@@ -1,6 +1,6 @@
 """Posterior draws as propagation inputs: the posterior predictive beside the moment methods.
 
-:class:`DrawInputs` is an input uncertainty (:class:`~sensitivity.analyses.sampling.InputUncertainty`)
+:class:`DrawInputs` is an input uncertainty (:class:`~sensitivity.analyses.propagation.InputUncertainty`)
 whose law is the empirical distribution of MCMC draws. Its mean and covariance are the draws' own, so the
 delta methods and the unscented transform propagate the moment-matched Gaussian of the posterior, and a
 unit-cube point ``u`` picks draw ``floor(u_1 N)``: Monte Carlo (stratified by a scrambled Sobol' first
@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 from scipy import special
 
-from sensitivity.analyses.sampling import InputUncertainty
+from sensitivity.analyses.propagation import InputUncertainty
 from sensitivity.errors import ConfigError
 
 

@@ -107,7 +107,8 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         raise ConfigError(f"`initial`: chain {int(np.flatnonzero(outside)[0])} starts on or outside the bounds")
     lp0 = posterior.log_prob(tf.constant(x0, tf.float64)).numpy()
     if not np.all(np.isfinite(lp0)):
-        raise ConfigError(f"`initial`: the log-posterior is not finite at chain {int(np.flatnonzero(~np.isfinite(lp0))[0])}")
+        chain = int(np.flatnonzero(~np.isfinite(lp0))[0])
+        raise ConfigError(f"`initial`: the log-posterior is not finite at chain {chain}")
     mcmc = tfp.mcmc
 
     def kernel(shift, scale, step_size, n_adapt):
