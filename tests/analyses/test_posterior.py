@@ -16,6 +16,8 @@ from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, Prior, diagnose, flat_prior,
                                             gaussian_prior, initial_points, sample_posterior)
 from sensitivity.analyses.posterior.density import Support
+from sensitivity.datasets import write_atomic
+from tests.workflows.test_sweep import cf_errors
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_probability")
@@ -30,7 +32,7 @@ def _check_moments(ds, mean, std, k=4.0, rtol=0.10):
     np.testing.assert_allclose(got_std, std, rtol=rtol)
 
 
-def test_linear_gaussian_conjugate_posterior():
+def test_linear_gaussian_conjugate_posterior(tmp_path):
     rng = np.random.default_rng(1)
     n, m = 3, 20
     a = rng.normal(size=(m, n))
@@ -49,6 +51,7 @@ def test_linear_gaussian_conjugate_posterior():
     assert ds["draws"].dims == ("chain", "draw", "parameter") and ds.sizes["chain"] == 4
     np.testing.assert_allclose(ds["laplace_covariance"].values, cov)
     assert ds["posterior_mean"].attrs["units_coordinate"] == "parameter_units"
+    assert cf_errors(write_atomic(ds, tmp_path / "posterior.nc")) == []
 
 
 @pytest.mark.slow

@@ -242,7 +242,8 @@ def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units
     coords = {
         "chain": ("chain", np.arange(c, dtype=np.int32), one("chain index")),
         "draw": ("draw", np.arange(d, dtype=np.int32), one("draw index after warm-up")),
-        "quantile": ("quantile", np.asarray(QUANTILES), one("probability")),
+        "quantile": xr.Variable("quantile", np.asarray(QUANTILES), one("probability"),
+                                encoding={"_FillValue": None}),  # CF: no fill value on a coordinate
         **parameter_coords(names, units), **matrix_coords("parameter", names, units),
     }
     ds = xr.Dataset(data, coords=coords)
