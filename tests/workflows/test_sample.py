@@ -37,7 +37,7 @@ def test_posterior_draws_through_the_model(compose_config, tmp_path):
     np.testing.assert_allclose(by_method(ds, "first_order")["output_covariance"].values, W @ cov @ W.T, rtol=1e-9)
     mc = by_method(ds, "monte_carlo")
     gap = np.abs(mc["output_mean"].values - (W @ mean + C))
-    assert np.all(gap < 5 * mc["mean_se"].values + 1e-12), (gap, mc["mean_se"].values)
+    assert np.all(gap < 5 * mc["output_mean_se"].values + 1e-12), (gap, mc["output_mean_se"].values)
     assert json.loads(ds.attrs["inputs"]) == {str(path): sha256(path)}
     assert "posterior draws" in ds.attrs["input_source"]
 
