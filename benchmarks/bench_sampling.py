@@ -49,12 +49,13 @@ def main() -> None:
                                                 space_prior)
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
+    from sensitivity.simulators.seir import output_spec
     from sensitivity.simulators.seir import space as seir_space
     from sensitivity.surrogate import load_surrogate
 
     space = seir_space()
     model = load_surrogate(str(SEIR / "surrogate.keras"), input_names=space.names, input_units=space.units,
-                           dtype="float64")
+                           output=output_spec(), dtype="float64")
     obs = read_observations(SEIR / "observations.nc", model.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     fit = calibrate(compile_jacobian(model).flat_value_and_jacobian, obs.values, space.nominal, **obs.errors(),

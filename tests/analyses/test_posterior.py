@@ -156,12 +156,13 @@ def test_demo_posterior_quantiles_match_emcee():
     from sensitivity.analyses.posterior import Support, log_posterior, space_prior
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
+    from sensitivity.simulators.seir import output_spec
     from sensitivity.simulators.seir import space as seir_space
     from tests.conftest import ROOT
 
     space = seir_space()
     surrogate = load_surrogate(ROOT / "data/seir/surrogate.keras", input_names=space.names,
-                               input_units=space.units, dtype="float64")
+                               input_units=space.units, output=output_spec(), dtype="float64")
     obs = read_observations(ROOT / "data/seir/observations.nc", surrogate.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     engine = compile_jacobian(surrogate)
