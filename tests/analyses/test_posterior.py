@@ -158,7 +158,7 @@ def test_demo_posterior_quantiles_match_emcee():
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import output_spec
     from sensitivity.simulators.seir import space as seir_space
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     space = seir_space()
     surrogate = load_surrogate(ROOT / "data/seir/surrogate.keras", input_names=space.names,
