@@ -17,7 +17,7 @@ from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarni
                                             gaussian_prior, initial_points, sample_posterior)
 from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
-from tests.workflows.test_sweep import cf_errors
+from tests.helpers.cf import cf_errors
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_probability")

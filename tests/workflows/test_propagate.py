@@ -5,7 +5,6 @@ P(|t| > 5) ~ 1.6e-4 per comparison); seeds are fixed, so the tests are determini
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -20,29 +19,11 @@ from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
 from tests.helpers.cf import cf_errors
+from tests.helpers.propagation import FAST, SIX, C, W, by_method, linear_model, sha256, space
 from workflows import propagate, sweep
 
 CLI = [sys.executable, "-m", "workflows"]
 K_SIGMA = 5.0
-W = np.array([[1.0, 2.0, -3.0, 0.5, 1.5, -1.0], [0.5, -1.0, 0.0, 2.0, 0.0, 1.0]])
-C = np.array([1.0, -2.0])
-FAST = ["jacobian=float64", "jacobian.jit_compile=false", "propagation.n_samples=4096", "propagation.block_size=256",
-        "plots=false"]
-
-
-def linear_model(weights: np.ndarray = W, offset: np.ndarray = C) -> list[str]:
-    """``y(time) = W x + c`` on a 2-day series: the model's own `time` dim must survive."""
-    return ["model=function", "model.source=sensitivity.simulators.analytic:linear",
-            f"++model.kwargs={{weights: {weights.tolist()}, offset: {offset.tolist()}}}",
-            "model.output={name: y, long_name: linear output, units: m, "
-            "dims: [{name: time, values: [1.0, 2.0], units: day, long_name: time}]}"]
-
-
-def space(params: list[str], correlation: list[list[float]] | None = None) -> list[str]:
-    overrides = [f"space.parameters=[{', '.join(params)}]"]
-    return overrides + ([f"space.correlation={correlation}"] if correlation else [])
-
-
 #: One parameter per distribution kind, two normals correlated through the copula (rho = 0.6).
 KINDS = [
     "{name: n1, units: m, low: -10, high: 10, distribution: {kind: normal, mean: 1.0, std: 0.5}}",
@@ -70,10 +51,6 @@ def kinds_correlation() -> list[list[float]]:
     r = np.eye(6)
     r[0, 1] = r[1, 0] = RHO
     return r.tolist()
-
-
-def by_method(ds: xr.Dataset, name: str) -> xr.Dataset:
-    return ds.isel(method=list(ds["method_name"].values).index(name))
 
 
 def test_linear_model_every_method_equals_the_closed_form(compose_config, tmp_path):
@@ -146,13 +123,6 @@ def write_calibration(path: Path, names: list[str], units: list[str], estimate: 
         coords={**label, "parameter_i_name": ("parameter_i", names), "parameter_j_name": ("parameter_j", names)},
     ).to_netcdf(path)
     return path
-
-
-def sha256(path: Path) -> str:
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-SIX = [f"{{name: {n}, units: m, low: -10, high: 10}}" for n in ("p0", "p1", "p2", "p3", "p4", "p5")]
 
 
 def posterior(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

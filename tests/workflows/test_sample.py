@@ -9,7 +9,7 @@ import xarray as xr
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError
 from sensitivity.labels import parameter_coords
-from tests.workflows.test_propagate import FAST, SIX, C, W, by_method, linear_model, sha256, space
+from tests.helpers.propagation import FAST, SIX, C, W, by_method, linear_model, sha256, space
 from workflows import propagate, sample
 
 
