@@ -11,9 +11,11 @@ pytestmark = pytest.mark.slow
 
 #: What the default study writes (conf/run.yaml).
 DATASETS = {"sweep/sweep.nc", "calibrate/calibration.nc", "calibrate/gn_map.nc", "calibrate/step_slice.nc",
-            "propagate/propagation.nc", "propagate/local_propagation.nc", "indices/indices.nc"}
+            "sample/posterior.nc", "propagate/propagation.nc", "propagate/local_propagation.nc",
+            "predictive/propagation.nc", "indices/indices.nc"}
 
-SMALL = {"indices": ["sobol.n=256"], "propagate": ["propagation.n_samples=1024"]}
+SMALL = {"indices": ["sobol.n=256"], "propagate": ["propagation.n_samples=1024"],
+         "sample": ["n_chains=4", "nuts.num_warmup=100", "nuts.num_draws=100", "throw=false"]}
 
 
 def test_every_dataset_of_the_default_study_is_cf_clean(compose_config, tmp_path):
