@@ -182,8 +182,7 @@ def test_demo_posterior_quantiles_match_emcee():
     log_prob = tf.function(post.log_prob, jit_compile=True)
     walkers, steps, burn = 32, 6000, 1000
     np.random.seed(1)  # emcee draws its moves from numpy's global generator
-    sampler = emcee.EnsembleSampler(walkers, len(space), lambda x: log_prob(tf.constant(x)).numpy(), vectorize=True,
-                                    seed=1)
+    sampler = emcee.EnsembleSampler(walkers, len(space), lambda x: log_prob(tf.constant(x)).numpy(), vectorize=True)
     rng = np.random.default_rng(1)
     sampler.run_mcmc(ds["draws"].values.reshape(-1, len(space))[rng.choice(8000, walkers, replace=False)], steps)
     chain = sampler.get_chain(discard=burn)
