@@ -8,7 +8,7 @@ Each step runs in a fresh process so its peak RSS (``getrusage``) is its own:
    after every 4th part the in-memory engine is timed on one chunk, so the two throughputs are
    compared in pairs measured back to back under the same machine load (:class:`PairedTimer`);
 2. :mod:`sensitivity.merge` checks the shards and writes one netCDF file chunked along ``sample``;
-3. a pass over the merged file block by block (:func:`sensitivity.datasets.iter_blocks`, as the
+3. a pass over the merged file block by block (:meth:`sensitivity.stored_sweep.StoredSweep.blocks`, as the
    analyses that consume a sweep read it) computing mean |J| per output and parameter.
 
 Usage: python benchmarks/bench_scale.py [--points 10000000] [--shards 2] [--dir /tmp] [--keep]
@@ -67,7 +67,7 @@ class PairedTimer:
 
     On a shared machine the load drifts by 2x within minutes, so the two throughputs are compared as
     pairs measured back to back (median of the ratios), not as two long averages taken at different
-    times. Wraps :meth:`PartWriter.write` (the end of a part) and :meth:`PartWriter.finalize`.
+    times. Wraps :meth:`PartStore.write` (the end of a part) and :meth:`PartStore.finalize`.
     """
 
     def __init__(self, jac, chunk, every: int = 4, seconds: float = 1.5) -> None:
@@ -79,9 +79,9 @@ class PairedTimer:
         self._last = None
 
     def install(self) -> None:
-        from sensitivity.datasets import PartWriter
+        from sensitivity.store import PartStore
 
-        write, finalize = PartWriter.write, PartWriter.finalize
+        write, finalize = PartStore.write, PartStore.finalize
         timer = self
 
         def timed_write(writer, ds, start, stop):
@@ -102,7 +102,7 @@ class PairedTimer:
             finally:
                 timer.finalize_seconds = time.perf_counter() - t0
 
-        PartWriter.write, PartWriter.finalize = timed_write, timed_finalize
+        PartStore.write, PartStore.finalize = timed_write, timed_finalize
         self._start = time.perf_counter()
 
 
@@ -142,13 +142,14 @@ def child_merge(root: str, path: str) -> dict:
 def child_read(path: str) -> dict:
     import numpy as np
 
-    from sensitivity.datasets import iter_blocks
+    from sensitivity.stored_sweep import StoredSweep
 
     t0, total, n = time.perf_counter(), None, 0
-    for block in iter_blocks(path, block=65536, variables=["jacobian"]):
-        part = np.abs(block["jacobian"].values).sum(axis=0, dtype=np.float64)
-        total = part if total is None else total + part
-        n += block.sizes["sample"]
+    with StoredSweep(path) as sweep:
+        for block in sweep.blocks(65536, variables=["jacobian"]):
+            part = np.abs(block.data["jacobian"].values).sum(axis=0, dtype=np.float64)
+            total = part if total is None else total + part
+            n += block.stop - block.start
     return dict(seconds=time.perf_counter() - t0, rss=peak_rss_mib(), points=n,
                 mean_abs_j=float((total / n).mean()))
 
@@ -200,7 +201,7 @@ def report(n: int, shards: int, work: Path) -> None:
     print(f"  merge: {m['seconds']:.0f} s ({n / m['seconds']:,.0f} points/s, {m['bytes'] / 2**30 / m['seconds']:.2f} GiB/s), "
           f"peak RSS {m['rss']:,.0f} MiB, {m['bytes'] / 2**30:.2f} GiB")
     rd = run_child("read", str(work / "merged.nc"))
-    print(f"  chunked read of the merged file (iter_blocks, 65,536 samples a block): {rd['seconds']:.0f} s "
+    print(f"  chunked read of the merged file (StoredSweep.blocks, 65,536 samples a block): {rd['seconds']:.0f} s "
           f"({rd['points'] / rd['seconds']:,.0f} points/s), peak RSS {rd['rss']:,.0f} MiB")
     loop = sum(r["points"] for r in runs) / sum(r["points"] / r["loop_rate"] for r in runs)
     engine_rate = sum(r["engine"] for r in runs) / len(runs)

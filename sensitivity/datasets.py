@@ -251,15 +251,6 @@ def _string_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     return {name: {"dtype": str} for name, var in ds.variables.items() if var.dtype == object}
 
 
-def __getattr__(name: str) -> Any:
-    """``PartWriter``: the verified block store (:class:`sensitivity.store.PartStore`), by its former name."""
-    if name == "PartWriter":
-        from sensitivity.store import PartStore
-
-        return PartStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # ----------------------------------------------------------------------------- reading
 
 
@@ -305,20 +296,6 @@ def select(ds: xr.Dataset | str | Path, **names: Any) -> xr.Dataset:
             raise DataError(f"select: {axis} {missing[0]!r} not found; {coord} has {there}")
         ds = ds.sel({coord: label})
     return ds
-
-
-def iter_blocks(path: str | Path, block: int = 65536, dim: str = "sample",
-                variables: Sequence[str] | None = None) -> Iterable[xr.Dataset]:
-    """Yield consecutive blocks of ``block`` entries along ``dim`` of a result file, loaded one at a time.
-
-    Memory stays bounded by one block whatever the file size, so analyses of a stored sweep
-    (Gauss-Newton maps, local propagation, DGSM) work on files larger than memory.
-    """
-    with open_result(path) as ds:
-        if variables is not None:
-            ds = ds[list(variables)]
-        for start in range(0, ds.sizes[dim], block):
-            yield ds.isel({dim: slice(start, start + block)}).load()
 
 
 # ----------------------------------------------------------------------------- flat outputs, estimates

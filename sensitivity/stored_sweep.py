@@ -22,7 +22,8 @@ API (the one way to read a stored sweep)::
         sweep.map_to(out_path, fingerprint=key, block=16384, attrs=provenance,   # a resumable, verified
                      compute=lambda blk: dataset_of(blk))                        # per-sample result
 
-``map_to`` first checks the file against its checksum record (``sweep.nc.sha256``) when there is one,
+``map_to`` first checks the file against its checksum record (``sweep.nc.sha256``, :meth:`StoredSweep.verify`;
+a consumer reading ``blocks()`` calls it itself) when there is one,
 then runs :func:`sensitivity.store.run_blocks` over the file's blocks into a
 :class:`~sensitivity.store.PartStore` spanning ``[0, size)``: the fingerprint given is extended with
 the sweep's content hash and the block size, parts are checked on resume and at assembly, and the
@@ -123,6 +124,18 @@ class StoredSweep:
             self._hash = content_hash(self.path)
         return self._hash
 
+    def verify(self) -> None:
+        """Refuse a file that does not match its checksum record (``sweep.nc.sha256``), when it has one.
+
+        Raises
+        ------
+        DataError
+            The file was damaged or changed since it was written.
+        """
+        if verify_checksum(self.path, self.content_hash()) is False:
+            raise DataError(f"{self.path}: does not match its checksum record {checksum_path(self.path).name} "
+                            "(damaged or changed since it was written); rerun the sweep")
+
     def blocks(self, block: int = 65536, variables: Sequence[str] | None = None,
                start: int = 0, stop: int | None = None) -> Iterator[SweepBlock]:
         """Consecutive blocks of ``block`` samples of positions ``[start, stop)``, loaded one at a time."""
@@ -151,9 +164,7 @@ class StoredSweep:
         attrs
             Global attributes (provenance) of the result.
         """
-        if verify_checksum(self.path, self.content_hash()) is False:
-            raise DataError(f"{self.path}: does not match its checksum record {checksum_path(self.path).name} "
-                            "(damaged or changed since it was written); rerun the sweep")
+        self.verify()
         key = digest(fingerprint, self.content_hash(), block, list(variables or []))
         blocks = [(a, min(a + block, self.size)) for a in range(0, self.size, block)]
         ds = self._ds if variables is None else self._ds[list(variables)]

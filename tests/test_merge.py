@@ -15,7 +15,8 @@ import pytest
 import xarray as xr
 import yaml
 
-from sensitivity.datasets import by_name, iter_blocks, write_atomic
+from sensitivity.datasets import by_name, write_atomic
+from sensitivity.stored_sweep import StoredSweep
 from sensitivity.errors import DataError
 from sensitivity.merge import find_runs, merge, merged_attrs, plan_merge, whole_grid_config
 from tests.helpers.cf import cf_errors
@@ -92,7 +93,8 @@ def test_shards_merge_into_the_whole_grid_chunked_on_disk(tmp_path):
     assert ds.attrs["merged_shards"] == 3 and ds.attrs["nonfinite_jacobian"] == 3
     config = yaml.safe_load(ds.attrs["config"])
     assert (config["grid"]["shard"], config["grid"]["num_shards"]) == (0, 1)
-    assert [b.sizes["sample"] for b in iter_blocks(out, block=4)] == [4, 4, 2]
+    with StoredSweep(out) as merged:
+        assert [(b.start, b.stop) for b in merged.blocks(4)] == [(0, 4), (4, 8), (8, 10)]
     assert all(j.exists() for j in jobs)
 
 

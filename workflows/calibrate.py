@@ -331,37 +331,37 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
 
 def step_map(cfg: DictConfig) -> Path:
     """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
-    from sensitivity.analyses.calibration import read_stored_sweep, write_step_map
-    from sensitivity.datasets import PartWriter, content_hash, provenance
+    from sensitivity.analyses.calibration import write_step_map
+    from sensitivity.datasets import content_hash, provenance
     from sensitivity.errors import ConfigError, DataError
     from sensitivity.observations import read_observations
+    from sensitivity.stored_sweep import StoredSweep
 
     if not isinstance(cfg.gn_map.block, int) or cfg.gn_map.block < 1:
         raise ConfigError(f"`gn_map.block` must be an integer >= 1, got {cfg.gn_map.block!r}")
     sweep_path = build.repo_path(cfg.sweep_path)
     if not sweep_path.is_file():
         raise DataError(f"`sweep_path`: sweep file not found: {sweep_path}")
-    sweep = read_stored_sweep(sweep_path)
-    names = sweep.parameter_names
-    pair = build.plain(cfg.gn_map.plot_parameters)
-    if pair is not None and (len(pair) != 2 or any(p not in names for p in pair)):
-        raise ConfigError(f"`gn_map.plot_parameters` must name two of {names}, got {pair}")
-    obs = read_observations(build.repo_path(cfg.observations.path), sweep.spec)
-    if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
-        log.warning("gn_map: the step map ignores the prior (steps of the data misfit only)")
-    out = build.output_dir(cfg) / "gn_map.nc"
-    key = build.fingerprint(cfg.gn_map, cfg.rcond, content_hash(sweep_path), content_hash(obs.path))
-    writer = PartWriter(out, key)
-    log.info("gn_map: %d sweep points in blocks of %d -> %s", sweep.size, cfg.gn_map.block, out)
-    write_step_map(sweep, obs.values, writer, **obs.errors(), damping=cfg.gn_map.damping, rcond=cfg.rcond,
-                   block=cfg.gn_map.block)
-    attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",
-                       workflow="calibrate", config_yaml=build.config_yaml(cfg),
-                       surrogate_source=sweep.attrs.get("surrogate"),
-                       surrogate_hash=sweep.attrs.get("surrogate_hash"),
-                       inputs=[sweep_path, obs.path])
-    attrs.update(damping=str(cfg.gn_map.damping), rcond=str(cfg.rcond))
-    path = writer.finalize(attrs)
+    with StoredSweep(sweep_path) as sweep:
+        names = list(sweep.parameter_names)
+        pair = build.plain(cfg.gn_map.plot_parameters)
+        if pair is not None and (len(pair) != 2 or any(p not in names for p in pair)):
+            raise ConfigError(f"`gn_map.plot_parameters` must name two of {names}, got {pair}")
+        obs = read_observations(build.repo_path(cfg.observations.path), sweep.output)
+        if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
+            log.warning("gn_map: the step map ignores the prior (steps of the data misfit only)")
+        out = build.output_dir(cfg) / "gn_map.nc"
+        attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",
+                           workflow="calibrate", config_yaml=build.config_yaml(cfg),
+                           surrogate_source=sweep.attrs.get("surrogate"),
+                           surrogate_hash=sweep.surrogate_hash,
+                           inputs=[sweep_path, obs.path])
+        attrs.update(damping=str(cfg.gn_map.damping), rcond=str(cfg.rcond))
+        log.info("gn_map: %d sweep points in blocks of %d -> %s", sweep.size, cfg.gn_map.block, out)
+        path = write_step_map(sweep, obs.values, out, fingerprint=build.fingerprint(cfg.gn_map, cfg.rcond,
+                                                                                    content_hash(obs.path)),
+                              attrs=attrs, **obs.errors(), damping=cfg.gn_map.damping, rcond=cfg.rcond,
+                              block=cfg.gn_map.block, progress=cfg.progress)
     log.info("gn_map done: %s", path)
     if cfg.plots:
         build.file_backend()

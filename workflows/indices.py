@@ -111,8 +111,11 @@ def run(cfg: DictConfig) -> Path:
     surrogate = build.surrogate_from(cfg, space)
     sweep = cfg.dgsm.sweep if "dgsm" in chosen else None
     if sweep:
-        indices.in_section("dgsm.sweep", indices.check_sweep_sample, sweep, space, surrogate.output,
-                           surrogate.content_hash)
+        from sensitivity.stored_sweep import StoredSweep
+
+        with indices.in_section("dgsm.sweep", StoredSweep, sweep) as stored:
+            indices.in_section("dgsm.sweep", indices.check_sweep_sample, stored, space, surrogate.output,
+                               surrogate.content_hash)
     jac = build.engine_from(cfg, surrogate)
     log.info("indices: %s on %s (%d parameters, %d outputs), %s mode, %s", ", ".join(chosen), surrogate.source,
              len(space), surrogate.output_size, jac.mode, jac.dtype)

@@ -176,20 +176,20 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
 
 def _pointwise(cfg: DictConfig, inputs, sources: list[str]) -> Path:
     """Linear sigma_y at every point of a stored sweep -> local_propagation.nc."""
-    from sensitivity.datasets import content_hash, open_result, provenance
     from sensitivity.analyses.propagation import pointwise_propagation
+    from sensitivity.datasets import provenance
+    from sensitivity.stored_sweep import StoredSweep
 
-    sweep = cfg.pointwise.sweep
-    with open_result(sweep) as ds:
-        surrogate_source, surrogate_hash = ds.attrs.get("surrogate"), ds.attrs.get("surrogate_hash")
-    _check_surrogate(cfg, surrogate_hash, f"the sweep {sweep}'s")
-    attrs = provenance(title=f"local linear propagation over the sweep {sweep}", workflow="propagate",
-                       config_yaml=build.config_yaml(cfg), surrogate_source=surrogate_source,
-                       surrogate_hash=surrogate_hash, seed=cfg.seed, inputs=[sweep, *sources])
-    attrs.update(input_source=_describe(cfg), input_distribution=inputs.description)
-    key = build.fingerprint(content_hash(sweep), inputs.names, inputs.covariance.tolist(), cfg.pointwise.block_size)
-    out = pointwise_propagation(sweep, inputs, build.output_dir(cfg) / "local_propagation.nc", attrs=attrs,
-                                fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
+    with StoredSweep(cfg.pointwise.sweep) as sweep:
+        _check_surrogate(cfg, sweep.surrogate_hash, f"the sweep {sweep.path}'s")
+        attrs = provenance(title=f"local linear propagation over the sweep {cfg.pointwise.sweep}",
+                           workflow="propagate", config_yaml=build.config_yaml(cfg),
+                           surrogate_source=sweep.attrs.get("surrogate"), surrogate_hash=sweep.surrogate_hash,
+                           seed=cfg.seed, inputs=[cfg.pointwise.sweep, *sources])
+        attrs.update(input_source=_describe(cfg), input_distribution=inputs.description)
+        key = build.fingerprint(inputs.names, inputs.covariance.tolist())
+        out = pointwise_propagation(sweep, inputs, build.output_dir(cfg) / "local_propagation.nc", attrs=attrs,
+                                    fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
     log.info("pointwise propagation: %s", out)
     return out
 

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.analyses.calibration import gauss_newton_map, read_stored_sweep, write_step_map
-from sensitivity.datasets import PartWriter, sweep_dataset, write_atomic
+from sensitivity.analyses.calibration import gauss_newton_map, step_map, write_step_map
+from sensitivity.datasets import record_checksum
+from sensitivity.stored_sweep import StoredSweep
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.outputs import OutputDim, OutputSpec
+from tests.helpers.blocks import sweep_file
 
 
 def random_block(seed, n_points=7, m=9, n=3):
@@ -82,39 +83,55 @@ def test_bad_inputs(kwargs, error):
         gauss_newton_map(values, jac, args.pop("y_obs"), **args)
 
 
-def stored_sweep(path, points, values, jacobian):
-    """A sweep file of the given arrays on a ``time`` output axis, as the sweep workflow writes it."""
-    spec = OutputSpec(name="y", units="m", dims=(OutputDim("time", tuple(range(values.shape[1])), "day"),))
-    ds = sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=["a", "b", "c"],
-                       parameter_units=["s", "s", "s"], parameter_long_names=None, output=spec)
-    return write_atomic(ds, path)
-
-
-def test_step_map_of_a_stored_sweep_block_by_block_equals_the_whole_and_resumes(tmp_path):
+def test_step_map_of_a_stored_sweep_block_by_block_equals_the_whole_and_a_killed_run_resumes(tmp_path, monkeypatch):
     values, jac, y, sigma = random_block(5, n_points=7)
     points = np.random.default_rng(5).uniform(size=(7, 3))
-    sweep = read_stored_sweep(stored_sweep(tmp_path / "sweep.nc", points, values, jac))
-    assert (sweep.size, sweep.parameter_names, sweep.parameter_units) == (7, ["a", "b", "c"], ["s", "s", "s"])
-    writer = PartWriter(tmp_path / "gn.nc", "key")
-    write_step_map(sweep, y, writer, sigma=sigma, damping=0.1, block=3)
-    assert writer.done() == {(0, 3), (3, 6), (6, 7)}
-    kept = {p.name: p.stat().st_ino for p in writer.parts.glob("part-*.nc")}  # a rewritten part is a new file
-    lost = writer.parts / "part-000000000003-000000000006.nc"
-    lost.unlink()  # an interrupted run: only this block is computed again
-    write_step_map(sweep, y, writer, sigma=sigma, damping=0.1, block=3)
-    assert all(p.stat().st_ino == kept[p.name] for p in writer.parts.glob("part-*.nc") if p != lost)
-    ds = xr.open_dataset(writer.finalize({"title": "step map"}))
-    whole = gauss_newton_map(values, jac, y, sigma=sigma, damping=0.1)
-    np.testing.assert_array_equal(ds["sample"].values, np.arange(7))
-    np.testing.assert_array_equal(ds["x"].values, points)
-    np.testing.assert_allclose(ds["gn_step"].values, whole.step, rtol=1e-12)
-    np.testing.assert_allclose(ds["damped_step"].values, whole.damped_step, rtol=1e-12)
-    np.testing.assert_allclose(ds["cost"].values, 0.5 * np.sum(((values - y) / sigma) ** 2, axis=1), rtol=1e-12)
+    path = sweep_file(tmp_path / "sweep.nc", points, values, jac)
+    record_checksum(path)
+    computed, killed = [], []
+    block_map = step_map.step_map_block
+
+    def killed_at_second_block(blk, *args, **kwargs):
+        if computed == [0] and not killed:
+            killed.append(True)
+            raise KeyboardInterrupt("killed")
+        computed.append(blk.start)
+        return block_map(blk, *args, **kwargs)
+
+    monkeypatch.setattr(step_map, "step_map_block", killed_at_second_block)
+    options = dict(fingerprint="key", attrs={"title": "step map"}, sigma=sigma, damping=0.1, block=3)
+    with StoredSweep(path) as sweep:
+        assert (sweep.size, sweep.parameter_names, sweep.parameter_units) == (7, ("a", "b", "c"), ("s", "s", "s"))
+        with pytest.raises(KeyboardInterrupt):
+            write_step_map(sweep, y, tmp_path / "gn.nc", **options)
+        assert not (tmp_path / "gn.nc").exists()
+        resumed = write_step_map(sweep, y, tmp_path / "gn.nc", **options)  # only the missing blocks
+        assert computed == [0, 3, 6]
+        monkeypatch.undo()
+        uninterrupted = write_step_map(sweep, y, tmp_path / "gn_whole.nc", **options)
+    with xr.open_dataset(resumed) as ds, xr.open_dataset(uninterrupted) as whole_run:
+        xr.testing.assert_identical(ds, whole_run)
+        whole = gauss_newton_map(values, jac, y, sigma=sigma, damping=0.1)
+        np.testing.assert_array_equal(ds["sample"].values, np.arange(7))
+        np.testing.assert_array_equal(ds["x"].values, points)
+        np.testing.assert_allclose(ds["gn_step"].values, whole.step, rtol=1e-12)
+        np.testing.assert_allclose(ds["damped_step"].values, whole.damped_step, rtol=1e-12)
+        np.testing.assert_allclose(ds["cost"].values, 0.5 * np.sum(((values - y) / sigma) ** 2, axis=1), rtol=1e-12)
+
+
+def test_step_map_refuses_a_sweep_that_does_not_match_its_checksum(tmp_path):
+    values, jac, y, sigma = random_block(7, n_points=4)
+    path = sweep_file(tmp_path / "sweep.nc", np.zeros((4, 3)), values, jac)
+    record_checksum(path)
+    sweep_file(path, np.zeros((4, 3)), values + 1.0, jac)  # changed after its record was written
+    with StoredSweep(path) as sweep, pytest.raises(DataError, match="does not match its checksum record sweep.nc"):
+        write_step_map(sweep, y, tmp_path / "gn.nc", fingerprint="key", attrs={}, sigma=sigma)
+    assert not (tmp_path / "gn.nc").exists() and not (tmp_path / "gn.nc.parts").exists()
 
 
 @pytest.mark.parametrize("block", [0, 2.5, True])
 def test_step_map_block_must_be_a_positive_integer(tmp_path, block):
     values, jac, y, _ = random_block(6, n_points=2)
-    sweep = read_stored_sweep(stored_sweep(tmp_path / "sweep.nc", np.zeros((2, 3)), values, jac))
-    with pytest.raises(ConfigError, match="`block` must be an integer >= 1"):
-        write_step_map(sweep, y, PartWriter(tmp_path / "gn.nc", "key"), block=block)
+    with StoredSweep(sweep_file(tmp_path / "sweep.nc", np.zeros((2, 3)), values, jac)) as sweep, \
+            pytest.raises(ConfigError, match="`block` must be an integer >= 1"):
+        write_step_map(sweep, y, tmp_path / "gn.nc", fingerprint="key", attrs={}, block=block)

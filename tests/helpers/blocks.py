@@ -1,8 +1,13 @@
 """A closed-form block computation for the block store's tests (also run by their subprocesses)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import xarray as xr
+
+from sensitivity.datasets import sweep_dataset, write_atomic
+from sensitivity.outputs import OutputDim, OutputSpec
 
 #: Samples of the computation and its blocks (the last one short).
 SPAN = (3, 40)
@@ -14,3 +19,11 @@ def block_dataset(a: int, b: int) -> xr.Dataset:
     sample = np.arange(a, b)
     return xr.Dataset({"y": (("sample", "k"), np.sin(sample[:, None] * np.arange(1, 4)), {"units": "1"})},
                       coords={"sample": ("sample", sample.astype(np.int32), {"units": "1"})})
+
+
+def sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.ndarray) -> Path:
+    """A sweep file of the given arrays (parameters a, b, c in s; output y in m on a ``time`` axis in days)."""
+    spec = OutputSpec(name="y", units="m", dims=(OutputDim("time", tuple(range(values.shape[1])), "day"),))
+    ds = sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=["a", "b", "c"],
+                       parameter_units=["s", "s", "s"], parameter_long_names=None, output=spec)
+    return write_atomic(ds, path)

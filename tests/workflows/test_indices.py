@@ -211,7 +211,7 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
     ("intervals.replicates=3", ConfigError, "intervals: `replicates` must be a power of two >= 2, got 3"),
     ("intervals.method=jackknife", ConfigError, "intervals: `method` must be one of ('rqmc', 'bootstrap', 'none')"),
     ("bootstrap.n_resamples=1", ConfigError, "intervals: `n_resamples` must be 0 (no intervals) or an integer >= 2"),
-    ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: result file not found: nowhere.nc"),
+    ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: sweep file not found: nowhere.nc"),
 ])
 def test_bad_input_fails_clearly_without_output(compose_config, tmp_path, override, error, message):
     with pytest.raises(error) as info:

@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from sensitivity.datasets import PartWriter
+from sensitivity.store import PartStore
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
 from tests.helpers.cf import cf_errors
@@ -56,13 +56,13 @@ def test_local_multirun_then_merge_equals_one_process_and_a_failed_shard_reruns_
     # shard 1 dies after its first part: the merge is refused, naming it and how to rerun it alone
     failed = jobs[1]
     (failed / "sweep.nc").unlink()
-    write = PartWriter.write
+    write = PartStore.write
 
     def crash_after_one_part(self, ds, start, stop):
         write(self, ds, start, stop)
         raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(PartWriter, "write", crash_after_one_part)
+    monkeypatch.setattr(PartStore, "write", crash_after_one_part)
     overrides = yaml.safe_load((failed / ".hydra" / "overrides.yaml").read_text())
     with pytest.raises(KeyboardInterrupt):
         sweep.run(compose_config("sweep", [*overrides, at(failed)]))

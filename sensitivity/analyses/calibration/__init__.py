@@ -31,8 +31,8 @@ from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, G
 from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
                                                          distinct_minima, equilibrated_svd, identifiability,
                                                          pseudo_inverse_covariance)
-from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, StoredSweep, gauss_newton_map,
-                                                       read_stored_sweep, write_step_map)
+from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_newton_map, step_map_block,
+                                                       write_step_map)
 from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "Solver",
     "Status",
     "StepSlice",
-    "StoredSweep",
     "TrustRegion",
     "ValueAndJacobian",
     "ValuesFn",
@@ -60,8 +59,8 @@ __all__ = [
     "identifiability",
     "least_identifiable",
     "pseudo_inverse_covariance",
-    "read_stored_sweep",
     "slice_box",
+    "step_map_block",
     "step_slice",
     "write_step_map",
 ]

@@ -5,8 +5,8 @@ sweep points (no model call), compute at every point the Gauss-Newton step
 toward the observations, the Levenberg-Marquardt (damped) step, the cost
 decrease each predicts, and the condition number of the weighted Jacobian. All
 points of the block are handled together by stacked :mod:`numpy.linalg` calls;
-:func:`write_step_map` calls it block by block on sweeps of any size (memory ``O(N m n)``
-per block), resumably.
+:func:`write_step_map` streams a stored sweep through it block by block
+(:meth:`sensitivity.stored_sweep.StoredSweep.map_to`: memory ``O(N m n)`` per block, resumable).
 
 With the whitened residual ``r = W (F - y)``, whitened Jacobian ``J = W dF/dx``,
 column equilibration ``J_s = J diag(1/c)`` (``c`` the column norms, i.e.
@@ -28,17 +28,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
-from sensitivity.datasets import PartWriter, flat_sweep_block, iter_blocks, output_spec_from
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import parameter_coords
-from sensitivity.outputs import OutputSpec
+from sensitivity.stored_sweep import StoredSweep, SweepBlock
 
 
 @dataclass(frozen=True)
@@ -196,84 +195,66 @@ def gauss_newton_map(
 
 
 # ----------------------------------------------------------------------------- over a stored sweep
-@dataclass(frozen=True)
-class StoredSweep:
-    """What the step map reads of a stored sweep (``sweep.nc``): its header, and its blocks one at a time.
+def step_map_block(blk: SweepBlock, sweep: StoredSweep, y_obs: np.ndarray, **options: Any) -> xr.Dataset:
+    """:func:`gauss_newton_map` of one block of a stored sweep, labeled on ``(sample, parameter)`` with the points ``x``.
 
-    Attributes
+    Parameters
     ----------
-    path
-        The sweep file.
-    spec
-        The model's output (name, dims, units), as stored.
-    parameter_names, parameter_units
-        The ``n`` parameters of the points and Jacobians.
-    size
-        Number of sweep points.
-    attrs
-        The sweep's global attributes (surrogate source and hash for provenance).
+    blk
+        Samples of ``sweep`` (:meth:`~sensitivity.stored_sweep.StoredSweep.blocks`); their stored values
+        and Jacobians are used, the model is not called.
+    sweep
+        The stored sweep the block comes from (its output spec and parameter labels).
+    y_obs, **options
+        Observations and keyword arguments (``sigma``, ``cov``, ``mask``, ``damping``, ``rcond``) of
+        :func:`gauss_newton_map`, on the sweep's flat outputs (C order).
     """
-
-    path: Path
-    spec: OutputSpec
-    parameter_names: list[str]
-    parameter_units: list[str]
-    size: int
-    attrs: dict
-
-    def blocks(self, block: int) -> Iterator[tuple[int, int, xr.Dataset]]:
-        """``(start, stop, points)`` of consecutive blocks of ``block`` sweep points, loaded one at a time."""
-        start = 0
-        for points in iter_blocks(self.path, block):
-            stop = start + points.sizes["sample"]
-            yield start, stop, points
-            start = stop
-
-
-def read_stored_sweep(path: str | Path) -> StoredSweep:
-    """Read the header of a stored sweep: the one place the step map opens a sweep file."""
-    with xr.open_dataset(path, decode_times=False) as ds:  # output coordinates as the model's numbers
-        return StoredSweep(path=Path(path), spec=output_spec_from(ds),
-                           parameter_names=[str(n) for n in ds["parameter_name"].values],
-                           parameter_units=[str(u) for u in ds["parameter_units"].values],
-                           size=ds.sizes["sample"], attrs=dict(ds.attrs))
+    x, values, jacobian = blk.flat(sweep.output)
+    result = gauss_newton_map(values, jacobian, y_obs, output_names=sweep.output.flat_names(), **options)
+    part = result.to_dataset(sweep.parameter_names, sweep.parameter_units).assign_coords(sample=blk.data["sample"])
+    part["x"] = xr.Variable(("sample", "parameter"), x, blk.data["x"].attrs)
+    return part
 
 
 def write_step_map(
     sweep: StoredSweep,
     y_obs: np.ndarray,
-    writer: PartWriter,
+    path: str | Path,
     *,
+    fingerprint: str,
+    attrs: Mapping[str, Any],
     sigma: np.ndarray | float | None = None,
     cov: np.ndarray | None = None,
     mask: np.ndarray | None = None,
     damping: float = 1e-3,
     rcond: float = 1e-8,
     block: int = 16384,
-) -> None:
-    """:func:`gauss_newton_map` of every block of ``sweep`` that ``writer`` does not hold yet, one part each.
+    progress: bool = False,
+) -> Path:
+    """Stream ``sweep`` through :func:`step_map_block` into ``path`` (verified, resumable; see ``StoredSweep.map_to``).
 
     Parameters
     ----------
     sweep
-        The stored sweep (:func:`read_stored_sweep`); its values and Jacobians are used, the model is not called.
+        The stored sweep; refused when it does not match its checksum record.
     y_obs, sigma, cov, mask, damping, rcond
         As for :func:`gauss_newton_map`, on the sweep's flat outputs (C order).
-    writer
-        Receives each block as a dataset on ``(sample, parameter)`` with the points ``x``; the caller
-        finalizes it (resuming an interrupted map skips the blocks already written).
+    path
+        The step map file; parts in ``<path>.parts/`` until every block is done.
+    fingerprint
+        Identity of the map's settings and observations (the sweep's hash and ``block`` are added).
+    attrs
+        Global attributes (provenance) of the result.
     block
         Sweep points per block (memory ``O(block m n)``).
+
+    Returns
+    -------
+    Path
+        ``path``, with ``gn_step``, ``damped_step``, ``cost``, ... on ``(sample, parameter)`` and the points ``x``.
     """
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise ConfigError(f"`block` must be an integer >= 1, got {block!r}")
-    done = writer.done()
-    for start, stop, points in sweep.blocks(block):
-        if (start, stop) in done:
-            continue
-        x, values, jacobian = flat_sweep_block(points, sweep.spec)
-        result = gauss_newton_map(values, jacobian, y_obs, sigma=sigma, cov=cov, mask=mask, damping=damping,
-                                  rcond=rcond, output_names=sweep.spec.flat_names())
-        part = result.to_dataset(sweep.parameter_names, sweep.parameter_units).assign_coords(sample=points["sample"])
-        part["x"] = xr.Variable(("sample", "parameter"), x, points["x"].attrs)
-        writer.write(part, start, stop)
+    options = dict(sigma=sigma, cov=cov, mask=mask, damping=damping, rcond=rcond)
+    return sweep.map_to(path, fingerprint=fingerprint, attrs=attrs, block=block, progress=progress,
+                        desc="step map", compute=lambda blk: step_map_block(blk, sweep, y_obs, **options))

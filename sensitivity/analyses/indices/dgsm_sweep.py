@@ -3,25 +3,24 @@
 A sweep grid maps its unit-cube design linearly onto the bounds, so a ``sobol``, ``halton``, ``lhs``
 or ``random`` sweep is a sample of the uniform distribution on the bounds (:func:`check_sweep_sample`);
 its Jacobians and values then feed :func:`~sensitivity.analyses.indices.dgsm.analyze_blocks` block by
-block (:func:`sweep_blocks`, the one function here that reads the sweep's data).
+block, streamed by :class:`sensitivity.stored_sweep.StoredSweep` (:func:`sweep_blocks`).
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from sensitivity.datasets import flat_sweep_block, iter_blocks, open_result
 from sensitivity.errors import DataError
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
+from sensitivity.stored_sweep import StoredSweep
 
 #: Grid kinds whose points are draws of a uniform distribution on the bounds (a sweep usable for DGSM).
 SAMPLING_GRIDS: tuple[str, ...] = ("sobol", "halton", "lhs", "random")
 
 
-def check_sweep_sample(path: str | Path, space: ParameterSpace, spec: OutputSpec,
+def check_sweep_sample(sweep: StoredSweep, space: ParameterSpace, spec: OutputSpec,
                        surrogate_hash: str | None = None) -> None:
     """Refuse a sweep whose points are not draws of ``space``'s input distribution, or of another model.
 
@@ -37,13 +36,10 @@ def check_sweep_sample(path: str | Path, space: ParameterSpace, spec: OutputSpec
     """
     import yaml
 
-    with open_result(path) as ds:
-        attrs = dict(ds.attrs)
-        names = [str(n) for n in ds["parameter_name"].values] if "parameter_name" in ds.coords else []
-        missing = [v for v in ("jacobian", spec.name) if v not in ds.variables]
-        sizes = {d: ds.sizes.get(d) for d in spec.dim_names}
-    if missing:
-        raise DataError(f"{path}: no variable(s) {missing}: not a sweep of this model's output `{spec.name}`")
+    path, attrs, names = sweep.path, sweep.attrs, list(sweep.parameter_names)
+    sizes = dict(zip(sweep.output.dim_names, sweep.output.shape))
+    if sweep.output.name != spec.name:
+        raise DataError(f"{path}: no variable(s) {[spec.name]}: not a sweep of this model's output `{spec.name}`")
     if names != space.names:
         raise DataError(f"{path}: parameters {names} differ from the space's {space.names}")
     if sizes != dict(zip(spec.dim_names, spec.shape)):
@@ -65,8 +61,12 @@ def check_sweep_sample(path: str | Path, space: ParameterSpace, spec: OutputSpec
                             f" differ from the space's ({p.low}, {p.high})")
 
 
-def sweep_blocks(path: str | Path, spec: OutputSpec, block: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield ``(jacobian [b, m, n], values [b, m])`` of a sweep file, ``block`` points at a time (bounded memory)."""
-    for ds in iter_blocks(path, block, variables=["x", "jacobian", spec.name]):
-        _, values, jac = flat_sweep_block(ds, spec)
+def sweep_blocks(sweep: StoredSweep, block: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield ``(jacobian [b, m, n], values [b, m])`` of a stored sweep, ``block`` points at a time (bounded memory).
+
+    Refuses (:class:`DataError`) a sweep that does not match its checksum record before the first block.
+    """
+    sweep.verify()
+    for blk in sweep.blocks(block, variables=["x", "jacobian", sweep.output.name]):
+        _, values, jac = blk.flat(sweep.output)
         yield jac, values

@@ -26,6 +26,7 @@ from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks
 from sensitivity.errors import ConfigError
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
+from sensitivity.stored_sweep import StoredSweep
 
 if TYPE_CHECKING:
     from sensitivity.jacobian import CompiledJacobian
@@ -207,9 +208,10 @@ class Dgsm:
 
     def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
         if self.sweep is not None:
-            blocks = sweep_blocks(self.sweep, ctx.model.spec, self.block)
-            return {"dgsm": timed(f"dgsm from {self.sweep}",
-                                  lambda: dgsm.analyze_blocks(blocks, ctx.space, **_bootstrap_only(ctx)))}
+            with StoredSweep(self.sweep) as sweep:
+                blocks = sweep_blocks(sweep, self.block)
+                return {"dgsm": timed(f"dgsm from {self.sweep}",
+                                      lambda: dgsm.analyze_blocks(blocks, ctx.space, **_bootstrap_only(ctx)))}
         _, values, jac = ctx.input_sample(self.n)
         return {"dgsm": dgsm.analyze(jac, values, ctx.space, **ctx.analysis_kwargs())}
 
