@@ -26,7 +26,7 @@ import xarray as xr
 
 from sensitivity import __version__
 from sensitivity.errors import DataError, disk_error
-from sensitivity.labels import output_coords, parameter_coords
+from sensitivity.labels import output_coords, parameter_coords, units_attrs
 from sensitivity.outputs import OutputSpec
 from sensitivity.units import quotient
 
@@ -103,15 +103,16 @@ def sweep_dataset(
     if parameter_long_names:
         coords["parameter_long_name"] = xr.Variable("parameter", np.asarray(parameter_long_names, dtype=object), {"long_name": "parameter description"})
     uniform, table = jacobian_units(output, parameter_units)
-    x_units = parameter_units[0] if len(set(parameter_units)) == 1 else None
-    y_units = output.units if isinstance(output.units, str) else None
     data = {
-        "x": (("sample", "parameter"), points, _attrs("parameter value at the point", x_units, "parameter_units")),
-        output.name: (("sample", *out_dims), values, _attrs(output.long_name, y_units, "output_units")),
+        "x": (("sample", "parameter"), points, {"long_name": "parameter value at the point",
+                                                 **units_attrs(parameter_units, "parameter_units")}),
+        output.name: (("sample", *out_dims), values, {"long_name": output.long_name,
+                                                      **units_attrs(output.units, "output_units")}),
         "jacobian": (
             ("sample", *out_dims, "parameter"),
             jacobian,
-            _attrs(f"derivative of {output.long_name} with respect to the parameter", uniform, "jacobian_units"),
+            {"long_name": f"derivative of {output.long_name} with respect to the parameter",
+             **units_attrs(uniform, "jacobian_units")},
         ),
     }
     ds = xr.Dataset(data, coords=coords)
@@ -124,13 +125,6 @@ def sweep_dataset(
 def sample_dtype(grid_size: int) -> type:
     """int32 for grids that fit it (CF 1.8 allows no int64), else float64."""
     return np.int32 if grid_size < 2**31 else np.float64
-
-
-def _attrs(long_name: str, units: str | None, units_coord: str) -> dict[str, str]:
-    """Attributes of a variable; when units vary along an axis they live in the ``units_coord`` coordinate."""
-    if units is not None:
-        return {"long_name": long_name, "units": units}
-    return {"long_name": long_name, "units_coordinate": units_coord}
 
 
 # ----------------------------------------------------------------------------- provenance

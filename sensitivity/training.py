@@ -33,7 +33,7 @@ import xarray as xr
 
 from sensitivity.datasets import output_dim_coords
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import parameter_coords
+from sensitivity.labels import parameter_coords, units_attrs
 from sensitivity.outputs import OutputSpec
 from sensitivity.scaling import InputScaling, OutputScaling
 from sensitivity.space import ParameterSpace
@@ -458,8 +458,7 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
     and ``jacobian_parameter_error(parameter)`` with ``check_sample(check)`` the samples checked.
     """
     out_dims = list(output.dim_names)
-    y_units = output.units if isinstance(output.units, str) else None
-    unit_attrs = {"units": y_units} if y_units else {"units_metadata": "see coordinate output_units"}
+    unit_attrs = units_attrs(output.units, "output_units")
     n_epochs = len(history["loss"])
     coords: dict[str, Any] = {
         "sample": xr.Variable("sample", np.arange(len(x), dtype=np.int32), {"long_name": "sample index", "units": "1"}),
@@ -473,8 +472,7 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
                                                     {"long_name": "parameter description"})
     data: dict[str, Any] = {
         "x": (("sample", "parameter"), np.asarray(x, float), {"long_name": "parameter value of the sample",
-                                                              **({"units": units[0]} if len(set(units)) == 1 else
-                                                                 {"units_metadata": "see coordinate parameter_units"})}),
+                                                              **units_attrs(units, "parameter_units")}),
         output.name: (("sample", *out_dims), np.asarray(y, float), {"long_name": f"simulated {output.long_name}",
                                                                    **unit_attrs}),
         "subset": ("sample", split.labels(len(x)), {"long_name": "use of the sample in training", "units": "1",

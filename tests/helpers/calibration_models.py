@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-#: Output times of :func:`decay` [day].
+#: Output times of :func:`decay` [day], on its output dim ``day`` (a duration, as in the demo model).
 TIMES = np.arange(0.0, 20.0)
 
 #: Config overrides that load :func:`decay` with its output series and a three-parameter space.
@@ -12,7 +12,7 @@ DECAY_OVERRIDES = [
     "model=function",
     "model.source=tests.helpers.calibration_models:decay",
     "model.output={name: y, units: '1', long_name: decaying signal, "
-    "dims: [{name: time, values: {start: 0, stop: 20}, units: day, long_name: time since release}]}",
+    "dims: [{name: day, values: {start: 0, stop: 20}, units: day, long_name: time since release}]}",
     "space.parameters=[{name: a, units: '1', low: 0.5, high: 5.0}, "
     "{name: k, units: day-1, low: 0.02, high: 1.0, scale: log}, {name: c, units: '1', low: -1.0, high: 1.0}]",
 ]
@@ -29,3 +29,4 @@ def decay_numpy(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a, k, c = p[:, :1], p[:, 1:2], p[:, 2:3]
     e = np.exp(-k * TIMES)
     return a * e + c, np.stack([e, -a * TIMES * e, np.ones_like(e)], axis=-1)
+

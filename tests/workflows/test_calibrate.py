@@ -22,24 +22,14 @@ TRUTH = np.array([2.0, 0.15, 0.3])  # a, k, c of the decay model
 SIGMA = 0.02
 FAST = ["jacobian.jit_compile=false", "plots=false"]
 
-#: datasets.output_dim_coords gives a `time` output dim its duration units ("day"), which the CF checker
-#: reads as a time axis without a reference epoch; that coordinate is not this workflow's to change.
-UPSTREAM_TIME = "Coordinate variable 'time' should have standard_name='time'"
-
-
-def own_cf_errors(path):
-    """CF errors of ``path`` except the upstream one about the `time` output coordinate."""
-    return [msg for msg in cf_errors(path) if not msg.startswith(UPSTREAM_TIME)]
-
-
 def decay_observations(tmp_path, seed=0, missing=(7,), **extra):
     """Noisy observations of the decay model at TRUTH, stored with the true values in attributes."""
     rng = np.random.default_rng(seed)
     y = decay_numpy(TRUTH[None])[0][0] + SIGMA * rng.standard_normal(TIMES.size)
     y[list(missing)] = np.nan
-    variables = {"observed": ("time", y), "sigma": ("time", np.full(TIMES.size, SIGMA)), **extra}
+    variables = {"observed": ("day", y), "sigma": ("day", np.full(TIMES.size, SIGMA)), **extra}
     path = tmp_path / "observations.nc"
-    xr.Dataset(variables, coords={"time": TIMES},
+    xr.Dataset(variables, coords={"day": TIMES},
                attrs={"true_parameters": json.dumps(dict(zip("akc", TRUTH.tolist())))}).to_netcdf(path)
     return path
 
@@ -63,11 +53,11 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
     low, high = ds["parameter_interval"].values[best].T
     assert ds["true_in_interval"].values.tolist() == ((low <= TRUTH) & (TRUTH <= high)).astype(int).tolist()
     np.testing.assert_array_equal(ds["true_parameter"].values, TRUTH)
-    # the series keeps its own dim: the band is on `time`, with the model's coordinate
-    assert ds["prediction_band"].dims == ("start", "time", "bound")
-    np.testing.assert_array_equal(ds["time"].values, TIMES)
-    assert ds["time"].attrs["units"] == "day" and "output" not in ds.dims
-    assert ds["prediction_band"].sel(bound_name="low").dims == ("start", "time")
+    # the series keeps its own dim: the band is on `day`, with the model's coordinate
+    assert ds["prediction_band"].dims == ("start", "day", "bound")
+    np.testing.assert_array_equal(ds["day"].values, TIMES)
+    assert ds["day"].attrs["units"] == "day" and "output" not in ds.dims
+    assert ds["prediction_band"].sel(bound_name="low").dims == ("start", "day")
     assert np.isnan(ds["y_obs"].values[7]) and ds["observed"].values[7] == 0
     assert ds.attrs["log_parameters"] == "k"  # scale: log in the space
     assert ds["correlation"].dims == ("start", "parameter_i", "parameter_j")
@@ -75,7 +65,7 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
     assert str(obs_path) in json.loads(ds.attrs["inputs"]) and "observations:" in ds.attrs["config"]
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs, name
-    assert own_cf_errors(path) == []
+    assert cf_errors(path) == []
     for figure in ("calibration_fit.png", "calibration_convergence.png", "calibration_correlation.png",
                    "step_slice.png"):
         assert (tmp_path / figure).stat().st_size > 0
@@ -94,7 +84,7 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
                                0.5 * np.nansum(((decay_numpy(corner[None])[0][0] - ds["y_obs"].values) / SIGMA) ** 2),
                                rtol=1e-9)
     assert sliced["in_basin"].values[10, 10] == 1 and str(path) in json.loads(sliced.attrs["inputs"])
-    assert own_cf_errors(tmp_path / "step_slice.nc") == []
+    assert cf_errors(tmp_path / "step_slice.nc") == []
 
 
 LINEAR_W = np.array([[1.0, 0.5], [0.2, 2.0], [1.5, -1.0], [0.0, 1.0], [3.0, 0.3]])
@@ -205,7 +195,7 @@ def test_gn_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, tm
     assert ds["gn_step"].attrs["units_coordinate"] == "parameter_units"
     assert str(sweep_path) in json.loads(ds.attrs["inputs"])
     assert not (tmp_path / "gn" / "gn_map.nc.parts").exists() and (tmp_path / "gn" / "gn_map.png").stat().st_size
-    assert own_cf_errors(path) == []
+    assert cf_errors(path) == []
 
 
 def bad_file(tmp_path, case):
@@ -217,11 +207,11 @@ def bad_file(tmp_path, case):
     sigma = np.full(TIMES.size, SIGMA)
     if case == "shape mismatch":
         path = tmp_path / "obs.nc"
-        xr.Dataset({"observed": (("time", "member"), np.ones((20, 2)))}, coords={"time": TIMES}).to_netcdf(path)
-        return path, DECAY_OVERRIDES, "`observed` is on dims ['time', 'member'] with shape [20, 2] but the model's"
+        xr.Dataset({"observed": (("day", "member"), np.ones((20, 2)))}, coords={"day": TIMES}).to_netcdf(path)
+        return path, DECAY_OVERRIDES, "`observed` is on dims ['day', 'member'] with shape [20, 2] but the model's"
     sigma[2] = np.nan if case == "nan sigma" else -SIGMA
     message = "`sigma` must be finite, got nan" if case == "nan sigma" else "`sigma` must be > 0, got -0.02"
-    return decay_observations(tmp_path, sigma=("time", sigma)), DECAY_OVERRIDES, message + " at "
+    return decay_observations(tmp_path, sigma=("day", sigma)), DECAY_OVERRIDES, message + " at "
 
 
 @pytest.mark.parametrize("case", ["unknown output name", "nan sigma", "negative sigma", "shape mismatch"])
@@ -250,12 +240,13 @@ def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, m
 
 @pytest.mark.slow
 def test_cli_reports_a_bad_observation_file_in_one_line(tmp_path):
-    obs_path = decay_observations(tmp_path, sigma=("time", np.r_[SIGMA, -1.0, np.full(18, SIGMA)]))
+    obs_path = decay_observations(tmp_path, sigma=("day", np.r_[SIGMA, -1.0, np.full(18, SIGMA)]))
     out = subprocess.run([sys.executable, "-m", "workflows", "calibrate", *DECAY_OVERRIDES,
                           f"observations.path={obs_path}", f"hydra.run.dir={tmp_path / 'run'}", "progress=false"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode != 0
-    message = f"observations file {obs_path}: `sigma` must be > 0, got -1.0 at output 'y[time=1]'"
+    message = f"observations file {obs_path}: `sigma` must be > 0, got -1.0 at output 'y[day=1]'"
     assert message in out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "run" / "calibration.nc").exists()
+

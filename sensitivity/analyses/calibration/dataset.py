@@ -13,8 +13,7 @@ from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import STATUS_MESSAGES, Status
 from sensitivity.analyses.calibration.statistics import (Posterior, correlation, delta_method_std,
                                                          parameter_interval)
-from sensitivity.labels import matrix_coords, output_coords, parameter_coords
-from sensitivity.units import product
+from sensitivity.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
 
 
 @dataclass(frozen=True)
@@ -29,47 +28,23 @@ class Labels:
 
 @dataclass(frozen=True)
 class _Units:
-    """CF attributes of variables on the parameter or output axis.
+    """CF attributes of variables on the parameter or output axis (:func:`sensitivity.labels.units_attrs`)."""
 
-    A labeled axis whose entries share one unit gives that ``units``; when they
-    differ, ``units_coordinate`` names the coordinate that holds them per entry.
-    """
-
-    parameter: str | None
-    parameter_ref: str | None
-    output: str | None
-    output_ref: str | None
+    labels: Labels
     known_noise: bool
 
-    @classmethod
-    def of(cls, labels: Labels, known_noise: bool) -> "_Units":
-        def common(units):
-            return units[0] if units is not None and len(set(units)) == 1 else None
-
-        return cls(common(labels.punits), "parameter_units" if labels.punits is not None else None,
-                   common(labels.ounits), "output_units" if labels.ounits is not None else None, known_noise)
-
-    @staticmethod
-    def _attrs(long_name: str, units: str | None, ref: str | None) -> dict:
-        if units is not None:
-            return {"long_name": long_name, "units": units}
-        return {"long_name": long_name, "units_coordinate": ref} if ref is not None else {"long_name": long_name}
-
     def param(self, long_name: str) -> dict:
-        return self._attrs(long_name, self.parameter, self.parameter_ref)
+        return {"long_name": long_name, **axis_units_attrs(self.labels.punits, "parameter")}
 
     def param_squared(self, long_name: str) -> dict:
-        units = product(self.parameter, self.parameter) if self.parameter is not None else None
-        return self._attrs(long_name, units, self.parameter_ref)
+        return {"long_name": long_name, **axis_units_attrs(self.labels.punits, "parameter", squared=True)}
 
     def out(self, long_name: str) -> dict:
-        return self._attrs(long_name, self.output, self.output_ref)
+        return {"long_name": long_name, **axis_units_attrs(self.labels.ounits, "output")}
 
     def cost(self, long_name: str) -> dict:
         """Whitened squares are dimensionless; unweighted ones carry squared output units."""
-        if self.known_noise:
-            return {"long_name": long_name, "units": "1"}
-        return self._attrs(long_name, product(self.output, self.output) if self.output else None, self.output_ref)
+        return {"long_name": long_name, **cost_units(self.labels.ounits, whitened=self.known_noise)}
 
 
 def _one(long_name: str, **extra) -> dict:
@@ -81,7 +56,7 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
                minimum: np.ndarray, labels: Labels, settings: dict, damping_label: str) -> xr.Dataset:
     """The dataset :func:`~sensitivity.analyses.calibration.calibrate` returns (see there for its variables);
     ``damping_label`` names what ``history_damping`` holds for the solver used."""
-    units = _Units.of(labels, problem.observations.known_noise)
+    units = _Units(labels, problem.observations.known_noise)
     data = {**_observation_vars(problem.observations, problem.m, units),
             **_fit_vars(fits, x0, minimum, units),
             **_statistics_vars(problem, fits, post, settings["level"], units)}

@@ -36,7 +36,7 @@ import xarray as xr
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import parameter_coords
+from sensitivity.labels import axis_units_attrs, cost_units, parameter_coords
 from sensitivity.stored_sweep import StoredSweep, SweepBlock
 
 
@@ -78,17 +78,20 @@ class GaussNewtonMap:
         parameter_names: Sequence[str] | None = None,
         parameter_units: Sequence[str] | None = None,
         sample_dim: str = "sample",
+        output_units: str | Sequence[str] | None = None,
     ) -> xr.Dataset:
-        """The block as a labeled dataset on ``(sample_dim, parameter)``."""
+        """The block as a labeled dataset on ``(sample_dim, parameter)``.
+
+        ``output_units`` (one string, or per flat output) give the cost's units with unknown noise:
+        the squared output units (:func:`sensitivity.labels.cost_units`); whitened costs are ``1``.
+        """
         n = self.step.shape[1]
         names = list(parameter_names) if parameter_names is not None else [f"p{i}" for i in range(n)]
         units = list(parameter_units) if parameter_units is not None else None
         if len(names) != n or (units is not None and len(units) != n):
             raise ConfigError(f"`parameter_names`/`parameter_units` must have {n} entries, got {len(names)}")
-        common = units[0] if units is not None and len(set(units)) == 1 else None
-        step_attrs = {"units": common} if common is not None else (
-            {"units_coordinate": "parameter_units"} if units is not None else {})
-        cost_attrs = {"units": "1"} if self.known_noise else {}
+        step_attrs = axis_units_attrs(units, "parameter")
+        cost_attrs = cost_units(output_units, whitened=self.known_noise)
         sp = (sample_dim, "parameter")
         data = {
             "gn_step": (sp, self.step, {"long_name": "Gauss-Newton step toward the observations", **step_attrs}),
@@ -211,7 +214,8 @@ def step_map_block(blk: SweepBlock, sweep: StoredSweep, y_obs: np.ndarray, **opt
     """
     x, values, jacobian = blk.flat(sweep.output)
     result = gauss_newton_map(values, jacobian, y_obs, output_names=sweep.output.flat_names(), **options)
-    part = result.to_dataset(sweep.parameter_names, sweep.parameter_units).assign_coords(sample=blk.data["sample"])
+    part = result.to_dataset(sweep.parameter_names, sweep.parameter_units, output_units=sweep.output.flat_units())
+    part = part.assign_coords(sample=blk.data["sample"])
     part["x"] = xr.Variable(("sample", "parameter"), x, blk.data["x"].attrs)
     return part
 

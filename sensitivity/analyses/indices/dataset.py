@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_coords, output_coords, parameter_coords
+from sensitivity.labels import axis_coords, common_units, output_coords, parameter_coords, units_attrs
 from sensitivity.space import ParameterSpace
 from sensitivity.units import product, quotient
 
@@ -33,13 +33,6 @@ def parameter_axis(space: ParameterSpace) -> dict[str, xr.Variable]:
 
 
 BOUND_COORDS: dict[str, xr.Variable] = axis_coords("bound", ["low", "high"])
-
-
-def common_units(units: Sequence[str] | None) -> str | None:
-    """The one units string shared by every element, or None when they differ or are unknown."""
-    if units is None or len(set(units)) != 1:
-        return None
-    return units[0]
 
 
 def derivative_units(output_units: Sequence[str] | None, parameter_units: Sequence[str]) -> str | None:
@@ -97,12 +90,8 @@ def variable(
     coordinate holding them per entry (e.g. ``parameter_units``, ``nu_units``); without
     such a coordinate a ``units_note`` says the units are mixed.
     """
-    meta: dict[str, object] = {"long_name": long_name}
-    if units is not None:
-        meta["units"] = units
-    elif units_coordinate is not None:
-        meta["units_coordinate"] = units_coordinate
-    else:
+    meta: dict[str, object] = {"long_name": long_name, **units_attrs(units, units_coordinate)}
+    if len(meta) == 1:
         meta["units_note"] = "units differ along the output/parameter axes: see output_units and parameter_units"
     meta.update(attrs)
     return xr.Variable(dims, data, meta)

@@ -26,6 +26,7 @@ import xarray as xr
 
 from sensitivity.analyses.indices import dataset, design
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.labels import common_units
 from sensitivity.space import ParameterSpace
 
 
@@ -91,7 +92,7 @@ def analyze(
     dss = jac * x[:, None, :] * np.sqrt(w)[None, :, None]
     css = np.sqrt(np.mean(dss**2, axis=1))
 
-    out_units = dataset.common_units(output_units)
+    out_units = common_units(output_units)
     out_ref = None if output_units is None else "output_units"
     dss_units = "1" if weights is not None else out_units
     jac_units, jac_coords = dataset.units_table(
@@ -101,7 +102,7 @@ def analyze(
     full = ("sample", "output", "parameter")
     data = {
         "x": dataset.variable(
-            ("sample", "parameter"), x, "parameter value", dataset.common_units(space.units),
+            ("sample", "parameter"), x, "parameter value", common_units(space.units),
             units_coordinate="parameter_units",
         ),
         "y": dataset.variable(("sample", "output"), y, "output value", out_units, units_coordinate=out_ref),

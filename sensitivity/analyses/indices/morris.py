@@ -29,6 +29,7 @@ from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.labels import common_units
 from sensitivity.space import ParameterSpace
 
 
@@ -129,7 +130,7 @@ def analyze(
     r = effects.shape[0]
     mu_star = np.abs(effects).mean(axis=0)
 
-    units = dataset.common_units(output_units)
+    units = common_units(output_units)
     ref = None if output_units is None else "output_units"
     coords = {
         **dataset.parameter_axis(space),

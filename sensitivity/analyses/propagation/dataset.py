@@ -16,8 +16,7 @@ from scipy import special
 
 from sensitivity.analyses.propagation.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
-from sensitivity.labels import matrix_coords, output_coords, parameter_coords
-from sensitivity.units import product
+from sensitivity.labels import axis_units_attrs, matrix_coords, output_coords, parameter_coords
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 STATUS_OK, STATUS_NON_FINITE = 0, 1
@@ -82,7 +81,8 @@ def method_result(mean: np.ndarray, cov: np.ndarray, probabilities: np.ndarray, 
     se = se or {"mean": np.full(m, np.nan), "std": np.full(m, np.nan), "covariance": np.full((m, m), np.nan),
                 "quantile": np.full((p, m), np.nan)}
     finite = all(np.isfinite(a).all() for a in (mean, std, cov))
-    out_units, cov_units = units_attrs(outputs.units, "output"), units_attrs(outputs.units, "output", squared=True)
+    out_units = axis_units_attrs(outputs.units, "output")
+    cov_units = axis_units_attrs(outputs.units, "output", squared=True)
     vec, mat, qnt = ("output",), ("output_i", "output_j"), ("quantile", "output")
     variables = {
         "output_mean": (vec, mean, {"long_name": "output mean", **out_units}),
@@ -111,7 +111,8 @@ def method_result(mean: np.ndarray, cov: np.ndarray, probabilities: np.ndarray, 
 def input_variables(inputs: InputUncertainty) -> xr.Dataset:
     """The propagated input mean and covariance, labeled by parameter (propagation.nc, local_propagation.nc)."""
     coords = {**parameter_coords(inputs.names, inputs.units), **matrix_coords("parameter", inputs.names, inputs.units)}
-    units, squared = units_attrs(inputs.units, "parameter"), units_attrs(inputs.units, "parameter", squared=True)
+    units = axis_units_attrs(inputs.units, "parameter")
+    squared = axis_units_attrs(inputs.units, "parameter", squared=True)
     return xr.Dataset(
         {
             "input_mean": ("parameter", inputs.mean, {"long_name": "input mean", **units}),
@@ -120,17 +121,3 @@ def input_variables(inputs: InputUncertainty) -> xr.Dataset:
         },
         coords=coords,
     )
-
-
-def units_attrs(units: Sequence[str] | None, axis: str, *, squared: bool = False) -> dict[str, str]:
-    """``units`` attribute of a variable over a labeled axis (squared for a covariance).
-
-    None when no units were given; when the elements have different units, ``units`` is left out and
-    ``units_coordinate`` names the ``{axis}_units`` coordinate holding them (for a covariance, the
-    units of entry ``(i, j)`` are the product of entries ``i`` and ``j``), as the dataset contract says.
-    """
-    if units is None:
-        return {}
-    if len(set(units)) > 1:
-        return {"units_coordinate": f"{axis}_units"}
-    return {"units": product(units[0], units[0]) if squared else units[0]}
