@@ -264,6 +264,12 @@ def _log_summary(ds, seconds: float) -> None:
              "reduced chi2 %.4g, condition number %.3g", status.size, seconds, int((status > 0).sum()),
              int(ds["n_minima"]), best, float(ds["chi2"][best]), float(ds["reduced_chi2"][best]),
              float(ds["condition_number"][best]))
+    if ds.attrs.get("underdetermined", "no") != "no":
+        log.warning("calibrate: underdetermined: %s", ds.attrs["underdetermined"])
+    if best >= 0 and int(ds["standard_error_status"][best]) != 0:
+        log.warning("calibrate: best start %d has no standard errors (%s); the data do not determine %s",
+                    best, ds["standard_error_status"].attrs["flag_meanings"].split()[int(ds["standard_error_status"][best])],
+                    str(ds["unidentified"].values[best]) or "the noise level (no degrees of freedom left)")
     for j, name in enumerate(ds["parameter_name"].values):
         low, high = ds["parameter_interval"].values[best, j]
         log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  identifiability %.3f", name, ds["estimate"].values[best, j],

@@ -133,6 +133,23 @@ def test_prior_makes_an_underdetermined_problem_solvable():
     assert np.isfinite(ds["covariance"].values).all()
     assert int(ds["rank"].values[0]) == 1  # the data alone determine only the sum
     np.testing.assert_allclose(ds["identifiability"].values[0], [0.5, 0.5], atol=1e-12)
+    assert ds["standard_error_status"].values[0] == 0 and ds["unidentified"].values[0] == ""
+    assert ds.attrs["underdetermined"] == "no"
+
+
+def test_more_parameters_than_observations_is_flagged_with_the_missing_direction():
+    a = np.array([[1.0, 2.0]])  # one observation, two parameters: only x1 + 2 x2 is determined
+    ds = calibrate(linear(a), np.array([2.0]), np.zeros((1, 2)), sigma=0.1)
+    assert np.isnan(ds["standard_error"].values).all()
+    assert ds["standard_error_status"].values[0] == 1 and ds.attrs["underdetermined"].startswith("1 of 1 starts")
+    assert ds["unidentified"].values[0] == "d(p0, p1) ~ (+1, -0.5)"  # a step (2, -1) leaves A x unchanged
+
+
+def test_unknown_noise_without_degrees_of_freedom_is_flagged():
+    a = np.array([[1.0, 0.0], [0.0, 1.0]])  # two observations, two parameters, noise unknown: s^2 = 0 / 0
+    ds = calibrate(linear(a), np.array([1.0, 2.0]), np.zeros((1, 2)))
+    assert np.isnan(ds["standard_error"].values).all()
+    assert ds["standard_error_status"].values[0] == 2 and ds["unidentified"].values[0] == ""
 
 
 def test_bounds_are_respected_and_match_scipy():
@@ -184,6 +201,13 @@ def test_unidentifiable_product_is_reported_not_crashed():
     se_c = 0.01 / np.sqrt(np.sum(t * t))
     np.testing.assert_allclose(ds["prediction_std"].values, np.broadcast_to(se_c * t, (3, t.size)), rtol=1e-6)
     assert ds["condition_number"].values.min() > 1e8
+    # ... and said: every start flagged, the direction J_w does not see is d(a, b) ~ (a, -b) at the estimate
+    assert (ds["standard_error_status"].values == 1).all() and ds.attrs["underdetermined"].startswith("3 of 3 starts")
+    for (a, b), text in zip(ds["estimate"].values, ds["unidentified"].values):
+        direction = np.array([a, -b]) / (a if abs(a) >= abs(b) else -b)  # largest component +1
+        name, values = text.split(" ~ ")
+        assert name == "d(p0, p1)"
+        np.testing.assert_allclose([float(v) for v in values.strip("()").split(",")], direction, rtol=1e-3)
 
 
 def test_batched_starts_equal_single_starts_and_share_model_calls():

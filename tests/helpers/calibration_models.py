@@ -30,3 +30,18 @@ def decay_numpy(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     e = np.exp(-k * TIMES)
     return a * e + c, np.stack([e, -a * TIMES * e, np.ones_like(e)], axis=-1)
 
+
+#: Config overrides that load :func:`product`: two parameters of which only the product is identifiable.
+PRODUCT_OVERRIDES = [
+    "model=function",
+    "model.source=tests.helpers.calibration_models:product",
+    "model.output={name: y, units: '1', long_name: growing signal, "
+    "dims: [{name: day, values: {start: 0, stop: 20}, units: day, long_name: time since release}]}",
+    "space.parameters=[{name: a, units: '1', low: 0.5, high: 5.0}, {name: b, units: '1', low: 0.5, high: 5.0}]",
+]
+
+
+def product(x: tf.Tensor) -> tf.Tensor:
+    """``y(t) = a b t`` at :data:`TIMES`, as ``[B, 20]``: the data determine ``a b`` only."""
+    t = tf.constant(TIMES[None, :], dtype=x.dtype)
+    return x[:, :1] * x[:, 1:2] * t

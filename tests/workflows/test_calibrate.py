@@ -14,7 +14,7 @@ import xarray as xr
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
-from tests.helpers.calibration_models import DECAY_OVERRIDES, TIMES, decay_numpy
+from tests.helpers.calibration_models import DECAY_OVERRIDES, PRODUCT_OVERRIDES, TIMES, decay_numpy
 from tests.helpers.cf import cf_errors
 from workflows import calibrate, sweep
 
@@ -250,3 +250,28 @@ def test_cli_reports_a_bad_observation_file_in_one_line(tmp_path):
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "run" / "calibration.nc").exists()
 
+
+def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_records_it(compose_config, tmp_path,
+                                                                                     caplog):
+    # y = a b t: only the product a b = 2 is determined; at an estimate (a, b) the step d(a, b) ~ (a, -b)
+    # leaves every output unchanged, so standard errors are undefined and the run must say so.
+    obs_path = tmp_path / "observations.nc"
+    xr.Dataset({"observed": ("day", 2.0 * TIMES), "sigma": ("day", np.full(TIMES.size, SIGMA))},
+               coords={"day": TIMES}).to_netcdf(obs_path)
+    cfg = compose_config("calibrate", [*PRODUCT_OVERRIDES, f"observations.path={obs_path}", "grid.n=4", *FAST],
+                         output_dir=tmp_path / "out")
+    with caplog.at_level("WARNING", logger="workflows.calibrate"):
+        path = calibrate.run(cfg)
+    ds = open_result(path)
+    best = int(ds["best_start"])
+    a, b = ds["estimate"].values[best]
+    np.testing.assert_allclose(a * b, 2.0, rtol=1e-8)
+    assert (ds["standard_error_status"].values == 1).all() and ds.attrs["underdetermined"].startswith("5 of 5 starts")
+    assert np.isnan(ds["standard_error"].values).all()
+    name, values = str(ds["unidentified"].values[best]).split(" ~ ")
+    direction = np.array([a, -b]) / (a if a >= b else -b)
+    assert name == "d(a, b)"
+    np.testing.assert_allclose([float(v) for v in values.strip("()").split(",")], direction, rtol=1e-3)
+    assert "underdetermined: 5 of 5 starts rank-deficient" in caplog.text
+    assert "has no standard errors (rank_deficient); the data do not determine d(a, b) ~" in caplog.text
+    assert cf_errors(path) == []

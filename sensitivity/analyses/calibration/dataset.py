@@ -11,7 +11,8 @@ from sensitivity.analyses.calibration.iteration import Fits, History
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import STATUS_MESSAGES, Status
-from sensitivity.analyses.calibration.statistics import (Posterior, correlation, delta_method_std,
+from sensitivity.analyses.calibration.statistics import (SE_NO_DEGREES_OF_FREEDOM, SE_OK, SE_RANK_DEFICIENT,
+                                                         Posterior, correlation, delta_method_std,
                                                          parameter_interval)
 from sensitivity.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
 
@@ -45,6 +46,21 @@ class _Units:
     def cost(self, long_name: str) -> dict:
         """Whitened squares are dimensionless; unweighted ones carry squared output units."""
         return {"long_name": long_name, **cost_units(self.labels.ounits, whitened=self.known_noise)}
+
+
+def unidentified_text(null_space: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """``[K]`` strings ``"d(a, b) ~ (+1, -0.5)"`` per undetermined direction (``; ``-joined), '' when none.
+
+    Components below 1e-6 of the largest are left out, so a direction names only the parameters it moves.
+    """
+    text = []
+    for directions in null_space:
+        parts = []
+        for d in directions[np.all(np.isfinite(directions), axis=1)]:
+            moved = np.flatnonzero(np.abs(d) > 1e-6)
+            parts.append(f"d({', '.join(names[i] for i in moved)}) ~ ({', '.join(f'{d[i]:+.4g}' for i in moved)})")
+        text.append("; ".join(parts))
+    return np.array(text, dtype=object)
 
 
 def _one(long_name: str, **extra) -> dict:
@@ -81,10 +97,22 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
     attrs = {"title": "calibration", **settings,
              "log_parameters": " ".join(nm for nm, lg in zip(labels.names, problem.log_mask) if lg),
              "noise": "known (sigma or cov)" if units.known_noise else "unknown (covariance scaled by s^2)",
+             "underdetermined": _underdetermined(post, problem.observations.n_observed),
              "aic_bic": "-2 ln L + 2k, -2 ln L + k ln m_observed; Gaussian data likelihood at the estimate, "
                         "k = n parameters (+1 when the noise variance is estimated)"}
     variables = {key: xr.Variable(dims, values, attrs) for key, (dims, values, attrs) in data.items()}
     return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def _underdetermined(post: Posterior, m_observed: int) -> str:
+    """Global summary: how many starts have undefined standard errors, and why ('no' when none)."""
+    status = post.error_status
+    n = post.covariance.shape[-1]
+    if not np.any(status != SE_OK):
+        return "no"
+    return (f"{int(np.sum(status == SE_RANK_DEFICIENT))} of {status.size} starts rank-deficient "
+            f"(rank < {n} parameters, {m_observed} observed outputs), {int(np.sum(status == SE_NO_DEGREES_OF_FREEDOM))}"
+            " without degrees of freedom: standard errors undefined (see standard_error_status, unidentified)")
 
 
 def _observation_vars(obs: ObservationModel, m: int, units: _Units) -> dict:
@@ -156,6 +184,13 @@ def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float
         "condition_number": (("start",), post.condition_number,
                              _one("condition number of the column-equilibrated weighted data Jacobian")),
         "identifiability": (ps, post.identifiability, _one("parameter identifiability (Doherty and Hunt 2009)")),
+        "standard_error_status": (("start",), post.error_status, {
+            "long_name": "whether the standard errors are defined (rank_deficient: see unidentified)",
+            "flag_values": np.array([SE_OK, SE_RANK_DEFICIENT, SE_NO_DEGREES_OF_FREEDOM], np.int8),
+            "flag_meanings": "defined rank_deficient no_degrees_of_freedom"}),
+        "unidentified": (("start",), unidentified_text(post.null_space, units.labels.names), {
+            "long_name": "parameter directions the data do not determine, d(parameters) ~ (...) with the "
+                         "largest component +1, one per missing rank ('' when full rank)"}),
     }
 
 

@@ -36,6 +36,11 @@ from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import Status
 
 
+#: :attr:`Posterior.error_status` values: standard errors defined; ``J_w`` rank-deficient at the
+#: estimate; noise unknown without degrees of freedom (``m_observed <= n``).
+SE_OK, SE_RANK_DEFICIENT, SE_NO_DEGREES_OF_FREEDOM = 0, 1, 2
+
+
 @dataclass(frozen=True)
 class EquilibratedSVD:
     """SVD of column-equilibrated weighted Jacobians ``J_w diag(1/scale) = U S V^T``.
@@ -122,6 +127,24 @@ def identifiability(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
     return np.einsum("kj,kji->ki", keep.astype(float), svd.vt**2)
 
 
+def null_space(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
+    """``[K, n, n]`` parameter directions the data do not determine, in physical parameter units.
+
+    Row ``j >= rank[k]`` of start ``k`` is the right singular vector ``v_j`` of the equilibrated
+    ``J_w`` mapped back to parameters (``diag(1/scale) v_j``): a step along it leaves the linearised
+    residuals unchanged, so only combinations orthogonal to it are identified (for ``y = a b x``:
+    ``d(a, b) ~ (a, -b)``, only the product ``a b``). Each is scaled so that its largest component
+    is +1; rows ``j < rank[k]`` are NaN.
+    """
+    k, n = svd.singular_values.shape
+    directions = svd.vt / svd.scale[:, None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        largest = np.take_along_axis(directions, np.argmax(np.abs(directions), axis=2)[:, :, None], axis=2)
+        directions = directions / largest
+    unresolved = np.arange(n)[None, :] >= rank[:, None]
+    return np.where(unresolved[:, :, None], directions, np.nan)
+
+
 def pseudo_inverse_covariance(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
     """``[K, n, n]`` Moore-Penrose inverse of ``J_w^T J_w`` in physical units, truncated at ``rank``.
 
@@ -180,11 +203,21 @@ class Posterior:
     condition_number: np.ndarray
     neg2_log_likelihood: np.ndarray
     n_fitted: int
+    null_space: np.ndarray
 
     @property
     def standard_error(self) -> np.ndarray:
         """``[K, n]`` square roots of the covariance's diagonal (NaN when rank-deficient)."""
         return np.sqrt(np.einsum("kii->ki", self.covariance))
+
+    @property
+    def error_status(self) -> np.ndarray:
+        """``[K]`` why standard errors are undefined: :data:`SE_OK`, :data:`SE_RANK_DEFICIENT`
+        (``J_w`` of rank < n at the estimate: some parameter combinations are not identified) or
+        :data:`SE_NO_DEGREES_OF_FREEDOM` (noise unknown and ``m_observed <= n``: no residual variance)."""
+        n = self.covariance.shape[-1]
+        no_dof = not self.known_noise and self.dof <= 0
+        return np.where(self.rank < n, SE_RANK_DEFICIENT, SE_NO_DEGREES_OF_FREEDOM if no_dof else SE_OK).astype(np.int8)
 
     @property
     def reduced_chi2(self) -> np.ndarray:
@@ -233,7 +266,7 @@ def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
                      covariance=covariance, band_covariance=band_cov, rank=rank, data_svd=data_svd,
                      data_rank=data_rank, identifiability=identifiability(data_svd, data_rank),
                      condition_number=data_svd.condition_number(), neg2_log_likelihood=neg2,
-                     n_fitted=n + (0 if obs.known_noise else 1))
+                     n_fitted=n + (0 if obs.known_noise else 1), null_space=null_space(full_svd, rank))
 
 
 def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float) -> np.ndarray:
