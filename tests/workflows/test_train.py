@@ -33,7 +33,7 @@ def test_train_from_a_simulator_writes_a_self_describing_model_and_a_report(comp
         assert set(ds["subset"].values) == {0, 1, 2} and ds["r2"].dims == ("output",)
         for name in ("x", "y", "rmse", "max_error", "r2", "loss", "val_loss", "jacobian_error",
                      "jacobian_parameter_error"):
-            assert ds[name].attrs["long_name"] and ("units" in ds[name].attrs or "units_metadata" in ds[name].attrs)
+            assert ds[name].attrs["long_name"] and ("units" in ds[name].attrs or "units_coordinate" in ds[name].attrs)
         assert ds.attrs["Conventions"].startswith("CF") and ds.attrs["surrogate_hash"].startswith("sha256:")
         assert "R^2" in ds.attrs["validation"] and ds.attrs["seed"] == "0"
 
