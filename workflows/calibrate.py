@@ -321,7 +321,7 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
     result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_map.points,
                         **obs.errors(), log_parameters=log_mask, damping=cfg.gn_map.damping, rcond=cfg.rcond,
                         solver=solver, values=jac.flat_values)
-    sliced = result.to_dataset(space.names, space.units)
+    sliced = result.to_dataset(space.names, space.units, output_units=surrogate.output.flat_units())
     sliced.attrs.update(provenance(
         title=f"Step map on the {sliced.attrs['slice_parameters']} slice through the best estimate",
         workflow="calibrate", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,

@@ -38,7 +38,7 @@ from sensitivity.analyses.calibration.model_calls import ValueAndJacobian, Value
 from sensitivity.analyses.calibration.solvers import FAILED, Solver, TrustRegion
 from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
 from sensitivity.errors import ConfigError
-from sensitivity.labels import parameter_coords
+from sensitivity.labels import cost_units, parameter_coords, units_attrs
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,13 @@ class StepSlice:
     best: np.ndarray
     in_basin: np.ndarray
 
-    def to_dataset(self, parameter_names: Sequence[str], parameter_units: Sequence[str] | None = None) -> xr.Dataset:
+    def to_dataset(self, parameter_names: Sequence[str], parameter_units: Sequence[str] | None = None,
+                   output_units: str | Sequence[str] | None = None) -> xr.Dataset:
         """The slice on dims ``(slice_a, slice_b)``, whose coordinates are the values of the two parameters.
 
         One variable per quantity and parameter (``gn_step_a``, ``gn_step_b``, ...), each in that
-        parameter's units, so that every variable has a single CF unit.
+        parameter's units, so that every variable has a single CF unit. ``output_units`` give the
+        cost's units with unknown noise (:func:`sensitivity.labels.cost_units`).
         """
         names = list(parameter_names)
         units = list(parameter_units) if parameter_units is not None else [None] * len(names)
@@ -89,11 +91,11 @@ class StepSlice:
                               f"got {len(names)}")
         shape = (self.grid_a.size, self.grid_b.size)
         dims = ("slice_a", "slice_b")
-        cost_units = {"units": "1"} if self.steps.known_noise else {}
+        cost_attrs = cost_units(output_units, whitened=self.steps.known_noise)
         data = {
-            "cost": (self.steps.cost, {"long_name": "half the squared norm of the whitened residuals", **cost_units}),
+            "cost": (self.steps.cost, {"long_name": "half the squared norm of the whitened residuals", **cost_attrs}),
             "predicted_decrease": (self.steps.predicted_decrease,
-                                   {"long_name": "cost decrease predicted along the Gauss-Newton step", **cost_units}),
+                                   {"long_name": "cost decrease predicted along the Gauss-Newton step", **cost_attrs}),
             "condition_number": (self.steps.condition_number,
                                  {"long_name": "condition number of the equilibrated two-column weighted Jacobian",
                                   "units": "1"}),
@@ -104,7 +106,7 @@ class StepSlice:
                           "flag_values": np.array([0, 1], np.int8), "flag_meanings": "outside inside"}),
         }
         for side, j in (("a", 0), ("b", 1)):
-            name, unit = names[self.pair[j]], _units(units[self.pair[j]])
+            name, unit = names[self.pair[j]], units_attrs(units[self.pair[j]])
             data[f"gn_step_{side}"] = (self.steps.step[:, j], {"long_name": f"Gauss-Newton step in {name}", **unit})
             data[f"damped_step_{side}"] = (self.steps.damped_step[:, j],
                                            {"long_name": f"damped (Levenberg-Marquardt) step in {name}", **unit})
@@ -116,20 +118,16 @@ class StepSlice:
                                           {"long_name": "point the slice goes through (other parameters held here)"})
         for side, j in (("a", 0), ("b", 1)):
             variables[f"best_{side}"] = xr.Variable((), self.best[j], {
-                "long_name": f"{names[self.pair[j]]} at the best minimum on the slice", **_units(units[self.pair[j]])})
+                "long_name": f"{names[self.pair[j]]} at the best minimum on the slice", **units_attrs(units[self.pair[j]])})
         coords = {  # CF: no fill value on a coordinate variable
             f"slice_{side}": xr.Variable(f"slice_{side}", grid, {"long_name": names[self.pair[j]],
-                                                                 **_units(units[self.pair[j]])},
+                                                                 **units_attrs(units[self.pair[j]])},
                                          encoding={"_FillValue": None})
             for side, j, grid in (("a", 0, self.grid_a), ("b", 1, self.grid_b))}
         coords.update(parameter_coords(names, None if parameter_units is None else units))
         attrs = {"slice_parameters": f"{names[self.pair[0]]} {names[self.pair[1]]}",
                  "basin_share": f"{float(self.in_basin.mean()):.6g}"}
         return xr.Dataset(variables, coords=coords, attrs=attrs)
-
-
-def _units(unit: str | None) -> dict[str, str]:
-    return {} if unit is None else {"units": unit}
 
 
 def least_identifiable(identifiability: np.ndarray, singular_values: np.ndarray | None = None,
