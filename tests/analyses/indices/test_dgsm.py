@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from sensitivity.analyses.indices import dgsm
+from sensitivity.analyses.indices import dgsm, sweep_blocks
+from sensitivity.datasets import record_checksum
 from sensitivity.errors import DataError
 from sensitivity.space import Distribution, Parameter, ParameterSpace
+from sensitivity.stored_sweep import StoredSweep
+from tests.helpers.blocks import sweep_file
 from tests.helpers.functions import (
     ishigami,
     ishigami_indices,
@@ -180,3 +183,18 @@ def test_mixed_units_are_tabled_in_coordinates():
     assert list(ds.nu_units.sel(output=0).values) == ["((kg)/(m)) ((kg)/(m))", "((kg)/(s)) ((kg)/(s))"]
     assert ds.poincare_constant.attrs["units_coordinate"] == "poincare_constant_units"
     assert ds.variance.attrs["units"] == "(kg) (kg)"
+
+
+def test_sweep_blocks_stream_a_stored_sweep_and_refuse_one_changed_after_its_checksum(tmp_path):
+    rng = np.random.default_rng(2)
+    x, values, jac = rng.uniform(size=(10, 3)), rng.standard_normal((10, 4)), rng.standard_normal((10, 4, 3))
+    path = sweep_file(tmp_path / "sweep.nc", x, values, jac)
+    record_checksum(path)
+    with StoredSweep(path) as sweep:
+        blocks = list(sweep_blocks(sweep, block=4))
+    assert [len(v) for _, v in blocks] == [4, 4, 2]
+    np.testing.assert_array_equal(np.concatenate([j for j, _ in blocks]), jac)
+    np.testing.assert_array_equal(np.concatenate([v for _, v in blocks]), values)
+    sweep_file(path, x, values, 2.0 * jac)  # rewritten; the record is the old file's
+    with StoredSweep(path) as sweep, pytest.raises(DataError, match="does not match its checksum record sweep.nc"):
+        next(sweep_blocks(sweep))
