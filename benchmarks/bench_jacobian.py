@@ -23,7 +23,7 @@ an eager (non-compiled) ``batch_jacobian``, and JAX ``jit(vmap(jacfwd))``.
 ``--chunks`` sweeps the dense path's chunk size on the chosen shapes instead.
 
 Usage: python benchmarks/bench_jacobian.py [--shapes A B C conv] [--points 8192] [--rounds 5] [--first] [--chunks]
-(needs the ``bench`` extra for JAX: pip install -e ".[cpu,bench]")
+(needs the ``bench`` extra for JAX: pip install -e ".[bench]")
 """
 from __future__ import annotations
 

@@ -36,6 +36,10 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
+        from sensitivity.tf_runtime import import_tensorflow
+
+        import_tensorflow()
+
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'sensitivity' has no attribute {name!r}")
 

@@ -75,6 +75,7 @@ def _hydra_main(name: str, run, overrides: list[str]) -> None:
     import hydra
 
     from sensitivity.errors import SensitivityError
+    from sensitivity.tf_runtime import import_tensorflow
     from workflows.naming import register_resolver
     from workflows.schema import check_known_keys, register
 
@@ -83,7 +84,10 @@ def _hydra_main(name: str, run, overrides: list[str]) -> None:
 
     def task(cfg) -> None:
         try:
-            check_known_keys(cfg, importlib.import_module(WORKFLOWS[name]).SCHEMA, name)
+            module = importlib.import_module(WORKFLOWS[name])
+            check_known_keys(cfg, module.SCHEMA, name)
+            if getattr(module, "USES_TENSORFLOW", True):
+                import_tensorflow()
             run(cfg)
         except SensitivityError as err:
             log.error("%s: %s", name, err)
