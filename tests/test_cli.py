@@ -37,3 +37,52 @@ def test_a_key_appended_past_the_schema_is_refused_with_a_suggestion(compose_con
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=r"unknown key `colour`"):
         check_known_keys(compose_config("sweep", ["+colour=red"]), schema, "sweep")
+
+
+def _group_options() -> dict[str, list[str]]:
+    """Every config group of ``conf/`` (``hydra/launcher`` included) and its options."""
+    from workflows.registry import CONF_DIR
+
+    groups = {d.name: d for d in CONF_DIR.iterdir() if d.is_dir() and d.name != "hydra"}
+    groups["hydra/launcher"] = CONF_DIR / "hydra" / "launcher"
+    return {name: sorted(p.stem for p in path.glob("*.yaml")) for name, path in sorted(groups.items())}
+
+
+def test_every_workflow_composes_with_every_option_of_its_groups_and_fits_its_schema():
+    """Each primary config, alone and with each option of each group it lists (experiment, debug and the
+    launcher too), composes through Hydra and passes its schema: types, and no key the schema lacks."""
+    import importlib
+    import importlib.util
+
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from workflows.registry import CONF_DIR, WORKFLOWS
+    from workflows.schema import check_known_keys, register
+
+    register()
+    options = _group_options()
+    composed = set()
+    for name, module in WORKFLOWS.items():
+        schema = importlib.import_module(module).SCHEMA
+        listed = [next(iter(item)).removeprefix("optional ") if isinstance(item, dict) else item
+                  for item in yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())["defaults"]]
+        assert listed[0] == f"{name}_schema", f"conf/{name}.yaml must list its schema first"
+        cases = [[]] + [[f"{group}={option}"] for group in options if group in listed or group == "hydra/launcher"
+                        for option in options[group]]
+        for overrides in cases:
+            if overrides == ["hydra/launcher=slurm"] and not importlib.util.find_spec(
+                    "hydra_plugins.hydra_submitit_launcher"):
+                continue  # the SLURM launcher's schema comes with the optional `slurm` extra
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(str(CONF_DIR), version_base=None):
+                cfg = compose(name, overrides=overrides, return_hydra_config=True)
+            if overrides[:1] and overrides[0].startswith("hydra/launcher="):
+                assert cfg.hydra.launcher._target_, overrides
+            job = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+            check_known_keys(job, schema, name)
+            composed.add((name, *overrides))
+    GlobalHydra.instance().clear()
+    assert {case[1].split("=")[0] for case in composed if len(case) > 1} == set(options)  # every group was reached

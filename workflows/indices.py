@@ -4,79 +4,36 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List
 
 from omegaconf import DictConfig
 
+from sensitivity.analyses import indices
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
 log = logging.getLogger(__name__)
 
 SUMMARY = "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked -> indices.nc"
 
-ALL_METHODS = ["local", "dgsm", "sobol", "morris", "active_subspaces"]
+IntervalsConf = schema_of(indices.Intervals, "IntervalsConf", keys=("method", "replicates", "conf_level"))
+BootstrapConf = schema_of(indices.Intervals, "BootstrapConf", keys=("n_resamples", "interval"))
+LocalConf = schema_of(indices.LocalDerivatives, "LocalConf", keys=("nominal", "sigma_points", "weights"),
+                      extra=[("across_grid", bool, False)])  # also at every point of `grid`
+DgsmConf = schema_of(indices.Dgsm, "DgsmConf")
+SobolConf = schema_of(indices.Sobol, "SobolConf")
+MorrisConf = schema_of(indices.Morris, "MorrisConf")
+ActiveSubspacesConf = schema_of(indices.ActiveSubspaces, "ActiveSubspacesConf")
+PlanConf = schema_of(indices.plan, "PlanConf", keys=("seed", "top_k"))  # top_k: size of the ranking cross-check's top sets
 
 
 @dataclass
-class IntervalsConf:
-    method: str = "rqmc"  # rqmc | bootstrap | none
-    replicates: int = 8  # rqmc: independent scramblings; each method's n stays the total, split into n/replicates
-    conf_level: float = 0.95
-
-
-@dataclass
-class BootstrapConf:
-    n_resamples: int = 100  # 0: no bootstrap intervals
-    interval: str = "percentile"
-
-
-@dataclass
-class LocalConf:
-    nominal: bool = True
-    across_grid: bool = False  # also at every point of `grid`
-    sigma_points: int = 4096  # draws of the input distribution for sigma_y (0: no sigma-normalised)
-    weights: Optional[List[float]] = None  # per flat output, for the scaled sensitivities
-
-
-@dataclass
-class DgsmConf:
-    n: int = 4096
-    sweep: Optional[str] = None  # a sweep.nc on a sobol/halton/lhs/random grid: DGSM from it, block by block
-    block: int = 65536
-
-
-@dataclass
-class SobolConf:
-    n: int = 1024
-    second_order: bool = False
-    groups: Any = None  # {group: [parameter, ...]}, a partition of the parameters
-    convergence_start: int = 64
-
-
-@dataclass
-class MorrisConf:
-    trajectories: int = 64
-    levels: int = 4
-
-
-@dataclass
-class ActiveSubspacesConf:
-    n: int = 4096
-    normalize: str = "bounds"
-    n_active: Optional[int] = None
-    per_output: bool = True
-    quantity: Any = None  # {name, units, weights: sum | mean | [w per flat output]}
-
-
-@dataclass
-class IndicesConf:
+class IndicesConf(PlanConf):
     model: ModelConf = field(default_factory=ModelConf)
     space: SpaceConf = field(default_factory=SpaceConf)
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
-    methods: List[str] = field(default_factory=lambda: list(ALL_METHODS))
-    seed: int = 0
+    methods: List[str] = field(default_factory=lambda: list(indices.METHODS))
     intervals: IntervalsConf = field(default_factory=IntervalsConf)
     bootstrap: BootstrapConf = field(default_factory=BootstrapConf)
     local: LocalConf = field(default_factory=LocalConf)
@@ -84,7 +41,6 @@ class IndicesConf:
     sobol: SobolConf = field(default_factory=SobolConf)
     morris: MorrisConf = field(default_factory=MorrisConf)
     active_subspaces: ActiveSubspacesConf = field(default_factory=ActiveSubspacesConf)
-    top_k: Optional[int] = None  # ranking cross-check: size of the top sets compared; min(3, parameters)
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -95,13 +51,12 @@ SCHEMA = IndicesConf
 
 def run(cfg: DictConfig) -> Path:
     """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
-    from sensitivity.analyses import indices
     from sensitivity.datasets import provenance, write_atomic
 
     space = build.space_from(cfg)
     chosen = list(cfg.methods)
     for name in chosen:
-        build.check_choice(name, tuple(ALL_METHODS), "methods")
+        build.check_choice(name, indices.METHODS, "methods")
     points = build.grid_from(cfg, space).points() if "local" in chosen and cfg.local.across_grid else None
     methods = {name: _method(cfg, name, points) for name in chosen}
     c, b = cfg.intervals, cfg.bootstrap
@@ -139,7 +94,6 @@ def run(cfg: DictConfig) -> Path:
 
 def _method(cfg: DictConfig, name: str, points: Any) -> Any:
     """The settings object of method ``name`` from its config section."""
-    from sensitivity.analyses import indices
 
     if name == "local":
         c = cfg.local
@@ -159,7 +113,6 @@ def _method(cfg: DictConfig, name: str, points: Any) -> Any:
 
 def _quantity(node: Any) -> Any:
     """``active_subspaces.quantity`` as a :class:`~sensitivity.analyses.indices.Quantity`."""
-    from sensitivity.analyses import indices
     from sensitivity.errors import ConfigError
 
     if not isinstance(node, dict) or set(node) - {"name", "units", "weights"}:
@@ -169,7 +122,6 @@ def _quantity(node: Any) -> Any:
 
 def _log_checks(ds: Any) -> None:
     """Log the cross-checks: a warning when a total Sobol' index exceeds its DGSM bound significantly."""
-    from sensitivity.analyses import indices
 
     for severity, line in indices.summary_lines(ds):
         log.log(logging.WARNING if severity == "warning" else logging.INFO, line)

@@ -3,15 +3,105 @@
 Each dataclass is registered in Hydra's ConfigStore; the workflow configs in ``conf/``
 list the schema first in their defaults, so every YAML value is checked against it
 before any work starts.
+
+Adding a config key: a setting the library takes has its default in ONE place, the library's
+frozen settings dataclass or the keyword argument of the library function that takes it
+(e.g. :class:`~sensitivity.analyses.indices.Sobol`, :func:`~sensitivity.jacobian.compile_jacobian`).
+Add the field or keyword there (with its numpydoc), and the config node built by
+:func:`schema_of` from that class or function picks it up with its default; pass it on in the
+workflow's ``*_from`` helper. Only a key that the library does not take (an output path, a
+switch of the workflow itself) is declared here or in the workflow module, with its default.
+``conf/`` YAML never repeats a default: a config-group option is a preset that sets the values
+it changes (commented examples of the other keys are welcome), and a primary config lists
+only its defaults list, the values that differ for that workflow, and comments.
 """
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import inspect
+import types
+import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from pathlib import PurePath
+from typing import Any, Callable, Dict, List, Optional
+
+_PLAIN = (bool, int, float, str)
 
 from hydra.core.config_store import ConfigStore
 
 from workflows.registry import modules
+
+
+def _node_type(hint: Any, default: Any) -> Any:
+    """The closest type OmegaConf supports for a library annotation: bool/int/float/str (a ``Literal``
+    of strings: str; ``str | Path``: str), a list of them (any sequence), ``Optional`` of these when
+    None is allowed, else ``Any`` (numpy arrays, mappings, other dataclasses, unions)."""
+    node = _plain_type(hint)
+    optional = default is None or type(None) in typing.get_args(hint)
+    return Any if node is Any else Optional[node] if optional else node
+
+
+def _plain_type(hint: Any) -> Any:
+    if hint in _PLAIN:
+        return hint
+    origin, args = typing.get_origin(hint), [a for a in typing.get_args(hint) if a is not type(None)]
+    if str in args:  # str | Path: a path is given as a string
+        args = [a for a in args if a is str or not (isinstance(a, type) and issubclass(a, PurePath))]
+    if origin is typing.Literal:
+        return str if all(isinstance(a, str) for a in args) else Any
+    if origin in (list, tuple, collections.abc.Sequence) and args and args[0] in _PLAIN and (
+            origin is not tuple or args[1:] in ([], [Ellipsis])):
+        return List[args[0]]
+    if len(args) == 1 and origin in (typing.Union, types.UnionType):
+        return _plain_type(args[0])
+    return Any
+
+
+def _node_default(default: Any) -> Any:
+    """A default as an OmegaConf value: tuples become lists (a mutable default needs a factory)."""
+    if isinstance(default, (tuple, list)):
+        value = list(default)
+        return field(default_factory=lambda: list(value))
+    return default
+
+
+def schema_of(settings: type | Callable, name: str, *, keys: tuple[str, ...] | None = None,
+              rename: Dict[str, str] | None = None, extra: List[tuple] | None = None) -> type:
+    """A structured-config dataclass with the fields and defaults of a library settings class.
+
+    Parameters
+    ----------
+    settings
+        A (frozen) dataclass of the library, or a library function whose keyword arguments
+        with defaults are its settings.
+    name
+        The class name of the schema (shown in Hydra's error messages).
+    keys
+        The settings to expose, in this order (default: every field / keyword with a default).
+    rename
+        ``{config key: library name}`` for keys spelled differently in the config.
+    extra
+        More fields ``(name, type, default)`` that the library does not take (workflow-only keys).
+    """
+    if dataclasses.is_dataclass(settings):
+        hints = typing.get_type_hints(settings)
+        found = {f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else
+                          f.default_factory() if f.default_factory is not dataclasses.MISSING else "???")
+                 for f in dataclasses.fields(settings) if f.init}
+    else:
+        hints = typing.get_type_hints(settings)
+        found = {p.name: (hints.get(p.name, Any), p.default) for p in inspect.signature(settings).parameters.values()
+                 if p.default is not inspect.Parameter.empty}
+    rename = rename or {}
+    chosen = keys if keys is not None else tuple(found)
+    fields = []
+    for key in chosen:
+        hint, default = found[rename.get(key, key)]
+        fields.append((key, _node_type(hint, default), _node_default(default)))
+    fields += [(key, kind, _node_default(default)) for key, kind, default in extra or []]
+    return dataclasses.make_dataclass(name, [(k, t, d if isinstance(d, dataclasses.Field) else field(default=d))
+                                             for k, t, d in fields])
 
 
 @dataclass
