@@ -19,19 +19,17 @@ from typing import Any, List, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from sensitivity.analyses.calibration import (
+    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, step_slice, write_step_map)
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, kinds_schema, schema_of, settings_from
 
 log = logging.getLogger(__name__)
 
 SUMMARY = "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations -> calibration.nc"
 
-SOLVERS = ("trust_region", "levenberg_marquardt", "gauss_newton")
-_SETTINGS = {  # the settings each kind takes besides max_iter and the tolerances
-    "trust_region": ("initial_radius",),
-    "levenberg_marquardt": ("initial_damping", "marquardt_scaling"),
-    "gauss_newton": ("line_search",),
-}
+#: solver.kind -> its settings class; conf/solver/ holds a preset of each
+SOLVERS = {"trust_region": TrustRegion, "levenberg_marquardt": LevenbergMarquardt, "gauss_newton": GaussNewton}
 
 
 @dataclass
@@ -39,20 +37,7 @@ class ObservationsConf:
     path: str = "???"
 
 
-@dataclass
-class SolverConf:
-    """Settings of TrustRegion / LevenbergMarquardt / GaussNewton (each uses its own; see conf/solver/);
-    null keeps the library's default of that solver."""
-
-    kind: str = "trust_region"
-    max_iter: Optional[int] = None
-    ftol: Optional[float] = None
-    xtol: Optional[float] = None
-    gtol: Optional[float] = None
-    initial_radius: Optional[float] = None
-    initial_damping: Optional[float] = None
-    marquardt_scaling: Optional[bool] = None
-    line_search: Optional[bool] = None
+SolverConf = kinds_schema("SolverConf", SOLVERS)
 
 
 @dataclass
@@ -63,23 +48,15 @@ class PriorConf:
     cov: Optional[List[List[float]]] = None
 
 
-@dataclass
-class GNMapConf:
-    damping: float = 1e-3
-    block: int = 16384
-    plot_parameters: Optional[List[str]] = None
+GNMapConf = schema_of(write_step_map, "GNMapConf", keys=("damping", "block"),
+                      extra=[("plot_parameters", Optional[List[str]], None)])
+StepMapConf = schema_of(step_slice, "StepMapConf", keys=("points",), extra=[
+    ("slice", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
+FitConf = schema_of(calibrate, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
 
 
 @dataclass
-class StepMapConf:
-    slice: bool = True
-    parameters: Optional[List[str]] = None
-    points: int = 21
-    width: float = 0.25
-
-
-@dataclass
-class CalibrateConf:
+class CalibrateConf(FitConf):
     model: ModelConf = field(default_factory=ModelConf)
     space: SpaceConf = field(default_factory=SpaceConf)
     grid: GridConf = field(default_factory=GridConf)
@@ -89,10 +66,6 @@ class CalibrateConf:
     prior: PriorConf = field(default_factory=PriorConf)
     include_nominal: bool = True
     log_parameters: Optional[List[str]] = None
-    level: float = 0.95
-    rcond: float = 1e-8
-    minima_rtol: float = 1e-4
-    record_history: bool = True
     step_dtype: Optional[str] = "float32"
     fit: bool = True
     sweep_path: Optional[str] = None
@@ -115,7 +88,7 @@ def run(cfg: DictConfig) -> Path:
         raise ConfigError("`observations.path` is required: a .nc or .csv file of observed outputs")
     if not cfg.fit and not cfg.sweep_path:
         raise ConfigError("nothing to do: `fit` is false and `sweep_path` is null")
-    build.check_choice(cfg.solver.kind, SOLVERS, "solver.kind")
+    build.check_choice(cfg.solver.kind, tuple(SOLVERS), "solver.kind")
     if cfg.step_dtype is not None:
         build.check_choice(cfg.step_dtype, ("float32", "float64"), "step_dtype")
     paths = []
@@ -131,13 +104,8 @@ def run(cfg: DictConfig) -> Path:
 
 def solver_from(node: DictConfig):
     """The immutable solver settings of ``cfg.solver``."""
-    from sensitivity.analyses.calibration import GaussNewton, LevenbergMarquardt, TrustRegion
-
-    build.check_choice(node.kind, SOLVERS, "solver.kind")
-    keys = ("max_iter", "ftol", "xtol", "gtol", *_SETTINGS[node.kind])
-    settings = {key: node[key] for key in keys if node[key] is not None}
-    kind = {"trust_region": TrustRegion, "levenberg_marquardt": LevenbergMarquardt, "gauss_newton": GaussNewton}
-    return kind[node.kind](**settings)
+    build.check_choice(node.kind, tuple(SOLVERS), "solver.kind")
+    return SOLVERS[node.kind](**settings_from(SOLVERS[node.kind], node))
 
 
 def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -203,7 +171,6 @@ def fit(cfg: DictConfig) -> Path:
     """Calibrate the surrogate of ``cfg`` to ``cfg.observations``; write ``calibration.nc``."""
     import time
 
-    from sensitivity.analyses.calibration import calibrate
     from sensitivity.datasets import index_string_dims, provenance, unstack_output, write_atomic
     from sensitivity.observations import check_path, read_observations, with_true_parameters
 
@@ -304,7 +271,7 @@ def slice_parameters_from(node: DictConfig, space) -> list[str] | None:
 def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, log_mask, solver,
                   names: list[str] | None, surrogate) -> Path:
     """The step map on a 2-D slice through the best estimate of ``ds`` -> ``step_slice.nc`` (+ figure)."""
-    from sensitivity.analyses.calibration import least_identifiable, slice_box, step_slice
+    from sensitivity.analyses.calibration import least_identifiable, slice_box
     from sensitivity.datasets import provenance, write_atomic
 
     best = int(ds["best_start"])
@@ -337,7 +304,6 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
 
 def step_map(cfg: DictConfig) -> Path:
     """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
-    from sensitivity.analyses.calibration import write_step_map
     from sensitivity.datasets import content_hash, provenance
     from sensitivity.errors import ConfigError, DataError
     from sensitivity.observations import read_observations

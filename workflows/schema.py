@@ -50,9 +50,9 @@ def _plain_type(hint: Any) -> Any:
         args = [a for a in args if a is str or not (isinstance(a, type) and issubclass(a, PurePath))]
     if origin is typing.Literal:
         return str if all(isinstance(a, str) for a in args) else Any
-    if origin in (list, tuple, collections.abc.Sequence) and args and args[0] in _PLAIN and (
+    if origin in (list, tuple, collections.abc.Sequence) and args and _plain_type(args[0]) in _PLAIN and (
             origin is not tuple or args[1:] in ([], [Ellipsis])):
-        return List[args[0]]
+        return List[_plain_type(args[0])]
     if len(args) == 1 and origin in (typing.Union, types.UnionType):
         return _plain_type(args[0])
     return Any
@@ -102,6 +102,26 @@ def schema_of(settings: type | Callable, name: str, *, keys: tuple[str, ...] | N
     fields += [(key, kind, _node_default(default)) for key, kind, default in extra or []]
     return dataclasses.make_dataclass(name, [(k, t, d if isinstance(d, dataclasses.Field) else field(default=d))
                                              for k, t, d in fields])
+
+
+def kinds_schema(name: str, kinds: Dict[str, type]) -> type:
+    """A config node that picks one of several library settings classes by ``kind`` (the first is the default).
+
+    Its keys are ``kind`` and the union of the classes' settings, each null by default: null keeps
+    the chosen kind's own default, and a key the chosen kind does not take is ignored.
+    """
+    fields: Dict[str, Any] = {}
+    for settings in kinds.values():
+        for item in dataclasses.fields(schema_of(settings, name)):
+            fields.setdefault(item.name, Any if item.type is Any else Optional[item.type])
+    return dataclasses.make_dataclass(name, [("kind", str, field(default=next(iter(kinds))))]
+                                      + [(key, kind, field(default=None)) for key, kind in fields.items()])
+
+
+def settings_from(settings: type, node: Any) -> Dict[str, Any]:
+    """The keyword arguments of ``settings`` that a :func:`kinds_schema` node sets (not null)."""
+    return {item.name: node[item.name] for item in dataclasses.fields(settings)
+            if item.init and node[item.name] is not None}
 
 
 @dataclass
