@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 from omegaconf import DictConfig
 
+from sensitivity.analyses.propagation import pointwise_propagation, propagate
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -38,31 +39,11 @@ class UncertaintyConf:
     allow_other_surrogate: bool = False  # propagate a calibration recorded with another surrogate's hash
 
 
-@dataclass
-class PropagationConf:
-    """Methods and their settings (see sensitivity.analyses.propagation.propagate)."""
-
-    methods: List[str] = field(default_factory=lambda: ["first_order", "second_order", "unscented", "monte_carlo"])
-    quantiles: List[float] = field(default_factory=lambda: [0.05, 0.25, 0.5, 0.75, 0.95])
-    n_samples: int = 65536
-    n_replicates: int = 16
-    sampler: str = "sobol"
-    block_size: int = 4096
-    max_bytes: int = 268435456
-    alpha: float = 1.0
-    beta: float = 2.0
-    kappa: float = 0.0
-    k_sigma: float = 3.0
-    rtol: float = 0.05
-    hessian_max_rows: int = 16384
-
-
-@dataclass
-class PointwiseConf:
-    """Pointwise linear propagation through the Jacobians of a stored sweep."""
-
-    sweep: Optional[str] = None
-    block_size: int = 16384
+PropagationConf = schema_of(propagate, "PropagationConf", keys=(  # methods and their settings
+    "methods", "quantiles", "n_samples", "n_replicates", "sampler", "block_size", "max_bytes", "alpha", "beta",
+    "kappa", "k_sigma", "rtol"), extra=[("hessian_max_rows", int, 16384)])  # compile_hessian's max_rows
+PointwiseConf = schema_of(pointwise_propagation, "PointwiseConf", keys=("block_size",), rename={"block_size": "block"},
+                          extra=[("sweep", Optional[str], None)])  # linear propagation through a stored sweep
 
 
 @dataclass
@@ -145,7 +126,6 @@ def inputs_from(cfg: DictConfig, space):
 
 def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     """All configured methods on the compiled surrogate -> propagation.nc (+ figure)."""
-    from sensitivity.analyses.propagation import propagate
     from sensitivity.datasets import flat_output_coords, provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
@@ -176,7 +156,6 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
 
 def _pointwise(cfg: DictConfig, inputs, sources: list[str]) -> Path:
     """Linear sigma_y at every point of a stored sweep -> local_propagation.nc."""
-    from sensitivity.analyses.propagation import pointwise_propagation
     from sensitivity.datasets import provenance
     from sensitivity.stored_sweep import StoredSweep
 
