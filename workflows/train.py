@@ -24,6 +24,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError, DataError, ModelError
+from sensitivity.samples import read_samples
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
 
@@ -188,78 +189,6 @@ def _output_spec(cfg: DictConfig, shape: tuple[int, ...]):
         raise DataError(f"the samples have {list(shape)} outputs per point but model.output declares "
                         f"{list(spec.shape)} (dims {list(spec.dim_names)})")
     return spec
-
-
-def read_samples(path: Path, names: list[str], output) -> tuple[np.ndarray, np.ndarray]:
-    """Samples from a netCDF file (``x(sample, parameter)`` with ``parameter_name``, and the output variable
-    ``<output.name>(sample, *dims)`` or ``y``) or a CSV file (one column per parameter and per flat output name).
-
-    Returns ``x [N, n]`` in ``names`` order and ``y [N, *out]``.
-    """
-    if not path.is_file():
-        raise DataError(f"training.data: file not found: {path}")
-    if path.suffix == ".csv":
-        return _read_csv(path, names, output)
-    import xarray as xr
-
-    try:
-        ds = xr.open_dataset(path)
-    except Exception as err:  # netCDF4/h5 raise many types for a corrupt file
-        raise DataError(f"training.data {path} cannot be read as netCDF: {err}") from None
-    with ds:
-        if "x" not in ds or "parameter_name" not in ds.coords or ds["x"].dims != ("sample", "parameter"):
-            raise DataError(f"training.data {path}: needs x(sample, parameter) with coordinate parameter_name")
-        stored = [str(v) for v in ds["parameter_name"].values]
-        missing = [n for n in names if n not in stored]
-        if missing:
-            raise DataError(f"training.data {path}: missing parameter(s) {missing}; it has {stored}")
-        x = ds["x"].values[:, [stored.index(n) for n in names]].astype(float)
-        var = output.name if output is not None else "y"
-        if var not in ds:
-            raise DataError(f"training.data {path}: no output variable {var!r}; it has {sorted(ds.data_vars)}")
-        dims = ("sample", *output.dim_names) if output is not None else None
-        if dims is not None and set(ds[var].dims) != set(dims):
-            raise DataError(f"training.data {path}: {var!r} has dims {list(ds[var].dims)}, model.output needs "
-                            f"{list(dims)}")
-        y = (ds[var].transpose(*dims) if dims else ds[var]).values.astype(float)
-        if output is not None:
-            _check_coords(ds, output, path)
-    return x, y
-
-
-def _check_coords(ds, output, path: Path) -> None:
-    """The file's output coordinates must be the model's (same days, same labels)."""
-    for d in output.dims:
-        key = "output_name" if d.is_labels else d.name
-        if key in ds.coords:
-            stored = ds[key].values
-            same = (list(map(str, stored)) == list(map(str, d.values)) if d.is_labels else
-                    stored.shape == (d.size,) and np.allclose(stored.astype(float), np.asarray(d.values, float)))
-            if not same:
-                raise DataError(f"training.data {path}: coordinate {key!r} differs from model.output "
-                                f"({list(stored[:5])}... vs {list(d.values[:5])}...)")
-
-
-def _read_csv(path: Path, names: list[str], output) -> tuple[np.ndarray, np.ndarray]:
-    import pandas as pd
-
-    try:
-        table = pd.read_csv(path)
-    except Exception as err:  # pandas raises many types for malformed text
-        raise DataError(f"training.data {path} cannot be read as CSV: {err}") from None
-    if output is None:
-        raise ConfigError(f"training.data {path}: a CSV file needs model.output to name its output columns")
-    columns = [*names, *output.flat_names()]
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise DataError(f"training.data {path}: missing column(s) {missing[:4]}{' ...' if len(missing) > 4 else ''}; "
-                        f"it has {list(table.columns)[:8]}")
-    try:
-        x = table[names].to_numpy(dtype=float)
-        y = table[output.flat_names()].to_numpy(dtype=float).reshape(len(table), *output.shape)
-    except ValueError as err:
-        raise DataError(f"training.data {path}: non-numeric values: {err}") from None
-    return x, y
 
 
 def _save_model(model: Any, path: Path) -> Path:

@@ -10,6 +10,7 @@ import xarray as xr
 
 import sensitivity
 from sensitivity.errors import DataError
+from sensitivity.samples import read_samples
 from tests.helpers import ROOT
 from workflows import train
 
@@ -79,11 +80,11 @@ def test_csv_samples_and_missing_columns(tmp_path):
 
     output = OutputSpec.from_dict({"name": "y", "units": "1", "names": ["square", "chain"]})
     (tmp_path / "s.csv").write_text("x1,x2,x3,square,chain\n0.1,0.2,0.3,0.14,0.14\n0.0,0.5,0.1,0.26,0.1\n")
-    x, y = train.read_samples(tmp_path / "s.csv", ["x1", "x2", "x3"], output)
+    x, y = read_samples(tmp_path / "s.csv", ["x1", "x2", "x3"], output)
     np.testing.assert_allclose(y, quadratic(x))
     (tmp_path / "t.csv").write_text("x1,x2,square,chain\n0.1,0.2,0.05,0.02\n")
     with pytest.raises(DataError, match=r"missing column\(s\) \['x3'\]"):
-        train.read_samples(tmp_path / "t.csv", ["x1", "x2", "x3"], output)
+        read_samples(tmp_path / "t.csv", ["x1", "x2", "x3"], output)
 
 
 @pytest.mark.slow
