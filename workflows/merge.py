@@ -9,13 +9,14 @@ The merge is refused, with a one-line message naming them, when shards are missi
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List
 
 from omegaconf import DictConfig
 
+from sensitivity.merge import find_runs, merge, plan_merge
 from workflows import build
+from workflows.schema import schema_of
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +28,14 @@ POSITIONAL = "input_dir"
 FORMATS = ("netcdf", "zarr")
 
 
+RunsConf = schema_of(find_runs, "RunsConf")  # file: the result file of every job
+PlanConf = schema_of(plan_merge, "PlanConf", keys=("shard_key", "num_shards_key", "ignore_keys"))
+WriteConf = schema_of(merge, "WriteConf", keys=("format",))  # netcdf | zarr (zarr needs `pip install zarr`)
+
+
 @dataclass
-class MergeConf:
+class MergeConf(RunsConf, PlanConf, WriteConf):
     input_dir: str = "???"  # the multirun directory (hydra.sweep.dir of the sweep)
-    file: str = "sweep.nc"  # the result file of every job
-    format: str = "netcdf"  # netcdf | zarr (zarr needs `pip install zarr`)
-    shard_key: str = "grid.shard"
-    num_shards_key: str = "grid.num_shards"
-    ignore_keys: List[str] = field(default_factory=lambda: ["output_dir", "progress", "plots"])
     chunk: int = 0  # samples per on-disk chunk; 0: about 32 MiB of the largest variable
     output_dir: str = "???"
     progress: bool = True  # accepted like every workflow's; a merge streams chunks without a bar
@@ -46,7 +47,7 @@ SCHEMA = MergeConf
 def run(cfg: DictConfig) -> Path:
     """Check and merge the runs under ``cfg.input_dir``; return the merged file."""
     from sensitivity.datasets import provenance
-    from sensitivity.merge import find_runs, merge, merged_attrs, plan_merge, whole_grid_config
+    from sensitivity.merge import merged_attrs, whole_grid_config
 
     build.check_choice(cfg.format, FORMATS, "format")
     root = Path(cfg.input_dir).expanduser()
