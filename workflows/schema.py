@@ -30,6 +30,7 @@ _PLAIN = (bool, int, float, str)
 
 from hydra.core.config_store import ConfigStore
 
+from sensitivity.grids import make_grid
 from workflows.registry import modules
 
 
@@ -152,18 +153,9 @@ class ModelConf:
     trusted: bool = False  # required to load a TF SavedModel directory (it runs its graph on load)
 
 
-@dataclass
-class GridConf:
-    kind: str = "sobol"
-    n: int = 1024
-    levels: Optional[List[int]] = None
-    seed: int = 0
-    scramble: bool = True
-    steps: int = 5
-    path: Optional[str] = None
-    shard: int = 0
-    num_shards: int = 1
-    through: str = "bounds"   # or "distribution": random designs through the marginals' quantiles (in the bounds)
+GridConf = schema_of(make_grid, "GridConf", keys=("levels", "seed", "scramble", "steps", "path", "through"), extra=[
+    ("kind", str, "sobol"), ("n", int, 1024),  # conf/grid/ holds a preset of each kind
+    ("shard", int, 0), ("num_shards", int, 1)])  # this job's slice of the grid (a multirun's shards)
 
 
 @dataclass
