@@ -22,8 +22,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
+from sensitivity.pest import calibration_point, observations_from, write_pest
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +41,17 @@ class ExportOptions:
     problem_file: Optional[str] = "problem.json"
 
 
+PointConf = schema_of(calibration_point, "PointConf", keys=("estimate", "start"))
+NoiseConf = schema_of(observations_from, "NoiseConf", keys=("observation_std",), rename={"observation_std": "std_variable"})
+FormatConf = schema_of(write_pest, "FormatConf", keys=("format",))
+
+
 @dataclass
-class PestConf:
-    calibration: Optional[str] = None
-    point: Any = None
-    estimate: str = "estimate"
-    start: Optional[int] = None
-    observation_std: str = "observation_std"
-    sigma: Any = None
-    name: str = "jacobian"
-    format: str = "auto"
+class PestConf(PointConf, NoiseConf, FormatConf):
+    calibration: Optional[str] = None  # calibration.nc: the Jacobian at its estimate, noise from it
+    point: Any = None  # or: nominal, or {name: value, ...} for every parameter
+    sigma: Any = None  # observation noise std (scalar or list), overrides the calibration's
+    name: str = "jacobian"  # writes <name>.jcb and <name>.unc
 
 
 @dataclass
@@ -117,8 +119,6 @@ def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
     if p.point is not None and p.calibration is not None:
         raise ConfigError("give either `pest.point` or `pest.calibration`, not both")
     if p.calibration is not None:
-        from sensitivity.pest import calibration_point
-
         return calibration_point(p.calibration, space.names, estimate=p.estimate, start=p.start)
     if p.point is None:
         return None
@@ -132,7 +132,7 @@ def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
 
 
 def _write_pest(cfg: DictConfig, jac, point: np.ndarray, out: Path) -> None:
-    from sensitivity.pest import jacobian_at, observation_names, observations_from, write_pest
+    from sensitivity.pest import jacobian_at, observation_names
 
     p = cfg.pest
     names = observation_names(jac.surrogate.output)
