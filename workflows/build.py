@@ -1,4 +1,4 @@
-"""Turn composed config nodes into library objects (the only place that reads a DictConfig)."""
+"""Turn composed config nodes into library objects: the space, surrogate, engine and grid every workflow shares."""
 from __future__ import annotations
 
 import hashlib
