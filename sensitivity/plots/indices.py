@@ -45,7 +45,7 @@ def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
 
 # ----------------------------------------------------------------------------- selection
 def output_dims(ds: xr.Dataset) -> list[str]:
-    """The model's own output dims in ``ds`` (``["output"]`` for named scalars, e.g. ``["time"]``)."""
+    """The model's own output dims in ``ds`` (``["output"]`` for named scalars, e.g. ``["day"]`` for the SEIR demo)."""
     for name in [m[0] for m in MEASURES] + ["dgsm_nu", "active_subspace_eigenvalue"]:
         if name in ds:
             return [d for d in ds[name].dims if d not in NON_OUTPUT]

@@ -13,7 +13,7 @@ _MAX_POINTS = 24
 
 def _output_axis(ds: xr.Dataset) -> tuple[np.ndarray, str | None]:
     """Positions along the flat output axis and their label: the model's own 1-D coordinate (e.g.
-    ``time(output)``), else the index (label None)."""
+    ``day(output)``), else the index (label None)."""
     own = [name for name, c in ds.coords.items()
            if c.dims == ("output",) and name not in ("output",) and not name.startswith("output_")
            and np.issubdtype(c.dtype, np.number)]
