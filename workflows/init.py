@@ -10,6 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from sensitivity.datasets import write_text_atomic
+from sensitivity.errors import SensitivityError
+
 FILES = {
     "conf/space/study.yaml": """\
 # The inputs of your model, in the order of its input vector x[:, 0], x[:, 1], ...
@@ -73,22 +76,20 @@ Outputs go to `outputs/<workflow>/<overrides>-<hash>/` (the same command resumes
 def init(directory: str | Path) -> list[Path]:
     """Write the skeleton into ``directory`` (created if needed); return the files written.
 
+    Each file is written atomically (:func:`sensitivity.datasets.write_text_atomic`).
+
     Raises
     ------
     FileExistsError
         When one of the files exists already (nothing is written then).
+    DataError
+        When a file cannot be written (full disk, read-only folder).
     """
     root = Path(directory)
     existing = [root / name for name in FILES if (root / name).exists()]
     if existing:
         raise FileExistsError(f"sensitivity init: {existing[0]} exists; choose an empty folder")
-    written = []
-    for name, text in FILES.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
-    return written
+    return [write_text_atomic(text, root / name) for name, text in FILES.items()]
 
 
 def main(argv: list[str]) -> int:
@@ -98,7 +99,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         written = init(argv[0])
-    except FileExistsError as err:
+    except (FileExistsError, SensitivityError) as err:  # an existing file; a full disk or read-only folder
         print(err, file=sys.stderr)
         return 2
     print(f"wrote {len(written)} files into {argv[0]}; next: cd {argv[0]} && sensitivity sweep experiment=study")
