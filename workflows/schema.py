@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Callable, Dict, List, Optional
 
-_PLAIN = (bool, int, float, str)
-
 from hydra.core.config_store import ConfigStore
 
 from sensitivity.grids import make_grid
 from workflows.registry import modules
+
+_PLAIN = (bool, int, float, str)
 
 
 def _node_type(hint: Any, default: Any) -> Any:
