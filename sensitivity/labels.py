@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
+from sensitivity.errors import ConfigError
 from sensitivity.units import product
 
 
@@ -46,6 +47,22 @@ def axis_coords(axis: str, names: Sequence[str], units: Sequence[str] | None = N
 def parameter_coords(names: Sequence[str], units: Sequence[str] | None = None) -> dict[str, xr.Variable]:
     """Coordinates of the ``parameter`` axis."""
     return axis_coords("parameter", names, units)
+
+
+def flat_output_labels(m: int, names: Sequence[str] | None,
+                       units: Sequence[str] | None) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """Names (default ``y0 .. y{m-1}``) and UDUNITS-2 units (default None: unknown) of ``m`` flat outputs.
+
+    Raises
+    ------
+    ConfigError
+        When ``names`` or ``units`` does not have ``m`` entries.
+    """
+    names = tuple(f"y{k}" for k in range(m)) if names is None else tuple(names)
+    for what, labels in (("output_names", names), ("output_units", units)):
+        if labels is not None and len(labels) != m:
+            raise ConfigError(f"`{what}` must have {m} entries (the model's outputs), got {len(labels)}")
+    return names, None if units is None else tuple(units)
 
 
 def output_coords(names: Sequence[str], units: Sequence[str] | None = None) -> dict[str, xr.Variable]:

@@ -11,20 +11,16 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_coords, common_units, output_coords, parameter_coords, units_attrs
+from sensitivity.labels import (axis_coords, common_units, flat_output_labels, output_coords, parameter_coords,
+                                units_attrs)
 from sensitivity.space import ParameterSpace
 from sensitivity.units import product, quotient
 
 
 def output_axis(m: int, names: Sequence[str] | None, units: Sequence[str] | None) -> dict[str, xr.Variable]:
     """Coordinates of the flat ``output`` axis; names default to ``y0 .. y{m-1}``."""
-    names = [f"y{k}" for k in range(m)] if names is None else list(names)
-    if len(names) != m:
-        raise ConfigError(f"`output_names` must name {m} outputs, got {len(names)}")
-    if units is not None and len(units) != m:
-        raise ConfigError(f"`output_units` must give {m} units, got {len(units)}")
-    return output_coords(names, None if units is None else list(units))
+    names, units = flat_output_labels(m, names, units)
+    return output_coords(names, units)
 
 
 def parameter_axis(space: ParameterSpace) -> dict[str, xr.Variable]:

@@ -16,7 +16,7 @@ from scipy import special
 
 from sensitivity.analyses.propagation.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_units_attrs, matrix_coords, output_coords, parameter_coords
+from sensitivity.labels import axis_units_attrs, flat_output_labels, matrix_coords, output_coords, parameter_coords
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 STATUS_OK, STATUS_NON_FINITE = 0, 1
@@ -32,11 +32,7 @@ class OutputLabels:
     @classmethod
     def of(cls, m: int, names: Sequence[str] | None, units: Sequence[str] | None) -> "OutputLabels":
         """Labels of ``m`` outputs: ``names`` (default ``y0 ..``) and ``units`` (default none), checked."""
-        names = tuple(f"y{k}" for k in range(m)) if names is None else tuple(names)
-        for what, labels in (("output_names", names), ("output_units", units)):
-            if labels is not None and len(labels) != m:
-                raise ConfigError(f"`{what}` must have {m} entries (the model's outputs), got {len(labels)}")
-        return cls(names, None if units is None else tuple(units))
+        return cls(*flat_output_labels(m, names, units))
 
 
 def checked_quantiles(quantiles: Sequence[float]) -> np.ndarray:
