@@ -34,12 +34,19 @@ WORKFLOWS = {
 
 
 def modules():
-    """Yield ``(name, module)`` for every workflow whose module exists, in registry order."""
+    """Yield ``(name, module)`` for every workflow whose module exists, in registry order.
+
+    Only a missing workflow module is passed over: a module that exists but fails to import (a
+    dependency it needs is missing) raises, instead of its workflow silently leaving the list.
+    """
     for name, module_name in WORKFLOWS.items():
         try:
-            yield name, importlib.import_module(module_name)
-        except ModuleNotFoundError:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name != module_name:
+                raise
             continue
+        yield name, module
 
 
 def available() -> dict[str, str]:
