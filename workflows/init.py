@@ -78,6 +78,16 @@ def init(directory: str | Path) -> list[Path]:
 
     Each file is written atomically (:func:`sensitivity.datasets.write_text_atomic`).
 
+    Parameters
+    ----------
+    directory
+        The study folder; none of :data:`FILES` may exist in it yet.
+
+    Returns
+    -------
+    list of Path
+        The files written, in the order of :data:`FILES`.
+
     Raises
     ------
     FileExistsError
