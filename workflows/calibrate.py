@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
     GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, step_slice, write_step_map)
+from sensitivity.errors import ConfigError, DataError
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, kinds_schema, schema_of, settings_from
 
@@ -82,8 +83,6 @@ SCHEMA = CalibrateConf
 def run(cfg: DictConfig) -> Path:
     """Run the calibration described by ``cfg``; return the path of ``calibration.nc``
     (of ``gn_map.nc`` when ``fit=false``)."""
-    from sensitivity.errors import ConfigError
-
     if OmegaConf.is_missing(cfg.observations, "path"):
         raise ConfigError("`observations.path` is required: a .nc or .csv file of observed outputs")
     if not cfg.fit and not cfg.sweep_path:
@@ -110,8 +109,6 @@ def solver_from(node: DictConfig):
 
 def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Prior mean ``[n]`` and covariance ``[n, n]`` of ``cfg.prior`` (None, None when off)."""
-    from sensitivity.errors import ConfigError
-
     mean, std, cov = build.plain(node.mean) or {}, build.plain(node.std) or {}, build.plain(node.cov)
     for key, table in (("prior.mean", mean), ("prior.std", std)):
         for name in table:
@@ -136,15 +133,11 @@ def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray |
 
 
 def _unknown(key: str, name: str, space) -> None:
-    from sensitivity.errors import ConfigError
-
     raise ConfigError(f"`{key}`: unknown parameter {name!r}; the space has {space.names}")
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:
     """``[n]`` bool: parameters fitted in log space (``names``, or the ``scale: log`` ones)."""
-    from sensitivity.errors import ConfigError
-
     if names is None:
         return np.array([p.scale == "log" for p in space.parameters])
     mask = np.zeros(len(space), bool)
@@ -256,8 +249,6 @@ def _log_summary(ds, seconds: float) -> None:
 
 def slice_parameters_from(node: DictConfig, space) -> list[str] | None:
     """The two parameters of ``step_map.parameters`` (checked), or None for the two least identifiable."""
-    from sensitivity.errors import ConfigError
-
     names = build.plain(node.parameters)
     if names is not None and (len(names) != 2 or len(set(names)) != 2 or any(n not in space.names for n in names)):
         raise ConfigError(f"`step_map.parameters` must name two different parameters of {space.names}, got {names}")
@@ -305,7 +296,6 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
 def step_map(cfg: DictConfig) -> Path:
     """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
     from sensitivity.datasets import content_hash, provenance
-    from sensitivity.errors import ConfigError, DataError
     from sensitivity.observations import read_observations
     from sensitivity.stored_sweep import StoredSweep
 

@@ -9,6 +9,7 @@ from typing import Any, List
 from omegaconf import DictConfig
 
 from sensitivity.analyses import indices
+from sensitivity.errors import ConfigError
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
@@ -113,8 +114,6 @@ def _method(cfg: DictConfig, name: str, points: Any) -> Any:
 
 def _quantity(node: Any) -> Any:
     """``active_subspaces.quantity`` as a :class:`~sensitivity.analyses.indices.Quantity`."""
-    from sensitivity.errors import ConfigError
-
     if not isinstance(node, dict) or set(node) - {"name", "units", "weights"}:
         raise ConfigError(f"`active_subspaces.quantity` must be {{name, units, weights}}, got {node!r}")
     return indices.Quantity(**node)
