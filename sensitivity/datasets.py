@@ -178,7 +178,6 @@ def provenance(
         "title": title,
         "history": f"{history}\n{line}" if history else line,
         "source": f"sensitivity {__version__} workflow '{workflow}' on surrogate {surrogate_source or 'none'}",
-        "institution": "",
         "config": config_yaml,
         "surrogate": surrogate_source or "",
         "surrogate_hash": surrogate_hash or "",

@@ -6,10 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: The one warning no writer here can fix: CF 2.6.2 wants the producing institution, which only the user knows.
-INSTITUTION = "§2.6.2 institution global attribute should be a non-empty string"
-
-
 def cf_report(path: Path) -> dict[str, list[str]]:
     """Every message of the IOOS compliance checker (CF 1.8) on ``path``, by priority: ``high`` (errors),
     ``medium`` and ``low`` (warnings)."""
