@@ -368,6 +368,7 @@ class Draws(NamedTuple):
     """MCMC draws read by :func:`read_draws`."""
 
     values: np.ndarray  # [chain * draw, n]
+    n_chains: int
     units: list[str] | None
     converged: bool  # the file's own verdict (R-hat, ESS, divergences)
     diagnostics: str
@@ -387,7 +388,7 @@ def read_draws(path: str | Path, names: Sequence[str], variable: str = "draws") 
         ds = _in_order(ds, path, names)
         units = [str(u) for u in ds["parameter_units"].values] if "parameter_units" in ds.coords else None
         converged = "converged" not in ds.variables or int(ds["converged"]) == 1
-        return Draws(ds[variable].values.reshape(-1, len(names)).astype(float), units, converged,
+        return Draws(ds[variable].values.reshape(-1, len(names)).astype(float), ds.sizes["chain"], units, converged,
                      str(ds.attrs.get("diagnostics", "")))
 
 

@@ -5,6 +5,8 @@ Gaussian copula with ``space.correlation``) or a calibration result (``uncertain
 uncertainty.path=.../calibration.nc``: multivariate normal with its estimate and covariance). With
 ``pointwise.sweep=.../sweep.nc`` the same input covariance is also propagated linearly through every
 stored Jacobian of a sweep (sigma_y at every sweep point) -> local_propagation.nc, without evaluating the model.
+With ``posterior.path=.../posterior.nc`` (and always with ``uncertainty=posterior``) the posterior draws are
+pushed through the surrogate as a fifth method, ``posterior``, the verdict's reference.
 """
 from __future__ import annotations
 
@@ -47,6 +49,13 @@ PointwiseConf = schema_of(pointwise_propagation, "PointwiseConf", keys=("block_s
 
 
 @dataclass
+class PredictiveConf:
+    """MCMC draws whose posterior predictive joins the methods (and becomes the verdict's reference)."""
+
+    path: Optional[str] = None  # a posterior.nc of `sample`; null: none (uncertainty=posterior: its own path)
+
+
+@dataclass
 class PropagateConf:
     model: ModelConf = field(default_factory=ModelConf)
     space: SpaceConf = field(default_factory=SpaceConf)
@@ -55,6 +64,7 @@ class PropagateConf:
     uncertainty: UncertaintyConf = field(default_factory=UncertaintyConf)
     propagation: PropagationConf = field(default_factory=PropagationConf)
     pointwise: PointwiseConf = field(default_factory=PointwiseConf)
+    posterior: PredictiveConf = field(default_factory=PredictiveConf)
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
@@ -105,14 +115,8 @@ def inputs_from(cfg: DictConfig, space):
                           f"uncertainty.source={u.source}, got null")
     if u.source == "posterior":
         from sensitivity.analyses.posterior.inputs import draws_inputs
-        from sensitivity.datasets import read_draws
 
-        draws = read_draws(u.path, space.names)
-        if draws.units is not None and draws.units != space.units:
-            raise DataError(f"{u.path}: parameter units {draws.units} are not the space's {space.units}")
-        if not draws.converged:
-            log.warning("%s: the chains failed convergence checks (%s): the predictive inherits their error",
-                        u.path, draws.diagnostics)
+        draws = posterior_draws(u.path, space)
         return draws_inputs(draws.values, space.names, space.units, space.bounds), [u.path]
     estimate = read_estimate(u.path, u.estimate, u.covariance, u.start, names=space.names)
     if estimate.units is not None and estimate.units != space.units:
@@ -124,6 +128,20 @@ def inputs_from(cfg: DictConfig, space):
         raise DataError(f"uncertainty.path={u.path}: {err}") from None
 
 
+def posterior_draws(path: str, space):
+    """The draws of a ``posterior.nc`` in the space's parameter order, checked against its units."""
+    from sensitivity.datasets import read_draws
+    from sensitivity.errors import DataError
+
+    draws = read_draws(path, space.names)
+    if draws.units is not None and draws.units != space.units:
+        raise DataError(f"{path}: parameter units {draws.units} are not the space's {space.units}")
+    if not draws.converged:
+        log.warning("%s: the chains failed convergence checks (%s): the predictive inherits their error",
+                    path, draws.diagnostics)
+    return draws
+
+
 def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     """All configured methods on the compiled surrogate -> propagation.nc (+ figure)."""
     from sensitivity.datasets import flat_output_coords, provenance, write_atomic
@@ -133,11 +151,18 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     jac = build.engine_from(cfg, surrogate)
     p, spec = cfg.propagation, surrogate.output
     hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
+    draws_path = cfg.posterior.path or (cfg.uncertainty.path if cfg.uncertainty.source == "posterior" else None)
+    draws = None
+    if draws_path:
+        stacked = posterior_draws(draws_path, space)
+        draws = stacked.values.reshape(stacked.n_chains, -1, len(space.names))
+        sources = list(dict.fromkeys([*sources, draws_path]))
     ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
                    hessian=hessian, methods=list(p.methods), quantiles=list(p.quantiles),
                    output_names=spec.flat_names(), output_units=spec.flat_units(), alpha=p.alpha, beta=p.beta,
                    kappa=p.kappa, n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler,
-                   block_size=p.block_size, max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol)
+                   block_size=p.block_size, max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol,
+                   draws=draws)
     ds = ds.assign_coords(flat_output_coords(spec))
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
@@ -200,7 +225,8 @@ def _describe(cfg: DictConfig) -> str:
     if u.source == "space":
         return "space: space.parameters[*].distribution joined by a Gaussian copula with space.correlation"
     if u.source == "posterior":
-        return f"posterior draws {u.path}: Monte Carlo resamples them (the posterior predictive)"
+        return (f"posterior draws {u.path}: Monte Carlo resamples them, `posterior` evaluates every draw (the "
+                "posterior predictive)")
     kind = "truncated to the bounds" if u.truncate else "normal"
     return (f"calibration {u.path}: `{u.estimate}`, `{u.covariance}`, start {'best' if u.start is None else u.start}, "
             f"{kind}")

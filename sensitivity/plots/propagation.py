@@ -46,9 +46,10 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     -------
     Path
         ``figure_path``. Top: the mean of each method with the band between its lowest and highest
-        quantile (normal approximation for the moment methods, sample quantiles for Monte Carlo).
-        Bottom: ``max(|mean gap|, |std gap|)`` of each moment method against Monte Carlo, in Monte
-        Carlo std, with the outputs flagged nonlinear marked.
+        quantile (normal approximation for the moment methods, sample quantiles for Monte Carlo and the
+        posterior predictive). Bottom: ``max(|mean gap|, |std gap|)`` of each method against the verdict's
+        reference (the posterior predictive when present, else Monte Carlo), in the reference's std, with
+        the outputs flagged nonlinear marked.
     """
     with xr.open_dataset(path) as ds:
         ds = ds.load()
@@ -83,7 +84,8 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
 
 
 def _verdict_panel(ax: plt.Axes, ds: xr.Dataset, x: np.ndarray, names: list[str], few: bool) -> None:
-    """Disagreement of each moment method with Monte Carlo; flagged outputs marked with a cross."""
+    """Disagreement of each method with the verdict's reference; flagged outputs marked with a cross."""
+    reference = ds["nonlinear"].attrs.get("verdict_reference", "monte_carlo")
     gap = np.fmax(np.abs(ds["output_mean_discrepancy"].values), np.abs(ds["output_std_discrepancy"].values))
     flags = ds["nonlinear"].values
     shown = False
@@ -95,12 +97,12 @@ def _verdict_panel(ax: plt.Axes, ds: xr.Dataset, x: np.ndarray, names: list[str]
         ax.plot(x[bad], gap[i][bad], "x", color=line.get_color(), markersize=9 if few else 4, markeredgewidth=1.5)
         shown = True
     if not shown:
-        ax.text(0.5, 0.5, "no verdict: Monte Carlo is not among the methods (or it failed)", ha="center",
+        ax.text(0.5, 0.5, f"no verdict: {reference} is not among the methods (or it failed)", ha="center",
                 va="center", transform=ax.transAxes)
         return
     flagged = {name: int((flags[i] == 1).sum()) for i, name in enumerate(names) if (flags[i] >= 0).any()}
     ax.set_yscale("symlog", linthresh=1e-3)
-    ax.set_ylabel("|method - Monte Carlo| / MC std")
+    ax.set_ylabel(f"|method - {reference}| / its std")
     counts = ", ".join(f"{k}: {v}/{flags.shape[1]}" for k, v in flagged.items())
     ax.set_title(f"nonlinearity verdict (x: flagged) - {counts}")
     ax.legend(fontsize="small")

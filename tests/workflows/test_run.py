@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 #: What the default study writes (conf/run.yaml).
 DATASETS = {"sweep/sweep.nc", "calibrate/calibration.nc", "calibrate/gn_map.nc", "calibrate/step_slice.nc",
             "sample/posterior.nc", "propagate/propagation.nc", "propagate/local_propagation.nc",
-            "predictive/propagation.nc", "indices/indices.nc"}
+            "indices/indices.nc"}
 
 SMALL = {"indices": ["sobol.n=256"], "propagate": ["propagation.n_samples=1024"],
          "sample": ["n_chains=4", "nuts.num_warmup=100", "nuts.num_draws=100", "throw=false"]}

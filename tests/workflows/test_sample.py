@@ -23,7 +23,8 @@ def write_posterior(path, names, draws, converged=1):
 
 def test_posterior_draws_through_the_model(compose_config, tmp_path):
     """A linear model: every moment method and the Monte Carlo predictive (the resampled draws) give
-    W mean(draws) + c; the covariance of the moment methods is W cov(draws) W^T."""
+    W mean(draws) + c; the covariance of the moment methods is W cov(draws) W^T; the method `posterior`
+    (every draw through the model) gives both exactly and is the verdict's reference."""
     rng = np.random.default_rng(0)
     draws = rng.uniform(-1, 1, (2, 500, 6)) ** 3
     order = [3, 0, 5, 1, 4, 2]
@@ -40,6 +41,38 @@ def test_posterior_draws_through_the_model(compose_config, tmp_path):
     assert np.all(gap < 5 * mc["output_mean_se"].values + 1e-12), (gap, mc["output_mean_se"].values)
     assert json.loads(ds.attrs["inputs"]) == {str(path): sha256(path)}
     assert "posterior draws" in ds.attrs["input_source"]
+    assert list(ds["method_name"].values) == ["first_order", "monte_carlo", "posterior"]
+    post = by_method(ds, "posterior")
+    np.testing.assert_allclose(post["output_mean"].values, W @ mean + C, rtol=1e-10)
+    np.testing.assert_allclose(post["output_covariance"].values, W @ cov @ W.T, rtol=1e-9)
+    assert ds["nonlinear"].attrs["verdict_reference"] == "posterior"
+    assert (by_method(ds, "posterior")["nonlinear"].values == -1).all()
+    assert (by_method(ds, "first_order")["nonlinear"].values == 0).all()  # linear: the moments agree
+
+
+def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp_path):
+    """`uncertainty=calibration posterior.path=...`: the four methods propagate the calibration's Gaussian and
+    the fifth, `posterior`, the draws; the draws' mean is far from the Gaussian's, so against the posterior
+    reference the moment methods are flagged on every output while Monte Carlo of the Gaussian agrees with them."""
+    names = [f"p{i}" for i in range(6)]
+    calibration = tmp_path / "calibration.nc"
+    cov = 0.01 * np.eye(6)
+    xr.Dataset({"estimate": ("parameter", np.zeros(6), {"units": "m"}),
+                "covariance": (("parameter_i", "parameter_j"), cov, {"units": "m2"})},
+               coords={**parameter_coords(names, ["m"] * 6)}).to_netcdf(calibration)
+    rng = np.random.default_rng(1)
+    draws = 0.5 + 0.1 * rng.standard_normal((4, 300, 6))
+    path = write_posterior(tmp_path / "posterior.nc", names, draws)
+    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration", f"uncertainty.path={calibration}",
+                 f"posterior.path={path}"]
+    ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
+    assert list(ds["method_name"].values)[-1] == "posterior"
+    np.testing.assert_allclose(ds["input_mean"].values, 0.0)
+    np.testing.assert_allclose(by_method(ds, "posterior")["output_mean"].values,
+                               W @ draws.reshape(-1, 6).mean(axis=0) + C, rtol=1e-10)
+    assert (by_method(ds, "first_order")["nonlinear"].values == 1).all()
+    assert (by_method(ds, "monte_carlo")["nonlinear"].values == 1).all()
+    assert set(json.loads(ds.attrs["inputs"])) == {str(calibration), str(path)}
 
 
 def test_sample_needs_a_calibration(compose_config):

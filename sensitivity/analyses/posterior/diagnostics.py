@@ -52,10 +52,11 @@ def diagnose(draws: np.ndarray) -> Diagnostics:
     z = _rank_normal(x)
     folded = _rank_normal(np.abs(x - np.median(x.reshape(-1, n), axis=0)))
     rhat = np.maximum(_split_rhat(z), _split_rhat(folded))
-    ess_bulk = _ess(z)
+    ess_bulk = effective_sample_size(z)
     q05, q95 = np.quantile(x.reshape(-1, n), [0.05, 0.95], axis=0)
-    ess_tail = np.minimum(_ess((x <= q05).astype(float)), _ess((x <= q95).astype(float)))
-    ess_mean = _ess(x)
+    ess_tail = np.minimum(effective_sample_size((x <= q05).astype(float)),
+                          effective_sample_size((x <= q95).astype(float)))
+    ess_mean = effective_sample_size(x)
     mcse = x.reshape(-1, n).std(axis=0, ddof=1) / np.sqrt(ess_mean)
     return Diagnostics(rhat, ess_bulk, ess_tail, ess_mean, mcse)
 
@@ -98,8 +99,8 @@ def _split_rhat(x: np.ndarray) -> np.ndarray:
                                                          split_chains=True))
 
 
-def _ess(x: np.ndarray) -> np.ndarray:
-    """Multi-chain ESS of the split chains; a constant series (e.g. an indicator never true) counts as 0."""
+def effective_sample_size(x: np.ndarray) -> np.ndarray:
+    """Multi-chain ESS of ``x [chain, draw, ...]`` per trailing entry, on the split chains; a constant series (e.g. an indicator never true) counts as 0."""
     import tensorflow_probability as tfp
 
     import tensorflow as tf

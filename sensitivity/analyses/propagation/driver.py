@@ -1,9 +1,13 @@
-"""Propagate one input uncertainty with several methods side by side, and compare them with Monte Carlo.
+"""Propagate one input uncertainty with several methods side by side, and compare them with a reference.
 
 The methods (:mod:`~sensitivity.analyses.propagation.first_order`, ``second_order``, ``unscented``,
 ``monte_carlo``) each return one labeled dataset; :func:`propagate` stacks them on ``method``, records
 the propagated input mean and covariance, and adds the linearity verdict
-(:mod:`~sensitivity.analyses.propagation.verdict`).
+(:mod:`~sensitivity.analyses.propagation.verdict`). Given MCMC ``draws`` of the parameters' posterior, a
+fifth method ``posterior`` pushes them through the model
+(:func:`~sensitivity.analyses.posterior.predictive.posterior_predictive`) and becomes the verdict's
+reference: the moment methods and Monte Carlo of the (Gaussian) input uncertainty are then judged
+against the posterior predictive.
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ def propagate(
     seed: int | np.random.Generator | None = None,
     k_sigma: float = 3.0,
     rtol: float = 0.05,
+    draws: np.ndarray | None = None,
 ) -> xr.Dataset:
     """Propagate ``inputs`` with several methods and compare them with Monte Carlo.
 
@@ -70,6 +75,10 @@ def propagate(
         Monte Carlo settings (:func:`~sensitivity.analyses.propagation.monte_carlo`).
     k_sigma, rtol
         Verdict settings (:func:`~sensitivity.analyses.propagation.nonlinearity_verdict`).
+    draws
+        ``[chain, draw, parameter]`` MCMC draws of the posterior: adds the method ``posterior`` (the
+        posterior predictive, needs ``values_fn``), last on ``method``, and makes it the verdict's reference
+        (else ``monte_carlo``).
 
     Returns
     -------
@@ -88,18 +97,29 @@ def propagate(
                                            sampler=sampler, block_size=block_size, max_bytes=max_bytes, seed=seed,
                                            **labels),
     }
+    methods = list(methods)
+    if draws is not None:
+        from sensitivity.analyses.posterior.predictive import posterior_predictive
+
+        if values_fn is None:
+            raise ConfigError("`draws` (the posterior predictive) needs `values_fn`, got None")
+        run["posterior"] = lambda: posterior_predictive(draws, values_fn, bounds=inputs.bounds,
+                                                        block_size=block_size, **labels)
+        methods.append("posterior")
     results = [run[name]() for name in methods]
     mc_attrs = results[list(methods).index("monte_carlo")].attrs if "monte_carlo" in methods else {}
     ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim="method", data_vars="all", coords="minimal",
                    compat="override", join="override")
     ds = ds.assign_coords(axis_coords("method", list(methods)))
     ds = ds.assign(input_variables(inputs))
-    ds = nonlinearity_verdict(ds, k_sigma=k_sigma, rtol=rtol)
+    ds = nonlinearity_verdict(ds, reference="posterior" if draws is not None else "monte_carlo", k_sigma=k_sigma,
+                              rtol=rtol)
     ds.attrs.update(
         input_distribution=inputs.description,
         unscented_alpha=float(alpha), unscented_beta=float(beta), unscented_kappa=float(kappa),
         seed=str(seed) if seed is None or isinstance(seed, (int, np.integer)) else "generator",
         **{f"monte_carlo_{k}": v for k, v in mc_attrs.items()},
+        **{f"posterior_{k}": v for k, v in results[-1].attrs.items() if draws is not None},
     )
     return ds
 

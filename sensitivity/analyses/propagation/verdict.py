@@ -77,7 +77,7 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
             "long_name": f"mean or std outside {k_sigma:g} standard errors + {rtol:g} std of {reference}",
             "flag_values": np.array([VERDICT_NOT_ASSESSED, VERDICT_CONSISTENT, VERDICT_NONLINEAR], np.int8),
             "flag_meanings": "not_assessed consistent nonlinear",
-            "verdict_k_sigma": float(k_sigma), "verdict_rtol": float(rtol),
+            "verdict_k_sigma": float(k_sigma), "verdict_rtol": float(rtol), "verdict_reference": reference,
         }),
     )
 
@@ -87,9 +87,11 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
 
     A ``"warning"`` per failed method and per method with more than 1% of its model evaluations
     outside the parameter bounds (followed by ``bounds_hint``); an ``"info"`` line per assessed method:
-    on how many outputs it disagrees with Monte Carlo, and the largest gap in units of the Monte Carlo std.
+    on how many outputs it disagrees with the verdict's reference (``monte_carlo`` or ``posterior``), and the
+    largest gap in units of the reference's std.
     """
     lines = []
+    reference = ds["nonlinear"].attrs.get("verdict_reference", "monte_carlo")
     for i, name in enumerate(ds["method_name"].values):
         outside = float(ds["outside_bounds"].values[i])
         if ds["status"].values[i] != STATUS_OK:
@@ -102,6 +104,6 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
             continue
         gaps = np.stack([ds["output_mean_discrepancy"].values[i], ds["output_std_discrepancy"].values[i]])
         gap = np.nanmax(np.abs(gaps))
-        lines.append(("info", f"verdict: {name} disagrees with Monte Carlo on {int((flags == 1).sum())} of "
+        lines.append(("info", f"verdict: {name} disagrees with {reference} on {int((flags == 1).sum())} of "
                               f"{flags.size} outputs (largest gap {gap:.3g} std)"))
     return lines
