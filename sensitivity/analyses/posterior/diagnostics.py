@@ -100,7 +100,8 @@ def _split_rhat(x: np.ndarray) -> np.ndarray:
 
 
 def effective_sample_size(x: np.ndarray) -> np.ndarray:
-    """Multi-chain ESS of ``x [chain, draw, ...]`` per trailing entry, on the split chains; a constant series (e.g. an indicator never true) counts as 0."""
+    """Multi-chain ESS of ``x [chain, draw, ...]`` per trailing entry, on the split chains; a constant series
+    (e.g. an indicator never true) counts as 0."""
     import tensorflow_probability as tfp
 
     import tensorflow as tf
