@@ -11,8 +11,13 @@ space's (uniform) priors, its bounds, ``initial_infected`` in log space, as one 
       before timing), ``--steps`` steps with the first ``--burn`` discarded, started from the Laplace draws.
 The figure of merit is the effective sample size per second of the slowest parameter: NUTS's bulk and
 tail ESS (Vehtari et al. 2021), emcee's draws divided by its integrated autocorrelation time per parameter.
+It also prints the cost of one batched value-and-gradient of the log-density per chain count (XLA, 500 in a
+loop), the profile that decides how many chains pay on this machine.
 
-Usage: python benchmarks/bench_sampling.py [--chains 8] [--draws 1000] [--warmup 500] [--walkers 32] [--steps 20000]
+``--algorithm chees`` runs ChEES-HMC (one adapted trajectory length for all chains) instead of NUTS.
+
+Usage: python benchmarks/bench_sampling.py [--chains 8] [--draws 1000] [--warmup 500] [--algorithm nuts]
+       [--target-accept 0.95] [--walkers 32] [--steps 20000] [--burn 2000]
 """
 from __future__ import annotations
 
@@ -36,9 +41,12 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--target-accept", type=float, default=0.95)
+    parser.add_argument("--algorithm", choices=["nuts", "chees"], default="nuts")
     parser.add_argument("--walkers", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--burn", type=int, default=2000)
+    parser.add_argument("--profile", type=int, nargs="*", default=[8, 16, 32, 64, 256],
+                        help="chain counts whose batched value-and-gradient cost is timed")
     args = parser.parse_args()
 
     import emcee
@@ -69,7 +77,7 @@ def main() -> None:
     ds = sample_posterior(model.fn, observations, space_prior(space), start, bounds=space.bounds,
                           log_parameters=log_mask, laplace_mean=mean, laplace_cov=cov,
                           sampler=NUTS(num_draws=args.draws, num_warmup=args.warmup,
-                                       target_accept=args.target_accept),
+                                       target_accept=args.target_accept, algorithm=args.algorithm),
                           parameter_names=space.names, throw=False)
     nuts_seconds = time.perf_counter() - t0
     nuts_ess = np.minimum(ds["ess_bulk"].values, ds["ess_tail"].values)
@@ -89,7 +97,7 @@ def main() -> None:
     emcee_ess = (args.steps - args.burn) * args.walkers / tau
 
     print(f"demo posterior: {len(space)} parameters, {observations.n_observed} observations")
-    print(f"NUTS : {args.chains} chains x ({args.warmup} warm-up + {args.draws}) in {nuts_seconds:.1f} s "
+    print(f"{args.algorithm}: {args.chains} chains x ({args.warmup} warm-up + {args.draws}) in {nuts_seconds:.1f} s "
           f"(compilation included), {gradients} gradient evaluations after warm-up, "
           f"{int(ds['n_divergent'])} divergent, max R-hat {float(ds['rhat'].max()):.3f}")
     print(f"emcee: {args.walkers} walkers x {args.steps} steps in {emcee_seconds:.1f} s, "
@@ -98,9 +106,41 @@ def main() -> None:
     for j, name in enumerate(space.names):
         print(f"{name:<24}{nuts_ess[j]:>10.0f}{nuts_ess[j] / nuts_seconds:>12.1f}{emcee_ess[j]:>11.0f}"
               f"{emcee_ess[j] / emcee_seconds:>13.1f}")
+    for chains, seconds in gradient_cost(log_posterior(model.fn, observations, space_prior(space), support).log_prob,
+                                         initial_points(mean[None], mean, cov, support, max(args.profile), seed=0),
+                                         args.profile):
+        print(f"one batched value-and-gradient of {chains:>4} chains: {1e3 * seconds:8.3f} ms "
+              f"({1e6 * seconds / chains:.1f} us per chain)")
     slow_nuts, slow_emcee = nuts_ess.min() / nuts_seconds, emcee_ess.min() / emcee_seconds
     print(f"slowest parameter: NUTS {slow_nuts:.1f} ESS/s, emcee {slow_emcee:.1f} ESS/s: "
           f"{slow_nuts / slow_emcee:.1f}x")
+
+
+def gradient_cost(log_prob, points: np.ndarray, chain_counts: list[int], repeats: int = 500) -> list[tuple[int, float]]:
+    """Seconds of one value-and-gradient of ``log_prob`` at the first ``C`` points, for each ``C``: ``repeats``
+    evaluations in one XLA-compiled loop (so dispatch is not timed), after a compiling call."""
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # one compiled loop per chain count is the point, not a retracing accident
+    costs = []
+    for c in chain_counts:
+        @tf.function(jit_compile=True)
+        def loop(x):
+            def body(i, total):
+                at = x * (1.0 + 1e-12 * tf.cast(i, tf.float64))  # depends on i: XLA cannot hoist it
+                with tf.GradientTape() as tape:
+                    tape.watch(at)
+                    lp = tf.reduce_sum(log_prob(at))
+                return i + 1, total + tf.reduce_sum(tape.gradient(lp, at))
+
+            return tf.while_loop(lambda i, _: i < repeats, body, (0, tf.constant(0.0, tf.float64)))
+
+        x = tf.constant(points[:c])
+        loop(x)
+        t0 = time.perf_counter()
+        loop(x)
+        costs.append((c, (time.perf_counter() - t0) / repeats))
+    return costs
 
 
 if __name__ == "__main__":

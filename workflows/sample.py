@@ -34,6 +34,7 @@ class NUTSConf:
     target_accept: float = 0.8
     max_tree_depth: int = 8
     initial_step_size: float = 0.3
+    algorithm: str = "nuts"  # nuts | chees
 
 
 @dataclass
@@ -47,7 +48,7 @@ class SampleConf:
     prior: PriorConf = field(default_factory=PriorConf)
     log_parameters: Optional[List[str]] = None
     nuts: NUTSConf = field(default_factory=NUTSConf)
-    n_chains: int = 8
+    n_chains: int = 16
     spread: float = 2.0
     seed: int = 0
     throw: bool = True

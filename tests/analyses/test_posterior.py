@@ -32,7 +32,8 @@ def _check_moments(ds, mean, std, k=4.0, rtol=0.10):
     np.testing.assert_allclose(got_std, std, rtol=rtol)
 
 
-def test_linear_gaussian_conjugate_posterior(tmp_path):
+@pytest.mark.parametrize("algorithm", ["nuts", "chees"])
+def test_linear_gaussian_conjugate_posterior(tmp_path, algorithm):
     rng = np.random.default_rng(1)
     n, m = 3, 20
     a = rng.normal(size=(m, n))
@@ -45,8 +46,9 @@ def test_linear_gaussian_conjugate_posterior(tmp_path):
     model = lambda x: tf.matmul(x, tf.constant(a.T))  # noqa: E731
     obs = ObservationModel.from_arrays(y, sigma=sigma)
     start = initial_points(mean[None], mean, cov, Support.of(None, None, n, list("abc")), 4, seed=0)
+    sampler = NUTS(num_draws=1000, num_warmup=400, algorithm=algorithm)
     ds = sample_posterior(model, obs, gaussian_prior(mu_p, cov_p), start, laplace_mean=mean, laplace_cov=cov,
-                          sampler=SAMPLER, seed=3, parameter_names=list("abc"), parameter_units=["1", "m", "s"])
+                          sampler=sampler, seed=3, parameter_names=list("abc"), parameter_units=["1", "m", "s"])
     _check_moments(ds, mean, np.sqrt(np.diag(cov)))
     assert ds["draws"].dims == ("chain", "draw", "parameter") and ds.sizes["chain"] == 4
     np.testing.assert_allclose(ds["laplace_covariance"].values, cov)
@@ -80,7 +82,8 @@ def test_banana_posterior_moments():
 
 
 @pytest.mark.slow
-def test_bounds_and_log_parameter_change_of_variables():
+@pytest.mark.parametrize("algorithm", ["nuts", "chees"])
+def test_bounds_and_log_parameter_change_of_variables(algorithm):
     """p ~ N(0.2, 0.5^2) truncated to [0, 1] (uniform prior, one observation); q: a lognormal prior
     (median 2, sigma_log 0.5) truncated to [0.5, 8], untouched by the data (its output is 0 q)."""
     obs = ObservationModel.from_arrays(np.array([0.2, 0.0]), sigma=np.array([0.5, 1.0]))
@@ -89,7 +92,8 @@ def test_bounds_and_log_parameter_change_of_variables():
     bounds = np.array([[0.0, 1.0], [0.5, 8.0]])
     start = np.array([[0.5, 2.0], [0.1, 1.0], [0.9, 4.0], [0.3, 3.0]])
     ds = sample_posterior(model, obs, prior, start, bounds=bounds, log_parameters=np.array([False, True]),
-                          sampler=SAMPLER, seed=2, parameter_names=["p", "q"])
+                          sampler=NUTS(num_draws=1000, num_warmup=400, algorithm=algorithm), seed=2,
+                          parameter_names=["p", "q"])
     tn = stats.truncnorm((0.0 - 0.2) / 0.5, (1.0 - 0.2) / 0.5, loc=0.2, scale=0.5)
     ln = stats.lognorm(s=0.5, scale=2.0)
     mass = ln.cdf(8.0) - ln.cdf(0.5)

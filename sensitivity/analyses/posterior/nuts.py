@@ -9,11 +9,20 @@ chains, their acceptance averaged on the log scale). All chains advance in locks
 state, so each leapfrog step is one batched model call of ``C`` points, and the whole run (warm-up and
 draws) is one ``tf.function(jit_compile=True)``.
 
+``algorithm="chees"`` replaces NUTS by HMC with one trajectory length shared by the chains, jittered and
+adapted during warm-up by TFP's ``GradientBasedTrajectoryLengthAdaptation`` on the ChEES criterion
+(Hoffman, Radul & Sountsov 2021), its step size by dual averaging of the harmonic mean acceptance: no
+tree building and no lockstep wait for the longest tree, so a batched step is cheaper, but on a posterior
+whose curvature varies along a ridge (the demo's, pressed against bounds) the shared step and length mix
+the slowest parameter worse than NUTS (README, "Posterior sampling").
+
 References
 ----------
 Hoffman, M. D. & Gelman, A. (2014). The No-U-Turn sampler. JMLR 15, 1593-1623.
 https://jmlr.org/papers/v15/hoffman14a.html
 Betancourt, M. (2017). A conceptual introduction to Hamiltonian Monte Carlo. arXiv:1701.02434.
+Hoffman, M. D., Radul, A. & Sountsov, P. (2021). An adaptive-MCMC scheme for setting trajectory lengths in
+Hamiltonian Monte Carlo. AISTATS 2021, PMLR 130, 3907-3915.
 """
 from __future__ import annotations
 
@@ -26,6 +35,8 @@ from sensitivity.analyses.posterior.density import LogPosterior
 from sensitivity.errors import ConfigError
 
 _METRIC_WARMUP = 100  # with at least this many warm-up steps, the metric is re-estimated halfway
+ALGORITHMS = ("nuts", "chees")
+_DIVERGENCE = 1000.0  # HMC: an energy error above this counts as a divergent transition (Stan's threshold)
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,11 @@ class NUTS:
         Cap on the trajectory doubling: at most ``2^max_tree_depth`` leapfrog steps per draw.
     initial_step_size
         Leapfrog step in the preconditioned space (about 1 posterior standard deviation).
+    algorithm
+        ``"nuts"``: the No-U-Turn sampler, each chain its own trajectory (in lockstep, a batched step costs
+        the longest chain's tree); ``"chees"``: HMC with one jittered trajectory length for all chains,
+        adapted during warm-up by gradient ascent on the ChEES criterion (Hoffman, Radul & Sountsov
+        2021; TFP's ``GradientBasedTrajectoryLengthAdaptation``), at most ``2^max_tree_depth`` steps.
     """
 
     num_draws: int = 1000
@@ -52,6 +68,7 @@ class NUTS:
     target_accept: float = 0.8
     max_tree_depth: int = 8
     initial_step_size: float = 0.3
+    algorithm: str = "nuts"
 
     def __post_init__(self) -> None:
         for attr, minimum in (("num_draws", 4), ("num_warmup", 0), ("max_tree_depth", 1)):
@@ -62,6 +79,8 @@ class NUTS:
             raise ConfigError(f"NUTS: `target_accept` must lie in (0, 1), got {self.target_accept!r}")
         if not isinstance(self.initial_step_size, (int, float)) or not self.initial_step_size > 0:
             raise ConfigError(f"NUTS: `initial_step_size` must be > 0, got {self.initial_step_size!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"NUTS: `algorithm` must be one of {ALGORITHMS}, got {self.algorithm!r}")
 
 
 class Chains(NamedTuple):
@@ -111,7 +130,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         raise ConfigError(f"`initial`: the log-posterior is not finite at chain {chain}")
     mcmc = tfp.mcmc
 
-    def kernel(shift, scale, step_size, n_adapt):
+    def nuts_kernel(shift, scale, step_size, n_steps, n_adapt):
         nuts = mcmc.NoUTurnSampler(posterior.log_prob, step_size=step_size, max_tree_depth=sampler.max_tree_depth)
         return mcmc.DualAveragingStepSizeAdaptation(
             mcmc.TransformedTransitionKernel(nuts, posterior.transform(shift, scale)), num_adaptation_steps=n_adapt,
@@ -120,29 +139,52 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
             step_size_getter_fn=lambda pkr: pkr.inner_results.step_size,
             log_accept_prob_getter_fn=lambda pkr: pkr.inner_results.log_accept_ratio)
 
-    def trace(state, pkr):
+    def nuts_trace(state, pkr):
         inner = pkr.inner_results.inner_results
         return (posterior.log_prob(state), tf.exp(tf.minimum(inner.log_accept_ratio, 0.0)), inner.has_divergence,
-                inner.reach_max_depth, inner.leapfrogs_taken, pkr.new_step_size)
+                inner.reach_max_depth, inner.leapfrogs_taken, pkr.new_step_size, tf.zeros([], tf.float64))
+
+    def chees_kernel(shift, scale, step_size, n_steps, n_adapt):
+        hmc = mcmc.HamiltonianMonteCarlo(posterior.log_prob, step_size=step_size, num_leapfrog_steps=n_steps)
+        adapted = mcmc.DualAveragingStepSizeAdaptation(
+            tfp.experimental.mcmc.GradientBasedTrajectoryLengthAdaptation(
+                hmc, num_adaptation_steps=n_adapt, max_leapfrog_steps=2 ** sampler.max_tree_depth),
+            num_adaptation_steps=n_adapt, target_accept_prob=np.float64(sampler.target_accept),
+            reduce_fn=tfp.math.reduce_log_harmonic_mean_exp)
+        return mcmc.TransformedTransitionKernel(adapted, posterior.transform(shift, scale))
+
+    def chees_trace(state, pkr):
+        adapt = pkr.inner_results
+        mh = adapt.inner_results.inner_results
+        steps = tf.broadcast_to(mh.proposed_results.num_leapfrog_steps, tf.shape(mh.log_accept_ratio))
+        divergent = ~(mh.log_accept_ratio > -_DIVERGENCE)
+        return (posterior.log_prob(state), tf.exp(tf.minimum(mh.log_accept_ratio, 0.0)), divergent,
+                steps >= 2 ** sampler.max_tree_depth, steps, adapt.new_step_size,
+                tf.cast(adapt.inner_results.max_trajectory_length, tf.float64))
+
+    kernel, trace = (nuts_kernel, nuts_trace) if sampler.algorithm == "nuts" else (chees_kernel, chees_trace)
 
     def stage(burnin: int, results: int):
         @tf.function(jit_compile=jit_compile, autograph=False)
-        def run(state, shift, scale, step_size, seed):
-            return mcmc.sample_chain(results, state, kernel=kernel(shift, scale, step_size, int(0.8 * burnin)),
-                                     num_burnin_steps=burnin, trace_fn=trace, seed=seed)
+        def run(state, shift, scale, step_size, n_steps, seed):
+            chosen = kernel(shift, scale, step_size, n_steps, int(0.8 * burnin))
+            return mcmc.sample_chain(results, state, kernel=chosen, num_burnin_steps=burnin, trace_fn=trace, seed=seed)
 
         return run
 
     t0 = time.perf_counter()
     state, shift, scale, step = tf.constant(x0, tf.float64), posterior.shift, posterior.scale, sampler.initial_step_size
+    n_steps = 1  # ChEES: the first trajectory length is one step; NUTS ignores it
     first = sampler.num_warmup // 2 if sampler.num_warmup >= _METRIC_WARMUP else 0
     if first:  # window 1: adapt the step size, then re-estimate the metric from this window's draws
-        draws, extra = stage(first - first // 2, first // 2)(state, shift, scale, np.float64(step),
+        draws, extra = stage(first - first // 2, first // 2)(state, shift, scale, np.float64(step), n_steps,
                                                                tf.constant([seed, 1], tf.int32))
-        state, step = draws[-1], float(np.asarray(extra[-1])[-1])
+        state, step = draws[-1], float(np.asarray(extra[-2])[-1])
+        n_steps = max(1, int(round(float(np.asarray(extra[-1])[-1]) / step)))
         shift, scale = posterior.metric(np.asarray(draws).reshape(-1, x0.shape[1]))
-    draws, (lp, accept, divergent, max_depth, leapfrogs, steps) = stage(sampler.num_warmup - first, sampler.num_draws)(
-        state, shift, scale, np.float64(step), tf.constant([seed, 0], tf.int32))
+    draws, (lp, accept, divergent, max_depth, leapfrogs, steps, _) = stage(
+        sampler.num_warmup - first, sampler.num_draws)(state, shift, scale, np.float64(step), n_steps,
+                                                       tf.constant([seed, 0], tf.int32))
     seconds = time.perf_counter() - t0
     swap = lambda a: np.swapaxes(np.asarray(a), 0, 1)  # noqa: E731 - TFP traces [draw, chain, ...]
     return Chains(swap(draws), swap(lp), swap(accept), swap(divergent).astype(bool), swap(max_depth).astype(bool),
