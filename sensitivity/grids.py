@@ -16,7 +16,7 @@ from typing import Literal, Sequence
 import numpy as np
 from scipy.stats import qmc
 
-from sensitivity.errors import ConfigError, DataError
+from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 
 GridKind = Literal["factorial", "sobol", "halton", "lhs", "random", "oat", "file"]
@@ -159,7 +159,9 @@ def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels:
     if kind == "file":
         if path is None:
             raise ConfigError("grid.path is required for a grid read from a file")
-        return MaterialisedGrid(space, read_points(space, path))
+        from sensitivity.samples import read_points
+
+        return MaterialisedGrid(space, read_points(path, space.names, "grid.path"))
     _check_size(n)
     if kind in ("sobol", "halton"):
         return QmcGrid(space, int(n), kind, seed, scramble, through)
@@ -225,38 +227,6 @@ def one_at_a_time(space: ParameterSpace, steps: int) -> np.ndarray:
             row[j] = value
             rows.append(row)
     return np.array(rows)
-
-
-def read_points(space: ParameterSpace, path: str | Path) -> np.ndarray:
-    """Read points from a netCDF file (variable ``x(sample, parameter)`` with ``parameter_name``) or a CSV file
-    with one column per parameter name (extra columns ignored)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"grid.path: file not found: {path}")
-    if path.suffix == ".csv":
-        import pandas as pd
-
-        table = pd.read_csv(path)
-        missing = [n for n in space.names if n not in table.columns]
-        if missing:
-            raise DataError(f"grid.path {path}: missing column(s) {missing}; it has {list(table.columns)}")
-        numbers = table[space.names].apply(pd.to_numeric, errors="coerce")
-        bad = numbers.isna() & table[space.names].notna()
-        if bad.to_numpy().any():
-            row, col = np.argwhere(bad.to_numpy())[0]
-            raise DataError(f"grid.path {path}: column {space.names[col]!r} must be numeric, got "
-                            f"{table[space.names[col]].iloc[row]!r} in data row {row + 1}")
-        return numbers.to_numpy(dtype=float)
-    import xarray as xr
-
-    with xr.open_dataset(path) as ds:
-        if "x" not in ds or "parameter_name" not in ds.coords:
-            raise DataError(f"grid.path {path}: needs a variable x(sample, parameter) with coordinate parameter_name")
-        names = [str(v) for v in ds["parameter_name"].values]
-        missing = [n for n in space.names if n not in names]
-        if missing:
-            raise DataError(f"grid.path {path}: missing parameter(s) {missing}; it has {names}")
-        return ds["x"].transpose("sample", "parameter").values[:, [names.index(n) for n in space.names]].astype(float)
 
 
 def _axis(low: float, high: float, k: int, scale: str) -> np.ndarray:

@@ -87,6 +87,12 @@ def test_points_from_csv_and_netcdf(tmp_path):
     table.assign(a=99.0).to_csv(tmp_path / "out.csv", index=False)
     with pytest.raises(ConfigError, match="'a' = 99.0 at row 0 is outside its bounds"):
         make_grid(SPACE, "file", path=tmp_path / "out.csv")
+    (tmp_path / "text.csv").write_text("a,b,c\n0.5,x,0.5\n")
+    with pytest.raises(DataError, match=r"grid.path .*text.csv: column 'b' must be numeric, got 'x' in data row 1"):
+        make_grid(SPACE, "file", path=tmp_path / "text.csv")
+    (tmp_path / "corrupt.nc").write_bytes(b"CDF\x01 not a netCDF file")
+    with pytest.raises(DataError, match=r"grid.path .*corrupt.nc cannot be read as netCDF"):
+        make_grid(SPACE, "file", path=tmp_path / "corrupt.nc")
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -85,6 +85,9 @@ def test_csv_samples_and_missing_columns(tmp_path):
     (tmp_path / "t.csv").write_text("x1,x2,square,chain\n0.1,0.2,0.05,0.02\n")
     with pytest.raises(DataError, match=r"missing column\(s\) \['x3'\]"):
         read_samples(tmp_path / "t.csv", ["x1", "x2", "x3"], output)
+    (tmp_path / "u.csv").write_text("x1,x2,x3,square,chain\n0.1,0.2,0.3,0.14,0.14\n0.0,0.5,0.1,n/a?,0.1\n")
+    with pytest.raises(DataError, match=r"column 'square' must be numeric, got 'n/a\?' in data row 2"):
+        read_samples(tmp_path / "u.csv", ["x1", "x2", "x3"], output)
 
 
 @pytest.mark.slow
