@@ -131,7 +131,7 @@ BAD_NC = [
      "'cases[time=3]' is given more than once"),
     ("not positive definite", SERIES, {"observed": ("time", [1.0, 2.0]),
                                        "covariance": (("output_i", "output_j"), [[1.0, 2.0], [2.0, 1.0]])},
-     {"time": [1, 2]}, "`cov` must be positive definite on the observed outputs"),
+     {"time": [1, 2]}, "`cov` on the observed outputs must be positive definite"),
     ("covariance shape", SERIES, {"observed": ("time", [1.0, 2.0]),
                                   "covariance": (("output_i", "output_j"), np.eye(3))}, {"time": [1, 2]},
      "`covariance` must be (output_i, output_j) of shape [2, 2]"),

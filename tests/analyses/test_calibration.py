@@ -350,7 +350,7 @@ def test_dataset_is_labeled_and_writes_to_netcdf(tmp_path):
         (dict(sigma=np.r_[np.nan, np.ones(11)]), DataError, "`sigma` must be finite, got nan at observed output 'y0'"),
         (dict(sigma=np.r_[1.0, -1.0, np.ones(10)]), DataError, "`sigma` must be > 0, got -1.0 at output 'y1'"),
         (dict(sigma=np.ones(5)), DataError, r"`sigma` must have shape \[12\]"),
-        (dict(cov=np.ones((12, 12))), DataError, "`cov` must be positive definite"),
+        (dict(cov=np.ones((12, 12))), DataError, "`cov` on the observed outputs must be positive definite"),
         (dict(cov=np.eye(12), sigma=1.0), ConfigError, "either `sigma` or `cov`"),
         (dict(starts=np.ones((2, 3)), parameter_names=list("abcd")), ConfigError, r"`starts` must have shape \[K, 4\]"),
         (dict(bounds=np.array([[0, 1], [3, 1], [0, 1], [0, 1]])), ConfigError, r"`bounds` for 'p1' must be low < high"),

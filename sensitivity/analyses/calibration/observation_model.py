@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 from scipy import linalg
 
+from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
 
 
@@ -160,15 +161,7 @@ def _cov_whitening(cov, observed: np.ndarray, names: list[str], m: int) -> tuple
     c = np.asarray(cov, dtype=float)
     if c.shape != (m, m):
         raise DataError(f"`cov` must have shape [{m}, {m}] like `y_obs`, got {list(c.shape)}")
-    block = c[np.ix_(observed, observed)]
-    if not np.all(np.isfinite(block)):
-        i, _ = np.argwhere(~np.isfinite(block))[0]
-        raise DataError(f"`cov` must be finite on observed outputs, got a non-finite entry at {names[observed[i]]!r}")
-    if not np.allclose(block, block.T, rtol=1e-10, atol=0.0):
-        raise DataError("`cov` must be symmetric on the observed outputs")
-    chol, info = linalg.lapack.dpotrf(block, lower=True, clean=True)
-    if info != 0:
-        where = names[observed[info - 1]] if info > 0 else "?"
-        raise DataError(f"`cov` must be positive definite on the observed outputs, failed at output {where!r}")
-    inv_chol = linalg.solve_triangular(chol, np.eye(block.shape[0]), lower=True)
+    _, chol = checked_covariance(c[np.ix_(observed, observed)], observed.size, "`cov` on the observed outputs",
+                                 labels=[f"output {names[i]!r}" for i in observed], error=DataError)
+    inv_chol = linalg.solve_triangular(chol, np.eye(observed.size), lower=True)
     return inv_chol, float(2.0 * np.log(np.diag(chol)).sum())

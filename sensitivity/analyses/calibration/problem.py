@@ -14,6 +14,7 @@ import numpy as np
 from scipy import linalg
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
+from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError
 
 
@@ -82,12 +83,7 @@ def build_problem(observations, n, m, names, bounds, log_parameters, prior_mean,
         prior_mean = np.asarray(prior_mean, dtype=float)
         if prior_mean.shape != (n,) or not np.all(np.isfinite(prior_mean)):
             raise ConfigError(f"`prior_mean` must be a finite array of shape [{n}], got {prior_mean!r}")
-        pc = np.asarray(prior_cov, dtype=float)
-        if pc.shape != (n, n) or not np.all(np.isfinite(pc)) or not np.allclose(pc, pc.T, rtol=1e-10, atol=0.0):
-            raise ConfigError(f"`prior_cov` must be a finite symmetric [{n}, {n}] matrix, got shape {list(pc.shape)}")
-        chol, info = linalg.lapack.dpotrf(pc, lower=True, clean=True)
-        if info != 0:
-            raise ConfigError(f"`prior_cov` must be positive definite, failed at parameter {names[max(info, 1) - 1]!r}")
+        _, chol = checked_covariance(prior_cov, n, "`prior_cov`", labels=[f"parameter {name!r}" for name in names])
         prior_whitening = linalg.solve_triangular(chol, np.eye(n), lower=True)
     return Problem(observations, n, m, log_mask, _to_log(lo, log_mask), _to_log(hi, log_mask),
                    prior_mean, prior_whitening)

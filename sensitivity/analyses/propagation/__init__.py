@@ -39,7 +39,6 @@ from sensitivity.analyses.propagation.inputs import (
     GaussianInputs,
     InputUncertainty,
     Sampler,
-    checked_covariance,
     gaussian_inputs,
     inputs_from_space,
     pearson_under_copula,
@@ -60,7 +59,7 @@ from sensitivity.analyses.propagation.verdict import (
 __all__ = [
     "DEFAULT_QUANTILES", "METHODS", "SAMPLERS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT",
     "VERDICT_NONLINEAR", "VERDICT_NOT_ASSESSED", "CopulaInputs", "GaussianInputs", "HessianFn", "InputUncertainty",
-    "Method", "Sampler", "ValueAndJacobianFn", "ValuesFn", "checked_covariance", "first_order", "gaussian_inputs",
+    "Method", "Sampler", "ValueAndJacobianFn", "ValuesFn", "first_order", "gaussian_inputs",
     "input_variables", "inputs_from_space", "monte_carlo", "nonlinearity_verdict",
     "pearson_under_copula", "pointwise_propagation", "pointwise_std", "propagate", "replicate_plan", "second_order",
     "sigma_points", "truncated_gaussian_inputs", "unit_cube_blocks", "unscented",

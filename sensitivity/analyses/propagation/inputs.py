@@ -38,6 +38,7 @@ import numpy as np
 from scipy import special
 from scipy.stats import qmc
 
+from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError
 from sensitivity.space import Distribution, ParameterSpace
 from sensitivity.quantiles import quantile_from_normal
@@ -191,9 +192,8 @@ def gaussian_inputs(
         for what, labels in (("names", names), ("units", units)):
             if labels is not None and len(labels) != n:
                 raise ConfigError(f"`{what}` must have {n} entries (one per mean), got {len(labels)}")
-    cov = checked_covariance(covariance, n, "covariance")
-    return GaussianInputs(tuple(names), None if units is None else tuple(units), mu, cov, bounds,
-                          cholesky=np.linalg.cholesky(cov))
+    cov, chol = checked_covariance(covariance, n, "`covariance`")
+    return GaussianInputs(tuple(names), None if units is None else tuple(units), mu, cov, bounds, cholesky=chol)
 
 
 def inputs_from_space(space: ParameterSpace) -> CopulaInputs:
@@ -248,7 +248,7 @@ def truncated_gaussian_inputs(
     if len(space) != mu.size:
         raise ConfigError(f"`mean` has {mu.size} entries but the space has {len(space)} parameters")
     _check_inside(mu, space.bounds, space.names)
-    cov = checked_covariance(covariance, mu.size, "covariance")
+    cov, _ = checked_covariance(covariance, mu.size, "`covariance`")
     std = np.sqrt(np.diag(cov))
     parameters = [replace(p, distribution=Distribution("truncnormal", {"mean": float(m), "std": float(s)}))
                   for p, m, s in zip(space.parameters, mu, std)]
@@ -303,25 +303,6 @@ def unit_cube_blocks(n_points: int, d: int, block_size: int, sampler: Sampler,
     for start in range(0, n_points, block_size):
         rows = min(block_size, n_points - start)
         yield engine.random(rows) if engine is not None else rng.random((rows, d))
-
-
-def checked_covariance(matrix: Any, n: int, what: str) -> np.ndarray:
-    """Return ``matrix`` as a symmetric positive definite ``[n, n]`` float64 array, or raise ConfigError."""
-    c = np.asarray(matrix, dtype=float)
-    if c.shape != (n, n):
-        raise ConfigError(f"`{what}` must have shape [{n}, {n}], got {list(c.shape)}")
-    if not np.isfinite(c).all():
-        raise ConfigError(f"`{what}` must be finite, got a non-finite entry at {tuple(np.argwhere(~np.isfinite(c))[0])}")
-    if not np.allclose(c, c.T, rtol=1e-10, atol=1e-12 * np.abs(c).max()):
-        raise ConfigError(f"`{what}` must be symmetric, got max |C - C^T| = {np.abs(c - c.T).max():.3g}")
-    c = 0.5 * (c + c.T)
-    try:
-        np.linalg.cholesky(c)
-    except np.linalg.LinAlgError:
-        raise ConfigError(
-            f"`{what}` must be positive definite, got smallest eigenvalue {np.linalg.eigvalsh(c).min():.3g}"
-        ) from None
-    return c
 
 
 def _checked_vector(values: Any, what: str) -> np.ndarray:

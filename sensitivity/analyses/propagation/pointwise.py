@@ -16,7 +16,8 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import input_variables
-from sensitivity.analyses.propagation.inputs import InputUncertainty, checked_covariance
+from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.stored_sweep import StoredSweep
 
@@ -41,7 +42,7 @@ def pointwise_std(jacobian: np.ndarray, input_cov: np.ndarray) -> np.ndarray:
     jac = np.asarray(jacobian, dtype=float)
     if jac.ndim < 2:
         raise ConfigError(f"`jacobian` must have shape [N, m, n], got {list(jac.shape)}")
-    chol = np.linalg.cholesky(checked_covariance(input_cov, jac.shape[-1], "input_cov"))
+    _, chol = checked_covariance(input_cov, jac.shape[-1], "`input_cov`")
     return np.linalg.norm(jac @ chol, axis=-1)
 
 
