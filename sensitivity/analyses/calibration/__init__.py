@@ -24,7 +24,7 @@ Modules, in the order a fit uses them:
 from __future__ import annotations
 
 from sensitivity.analyses.calibration.driver import CalibrationError, calibrate
-from sensitivity.analyses.calibration.model_calls import ValueAndJacobian, ValuesFn
+from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, GaussNewton, LevenbergMarquardt, Solver,
                                                       Status, TrustRegion)
@@ -48,7 +48,7 @@ __all__ = [
     "Status",
     "StepSlice",
     "TrustRegion",
-    "ValueAndJacobian",
+    "ValueAndJacobianFn",
     "ValuesFn",
     "calibrate",
     "correlation",

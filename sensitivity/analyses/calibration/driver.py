@@ -8,7 +8,8 @@ import xarray as xr
 
 from sensitivity.analyses.calibration.dataset import Labels, to_dataset
 from sensitivity.analyses.calibration.iteration import solve
-from sensitivity.analyses.calibration.model_calls import ModelCalls, ValueAndJacobian, ValuesFn
+from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
+from sensitivity.analyses.calibration.model_calls import ModelCalls
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import build_problem, check_starts
 from sensitivity.analyses.calibration.solvers import (FAILED, GaussNewton, LevenbergMarquardt, Solver, Status,
@@ -22,7 +23,7 @@ class CalibrationError(SensitivityError, RuntimeError):
 
 
 def calibrate(
-    value_and_jacobian: ValueAndJacobian,
+    value_and_jacobian: ValueAndJacobianFn,
     y_obs: np.ndarray,
     starts: np.ndarray,
     *,
@@ -44,7 +45,7 @@ def calibrate(
     minima_rtol: float = 1e-4,
     record_history: bool = True,
     values: ValuesFn | None = None,
-    step_jacobian: ValueAndJacobian | None = None,
+    step_jacobian: ValueAndJacobianFn | None = None,
 ) -> xr.Dataset:
     """Fit parameters to observations from K starts at once; return a labeled dataset.
 

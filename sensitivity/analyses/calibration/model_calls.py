@@ -6,10 +6,8 @@ from typing import Callable
 
 import numpy as np
 
+from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.errors import ModelError
-
-ValueAndJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-ValuesFn = Callable[[np.ndarray], np.ndarray]
 
 BLOCK = 1024  # starts whose [block, m, n] Jacobians are reduced together: they stay in cache
 
@@ -44,9 +42,9 @@ class ModelCalls:
     Jacobian is kept when the step is accepted.
     """
 
-    value_and_jacobian: ValueAndJacobian
+    value_and_jacobian: ValueAndJacobianFn
     values: ValuesFn | None
-    step_jacobian: ValueAndJacobian | None
+    step_jacobian: ValueAndJacobianFn | None
     m: int
     n: int
 

@@ -34,7 +34,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.calibration.driver import calibrate
-from sensitivity.analyses.calibration.model_calls import ValueAndJacobian, ValuesFn
+from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.solvers import FAILED, Solver, TrustRegion
 from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
 from sensitivity.errors import ConfigError
@@ -167,7 +167,7 @@ def slice_box(center: np.ndarray, bounds: np.ndarray, pair: tuple[int, int], wid
 
 
 def step_slice(
-    value_and_jacobian: ValueAndJacobian,
+    value_and_jacobian: ValueAndJacobianFn,
     y_obs: np.ndarray,
     center: np.ndarray,
     pair: tuple[int, int],

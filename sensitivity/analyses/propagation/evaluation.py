@@ -1,22 +1,20 @@
 """The model as the propagation methods call it: batched callables, and checks of what they return.
 
-Every method evaluates the model through one of three batched callables, all in physical units:
+Every method evaluates the model through one of the three batched callables of
+:mod:`sensitivity.analyses.callables`, all in physical units:
 ``values_fn: [K, n] -> [K, m]``, ``value_and_jacobian: [K, n] -> ([K, m], [K, m, n])`` and
 ``hessian: [K, n] -> [K, m, n, n]``. A wrong shape is a :class:`~sensitivity.errors.ModelError`
 naming the callable, never a broadcasting accident further down.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
+from sensitivity.analyses.callables import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.inputs import InputUncertainty
 from sensitivity.errors import ModelError
 
-ValuesFn = Callable[[np.ndarray], np.ndarray]
-ValueAndJacobianFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-HessianFn = Callable[[np.ndarray], np.ndarray]
+__all__ = ["HessianFn", "ValueAndJacobianFn", "ValuesFn", "checked_array", "evaluate", "value_and_jacobian_at_mean"]
 
 
 def value_and_jacobian_at_mean(value_and_jacobian: ValueAndJacobianFn, inputs: InputUncertainty
