@@ -483,18 +483,35 @@ def flat_sweep_block(block: xr.Dataset, spec: OutputSpec) -> tuple[np.ndarray, n
 
 def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
     """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files)."""
+    return _replace_atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
+def copy_atomic(source: str | Path, path: str | Path) -> Path:
+    """Copy the file ``source`` to ``path`` through a temporary file renamed into place (an exported model).
+
+    A failed copy (full disk, read-only directory) raises a one-line :class:`DataError` and leaves
+    ``path`` as it was: the old file or none, never a partial copy.
+    """
+    return _replace_atomic(path, lambda tmp: shutil.copyfile(source, tmp))
+
+
+def _replace_atomic(path: str | Path, fill: Callable[[Path], Any]) -> Path:
+    """``fill(tmp)`` writes the temporary sibling ``.<name>.tmp``, which is synced to disk and renamed onto
+    ``path``; on any failure the temporary file is removed, and an OSError becomes :func:`disk_error`."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
+        fill(tmp)
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise disk_error(path, e) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

@@ -14,7 +14,6 @@ import functools
 import importlib
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +199,9 @@ def _save_model(model: Any, path: Path) -> Path:
 
 
 def _export(paths: list[Path], directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    """Copy ``paths`` into ``directory``, each atomically: a failed copy leaves no partial file there."""
+    from sensitivity.datasets import copy_atomic
+
     for p in paths:
-        shutil.copyfile(p, directory / p.name)
+        copy_atomic(p, directory / p.name)
     log.info("exported %s to %s", ", ".join(p.name for p in paths), directory)
