@@ -1,5 +1,5 @@
-"""Atomic writes: a write that fails half-way (full disk) leaves the target as it was, no temporary file behind,
-and one line naming the path.
+"""Atomic writes: a write that fails half-way (full disk, read-only run directory) leaves the target as it was,
+no temporary file behind, and one line naming the path.
 
 Tests run as root, where ``chmod`` does not block a write, so the failures are injected.
 """
@@ -8,10 +8,12 @@ from __future__ import annotations
 import errno
 import shutil
 
+import numpy as np
 import pytest
+import xarray as xr
 
 from sensitivity import datasets
-from sensitivity.datasets import copy_atomic
+from sensitivity.datasets import copy_atomic, write_atomic
 from sensitivity.errors import DataError
 from workflows import train
 
@@ -19,6 +21,25 @@ from workflows import train
 def assert_left_as_it_was(directory, target, before: bytes | None):
     assert (target.read_bytes() if target.exists() else None) == before
     assert sorted(p.name for p in directory.iterdir()) == ([] if before is None else [target.name])
+
+
+@pytest.mark.parametrize("existing", [None, b"the previous result"])
+def test_write_atomic_into_a_read_only_run_directory(tmp_path, monkeypatch, existing):
+    target = tmp_path / "result.nc"
+    if existing is not None:
+        target.write_bytes(existing)
+
+    def to_netcdf(self, path, **kwargs):  # what a read-only directory answers once the file is open
+        with open(path, "wb") as f:
+            f.write(b"CDF\x01partial")
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", to_netcdf)
+    with pytest.raises(DataError) as caught:
+        write_atomic(xr.Dataset({"a": ("x", np.arange(3.0))}), target)
+    message = str(caught.value)
+    assert "\n" not in message and str(target) in message and "permission denied" in message
+    assert_left_as_it_was(tmp_path, target, existing)
 
 
 @pytest.mark.parametrize("existing", [None, b"the previous model"])
