@@ -190,6 +190,63 @@ def write_pest(
     return PestFiles(path, unc, pest_names(parameter_names, LONG_NAME_LENGTH, "parameter"), obs)
 
 
+def write_pest_at(
+    jac,
+    point: np.ndarray,
+    path: str | Path,
+    *,
+    calibration: str | Path | None = None,
+    std_variable: str = "observation_std",
+    sigma: Sequence[float] | float | None = None,
+    format: str = "auto",
+) -> PestFiles:
+    """Write the Jacobian of a compiled engine at one point as PEST files (:func:`write_pest`).
+
+    Parameters
+    ----------
+    jac
+        The compiled engine (:class:`~sensitivity.jacobian.CompiledJacobian`); its flat outputs are the
+        observations, named by :func:`observation_names`.
+    point
+        ``[n_par]`` the parameters [parameter units], e.g. :func:`calibration_point`.
+    path
+        The binary file; the noise goes to ``path`` with suffix ``.unc``.
+    calibration
+        A calibration result: the outputs it did not observe are left out, and its ``std_variable``
+        gives the noise (:func:`observations_from`).
+    std_variable
+        The noise variable of ``calibration``.
+    sigma
+        Standard deviation of the observation noise [output units], a scalar or one per output;
+        overrides the calibration's. Without either, no ``.unc`` file (PEST weights default to 1).
+    format
+        ``"pest"``, ``"pest++"`` or ``"auto"`` (see :func:`jco_bytes`).
+
+    Returns
+    -------
+    PestFiles
+        The files, with the names of the observations written.
+    """
+    names = observation_names(jac.surrogate.output)
+    observed, std = np.ones(len(names), bool), None
+    if calibration is not None:
+        observed, std = observations_from(calibration, len(names), std_variable)
+    if sigma is not None:
+        given = np.asarray(sigma, dtype=float)
+        if given.ndim > 1 or given.size not in (1, len(names)):
+            raise ConfigError(f"`sigma` must be a scalar or have one entry per output ({len(names)}), "
+                              f"got shape {list(given.shape)}")
+        std = np.broadcast_to(given.ravel() if given.ndim else given, (len(names),))
+    keep = np.flatnonzero(observed)
+    if len(keep) < len(names):
+        log.info("PEST: %d of %d outputs were not observed and are left out", len(names) - len(keep), len(names))
+    if std is None:
+        log.warning("PEST: no observation noise (sigma, or a calibration with known noise): no .unc file; "
+                    "PEST weights default to 1")
+    return write_pest(path, jacobian_at(jac, point)[keep], jac.surrogate.input_names, [names[i] for i in keep],
+                      None if std is None else std[keep], format=format)
+
+
 def jacobian_at(jac, point: np.ndarray) -> np.ndarray:
     """``[n_obs, n_par]`` Jacobian of the flat outputs of a compiled engine at one ``point [n_par]``."""
     x = np.asarray(point, dtype=float).reshape(1, -1)

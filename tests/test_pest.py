@@ -129,3 +129,38 @@ def test_observed_outputs_and_noise_come_from_the_calibration(tmp_path):
     assert mask.all() and std is None
     with pytest.raises(DataError, match="has 3 entries but the model has 4 outputs"):
         observations_from(result([1.0, 1.0, 1.0]), 4)
+
+
+class LinearEngine:
+    """An engine's interface on ``y = A x``: the exact Jacobian is ``A`` everywhere (outputs a, b, c)."""
+
+    A = np.array([[1.0, -2.0], [0.5, 3.0], [4.0, 0.25]])
+
+    def __init__(self):
+        from sensitivity.outputs import OutputSpec
+
+        output = OutputSpec.from_dict({"name": "y", "units": "1", "names": ["a", "b", "c"]})
+        self.surrogate = type("Surrogate", (), dict(output=output, input_names=["p", "q"], output_size=3, n_in=2))
+
+    def __call__(self, x):
+        return x @ self.A.T, np.broadcast_to(self.A, (len(x), 3, 2))
+
+
+def test_pest_files_at_a_point_keep_the_calibrations_observed_outputs_and_noise(tmp_path):
+    from sensitivity.pest import write_pest_at
+
+    calibration = write_atomic(xr.Dataset({"observation_std": (("output",), [0.1, np.nan, 0.2]),
+                                           "observed": (("output",), np.array([1, 0, 1], np.int8))}),
+                               tmp_path / "calibration.nc")
+    files = write_pest_at(LinearEngine(), np.array([1.0, 2.0]), tmp_path / "j.jcb", calibration=calibration)
+    jco = pyemu.Jco.from_binary(str(files.jacobian))
+    assert jco.row_names == ["a", "c"] == files.observation_names and jco.col_names == ["p", "q"]
+    np.testing.assert_array_equal(jco.x, LinearEngine.A[[0, 2]])
+    np.testing.assert_allclose(np.diag(pyemu.Cov.from_uncfile(str(files.uncertainty)).as_2d), [0.01, 0.04])
+    files = write_pest_at(LinearEngine(), np.array([1.0, 2.0]), tmp_path / "s.jcb", calibration=calibration,
+                          sigma=0.5)  # sigma overrides the calibration's noise
+    np.testing.assert_allclose(np.diag(pyemu.Cov.from_uncfile(str(files.uncertainty)).as_2d), [0.25, 0.25])
+    files = write_pest_at(LinearEngine(), np.array([1.0, 2.0]), tmp_path / "n.jcb")
+    assert files.observation_names == ["a", "b", "c"] and files.uncertainty is None
+    with pytest.raises(ConfigError, match=r"`sigma` must be a scalar or have one entry per output \(3\), got shape \[2\]"):
+        write_pest_at(LinearEngine(), np.array([1.0, 2.0]), tmp_path / "b.jcb", sigma=[1.0, 2.0])

@@ -22,7 +22,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
-from sensitivity.pest import calibration_point, observations_from, write_pest
+from sensitivity.pest import calibration_point, write_pest_at
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
@@ -42,15 +42,13 @@ class ExportOptions:
 
 
 PointConf = schema_of(calibration_point, "PointConf", keys=("estimate", "start"))
-NoiseConf = schema_of(observations_from, "NoiseConf", keys=("observation_std",), rename={"observation_std": "std_variable"})
-FormatConf = schema_of(write_pest, "FormatConf", keys=("format",))
+PestFilesConf = schema_of(write_pest_at, "PestFilesConf", keys=("calibration", "observation_std", "sigma", "format"),
+                          rename={"observation_std": "std_variable"})
 
 
 @dataclass
-class PestConf(PointConf, NoiseConf, FormatConf):
-    calibration: Optional[str] = None  # calibration.nc: the Jacobian at its estimate, noise from it
-    point: Any = None  # or: nominal, or {name: value, ...} for every parameter
-    sigma: Any = None  # observation noise std (scalar or list), overrides the calibration's
+class PestConf(PointConf, PestFilesConf):
+    point: Any = None  # or: nominal, or {name: value, ...} for every parameter (else calibration's estimate)
     name: str = "jacobian"  # writes <name>.jcb and <name>.unc
 
 
@@ -108,7 +106,13 @@ def run(cfg: DictConfig) -> Path:
 
         log.info("SALib problem: %s", write_problem(space, out / opts.problem_file))
     if pest_point is not None:
-        _write_pest(cfg, jac, pest_point, out)
+        p = cfg.pest
+        files = write_pest_at(jac, pest_point, out / f"{p.name}.jcb", calibration=p.calibration,
+                              std_variable=p.observation_std, sigma=build.plain(p.sigma), format=p.format)
+        log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s",
+                 dict(zip(jac.surrogate.input_names, np.round(pest_point, 6).tolist())), files.jacobian,
+                 len(files.observation_names), jac.surrogate.n_in,
+                 f", noise {files.uncertainty}" if files.uncertainty else "")
     return target
 
 
@@ -129,29 +133,6 @@ def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
         raise ConfigError(f"`pest.point` must be 'nominal' or a value for every parameter {space.names}, "
                           f"got {values!r}")
     return space.check_points(np.array([[values[n] for n in space.names]], float), what="pest.point")[0]
-
-
-def _write_pest(cfg: DictConfig, jac, point: np.ndarray, out: Path) -> None:
-    from sensitivity.pest import jacobian_at, observation_names
-
-    p = cfg.pest
-    names = observation_names(jac.surrogate.output)
-    observed, std = np.ones(len(names), bool), None
-    if p.calibration is not None:
-        observed, std = observations_from(p.calibration, len(names), p.observation_std)
-    if p.sigma is not None:
-        std = np.broadcast_to(np.asarray(build.plain(p.sigma), float), (len(names),))
-    keep = np.flatnonzero(observed)
-    if len(keep) < len(names):
-        log.info("PEST: %d of %d outputs were not observed and are left out", len(names) - len(keep), len(names))
-    if std is None:
-        log.warning("PEST: no observation noise (pest.sigma, or a calibration with known noise): no .unc file; "
-                    "PEST weights default to 1")
-    files = write_pest(out / f"{p.name}.jcb", jacobian_at(jac, point)[keep], jac.surrogate.input_names,
-                       [names[i] for i in keep], None if std is None else std[keep], format=p.format)
-    log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s", dict(zip(jac.surrogate.input_names,
-             np.round(point, 6).tolist())), files.jacobian, len(keep), jac.surrogate.n_in,
-             f", noise {files.uncertainty}" if files.uncertainty else "")
 
 
 def _write_summary(cfg: DictConfig, jac, space, points: np.ndarray, check, path: Path) -> Path:
