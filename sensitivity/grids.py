@@ -19,7 +19,6 @@ from scipy.stats import qmc
 from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 
-GridKind = Literal["factorial", "sobol", "halton", "lhs", "random", "oat", "file"]
 GRID_KINDS = ("factorial", "sobol", "halton", "lhs", "random", "oat", "file")
 Through = Literal["bounds", "distribution"]
 THROUGH = ("bounds", "distribution")

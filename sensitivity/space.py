@@ -18,10 +18,9 @@ from sensitivity.errors import ConfigError
 from sensitivity.units import check_units
 
 Scale = Literal["linear", "log"]
-#: The original kinds, with their own parameter names; any other kind is a scipy.stats name.
-DISTRIBUTION_KINDS: tuple[str, ...] = ("uniform", "normal", "truncnormal", "lognormal", "triangular")
 
-#: Parameters each original kind takes (besides the bounds, used by uniform/truncnormal/triangular).
+#: The original kinds, with the parameters each takes (besides the bounds, used by uniform/truncnormal/triangular);
+#: any other kind is a scipy.stats name.
 _DISTRIBUTION_PARAMS: dict[str, tuple[str, ...]] = {
     "uniform": (),
     "normal": ("mean", "std"),
