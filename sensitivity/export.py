@@ -56,6 +56,7 @@ from sensitivity.datasets import write_directory_atomic
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.hessian import compile_hessian
 from sensitivity.jacobian import CompiledJacobian, jacobian_functions
+from sensitivity.settings import ExportSettings
 from sensitivity.units import quotient
 
 log = logging.getLogger(__name__)
@@ -356,9 +357,9 @@ def check_export(
     jac: CompiledJacobian,
     points: np.ndarray,
     *,
-    rtol: float = 1e-6,
-    hessian_points: int = 8,
-    bench_seconds: float = 2.0,
+    rtol: float = ExportSettings.rtol,
+    hessian_points: int = ExportSettings.hessian_points,
+    bench_seconds: float = ExportSettings.bench_seconds,
 ) -> ExportCheck:
     """Reload an exported artifact in a fresh process without this package and compare it with ``jac``.
 
@@ -415,11 +416,11 @@ def export_jacobian(
     jac: CompiledJacobian,
     path: str | Path,
     *,
-    hessian: bool = True,
+    hessian: bool = ExportSettings.hessian,
     check_points: np.ndarray | None = None,
-    rtol: float = 1e-6,
-    bench_seconds: float = 2.0,
-    hessian_points: int = 8,
+    rtol: float = ExportSettings.rtol,
+    bench_seconds: float = ExportSettings.bench_seconds,
+    hessian_points: int = ExportSettings.hessian_points,
 ) -> ExportCheck | None:
     """Save the compiled Jacobian of ``jac`` as a standalone TF SavedModel and check it.
 

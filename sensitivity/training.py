@@ -36,60 +36,13 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import parameter_coords, units_attrs
 from sensitivity.outputs import OutputSpec
 from sensitivity.scaling import InputScaling, OutputScaling
+from sensitivity.settings import ACTIVATIONS, Thresholds, TrainSettings
 from sensitivity.space import ParameterSpace
 
 log = logging.getLogger(__name__)
 
-ACTIVATIONS = ("gelu", "tanh", "silu", "softplus", "elu")
-
 #: Split labels stored in the ``subset`` variable (CF flag values 0, 1, 2).
 SUBSETS = ("train", "validation", "test")
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Architecture and optimisation of the surrogate MLP.
-
-    Parameters
-    ----------
-    hidden
-        Width of each hidden layer.
-    activation
-        A smooth activation (the Jacobian of a ReLU network is piecewise constant): one of :data:`ACTIVATIONS`.
-    learning_rate
-        Initial Adam step; halved when the validation loss stalls for ``patience // 4`` epochs.
-    batch_size
-        Samples per gradient step.
-    epochs
-        Upper limit on epochs; early stopping on the validation loss usually ends sooner.
-    patience
-        Epochs without validation improvement before stopping (the best weights are restored).
-    log_inputs
-        Parameters whose natural log the network sees (e.g. those on a log scale; need > 0).
-    log_output
-        Learn the log of the outputs (needs every training output > 0; good for quantities spanning decades).
-    """
-
-    hidden: tuple[int, ...] = (128, 128)
-    activation: str = "gelu"
-    learning_rate: float = 3e-3
-    batch_size: int = 64
-    epochs: int = 2000
-    patience: int = 100
-    log_inputs: tuple[str, ...] = ()
-    log_output: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden", tuple(self.hidden))
-        object.__setattr__(self, "log_inputs", tuple(self.log_inputs))
-        if not self.hidden or any(not isinstance(w, int) or w < 1 for w in self.hidden):
-            raise ConfigError(f"`hidden` must list positive layer widths, got {list(self.hidden)}")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(f"`activation` must be one of {ACTIVATIONS} (smooth, so derivatives exist), "
-                              f"got {self.activation!r}")
-        for key in ("learning_rate", "batch_size", "epochs", "patience"):
-            if not getattr(self, key) > 0:
-                raise ConfigError(f"`{key}` must be > 0, got {getattr(self, key)!r}")
 
 
 @dataclass(frozen=True)
@@ -416,14 +369,6 @@ def derivative_errors(jacobian: np.ndarray, reference: np.ndarray, scale: np.nda
             per_column=np.sqrt(col_diff / col_ref),
             per_parameter=np.sqrt(col_diff.sum(axis=0) / col_ref.sum(axis=0)),
         )
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """When to warn: any output's test ``R^2`` below ``r2``, or median relative Jacobian error above ``jacobian``."""
-
-    r2: float = 0.99
-    jacobian: float = 0.1
 
 
 def fidelity_warnings(values: ValueErrors, derivatives: DerivativeErrors | None, names: Sequence[str],

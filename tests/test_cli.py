@@ -1,6 +1,12 @@
 """The command line's own logic: workflow listing and the positional argument of `merge`."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
 from workflows import merge
 from workflows.cli import _positional
 from workflows.registry import available
@@ -86,3 +92,16 @@ def test_every_workflow_composes_with_every_option_of_its_groups_and_fits_its_sc
             composed.add((name, *overrides))
     GlobalHydra.instance().clear()
     assert {case[1].split("=")[0] for case in composed if len(case) > 1} == set(options)  # every group was reached
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["--help"], ["train", "--cfg", "job"], ["export", "--cfg", "job"]])
+def test_help_and_config_composition_do_not_import_tensorflow(args):
+    """The schemas come from TF-free library settings (sensitivity.settings): no TensorFlow before a run."""
+    script = ("import sys\nfrom workflows.cli import main\nsys.argv = ['sensitivity', *sys.argv[1:]]\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print('imported:', sorted({'tensorflow', 'keras'} & set(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "imported: []"

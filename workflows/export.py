@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
 from sensitivity.pest import calibration_point, write_pest_at
+from sensitivity.settings import ExportSettings
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
@@ -31,14 +32,9 @@ log = logging.getLogger(__name__)
 SUMMARY = "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem files"
 
 
-@dataclass
-class ExportOptions:
-    name: str = "jacobian_model"
-    hessian: bool = True
-    rtol: float = 1e-6
-    bench_seconds: float = 2.0
-    hessian_points: int = 8
-    problem_file: Optional[str] = "problem.json"
+ExportOptions = schema_of(ExportSettings, "ExportOptions", extra=[
+    ("name", str, "jacobian_model"),  # the SavedModel directory in the run dir
+    ("problem_file", Optional[str], "problem.json")])  # the space as a SALib problem; null to skip
 
 
 PointConf = schema_of(calibration_point, "PointConf", keys=("estimate", "start"))

@@ -25,32 +25,30 @@ from omegaconf import DictConfig
 from sensitivity.errors import ConfigError, DataError, ModelError
 from sensitivity.samples import read_samples
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+from sensitivity.settings import Thresholds, TrainSettings
+from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 
 log = logging.getLogger(__name__)
 
 SUMMARY = "fit a Keras MLP surrogate to a simulator or a dataset -> surrogate.keras, training.nc"
 
 
+NetworkConf = schema_of(TrainSettings, "NetworkConf", keys=("hidden", "activation", "learning_rate", "batch_size",
+                                                         "epochs", "patience", "log_output"))
+WarnConf = schema_of(Thresholds, "WarnConf", keys=("warn_r2", "warn_jacobian"),
+                     rename={"warn_r2": "r2", "warn_jacobian": "jacobian"})
+
+
 @dataclass
-class TrainingConf:
+class TrainingConf(NetworkConf, WarnConf):
     simulator: Optional[str] = None          # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
     data: Optional[str] = None               # .nc or .csv of samples: trained on instead of simulating the grid
-    hidden: List[int] = field(default_factory=lambda: [128, 128])
-    activation: str = "gelu"
-    learning_rate: float = 3.0e-3
-    batch_size: int = 128
-    epochs: int = 2000
-    patience: int = 200
     log_inputs: Optional[List[str]] = None   # null: the parameters with scale: log
-    log_output: bool = False
     validation_fraction: float = 0.15        # stops training early
     test_fraction: float = 0.1               # held out for the report
     derivative_points: int = 64              # test samples whose Jacobians are checked against the simulator
     fd_step: float = 1.0e-3                  # central-difference step, as a fraction of each parameter's range
-    warn_r2: float = 0.99                    # warn when any output's test R^2 is lower
-    warn_jacobian: float = 0.1               # warn when the median relative Jacobian error is higher
     log_every: int = 100                     # one progress line every this many epochs
 
 
@@ -82,7 +80,7 @@ def run(cfg: DictConfig) -> Path:
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.surrogate import load_surrogate
 
-    settings = training.TrainSettings(
+    settings = TrainSettings(
         hidden=tuple(t.hidden), activation=t.activation, learning_rate=t.learning_rate, batch_size=t.batch_size,
         epochs=t.epochs, patience=t.patience, log_output=t.log_output,
         log_inputs=tuple(t.log_inputs if t.log_inputs is not None else
@@ -122,7 +120,7 @@ def run(cfg: DictConfig) -> Path:
     report_path = write_atomic(report.assign_attrs(attrs), out_dir / "training.nc")
     for line in lines:
         log.info(line)
-    thresholds = training.Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian)
+    thresholds = Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian)
     for message in training.fidelity_warnings(values, derivatives, space.names, thresholds):
         log.warning(message)
     log.info("surrogate: %s\nreport: %s", model_path, report_path)

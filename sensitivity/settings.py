@@ -1,0 +1,91 @@
+"""Settings of the modules that run TensorFlow, importable without it.
+
+The command line builds its config schemas from these classes (:func:`workflows.schema.schema_of`), so
+composing a config or printing ``sensitivity --help`` does not import TensorFlow (seconds, and its log lines);
+the modules that run them, :mod:`sensitivity.training` and :mod:`sensitivity.export`, take their settings
+and defaults from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sensitivity.errors import ConfigError
+
+#: Smooth activations of the surrogate MLP (the Jacobian of a ReLU network is piecewise constant).
+ACTIVATIONS = ("gelu", "tanh", "silu", "softplus", "elu")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Architecture and optimisation of the surrogate MLP.
+
+    Parameters
+    ----------
+    hidden
+        Width of each hidden layer.
+    activation
+        A smooth activation (the Jacobian of a ReLU network is piecewise constant): one of :data:`ACTIVATIONS`.
+    learning_rate
+        Initial Adam step; halved when the validation loss stalls for ``patience // 4`` epochs.
+    batch_size
+        Samples per gradient step.
+    epochs
+        Upper limit on epochs; early stopping on the validation loss usually ends sooner.
+    patience
+        Epochs without validation improvement before stopping (the best weights are restored).
+    log_inputs
+        Parameters whose natural log the network sees (e.g. those on a log scale; need > 0).
+    log_output
+        Learn the log of the outputs (needs every training output > 0; good for quantities spanning decades).
+    """
+
+    hidden: tuple[int, ...] = (128, 128)
+    activation: str = "gelu"
+    learning_rate: float = 3e-3
+    batch_size: int = 64
+    epochs: int = 2000
+    patience: int = 100
+    log_inputs: tuple[str, ...] = ()
+    log_output: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        object.__setattr__(self, "log_inputs", tuple(self.log_inputs))
+        if not self.hidden or any(not isinstance(w, int) or w < 1 for w in self.hidden):
+            raise ConfigError(f"`hidden` must list positive layer widths, got {list(self.hidden)}")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"`activation` must be one of {ACTIVATIONS} (smooth, so derivatives exist), "
+                              f"got {self.activation!r}")
+        for key in ("learning_rate", "batch_size", "epochs", "patience"):
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"`{key}` must be > 0, got {getattr(self, key)!r}")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When to warn: any output's test ``R^2`` below ``r2``, or median relative Jacobian error above ``jacobian``."""
+
+    r2: float = 0.99
+    jacobian: float = 0.1
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """How :func:`sensitivity.export.export_jacobian` exports and checks a compiled Jacobian.
+
+    Parameters
+    ----------
+    hessian
+        Also export the ``hessian`` function (``[N, *out, n_in, n_in]``).
+    rtol
+        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians [1].
+    bench_seconds
+        Time spent measuring each throughput on one chunk of ``jac.chunk_size`` points [s] (0: skip).
+    hessian_points
+        How many check points to compare Hessians on (0: none; ignored when none was exported).
+    """
+
+    hessian: bool = True
+    rtol: float = 1e-6
+    bench_seconds: float = 2.0
+    hessian_points: int = 8
