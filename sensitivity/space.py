@@ -14,6 +14,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError
 from sensitivity.units import check_units
 
@@ -285,13 +286,7 @@ class ParameterSpace:
 
 
 def _checked_correlation(matrix: np.ndarray, n: int) -> np.ndarray:
-    c = np.asarray(matrix, dtype=float)
-    if c.shape != (n, n):
-        raise ConfigError(f"space: `correlation` must be {n}x{n}, got shape {list(c.shape)}")
-    if not np.allclose(c, c.T) or not np.allclose(np.diag(c), 1.0):
-        raise ConfigError("space: `correlation` must be symmetric with a unit diagonal")
-    if np.linalg.eigvalsh(c).min() <= 0:
-        raise ConfigError(
-            f"space: `correlation` must be positive definite, smallest eigenvalue {np.linalg.eigvalsh(c).min():.3g}"
-        )
+    c, _ = checked_covariance(matrix, n, "space: `correlation`")
+    if not np.allclose(np.diag(c), 1.0):
+        raise ConfigError(f"space: `correlation` must have a unit diagonal, got {np.diag(c).tolist()}")
     return c

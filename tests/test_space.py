@@ -62,3 +62,13 @@ def test_nominal_defaults_and_distributions():
     assert space.parameters[0].frozen_distribution().ppf(0.5) == pytest.approx(0.55)
     with pytest.raises(ConfigError, match=r"'beta' = 2.0 at row 0 is outside its bounds \[0.1, 1.0\]"):
         space.check_points(np.array([[2.0, 1e-3, 1.0]]))
+
+
+@pytest.mark.parametrize("correlation, message", [
+    ([[1.0, 0.5], [0.4, 1.0]], r"^space: `correlation` must be symmetric, got max \|C - C\^T\| = 0.1$"),
+    ([[2.0, 0.5], [0.5, 1.0]], r"^space: `correlation` must have a unit diagonal, got \[2.0, 1.0\]$"),
+    ([[1.0, 0.5, 0.0], [0.5, 1.0, 0.0]], r"^space: `correlation` must have shape \[2, 2\], got \[2, 3\]$"),
+])
+def test_a_bad_correlation_is_named_in_one_line(correlation, message):
+    with pytest.raises(ConfigError, match=message):
+        ParameterSpace.from_records([rec(), rec(name="gamma")], correlation=correlation)
