@@ -21,6 +21,10 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+
+import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
+
 import numpy as np  # noqa: E402
 
 import sensitivity  # noqa: E402

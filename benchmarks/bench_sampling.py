@@ -29,6 +29,10 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+
+import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
+
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
