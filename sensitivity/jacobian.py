@@ -46,10 +46,12 @@ PATHS = ("auto", "dense", "autodiff")
 #: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
 #: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
 MIN_CHUNK, MAX_CHUNK = 64, 8192
-#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`): chunks of 512
-#: points (4-5 MiB blocks) were the fastest of 128-8192 on shapes A and C of benchmarks/bench_jacobian.py in
-#: one scratch run on a loaded machine; re-tune with its --chunks sweep.
-DENSE_BLOCK_BYTES = 4 * 2**20
+#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`): with XLA, chunks
+#: of 512 points on shape A (4.5 MiB blocks), 512-2048 on C (2.5-10 MiB) and 64-128 on B (4-8 MiB) were the
+#: fastest of 64-8192 in one ``benchmarks/bench_jacobian.py --chunks --rounds 7`` run (XLA at those chunks
+#: 1.1-1.2x the plain TF ops on A and C, level on B); 8 MiB rounded down to a power of two picks 512, 1024 and
+#: 64. Re-tune with that sweep.
+DENSE_BLOCK_BYTES = 8 * 2**20
 
 
 @dataclass
@@ -171,9 +173,10 @@ def compile_jacobian(
         ``"forward"`` (cost ~ n_in tangents), ``"reverse"`` (cost ~ n_out cotangents) or ``"auto"``:
         forward when ``n_in <= n_out``.
     jit_compile
-        Compile with XLA (one compile per chunk shape). ``None``: XLA on the autodiff path, where it speeds
-        up vectorised forward mode, and not on the dense path, where it is no faster (measured in
-        ``benchmarks/bench_jacobian.py``) and its compilation would delay the first result by seconds.
+        Compile full chunks with XLA (one compile, at the first full chunk; shorter chunks never wait for
+        it). ``None``: XLA on both paths; it speeds up vectorised forward mode on the autodiff path, and on
+        the dense path it fuses each layer's elementwise derivative product with its neighbours, 1.1-1.2x the
+        plain TF ops on shapes A and C of ``benchmarks/bench_jacobian.py --chunks``.
     chunk_size
         Points per compiled call; derived from ``memory_budget_mb`` when omitted.
     memory_budget_mb
@@ -202,7 +205,7 @@ def compile_jacobian(
                           f"{surrogate.source} is not one")
     path = "autodiff" if chain is None else "dense"
     if jit_compile is None:
-        jit_compile = path == "autodiff"
+        jit_compile = True
     flat_values, flat_jacobian = _functions(surrogate, resolved, chain)
 
     def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:

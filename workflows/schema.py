@@ -163,7 +163,7 @@ GridConf = schema_of(make_grid, "GridConf", keys=("levels", "seed", "scramble", 
 class JacobianConf:
     mode: str = "auto"
     dtype: str = "float32"
-    jit_compile: Optional[bool] = None  # null: the engine's choice (XLA on the autodiff path only; see compile_jacobian)
+    jit_compile: Optional[bool] = None  # null: the engine's choice (XLA for full chunks; see compile_jacobian)
     chunk_size: Optional[int] = None
     memory_budget_mb: float = 1024.0
 
