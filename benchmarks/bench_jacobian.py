@@ -362,7 +362,7 @@ def first_result() -> None:
                                  capture_output=True, text=True, check=True)
             times.append(float(out.stdout.split()[-1]))
         median = sorted(times)[1]
-        print(f"  {label:<40} {median:6.2f} s"
+        print(f"  {label:<46} {median:6.2f} s"
               + (f"  (target <= {FIRST_TARGET_S:g} s: {verdict(-median, -FIRST_TARGET_S)})" if kind == "engine" else ""))
 
 
