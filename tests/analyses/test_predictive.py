@@ -69,3 +69,18 @@ def test_standard_error_covers_the_realised_error():
 def test_draws_must_be_chains():
     with pytest.raises(ConfigError, match="`draws` must be"):
         posterior_predictive(np.zeros((1, 10, 2)), lambda p: p)
+
+
+def test_monte_carlo_of_the_draws_carries_their_autocorrelated_error():
+    """``uncertainty=posterior``: Monte Carlo resamples the draws, so its mean cannot be known better than the
+    draws' own, ``s / sqrt(ESS)`` with the AR(1) closed form ``ESS = N (1 - rho) / (1 + rho)``, however many
+    resamples (2^16 here, twice the draws: their i.i.d. error alone would be ``sqrt(3) * sqrt(2)`` too small)."""
+    from sensitivity.analyses.posterior.inputs import draws_inputs
+    from sensitivity.analyses.propagation import propagate
+
+    x = ar1(np.random.default_rng(2), 2)
+    ds = propagate(draws_inputs(x.reshape(-1, 2), ["a", "b"]), values_fn=lambda p: p @ W.T + C,
+                   methods=["monte_carlo"], draws=x, seed=0)
+    n, s = CHAINS * DRAWS, np.sqrt((W**2).sum(axis=1))
+    se = ds["output_mean_se"].isel(method=0).values
+    np.testing.assert_allclose(se, s / np.sqrt(n * (1 - RHO) / (1 + RHO)), rtol=0.15)

@@ -19,6 +19,11 @@ al. 2021) of the quantity it averages, output by output:
 Equivalently every standard error is its i.i.d. value scaled by ``sqrt(N / ESS)``. These are the error
 bars of the nonlinearity verdict when ``posterior`` is its reference.
 
+Monte Carlo of the draws' empirical distribution (``uncertainty=posterior``: ``monte_carlo`` resamples the
+draws) inherits their error: its estimate is the draws' own plus resampling noise, independent of it, so
+:func:`with_chain_error` adds the two variances, ``se^2 = se_resampling^2 + se_draws^2`` (the i.i.d. error of
+``N`` resamples cannot fall below the draws' ``sd / sqrt(ESS)``, however large ``N``).
+
 References
 ----------
 Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. & Buerkner, P.-C. (2021). Rank-normalization,
@@ -86,6 +91,13 @@ def posterior_predictive(draws: np.ndarray, values_fn: ValuesFn, *, quantiles: S
     result = method_result(mean, cov, probabilities, outputs, outside, quantile_values=q, se=se)
     result.attrs.update(n_samples=c * d, min_ess=float(np.min(se.pop("ess"))))
     return result
+
+
+def with_chain_error(resampled: xr.Dataset, predictive: xr.Dataset) -> xr.Dataset:
+    """``resampled`` (Monte Carlo of the draws' empirical distribution) with the draws' own error added:
+    each ``*_se`` becomes ``sqrt(se^2 + se_predictive^2)`` (:func:`posterior_predictive` on the same draws)."""
+    names = ("output_mean_se", "output_std_se", "output_covariance_se", "output_quantile_se")
+    return resampled.assign({k: np.hypot(resampled[k], predictive[k].values) for k in names})
 
 
 def autocorrelated_errors(y: np.ndarray, probabilities: np.ndarray, q: np.ndarray) -> dict[str, np.ndarray]:

@@ -78,7 +78,9 @@ def propagate(
     draws
         ``[chain, draw, parameter]`` MCMC draws of the posterior: adds the method ``posterior`` (the
         posterior predictive, needs ``values_fn``), last on ``method``, and makes it the verdict's reference
-        (else ``monte_carlo``).
+        (else ``monte_carlo``). When ``inputs`` are these draws' empirical distribution, ``monte_carlo``'s
+        standard errors include the draws' own (autocorrelated) error
+        (:func:`~sensitivity.analyses.posterior.predictive.with_chain_error`).
 
     Returns
     -------
@@ -107,6 +109,11 @@ def propagate(
                                                         block_size=block_size, **labels)
         methods.append("posterior")
     results = [run[name]() for name in methods]
+    if draws is not None and "monte_carlo" in methods and _resamples(inputs, draws):
+        from sensitivity.analyses.posterior.predictive import with_chain_error
+
+        at = methods.index("monte_carlo")
+        results[at] = with_chain_error(results[at], results[-1])
     mc_attrs = results[list(methods).index("monte_carlo")].attrs if "monte_carlo" in methods else {}
     ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim="method", data_vars="all", coords="minimal",
                    compat="override", join="override")
@@ -122,6 +129,13 @@ def propagate(
         **{f"posterior_{k}": v for k, v in results[-1].attrs.items() if draws is not None},
     )
     return ds
+
+
+def _resamples(inputs: InputUncertainty, draws: np.ndarray) -> bool:
+    """True when ``inputs`` is the empirical distribution of these MCMC ``draws`` (Monte Carlo resamples them)."""
+    own = getattr(inputs, "draws", None)
+    return own is not None and own.shape == (draws.shape[0] * draws.shape[1], draws.shape[2]) and \
+        np.array_equal(own, draws.reshape(own.shape))
 
 
 def _check_methods(methods: Sequence[str], values_fn: ValuesFn | None, value_and_jacobian: ValueAndJacobianFn | None,
