@@ -3,21 +3,22 @@
 The same posterior both ways: the demo SEIR surrogate (float64) fitted to data/seir/observations.nc, the
 space's (uniform) priors, its bounds, ``initial_infected`` in log space, as one compiled log-density
 (:func:`sensitivity.analyses.posterior.log_posterior`).
-  (a) NUTS: :func:`sensitivity.analyses.posterior.sample_posterior`, ``--chains`` chains at once,
-      preconditioned by the calibration's Laplace approximation; the time is of one complete run,
-      warm-up and XLA compilation included, as the ``sample`` workflow pays it;
-  (b) emcee 3 (affine-invariant ensemble, Goodman & Weare 2010), ``--walkers`` walkers moved together,
-      their log-densities from the same compiled function (``tf.function(jit_compile=True)``, warmed up
+  (a) NUTS (or ``--algorithm chees``): :func:`sensitivity.analyses.posterior.run_nuts`, ``--chains`` chains
+      at once, preconditioned by the calibration's Laplace approximation, warm-up included in the time. Run
+      twice on the same posterior (seeds 0 and 1): the first run's time includes the one-time XLA
+      compilation (as one ``sample`` workflow pays it), the second reuses the compiled sampler;
+  (b) emcee 3 (affine-invariant ensemble, Goodman & Weare 2010) with each of ``--walkers`` walker counts,
+      their log-densities from the same compiled function (``tf.function(jit_compile=True)``, compiled
       before timing), ``--steps`` steps with the first ``--burn`` discarded, started from the Laplace draws.
-The figure of merit is the effective sample size per second of the slowest parameter: NUTS's bulk and
-tail ESS (Vehtari et al. 2021), emcee's draws divided by its integrated autocorrelation time per parameter.
-It also prints the cost of one batched value-and-gradient of the log-density per chain count (XLA, 500 in a
-loop), the profile that decides how many chains pay on this machine.
+The figure of merit is the effective sample size per second of the slowest parameter, with ONE estimator for
+both samplers: the smaller of the rank-normalised bulk and tail ESS of Vehtari et al. (2021)
+(:func:`sensitivity.analyses.posterior.diagnose`, split chains; emcee's walkers as chains). emcee's own
+estimate (draws / integrated autocorrelation time, ``get_autocorr_time``) is printed beside it.
+``--profile`` prints the cost of one batched value-and-gradient of the log-density per chain count (XLA, 500
+in a loop), the profile that decides how many chains pay on this machine.
 
-``--algorithm chees`` runs ChEES-HMC (one adapted trajectory length for all chains) instead of NUTS.
-
-Usage: python benchmarks/bench_sampling.py [--chains 8] [--draws 1000] [--warmup 500] [--algorithm nuts]
-       [--target-accept 0.95] [--walkers 32] [--steps 20000] [--burn 2000]
+Usage: python benchmarks/bench_sampling.py [--chains 16] [--draws 500] [--warmup 300] [--algorithm nuts]
+       [--target-accept 0.95] [--walkers 32 128] [--steps 8000] [--burn 1000] [--profile 8 16 32]
 """
 from __future__ import annotations
 
@@ -41,15 +42,16 @@ SEIR = ROOT / "data" / "seir"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chains", type=int, default=8)
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--chains", type=int, default=16)
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--target-accept", type=float, default=0.95)
+    parser.add_argument("--max-tree-depth", type=int, default=8)
     parser.add_argument("--algorithm", choices=["nuts", "chees"], default="nuts")
-    parser.add_argument("--walkers", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=20000)
-    parser.add_argument("--burn", type=int, default=2000)
-    parser.add_argument("--profile", type=int, nargs="*", default=[8, 16, 32, 64, 256],
+    parser.add_argument("--walkers", type=int, nargs="*", default=[32, 128])
+    parser.add_argument("--steps", type=int, default=8000)
+    parser.add_argument("--burn", type=int, default=1000)
+    parser.add_argument("--profile", type=int, nargs="*", default=[],
                         help="chain counts whose batched value-and-gradient cost is timed")
     args = parser.parse_args()
 
@@ -57,8 +59,8 @@ def main() -> None:
     import tensorflow as tf
 
     from sensitivity.analyses.calibration import ObservationModel, calibrate
-    from sensitivity.analyses.posterior import (NUTS, Support, initial_points, log_posterior, sample_posterior,
-                                                space_prior)
+    from sensitivity.analyses.posterior import NUTS, Support, diagnose, initial_points, log_posterior, run_nuts
+    from sensitivity.analyses.posterior import space_prior
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import output_spec
@@ -75,49 +77,58 @@ def main() -> None:
     mean, cov = fit["estimate"].values[0], fit["covariance"].values[0]
     observations = ObservationModel.from_arrays(obs.values, **obs.errors())
     support = Support.of(space.bounds, log_mask, len(space), space.names)
+    posterior = log_posterior(model.fn, observations, space_prior(space), support, center=mean, covariance=cov)
     start = initial_points(mean[None], mean, cov, support, args.chains, seed=0)
+    sampler = NUTS(num_draws=args.draws, num_warmup=args.warmup, target_accept=args.target_accept,
+                   max_tree_depth=args.max_tree_depth, algorithm=args.algorithm)
+    print(f"demo posterior: {len(space)} parameters, {observations.n_observed} observations; slowest parameter's "
+          "ESS = min(bulk, tail), rank-normalised split chains (Vehtari et al. 2021), for every sampler")
+    rows = []
+    for seed, label in ((0, "with compilation"), (1, "compiled")):
+        chains = run_nuts(posterior, start, sampler, seed=seed)
+        ess = slowest(diagnose(chains.draws))
+        per_draw = chains.leapfrogs.mean()
+        rows.append((f"{args.algorithm} {args.chains} x ({args.warmup} + {args.draws}), {label}", chains.seconds,
+                     ess, float(diagnose(chains.draws).rhat.max())))
+        print(f"{args.algorithm} run {seed + 1} ({label}): {chains.seconds:.1f} s, {per_draw:.0f} leapfrog steps "
+              f"per draw (max-depth hits {chains.max_depth.mean():.1%}), step {chains.step_size:.3g}, "
+              f"{int(chains.divergent.sum())} divergent, acceptance {chains.accept_prob.mean():.3f}")
 
-    t0 = time.perf_counter()
-    ds = sample_posterior(model.fn, observations, space_prior(space), start, bounds=space.bounds,
-                          log_parameters=log_mask, laplace_mean=mean, laplace_cov=cov,
-                          sampler=NUTS(num_draws=args.draws, num_warmup=args.warmup,
-                                       target_accept=args.target_accept, algorithm=args.algorithm),
-                          parameter_names=space.names, throw=False)
-    nuts_seconds = time.perf_counter() - t0
-    nuts_ess = np.minimum(ds["ess_bulk"].values, ds["ess_tail"].values)
-    gradients = int(ds["n_leapfrog"].sum())
+    log_prob = tf.function(posterior.log_prob, jit_compile=True)
+    for walkers in args.walkers:
+        walkers0 = initial_points(np.empty((0, len(space))), mean, cov, support, walkers, spread=1.0, seed=1)
+        log_prob(tf.constant(walkers0))  # compile before timing
+        np.random.seed(1)  # emcee draws its moves from numpy's global generator
+        ensemble = emcee.EnsembleSampler(walkers, len(space), lambda x: log_prob(tf.constant(x)).numpy(),
+                                         vectorize=True)
+        t0 = time.perf_counter()
+        ensemble.run_mcmc(walkers0, args.steps)
+        seconds = time.perf_counter() - t0
+        chain = ensemble.get_chain(discard=args.burn)  # [steps, walkers, n]
+        diag = diagnose(np.swapaxes(chain, 0, 1))
+        tau = ensemble.get_autocorr_time(discard=args.burn, quiet=True)
+        own = (args.steps - args.burn) * walkers / tau
+        rows.append((f"emcee {walkers} walkers x {args.steps} ({args.burn} burn-in)", seconds, slowest(diag),
+                     float(diag.rhat.max())))
+        print(f"emcee {walkers} walkers: {seconds:.1f} s, acceptance {ensemble.acceptance_fraction.mean():.3f}, "
+              f"autocorrelation times {np.array2string(tau, precision=0)} (emcee's own slowest ESS "
+              f"{own.min():.0f}, {own.min() / seconds:.1f} ESS/s)")
 
-    log_prob = tf.function(log_posterior(model.fn, observations, space_prior(space), support).log_prob,
-                           jit_compile=True)
-    walkers0 = initial_points(np.empty((0, len(space))), mean, cov, support, args.walkers, spread=1.0, seed=1)
-    log_prob(tf.constant(walkers0))  # compile before timing
-    np.random.seed(1)  # emcee draws its moves from numpy's global generator
-    sampler = emcee.EnsembleSampler(args.walkers, len(space), lambda x: log_prob(tf.constant(x)).numpy(),
-                                    vectorize=True)
-    t0 = time.perf_counter()
-    sampler.run_mcmc(walkers0, args.steps)
-    emcee_seconds = time.perf_counter() - t0
-    tau = sampler.get_autocorr_time(discard=args.burn, quiet=True)
-    emcee_ess = (args.steps - args.burn) * args.walkers / tau
-
-    print(f"demo posterior: {len(space)} parameters, {observations.n_observed} observations")
-    print(f"{args.algorithm}: {args.chains} chains x ({args.warmup} warm-up + {args.draws}) in {nuts_seconds:.1f} s "
-          f"(compilation included), {gradients} gradient evaluations after warm-up, "
-          f"{int(ds['n_divergent'])} divergent, max R-hat {float(ds['rhat'].max()):.3f}")
-    print(f"emcee: {args.walkers} walkers x {args.steps} steps in {emcee_seconds:.1f} s, "
-          f"autocorrelation times {np.array2string(tau, precision=0)}")
-    print(f"{'parameter':<24}{'NUTS ESS':>10}{'NUTS ESS/s':>12}{'emcee ESS':>11}{'emcee ESS/s':>13}")
-    for j, name in enumerate(space.names):
-        print(f"{name:<24}{nuts_ess[j]:>10.0f}{nuts_ess[j] / nuts_seconds:>12.1f}{emcee_ess[j]:>11.0f}"
-              f"{emcee_ess[j] / emcee_seconds:>13.1f}")
-    for chains, seconds in gradient_cost(log_posterior(model.fn, observations, space_prior(space), support).log_prob,
-                                         initial_points(mean[None], mean, cov, support, max(args.profile), seed=0),
+    best_emcee = max((ess / s for name, s, ess, _ in rows if name.startswith("emcee")), default=np.nan)
+    print(f"{'sampler':<52}{'seconds':>9}{'slowest ESS':>13}{'ESS/s':>8}{'max R-hat':>11}{'vs best emcee':>15}")
+    for name, seconds, ess, rhat in rows:
+        print(f"{name:<52}{seconds:>9.1f}{ess:>13.0f}{ess / seconds:>8.1f}{rhat:>11.3f}"
+              f"{ess / seconds / best_emcee:>14.2f}x")
+    for chains, seconds in gradient_cost(posterior.log_prob, initial_points(mean[None], mean, cov, support,
+                                                                            max(args.profile, default=2), seed=0),
                                          args.profile):
         print(f"one batched value-and-gradient of {chains:>4} chains: {1e3 * seconds:8.3f} ms "
               f"({1e6 * seconds / chains:.1f} us per chain)")
-    slow_nuts, slow_emcee = nuts_ess.min() / nuts_seconds, emcee_ess.min() / emcee_seconds
-    print(f"slowest parameter: NUTS {slow_nuts:.1f} ESS/s, emcee {slow_emcee:.1f} ESS/s: "
-          f"{slow_nuts / slow_emcee:.1f}x")
+
+
+def slowest(diag) -> float:
+    """The slowest parameter's ESS: the smallest of its bulk and tail ESS."""
+    return float(np.minimum(diag.ess_bulk, diag.ess_tail).min())
 
 
 def gradient_cost(log_prob, points: np.ndarray, chain_counts: list[int], repeats: int = 500) -> list[tuple[int, float]]:

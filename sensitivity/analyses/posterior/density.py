@@ -28,7 +28,7 @@ scaled logistic, lower bound by ``exp``); here softplus, which keeps the gradien
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -164,7 +164,9 @@ class LogPosterior:
 
     Build with :func:`log_posterior`. ``log_prob`` takes ``[B, n]`` float64 physical points and returns
     ``[B]`` (``-inf`` outside the support); ``to_support`` is the bijector ``u -> x``; ``shift`` ``[n]`` and
-    ``scale`` ``[n, n]`` (lower triangular) the preconditioner ``u = shift + scale z``.
+    ``scale`` ``[n, n]`` (lower triangular) the preconditioner ``u = shift + scale z``; ``compiled`` holds the
+    sampler's compiled stages (:func:`~sensitivity.analyses.posterior.nuts.run_nuts`), so that another run on
+    the same posterior with the same settings and chain count does not compile again.
     """
 
     log_prob: Callable[[Any], Any]
@@ -174,6 +176,7 @@ class LogPosterior:
     support: Support
     prior: Prior
     n_observed: int
+    compiled: dict = field(default_factory=dict, compare=False, repr=False)  # the sampler's XLA stages, reused
 
     def transform(self, shift=None, scale=None):
         """The bijector ``z -> x`` the sampler moves through (``shift``, ``scale``: tensors or arrays)."""

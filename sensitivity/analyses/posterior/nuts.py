@@ -165,12 +165,19 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
     kernel, trace = (nuts_kernel, nuts_trace) if sampler.algorithm == "nuts" else (chees_kernel, chees_trace)
 
     def stage(burnin: int, results: int):
-        @tf.function(jit_compile=jit_compile, autograph=False)
-        def run(state, shift, scale, step_size, n_steps, seed):
-            chosen = kernel(shift, scale, step_size, n_steps, int(0.8 * burnin))
-            return mcmc.sample_chain(results, state, kernel=chosen, num_burnin_steps=burnin, trace_fn=trace, seed=seed)
+        key = (sampler, burnin, results, jit_compile)
+        if key not in posterior.compiled:
+            @tf.function(jit_compile=jit_compile, autograph=False)
+            def run(state, shift, scale, step_size, n_steps, seed):
+                chosen = kernel(shift, scale, step_size, n_steps, int(0.8 * burnin))
+                return mcmc.sample_chain(results, state, kernel=chosen, num_burnin_steps=burnin, trace_fn=trace,
+                                         seed=seed)
 
-        return run
+            posterior.compiled[key] = run
+        run = posterior.compiled[key]
+        return lambda state, shift, scale, step, n_steps, seed: run(
+            state, tf.constant(shift, tf.float64), tf.constant(scale, tf.float64), tf.constant(step, tf.float64),
+            tf.constant(n_steps, tf.int32), seed)
 
     t0 = time.perf_counter()
     state, shift, scale, step = tf.constant(x0, tf.float64), posterior.shift, posterior.scale, sampler.initial_step_size
