@@ -17,8 +17,12 @@ estimate (draws / integrated autocorrelation time, ``get_autocorr_time``) is pri
 ``--profile`` prints the cost of one batched value-and-gradient of the log-density per chain count (XLA, 500
 in a loop), the profile that decides how many chains pay on this machine.
 
+``--model-dtype float64 float32`` runs NUTS on the float64 surrogate and on a float32 one inside the same float64
+density (the ``sample`` workflow's ``model_dtype``), and prints the float32 log-density's error.
+
 Usage: python benchmarks/bench_sampling.py [--chains 16] [--draws 500] [--warmup 300] [--algorithm nuts]
-       [--target-accept 0.95] [--walkers 32 128] [--steps 8000] [--burn 1000] [--profile 8 16 32]
+       [--target-accept 0.95] [--model-dtype float64 float32] [--walkers 32 128] [--steps 8000] [--burn 1000]
+       [--profile 8 16 32]
 """
 from __future__ import annotations
 
@@ -48,6 +52,8 @@ def main() -> None:
     parser.add_argument("--target-accept", type=float, default=0.95)
     parser.add_argument("--max-tree-depth", type=int, default=8)
     parser.add_argument("--algorithm", choices=["nuts", "chees"], default="nuts")
+    parser.add_argument("--model-dtype", nargs="+", choices=["float64", "float32"], default=["float64", "float32"],
+                        help="the surrogate's compute dtype inside the float64 density, one NUTS pair per entry")
     parser.add_argument("--walkers", type=int, nargs="*", default=[32, 128])
     parser.add_argument("--steps", type=int, default=8000)
     parser.add_argument("--burn", type=int, default=1000)
@@ -78,21 +84,33 @@ def main() -> None:
     observations = ObservationModel.from_arrays(obs.values, **obs.errors())
     support = Support.of(space.bounds, log_mask, len(space), space.names)
     posterior = log_posterior(model.fn, observations, space_prior(space), support, center=mean, covariance=cov)
+    model32 = load_surrogate(str(SEIR / "surrogate.keras"), input_names=space.names, input_units=space.units,
+                             output=output_spec(), dtype="float32")
     start = initial_points(mean[None], mean, cov, support, args.chains, seed=0)
     sampler = NUTS(num_draws=args.draws, num_warmup=args.warmup, target_accept=args.target_accept,
                    max_tree_depth=args.max_tree_depth, algorithm=args.algorithm)
     print(f"demo posterior: {len(space)} parameters, {observations.n_observed} observations; slowest parameter's "
           "ESS = min(bulk, tail), rank-normalised split chains (Vehtari et al. 2021), for every sampler")
     rows = []
-    for seed, label in ((0, "with compilation"), (1, "compiled")):
-        chains = run_nuts(posterior, start, sampler, seed=seed)
-        ess = slowest(diagnose(chains.draws))
-        per_draw = chains.leapfrogs.mean()
-        rows.append((f"{args.algorithm} {args.chains} x ({args.warmup} + {args.draws}), {label}", chains.seconds,
-                     ess, float(diagnose(chains.draws).rhat.max())))
-        print(f"{args.algorithm} run {seed + 1} ({label}): {chains.seconds:.1f} s, {per_draw:.0f} leapfrog steps "
-              f"per draw (max-depth hits {chains.max_depth.mean():.1%}), step {chains.step_size:.3g}, "
-              f"{int(chains.divergent.sum())} divergent, acceptance {chains.accept_prob.mean():.3f}")
+    for dtype in args.model_dtype:
+        target = posterior if dtype == "float64" else log_posterior(
+            model32.fn, observations, space_prior(space), support, center=mean, covariance=cov, model_dtype=dtype)
+        for seed, label in ((0, "with compilation"), (1, "compiled")):
+            chains = run_nuts(target, start, sampler, seed=seed)
+            diag = diagnose(chains.draws)
+            name = f"{args.algorithm} {args.chains} x ({args.warmup} + {args.draws}) {dtype}, {label}"
+            rows.append((name, chains.seconds, slowest(diag), float(diag.rhat.max())))
+            print(f"{name}: {chains.seconds:.1f} s, {chains.leapfrogs.mean():.0f} leapfrog steps per draw (max-depth "
+                  f"hits {chains.max_depth.mean():.1%}), step {chains.step_size:.3g}, {int(chains.divergent.sum())} "
+                  f"divergent, acceptance {chains.accept_prob.mean():.3f}, posterior mean "
+                  f"{np.array2string(chains.draws.mean(axis=(0, 1)), precision=4)}")
+    if "float32" in args.model_dtype:
+        points = initial_points(np.empty((0, len(space))), mean, cov, support, 256, spread=0.5, seed=2)
+        lp64 = posterior.log_prob(tf.constant(points)).numpy()
+        lp32 = log_posterior(model32.fn, observations, space_prior(space), support,
+                             model_dtype="float32").log_prob(tf.constant(points)).numpy()
+        print(f"float32 model: log-density error at 256 points near the estimate (log-density {lp64.min():.0f} to "
+              f"{lp64.max():.1f}): max {np.abs(lp32 - lp64).max():.2e}, median {np.median(np.abs(lp32 - lp64)):.2e}")
 
     log_prob = tf.function(posterior.log_prob, jit_compile=True)
     for walkers in args.walkers:
@@ -115,9 +133,9 @@ def main() -> None:
               f"{own.min():.0f}, {own.min() / seconds:.1f} ESS/s)")
 
     best_emcee = max((ess / s for name, s, ess, _ in rows if name.startswith("emcee")), default=np.nan)
-    print(f"{'sampler':<52}{'seconds':>9}{'slowest ESS':>13}{'ESS/s':>8}{'max R-hat':>11}{'vs best emcee':>15}")
+    print(f"{'sampler':<60}{'seconds':>9}{'slowest ESS':>13}{'ESS/s':>8}{'max R-hat':>11}{'vs best emcee':>15}")
     for name, seconds, ess, rhat in rows:
-        print(f"{name:<52}{seconds:>9.1f}{ess:>13.0f}{ess / seconds:>8.1f}{rhat:>11.3f}"
+        print(f"{name:<60}{seconds:>9.1f}{ess:>13.0f}{ess / seconds:>8.1f}{rhat:>11.3f}"
               f"{ess / seconds / best_emcee:>14.2f}x")
     for chains, seconds in gradient_cost(posterior.log_prob, initial_points(mean[None], mean, cov, support,
                                                                             max(args.profile, default=2), seed=0),

@@ -53,6 +53,7 @@ class SampleConf:
     seed: int = 0
     throw: bool = True
     jit_compile: bool = True
+    model_dtype: str = "float64"  # float32: the surrogate computes in float32 inside the float64 density
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -86,7 +87,7 @@ def run(cfg: DictConfig) -> Path:
     log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
     sampler = NUTS(**build.plain(cfg.nuts))
     obs_path = check_path(build.repo_path(cfg.observations.path))
-    surrogate = build.surrogate_from(cfg, space, dtype="float64")
+    surrogate = build.surrogate_from(cfg, space, dtype=cfg.model_dtype)
     obs = read_observations(obs_path, surrogate.output)
     observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
     support = Support.of(space.bounds, log_mask, len(space), space.names)
@@ -100,7 +101,8 @@ def run(cfg: DictConfig) -> Path:
         ds = sample_posterior(surrogate.fn, observations, prior, start, bounds=space.bounds, log_parameters=log_mask,
                               laplace_mean=laplace.mean, laplace_cov=laplace.covariance,
                               sampler=sampler, seed=cfg.seed, parameter_names=space.names,
-                              parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile)
+                              parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
+                              model_dtype=cfg.model_dtype)
     for warning in caught:
         log.warning("%s", warning.message)
     ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),

@@ -196,7 +196,8 @@ class LogPosterior:
 
 
 def log_posterior(model: ModelFn, observations: ObservationModel, prior: Prior, support: Support, *,
-                  center: np.ndarray | None = None, covariance: np.ndarray | None = None) -> LogPosterior:
+                  center: np.ndarray | None = None, covariance: np.ndarray | None = None,
+                  model_dtype: str = "float64") -> LogPosterior:
     """Build the float64 log-posterior of a calibration problem and its unconstrained parametrisation.
 
     Parameters
@@ -212,9 +213,16 @@ def log_posterior(model: ModelFn, observations: ObservationModel, prior: Prior, 
     center, covariance
         The Laplace approximation (physical units) that preconditions the sampler (see the module
         docstring); ``center`` may sit on a bound. Without them, no preconditioning.
+    model_dtype
+        ``"float64"`` or ``"float32"``: the dtype ``model`` takes and computes in (the points are cast to it;
+        its outputs back to float64, so residuals, prior, bijector and the density stay float64). A float32
+        model is about 2.7x cheaper per gradient on CPU for the demo MLP; its outputs differ by about 1e-6
+        relative, which moves the demo's log-density by about 1e-4 near the mode (README "Posterior sampling").
     """
     import tensorflow as tf
 
+    if model_dtype not in ("float64", "float32"):
+        raise ConfigError(f"`model_dtype` must be 'float64' or 'float32', got {model_dtype!r}")
     if not observations.known_noise:
         raise ConfigError("posterior sampling needs observation errors: give `sigma` or `cov` with the observations")
     n = support.lower.size
@@ -226,7 +234,7 @@ def log_posterior(model: ModelFn, observations: ObservationModel, prior: Prior, 
     lower, upper = tf.constant(support.lower, tf.float64), tf.constant(support.upper, tf.float64)
 
     def log_prob(x):
-        values = tf.reshape(model(x), [tf.shape(x)[0], -1])
+        values = tf.reshape(model(tf.cast(x, model_dtype)), [tf.shape(x)[0], -1])
         diff = tf.gather(tf.cast(values, tf.float64), rows, axis=1) - y
         r = diff * whitening if diagonal else tf.linalg.matvec(whitening, diff)
         lp = -0.5 * tf.reduce_sum(r * r, axis=1) + log_prior(x)

@@ -93,6 +93,7 @@ def sample_posterior(
     parameter_units: Sequence[str] | None = None,
     throw: bool = True,
     jit_compile: bool = True,
+    model_dtype: str = "float64",
 ) -> xr.Dataset:
     """Draw from ``p(x | y)`` with many NUTS chains at once; return draws, diagnostics and summaries.
 
@@ -123,6 +124,8 @@ def sample_posterior(
         Raise :class:`PosteriorError` when the chains do not mix (R-hat > ``RHAT_FAIL``).
     jit_compile
         Compile the sampler with XLA.
+    model_dtype
+        The dtype ``model`` computes in (see :func:`~sensitivity.analyses.posterior.density.log_posterior`).
 
     Returns
     -------
@@ -145,7 +148,8 @@ def sample_posterior(
     support = Support.of(bounds, log_parameters, n, names)
     if (laplace_mean is None) != (laplace_cov is None):
         raise ConfigError("give both `laplace_mean` and `laplace_cov`, or neither")
-    posterior = log_posterior(model, observations, prior, support, center=laplace_mean, covariance=laplace_cov)
+    posterior = log_posterior(model, observations, prior, support, center=laplace_mean, covariance=laplace_cov,
+                              model_dtype=model_dtype)
     if prior.kind == "flat":
         check_proper(posterior, np.asarray(initial, float)[0], names)
     chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=jit_compile)
@@ -160,8 +164,10 @@ def sample_posterior(
     if failed:
         warnings.warn("posterior chains failed convergence checks: " + "; ".join(failed), PosteriorWarning,
                       stacklevel=2)
-    return _to_dataset(chains, diag, failed, names, parameter_units, laplace_mean, laplace_cov, sampler, seed,
-                       prior, posterior.n_observed, np.asarray(initial, float))
+    ds = _to_dataset(chains, diag, failed, names, parameter_units, laplace_mean, laplace_cov, sampler, seed,
+                     prior, posterior.n_observed, np.asarray(initial, float))
+    ds.attrs["model_dtype"] = model_dtype
+    return ds
 
 
 def check_proper(posterior, at: np.ndarray, names: Sequence[str]) -> None:
