@@ -26,8 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from sensitivity.errors import ConfigError, ModelError
-
-DTYPES: tuple[str, ...] = ("float32", "float64")
+from sensitivity.settings import DTYPES
 
 
 @dataclass

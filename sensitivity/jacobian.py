@@ -29,19 +29,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
 
 from sensitivity.dense_path import DenseChain, dense_chain
 from sensitivity.errors import ConfigError
-from sensitivity.surrogate import DTYPES, Surrogate
-
-Mode = Literal["auto", "forward", "reverse"]
-MODES = ("auto", "forward", "reverse")
-PathChoice = Literal["auto", "dense", "autodiff"]
-PATHS = ("auto", "dense", "autodiff")
+from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice
+from sensitivity.surrogate import Surrogate
 
 #: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
 #: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
@@ -156,14 +152,16 @@ class CompiledJacobian:
 
 def compile_jacobian(
     surrogate: Surrogate,
-    mode: Mode = "auto",
+    mode: Mode = EngineSettings.mode,
     *,
-    jit_compile: bool | None = None,
-    chunk_size: int | None = None,
-    memory_budget_mb: float = 1024.0,
-    path: PathChoice = "auto",
+    jit_compile: bool | None = EngineSettings.jit_compile,
+    chunk_size: int | None = EngineSettings.chunk_size,
+    memory_budget_mb: float = EngineSettings.memory_budget_mb,
+    path: PathChoice = EngineSettings.path,
 ) -> CompiledJacobian:
     """Compile the values-and-Jacobian function of ``surrogate``.
+
+    The defaults are those of :class:`sensitivity.settings.EngineSettings` (the command line's ``jacobian.*``).
 
     Parameters
     ----------
@@ -178,7 +176,7 @@ def compile_jacobian(
         the dense path it fuses each layer's elementwise derivative product with its neighbours, 1.1-1.2x the
         plain TF ops on shapes A and C of ``benchmarks/bench_jacobian.py --chunks``.
     chunk_size
-        Points per compiled call; derived from ``memory_budget_mb`` when omitted.
+        Points per compiled call [points]; derived from ``memory_budget_mb`` when omitted.
     memory_budget_mb
         Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
     path

@@ -2,17 +2,61 @@
 
 The command line builds its config schemas from these classes (:func:`workflows.schema.schema_of`), so
 composing a config or printing ``sensitivity --help`` does not import TensorFlow (seconds, and its log lines);
-the modules that run them, :mod:`sensitivity.training` and :mod:`sensitivity.export`, take their settings
-and defaults from here.
+the modules that run them, :mod:`sensitivity.jacobian`, :mod:`sensitivity.training` and
+:mod:`sensitivity.export`, take their settings and defaults from here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from sensitivity.errors import ConfigError
 
 #: Smooth activations of the surrogate MLP (the Jacobian of a ReLU network is piecewise constant).
 ACTIVATIONS = ("gelu", "tanh", "silu", "softplus", "elu")
+
+Mode = Literal["auto", "forward", "reverse"]
+#: Differentiation modes of the Jacobian engine (see :func:`sensitivity.jacobian.resolve_mode`).
+MODES: tuple[str, ...] = get_args(Mode)
+PathChoice = Literal["auto", "dense", "autodiff"]
+#: Paths of the Jacobian engine: the dense-MLP path, generic autodiff, or the first that fits.
+PATHS: tuple[str, ...] = get_args(PathChoice)
+Dtype = Literal["float32", "float64"]
+#: Compute dtypes of a surrogate and its engines.
+DTYPES: tuple[str, ...] = get_args(Dtype)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How :func:`sensitivity.jacobian.compile_jacobian` compiles a surrogate's values and Jacobian.
+
+    Parameters
+    ----------
+    mode
+        ``"forward"`` (cost ~ n_in tangents), ``"reverse"`` (cost ~ n_out cotangents) or ``"auto"``:
+        forward when ``n_in <= n_out``. One of :data:`MODES`.
+    dtype
+        Compute dtype of the surrogate, hence of the engine (:func:`sensitivity.surrogate.load_surrogate`);
+        one of :data:`DTYPES`.
+    jit_compile
+        Compile full chunks with XLA; ``None``: the engine's choice (XLA for full chunks; shorter chunks never
+        wait for a compile).
+    chunk_size
+        Points per compiled call [points]; ``None``: derived from ``memory_budget_mb`` and the model's
+        per-point activation size.
+    memory_budget_mb
+        Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
+    path
+        ``"dense"`` (a Keras MLP), ``"autodiff"`` (any model) or ``"auto"``: dense whenever the model is
+        recognised as a dense MLP. One of :data:`PATHS`.
+    """
+
+    mode: Mode = "auto"
+    dtype: Dtype = "float32"
+    jit_compile: bool | None = None
+    chunk_size: int | None = None
+    memory_budget_mb: float = 1024.0
+    path: PathChoice = "auto"
 
 
 @dataclass(frozen=True)

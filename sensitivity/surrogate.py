@@ -25,11 +25,10 @@ import numpy as np
 
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.outputs import OutputSpec
+from sensitivity.settings import DTYPES, EngineSettings
 from sensitivity.units import check_units
 
 log = logging.getLogger(__name__)
-
-DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ def load_surrogate(
     output: OutputSpec | Mapping[str, Any] | None = None,
     kwargs: Mapping[str, Any] | None = None,
     scaling: Mapping[str, Any] | None = None,
-    dtype: str = "float32",
+    dtype: str = EngineSettings.dtype,
     trusted: bool = False,
 ) -> Surrogate:
     """Load a surrogate and check it against its declared inputs and outputs.
@@ -106,7 +105,9 @@ def load_surrogate(
         Optional ``{"input": {"offset", "scale", "log"}, "output": {"offset", "scale", "log"}}`` wrapped
         around a model that works in normalised units; ``log`` of ``input`` lists parameter names.
     dtype
-        Compute dtype. ``"float64"`` rebuilds a Keras model in float64; a SavedModel computes in its own dtype.
+        Compute dtype (one of :data:`~sensitivity.settings.DTYPES`; default: the engine's,
+        :class:`~sensitivity.settings.EngineSettings`). ``"float64"`` rebuilds a Keras model in float64; a SavedModel
+        computes in its own dtype.
     trusted
         Required for a SavedModel directory: loading one runs its graph, which may hold any TF op (file
         writes included); a SavedModel is a program, and Keras' ``safe_mode`` does not apply to it.
