@@ -6,7 +6,7 @@ before any work starts.
 
 Adding a config key: a setting the library takes has its default in ONE place, the library's
 frozen settings dataclass or the keyword argument of the library function that takes it
-(e.g. :class:`~sensitivity.analyses.indices.Sobol`, :func:`~sensitivity.jacobian.compile_jacobian`).
+(e.g. :class:`~sensitivity.settings.EngineSettings`, :func:`~sensitivity.grids.make_grid`).
 Add the field or keyword there (with its numpydoc), and the config node built by
 :func:`schema_of` from that class or function picks it up with its default; pass it on in the
 workflow's ``*_from`` helper. The settings of a module that imports TensorFlow live in :mod:`sensitivity.settings`,
@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from sensitivity.grids import make_grid
+from sensitivity.settings import EngineSettings
 from workflows.registry import modules
 
 _PLAIN = (bool, int, float, str)
@@ -159,13 +160,9 @@ GridConf = schema_of(make_grid, "GridConf", keys=("levels", "seed", "scramble", 
     ("shard", int, 0), ("num_shards", int, 1)])  # this job's slice of the grid (a multirun's shards)
 
 
-@dataclass
-class JacobianConf:
-    mode: str = "auto"
-    dtype: str = "float32"
-    jit_compile: Optional[bool] = None  # null: the engine's choice (XLA for full chunks; see compile_jacobian)
-    chunk_size: Optional[int] = None
-    memory_budget_mb: float = 1024.0
+# `path` is left to the engine (dense whenever the model is a Keras MLP)
+JacobianConf = schema_of(EngineSettings, "JacobianConf",
+                         keys=("mode", "dtype", "jit_compile", "chunk_size", "memory_budget_mb"))
 
 
 @dataclass
