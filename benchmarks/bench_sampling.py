@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--target-accept", type=float, default=0.95)
     parser.add_argument("--max-tree-depth", type=int, default=8)
-    parser.add_argument("--algorithm", choices=["nuts", "chees"], default="nuts")
+    parser.add_argument("--algorithm", choices=["nuts", "chees", "snaper"], default="nuts")
     parser.add_argument("--model-dtype", nargs="+", choices=["float64", "float32"], default=["float64", "float32"],
                         help="the surrogate's compute dtype inside the float64 density, one NUTS pair per entry")
     parser.add_argument("--walkers", type=int, nargs="*", default=[32, 128])

@@ -34,7 +34,7 @@ class NUTSConf:
     target_accept: float = 0.8
     max_tree_depth: int = 8
     initial_step_size: float = 0.3
-    algorithm: str = "nuts"  # nuts | chees
+    algorithm: str = "nuts"  # nuts | chees | snaper
 
 
 @dataclass

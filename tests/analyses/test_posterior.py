@@ -32,7 +32,7 @@ def _check_moments(ds, mean, std, k=4.0, rtol=0.10):
     np.testing.assert_allclose(got_std, std, rtol=rtol)
 
 
-@pytest.mark.parametrize("algorithm", ["nuts", "chees"])
+@pytest.mark.parametrize("algorithm", ["nuts", "chees", "snaper"])
 def test_linear_gaussian_conjugate_posterior(tmp_path, algorithm):
     rng = np.random.default_rng(1)
     n, m = 3, 20
@@ -82,7 +82,7 @@ def test_banana_posterior_moments():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", ["nuts", "chees"])
+@pytest.mark.parametrize("algorithm", ["nuts", "chees", "snaper"])
 def test_bounds_and_log_parameter_change_of_variables(algorithm):
     """p ~ N(0.2, 0.5^2) truncated to [0, 1] (uniform prior, one observation); q: a lognormal prior
     (median 2, sigma_log 0.5) truncated to [0.5, 8], untouched by the data (its output is 0 q)."""

@@ -17,6 +17,13 @@ tree building and no lockstep wait for the longest tree, so a batched step is ch
 whose curvature varies along a ridge (the demo's, pressed against bounds) the shared step and length mix
 the slowest parameter worse than NUTS (README, "Posterior sampling").
 
+``algorithm="snaper"``: TFP's ``SNAPERHamiltonianMonteCarlo`` (Sountsov & Hoffman 2021), HMC whose
+trajectory length is adapted on the ChEES-like criterion along the largest principal component of the
+chains' cross-chain covariance, with a diagonal preconditioner from the chains' moving moments on top of
+the dense metric above, and the first ``min(100, n_adapt / 4)`` adaptation steps one leapfrog step each
+(MALA) for stability. It pools statistics across chains, so it wants many (64 on the demo) and a long
+warm-up; there, it beats NUTS on effective samples per second at R-hat < 1.01 (README).
+
 References
 ----------
 Hoffman, M. D. & Gelman, A. (2014). The No-U-Turn sampler. JMLR 15, 1593-1623.
@@ -24,6 +31,8 @@ https://jmlr.org/papers/v15/hoffman14a.html
 Betancourt, M. (2017). A conceptual introduction to Hamiltonian Monte Carlo. arXiv:1701.02434.
 Hoffman, M. D., Radul, A. & Sountsov, P. (2021). An adaptive-MCMC scheme for setting trajectory lengths in
 Hamiltonian Monte Carlo. AISTATS 2021, PMLR 130, 3907-3915.
+Sountsov, P. & Hoffman, M. D. (2021). Focusing on difficult directions for learning HMC trajectory lengths.
+arXiv:2110.11576.
 """
 from __future__ import annotations
 
@@ -36,7 +45,7 @@ from sensitivity.analyses.posterior.density import LogPosterior
 from sensitivity.errors import ConfigError
 
 _METRIC_WARMUP = 100  # with at least this many warm-up steps, the metric is re-estimated halfway
-ALGORITHMS = ("nuts", "chees")
+ALGORITHMS = ("nuts", "chees", "snaper")
 _BLOCK_MAX = 100  # at most this many transitions per compiled call
 _DIVERGENCE = 1000.0  # HMC: an energy error above this counts as a divergent transition (Stan's threshold)
 
@@ -62,7 +71,10 @@ class NUTS:
         ``"nuts"``: the No-U-Turn sampler, each chain its own trajectory (in lockstep, a batched step costs
         the longest chain's tree); ``"chees"``: HMC with one jittered trajectory length for all chains,
         adapted during warm-up by gradient ascent on the ChEES criterion (Hoffman, Radul & Sountsov
-        2021; TFP's ``GradientBasedTrajectoryLengthAdaptation``), at most ``2^max_tree_depth`` steps.
+        2021; TFP's ``GradientBasedTrajectoryLengthAdaptation``), at most ``2^max_tree_depth`` steps;
+        ``"snaper"``: the same along the chains' largest principal component, with a diagonal
+        preconditioner adapted across chains (Sountsov & Hoffman 2021; TFP's
+        ``SNAPERHamiltonianMonteCarlo``), at most ``2^max_tree_depth`` steps.
     """
 
     num_draws: int = 1000
@@ -164,7 +176,27 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
                 steps >= 2 ** sampler.max_tree_depth, steps, adapt.new_step_size,
                 tf.cast(adapt.inner_results.max_trajectory_length, tf.float64))
 
-    kernel, trace = (nuts_kernel, nuts_trace) if sampler.algorithm == "nuts" else (chees_kernel, chees_trace)
+    def snaper_kernel(shift, scale, step_size, n_steps, n_adapt):
+        snaper = tfp.experimental.mcmc.SNAPERHamiltonianMonteCarlo(
+            posterior.log_prob, step_size=step_size, num_adaptation_steps=n_adapt,
+            max_leapfrog_steps=2 ** sampler.max_tree_depth, num_mala_steps=tf.minimum(100, n_adapt // 4))
+        adapted = mcmc.DualAveragingStepSizeAdaptation(
+            snaper, num_adaptation_steps=n_adapt, target_accept_prob=np.float64(sampler.target_accept),
+            reduce_fn=tfp.math.reduce_log_harmonic_mean_exp)
+        return mcmc.TransformedTransitionKernel(adapted, posterior.transform(shift, scale))
+
+    def snaper_trace(state, pkr):
+        adapt = pkr.inner_results
+        gbtla = adapt.inner_results.inner_results
+        mh = gbtla.inner_results
+        steps = tf.broadcast_to(mh.proposed_results.num_leapfrog_steps, tf.shape(mh.log_accept_ratio))
+        divergent = ~(mh.log_accept_ratio > -_DIVERGENCE)
+        return (posterior.log_prob(state), tf.exp(tf.minimum(mh.log_accept_ratio, 0.0)), divergent,
+                steps >= 2 ** sampler.max_tree_depth, steps, adapt.new_step_size,
+                tf.cast(gbtla.max_trajectory_length, tf.float64))
+
+    kernel, trace = {"nuts": (nuts_kernel, nuts_trace), "chees": (chees_kernel, chees_trace),
+                     "snaper": (snaper_kernel, snaper_trace)}[sampler.algorithm]
 
     def compiled(block: int):
         """``(bootstrap, advance)``: fresh kernel results, and ``block`` steps carrying them on (one graph)."""
