@@ -92,7 +92,7 @@ def test_bounds_and_log_parameter_change_of_variables(algorithm):
     bounds = np.array([[0.0, 1.0], [0.5, 8.0]])
     start = np.array([[0.5, 2.0], [0.1, 1.0], [0.9, 4.0], [0.3, 3.0]])
     ds = sample_posterior(model, obs, prior, start, bounds=bounds, log_parameters=np.array([False, True]),
-                          sampler=NUTS(num_draws=1000, num_warmup=400, algorithm=algorithm), seed=2,
+                          sampler=NUTS(num_draws=2000, num_warmup=400, algorithm=algorithm), seed=2,
                           parameter_names=["p", "q"])
     tn = stats.truncnorm((0.0 - 0.2) / 0.5, (1.0 - 0.2) / 0.5, loc=0.2, scale=0.5)
     ln = stats.lognorm(s=0.5, scale=2.0)
