@@ -125,7 +125,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
     seed
         Seed of TFP's stateless sampling (the run is reproducible).
     jit_compile
-        Compile the whole run with XLA.
+        Compile the block function (every transition of the run) with XLA.
     """
     import time
 
