@@ -1,4 +1,4 @@
-"""The engine's fast path for chains of dense layers and elementwise maps (Keras MLPs).
+"""The engine's fast path for chains of linear layers and elementwise maps (Keras MLPs and conv nets).
 
 A multilayer perceptron with input/output scaling is a chain ``x -> e_0 -> A_1 -> e_1 -> ... -> A_L -> e_L``
 of affine maps ``A_k(h) = h W_k + b_k`` and elementwise maps ``e_k`` (activations, :mod:`sensitivity.scaling`
@@ -13,18 +13,26 @@ broadcast), and reverse mode ends in the ``[B, n_out, n_in]`` layout the engine 
 The elementwise derivatives ``e_k'`` come from autodiff of each map (one cheap ``[B, h]`` gradient), so
 any elementwise activation works and the scaling stays inside, in physical units.
 
+The same holds for any chain of linear maps ``L_k`` (convolutions, reshapes, upsampling, padding, cropping)
+and elementwise maps: forward mode applies each layer's own linear op to the tangents folded into the batch
+axis, one ``[B n_in, ...]`` block (the JVP of a linear map is the map itself), and multiplies by the
+elementwise derivatives in between. A chain with such layers has no reverse mode here (it would need each
+op's transpose); the engine takes its autodiff path for reverse mode on it.
+
 Detection is structural and then verified: :func:`dense_chain` accepts a Keras model whose layers are
-only ``InputLayer``, ``Dense``, ``Activation`` and the scaling layers, applied in sequence; the chain's
-values must reproduce the surrogate's own on probe points, or the engine keeps its generic path.
+only ``InputLayer``, ``Dense``, ``Conv1D/2D/3D``, the linear reshaping layers (:data:`_LINEAR`), elementwise
+activations and the scaling layers, applied in sequence; the chain's values must reproduce the surrogate's
+own on probe points, or the engine keeps its generic path.
 
 References
 ----------
-Griewank, A. & Walther, A. (2008), Evaluating Derivatives, 2nd ed., SIAM, ch. 9 (Jacobian accumulation by
-matrix chains), doi:10.1137/1.9780898717761.
+Griewank, A. & Walther, A. (2008), Evaluating Derivatives, 2nd ed., SIAM, ch. 3 (tangent propagation,
+vector mode) and ch. 9 (Jacobian accumulation by matrix chains), doi:10.1137/1.9780898717761.
 """
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,6 +42,12 @@ import tensorflow as tf
 #: Keras layers the fast path understands: affine ones, elementwise ones, and no-ops.
 _ELEMENTWISE = ("Activation", "InputScaling", "OutputScaling")
 _NO_OP = ("InputLayer", "Dropout")
+#: Layers that are linear maps of each point (applied as they are, to values and to folded tangents alike).
+_LINEAR = tuple(f"{kind}{rank}D" for kind in ("UpSampling", "ZeroPadding", "Cropping") for rank in (1, 2, 3)) + (
+    "Reshape", "Flatten", "Permute")
+_CONV = ("Conv1D", "Conv2D", "Conv3D")
+#: Activations that are not elementwise (their derivative is not a diagonal).
+_NOT_ELEMENTWISE = ("softmax", "log_softmax")
 
 
 @dataclass(frozen=True)
@@ -43,27 +57,33 @@ class DenseChain:
     Attributes
     ----------
     steps
-        ``("affine", (W [k, h], b [h] | None, W^T))`` or ``("elementwise", f)`` in application order, where
-        ``f`` maps a ``[B, h]`` tensor elementwise. At least one affine step. ``W^T`` is stored, not traced:
-        XLA would constant-fold the transpose at every compilation, seconds for a 256 x 256 kernel.
+        ``("affine", (W [k, h], b [h] | None, W^T))``, ``("linear", (L, b | None))`` or ``("elementwise", f)``
+        in application order, where ``L`` is a linear map of each point (applied to a ``[B, ...]`` batch),
+        ``b`` a bias broadcast against its output, and ``f`` maps a tensor elementwise. At least one affine or
+        linear step. ``W^T`` is stored, not traced: XLA would constant-fold the transpose at every
+        compilation, seconds for a 256 x 256 kernel.
+    widths
+        Numbers per point after each affine or linear step, input first (read off one probe point).
     """
 
     steps: tuple[tuple[str, Any], ...]
+    widths: tuple[int, ...] = ()
 
-    def widths(self, n_in: int) -> list[int]:
-        """Numbers per point after each step, input first."""
-        return [n_in] + [step[0].shape[-1] for kind, step in self.steps if kind == "affine"]
+    @property
+    def reversible(self) -> bool:
+        """Has the chain a reverse mode here (affine and elementwise steps only)?"""
+        return all(kind != "linear" for kind, _ in self.steps)
 
     def values(self, x: tf.Tensor) -> tf.Tensor:
-        """The chain's outputs ``[B, n_out]``."""
+        """The chain's outputs, flattened: ``[B, n_out]``."""
         for kind, step in self.steps:
-            x = _affine(x, step) if kind == "affine" else step(x)
-        return x
+            x = _affine(x, step) if kind == "affine" else _linear(x, step) if kind == "linear" else step(x)
+        return tf.reshape(x, [-1, math.prod(x.shape[1:])]) if x.shape.rank != 2 else x
 
     def forward(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_in`` tangents carried together."""
-        h, scale, tangents = x, None, None  # tangents [B, n_in, width], or None while the map so far is diagonal
-        n_in = x.shape[-1]
+        h, scale, tangents = x, None, None  # tangents [B, n_in, *point], or None while the map so far is diagonal
+        batch, n_in = tf.shape(x)[0], x.shape[-1]
         for kind, step in self.steps:
             if kind == "affine":
                 kernel = step[0]
@@ -72,15 +92,21 @@ class DenseChain:
                 else:
                     tangents = _right_matmul(tangents, kernel)
                 h = _affine(h, step)
+            elif kind == "linear":
+                if tangents is None:  # diag(scale) itself, as n_in tangents per point
+                    eye = tf.eye(n_in, dtype=x.dtype)[None]
+                    tangents = eye if scale is None else scale[:, :, None] * eye
+                tangents = _folded(step[0], tf.broadcast_to(tangents, [batch, *tangents.shape[1:]]))
+                h = _linear(h, step)
             else:
                 h, slope = _with_slope(step, h)
                 if tangents is None:
                     scale = slope if scale is None else scale * slope
                 else:
-                    tangents = tangents * slope[:, None, :]
-        batch = tf.shape(x)[0]
-        tangents = tf.broadcast_to(tangents, [batch, n_in, h.shape[-1]])
-        return h, tf.transpose(tangents, [0, 2, 1])
+                    tangents = tangents * tf.expand_dims(slope, 1)
+        n_out = math.prod(h.shape[1:])
+        tangents = tf.broadcast_to(tf.reshape(tangents, [-1, n_in, n_out]), [batch, n_in, n_out])
+        return tf.reshape(h, [-1, n_out]), tf.transpose(tangents, [0, 2, 1])
 
     def reverse(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_out`` cotangents carried together."""
@@ -111,8 +137,8 @@ def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> 
     """The :class:`DenseChain` of ``fn`` when it is a verified Keras MLP, else ``None``.
 
     ``fn`` qualifies when it is a Keras model, or a function referring to exactly one (closure or global
-    name), whose layers are all
-    dense, elementwise or no-ops, and when the chain reproduces ``fn`` on random probe points to within a few
+    name), whose layers are all dense, convolutional (``Conv1D/2D/3D``), linear reshaping (:data:`_LINEAR`),
+    elementwise or no-ops, and when the chain reproduces ``fn`` on random probe points to within a few
     hundred ulps of the output scale (so a wrapper that does more than call the model is caught).
     """
     model = _keras_model(fn)
@@ -123,20 +149,48 @@ def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> 
         name = type(layer).__name__
         if name in _NO_OP:
             continue
+        activation = getattr(layer, "activation", None)
+        if activation is not None and activation.__name__ in _NOT_ELEMENTWISE:
+            return None
         if name == "Dense":
             kernel = np.asarray(layer.kernel)
             bias = tf.constant(np.asarray(layer.bias), dtype) if layer.use_bias else None
             steps.append(("affine", (tf.constant(kernel, dtype), bias, tf.constant(kernel.T.copy(), dtype))))
-            if layer.activation is not None and layer.activation.__name__ != "linear":
-                steps.append(("elementwise", functools.partial(_call_activation, layer.activation)))
+        elif name in _CONV:
+            bias = None
+            if layer.use_bias:  # broadcast against the output's channel axis
+                shape = [-1] if layer.data_format == "channels_last" else [-1] + [1] * layer.rank
+                bias = tf.constant(np.asarray(layer.bias).reshape(shape), dtype)
+            conv = functools.partial(_convolve, layer, tf.constant(np.asarray(layer.kernel), dtype))
+            steps.append(("linear", (conv, bias)))
+        elif name in _LINEAR:
+            steps.append(("linear", (layer, None)))
         elif name in _ELEMENTWISE:
             steps.append(("elementwise", layer))
+            continue
         else:
             return None
-    if not any(kind == "affine" for kind, _ in steps):
+        if activation is not None and activation.__name__ != "linear":
+            steps.append(("elementwise", functools.partial(_call_activation, activation)))
+    if all(kind == "elementwise" for kind, _ in steps):
         return None
-    chain = DenseChain(tuple(steps))
+    try:
+        widths = _widths(steps, n_in, dtype)
+    except Exception:  # any shape or type failure: not the chain we assumed
+        return None
+    chain = DenseChain(tuple(steps), widths)
     return chain if _reproduces(chain, fn, n_in, dtype) else None
+
+
+def _widths(steps: list[tuple[str, Any]], n_in: int, dtype: str) -> tuple[int, ...]:
+    """Numbers per point after each affine or linear step of ``steps``, input first (one probe point)."""
+    h, widths = tf.ones([1, n_in], dtype), [n_in]
+    for kind, step in steps:
+        if kind == "elementwise":
+            continue
+        h = _affine(h, step) if kind == "affine" else _linear(h, step)
+        widths.append(math.prod(h.shape[1:]))
+    return tuple(widths)
 
 
 def _keras_model(fn: Any) -> Any:
@@ -175,6 +229,23 @@ def _reproduces(chain: DenseChain, fn: Callable, n_in: int, dtype: str) -> bool:
 
 def _call_activation(activation: Callable, x: tf.Tensor) -> tf.Tensor:
     return activation(x)
+
+
+def _convolve(layer: Any, kernel: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """The convolution of a Keras ``Conv*D`` layer with ``kernel``, without its bias and activation."""
+    return layer.convolution_op(x, kernel)
+
+
+def _linear(h: tf.Tensor, step: tuple[Callable, tf.Tensor | None]) -> tf.Tensor:
+    op, bias = step
+    z = op(h)
+    return z if bias is None else z + bias
+
+
+def _folded(op: Callable, tangents: tf.Tensor) -> tf.Tensor:
+    """A linear map of each point applied to ``tangents [B, n_in, *point]`` as one ``[B n_in, *point]`` batch."""
+    flat = op(tf.reshape(tangents, [-1, *tangents.shape[2:]]))
+    return tf.reshape(flat, [-1, tangents.shape[1], *flat.shape[1:]])
 
 
 def _affine(h: tf.Tensor, step: tuple[tf.Tensor, tf.Tensor | None, tf.Tensor]) -> tf.Tensor:

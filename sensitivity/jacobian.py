@@ -11,7 +11,8 @@ compilation before their first result.
 Two paths compute the same numbers. A Keras MLP (dense, activation and scaling
 layers, detected and verified by :mod:`sensitivity.dense_path`) takes the dense
 path: the tangents (or cotangents) of a chunk travel as one block through each
-weight matrix, one large matmul per layer. Anything else takes the autodiff path:
+weight matrix, one large matmul per layer; in forward mode a chain with
+convolutions and reshaping layers too, each applied to the folded tangent block. Anything else takes the autodiff path:
 forward mode pushes all ``n_in`` unit tangents through the model at once
 (``ForwardAccumulator`` inside ``vectorized_map``); reverse mode pulls all
 ``n_out`` cotangents back at once (``GradientTape.batch_jacobian``). The cost of
@@ -180,8 +181,9 @@ def compile_jacobian(
     memory_budget_mb
         Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
     path
-        ``"dense"`` (a Keras MLP; an error for anything else), ``"autodiff"`` (any model) or ``"auto"``:
-        dense whenever :func:`sensitivity.dense_path.dense_chain` recognises the model.
+        ``"dense"`` (a Keras MLP, or in forward mode a chain with convolutions; an error for anything else),
+        ``"autodiff"`` (any model) or ``"auto"``: dense whenever :func:`sensitivity.dense_path.dense_chain`
+        recognises the model (and, in reverse mode, the chain is an MLP).
 
     Returns
     -------
@@ -197,10 +199,10 @@ def compile_jacobian(
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
     if path not in PATHS:
         raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
-    chain = None if path == "autodiff" else dense_chain(surrogate.fn, n_in, surrogate.dtype)
+    chain = None if path == "autodiff" else _chain(surrogate, resolved)
     if path == "dense" and chain is None:
-        raise ConfigError(f"`path` 'dense' needs a Keras model of Dense/Activation/scaling layers; "
-                          f"{surrogate.source} is not one")
+        raise ConfigError(f"`path` 'dense' needs a Keras model of Dense/Conv/reshaping/elementwise layers "
+                          f"(in reverse mode Dense/elementwise only); {surrogate.source} is not one")
     path = "autodiff" if chain is None else "dense"
     if jit_compile is None:
         jit_compile = True
@@ -223,11 +225,11 @@ def compile_jacobian(
     value_fn = compile_fn(values_only)
     jacobian_fn = compile_fn(value_and_jacobian)
     if chain is not None:  # read off the weights: no trace before the first call
-        activation = sum(chain.widths(n_in))
+        activation = sum(chain.widths)
     else:
         activation = _activation_size(value_fn[False], n_in)  # traces it once; later calls reuse that trace
     if chunk_size is None and chain is not None:
-        chunk_size = dense_chunk_size(chain.widths(n_in), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize)
+        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize)
     elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                      memory_budget_mb)
@@ -263,7 +265,13 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
     ``x -> (y [B, n_out], dy/dx [B, n_out, n_in])``, to be wrapped in ``tf.function`` (by
     :func:`compile_jacobian`, or by :mod:`sensitivity.export` for a standalone SavedModel).
     """
-    return _functions(surrogate, mode, dense_chain(surrogate.fn, surrogate.n_in, surrogate.dtype))
+    return _functions(surrogate, mode, _chain(surrogate, mode))
+
+
+def _chain(surrogate: Surrogate, mode: str) -> DenseChain | None:
+    """The verified layer chain of ``surrogate`` when the dense path has ``mode`` for it, else ``None``."""
+    chain = dense_chain(surrogate.fn, surrogate.n_in, surrogate.dtype)
+    return chain if chain is not None and (mode == "forward" or chain.reversible) else None
 
 
 def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | None) -> tuple[Callable, Callable]:
