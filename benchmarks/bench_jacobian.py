@@ -4,7 +4,7 @@ Shapes (float32, random weights, the same weights for every contender):
   A   8 -> [256]x3 tanh -> 64    (forward mode)
   B  32 -> [512]x3 tanh -> 512   (forward mode)
   C 256 -> [256]x3 tanh -> 4     (reverse mode)
-  conv  4 -> Dense -> 8x8x16 -> Conv2D -> UpSampling2D -> Conv2D -> 16x16 field (autodiff path)
+  conv  4 -> Dense -> 8x8x16 -> Conv2D -> UpSampling2D -> Conv2D -> 16x16 field (dense path, forward)
 Contenders, interleaved round by round (best of --rounds passes over --points points each, the rule of
 ``timeit`` on a shared machine):
   engine            ``compile_jacobian(surrogate)(x)``, numpy out (dense path for A, B, C)
@@ -295,13 +295,16 @@ def chunk_sweep(name: str, points: int, rounds: int) -> None:
     """Jacobians/s of the dense path for chunk sizes 64 .. 8192 (interleaved, best of ``rounds``)."""
     import sensitivity
 
-    n_in, hidden, n_out = SHAPES[name]
-    model = mlp(n_in, hidden, n_out)
+    if name == "conv":
+        model, n_in = conv_net(), CONV_IN
+    else:
+        n_in, hidden, n_out = SHAPES[name]
+        model = mlp(n_in, hidden, n_out)
     s = sensitivity.load_surrogate(model, input_names=[f"p{i}" for i in range(n_in)], input_units=["1"] * n_in)
     x = np.random.default_rng(0).normal(size=(points, n_in)).astype("float32")
     auto = sensitivity.compile_jacobian(s).chunk_size
     timers = {}
-    for chunk in (64, 128, 256, 512, 1024, 2048, 4096, 8192):
+    for chunk in (c for c in (64, 128, 256, 512, 1024, 2048, 4096, 8192) if c <= points):
         for jit in (False, True):
             jac = sensitivity.compile_jacobian(s, chunk_size=chunk, jit_compile=jit)
             jac(x)
@@ -381,7 +384,7 @@ def main() -> None:
           f"TF_ENABLE_ONEDNN_OPTS={os.environ['TF_ENABLE_ONEDNN_OPTS']}")
     if args.chunks:
         for name in args.shapes:
-            chunk_sweep(name, args.points if name != "B" else args.points // 8, args.rounds)
+            chunk_sweep(name, args.points if name in ("A", "C") else args.points // 8, args.rounds)
         return
     peak = matmul_peak(args.rounds)
     results = {name: bench_shape(name, args.points, args.rounds) for name in args.shapes}
