@@ -49,6 +49,10 @@ MIN_CHUNK, MAX_CHUNK = 64, 8192
 #: 1.1-1.2x the plain TF ops on A and C, level on B); 8 MiB rounded down to a power of two picks 512, 1024 and
 #: 64. Re-tune with that sweep.
 DENSE_BLOCK_BYTES = 8 * 2**20
+#: The same for a chain with convolutions (no cache to stay in; larger batches feed the convolution kernels
+#: better): on the conv surrogate of ``benchmarks/bench_jacobian.py --chunks --shapes conv --rounds 3``,
+#: chunks of 256 points (20 MiB blocks) were the fastest of 64-1024, XLA or not; 32 MiB picks 256.
+CONV_BLOCK_BYTES = 32 * 2**20
 
 
 @dataclass
@@ -229,7 +233,8 @@ def compile_jacobian(
     else:
         activation = _activation_size(value_fn[False], n_in)  # traces it once; later calls reuse that trace
     if chunk_size is None and chain is not None:
-        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize)
+        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
+                                      DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES)
     elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                      memory_budget_mb)
@@ -319,15 +324,17 @@ def auto_chunk_size(activation_size: int, n_in: int, n_out: int, mode: str, item
     return int(min(MAX_CHUNK, max(MIN_CHUNK, 2 ** int(math.log2(max(fit, 1))))))
 
 
-def dense_chunk_size(widths: list[int], n_in: int, n_out: int, mode: str, itemsize: int) -> int:
-    """Points per chunk on the dense path: the widest tangent block fits :data:`DENSE_BLOCK_BYTES`.
+def dense_chunk_size(widths: list[int], n_in: int, n_out: int, mode: str, itemsize: int,
+                     block_bytes: int = DENSE_BLOCK_BYTES) -> int:
+    """Points per chunk on the dense path: the widest tangent block fits ``block_bytes``
+    (:data:`DENSE_BLOCK_BYTES` for an MLP, :data:`CONV_BLOCK_BYTES` for a chain with convolutions).
 
     One layer's block is ``chunk * (tangents + 1) * width`` numbers; a block that stays in cache between
     the matmul and the elementwise product that follows runs faster than a larger chunk with fewer calls.
     """
     tangents = n_in if mode == "forward" else n_out
     per_point = itemsize * (tangents + 1) * max(widths)
-    fit = max(DENSE_BLOCK_BYTES // per_point, 1)
+    fit = max(block_bytes // per_point, 1)
     return int(min(MAX_CHUNK, max(MIN_CHUNK, 1 << (int(fit).bit_length() - 1))))
 
 

@@ -223,3 +223,64 @@ def test_dense_path_traced_once():
         assert jac(RNG.normal(size=(n, 3)))[1].shape == (n, 4, 3)
     # once with XLA for full chunks of 64, once without for the shorter ones
     assert jac.path == "dense" and jac.jit_compile and jac.trace_count == 2
+
+
+def conv_chain(kind, dtype="float64", seed=4):
+    """3 parameters -> a field through convolutions: 2-D ('same', upsampling, 'valid', a one-filter 'same' with an
+    even window, Flatten, Dense) or 1-D ('valid', upsampling, zero padding, a bias-free 'same', a one-filter
+    'valid', a separate activation; field output)."""
+    keras.utils.set_random_seed(seed)
+    layers = keras.layers
+    if kind == "conv2d":
+        body = [layers.Dense(6 * 6 * 4, activation="tanh"), layers.Reshape((6, 6, 4)),
+                layers.Conv2D(5, 3, padding="same", activation="tanh"), layers.UpSampling2D(2),
+                layers.Conv2D(3, 3, padding="valid", activation="softplus"), layers.Conv2D(1, (2, 3), padding="same"),
+                layers.Flatten(), layers.Dense(7)]
+    else:
+        body = [layers.Dense(10 * 4, activation="tanh"), layers.Reshape((10, 4)),
+                layers.Conv1D(4, 3, padding="valid", activation="tanh"), layers.UpSampling1D(2),
+                layers.ZeroPadding1D(1), layers.Conv1D(2, 3, padding="same", use_bias=False),
+                layers.Conv1D(1, 3, padding="valid", use_bias=False), layers.Activation("sigmoid")]
+    return sequential(body, dtype)
+
+
+def sequential(layers, dtype):
+    """``keras.Sequential`` of fresh copies of ``layers`` in ``dtype``, on 3 inputs."""
+    copies = [layer.__class__.from_config({**layer.get_config(), "dtype": dtype}) for layer in layers]
+    return keras.Sequential([keras.Input((3,), dtype=dtype)] + copies)
+
+
+@pytest.mark.parametrize("kind, out_shape", [("conv2d", (7,)), ("conv1d", (16, 1))])
+def test_dense_path_conv_against_float64_finite_differences(kind, out_shape):
+    """Forward mode through convolutions, upsampling, padding and reshapes on the folded tangent block."""
+    net = conv_chain(kind)
+    model = load(net, 3, "float64")
+    x = RNG.normal(size=(40, 3))
+    jac = sensitivity.compile_jacobian(model, "forward", chunk_size=16)
+    values, jacobian = jac(x)
+    assert jac.path == "dense" and jacobian.shape == (40, *out_shape, 3)
+    np.testing.assert_allclose(values, net(x).numpy(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(jacobian, central_differences(model, x), rtol=1e-6, atol=1e-9)
+    generic = sensitivity.compile_jacobian(model, "forward", path="autodiff")
+    np.testing.assert_allclose(jacobian, generic(x)[1], rtol=1e-12, atol=1e-14)
+    # no reverse mode through convolutions here: reverse takes the autodiff path, or refuses 'dense'
+    reverse = sensitivity.compile_jacobian(model, "reverse")
+    assert reverse.path == "autodiff"
+    np.testing.assert_allclose(reverse(x)[1], jacobian, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ConfigError, match="`path` 'dense' needs a Keras model"):
+        sensitivity.compile_jacobian(model, "reverse", path="dense")
+
+
+@pytest.mark.parametrize("layer", [keras.layers.MaxPooling2D(2, padding="same"), keras.layers.BatchNormalization(),
+                                   keras.layers.Activation("softmax")])
+def test_dense_path_conv_falls_back_for_other_layers(layer):
+    """A layer that is neither linear nor elementwise (pooling, normalisation, softmax) keeps the autodiff path."""
+    keras.utils.set_random_seed(5)
+    net = sequential([keras.layers.Dense(4 * 4 * 2, activation="tanh"), keras.layers.Reshape((4, 4, 2)),
+                      keras.layers.Conv2D(2, 3, padding="same", activation="tanh"), layer, keras.layers.Flatten()],
+                     "float64")
+    model = load(net, 3, "float64")
+    x = RNG.normal(size=(12, 3))
+    jac = sensitivity.compile_jacobian(model, "forward")
+    assert jac.path == "autodiff"
+    np.testing.assert_allclose(jac(x)[1], central_differences(model, x), rtol=1e-6, atol=1e-9)
