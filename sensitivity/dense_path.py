@@ -16,8 +16,9 @@ any elementwise activation works and the scaling stays inside, in physical units
 The same holds for any chain of linear maps ``L_k`` (convolutions, reshapes, upsampling, padding, cropping)
 and elementwise maps: forward mode applies each layer's own linear op to the tangents folded into the batch
 axis, one ``[B n_in, ...]`` block (the JVP of a linear map is the map itself), and multiplies by the
-elementwise derivatives in between. A chain with such layers has no reverse mode here (it would need each
-op's transpose); the engine takes its autodiff path for reverse mode on it.
+elementwise derivatives in between (a one-filter convolution, the usual last layer of a field surrogate, runs
+as a matmul and a sum of shifted slices, see :func:`_shift_add`). A chain with such layers has no reverse
+mode here (it would need each op's transpose); the engine takes its autodiff path for reverse mode on it.
 
 Detection is structural and then verified: :func:`dense_chain` accepts a Keras model whose layers are
 only ``InputLayer``, ``Dense``, ``Conv1D/2D/3D``, the linear reshaping layers (:data:`_LINEAR`), elementwise
@@ -53,7 +54,7 @@ _NOT_ELEMENTWISE = ("softmax", "log_softmax")
 
 @dataclass(frozen=True)
 class DenseChain:
-    """A model as alternating affine and elementwise steps.
+    """A model as a chain of affine, linear and elementwise steps.
 
     Attributes
     ----------
