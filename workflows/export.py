@@ -25,7 +25,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.pest import calibration_point, write_pest_at
 from sensitivity.settings import ExportSettings
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,7 @@ class PestConf(PointConf, PestFilesConf):
 
 
 @dataclass
-class ExportConf:
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class ExportConf(SurrogateStudyConf):
     export: ExportOptions = field(default_factory=ExportOptions)
     pest: PestConf = field(default_factory=PestConf)
     space_file: Optional[str] = None

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from sensitivity.analyses.propagation import pointwise_propagation, propagate
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,7 @@ class PredictiveConf:
 
 
 @dataclass
-class PropagateConf:
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)  # unused; lets experiments that set a grid compose
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class PropagateConf(SurrogateStudyConf):
     uncertainty: UncertaintyConf = field(default_factory=UncertaintyConf)
     propagation: PropagationConf = field(default_factory=PropagationConf)
     pointwise: PointwiseConf = field(default_factory=PointwiseConf)

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from workflows import build
 from workflows.calibrate import ObservationsConf, PriorConf
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf
+from workflows.schema import SurrogateStudyConf
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,7 @@ class NUTSConf:
 
 
 @dataclass
-class SampleConf:
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)  # unused; lets experiments that set a grid compose
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class SampleConf(SurrogateStudyConf):
     calibration: str = "???"
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)

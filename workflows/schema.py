@@ -166,11 +166,18 @@ JacobianConf = schema_of(EngineSettings, "JacobianConf",
 
 
 @dataclass
-class SweepConf:
+class SurrogateStudyConf:
+    """The keys every workflow on a surrogate composes: the model, its parameter space, a grid (read by the sweep
+    and export; present in the others so that experiments which set one compose) and the engine's options."""
+
     model: ModelConf = field(default_factory=ModelConf)
     space: SpaceConf = field(default_factory=SpaceConf)
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
+
+
+@dataclass
+class SweepConf(SurrogateStudyConf):
     output_dir: str = "???"
     space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
     progress: bool = True
