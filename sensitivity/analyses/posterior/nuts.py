@@ -20,8 +20,11 @@ the slowest parameter worse than NUTS (README, "Posterior sampling").
 ``algorithm="snaper"``: TFP's ``SNAPERHamiltonianMonteCarlo`` (Sountsov & Hoffman 2021), HMC whose
 trajectory length is adapted on the ChEES-like criterion along the largest principal component of the
 chains' cross-chain covariance, with a diagonal preconditioner from the chains' moving moments on top of
-the dense metric above, and the first ``min(100, n_adapt / 4)`` adaptation steps one leapfrog step each
-(MALA) for stability. It pools statistics across chains, so it wants many (64 on the demo) and a long
+the dense metric above, and window 1's first ``min(100, n_adapt / 4)`` adaptation steps one leapfrog step each
+(MALA) for stability. Its trajectory length is learnt at 3x TFP's default rate, and window 2 starts at the
+length window 1 reached instead of one step (no MALA steps there): at TFP's rate the length takes most of
+window 1 to grow from one step, so that window's chains barely move and the metric re-estimated from
+them depends on the seed. It pools statistics across chains, so it wants many (64 on the demo) and a long
 warm-up; there, it beats NUTS on effective samples per second at R-hat < 1.01 (README).
 
 References
@@ -47,6 +50,7 @@ from sensitivity.errors import ConfigError
 _METRIC_WARMUP = 100  # with at least this many warm-up steps, the metric is re-estimated halfway
 ALGORITHMS = ("nuts", "chees", "snaper")
 _BLOCK_MAX = 100  # at most this many transitions per compiled call
+_SNAPER_LENGTH_RATE = 0.15  # SNAPER's trajectory-length learning rate (TFP's 0.05: README, "Posterior sampling")
 _DIVERGENCE = 1000.0  # HMC: an energy error above this counts as a divergent transition (Stan's threshold)
 
 
@@ -107,6 +111,7 @@ class Chains(NamedTuple):
     max_depth: np.ndarray  # [C, D] bool: the trajectory hit max_tree_depth
     leapfrogs: np.ndarray  # [C, D] int
     step_size: float  # after adaptation, in the preconditioned space
+    trajectory_length: float  # ChEES/SNAPER: the adapted (maximum) trajectory length there; NUTS: 0
     seconds: float  # wall time of the compiled call (compilation included)
 
 
@@ -131,6 +136,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
 
     import tensorflow as tf
     import tensorflow_probability as tfp
+    from tensorflow_probability.python.internal import unnest
 
     x0 = np.asarray(initial, float)
     if x0.ndim != 2 or x0.shape[1] != posterior.support.lower.size:
@@ -174,12 +180,16 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         divergent = ~(mh.log_accept_ratio > -_DIVERGENCE)
         return (posterior.log_prob(state), tf.exp(tf.minimum(mh.log_accept_ratio, 0.0)), divergent,
                 steps >= 2 ** sampler.max_tree_depth, steps, adapt.new_step_size,
-                tf.cast(adapt.inner_results.max_trajectory_length, tf.float64))
+                tf.cast(adapt.inner_results.averaged_max_trajectory_length, tf.float64))
 
     def snaper_kernel(shift, scale, step_size, n_steps, n_adapt):
+        # window 2 starts at window 1's trajectory length (set in `bootstrap`), so it skips the MALA steps: they
+        # would clip that length to one leapfrog step
         snaper = tfp.experimental.mcmc.SNAPERHamiltonianMonteCarlo(
             posterior.log_prob, step_size=step_size, num_adaptation_steps=n_adapt,
-            max_leapfrog_steps=2 ** sampler.max_tree_depth, num_mala_steps=tf.minimum(100, n_adapt // 4))
+            max_leapfrog_steps=2 ** sampler.max_tree_depth,
+            num_mala_steps=tf.where(n_steps > 1, 0, tf.minimum(100, n_adapt // 4)),
+            trajectory_length_adaptation_rate=_SNAPER_LENGTH_RATE)
         adapted = mcmc.DualAveragingStepSizeAdaptation(
             snaper, num_adaptation_steps=n_adapt, target_accept_prob=np.float64(sampler.target_accept),
             reduce_fn=tfp.math.reduce_log_harmonic_mean_exp)
@@ -193,7 +203,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         divergent = ~(mh.log_accept_ratio > -_DIVERGENCE)
         return (posterior.log_prob(state), tf.exp(tf.minimum(mh.log_accept_ratio, 0.0)), divergent,
                 steps >= 2 ** sampler.max_tree_depth, steps, adapt.new_step_size,
-                tf.cast(gbtla.max_trajectory_length, tf.float64))
+                tf.cast(gbtla.averaged_max_trajectory_length, tf.float64))
 
     kernel, trace = {"nuts": (nuts_kernel, nuts_trace), "chees": (chees_kernel, chees_trace),
                      "snaper": (snaper_kernel, snaper_trace)}[sampler.algorithm]
@@ -204,7 +214,11 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         if key not in posterior.compiled:
             @tf.function(autograph=False)
             def bootstrap(state, shift, scale, step_size, n_steps, n_adapt):
-                return kernel(shift, scale, step_size, n_steps, n_adapt).bootstrap_results(state)
+                results = kernel(shift, scale, step_size, n_steps, n_adapt).bootstrap_results(state)
+                if sampler.algorithm == "snaper":  # its inner HMC starts at one leapfrog step: carry window 1's length
+                    length = step_size * tf.cast(n_steps, step_size.dtype)
+                    results = unnest.replace_innermost(results, max_trajectory_length=length)
+                return results
 
             @tf.function(jit_compile=jit_compile, autograph=False)
             def advance(state, results, shift, scale, step_size, n_steps, n_adapt, seed):
@@ -242,15 +256,16 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         draws, extra, state = window(state, shift, scale, step, n_steps, first, int(0.8 * (first - first // 2)),
                                      first // 2, block, 1 << 20)
         step = float(extra[-2][-1])
-        n_steps = max(1, int(round(float(extra[-1][-1]) / step)))
+        n_steps = max(1, int(round(float(extra[-1][-1]) / step)))  # ChEES, SNAPER: window 2 starts at this length
         shift, scale = posterior.metric(draws.reshape(-1, x0.shape[1]))
-    draws, (lp, accept, divergent, max_depth, leapfrogs, steps, _), _ = window(
+    draws, (lp, accept, divergent, max_depth, leapfrogs, steps, length), _ = window(
         state, shift, scale, step, n_steps, second, int(0.8 * (sampler.num_warmup - first)), sampler.num_draws,
         block, 0)
     seconds = time.perf_counter() - t0
     swap = lambda a: np.swapaxes(np.asarray(a), 0, 1)  # noqa: E731 - TFP traces [draw, chain, ...]
     return Chains(swap(draws), swap(lp), swap(accept), swap(divergent).astype(bool), swap(max_depth).astype(bool),
-                  swap(leapfrogs).astype(np.int64), float(np.asarray(steps)[-1]), seconds)
+                  swap(leapfrogs).astype(np.int64), float(np.asarray(steps)[-1]), float(np.asarray(length)[-1]),
+                  seconds)
 
 
 def _block(*lengths: int) -> int:
