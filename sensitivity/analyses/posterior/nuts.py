@@ -24,8 +24,12 @@ the dense metric above, and window 1's first ``min(100, n_adapt / 4)`` adaptatio
 (MALA) for stability. Its trajectory length is learnt at 3x TFP's default rate, and window 2 starts at the
 length window 1 reached instead of one step (no MALA steps there): at TFP's rate the length takes most of
 window 1 to grow from one step, so that window's chains barely move and the metric re-estimated from
-them depends on the seed. It pools statistics across chains, so it wants many (64 on the demo) and a long
-warm-up; there, it beats NUTS on effective samples per second at R-hat < 1.01 (README).
+them depends on the seed. The draws run at 1.5x the adapted maximum trajectory length (each step's length
+still jittered uniformly below it): the length is learnt on the ChEES criterion along the largest principal
+component, a bulk, second-moment criterion, while the slowest figure on the demo is a tail ESS; there, the
+factor raises the slowest ESS 1.6-2.0x for 1.5x the leapfrog steps per draw (README, measured). It pools statistics across chains, so it
+wants many (64 on the demo) and a long warm-up; there, it beats NUTS on effective samples per second at R-hat <
+1.01 (README).
 
 References
 ----------
@@ -51,6 +55,7 @@ _METRIC_WARMUP = 100  # with at least this many warm-up steps, the metric is re-
 ALGORITHMS = ("nuts", "chees", "snaper")
 _BLOCK_MAX = 100  # at most this many transitions per compiled call
 _SNAPER_LENGTH_RATE = 0.15  # SNAPER's trajectory-length learning rate (TFP's 0.05: README, "Posterior sampling")
+_SNAPER_DRAW_LENGTH = 1.5  # SNAPER's draws: this multiple of the adapted maximum trajectory length (README)
 _DIVERGENCE = 1000.0  # HMC: an energy error above this counts as a divergent transition (Stan's threshold)
 
 
@@ -111,7 +116,7 @@ class Chains(NamedTuple):
     max_depth: np.ndarray  # [C, D] bool: the trajectory hit max_tree_depth
     leapfrogs: np.ndarray  # [C, D] int
     step_size: float  # after adaptation, in the preconditioned space
-    trajectory_length: float  # ChEES/SNAPER: the adapted (maximum) trajectory length there; NUTS: 0
+    trajectory_length: float  # ChEES/SNAPER: the draws' (maximum) trajectory length there; NUTS: 0
     seconds: float  # wall time of the compiled call (compilation included)
 
 
@@ -229,8 +234,11 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
             posterior.compiled[key] = bootstrap, advance
         return posterior.compiled[key]
 
-    def window(state, shift, scale, step, n_steps, n_steps_total, n_adapt, keep, block, seed_tag):
-        """Run ``n_steps_total`` transitions from fresh adaptation; return the last ``keep`` states and traces."""
+    def window(state, shift, scale, step, n_steps, n_steps_total, n_adapt, keep, block, seed_tag, draw_length=1.0):
+        """Run ``n_steps_total`` transitions from fresh adaptation; return the last ``keep`` states and traces.
+
+        SNAPER: once adapted (a block ends there), the maximum trajectory length is ``draw_length`` times the
+        adapted one."""
         bootstrap, advance = compiled(block)
         args = (tf.constant(shift, tf.float64), tf.constant(scale, tf.float64), tf.constant(step, tf.float64),
                 tf.constant(n_steps, tf.int32), tf.constant(n_adapt, tf.int32))
@@ -239,6 +247,9 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         for b in range(n_steps_total // block):
             out = advance(state, results, *args, tf.constant([seed, seed_tag + b], tf.int32))
             state, results = out.all_states[-1], out.final_kernel_results
+            if sampler.algorithm == "snaper" and (b + 1) * block == n_adapt and draw_length != 1.0:
+                length = unnest.get_innermost(results, "averaged_max_trajectory_length")
+                results = unnest.replace_innermost(results, averaged_max_trajectory_length=draw_length * length)
             if (b + 1) * block > n_steps_total - keep:
                 states.append(np.asarray(out.all_states))
                 traces.append([np.asarray(t) for t in out.trace])
@@ -251,7 +262,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
     n_steps = 1  # ChEES: the first trajectory length is one step; NUTS ignores it
     first = sampler.num_warmup // 2 if sampler.num_warmup >= _METRIC_WARMUP else 0
     second = sampler.num_warmup - first + sampler.num_draws
-    block = _block(first, second)
+    block = _block(first, second, int(0.8 * (sampler.num_warmup - first)))  # window 2's adaptation ends on a block
     if first:  # window 1: adapt the step size, then re-estimate the metric from this window's last half
         draws, extra, state = window(state, shift, scale, step, n_steps, first, int(0.8 * (first - first // 2)),
                                      first // 2, block, 1 << 20)
@@ -260,7 +271,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         shift, scale = posterior.metric(draws.reshape(-1, x0.shape[1]))
     draws, (lp, accept, divergent, max_depth, leapfrogs, steps, length), _ = window(
         state, shift, scale, step, n_steps, second, int(0.8 * (sampler.num_warmup - first)), sampler.num_draws,
-        block, 0)
+        block, 0, _SNAPER_DRAW_LENGTH)
     seconds = time.perf_counter() - t0
     swap = lambda a: np.swapaxes(np.asarray(a), 0, 1)  # noqa: E731 - TFP traces [draw, chain, ...]
     return Chains(swap(draws), swap(lp), swap(accept), swap(divergent).astype(bool), swap(max_depth).astype(bool),
