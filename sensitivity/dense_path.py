@@ -10,6 +10,10 @@ so forward mode carries the ``n_in`` tangents of every point as one ``[B n_in, h
 ``W_k`` (one large matmul per layer, no per-tangent bookkeeping), and reverse mode carries the ``n_out``
 cotangents through ``W_k^T`` the same way. The first product of the chain needs no matmul (``D W`` is a
 broadcast), and reverse mode ends in the ``[B, n_out, n_in]`` layout the engine returns, with no transpose.
+Where the result is small (:data:`FOLD_BYTES`), the first two kernels of the chain are folded into one:
+the tangents after the second, ``diag(c) W_1 diag(s) W_2`` per point (``c``, ``s`` elementwise derivatives),
+are ``c_i (s F)[i, j]`` with ``F[k, i, j] = W_1[i, k] W_2[k, j]`` computed once (:func:`_fold`), one
+``[B, k] @ [k, t h]`` matmul with no tangent block built before it (reverse mode: the last two ``W^T``).
 The elementwise derivatives ``e_k'`` come from autodiff of each map (one cheap ``[B, h]`` gradient), so
 any elementwise activation works and the scaling stays inside, in physical units.
 
@@ -50,6 +54,12 @@ _LINEAR = tuple(f"{kind}{rank}D" for kind in ("UpSampling", "ZeroPadding", "Crop
 _CONV = ("Conv1D", "Conv2D", "Conv3D")
 #: Activations that are not elementwise (their derivative is not a diagonal).
 _NOT_ELEMENTWISE = ("softmax", "log_softmax")
+#: Largest folded kernel of the first two products of the chain (see :func:`_fold`) [bytes]. The fold does the
+#: same FLOPs as the unfolded products and saves the elementwise pass that builds the first tangent block; on
+#: shape C of ``benchmarks/bench_jacobian.py`` (1 MiB folded kernel) the XLA chunks ran 1.03x and 1.06x the
+#: unfolded chain in two scratch interleaved runs, on A (2 MiB) 1.3x in one. A larger kernel (B: 32 tangents
+#: through 512 x 512 kernels, 32 MiB) leaves the cache and would be read from memory at every chunk.
+FOLD_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -66,10 +76,16 @@ class DenseChain:
         compilation, seconds for a 256 x 256 kernel.
     widths
         Numbers per point after each affine or linear step, input first (read off one probe point).
+    fold_forward, fold_reverse
+        The first two kernels of the chain folded into one (forward mode), or the last two (reverse mode),
+        by :func:`_fold`; ``None`` where the chain does not start (end) with two affine steps with elementwise
+        steps between them, or where the folded kernel exceeds :data:`FOLD_BYTES`.
     """
 
     steps: tuple[tuple[str, Any], ...]
     widths: tuple[int, ...] = ()
+    fold_forward: tf.Tensor | None = None
+    fold_reverse: tf.Tensor | None = None
 
     @property
     def reversible(self) -> bool:
@@ -84,31 +100,24 @@ class DenseChain:
 
     def forward(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_in`` tangents carried together."""
-        h, scale, tangents = x, None, None  # tangents [B, n_in, *point], or None while the map so far is diagonal
+        h, tangents = x, _Block(self.fold_forward)  # [B, n_in, *point]
         batch, n_in = tf.shape(x)[0], x.shape[-1]
         for kind, step in self.steps:
             if kind == "affine":
-                kernel = step[0]
-                if tangents is None:  # diag(scale) W: a broadcast, no matmul
-                    tangents = kernel[None] if scale is None else scale[:, :, None] * kernel[None]
-                else:
-                    tangents = _right_matmul(tangents, kernel)
+                tangents.kernel(step[0])
                 h = _affine(h, step)
             elif kind == "linear":
-                if tangents is None:  # diag(scale) itself, as n_in tangents per point
+                if tangents.block is None:  # diag(scale) itself, as n_in tangents per point
                     eye = tf.eye(n_in, dtype=x.dtype)[None]
-                    tangents = eye if scale is None else scale[:, :, None] * eye
-                tangents = _folded(step[0], tf.broadcast_to(tangents, [batch, *tangents.shape[1:]]))
+                    tangents.block = eye if tangents.scale is None else tangents.scale[:, :, None] * eye
+                tangents.block = _folded(step[0], tf.broadcast_to(tangents.block, [batch, *tangents.block.shape[1:]]))
                 h = _linear(h, step)
             else:
                 h, slope = _with_slope(step, h)
-                if tangents is None:
-                    scale = slope if scale is None else scale * slope
-                else:
-                    tangents = tangents * tf.expand_dims(slope, 1)
+                tangents.slope(slope)
         n_out = math.prod(h.shape[1:])
-        tangents = tf.broadcast_to(tf.reshape(tangents, [-1, n_in, n_out]), [batch, n_in, n_out])
-        return tf.reshape(h, [-1, n_out]), tf.transpose(tangents, [0, 2, 1])
+        block = tf.broadcast_to(tf.reshape(tangents.block, [-1, n_in, n_out]), [batch, n_in, n_out])
+        return tf.reshape(h, [-1, n_out]), tf.transpose(block, [0, 2, 1])
 
     def reverse(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_out`` cotangents carried together."""
@@ -120,19 +129,47 @@ class DenseChain:
             else:
                 h, slope = _with_slope(step, h)
                 slopes.append(slope)
-        scale, cotangents = None, None  # cotangents [B, n_out, width], or None while the map so far is diagonal
+        cotangents = _Block(self.fold_reverse)  # [B, n_out, width]
         for (kind, step), slope in zip(reversed(self.steps), reversed(slopes)):
             if kind == "affine":
-                kernel_t = step[2]
-                if cotangents is None:
-                    cotangents = kernel_t[None] if scale is None else scale[:, :, None] * kernel_t[None]
-                else:
-                    cotangents = _right_matmul(cotangents, kernel_t)
-            elif cotangents is None:
-                scale = slope if scale is None else scale * slope
+                cotangents.kernel(step[2])
             else:
-                cotangents = cotangents * slope[:, None, :]
-        return h, tf.broadcast_to(cotangents, [tf.shape(x)[0], h.shape[-1], x.shape[-1]])
+                cotangents.slope(slope)
+        return h, tf.broadcast_to(cotangents.block, [tf.shape(x)[0], h.shape[-1], x.shape[-1]])
+
+
+class _Block:
+    """The tangent block ``[B, t, width]`` of a chain (cotangents in reverse mode), built one step at a time.
+
+    While no kernel has been met the map is diagonal, ``diag(scale)``; the first kernel makes the block a
+    broadcast of it. With a folded kernel ``fold`` (:func:`_fold`), the first kernel waits for the slopes
+    that follow it and the second one makes the block in one matmul (:func:`_unfold`).
+    """
+
+    def __init__(self, fold: tf.Tensor | None) -> None:
+        self.scale: tf.Tensor | None = None  # [B, t], the diagonal before the first kernel (None: identity)
+        self.block: tf.Tensor | None = None
+        self._fold, self._between, self._waiting = fold, None, False
+
+    def kernel(self, kernel: tf.Tensor) -> None:
+        """Apply the kernel ``[width, width']`` of an affine step (``W`` forward, ``W^T`` in reverse)."""
+        if self._waiting:
+            self.block, self._fold, self._waiting = _unfold(self._between, self._fold, self.scale), None, False
+        elif self.block is None and self._fold is not None:
+            self._waiting = True
+        elif self.block is None:  # diag(scale) W: a broadcast, no matmul
+            self.block = kernel[None] if self.scale is None else self.scale[:, :, None] * kernel[None]
+        else:
+            self.block = _right_matmul(self.block, kernel)
+
+    def slope(self, slope: tf.Tensor) -> None:
+        """Apply an elementwise step's derivatives ``[B, width]``."""
+        if self._waiting:
+            self._between = slope if self._between is None else self._between * slope
+        elif self.block is None:
+            self.scale = slope if self.scale is None else self.scale * slope
+        else:
+            self.block = self.block * tf.expand_dims(slope, 1)
 
 
 def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> DenseChain | None:
@@ -185,8 +222,24 @@ def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> 
         widths = _widths(steps, n_in, dtype)
     except Exception:  # any shape or type failure: not the chain we assumed
         return None
-    chain = DenseChain(tuple(steps), widths)
+    chain = DenseChain(tuple(steps), widths, *_folds(steps, dtype))
     return chain if _reproduces(chain, fn, n_in, dtype) else None
+
+
+def _folds(steps: list[tuple[str, Any]], dtype: str) -> tuple[tf.Tensor | None, tf.Tensor | None]:
+    """The folded first two kernels (forward mode) and last two (reverse mode, as ``W^T``) of the chain
+    ``steps`` (:func:`_fold`), each where both are affine steps with elementwise steps between them."""
+    kernels = [i for i, (kind, _) in enumerate(steps) if kind != "elementwise"]  # affine and linear steps
+
+    def foldable(i: int, j: int) -> bool:
+        return steps[i][0] == steps[j][0] == "affine" and j - i > 1
+
+    forward = reverse = None
+    if len(kernels) >= 2 and foldable(kernels[0], kernels[1]):
+        forward = _fold(np.asarray(steps[kernels[0]][1][0]), np.asarray(steps[kernels[1]][1][0]), dtype)
+    if len(kernels) >= 2 and foldable(kernels[-2], kernels[-1]) and all(kind != "linear" for kind, _ in steps):
+        reverse = _fold(np.asarray(steps[kernels[-1]][1][2]), np.asarray(steps[kernels[-2]][1][2]), dtype)
+    return forward, reverse
 
 
 def _widths(steps: list[tuple[str, Any]], n_in: int, dtype: str) -> tuple[int, ...]:
@@ -291,6 +344,28 @@ def _right_matmul(stack: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     shape = tf.shape(stack)
     flat = tf.matmul(tf.reshape(stack, [-1, stack.shape[-1]]), kernel)
     return tf.reshape(flat, [shape[0], stack.shape[1], kernel.shape[-1]])
+
+
+def _fold(first: np.ndarray, second: np.ndarray, dtype: str) -> tf.Tensor | None:
+    """The kernels ``first [t, k]`` and ``second [k, h]`` folded into ``F [k, t, h]``, ``F[k, i, j] =
+    first[i, k] second[k, j]`` (in float64, then rounded once), or ``None`` beyond :data:`FOLD_BYTES`.
+
+    For tangents ``diag(c) first diag(s)`` (``c [t]`` and ``s [k]`` elementwise derivatives of one point),
+    ``(diag(c) first diag(s) second)[i, j] = c_i (s F)[i, j]``: see :func:`_unfold`.
+    """
+    (t, k), h = first.shape, second.shape[1]
+    if k * t * h * np.dtype(dtype).itemsize > FOLD_BYTES:
+        return None
+    folded = np.einsum("ik,kj->kij", first.astype(np.float64), second.astype(np.float64))
+    return tf.constant(folded, dtype)
+
+
+def _unfold(between: tf.Tensor, fold: tf.Tensor, scale: tf.Tensor | None) -> tf.Tensor:
+    """The block ``[B, t, h]`` of a folded pair of kernels (:func:`_fold`) from the slopes ``between [B, k]``
+    after the first kernel and the diagonal ``scale [B, t]`` before it (``None``: identity)."""
+    k, t, h = fold.shape
+    block = tf.reshape(tf.matmul(between, tf.reshape(fold, [k, t * h])), [-1, t, h])
+    return block if scale is None else block * scale[:, :, None]
 
 
 def _with_slope(f: Callable[[tf.Tensor], tf.Tensor], z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

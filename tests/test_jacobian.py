@@ -185,6 +185,23 @@ def test_dense_path_against_float64_finite_differences(mode, activation):
     np.testing.assert_allclose(jacobian, generic(x)[1], rtol=1e-12, atol=1e-14)
 
 
+def test_dense_path_folds_only_small_kernel_pairs():
+    """The first and last kernel pairs of an MLP are folded (their Jacobians are checked above against float64
+    finite differences); a pair whose folded kernel exceeds FOLD_BYTES is not."""
+    from sensitivity.dense_path import FOLD_BYTES, dense_chain
+
+    net = scaled_mlp("float64")
+    chain = dense_chain(net, 3, "float64")
+    assert chain.fold_forward.shape == (24, 3, 16) and chain.fold_reverse.shape == (16, 5, 24)
+    keras.utils.set_random_seed(5)
+    width = 64
+    wide = keras.Sequential([keras.Input((FOLD_BYTES // (4 * width * width) + 1,)),
+                             keras.layers.Dense(width, activation="tanh"), keras.layers.Dense(width, activation="tanh"),
+                             keras.layers.Dense(2)])
+    chain = dense_chain(wide, wide.input_shape[-1], "float32")
+    assert chain.fold_forward is None and chain.fold_reverse.shape == (width, 2, width)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_dense_path_float32_matches_float64(mode):
     net32, net64 = scaled_mlp("float32"), scaled_mlp("float64")
