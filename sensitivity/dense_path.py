@@ -107,10 +107,7 @@ class DenseChain:
                 tangents.kernel(step[0])
                 h = _affine(h, step)
             elif kind == "linear":
-                if tangents.block is None:  # diag(scale) itself, as n_in tangents per point
-                    eye = tf.eye(n_in, dtype=x.dtype)[None]
-                    tangents.block = eye if tangents.scale is None else tangents.scale[:, :, None] * eye
-                tangents.block = _folded(step[0], tf.broadcast_to(tangents.block, [batch, *tangents.block.shape[1:]]))
+                tangents.linear(step[0], batch, n_in, x.dtype)
                 h = _linear(h, step)
             else:
                 h, slope = _with_slope(step, h)
@@ -161,6 +158,13 @@ class _Block:
             self.block = kernel[None] if self.scale is None else self.scale[:, :, None] * kernel[None]
         else:
             self.block = _right_matmul(self.block, kernel)
+
+    def linear(self, op: Callable[[tf.Tensor], tf.Tensor], batch: tf.Tensor, n_in: int, dtype: tf.DType) -> None:
+        """Apply a linear step ``op`` (forward mode only) to each of the ``n_in`` tangents of ``batch`` points."""
+        if self.block is None:  # diag(scale) itself, as n_in tangents per point
+            eye = tf.eye(n_in, dtype=dtype)[None]
+            self.block = eye if self.scale is None else self.scale[:, :, None] * eye
+        self.block = _folded(op, tf.broadcast_to(self.block, [batch, *self.block.shape[1:]]))
 
     def slope(self, slope: tf.Tensor) -> None:
         """Apply an elementwise step's derivatives ``[B, width]``."""
