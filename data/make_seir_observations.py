@@ -13,7 +13,8 @@ import numpy as np
 import xarray as xr
 import yaml
 
-from sensitivity.datasets import output_dim_coords, provenance, write_atomic
+from sensitivity.datasets import provenance, write_atomic
+from sensitivity.output_axes import own_coords
 from sensitivity.labels import parameter_coords
 from sensitivity.simulators import seir
 
@@ -36,7 +37,7 @@ def observations_dataset() -> xr.Dataset:
         "true_parameter": ("parameter", truth, {"long_name": "true parameter value",
                                                 "units_metadata": "see coordinate parameter_units"}),
     }
-    coords = {**output_dim_coords(spec), **parameter_coords(space.names, space.units)}
+    coords = {**own_coords(spec), **parameter_coords(space.names, space.units)}
     noise = (f"observed = true_value + sigma * eps, sigma = {SETTINGS['relative_noise']} * true_value + "
              f"{SETTINGS['floor']} [{units}], eps ~ N(0, 1) independent per day from "
              f"numpy.random.default_rng({SETTINGS['seed']}); days after {SETTINGS['observed_days']} are missing (NaN)")

@@ -26,8 +26,9 @@ import xarray as xr
 
 from sensitivity import __version__
 from sensitivity.errors import DataError, disk_error
-from sensitivity.labels import output_coords, parameter_coords, units_attrs
-from sensitivity.outputs import OutputSpec
+from sensitivity.labels import parameter_coords, units_attrs
+from sensitivity.output_axes import own_coords
+from sensitivity.outputs import OutputDim, OutputSpec
 from sensitivity.units import quotient
 
 log = logging.getLogger(__name__)
@@ -39,32 +40,12 @@ ENCODING_ENGINE = "netcdf4"
 # ----------------------------------------------------------------------------- building
 
 
-def output_dim_coords(spec: OutputSpec) -> dict[str, xr.Variable]:
-    """Coordinates of the model's own output dims (``output`` labels, or ``time``/``lat``/``lon`` values)."""
-    if len(spec.dims) == 1 and spec.dims[0].is_labels:
-        return output_coords(list(spec.dims[0].values), spec.flat_units())
-    coords = {}
-    for d in spec.dims:
-        attrs = {"long_name": d.long_name or d.name, "units": d.units}
-        if d.name in ("lat", "latitude"):
-            attrs.update(standard_name="latitude", units=d.units if d.units != "1" else "degrees_north")
-        elif d.name in ("lon", "longitude"):
-            attrs.update(standard_name="longitude", units=d.units if d.units != "1" else "degrees_east")
-        elif " since " in d.units:  # a CF time axis: "<unit> since <epoch>"
-            attrs.update(standard_name="time", axis="T", calendar="standard")
-        values = np.asarray(d.values)
-        if np.issubdtype(values.dtype, np.integer):  # CF 1.8 has no int64
-            values = values.astype(np.int32 if np.abs(values).max() < 2**31 else np.float64)
-        coords[d.name] = xr.Variable(d.name, values, attrs)
-    return coords
-
-
 def jacobian_units(spec: OutputSpec, parameter_units: Sequence[str]) -> tuple[str | None, np.ndarray]:
     """Units of d output / d parameter: one string when they are uniform, and the full table.
 
-    Returns ``(uniform units or None, units array over (output labels?, parameter))``.
+    Returns ``(uniform units or None, units array over (the labels of spec.units_dim?, parameter))``.
     """
-    out_units = spec.flat_units() if isinstance(spec.units, tuple) else [spec.units]
+    out_units = list(spec.units) if spec.units_dim is not None else [spec.units]
     table = np.array([[quotient(o, p) for p in parameter_units] for o in out_units], dtype=object)
     uniform = table.flat[0] if np.all(table == table.flat[0]) else None
     return uniform, table
@@ -98,7 +79,7 @@ def sweep_dataset(
     coords: dict[str, Any] = {
         "sample": xr.Variable("sample", np.asarray(sample, dtype=sample_dtype(grid_size or len(sample))), {"long_name": "index of the point in the grid", "units": "1"}),
         **parameter_coords(parameter_names, parameter_units),
-        **output_dim_coords(output),
+        **own_coords(output),
     }
     if parameter_long_names:
         coords["parameter_long_name"] = xr.Variable("parameter", np.asarray(parameter_long_names, dtype=object), {"long_name": "parameter description"})
@@ -107,7 +88,7 @@ def sweep_dataset(
         "x": (("sample", "parameter"), points, {"long_name": "parameter value at the point",
                                                  **units_attrs(parameter_units, "parameter_units")}),
         output.name: (("sample", *out_dims), values, {"long_name": output.long_name,
-                                                      **units_attrs(output.units, "output_units")}),
+                                                      **units_attrs(output.units, _units_coordinate(output))}),
         "jacobian": (
             ("sample", *out_dims, "parameter"),
             jacobian,
@@ -117,9 +98,14 @@ def sweep_dataset(
     }
     ds = xr.Dataset(data, coords=coords)
     if uniform is None:
-        dims = ("output", "parameter") if table.shape[0] > 1 else ("parameter",)
+        dims = (output.units_dim.name, "parameter") if table.shape[0] > 1 else ("parameter",)
         ds = ds.assign_coords(jacobian_units=(dims, table if table.shape[0] > 1 else table[0], {"long_name": "units of the jacobian"}))
     return ds
+
+
+def _units_coordinate(spec: OutputSpec) -> str | None:
+    """The coordinate holding per-label units (``species_units``), None when one unit covers every output."""
+    return None if spec.units_dim is None else f"{spec.units_dim.name}_units"
 
 
 def sample_dtype(grid_size: int) -> type:
@@ -201,7 +187,7 @@ def write_atomic(ds: xr.Dataset, path: str | Path, *, before_rename: Callable[[P
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        ds.to_netcdf(tmp, engine=ENCODING_ENGINE, encoding=_string_encoding(ds))
+        ds.to_netcdf(tmp, engine=ENCODING_ENGINE, encoding=_encoding(ds))
         if before_rename is not None:
             before_rename(tmp)
         os.replace(tmp, path)
@@ -239,9 +225,14 @@ def verify_checksum(path: str | Path, sha256: str | None = None) -> bool | None:
     return record.read_text().split()[:1] == [(sha256 or content_hash(path)).removeprefix("sha256:")]
 
 
-def _string_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
-    """Store object (string) variables as variable-length strings, everything else as is."""
-    return {name: {"dtype": str} for name, var in ds.variables.items() if var.dtype == object}
+def _encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """Object (string) variables as variable-length strings, and no fill value on a float dimension coordinate
+    (CF 2.5.1: coordinate variables must have no missing values); everything else as is."""
+    encoding: dict[str, dict[str, Any]] = {name: {"dtype": str} for name, var in ds.variables.items()
+                                           if var.dtype == object}
+    encoding.update({name: {"_FillValue": None} for name in ds.dims if name in ds.coords
+                     and ds[name].dtype.kind == "f" and "_FillValue" not in ds[name].encoding})
+    return encoding
 
 
 # ----------------------------------------------------------------------------- reading
@@ -292,21 +283,6 @@ def select(ds: xr.Dataset | str | Path, **names: Any) -> xr.Dataset:
 
 
 # ----------------------------------------------------------------------------- flat outputs, estimates
-
-
-def flat_output_coords(spec: OutputSpec, axis: str = "output") -> dict[str, xr.Variable]:
-    """The model's own output coordinates along a flat ``axis`` (C order), e.g. ``time(output)``.
-
-    Analyses that stack a series or a field into one ``output`` axis keep these alongside so a user
-    can unstack: ``ds.set_xindex(["lat", "lon"], xr.indexes.PandasMultiIndex).unstack("output")``.
-    Named scalars (an ``output`` dim of labels) need none: their names are ``output_name`` already.
-    """
-    dims = [d for d in spec.dims if not d.is_labels]
-    if not dims:
-        return {}
-    own = output_dim_coords(spec)
-    grids = np.meshgrid(*[own[d.name].values for d in dims], indexing="ij")
-    return {d.name: xr.Variable(axis, g.ravel(), own[d.name].attrs) for d, g in zip(dims, grids)}
 
 
 class Estimate(NamedTuple):
@@ -422,50 +398,32 @@ def _in_order(ds: xr.Dataset, path: str | Path, names: Sequence[str]) -> xr.Data
 # ----------------------------------------------------------------------------- flat output axes
 
 
-def unstack_output(ds: xr.Dataset, spec: OutputSpec) -> xr.Dataset:
-    """Variables on a flat ``output`` axis (C order of ``spec``) put back on the model's own output dims.
-
-    An analysis that works on one flat ``output`` axis labels it with :func:`output_coords`; for a
-    series or a field this reshapes every such variable onto ``time`` or ``lat``/``lon`` (in place of
-    ``output``) with the coordinates of :func:`output_dim_coords`. Named scalars are left as they are.
-    """
-    if len(spec.dims) == 1 and spec.dims[0].is_labels:
-        return ds
-    if "output" not in ds.dims or ds.sizes["output"] != spec.size:
-        raise DataError(f"unstack_output: need an `output` axis of {spec.size} entries, got {dict(ds.sizes)}")
-    reshaped = {}
-    for name, var in ds.data_vars.items():
-        if "output" in var.dims:
-            pos = var.dims.index("output")
-            dims = var.dims[:pos] + spec.dim_names + var.dims[pos + 1:]
-            reshaped[name] = xr.Variable(dims, var.values.reshape(var.shape[:pos] + spec.shape + var.shape[pos + 1:]),
-                                         var.attrs)
-    flat_coords = [c for c in ds.coords if "output" in ds[c].dims]
-    ds = ds.drop_vars(list(reshaped) + flat_coords)
-    return ds.assign(reshaped).assign_coords(output_dim_coords(spec))
-
-
 def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian")) -> OutputSpec:
     """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
 
     The output variable is the data variable on ``sample`` not named in ``exclude``; its dims after
-    ``sample`` are the output dims (inverse of :func:`output_dim_coords`).
+    ``sample`` are the output dims (inverse of :func:`sensitivity.output_axes.own_coords`): a dim with a
+    ``<dim>_name`` coordinate is labeled, any other is numeric.
     """
-    from sensitivity.outputs import OutputDim
-
     candidates = [n for n, v in ds.data_vars.items() if n not in exclude and v.dims[:1] == ("sample",)]
     if len(candidates) != 1:
         raise DataError(f"cannot tell the output variable of the dataset: candidates {candidates}")
     var = ds[candidates[0]]
-    dims = []
+    dims, units = [], var.attrs.get("units")
     for dim in var.dims[1:]:
-        if dim == "output":
-            dims.append(OutputDim("output", tuple(str(v) for v in ds["output_name"].values), long_name="output"))
+        if f"{dim}_name" in ds.coords:
+            labels = ds[f"{dim}_name"]
+            described = labels.attrs.get("long_name", "")
+            dims.append(OutputDim(dim, tuple(str(v) for v in labels.values),
+                                  long_name="" if described == f"{dim} name" else described))
+            if units is None and f"{dim}_units" in ds.coords:
+                units = tuple(str(u) for u in ds[f"{dim}_units"].values)
         else:
             coord = ds[dim]
             dims.append(OutputDim(dim, tuple(coord.values.tolist()), coord.attrs.get("units", "1"),
                                   coord.attrs.get("long_name", "")))
-    units: str | tuple[str, ...] = var.attrs.get("units") or tuple(str(u) for u in ds["output_units"].values)
+    if units is None:
+        raise DataError(f"the output variable `{var.name}` has no `units` attribute and no per-label units coordinate")
     return OutputSpec(name=str(var.name), units=units, dims=tuple(dims), long_name=var.attrs.get("long_name", ""))
 
 

@@ -169,6 +169,9 @@ def _netcdf_positions(path: Path, ds: xr.Dataset, observed: xr.DataArray, spec: 
         model_dim = by_name[dim]
         if model_dim.is_labels:
             labels = _file_labels(ds, dim)
+        elif dim in ds.coords and ds[dim].dtype.kind in "OUS":
+            raise DataError(f"observations file {path}: the `{dim}` coordinate holds labels "
+                            f"{_preview(ds[dim].values)}, but the model's {dim!r} is numeric ({_preview(model_dim.values)})")
         elif dim in ds.coords:
             labels = convert(ds[dim].values, ds[dim].attrs.get("units"), model_dim.units,
                              where=f"observations file {path}: the `{dim}` coordinate")
@@ -205,9 +208,10 @@ def _scales(path: Path, source: str | None, spec: OutputSpec, name: str) -> np.n
 
 
 def _file_labels(ds: xr.Dataset, dim: str) -> np.ndarray | None:
-    """Output names of the file: ``output_name(output)``, a string ``output`` coordinate, or None."""
-    if "output_name" in ds.coords and ds["output_name"].dims == (dim,):
-        return ds["output_name"].values
+    """Labels of a labeled dim in the file: a ``<dim>_name(<dim>)`` coordinate (``species_name``), a string
+    ``<dim>`` coordinate, or None."""
+    if f"{dim}_name" in ds.coords and ds[f"{dim}_name"].dims == (dim,):
+        return ds[f"{dim}_name"].values
     if dim in ds.coords and ds[dim].dtype.kind in "OUS":
         return ds[dim].values
     return None
@@ -312,8 +316,8 @@ def _match(path: Path, dim: OutputDim, labels: Sequence[Any], what: str) -> np.n
         found = np.array([lookup.get(str(v), -1) for v in labels])
         if (found < 0).any():
             bad = labels[found < 0][0]
-            raise DataError(f"observations file {path}: unknown output name {str(bad)!r} in {what}; the model's "
-                            f"outputs are {_preview(dim.values)}")
+            raise DataError(f"observations file {path}: unknown label {str(bad)!r} in {what}; the model's "
+                            f"{dim.name!r} labels are {_preview(dim.values)}")
         return found
     model = np.asarray(dim.values, dtype=float)
     try:

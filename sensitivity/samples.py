@@ -155,7 +155,7 @@ def _numeric_columns(table: pd.DataFrame, columns: list[str], path: Path, key: s
 def _check_coords(ds: xr.Dataset, output: OutputSpec, path: Path, key: str) -> None:
     """The file's output coordinates must be the model's (same days, same labels)."""
     for d in output.dims:
-        coord = "output_name" if d.is_labels else d.name
+        coord = f"{d.name}_name" if d.is_labels else d.name
         if coord in ds.coords:
             stored: Any = ds[coord].values
             same = (list(map(str, stored)) == list(map(str, d.values)) if d.is_labels else

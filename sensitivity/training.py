@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 import xarray as xr
 
-from sensitivity.datasets import output_dim_coords
+from sensitivity.output_axes import own_coords
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import parameter_coords, units_attrs
 from sensitivity.outputs import OutputSpec
@@ -410,7 +410,7 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
         "epoch": xr.Variable("epoch", np.arange(1, n_epochs + 1, dtype=np.int32), {"long_name": "training epoch",
                                                                                    "units": "1"}),
         **parameter_coords(names, units),
-        **output_dim_coords(output),
+        **own_coords(output),
     }
     if parameter_long_names:
         coords["parameter_long_name"] = xr.Variable("parameter", np.asarray(parameter_long_names, dtype=object),

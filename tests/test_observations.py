@@ -13,7 +13,7 @@ from sensitivity.observations import read_observations, with_true_parameters
 from sensitivity.outputs import OutputSpec
 
 SERIES = OutputSpec.from_dict({"name": "cases", "units": "1", "dims": [
-    {"name": "time", "values": {"start": 1, "stop": 11}, "units": "day"}]})
+    {"name": "day", "values": {"start": 1, "stop": 11}, "units": "day"}]})
 FIELD = OutputSpec.from_dict({"name": "c", "units": "kg m-3", "dims": [
     {"name": "lat", "values": [10.0, 20.0, 30.0], "units": "degrees_north"},
     {"name": "lon", "values": [0.0, 5.0], "units": "degrees_east"}]})
@@ -33,8 +33,8 @@ def write_csv(tmp_path, rows, name="obs.csv"):
 
 
 def test_series_subset_in_any_order_is_aligned_with_nan_elsewhere(tmp_path):
-    path = write_nc(tmp_path, {"observed": ("time", [30.0, 10.0, np.nan, 50.0]),
-                               "sigma": ("time", [3.0, 1.0, 2.0, 5.0])}, {"time": [3, 1, 2, 5]})
+    path = write_nc(tmp_path, {"observed": ("day", [30.0, 10.0, np.nan, 50.0]),
+                               "sigma": ("day", [3.0, 1.0, 2.0, 5.0])}, {"day": [3, 1, 2, 5]})
     obs = read_observations(path, SERIES)
     expected = np.full(10, np.nan)
     expected[[0, 2, 4]] = [10.0, 30.0, 50.0]
@@ -54,8 +54,8 @@ def test_field_with_transposed_dims_matches_the_model_order(tmp_path):
 def test_covariance_rows_follow_the_file_order(tmp_path):
     a = np.random.default_rng(0).standard_normal((3, 3))
     cov = a @ a.T + 3 * np.eye(3)
-    path = write_nc(tmp_path, {"observed": ("time", [7.0, 8.0, 9.0]), "covariance": (("output_i", "output_j"), cov)},
-                    {"time": [9, 2, 4]})
+    path = write_nc(tmp_path, {"observed": ("day", [7.0, 8.0, 9.0]), "covariance": (("output_i", "output_j"), cov)},
+                    {"day": [9, 2, 4]})
     obs = read_observations(path, SERIES)
     order = [8, 1, 3]  # model positions of times 9, 2, 4
     np.testing.assert_array_equal(obs.cov[np.ix_(order, order)], cov)
@@ -83,7 +83,7 @@ def test_named_outputs_by_name(tmp_path, layout):
 
 
 def test_csv_series_and_field(tmp_path):
-    obs = read_observations(write_csv(tmp_path, {"time": [4, 2], "value": [1.5, 2.5]}), SERIES)
+    obs = read_observations(write_csv(tmp_path, {"day": [4, 2], "value": [1.5, 2.5]}), SERIES)
     assert obs.values[3] == 1.5 and obs.values[1] == 2.5 and np.isnan(obs.values[[0, 2, 4]]).all()
     assert obs.sigma is None
     rows = {"lat": [30.0, 10.0], "lon": [5.0, 0.0], "value": [6.0, 1.0], "sigma": [1.0, 1.0]}
@@ -92,9 +92,9 @@ def test_csv_series_and_field(tmp_path):
 
 
 def test_true_parameters_from_attributes_and_variable(tmp_path):
-    path = write_nc(tmp_path, {"observed": ("time", np.ones(10)),
+    path = write_nc(tmp_path, {"observed": ("day", np.ones(10)),
                                "true_parameter": ("parameter", [0.4, 3.0])},
-                    {"time": np.arange(1, 11), "parameter_name": ("parameter", ["beta", "gamma"])},
+                    {"day": np.arange(1, 11), "parameter_name": ("parameter", ["beta", "gamma"])},
                     {"true_parameters": json.dumps({"delta": 1.5}), "true_eps": 2.0})
     assert read_observations(path, SERIES).true_parameters == {"beta": 0.4, "gamma": 3.0, "delta": 1.5, "eps": 2.0}
 
@@ -112,30 +112,30 @@ def test_true_parameters_are_checked_against_the_interval_of_the_best_start():
 
 BAD_NC = [
     ("unknown output name", NAMED, {"observed": ("output", [1.0]), "sigma": ("output", [1.0])},
-     {"output": ["weight"]}, "unknown output name 'weight'"),
-    ("time not in the model", SERIES, {"observed": ("time", [1.0, 2.0])}, {"time": [1, 150]},
-     "time=150 in the `time` coordinate is not an output coordinate of the model"),
-    ("nan sigma", SERIES, {"observed": ("time", [1.0, 2.0]), "sigma": ("time", [1.0, np.nan])}, {"time": [1, 2]},
-     "`sigma` must be finite, got nan at observed output 'cases[time=2]'"),
-    ("negative sigma", SERIES, {"observed": ("time", [1.0, 2.0]), "sigma": ("time", [-1.0, 1.0])}, {"time": [1, 2]},
-     "`sigma` must be > 0, got -1.0 at output 'cases[time=1]'"),
-    ("zero sigma", SERIES, {"observed": ("time", [1.0, 2.0]), "sigma": ("time", [1.0, 0.0])}, {"time": [1, 2]},
+     {"output": ["weight"]}, "unknown label 'weight'"),
+    ("time not in the model", SERIES, {"observed": ("day", [1.0, 2.0])}, {"day": [1, 150]},
+     "day=150 in the `day` coordinate is not an output coordinate of the model"),
+    ("nan sigma", SERIES, {"observed": ("day", [1.0, 2.0]), "sigma": ("day", [1.0, np.nan])}, {"day": [1, 2]},
+     "`sigma` must be finite, got nan at observed output 'cases[day=2]'"),
+    ("negative sigma", SERIES, {"observed": ("day", [1.0, 2.0]), "sigma": ("day", [-1.0, 1.0])}, {"day": [1, 2]},
+     "`sigma` must be > 0, got -1.0 at output 'cases[day=1]'"),
+    ("zero sigma", SERIES, {"observed": ("day", [1.0, 2.0]), "sigma": ("day", [1.0, 0.0])}, {"day": [1, 2]},
      "`sigma` must be > 0, got 0.0"),
-    ("wrong dims", SERIES, {"observed": ("day", [1.0, 2.0])}, {"day": [1, 2]},
-     "`observed` is on dims ['day'] with shape [2] but the model's outputs are on ['time'] with shape [10]"),
-    ("wrong size without coordinate", SERIES, {"observed": ("time", np.ones(7))}, None,
-     "has 7 entries along 'time' and no coordinate to align them, but the model has 10"),
+    ("wrong dims", SERIES, {"observed": ("step", [1.0, 2.0])}, {"step": [1, 2]},
+     "`observed` is on dims ['step'] with shape [2] but the model's outputs are on ['day'] with shape [10]"),
+    ("wrong size without coordinate", SERIES, {"observed": ("day", np.ones(7))}, None,
+     "has 7 entries along 'day' and no coordinate to align them, but the model has 10"),
     ("sigma on other dims", FIELD, {"observed": (("lat", "lon"), np.ones((3, 2))), "sigma": ("lat", np.ones(3))},
      {"lat": [10.0, 20.0, 30.0], "lon": [0.0, 5.0]}, "`sigma` must have the dims of `observed`"),
-    ("duplicate time", SERIES, {"observed": ("time", [1.0, 2.0])}, {"time": [3, 3]},
-     "'cases[time=3]' is given more than once"),
-    ("not positive definite", SERIES, {"observed": ("time", [1.0, 2.0]),
+    ("duplicate time", SERIES, {"observed": ("day", [1.0, 2.0])}, {"day": [3, 3]},
+     "'cases[day=3]' is given more than once"),
+    ("not positive definite", SERIES, {"observed": ("day", [1.0, 2.0]),
                                        "covariance": (("output_i", "output_j"), [[1.0, 2.0], [2.0, 1.0]])},
-     {"time": [1, 2]}, "`cov` on the observed outputs must be positive definite"),
-    ("covariance shape", SERIES, {"observed": ("time", [1.0, 2.0]),
-                                  "covariance": (("output_i", "output_j"), np.eye(3))}, {"time": [1, 2]},
+     {"day": [1, 2]}, "`cov` on the observed outputs must be positive definite"),
+    ("covariance shape", SERIES, {"observed": ("day", [1.0, 2.0]),
+                                  "covariance": (("output_i", "output_j"), np.eye(3))}, {"day": [1, 2]},
      "`covariance` must be (output_i, output_j) of shape [2, 2]"),
-    ("no observed variable", SERIES, {"values": ("time", [1.0])}, {"time": [1]}, "needs a variable `observed`"),
+    ("no observed variable", SERIES, {"values": ("day", [1.0])}, {"day": [1]}, "needs a variable `observed`"),
 ]
 
 
@@ -150,13 +150,13 @@ def test_bad_netcdf_files_give_one_line_errors(tmp_path, case, spec, variables, 
 
 BAD_CSV = [
     ("unknown output name", NAMED, {"output": ["height", "weight"], "value": [1.0, 2.0]},
-     "unknown output name 'weight'"),
+     "unknown label 'weight'"),
     ("missing column", FIELD, {"lat": [10.0], "value": [1.0]}, "missing column(s) ['lon']"),
-    ("unknown column", SERIES, {"time": [1], "value": [1.0], "sigmaa": [1.0]}, "unknown column(s) ['sigmaa']"),
-    ("negative sigma", SERIES, {"time": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, -0.1]}, "`sigma` must be > 0"),
-    ("nan sigma", SERIES, {"time": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, None]}, "`sigma` must be finite"),
-    ("text value", SERIES, {"time": [1, 2], "value": ["1.0", "many"]}, "column `value` must be numeric, got 'many'"),
-    ("time not in the model", SERIES, {"time": [0.5], "value": [1.0]}, "time=0.5 in column `time` is not an output"),
+    ("unknown column", SERIES, {"day": [1], "value": [1.0], "sigmaa": [1.0]}, "unknown column(s) ['sigmaa']"),
+    ("negative sigma", SERIES, {"day": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, -0.1]}, "`sigma` must be > 0"),
+    ("nan sigma", SERIES, {"day": [1, 2], "value": [1.0, 2.0], "sigma": [0.1, None]}, "`sigma` must be finite"),
+    ("text value", SERIES, {"day": [1, 2], "value": ["1.0", "many"]}, "column `value` must be numeric, got 'many'"),
+    ("time not in the model", SERIES, {"day": [0.5], "value": [1.0]}, "day=0.5 in column `day` is not an output"),
 ]
 
 
@@ -188,12 +188,12 @@ def test_a_cf_time_axis_is_matched_by_its_numbers_not_decoded(tmp_path):
 
 def test_observed_and_time_units_are_converted_to_the_model_units(tmp_path):
     spec = OutputSpec.from_dict({"name": "cases", "units": "1e-5 day-1", "dims": [
-        {"name": "time", "values": {"start": 1, "stop": 11}, "units": "day"}]})
+        {"name": "day", "values": {"start": 1, "stop": 11}, "units": "day"}]})
     a = np.random.default_rng(0).standard_normal((2, 2))
     cov = a @ a.T + np.eye(2)
-    path = write_nc(tmp_path, {"observed": ("time", [2e-5, 3e-5], {"units": "day-1"}),
+    path = write_nc(tmp_path, {"observed": ("day", [2e-5, 3e-5], {"units": "day-1"}),
                                "covariance": (("output_i", "output_j"), cov * 1e-10)},
-                    {"time": ("time", [48.0, 96.0], {"units": "h"})})  # days 2 and 4, in hours
+                    {"day": ("day", [48.0, 96.0], {"units": "h"})})  # days 2 and 4, in hours
     obs = read_observations(path, spec)
     np.testing.assert_allclose(obs.values[[1, 3]], [2.0, 3.0], rtol=1e-12)  # 1 day-1 = 1e5 (1e-5 day-1)
     np.testing.assert_allclose(obs.cov[np.ix_([1, 3], [1, 3])], cov, rtol=1e-12)
@@ -210,14 +210,14 @@ def test_observed_and_time_units_are_converted_to_the_model_units(tmp_path):
 
 @pytest.mark.parametrize("variable_units, time_units, message", [
     ("m", "day", r"`observed`: units 'm' cannot be converted to the model's '1e-5 day-1'"),
-    ("day-1", "hours since 2020-01-01", r"the `time` coordinate: units 'hours since 2020-01-01' cannot be converted"),
+    ("day-1", "hours since 2020-01-01", r"the `day` coordinate: units 'hours since 2020-01-01' cannot be converted"),
     ("bananas", "day", r"`observed`: units 'bananas' are not a UDUNITS-2 units string"),
 ])
 def test_units_that_cannot_be_converted_are_refused(tmp_path, variable_units, time_units, message):
     spec = OutputSpec.from_dict({"name": "cases", "units": "1e-5 day-1", "dims": [
-        {"name": "time", "values": {"start": 1, "stop": 11}, "units": "day"}]})
-    path = write_nc(tmp_path, {"observed": ("time", [2.0], {"units": variable_units})},
-                    {"time": ("time", [2.0], {"units": time_units})})
+        {"name": "day", "values": {"start": 1, "stop": 11}, "units": "day"}]})
+    path = write_nc(tmp_path, {"observed": ("day", [2.0], {"units": variable_units})},
+                    {"day": ("day", [2.0], {"units": time_units})})
     with pytest.raises(DataError, match=message) as err:
         read_observations(path, spec)
     assert "\n" not in str(err.value)

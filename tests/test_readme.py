@@ -47,5 +47,5 @@ def test_the_python_api_section_runs_and_its_results_hold(tmp_path, monkeypatch)
         assert float(select(indices, output="H", parameter=name).S1) == pytest.approx(s1, abs=0.01), name
         assert float(select(indices, output="H", parameter=name).ST) == pytest.approx(st, abs=0.01), name
     spread = select(namespace["spread"], output="H")
-    mc = spread.sel(method_name="monte_carlo")
-    assert abs(float(spread.sel(method_name="first_order").output_mean - mc.output_mean)) < 0.05 * float(mc.output_std)
+    mc = spread.sel(propagation_method_name="monte_carlo")
+    assert abs(float(spread.sel(propagation_method_name="first_order").output_mean - mc.output_mean)) < 0.05 * float(mc.output_std)

@@ -13,7 +13,7 @@ from tests.helpers.references import central_differences
 
 RNG = np.random.default_rng(3)
 OUTPUT = OutputSpec.from_dict({"name": "cases", "units": "day-1", "long_name": "new cases",
-                               "dims": [{"name": "time", "values": [1, 2, 3, 4], "units": "day"}]})
+                               "dims": [{"name": "day", "values": [1, 2, 3, 4], "units": "day"}]})
 
 
 def scaled_network(path, seed=0):

@@ -74,7 +74,7 @@ def test_normalisation_and_log_transforms_are_folded_into_the_saved_model(tmp_pa
         {"name": "rate", "units": "day-1", "low": 1e-3, "high": 10.0, "scale": "log"},
         {"name": "length", "units": "m", "low": 100.0, "high": 900.0}])
     output = OutputSpec.from_dict({"name": "c", "units": "kg m-3",
-                                   "dims": [{"name": "time", "values": [1, 2, 3], "units": "day"}]})
+                                   "dims": [{"name": "day", "values": [1, 2, 3], "units": "day"}]})
     x = make_grid(space, "sobol", n=128, seed=2).points()
     y = np.exp(-np.outer(x[:, 0], [1.0, 2.0, 3.0]) * 0.1) * x[:, 1:2]  # [128, 3], all > 0
     settings = training.TrainSettings(hidden=(16,), epochs=5, log_inputs=("rate",), log_output=True)

@@ -164,8 +164,9 @@ def fit(cfg: DictConfig) -> Path:
     """Calibrate the surrogate of ``cfg`` to ``cfg.observations``; write ``calibration.nc``."""
     import time
 
-    from sensitivity.datasets import index_string_dims, provenance, unstack_output, write_atomic
+    from sensitivity.datasets import index_string_dims, provenance, write_atomic
     from sensitivity.observations import check_path, read_observations, with_true_parameters
+    from sensitivity.output_axes import unstack_output
 
     space = build.space_from(cfg)
     solver = solver_from(cfg.solver)

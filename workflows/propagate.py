@@ -140,7 +140,7 @@ def posterior_draws(path: str, space):
 
 def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
     """All configured methods on the compiled surrogate -> propagation.nc (+ figure)."""
-    from sensitivity.datasets import flat_output_coords, provenance, write_atomic
+    from sensitivity.datasets import provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
     _check_surrogate(cfg, surrogate.content_hash, "this model")
@@ -155,11 +155,10 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
         sources = list(dict.fromkeys([*sources, draws_path]))
     ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
                    hessian=hessian, methods=list(p.methods), quantiles=list(p.quantiles),
-                   output_names=spec.flat_names(), output_units=spec.flat_units(), alpha=p.alpha, beta=p.beta,
+                   output=spec, alpha=p.alpha, beta=p.beta,
                    kappa=p.kappa, n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler,
                    block_size=p.block_size, max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol,
                    draws=draws)
-    ds = ds.assign_coords(flat_output_coords(spec))
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources),

@@ -26,7 +26,7 @@ def _output_axis(ds: xr.Dataset) -> tuple[np.ndarray, str | None]:
 
 def _band(ds: xr.Dataset, i: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Lowest and highest reported quantile of method ``i`` and the band's probability."""
-    q = ds["output_quantile"].isel(method=i)
+    q = ds["output_quantile"].isel(propagation_method=i)
     p = ds["quantile"].values
     low, high = q.isel(quantile=int(np.argmin(p))).values, q.isel(quantile=int(np.argmax(p))).values
     return low, high, float(p.max() - p.min())
@@ -53,15 +53,20 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     """
     with xr.open_dataset(path) as ds:
         ds = ds.load()
+    own = [d for d in ds["output_mean"].dims if d != "propagation_method"]
+    if own != ["output"]:  # the model's own dims: one flat axis for this figure
+        ds = ds.drop_dims([d for d in ("output_i", "output_j") if d in ds.dims]).stack(output=own)
+        names = [",".join(map(str, key)) for key in ds["output"].values]
+        ds = ds.drop_vars(["output", *own]).assign_coords(output=np.arange(len(names)), output_name=("output", names))
     x, xlabel = _output_axis(ds)
-    names = [str(n) for n in ds["method_name"].values]
+    names = [str(n) for n in ds["propagation_method_name"].values]
     units = ds["output_mean"].attrs.get("units", "")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, constrained_layout=True,
                                       gridspec_kw={"height_ratios": [3, 2]})
     few = xlabel is None and len(x) <= _MAX_POINTS  # named scalars: points; a series or a field: lines
     width = 0.6 * (np.min(np.diff(x)) if len(x) > 1 else 1.0) / max(len(names), 1)
     for i, name in enumerate(names):
-        mean = ds["output_mean"].isel(method=i).values
+        mean = ds["output_mean"].isel(propagation_method=i).values
         low, high, prob = _band(ds, i)
         if few:
             shift = (i - (len(names) - 1) / 2) * width

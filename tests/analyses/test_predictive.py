@@ -82,5 +82,5 @@ def test_monte_carlo_of_the_draws_carries_their_autocorrelated_error():
     ds = propagate(draws_inputs(x.reshape(-1, 2), ["a", "b"]), values_fn=lambda p: p @ W.T + C,
                    methods=["monte_carlo"], draws=x, seed=0)
     n, s = CHAINS * DRAWS, np.sqrt((W**2).sum(axis=1))
-    se = ds["output_mean_se"].isel(method=0).values
+    se = ds["output_mean_se"].isel(propagation_method=0).values
     np.testing.assert_allclose(se, s / np.sqrt(n * (1 - RHO) / (1 + RHO)), rtol=0.15)

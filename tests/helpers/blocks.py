@@ -23,7 +23,7 @@ def block_dataset(a: int, b: int) -> xr.Dataset:
 
 def sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.ndarray) -> Path:
     """A sweep file of the given arrays (parameters a, b, c in s; output y in m on a ``time`` axis in days)."""
-    spec = OutputSpec(name="y", units="m", dims=(OutputDim("time", tuple(range(values.shape[1])), "day"),))
+    spec = OutputSpec(name="y", units="m", dims=(OutputDim("day", tuple(range(values.shape[1])), "day"),))
     ds = sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=["a", "b", "c"],
                        parameter_units=["s", "s", "s"], parameter_long_names=None, output=spec)
     return write_atomic(ds, path)

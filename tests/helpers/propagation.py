@@ -18,7 +18,7 @@ def linear_model(weights: np.ndarray = W, offset: np.ndarray = C) -> list[str]:
     return ["model=function", "model.source=sensitivity.simulators.analytic:linear",
             f"++model.kwargs={{weights: {weights.tolist()}, offset: {offset.tolist()}}}",
             "model.output={name: y, long_name: linear output, units: m, "
-            "dims: [{name: time, values: [1.0, 2.0], units: day, long_name: time}]}"]
+            "dims: [{name: day, values: [1.0, 2.0], units: day, long_name: day of the series}]}"]
 
 
 def space(params: list[str], correlation: list[list[float]] | None = None) -> list[str]:
@@ -27,7 +27,7 @@ def space(params: list[str], correlation: list[list[float]] | None = None) -> li
 
 
 def by_method(ds: xr.Dataset, name: str) -> xr.Dataset:
-    return ds.isel(method=list(ds["method_name"].values).index(name))
+    return ds.isel(propagation_method=list(ds["propagation_method_name"].values).index(name))
 
 
 def sha256(path: Path) -> str:

@@ -54,7 +54,7 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
     assert ds["true_in_interval"].values.tolist() == ((low <= TRUTH) & (TRUTH <= high)).astype(int).tolist()
     np.testing.assert_array_equal(ds["true_parameter"].values, TRUTH)
     # the series keeps its own dim: the band is on `day`, with the model's coordinate
-    assert ds["prediction_band"].dims == ("start", "day", "bound")
+    assert ds["prediction_band"].dims == ("start", "bound", "day")  # the model's dims last (CF)
     np.testing.assert_array_equal(ds["day"].values, TIMES)
     assert ds["day"].attrs["units"] == "day" and "output" not in ds.dims
     assert ds["prediction_band"].sel(bound_name="low").dims == ("start", "day")
@@ -203,7 +203,7 @@ def bad_file(tmp_path, case):
     if case == "unknown output name":
         path = tmp_path / "obs.csv"
         pd.DataFrame({"output": ["o1", "o9"], "value": [1.0, 2.0], "sigma": [0.1, 0.1]}).to_csv(path, index=False)
-        return path, LINEAR, "unknown output name 'o9' in column `output`; the model's outputs are ['o1', "
+        return path, LINEAR, "unknown label 'o9' in column `output`; the model's 'output' labels are ['o1', "
     sigma = np.full(TIMES.size, SIGMA)
     if case == "shape mismatch":
         path = tmp_path / "obs.nc"

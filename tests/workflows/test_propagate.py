@@ -71,11 +71,12 @@ def test_linear_model_every_method_equals_the_closed_form(compose_config, tmp_pa
     assert np.all(np.abs(mc["output_mean"].values - y_mean) < K_SIGMA * mc["output_mean_se"].values)
     assert np.all(np.abs(mc["output_std"].values - np.sqrt(np.diag(y_cov))) < K_SIGMA * mc["output_std_se"].values)
     assert ds["nonlinear"].values.tolist() == [[0, 0], [0, 0], [0, 0], [-1, -1]]
-    # the model's own output coordinate, units and labels travel along the flat axis
-    assert ds["time"].dims == ("output",) and ds["time"].values.tolist() == [1.0, 2.0]
-    assert ds["time"].attrs["units"] == "day" and ds["output_mean"].attrs["units"] == "m"
+    # the model's own output dim, units and labels travel unchanged; the covariance keeps them on output_i/j
+    assert ds["output_mean"].dims == ("propagation_method", "day") and ds["day"].values.tolist() == [1.0, 2.0]
+    assert ds["day_i"].dims == ("output_i",) and ds["day_i"].values.tolist() == [1.0, 2.0]
+    assert ds["day"].attrs["units"] == "day" and ds["output_mean"].attrs["units"] == "m"
     assert ds["output_covariance"].attrs["units"] == "(m) (m)"
-    assert ds.sel(method_name="unscented")["output_std"].shape == (2,)
+    assert ds.sel(propagation_method_name="unscented")["output_std"].shape == (2,)
     for key in ("Conventions", "title", "history", "config", "surrogate_hash", "seed", "input_source"):
         assert ds.attrs[key], key
     assert json.loads(ds.attrs["inputs"]) == {}

@@ -41,7 +41,7 @@ def test_posterior_draws_through_the_model(compose_config, tmp_path):
     assert np.all(gap < 5 * mc["output_mean_se"].values + 1e-12), (gap, mc["output_mean_se"].values)
     assert json.loads(ds.attrs["inputs"]) == {str(path): sha256(path)}
     assert "posterior draws" in ds.attrs["input_source"]
-    assert list(ds["method_name"].values) == ["first_order", "monte_carlo", "posterior"]
+    assert list(ds["propagation_method_name"].values) == ["first_order", "monte_carlo", "posterior"]
     post = by_method(ds, "posterior")
     np.testing.assert_allclose(post["output_mean"].values, W @ mean + C, rtol=1e-10)
     np.testing.assert_allclose(post["output_covariance"].values, W @ cov @ W.T, rtol=1e-9)
@@ -66,7 +66,7 @@ def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp
     overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration", f"uncertainty.path={calibration}",
                  f"posterior.path={path}"]
     ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
-    assert list(ds["method_name"].values)[-1] == "posterior"
+    assert list(ds["propagation_method_name"].values)[-1] == "posterior"
     np.testing.assert_allclose(ds["input_mean"].values, 0.0)
     np.testing.assert_allclose(by_method(ds, "posterior")["output_mean"].values,
                                W @ draws.reshape(-1, 6).mean(axis=0) + C, rtol=1e-10)

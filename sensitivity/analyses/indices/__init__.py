@@ -45,7 +45,6 @@ from sensitivity.analyses.indices.driver import (
     plan,
     ranking_measures,
     summary_lines,
-    to_output_dims,
 )
 from sensitivity.analyses.indices.methods import (
     ActiveSubspaces,
@@ -66,5 +65,5 @@ __all__ = [
     "Method", "MethodName", "Morris", "Quantity", "Sobol", "active_subspaces", "bootstrap", "check_sweep_sample",
     "combine_results", "compute", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm",
     "in_section", "intervals", "morris", "plan", "ranking_measures", "sobol", "summary_lines", "sweep_blocks", "tails",
-    "timed", "to_output_dims",
+    "timed",
 ]

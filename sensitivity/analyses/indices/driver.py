@@ -5,7 +5,7 @@
 cross-checks of :mod:`~sensitivity.analyses.indices.crosschecks` (DGSM bound against the total
 Sobol' index, ranking agreement), combines everything into one dataset with every variable prefixed
 by its method (``sobol_S1``, ``dgsm_nu``, ...; :func:`combine_results`), and puts the results back
-on the model's own output dims (:func:`to_output_dims`), so a time series gets
+on the model's own output dims (:func:`sensitivity.output_axes.unstack_output`), so a time series gets
 ``sobol_S1(parameter, time)``.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import xarray as xr
 
 from sensitivity.analyses.indices import crosschecks, tails
 from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
-from sensitivity.datasets import unstack_output
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.output_axes import unstack_output
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
 
@@ -99,7 +99,7 @@ def compute(
     for name, method in methods.items():
         results.update(in_section(name, method.run, ctx, designs[name]))
     checks = cross_checks(results, min(3, len(space)) if top_k is None else top_k)
-    return to_output_dims(combine_results(results, checks), ctx.model.spec)
+    return unstack_output(combine_results(results, checks), ctx.model.spec)
 
 
 def in_section(section: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -195,21 +195,3 @@ def combine_results(results: Mapping[str, xr.Dataset], checks: xr.Dataset) -> xr
     merged = xr.merge([*parts, checks], compat="no_conflicts", join="exact", combine_attrs="override")
     merged.attrs = attrs
     return merged
-
-
-def to_output_dims(ds: xr.Dataset, spec: OutputSpec) -> xr.Dataset:
-    """Put every variable on the flat ``output`` axis back on the model's own output dims.
-
-    :func:`sensitivity.datasets.unstack_output` does the reshaping (``S1 (parameter, output)``
-    -> ``S1 (parameter, time)``); here the model's dims are then placed last, as CF recommends
-    other dims to the left of time and space (``S1_interval (parameter, bound, time)``), and a
-    coordinate constant along ``output`` (a units table such as ``nu_units`` when every output
-    shares its units) keeps its values without that dim.
-    """
-    if len(spec.dims) == 1 and spec.dims[0].is_labels or "output" not in ds.dims:
-        return ds
-    flat = ("output", "output_name", "output_units")
-    constant = {name: var.isel(output=0, drop=True) for name, var in ds.coords.items()
-                if name not in flat and "output" in var.dims and (var.values == var.isel(output=[0]).values).all()}
-    ds = ds.drop_vars(list(constant)).assign_coords(constant)
-    return unstack_output(ds, spec).transpose(..., *spec.dim_names)

@@ -19,6 +19,8 @@ from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_units_attrs, flat_output_labels, matrix_coords, output_coords, parameter_coords
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
+#: The dim the methods are stacked on (not ``method``: ``ds.sel(method=...)`` is a keyword of xarray's ``sel``).
+METHOD_DIM = "propagation_method"
 STATUS_OK, STATUS_NON_FINITE = 0, 1
 
 

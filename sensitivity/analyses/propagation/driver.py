@@ -1,13 +1,15 @@
 """Propagate one input uncertainty with several methods side by side, and compare them with a reference.
 
 The methods (:mod:`~sensitivity.analyses.propagation.first_order`, ``second_order``, ``unscented``,
-``monte_carlo``) each return one labeled dataset; :func:`propagate` stacks them on ``method``, records
+``monte_carlo``) each return one labeled dataset on a flat ``output`` axis; :func:`propagate` stacks them on
+``propagation_method`` (not ``method``: a keyword of ``xarray``'s ``sel``), records
 the propagated input mean and covariance, and adds the linearity verdict
 (:mod:`~sensitivity.analyses.propagation.verdict`). Given MCMC ``draws`` of the parameters' posterior, a
 fifth method ``posterior`` pushes them through the model
 (:func:`~sensitivity.analyses.posterior.predictive.posterior_predictive`) and becomes the verdict's
 reference: the moment methods and Monte Carlo of the (Gaussian) input uncertainty are then judged
-against the posterior predictive.
+against the posterior predictive. Given the model's :class:`~sensitivity.outputs.OutputSpec`, the result is
+put back on the model's own output dims (:func:`~sensitivity.output_axes.unstack_output`).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Literal, Sequence
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, input_variables
+from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, METHOD_DIM, input_variables
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
 from sensitivity.analyses.propagation.inputs import InputUncertainty, Sampler
@@ -26,6 +28,8 @@ from sensitivity.analyses.propagation.unscented import unscented
 from sensitivity.analyses.propagation.verdict import nonlinearity_verdict
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
+from sensitivity.output_axes import unstack_output
+from sensitivity.outputs import OutputSpec
 
 Method = Literal["first_order", "second_order", "unscented", "monte_carlo"]
 METHODS: tuple[str, ...] = ("first_order", "second_order", "unscented", "monte_carlo")
@@ -39,6 +43,7 @@ def propagate(
     hessian: HessianFn | None = None,
     methods: Sequence[Method] = METHODS,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    output: OutputSpec | None = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
     alpha: float = 1.0,
@@ -69,6 +74,11 @@ def propagate(
         Batched ``[K, n] -> [K, m, n, n]``; needed by ``second_order``.
     methods
         Any of ``first_order``, ``second_order``, ``unscented``, ``monte_carlo``, in output order.
+    output
+        The model's output description: the flat outputs are labeled by it and the result is put back on its
+        dims (``output_mean(propagation_method, species, day)``; covariances stay on ``output_i``/``output_j``
+        with each dim's coordinates, ``day_i(output_i)``). None: a flat ``output`` axis labeled by
+        ``output_names`` (default ``y0 ..``) and ``output_units``.
     alpha, beta, kappa
         Unscented transform settings (:func:`~sensitivity.analyses.propagation.unscented`).
     n_samples, n_replicates, sampler, block_size, max_bytes, seed
@@ -85,11 +95,15 @@ def propagate(
     Returns
     -------
     xarray.Dataset
-        The methods' results stacked on ``method`` (labels in ``method_name(method)``), the input
-        ``input_mean(parameter)`` and ``input_covariance(parameter_i, parameter_j)``, and the verdict
-        ``output_mean_discrepancy``, ``output_std_discrepancy``, ``nonlinear`` on ``(method, output)``.
+        The methods' results stacked on ``propagation_method`` (labels in ``propagation_method_name``), the
+        input ``input_mean(parameter)`` and ``input_covariance(parameter_i, parameter_j)``, and the verdict
+        ``output_mean_discrepancy``, ``output_std_discrepancy``, ``nonlinear`` on ``(propagation_method, output)``
+        (the model's dims in place of ``output`` when ``output`` is given).
     """
     _check_methods(methods, values_fn, value_and_jacobian, hessian)
+    if output is not None:
+        output_names = output.flat_names() if output_names is None else output_names
+        output_units = output.flat_units() if output_units is None else output_units
     labels = dict(quantiles=quantiles, output_names=output_names, output_units=output_units)
     run = {
         "first_order": lambda: first_order(inputs, value_and_jacobian, **labels),
@@ -115,9 +129,9 @@ def propagate(
         at = methods.index("monte_carlo")
         results[at] = with_chain_error(results[at], results[-1])
     mc_attrs = results[list(methods).index("monte_carlo")].attrs if "monte_carlo" in methods else {}
-    ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim="method", data_vars="all", coords="minimal",
+    ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim=METHOD_DIM, data_vars="all", coords="minimal",
                    compat="override", join="override")
-    ds = ds.assign_coords(axis_coords("method", list(methods)))
+    ds = ds.assign_coords(axis_coords(METHOD_DIM, list(methods)))
     ds = ds.assign(input_variables(inputs))
     ds = nonlinearity_verdict(ds, reference="posterior" if draws is not None else "monte_carlo", k_sigma=k_sigma,
                               rtol=rtol)
@@ -128,7 +142,7 @@ def propagate(
         **{f"monte_carlo_{k}": v for k, v in mc_attrs.items()},
         **{f"posterior_{k}": v for k, v in results[-1].attrs.items() if draws is not None},
     )
-    return ds
+    return ds if output is None else unstack_output(ds, output)
 
 
 def _resamples(inputs: InputUncertainty, draws: np.ndarray) -> bool:

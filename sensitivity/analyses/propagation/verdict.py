@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.propagation.dataset import STATUS_OK
+from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.errors import ConfigError
 
 VERDICT_NOT_ASSESSED, VERDICT_CONSISTENT, VERDICT_NONLINEAR = -1, 0, 1
@@ -27,7 +27,8 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
     Parameters
     ----------
     ds
-        Propagation results stacked on ``method`` with ``method_name(method)``.
+        Propagation results stacked on ``propagation_method`` with ``propagation_method_name``, on a flat
+        ``output`` axis.
     reference
         The method to compare with; when absent, every flag is ``not_assessed``.
     k_sigma
@@ -40,18 +41,18 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
     xarray.Dataset
         ``ds`` with ``output_mean_discrepancy``, ``output_std_discrepancy`` [1] and ``nonlinear`` (flags -1
         not_assessed: the reference itself, a failed method or no reference; 0 consistent;
-        1 nonlinear) on ``(method, output)``.
+        1 nonlinear) on ``(propagation_method, output)``.
     """
     if not (isinstance(k_sigma, (int, float)) and k_sigma > 0):
         raise ConfigError(f"`k_sigma` must be > 0, got {k_sigma!r}")
     if not (isinstance(rtol, (int, float)) and rtol >= 0):
         raise ConfigError(f"`rtol` must be >= 0, got {rtol!r}")
-    names = list(ds["method_name"].values)
-    shape = (ds.sizes["method"], ds.sizes["output"])
+    names = list(ds[f"{METHOD_DIM}_name"].values)
+    shape = (ds.sizes[METHOD_DIM], ds.sizes["output"])
     mean_gap, std_gap = np.full(shape, np.nan), np.full(shape, np.nan)
     flags = np.full(shape, VERDICT_NOT_ASSESSED, dtype=np.int8)
     if reference in names:
-        ref = ds.isel(method=names.index(reference))
+        ref = ds.isel({METHOD_DIM: names.index(reference)})
         scale = ref["output_std"].values
         floor = _ROUNDING_ULPS * np.finfo(float).eps * np.abs(ref["output_mean"].values)
         band_mean = k_sigma * ref["output_mean_se"].values + rtol * scale + floor
@@ -66,7 +67,7 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
                 std_gap[i] = np.where(scale > 0, d_std / scale, np.nan)
             flags[i] = np.where((np.abs(d_mean) > band_mean) | (np.abs(d_std) > band_std),
                                 VERDICT_NONLINEAR, VERDICT_CONSISTENT)
-    dims = ("method", "output")
+    dims = (METHOD_DIM, "output")
     where = f"relative to {reference}, in units of its std"
     return ds.assign(
         output_mean_discrepancy=(dims, mean_gap,
@@ -92,7 +93,7 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
     """
     lines = []
     reference = ds["nonlinear"].attrs.get("verdict_reference", "monte_carlo")
-    for i, name in enumerate(ds["method_name"].values):
+    for i, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
         outside = float(ds["outside_bounds"].values[i])
         if ds["status"].values[i] != STATUS_OK:
             lines.append(("warning", f"{name} failed: {ds['status_message'].values[i]}"))

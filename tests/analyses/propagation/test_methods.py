@@ -84,7 +84,7 @@ def random_quadratic(rng, m: int, n: int, curvature: float) -> Quadratic:
 
 
 def within_mc_error(ds: xr.Dataset, mean: np.ndarray, std: np.ndarray) -> None:
-    mc = ds.isel(method=list(ds.method_name.values).index("monte_carlo"))
+    mc = ds.isel(propagation_method=list(ds.propagation_method_name.values).index("monte_carlo"))
     assert (np.abs(mc.output_mean.values - mean) <= K_SIGMA * mc.output_mean_se.values).all()
     assert (np.abs(mc.output_std.values - std) <= K_SIGMA * mc.output_std_se.values).all()
 
@@ -94,14 +94,14 @@ def test_linear_model_every_method_equals_the_closed_form(gaussian, rng):
     ds = all_methods(model, gaussian)
     mean, cov = model.c + model.b @ gaussian.mean, model.b @ gaussian.covariance @ model.b.T
     for method in MOMENT_METHODS:
-        row = ds.isel(method=list(ds.method_name.values).index(method))
+        row = ds.isel(propagation_method=list(ds.propagation_method_name.values).index(method))
         np.testing.assert_allclose(row.output_mean.values, mean, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(row.output_covariance.values, cov, rtol=1e-12, atol=1e-12)
         # normal-approximation quantiles are exact for a linear map of Gaussian inputs
         z = special.ndtri(ds["quantile"].values)[:, None]
         np.testing.assert_allclose(row.output_quantile.values, mean + z * np.sqrt(np.diag(cov)), rtol=1e-12)
     within_mc_error(ds, mean, np.sqrt(np.diag(cov)))
-    mc = ds.isel(method=3)
+    mc = ds.isel(propagation_method=3)
     z = special.ndtri(ds["quantile"].values)[:, None]
     normal_quantiles = mean + z * np.sqrt(np.diag(cov))
     assert (np.abs(mc.output_quantile.values - normal_quantiles) <= K_SIGMA * mc.output_quantile_se).all()
@@ -121,7 +121,7 @@ def test_linear_model_of_copula_inputs_matches_their_exact_covariance(rng):
     model = random_quadratic(rng, 3, 3, curvature=0.0)
     ds = monte_carlo(inputs, model.values, n_samples=2**15, seed=5)
     cov = model.b @ inputs.covariance @ model.b.T
-    within_mc_error(ds.expand_dims(method=1).assign_coords(method_name=("method", ["monte_carlo"])),
+    within_mc_error(ds.expand_dims(propagation_method=1).assign_coords(propagation_method_name=("propagation_method", ["monte_carlo"])),
                     model.c + model.b @ inputs.mean, np.sqrt(np.diag(cov)))
     assert float(ds.outside_bounds) == 0.0  # all marginals live inside [0.1, 50] to within 2^-53
 
@@ -151,7 +151,7 @@ def test_product_of_two_normals_has_its_known_moments(rho):
     mean = m1 * m2 + rho * s1 * s2
     var = m1**2 * s2**2 + m2**2 * s1**2 + 2 * m1 * m2 * rho * s1 * s2 + s1**2 * s2**2 * (1 + rho**2)
     ds = all_methods(model, inputs)
-    row = dict(zip(ds.method_name.values, range(4)))
+    row = dict(zip(ds.propagation_method_name.values, range(4)))
     assert ds.output_mean.values[row["second_order"], 0] == pytest.approx(mean, rel=1e-12)
     assert ds.output_std.values[row["second_order"], 0] ** 2 == pytest.approx(var, rel=1e-12)
     assert ds.output_mean.values[row["unscented"], 0] == pytest.approx(mean, rel=1e-12)
@@ -229,11 +229,11 @@ def test_verdict_flags_the_nonlinear_output_only():
 def test_propagate_dataset_contract(gaussian, rng, tmp_path):
     model = random_quadratic(rng, 2, 3, curvature=0.2)
     ds = all_methods(model, gaussian, output_names=["cases", "deaths"], output_units=["1", "1"])
-    assert list(ds.method_name.values) == list(METHODS)
-    assert dict(ds.sizes) == {"method": 4, "output": 2, "output_i": 2, "output_j": 2, "quantile": 5,
+    assert list(ds.propagation_method_name.values) == list(METHODS)
+    assert dict(ds.sizes) == {"propagation_method": 4, "output": 2, "output_i": 2, "output_j": 2, "quantile": 5,
                               "parameter": 3, "parameter_i": 3, "parameter_j": 3}
-    assert ds.output_covariance.dims == ("method", "output_i", "output_j")
-    assert ds.output_quantile.dims == ("method", "quantile", "output")
+    assert ds.output_covariance.dims == ("propagation_method", "output_i", "output_j")
+    assert ds.output_quantile.dims == ("propagation_method", "quantile", "output")
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs, name
     assert ds.output_mean.attrs["units"] == "1" and ds.input_covariance.attrs["units"] == "(m) (m)"
@@ -243,7 +243,7 @@ def test_propagate_dataset_contract(gaussian, rng, tmp_path):
     ds.to_netcdf(path, engine="netcdf4")
     with xr.open_dataset(path) as back:
         xr.testing.assert_allclose(back.output_covariance, ds.output_covariance)
-        assert back.set_xindex("method_name").sel(method_name="unscented").output_std.shape == (2,)
+        assert back.set_xindex("propagation_method_name").sel(propagation_method_name="unscented").output_std.shape == (2,)
 
 
 def test_failed_method_is_data_not_an_exception(gaussian):

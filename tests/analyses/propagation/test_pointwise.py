@@ -51,7 +51,7 @@ def test_a_killed_pointwise_propagation_resumes_to_the_closed_form_and_the_unint
         xr.testing.assert_identical(ds, whole)
         np.testing.assert_allclose(ds["output_std"].values, expected, rtol=1e-12)
         np.testing.assert_array_equal(ds["x"].values, points[:, order])
-        assert ds["output_std"].dims == ("sample", "time") and ds["output_std"].attrs["units"] == "m"
+        assert ds["output_std"].dims == ("sample", "day") and ds["output_std"].attrs["units"] == "m"
 
 
 def test_pointwise_propagation_refuses_a_sweep_changed_after_its_checksum(tmp_path):
