@@ -19,7 +19,7 @@ import os
 import platform
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import xarray as xr

@@ -72,10 +72,12 @@ def flat_coords(spec: OutputSpec, axis: str = FLAT) -> dict[str, xr.Variable]:
     suffix = MATRIX_AXES.get(axis, "")
     grids = np.meshgrid(*[np.arange(d.size) for d in spec.dims], indexing="ij")
     for d, index in zip(spec.dims, grids):
-        values = np.asarray(d.values, dtype=object if d.is_labels else None)[index.ravel()]
-        attrs = ({"long_name": f"{d.long_name or d.name} label"} if d.is_labels else
-                 dict(_numeric_coord(d, d.name).attrs))
-        coords[f"{d.name}{suffix}"] = xr.Variable(axis, values, attrs)
+        if d.is_labels:
+            values, attrs = np.asarray(d.values, dtype=object), {"long_name": f"{d.long_name or d.name} label"}
+        else:
+            own = _numeric_coord(d, d.name)
+            values, attrs = own.values, dict(own.attrs)
+        coords[f"{d.name}{suffix}"] = xr.Variable(axis, values[index.ravel()], attrs)
     return coords
 
 

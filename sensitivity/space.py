@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError

@@ -36,7 +36,7 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import parameter_coords, units_attrs
 from sensitivity.outputs import OutputSpec
 from sensitivity.scaling import InputScaling, OutputScaling
-from sensitivity.settings import ACTIVATIONS, Thresholds, TrainSettings
+from sensitivity.settings import Thresholds, TrainSettings
 from sensitivity.space import ParameterSpace
 
 log = logging.getLogger(__name__)

@@ -28,21 +28,17 @@ def test_merge_takes_its_directory_as_a_bare_argument(tmp_path):
 
 
 def test_a_key_appended_past_the_schema_is_refused_with_a_suggestion(compose_config):
-    import importlib
-
     import pytest
 
     from sensitivity.errors import ConfigError
-    from workflows.registry import WORKFLOWS
-    from workflows.schema import check_known_keys
+    from workflows.schema import own_config
 
-    schema = importlib.import_module(WORKFLOWS["sweep"]).SCHEMA
-    check_known_keys(compose_config("sweep", ["grid.seed=3", "+model.kwargs.zz=1"]), schema, "sweep")  # free-form
+    own_config(compose_config("sweep", ["grid.seed=3", "+model.kwargs.zz=1"]), "sweep")  # free-form
     with pytest.raises(ConfigError, match=r"unknown key `grid.seeed`: .*did you mean `grid.seed`\?$") as err:
-        check_known_keys(compose_config("sweep", ["+grid.seeed=3"]), schema, "sweep")
+        own_config(compose_config("sweep", ["+grid.seeed=3"]), "sweep")
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=r"unknown key `colour`"):
-        check_known_keys(compose_config("sweep", ["+colour=red"]), schema, "sweep")
+        own_config(compose_config("sweep", ["+colour=red"]), "sweep")
 
 
 def _group_options() -> dict[str, list[str]]:
@@ -66,13 +62,12 @@ def test_every_workflow_composes_with_every_option_of_its_groups_and_fits_its_sc
     from omegaconf import OmegaConf
 
     from workflows.registry import CONF_DIR, WORKFLOWS
-    from workflows.schema import check_known_keys, register
+    from workflows.schema import own_config, register
 
     register()
     options = _group_options()
     composed = set()
     for name, module in WORKFLOWS.items():
-        schema = importlib.import_module(module).SCHEMA
         listed = [next(iter(item)).removeprefix("optional ") if isinstance(item, dict) else item
                   for item in yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())["defaults"]]
         assert listed[0] == f"{name}_schema", f"conf/{name}.yaml must list its schema first"
@@ -88,7 +83,7 @@ def test_every_workflow_composes_with_every_option_of_its_groups_and_fits_its_sc
             if overrides[:1] and overrides[0].startswith("hydra/launcher="):
                 assert cfg.hydra.launcher._target_, overrides
             job = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
-            check_known_keys(job, schema, name)
+            own_config(job, name)
             composed.add((name, *overrides))
     GlobalHydra.instance().clear()
     assert {case[1].split("=")[0] for case in composed if len(case) > 1} == set(options)  # every group was reached

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     if os.getcwd() not in sys.path:  # `model.source=mymodule:fn` from the folder holding mymodule.py
         sys.path.insert(0, os.getcwd())
     module = importlib.import_module(WORKFLOWS[name])
-    _hydra_main(name, module.run, _user_config_dir(_positional(module, overrides)))
+    _hydra_main(name, _user_config_dir(_positional(module, overrides)))
 
 
 def _user_config_dir(overrides: list[str]) -> list[str]:
@@ -71,27 +71,130 @@ def _positional(module, overrides: list[str]) -> list[str]:
     return overrides
 
 
-def _hydra_main(name: str, run, overrides: list[str]) -> None:
+def _hydra_main(name: str, overrides: list[str]) -> None:
     import hydra
 
     from sensitivity.errors import SensitivityError
-    from sensitivity.tf_runtime import import_tensorflow
     from workflows.naming import register_resolver
-    from workflows.schema import check_known_keys, register
+    from workflows.runner import run_workflow
+    from workflows.schema import register
 
     register()
     register_resolver()
+    if not set(overrides) & HYDRA_OWN_FLAGS:
+        _check_composition(name, overrides)  # before any work: a bad config in one line, exit 2
 
     def task(cfg) -> None:
         try:
-            module = importlib.import_module(WORKFLOWS[name])
-            check_known_keys(cfg, module.SCHEMA, name)
-            if getattr(module, "USES_TENSORFLOW", True):
-                import_tensorflow()
-            run(cfg)
+            run_workflow(name, cfg, overrides=_config_overrides(overrides)[0])
         except SensitivityError as err:
             log.error("%s: %s", name, err)
             raise SystemExit(2) from None
 
     sys.argv = [f"sensitivity {name}", *overrides]
     hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=name)(task)()
+
+
+#: Command-line flags with which Hydra does something else than compose one job (multiruns compose per job).
+HYDRA_OWN_FLAGS = {"-m", "--multirun", "--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc",
+                   "--run", "-r"}
+
+
+def _check_composition(name: str, overrides: list[str]) -> None:
+    """Compose the job's config as Hydra will, and turn a composition error into one line (exit 2).
+
+    With ``--cfg job`` (``-c job``) print the composed config with only this workflow's keys instead
+    (:func:`workflows.schema.own_config`): an experiment file's keys for other workflows are left out.
+    """
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from sensitivity.errors import SensitivityError
+    from workflows.schema import own_config
+
+    args, show, config_dir = _config_overrides(overrides)
+    try:
+        cfg = own_config(_compose(name, args, config_dir), name)
+        if show:
+            print(OmegaConf.to_yaml(cfg), end="")
+            raise SystemExit(0)
+    except (HydraException, OmegaConfBaseException, SensitivityError) as err:
+        print(f"sensitivity {name}: {_one_line(err)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _config_overrides(overrides: list[str]) -> tuple[list[str], bool, str | None]:
+    """The config overrides among the command's arguments (flags and their values removed), whether
+    ``--cfg job`` asks for the job config to be printed, and the ``--config-dir`` given."""
+    args, show, config_dir, skip = [], False, None, False
+    for i, arg in enumerate(overrides):
+        if skip:
+            skip = False
+            continue
+        key, _, value = arg.partition("=")
+        if key in ("--config-dir", "-cd", "--cfg", "-c", "--package", "-p", "--config-name", "-cn",
+                   "--config-path", "-cp", "--experimental-rerun"):
+            value = value or (overrides[i + 1] if i + 1 < len(overrides) else "")
+            skip = not arg.startswith(f"{key}=")
+            show = show or (key in ("--cfg", "-c") and value == "job")
+            config_dir = value if key in ("--config-dir", "-cd") else config_dir
+        elif not arg.startswith("-"):
+            args.append(arg)
+    show = show and "--resolve" not in overrides and not any(a in ("-p", "--package") for a in overrides)
+    return args, show, config_dir
+
+
+def _compose(name: str, overrides: list[str], config_dir: str | None):
+    """The job config of ``name`` with ``overrides``, composed on the command line's search path (``config_dir``
+    first, as Hydra's ``--config-dir`` puts it)."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    search_path = create_config_search_path(str(CONF_DIR))
+    if config_dir is not None:
+        search_path.prepend("command-line", f"file://{Path(config_dir).resolve()}")
+    hydra = Hydra.create_main_hydra2(task_name=f"sensitivity {name}", config_search_path=search_path)
+    cfg = hydra.compose_config(config_name=name, overrides=overrides, run_mode=RunMode.RUN,
+                               with_log_configuration=False)
+    return OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+
+
+def _one_line(err: BaseException) -> str:
+    """A composition error in one line: the first line of each error in its chain down to the one naming the
+    key, a suggestion for a key that is not in the schema, the options of a config group."""
+    import difflib
+
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    from sensitivity.errors import SensitivityError
+    from workflows.schema import suggest_for
+
+    if isinstance(err, SensitivityError):
+        return str(err)
+    chain, cause = [], err
+    while cause is not None and len(chain) < 4:
+        chain.append(cause)
+        if getattr(cause, "full_key", None):
+            break
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    lines = []
+    for item in chain:
+        line = next((s.strip() for s in str(item).splitlines() if s.strip()), type(item).__name__).rstrip(".")
+        if line not in lines:
+            lines.append(line)
+    key = getattr(chain[-1], "full_key", None)
+    hint = suggest_for(key) if key and isinstance(chain[-1], (ConfigKeyError, ConfigAttributeError)) else ""
+    options = [str(o) for o in getattr(err, "options", None) or []]
+    if options:
+        wanted = str(getattr(err, "missing_cfg_file", "") or "").rpartition("/")[2]
+        close = difflib.get_close_matches(wanted, options, n=1)
+        hint = (f"; did you mean `{close[0]}`?" if close else "") + f" (options: {', '.join(options)})"
+    return ": ".join(lines) + hint

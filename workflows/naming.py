@@ -25,7 +25,7 @@ def run_name(overrides: str) -> str:
     """``"grid.n=64,seed=1"`` -> ``"grid.n=64,seed=1-1a2b3c4d"``; ``""`` (no overrides) -> ``""``."""
     if not overrides:
         return ""
-    prefix = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", overrides).strip("_.")[:PREFIX_LENGTH].rstrip("_.")
+    prefix = re.sub(r"[^A-Za-z0-9._+-]+", "_", overrides).strip("_.")[:PREFIX_LENGTH].rstrip("_.")
     digest = hashlib.sha256(overrides.encode()).hexdigest()[:8]
     return f"{prefix}-{digest}" if prefix else digest
 

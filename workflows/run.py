@@ -44,11 +44,10 @@ SCHEMA = RunConf
 
 def run(cfg: DictConfig) -> Path:
     """Run every stage in order; return the run directory."""
-    import importlib
-
     from hydra import compose
 
     from workflows.registry import WORKFLOWS
+    from workflows.runner import run_workflow
 
     root = build.output_dir(cfg)
     results: dict[str, Path] = {}
@@ -62,7 +61,7 @@ def run(cfg: DictConfig) -> Path:
                      f"plots={cfg.plots}", *(f"{key}={results[source]}" for key, source in stage.inputs.items())]
         stage_cfg = compose(config_name=stage.workflow, overrides=overrides)
         log.info("stage %s: sensitivity %s %s", stage.name, stage.workflow, " ".join(stage.overrides))
-        results[stage.name] = importlib.import_module(WORKFLOWS[stage.workflow]).run(stage_cfg)
+        results[stage.name] = run_workflow(stage.workflow, stage_cfg)
     log.info("study done; results:")
     for name, path in results.items():
         log.info("  %-10s %s", name, path)

@@ -190,8 +190,6 @@ def check_known_keys(cfg: Any, schema: type, workflow: str) -> None:
 
     Every value under a schema field typed ``Any``/``Dict`` (model outputs, kwargs, distributions) is free.
     """
-    import difflib
-
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError
 
@@ -202,21 +200,101 @@ def check_known_keys(cfg: Any, schema: type, workflow: str) -> None:
         OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(OmegaConf.to_container(cfg)))
     except ConfigKeyError as err:
         key = str(getattr(err, "full_key", "") or err).splitlines()[0]
-        parent = OmegaConf.select(OmegaConf.structured(schema), key.rpartition(".")[0]) if "." in key else None
-        known = list(parent.keys()) if parent is not None and OmegaConf.is_dict(parent) else []
-        close = difflib.get_close_matches(key.rpartition(".")[2], known, n=1)
-        hint = f"; did you mean `{key.rpartition('.')[0]}.{close[0]}`?" if close else ""
         raise ConfigError(f"unknown key `{key}`: the {workflow} config has no such setting (a `+` override adds "
-                          f"keys past the schema){hint}") from None
+                          f"keys past the schema){_suggestion(schema, key)}") from None
+
+
+def _suggestion(schema: type, key: str) -> str:
+    """``"; did you mean `grid.seed`?"`` for an unknown ``key`` close to one the schema has, else ``""``."""
+    import difflib
+
+    from omegaconf import OmegaConf
+
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(OmegaConf.structured(schema), parent_key) if parent_key else OmegaConf.structured(schema)
+    known = list(parent.keys()) if parent is not None and OmegaConf.is_dict(parent) else []
+    close = difflib.get_close_matches(leaf, known, n=1)
+    return f"; did you mean `{parent_key + '.' if parent_key else ''}{close[0]}`?" if close else ""
+
+
+def suggest_for(key: str) -> str:
+    """:func:`_suggestion` for ``key`` against every workflow's schema (the first that has a close match)."""
+    for schema in _SCHEMAS.values():
+        hint = _suggestion(schema, key)
+        if hint:
+            return hint
+    return ""
+
+
+#: Workflow name -> its own schema (``SCHEMA``), filled by :func:`register`.
+_SCHEMAS: Dict[str, type] = {}
+
+
+def own_keys(schema: type) -> list[str]:
+    """The top-level keys of a schema."""
+    return [f.name for f in dataclasses.fields(schema)]
+
+
+def study_schema(name: str, schemas: Dict[str, type]) -> type:
+    """The schema workflow ``name`` composes with: its own keys, and every top-level key of the other
+    workflows' schemas, typed ``Any`` and null.
+
+    So one experiment file can hold a whole study (``n_chains`` for the posterior, ``sobol.n`` for the
+    indices, ``grid.n`` for the sweep): each workflow composes it, takes its own keys, and leaves the
+    others to the workflows they belong to (:func:`own_config` checks them against those and drops them).
+    A key that no workflow has is still refused when the config is composed.
+    """
+    own = set(own_keys(schemas[name]))
+    foreign = sorted({key for other, schema in schemas.items() if other != name for key in own_keys(schema)} - own)
+    return dataclasses.make_dataclass(schemas[name].__name__, [(key, Any, field(default=None)) for key in foreign],
+                                      bases=(schemas[name],))
+
+
+def own_config(cfg: Any, workflow: str) -> Any:
+    """``cfg`` with only the keys of ``workflow``'s schema, after checking every key against its workflow.
+
+    A key of another workflow's schema that is set (not null) is checked against that schema (types and
+    unknown sub-keys, with a suggestion), so a typo in an experiment file is refused by every workflow, not
+    only by the one it is meant for; a key of this workflow's schema is checked by :func:`check_known_keys`.
+
+    Raises
+    ------
+    ConfigError
+        A key, or a sub-key, that no workflow has, or a value of the wrong type, in one line.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, ValidationError
+
+    from sensitivity.errors import ConfigError
+
+    schema = _SCHEMAS[workflow]
+    own = set(own_keys(schema))
+    for key in [k for k in cfg if k not in own and cfg[k] is not None]:
+        owners = [(name, s) for name, s in _SCHEMAS.items() if key in own_keys(s)]
+        if not owners:
+            raise ConfigError(f"unknown key `{key}`: no workflow has such a setting (a `+` override adds keys past "
+                              f"the schemas){suggest_for(key)}")
+        value = OmegaConf.create({key: OmegaConf.to_container(cfg[key])}) if OmegaConf.is_config(cfg[key]) else \
+            OmegaConf.create({key: cfg[key]})
+        try:
+            OmegaConf.merge(OmegaConf.structured(owners[0][1]), value)
+        except ConfigKeyError as err:
+            full = str(getattr(err, "full_key", "") or err).splitlines()[0]
+            raise ConfigError(f"unknown key `{full}`: the {owners[0][0]} config has no such setting"
+                              f"{_suggestion(owners[0][1], full)}") from None
+        except ValidationError as err:
+            raise ConfigError(f"`{key}` (a setting of {owners[0][0]}): {str(err).splitlines()[0]}") from None
+    check_known_keys(OmegaConf.masked_copy(cfg, [k for k in cfg if k in own]), schema, workflow)
+    return OmegaConf.masked_copy(cfg, [k for k in cfg if k in own])
 
 
 def register() -> None:
-    """Register every workflow's schema as ``<workflow>_schema`` (idempotent).
+    """Register every workflow's study schema (:func:`study_schema`) as ``<workflow>_schema`` (idempotent).
 
     A workflow module declares its schema as a module attribute ``SCHEMA`` (a dataclass built
     from the shared parts above); its primary config lists ``<workflow>_schema`` first.
     """
+    _SCHEMAS.update({name: module.SCHEMA for name, module in modules() if getattr(module, "SCHEMA", None)})
     store = ConfigStore.instance()
-    for name, module in modules():
-        if getattr(module, "SCHEMA", None) is not None:
-            store.store(name=f"{name}_schema", node=module.SCHEMA)
+    for name in _SCHEMAS:
+        store.store(name=f"{name}_schema", node=study_schema(name, _SCHEMAS))

@@ -45,7 +45,7 @@ def test_local_multirun_then_merge_equals_one_process_and_a_failed_shard_reruns_
     assert launched.returncode == 0, launched.stderr[-2000:]
     pids = re.findall(r"#\d started: pid (\d+)", launched.stdout + launched.stderr)
     assert len(set(pids)) == 2, "each job runs in its own fresh process"
-    jobs = sorted(multirun.glob("*grid.shard=*"))
+    jobs = sorted(multirun.glob("*grid.shard-*"))
     assert len(jobs) == 2 and all((j / "sweep.nc").is_file() for j in jobs)
 
     whole = sweep.run(compose_config("sweep", GRID, output_dir=tmp_path / "whole"))

@@ -20,7 +20,6 @@ from sensitivity.analyses.indices import crosschecks, tails
 from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.output_axes import unstack_output
-from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
 
 if TYPE_CHECKING:
