@@ -340,6 +340,25 @@ def read_estimate(path: str | Path, estimate: str = "estimate", covariance: str 
     return result
 
 
+def read_prior(path: str | Path, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The Gaussian prior a calibration was fitted with, ``(mean [n], covariance [n, n])`` in the order ``names``,
+    or None when it was fitted without one (flat within the bounds).
+
+    Raises
+    ------
+    DataError
+        Missing file, or parameters that are not ``names``.
+    """
+    with open_result(path) as ds:
+        if "prior_mean" not in ds.variables:
+            return None
+        if "prior_covariance" not in ds.variables:
+            raise DataError(f"{path}: has `prior_mean` but no `prior_covariance` (written by an older version); "
+                            "calibrate again")
+        ds = _in_order(ds, path, names)
+        return ds["prior_mean"].values.astype(float), ds["prior_covariance"].values.astype(float)
+
+
 class Draws(NamedTuple):
     """MCMC draws read by :func:`read_draws`."""
 
@@ -348,6 +367,7 @@ class Draws(NamedTuple):
     units: list[str] | None
     converged: bool  # the file's own verdict (R-hat, ESS, divergences)
     diagnostics: str
+    prior: str  # the prior they were sampled under (the file's description)
 
 
 def read_draws(path: str | Path, names: Sequence[str], variable: str = "draws") -> Draws:
@@ -365,7 +385,7 @@ def read_draws(path: str | Path, names: Sequence[str], variable: str = "draws") 
         units = [str(u) for u in ds["parameter_units"].values] if "parameter_units" in ds.coords else None
         converged = "converged" not in ds.variables or int(ds["converged"]) == 1
         return Draws(ds[variable].values.reshape(-1, len(names)).astype(float), ds.sizes["chain"], units, converged,
-                     str(ds.attrs.get("diagnostics", "")))
+                     str(ds.attrs.get("diagnostics", "")), str(ds.attrs.get("prior", "not recorded")))
 
 
 def _one_start(ds: xr.Dataset, path: str | Path, start: int | None) -> xr.Dataset:

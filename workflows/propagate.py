@@ -159,6 +159,8 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
                    kappa=p.kappa, n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler,
                    block_size=p.block_size, max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol,
                    draws=draws)
+    if draws_path:
+        ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources),

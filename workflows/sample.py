@@ -2,9 +2,12 @@
 
 The posterior of the calibration problem (same surrogate, observations and prior) is sampled by many
 TensorFlow Probability NUTS chains at once, started from the calibration's distinct minima and
-overdispersed draws of its Laplace approximation, which also preconditions the sampler. The prior is
-``prior.*`` (Gaussian) when set, else the space's distributions. Convergence checks that fail are
-logged as warnings and recorded in the file; chains that do not mix end the run with an error.
+overdispersed draws of its Laplace approximation, which also preconditions the sampler. The prior is the
+calibration's own (``prior_source: calibration``, the default: the Gaussian ``prior.*`` it was fitted with,
+or flat within the bounds), so the posterior and its Laplace approximation describe one target; or the
+space's marginals (``prior_source: space``), or flat within the bounds (``prior_source: flat``).
+Convergence checks that fail are logged as warnings and recorded in the file; chains that do not mix end
+the run with an error.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ class SampleConf(SurrogateStudyConf):
     calibration: str = "???"
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)
+    prior_source: str = "calibration"  # calibration (its own prior) | space (the space's marginals) | flat
     log_parameters: Optional[List[str]] = None
     nuts: NUTSConf = field(default_factory=NUTSConf)
     n_chains: int = 16
@@ -63,12 +67,11 @@ def run(cfg: DictConfig) -> Path:
     import warnings
 
     from sensitivity.analyses.calibration import ObservationModel
-    from sensitivity.analyses.posterior import (NUTS, PosteriorWarning, Support, gaussian_prior, initial_points,
-                                                sample_posterior, space_prior)
+    from sensitivity.analyses.posterior import NUTS, PosteriorWarning, Support, initial_points, sample_posterior
     from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
     from sensitivity.errors import ConfigError
     from sensitivity.observations import check_path, read_observations
-    from workflows.calibrate import log_mask_from, prior_from
+    from workflows.calibrate import log_mask_from
 
     for key in ("calibration", "observations.path"):
         if OmegaConf.is_missing(cfg, key) if key == "calibration" else OmegaConf.is_missing(cfg.observations, "path"):
@@ -78,8 +81,7 @@ def run(cfg: DictConfig) -> Path:
     calibration = check_path(build.repo_path(cfg.calibration))
     laplace = read_estimate(calibration, names=space.names)
     minima = _minima(calibration, space.names)
-    prior_mean, prior_cov = prior_from(cfg.prior, space)
-    prior = space_prior(space) if prior_mean is None else gaussian_prior(prior_mean, prior_cov)
+    prior = prior_of(cfg, space, calibration)
     log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
     sampler = NUTS(**build.plain(cfg.nuts))
     obs_path = check_path(build.repo_path(cfg.observations.path))
@@ -106,7 +108,8 @@ def run(cfg: DictConfig) -> Path:
     attrs = provenance(title=f"Posterior of the calibration {calibration.name} by NUTS", workflow="sample",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                        surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[calibration, obs.path])
-    ds.attrs = {**ds.attrs, **attrs, "calibration": str(calibration), "calibration_hash": content_hash(calibration)}
+    ds.attrs = {**ds.attrs, **attrs, "calibration": str(calibration), "calibration_hash": content_hash(calibration),
+                "prior_source": cfg.prior_source}
     path = write_atomic(ds, out)
     _log_summary(ds)
     if cfg.plots:
@@ -115,6 +118,35 @@ def run(cfg: DictConfig) -> Path:
         for figure in posterior_figures(path, build.output_dir(cfg)):
             log.info("figure: %s", figure)
     return path
+
+
+PRIOR_SOURCES = ("calibration", "space", "flat")
+
+
+def prior_of(cfg: DictConfig, space, calibration: Path):
+    """The posterior's prior: the calibration's (``prior_source=calibration``), the space's marginals or flat.
+
+    ``prior.*`` given here must be the prior the calibration was fitted with (one target for the fit, its
+    Laplace approximation and the posterior); with ``prior_source`` space or flat it must be unset.
+    """
+    from sensitivity.analyses.posterior import flat_prior, gaussian_prior, space_prior
+    from sensitivity.datasets import read_prior
+    from sensitivity.errors import ConfigError
+    from workflows.calibrate import prior_from
+
+    build.check_choice(cfg.prior_source, PRIOR_SOURCES, "prior_source")
+    given = prior_from(cfg.prior, space)
+    if cfg.prior_source != "calibration":
+        if given[0] is not None:
+            raise ConfigError(f"`prior.*` sets a Gaussian prior, but prior_source={cfg.prior_source}: give one of them")
+        return space_prior(space) if cfg.prior_source == "space" else flat_prior()
+    recorded = read_prior(calibration, space.names)
+    if given[0] is not None and (recorded is None or not all(
+            np.allclose(a, b, rtol=1e-12, atol=0) for a, b in zip(given, recorded))):
+        raise ConfigError(f"`prior.*` differs from the prior {calibration.name} was fitted with "
+                          f"({'none' if recorded is None else 'another Gaussian'}): calibrate with this prior, or "
+                          "leave prior.* unset to sample the calibration's own")
+    return flat_prior() if recorded is None else gaussian_prior(*recorded)
 
 
 def _minima(path: Path, names: list[str]) -> np.ndarray:

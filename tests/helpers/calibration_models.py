@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import tensorflow as tf
 
 #: Output times of :func:`decay` [day], on its output dim ``day`` (a duration, as in the demo model).
@@ -45,3 +46,25 @@ def product(x: tf.Tensor) -> tf.Tensor:
     """``y(t) = a b t`` at :data:`TIMES`, as ``[B, 20]``: the data determine ``a b`` only."""
     t = tf.constant(TIMES[None, :], dtype=x.dtype)
     return x[:, :1] * x[:, 1:2] * t
+
+
+#: Config overrides of a linear model of two parameters with five named outputs in mixed units.
+LINEAR_W = np.array([[1.0, 0.5], [0.2, 2.0], [1.5, -1.0], [0.0, 1.0], [3.0, 0.3]])
+LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+          f"+model.kwargs.weights={LINEAR_W.tolist()}",
+          "model.output={name: y, units: [m, m, s, s, m], names: [o1, o2, o3, o4, o5]}",
+          "space.parameters=[{name: p, units: '1', low: -10.0, high: 10.0}, {name: q, units: '1', low: -10.0, "
+          "high: 10.0}]", "grid.n=4",
+          "step_dtype=null", "jacobian.jit_compile=false", "plots=false"]  # closed forms to 1e-9: float64 steps
+
+
+def linear_observations(tmp_path):
+    """Noisy observations of the :data:`LINEAR` model at p = 1.2, q = -0.7, as a CSV in shuffled order; returns
+    ``(path, y [5] in model order, sigma [5])``."""
+    rng = np.random.default_rng(1)
+    sigma = rng.uniform(0.1, 0.5, 5)
+    y = LINEAR_W @ np.array([1.2, -0.7]) + sigma * rng.standard_normal(5)
+    path = tmp_path / "linear.csv"
+    pd.DataFrame({"output": ["o5", "o1", "o2", "o3", "o4"], "value": np.roll(y, 1),
+                  "sigma": np.roll(sigma, 1)}).to_csv(path, index=False)
+    return path, y, sigma

@@ -14,7 +14,8 @@ import xarray as xr
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
-from tests.helpers.calibration_models import DECAY_OVERRIDES, PRODUCT_OVERRIDES, TIMES, decay_numpy
+from tests.helpers.calibration_models import (DECAY_OVERRIDES, LINEAR, LINEAR_W, PRODUCT_OVERRIDES, TIMES, decay_numpy,
+                                              linear_observations)
 from tests.helpers.cf import cf_errors
 from workflows import calibrate, sweep
 
@@ -85,24 +86,6 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
                                rtol=1e-9)
     assert sliced["in_basin"].values[10, 10] == 1 and str(path) in json.loads(sliced.attrs["inputs"])
     assert cf_errors(tmp_path / "step_slice.nc") == []
-
-
-LINEAR_W = np.array([[1.0, 0.5], [0.2, 2.0], [1.5, -1.0], [0.0, 1.0], [3.0, 0.3]])
-LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
-          f"+model.kwargs.weights={LINEAR_W.tolist()}",
-          "model.output={name: y, units: [m, m, s, s, m], names: [o1, o2, o3, o4, o5]}",
-          "space.parameters=[{name: p, units: '1', low: -10.0, high: 10.0}, {name: q, units: '1', low: -10.0, "
-          "high: 10.0}]", "grid.n=4", "step_dtype=null", *FAST]  # closed forms to 1e-9: float64 steps
-
-
-def linear_observations(tmp_path):
-    rng = np.random.default_rng(1)
-    sigma = rng.uniform(0.1, 0.5, 5)
-    y = LINEAR_W @ np.array([1.2, -0.7]) + sigma * rng.standard_normal(5)
-    path = tmp_path / "linear.csv"
-    pd.DataFrame({"output": ["o5", "o1", "o2", "o3", "o4"], "value": np.roll(y, 1),
-                  "sigma": np.roll(sigma, 1)}).to_csv(path, index=False)
-    return path, y, sigma
 
 
 @pytest.mark.parametrize("solver", ["trust_region", "levenberg_marquardt", "gauss_newton"])

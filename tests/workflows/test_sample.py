@@ -9,8 +9,9 @@ import xarray as xr
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError
 from sensitivity.labels import parameter_coords
+from tests.helpers.calibration_models import LINEAR, LINEAR_W, linear_observations
 from tests.helpers.propagation import FAST, SIX, C, W, by_method, linear_model, sha256, space
-from workflows import propagate, sample
+from workflows import calibrate, propagate, sample
 
 
 def write_posterior(path, names, draws, converged=1):
@@ -83,3 +84,35 @@ def test_sample_needs_a_calibration(compose_config):
 def test_propagate_posterior_needs_a_path(compose_config):
     with pytest.raises(ConfigError, match="must name a posterior result"):
         propagate.run(compose_config("propagate", ["uncertainty=posterior"]))
+
+
+PRIOR = ["prior.mean={p: 1.0}", "prior.std={p: 0.05, q: 2.0}"]
+
+
+@pytest.mark.slow
+def test_sample_takes_the_calibrations_own_prior(compose_config, tmp_path):
+    """One target: calibrated with a Gaussian prior, the posterior is sampled under that prior by default. The
+    model is linear with Gaussian noise, so the posterior is the calibration's N(estimate, covariance) exactly
+    (the bounds are 10 posterior std away), checked within 4 Monte Carlo standard errors."""
+    path, y, sigma = linear_observations(tmp_path)
+    fitted = calibrate.run(compose_config("calibrate", [*LINEAR, f"observations.path={path}", *PRIOR],
+                                          output_dir=tmp_path / "calibrate"))
+    jw, yw = LINEAR_W / sigma[:, None], y / sigma
+    precision = np.diag([1 / 0.05**2, 1 / 2.0**2])
+    cov = np.linalg.inv(jw.T @ jw + precision)
+    mean = cov @ (jw.T @ yw + precision @ np.array([1.0, 0.0]))
+    with open_result(fitted) as ds:
+        assert ds.attrs["prior"].startswith("gaussian") and "prior_covariance" in ds
+    chains = ["n_chains=4", "nuts.num_warmup=300", "nuts.num_draws=1000", "plots=false", "jacobian.jit_compile=false"]
+    ds = open_result(sample.run(compose_config("sample", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
+                                                          *chains], output_dir=tmp_path / "sample")))
+    assert ds.attrs["prior_source"] == "calibration" and ds.attrs["prior"].startswith("Gaussian")
+    se = np.sqrt(np.diag(cov) / ds["ess_bulk"].values)
+    assert np.all(np.abs(ds["posterior_mean"].values - mean) < 4 * se), (ds["posterior_mean"].values, mean, se)
+    np.testing.assert_allclose(ds["posterior_std"].values, np.sqrt(np.diag(cov)), rtol=0.1)
+    with pytest.raises(ConfigError, match="differs from the prior calibration.nc was fitted with"):
+        sample.run(compose_config("sample", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
+                                             "prior.std={p: 0.1, q: 2.0}", *chains], output_dir=tmp_path / "x"))
+    with pytest.raises(ConfigError, match="prior_source=space: give one of them"):
+        sample.run(compose_config("sample", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
+                                             *PRIOR, "prior_source=space", *chains], output_dir=tmp_path / "y"))

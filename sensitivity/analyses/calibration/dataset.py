@@ -80,6 +80,7 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
         prior_cov = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
         data["prior_mean"] = (("parameter",), problem.prior_mean, units.param("prior mean"))
         data["prior_std"] = (("parameter",), np.sqrt(np.diag(prior_cov)), units.param("prior standard deviation"))
+        data["prior_covariance"] = (("parameter_i", "parameter_j"), prior_cov, units.param_squared("prior covariance"))
     if history is not None:
         data.update(_history_vars(history, units, damping_label))
     k, n = fits.x.shape
@@ -95,6 +96,8 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
         coords["iteration"] = xr.Variable("iteration", np.arange(len(history.cost), dtype=np.int32),
                                           _one("solver iteration (0: start)"))
     attrs = {"title": "calibration", **settings,
+             "prior": ("gaussian: N(prior_mean, prior_covariance), within the parameter bounds"
+                       if problem.prior_mean is not None else "flat: uniform within the parameter bounds"),
              "log_parameters": " ".join(nm for nm, lg in zip(labels.names, problem.log_mask) if lg),
              "noise": "known (sigma or cov)" if units.known_noise else "unknown (covariance scaled by s^2)",
              "underdetermined": _underdetermined(post, problem.observations.n_observed),

@@ -133,8 +133,11 @@ def propagate(
                    compat="override", join="override")
     ds = ds.assign_coords(axis_coords(METHOD_DIM, list(methods)))
     ds = ds.assign(input_variables(inputs))
-    ds = nonlinearity_verdict(ds, reference="posterior" if draws is not None else "monte_carlo", k_sigma=k_sigma,
-                              rtol=rtol)
+    reference = "posterior" if draws is not None else "monte_carlo"
+    ds = nonlinearity_verdict(ds, reference=reference, k_sigma=k_sigma, rtol=rtol)
+    ds["nonlinear"].attrs["verdict_reference_description"] = (
+        "the posterior predictive: every MCMC draw through the model" if draws is not None else
+        f"Monte Carlo of the input uncertainty ({inputs.description})")
     ds.attrs.update(
         input_distribution=inputs.description,
         unscented_alpha=float(alpha), unscented_beta=float(beta), unscented_kappa=float(kappa),

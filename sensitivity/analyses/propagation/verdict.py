@@ -91,8 +91,9 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
     on how many outputs it disagrees with the verdict's reference (``monte_carlo`` or ``posterior``), and the
     largest gap in units of the reference's std.
     """
-    lines = []
     reference = ds["nonlinear"].attrs.get("verdict_reference", "monte_carlo")
+    described = ds["nonlinear"].attrs.get("verdict_reference_description")
+    lines = [("info", f"verdict reference: {reference}" + (f", {described}" if described else ""))]
     for i, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
         outside = float(ds["outside_bounds"].values[i])
         if ds["status"].values[i] != STATUS_OK:
