@@ -7,7 +7,7 @@ observations and weights, the same bounds, exact Jacobians from the compiled eng
       values-only call for every start still running and one Jacobian call for the accepted steps,
       the Jacobian of the steps in float32 (``step_dtype``, the workflow's default); the cost, the
       convergence tests and the statistics in float64. (a64) the same with float64 step Jacobians;
-      (aLM) as (a) with Levenberg-Marquardt (``solver=levenberg_marquardt``);
+      (aLM) as (a) with Levenberg-Marquardt (``calibrate=levenberg_marquardt``);
   (b) loop: one ``least_squares(method="trf", x_scale="jac")`` per start, its residual and Jacobian
       from per-start engine calls (an engine compiled for one point, values and Jacobian from one
       call, cached between ``fun`` and ``jac``).

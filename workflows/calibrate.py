@@ -4,9 +4,9 @@ The observations (netCDF or CSV, see :mod:`sensitivity.observations`) are aligne
 outputs; every start of the ``grid`` design (plus the nominal point) is fitted together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
-prior. With ``step_map.slice`` (the default) the step map on a 2-D slice through the best estimate is
+prior. With ``step_slice.enabled`` (the default) the step map on a 2-D slice through the best estimate is
 written too (``step_slice.nc``, :func:`sensitivity.analyses.calibration.step_slice`); with ``sweep_path`` the
-Gauss-Newton step map of a stored sweep (``gn_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`),
+Gauss-Newton step map of a stored sweep (``step_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`),
 block by block and without evaluating the model.
 """
 from __future__ import annotations
@@ -49,10 +49,10 @@ class PriorConf:
     cov: Optional[List[List[float]]] = None
 
 
-GNMapConf = schema_of(write_step_map, "GNMapConf", keys=("damping", "block"),
+StepMapConf = schema_of(write_step_map, "StepMapConf", keys=("damping", "block"),
                       extra=[("plot_parameters", Optional[List[str]], None)])
-StepMapConf = schema_of(step_slice, "StepMapConf", keys=("points",), extra=[
-    ("slice", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
+StepSliceConf = schema_of(step_slice, "StepSliceConf", keys=("points", "damping"), extra=[
+    ("enabled", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
 FitConf = schema_of(calibrate, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
 
 
@@ -70,8 +70,8 @@ class CalibrateConf(FitConf):
     step_dtype: Optional[str] = "float32"
     fit: bool = True
     sweep_path: Optional[str] = None
-    gn_map: GNMapConf = field(default_factory=GNMapConf)
     step_map: StepMapConf = field(default_factory=StepMapConf)
+    step_slice: StepSliceConf = field(default_factory=StepSliceConf)
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -82,7 +82,7 @@ SCHEMA = CalibrateConf
 
 def run(cfg: DictConfig) -> Path:
     """Run the calibration described by ``cfg``; return the path of ``calibration.nc``
-    (of ``gn_map.nc`` when ``fit=false``)."""
+    (of ``step_map.nc`` when ``fit=false``)."""
     if OmegaConf.is_missing(cfg.observations, "path"):
         raise ConfigError("`observations.path` is required: a .nc or .csv file of observed outputs")
     if not cfg.fit and not cfg.sweep_path:
@@ -173,7 +173,7 @@ def fit(cfg: DictConfig) -> Path:
     prior_mean, prior_cov = prior_from(cfg.prior, space)
     log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
     starts = starts_from(cfg, space)
-    slice_names = slice_parameters_from(cfg.step_map, space)
+    slice_names = slice_parameters_from(cfg.step_slice, space)
     obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model
     surrogate = build.surrogate_from(cfg, space)
     obs = read_observations(obs_path, surrogate.output)
@@ -212,7 +212,7 @@ def fit(cfg: DictConfig) -> Path:
 
         for figure in calibration_figures(path, build.output_dir(cfg)):
             log.info("figure: %s", figure)
-    if cfg.step_map.slice:
+    if cfg.step_slice.enabled:
         step_slice_of(cfg, ds, path, jac, obs, space, log_mask, solver, slice_names, surrogate)
     return path
 
@@ -249,14 +249,14 @@ def _log_summary(ds, seconds: float) -> None:
 
 
 def slice_parameters_from(node: DictConfig, space) -> list[str] | None:
-    """The two parameters of ``step_map.parameters`` (checked), or None for the two least identifiable."""
+    """The two parameters of ``step_slice.parameters`` (checked), or None for the two least identifiable."""
     names = build.plain(node.parameters)
     if names is not None and (len(names) != 2 or len(set(names)) != 2 or any(n not in space.names for n in names)):
-        raise ConfigError(f"`step_map.parameters` must name two different parameters of {space.names}, got {names}")
+        raise ConfigError(f"`step_slice.parameters` must name two different parameters of {space.names}, got {names}")
     if isinstance(node.points, bool) or not isinstance(node.points, int) or node.points < 2:
-        raise ConfigError(f"`step_map.points` must be an integer >= 2, got {node.points!r}")
+        raise ConfigError(f"`step_slice.points` must be an integer >= 2, got {node.points!r}")
     if not node.width > 0:
-        raise ConfigError(f"`step_map.width` must be > 0, got {node.width!r}")
+        raise ConfigError(f"`step_slice.width` must be > 0, got {node.width!r}")
     return names
 
 
@@ -271,14 +271,14 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
     pair = (least_identifiable(*(ds[key].values[best] for key in ("identifiability", "singular_value",
                                                                   "singular_vector")))
             if names is None else (space.index(names[0]), space.index(names[1])))
-    box = slice_box(center, space.bounds, pair, cfg.step_map.width)
+    box = slice_box(center, space.bounds, pair, cfg.step_slice.width)
     if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
         log.warning("step_slice: the slice ignores the prior (cost and steps of the data misfit only)")
     out = build.output_dir(cfg) / "step_slice.nc"
-    log.info("step_slice: %d x %d grid over %s and %s through the best estimate -> %s", cfg.step_map.points,
-             cfg.step_map.points, space.names[pair[0]], space.names[pair[1]], out)
-    result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_map.points,
-                        **obs.errors(), log_parameters=log_mask, damping=cfg.gn_map.damping, rcond=cfg.rcond,
+    log.info("step_slice: %d x %d grid over %s and %s through the best estimate -> %s", cfg.step_slice.points,
+             cfg.step_slice.points, space.names[pair[0]], space.names[pair[1]], out)
+    result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_slice.points,
+                        **obs.errors(), log_parameters=log_mask, damping=cfg.step_slice.damping, rcond=cfg.rcond,
                         solver=solver, values=jac.flat_values)
     sliced = result.to_dataset(space.names, space.units, output_units=surrogate.output.flat_units())
     sliced.attrs.update(provenance(
@@ -295,40 +295,40 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
 
 
 def step_map(cfg: DictConfig) -> Path:
-    """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``gn_map.nc`` (chunked, resumable)."""
+    """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``step_map.nc`` (chunked, resumable)."""
     from sensitivity.datasets import content_hash, provenance
     from sensitivity.observations import read_observations
     from sensitivity.stored_sweep import StoredSweep
 
-    if not isinstance(cfg.gn_map.block, int) or cfg.gn_map.block < 1:
-        raise ConfigError(f"`gn_map.block` must be an integer >= 1, got {cfg.gn_map.block!r}")
+    if not isinstance(cfg.step_map.block, int) or cfg.step_map.block < 1:
+        raise ConfigError(f"`step_map.block` must be an integer >= 1, got {cfg.step_map.block!r}")
     sweep_path = build.repo_path(cfg.sweep_path)
     if not sweep_path.is_file():
         raise DataError(f"`sweep_path`: sweep file not found: {sweep_path}")
     with StoredSweep(sweep_path) as sweep:
         names = list(sweep.parameter_names)
-        pair = build.plain(cfg.gn_map.plot_parameters)
+        pair = build.plain(cfg.step_map.plot_parameters)
         if pair is not None and (len(pair) != 2 or any(p not in names for p in pair)):
-            raise ConfigError(f"`gn_map.plot_parameters` must name two of {names}, got {pair}")
+            raise ConfigError(f"`step_map.plot_parameters` must name two of {names}, got {pair}")
         obs = read_observations(build.repo_path(cfg.observations.path), sweep.output)
         if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
-            log.warning("gn_map: the step map ignores the prior (steps of the data misfit only)")
-        out = build.output_dir(cfg) / "gn_map.nc"
+            log.warning("step_map: the step map ignores the prior (steps of the data misfit only)")
+        out = build.output_dir(cfg) / "step_map.nc"
         attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",
                            workflow="calibrate", config_yaml=build.config_yaml(cfg),
                            surrogate_source=sweep.attrs.get("surrogate"),
                            surrogate_hash=sweep.surrogate_hash,
                            inputs=[sweep_path, obs.path])
-        attrs.update(damping=str(cfg.gn_map.damping), rcond=str(cfg.rcond))
-        log.info("gn_map: %d sweep points in blocks of %d -> %s", sweep.size, cfg.gn_map.block, out)
-        path = write_step_map(sweep, obs.values, out, fingerprint=build.fingerprint(cfg.gn_map, cfg.rcond,
+        attrs.update(damping=str(cfg.step_map.damping), rcond=str(cfg.rcond))
+        log.info("step_map: %d sweep points in blocks of %d -> %s", sweep.size, cfg.step_map.block, out)
+        path = write_step_map(sweep, obs.values, out, fingerprint=build.fingerprint(cfg.step_map, cfg.rcond,
                                                                                     content_hash(obs.path)),
-                              attrs=attrs, **obs.errors(), damping=cfg.gn_map.damping, rcond=cfg.rcond,
-                              block=cfg.gn_map.block, progress=cfg.progress)
-    log.info("gn_map done: %s", path)
+                              attrs=attrs, **obs.errors(), damping=cfg.step_map.damping, rcond=cfg.rcond,
+                              block=cfg.step_map.block, progress=cfg.progress)
+    log.info("step_map done: %s", path)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.calibration import step_map_figure
 
-        log.info("figure: %s", step_map_figure(path, build.output_dir(cfg) / "gn_map.png", pair))
+        log.info("figure: %s", step_map_figure(path, build.output_dir(cfg) / "step_map.png", pair))
     return path

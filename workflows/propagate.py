@@ -1,11 +1,11 @@
 """Workflow `propagate`: input uncertainty through a surrogate, four methods side by side -> propagation.nc.
 
-The input uncertainty is the space's distributions (``uncertainty=space``: marginals joined by a
-Gaussian copula with ``space.correlation``) or a calibration result (``uncertainty=calibration
+The input uncertainty is the space's distributions (``propagate=space``: marginals joined by a
+Gaussian copula with ``space.correlation``) or a calibration result (``propagate=calibration
 uncertainty.path=.../calibration.nc``: multivariate normal with its estimate and covariance). With
 ``pointwise.sweep=.../sweep.nc`` the same input covariance is also propagated linearly through every
 stored Jacobian of a sweep (sigma_y at every sweep point) -> local_propagation.nc, without evaluating the model.
-With ``posterior.path=.../posterior.nc`` (and always with ``uncertainty=posterior``) the posterior draws are
+With ``posterior.path=.../posterior.nc`` (and always with ``propagate=posterior``) the posterior draws are
 pushed through the surrogate as a fifth method, ``posterior``, the verdict's reference.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ PointwiseConf = schema_of(pointwise_propagation, "PointwiseConf", keys=("block_s
 class PredictiveConf:
     """MCMC draws whose posterior predictive joins the methods (and becomes the verdict's reference)."""
 
-    path: Optional[str] = None  # a posterior.nc of `sample`; null: none (uncertainty=posterior: its own path)
+    path: Optional[str] = None  # a posterior.nc of `posterior`; null: none (propagate=posterior: its own path)
 
 
 @dataclass

@@ -26,7 +26,7 @@ WORKFLOWS = {
     "sweep": "workflows.sweep",
     "train": "workflows.train",
     "calibrate": "workflows.calibrate",
-    "sample": "workflows.sample",
+    "posterior": "workflows.posterior",
     "propagate": "workflows.propagate",
     "indices": "workflows.indices",
     "export": "workflows.export",

@@ -19,7 +19,7 @@ from workflows import build
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "the default study: sweep, calibrate, sample, propagate, predictive and indices of the SEIR demo surrogate"
+SUMMARY = "the default study: sweep, calibrate, posterior, propagate and indices of the SEIR demo surrogate"
 
 
 @dataclass

@@ -24,8 +24,8 @@ NEXT: dict[str, str] = {
     "train": "sweep model=keras model.source={result}",
     "sweep": "indices dgsm.sweep={result}",
     "merge": "indices dgsm.sweep={result}",
-    "calibrate": "sample calibration={result} observations.path={observations}",
-    "sample": "propagate uncertainty=posterior uncertainty.path={result}",
+    "calibrate": "posterior calibration={result} observations.path={observations}",
+    "posterior": "propagate propagate=posterior uncertainty.path={result}",
     "propagate": "indices",
 }
 

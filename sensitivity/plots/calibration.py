@@ -122,13 +122,13 @@ def correlation_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
 
 def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple[str, str] | None = None,
                     max_points: int = 400, max_arrow: float = 0.06) -> Path:
-    """Damped Gauss-Newton steps of a ``gn_map.nc`` projected on two parameters, as arrows coloured by
+    """Damped Gauss-Newton steps of a ``step_map.nc`` projected on two parameters, as arrows coloured by
     the condition number of the weighted Jacobian.
 
     Parameters
     ----------
     path
-        A ``gn_map.nc`` file (with the sweep points ``x``).
+        A ``step_map.nc`` file (with the sweep points ``x``).
     figure_path
         Where to write the PNG.
     parameters

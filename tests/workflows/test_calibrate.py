@@ -92,7 +92,7 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
 def test_linear_model_matches_weighted_least_squares_in_closed_form(compose_config, tmp_path, solver):
     path, y, sigma = linear_observations(tmp_path)
     ds = xr.open_dataset(calibrate.run(compose_config("calibrate", [*LINEAR, f"observations.path={path}",
-                                                                    f"solver={solver}"])))
+                                                                    f"calibrate={solver}"])))
     jw, yw = LINEAR_W / sigma[:, None], y / sigma
     reference = np.linalg.lstsq(jw, yw, rcond=None)[0]
     cov = np.linalg.inv(jw.T @ jw)
@@ -109,8 +109,8 @@ def test_linear_model_matches_weighted_least_squares_in_closed_form(compose_conf
 
 def test_step_slice_of_a_linear_model_lands_every_step_on_the_estimate(compose_config, tmp_path):
     path, y, sigma = linear_observations(tmp_path)
-    cfg = compose_config("calibrate", [*LINEAR, f"observations.path={path}", "step_map.parameters=[q, p]",
-                                       "step_map.points=5", "plots=true"])
+    cfg = compose_config("calibrate", [*LINEAR, f"observations.path={path}", "step_slice.parameters=[q, p]",
+                                       "step_slice.points=5", "plots=true"])
     ds = xr.open_dataset(calibrate.run(cfg))
     sliced = xr.open_dataset(tmp_path / "step_slice.nc")
     reference = np.linalg.lstsq(LINEAR_W / sigma[:, None], y / sigma, rcond=None)[0]
@@ -149,17 +149,17 @@ def test_gaussian_prior_gives_the_closed_form_posterior(compose_config, tmp_path
     np.testing.assert_allclose(ds["prior_std"].values, [0.05, 2.0])
 
 
-def test_gn_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, tmp_path):
+def test_step_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, tmp_path):
     sweep_cfg = compose_config("sweep", [*DECAY_OVERRIDES, "grid.n=50", "jacobian=float64", *FAST],
                                output_dir=tmp_path / "sweep")
     sweep_path = sweep.run(sweep_cfg)
     obs_path = decay_observations(tmp_path, missing=(3, 11))
     cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "fit=false",
-                                       f"sweep_path={sweep_path}", "gn_map.block=16", "gn_map.damping=0.01",
-                                       "gn_map.plot_parameters=[a, k]", "jacobian.jit_compile=false"],
+                                       f"sweep_path={sweep_path}", "step_map.block=16", "step_map.damping=0.01",
+                                       "step_map.plot_parameters=[a, k]", "jacobian.jit_compile=false"],
                          output_dir=tmp_path / "gn")
     path = calibrate.run(cfg)
-    assert path.name == "gn_map.nc" and not (tmp_path / "gn" / "calibration.nc").exists()
+    assert path.name == "step_map.nc" and not (tmp_path / "gn" / "calibration.nc").exists()
     ds, stored = xr.open_dataset(path), xr.open_dataset(sweep_path)
     np.testing.assert_array_equal(ds["x"].values, stored["x"].values)
     np.testing.assert_array_equal(ds["sample"].values, stored["sample"].values)
@@ -177,7 +177,7 @@ def test_gn_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, tm
         np.testing.assert_allclose(ds["cost"].values[i], 0.5 * r @ r, rtol=1e-12)
     assert ds["gn_step"].attrs["units_coordinate"] == "parameter_units"
     assert str(sweep_path) in json.loads(ds.attrs["inputs"])
-    assert not (tmp_path / "gn" / "gn_map.nc.parts").exists() and (tmp_path / "gn" / "gn_map.png").stat().st_size
+    assert not (tmp_path / "gn" / "step_map.nc.parts").exists() and (tmp_path / "gn" / "step_map.png").stat().st_size
     assert cf_errors(path) == []
 
 
@@ -213,7 +213,7 @@ def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_p
     (["prior.std={a: 1.0, k: 1.0, c: 1.0, z: 1.0}"], "`prior.std`: unknown parameter 'z'"),
     (["log_parameters=[c]"], "`log_parameters`: 'c' needs low > 0"),
     (["fit=false"], "nothing to do"),
-    (["step_map.parameters=[a, z]"], "`step_map.parameters` must name two different parameters of ['a', 'k', 'c']"),
+    (["step_slice.parameters=[a, z]"], "`step_slice.parameters` must name two different parameters of ['a', 'k', 'c']"),
 ])
 def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, message):
     cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={tmp_path / 'none.nc'}", *overrides])

@@ -138,7 +138,7 @@ def test_from_calibration_every_moment_method_equals_the_closed_form(compose_con
     names = [f"p{i}" for i in order]
     calibration = write_calibration(tmp_path / "calibration.nc", names, ["m"] * 6, mean[order],
                                     cov[np.ix_(order, order)])
-    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration", f"uncertainty.path={calibration}",
+    overrides = [*linear_model(), *space(SIX), *FAST, "propagate=calibration", f"uncertainty.path={calibration}",
                  "propagation.methods=[first_order, unscented]"]  # second order: in the tests above
     ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
     np.testing.assert_allclose(ds["input_mean"].values, mean, rtol=1e-12)
@@ -154,7 +154,7 @@ def test_truncated_posterior_has_scipy_truncated_normal_moments(compose_config, 
     mean, std = np.array([9.0, -9.5, 0.0, 2.0, -1.0, 9.9]), np.array([2.0, 1.0, 1.0, 0.5, 3.0, 0.5])
     calibration = write_calibration(tmp_path / "calibration.nc", [f"p{i}" for i in range(6)], ["m"] * 6, mean,
                                     np.diag(std**2))
-    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration", f"uncertainty.path={calibration}",
+    overrides = [*linear_model(), *space(SIX), *FAST, "propagate=calibration", f"uncertainty.path={calibration}",
                  "uncertainty.truncate=true", "propagation.methods=[first_order]"]
     ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
     oracle = [stats.truncnorm((-10 - m) / s, (10 - m) / s, loc=m, scale=s) for m, s in zip(mean, std)]
@@ -183,7 +183,7 @@ def test_pointwise_propagation_of_a_stored_sweep_equals_the_closed_form(compose_
     calibration = write_calibration(tmp_path / "calibration.nc", names, [units[n] for n in names],
                                     np.array([0.3, 1.0, 0.5, 0.5]), cov)
     overrides = ["experiment=plume", "propagation.methods=[]", f"pointwise.sweep={path}", "pointwise.block_size=7",
-                 "uncertainty=calibration", f"uncertainty.path={calibration}"]
+                 "propagate=calibration", f"uncertainty.path={calibration}"]
     out = propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "local"))
     assert out.name == "local_propagation.nc" and not (tmp_path / "local" / "propagation.nc").exists()
     with xr.open_dataset(path) as stored:
@@ -206,7 +206,7 @@ def bad_calibration(tmp_path: Path) -> Path:
 
 TWO = ["{name: a, units: '1', low: -1, high: 1}", "{name: b, units: '1', low: -1, high: 1}"]
 BAD = {
-    "non-PD covariance": (["uncertainty=calibration", "uncertainty.path={calibration}"],
+    "non-PD covariance": (["propagate=calibration", "uncertainty.path={calibration}"],
                           DataError, "`covariance` must be positive definite, got smallest eigenvalue -1"),
     "unknown distribution": (space([TWO[0], "{name: b, units: '1', low: -1, high: 1, distribution: {kind: cauchi}}"]),
                              ConfigError, "parameter 'b': distribution `kind` must name a continuous scipy"),
@@ -239,7 +239,7 @@ def test_bad_inputs_fail_with_one_line_errors_and_no_output(compose_config, tmp_
 def test_cli_rejects_a_non_positive_definite_posterior(tmp_path):
     calibration = bad_calibration(tmp_path)
     out = subprocess.run(CLI + ["propagate", "model=function", "model.source=sensitivity.simulators.analytic:linear",
-                                "++model.kwargs={weights: [[1.0, 2.0]]}", *space(TWO), "uncertainty=calibration",
+                                "++model.kwargs={weights: [[1.0, 2.0]]}", *space(TWO), "propagate=calibration",
                                 f"uncertainty.path={calibration}", f"hydra.run.dir={tmp_path / 'run'}"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2
@@ -254,7 +254,7 @@ def test_a_calibration_of_another_surrogate_is_refused_unless_allowed(compose_co
     with xr.open_dataset(calibration) as ds:
         other = ds.load().assign_attrs(surrogate_hash="sha256:" + "0" * 64)
     other.to_netcdf(tmp_path / "other.nc")
-    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration",
+    overrides = [*linear_model(), *space(SIX), *FAST, "propagate=calibration",
                  f"uncertainty.path={tmp_path / 'other.nc'}", "propagation.methods=[first_order]"]
     with pytest.raises(DataError, match=r"calibrated with surrogate sha256:000000000000\.\.\., this model is sha256:"
                                         r".*set uncertainty.allow_other_surrogate=true"):

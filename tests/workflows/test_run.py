@@ -10,12 +10,12 @@ from workflows.registry import CONF_DIR
 pytestmark = pytest.mark.slow
 
 #: What the default study writes (conf/run.yaml).
-DATASETS = {"sweep/sweep.nc", "calibrate/calibration.nc", "calibrate/gn_map.nc", "calibrate/step_slice.nc",
-            "sample/posterior.nc", "propagate/propagation.nc", "propagate/local_propagation.nc",
+DATASETS = {"sweep/sweep.nc", "calibrate/calibration.nc", "calibrate/step_map.nc", "calibrate/step_slice.nc",
+            "posterior/posterior.nc", "propagate/propagation.nc", "propagate/local_propagation.nc",
             "indices/indices.nc"}
 
 SMALL = {"indices": ["sobol.n=256"], "propagate": ["propagation.n_samples=1024"],
-         "sample": ["n_chains=4", "nuts.num_warmup=100", "nuts.num_draws=100", "throw=false"]}
+         "posterior": ["n_chains=4", "nuts.num_warmup=100", "nuts.num_draws=100", "throw=false"]}
 
 
 def test_every_dataset_of_the_default_study_is_cf_clean(compose_config, tmp_path):

@@ -12,7 +12,7 @@ from sensitivity.analyses.posterior.density import (LogPosterior, Prior, Support
                                                     log_posterior, space_prior)
 from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, Diagnostics, diagnose
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
-from sensitivity.analyses.posterior.sample import (PosteriorError, PosteriorWarning, check_proper, initial_points,
+from sensitivity.analyses.posterior.driver import (PosteriorError, PosteriorWarning, check_proper, initial_points,
                                                    sample_posterior)
 
 __all__ = ["ESS_MIN", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",

@@ -19,7 +19,7 @@ al. 2021) of the quantity it averages, output by output:
 Equivalently every standard error is its i.i.d. value scaled by ``sqrt(N / ESS)``. These are the error
 bars of the nonlinearity verdict when ``posterior`` is its reference.
 
-Monte Carlo of the draws' empirical distribution (``uncertainty=posterior``: ``monte_carlo`` resamples the
+Monte Carlo of the draws' empirical distribution (``propagate=posterior``: ``monte_carlo`` resamples the
 draws) inherits their error: its estimate is the draws' own plus resampling noise, independent of it, so
 :func:`with_chain_error` adds the two variances, ``se^2 = se_resampling^2 + se_draws^2`` (the i.i.d. error of
 ``N`` resamples cannot fall below the draws' ``sd / sqrt(ESS)``, however large ``N``).

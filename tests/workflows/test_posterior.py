@@ -1,4 +1,4 @@
-"""Workflow `sample` wiring and `propagate uncertainty=posterior` (the posterior predictive) on stored draws."""
+"""Workflow `sample` wiring and `propagate propagate=posterior` (the posterior predictive) on stored draws."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.labels import parameter_coords
 from tests.helpers.calibration_models import LINEAR, LINEAR_W, linear_observations
 from tests.helpers.propagation import FAST, SIX, C, W, by_method, linear_model, sha256, space
-from workflows import calibrate, propagate, sample
+from workflows import calibrate, posterior, propagate
 
 
 def write_posterior(path, names, draws, converged=1):
@@ -30,7 +30,7 @@ def test_posterior_draws_through_the_model(compose_config, tmp_path):
     draws = rng.uniform(-1, 1, (2, 500, 6)) ** 3
     order = [3, 0, 5, 1, 4, 2]
     path = write_posterior(tmp_path / "posterior.nc", [f"p{i}" for i in order], draws[..., order])
-    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=posterior", f"uncertainty.path={path}",
+    overrides = [*linear_model(), *space(SIX), *FAST, "propagate=posterior", f"uncertainty.path={path}",
                  "propagation.methods=[first_order, monte_carlo]"]
     ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
     flat = draws.reshape(-1, 6)
@@ -52,7 +52,7 @@ def test_posterior_draws_through_the_model(compose_config, tmp_path):
 
 
 def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp_path):
-    """`uncertainty=calibration posterior.path=...`: the four methods propagate the calibration's Gaussian and
+    """`propagate=calibration posterior.path=...`: the four methods propagate the calibration's Gaussian and
     the fifth, `posterior`, the draws; the draws' mean is far from the Gaussian's, so against the posterior
     reference the moment methods are flagged on every output while Monte Carlo of the Gaussian agrees with them."""
     names = [f"p{i}" for i in range(6)]
@@ -64,7 +64,7 @@ def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp
     rng = np.random.default_rng(1)
     draws = 0.5 + 0.1 * rng.standard_normal((4, 300, 6))
     path = write_posterior(tmp_path / "posterior.nc", names, draws)
-    overrides = [*linear_model(), *space(SIX), *FAST, "uncertainty=calibration", f"uncertainty.path={calibration}",
+    overrides = [*linear_model(), *space(SIX), *FAST, "propagate=calibration", f"uncertainty.path={calibration}",
                  f"posterior.path={path}"]
     ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
     assert list(ds["propagation_method_name"].values)[-1] == "posterior"
@@ -78,12 +78,12 @@ def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp
 
 def test_sample_needs_a_calibration(compose_config):
     with pytest.raises(ConfigError, match="`calibration` is required"):
-        sample.run(compose_config("sample", ["observations.path=data/seir/observations.nc"]))
+        posterior.run(compose_config("posterior", ["observations.path=data/seir/observations.nc"]))
 
 
 def test_propagate_posterior_needs_a_path(compose_config):
     with pytest.raises(ConfigError, match="must name a posterior result"):
-        propagate.run(compose_config("propagate", ["uncertainty=posterior"]))
+        propagate.run(compose_config("propagate", ["propagate=posterior"]))
 
 
 PRIOR = ["prior.mean={p: 1.0}", "prior.std={p: 0.05, q: 2.0}"]
@@ -104,15 +104,15 @@ def test_sample_takes_the_calibrations_own_prior(compose_config, tmp_path):
     with open_result(fitted) as ds:
         assert ds.attrs["prior"].startswith("gaussian") and "prior_covariance" in ds
     chains = ["n_chains=4", "nuts.num_warmup=300", "nuts.num_draws=1000", "plots=false", "jacobian.jit_compile=false"]
-    ds = open_result(sample.run(compose_config("sample", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
+    ds = open_result(posterior.run(compose_config("posterior", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
                                                           *chains], output_dir=tmp_path / "sample")))
     assert ds.attrs["prior_source"] == "calibration" and ds.attrs["prior"].startswith("Gaussian")
     se = np.sqrt(np.diag(cov) / ds["ess_bulk"].values)
     assert np.all(np.abs(ds["posterior_mean"].values - mean) < 4 * se), (ds["posterior_mean"].values, mean, se)
     np.testing.assert_allclose(ds["posterior_std"].values, np.sqrt(np.diag(cov)), rtol=0.1)
     with pytest.raises(ConfigError, match="differs from the prior calibration.nc was fitted with"):
-        sample.run(compose_config("sample", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
+        posterior.run(compose_config("posterior", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
                                              "prior.std={p: 0.1, q: 2.0}", *chains], output_dir=tmp_path / "x"))
     with pytest.raises(ConfigError, match="prior_source=space: give one of them"):
-        sample.run(compose_config("sample", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
+        posterior.run(compose_config("posterior", [*LINEAR, f"observations.path={path}", f"calibration={fitted}",
                                              *PRIOR, "prior_source=space", *chains], output_dir=tmp_path / "y"))

@@ -1,4 +1,4 @@
-"""Workflow `sample`: the calibration's posterior by NUTS with exact gradients -> posterior.nc.
+"""Workflow `posterior`: the calibration's posterior by NUTS with exact gradients -> posterior.nc.
 
 The posterior of the calibration problem (same surrogate, observations and prior) is sampled by many
 TensorFlow Probability NUTS chains at once, started from the calibration's distinct minima and
@@ -75,7 +75,7 @@ def run(cfg: DictConfig) -> Path:
 
     for key in ("calibration", "observations.path"):
         if OmegaConf.is_missing(cfg, key) if key == "calibration" else OmegaConf.is_missing(cfg.observations, "path"):
-            raise ConfigError(f"`{key}` is required (sensitivity sample calibration=.../calibration.nc "
+            raise ConfigError(f"`{key}` is required (sensitivity posterior calibration=.../calibration.nc "
                               "observations.path=...)")
     space = build.space_from(cfg)
     calibration = check_path(build.repo_path(cfg.calibration))
@@ -92,7 +92,7 @@ def run(cfg: DictConfig) -> Path:
     start = initial_points(minima, support.interior(laplace.mean), laplace.covariance, support, cfg.n_chains,
                            spread=cfg.spread, seed=cfg.seed)
     out = build.output_dir(cfg) / "posterior.nc"
-    log.info("sample: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s -> %s", cfg.n_chains,
+    log.info("posterior: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s -> %s", cfg.n_chains,
              sampler.num_warmup, sampler.num_draws, len(minima), prior.description(), out)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PosteriorWarning)
@@ -105,7 +105,7 @@ def run(cfg: DictConfig) -> Path:
         log.warning("%s", warning.message)
     ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),
                                                {"long_name": "parameter description"}))
-    attrs = provenance(title=f"Posterior of the calibration {calibration.name} by NUTS", workflow="sample",
+    attrs = provenance(title=f"Posterior of the calibration {calibration.name} by NUTS", workflow="posterior",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                        surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[calibration, obs.path])
     ds.attrs = {**ds.attrs, **attrs, "calibration": str(calibration), "calibration_hash": content_hash(calibration),
@@ -163,7 +163,7 @@ def _minima(path: Path, names: list[str]) -> np.ndarray:
 
 def _log_summary(ds) -> None:
     """The sampler's run and, per parameter, posterior against Laplace with the diagnostics."""
-    log.info("sample: %s s, step size %.3g, mean acceptance %s, %d divergent; %s",
+    log.info("posterior: %s s, step size %.3g, mean acceptance %s, %d divergent; %s",
              ds.attrs["sampling_seconds"], float(ds["step_size"]), ds.attrs["mean_accept_prob"],
              int(ds["n_divergent"]), ds.attrs["diagnostics"])
     for j, name in enumerate(ds["parameter_name"].values):
