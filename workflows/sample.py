@@ -63,8 +63,8 @@ def run(cfg: DictConfig) -> Path:
     import warnings
 
     from sensitivity.analyses.calibration import ObservationModel
-    from sensitivity.analyses.posterior import (NUTS, PosteriorWarning, Support, gaussian_prior, initial_points,
-                                                sample_posterior, space_prior)
+    from sensitivity.analyses.posterior import (NUTS, PosteriorWarning, Support, check_prior_families,
+                                                gaussian_prior, initial_points, sample_posterior, space_prior)
     from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
     from sensitivity.errors import ConfigError
     from sensitivity.observations import check_path, read_observations
@@ -75,6 +75,7 @@ def run(cfg: DictConfig) -> Path:
             raise ConfigError(f"`{key}` is required (sensitivity sample calibration=.../calibration.nc "
                               "observations.path=...)")
     space = build.space_from(cfg)
+    check_prior_families(space)
     calibration = check_path(build.repo_path(cfg.calibration))
     laplace = read_estimate(calibration, names=space.names)
     minima = _minima(calibration, space.names)

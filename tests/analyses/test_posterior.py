@@ -13,10 +13,11 @@ import pytest
 from scipy import integrate, stats
 
 from sensitivity.analyses.calibration import ObservationModel
-from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, Prior, diagnose, flat_prior,
-                                            gaussian_prior, initial_points, sample_posterior)
+from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, diagnose, flat_prior,
+                                            gaussian_prior, initial_points, sample_posterior, space_prior)
 from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
+from sensitivity.space import ParameterSpace
 from tests.helpers.cf import cf_errors
 
 tf = pytest.importorskip("tensorflow")
@@ -85,11 +86,15 @@ def test_banana_posterior_moments():
 @pytest.mark.parametrize("algorithm", ["nuts", "chees", "snaper"])
 def test_bounds_and_log_parameter_change_of_variables(algorithm):
     """p ~ N(0.2, 0.5^2) truncated to [0, 1] (uniform prior, one observation); q: a lognormal prior
-    (median 2, sigma_log 0.5) truncated to [0.5, 8], untouched by the data (its output is 0 q)."""
+    (median 2, sigma_log 0.5) truncated to [0.5, 8], untouched by the data (its output is 0 q). The priors are
+    the space's marginals (the original kinds `uniform` on the bounds and `lognormal`)."""
     obs = ObservationModel.from_arrays(np.array([0.2, 0.0]), sigma=np.array([0.5, 1.0]))
     model = lambda x: tf.stack([x[:, 0], 0.0 * x[:, 1]], axis=1)  # noqa: E731
-    prior = Prior("space", (("uniform", {"low": 0.0, "high": 1.0}), ("lognormal", {"median": 2.0, "sigma_log": 0.5})))
-    bounds = np.array([[0.0, 1.0], [0.5, 8.0]])
+    space = ParameterSpace.from_records([
+        {"name": "p", "units": "1", "low": 0.0, "high": 1.0},
+        {"name": "q", "units": "1", "low": 0.5, "high": 8.0,
+         "distribution": {"kind": "lognormal", "median": 2.0, "sigma_log": 0.5}}])
+    prior, bounds = space_prior(space), space.bounds
     start = np.array([[0.5, 2.0], [0.1, 1.0], [0.9, 4.0], [0.3, 3.0]])
     ds = sample_posterior(model, obs, prior, start, bounds=bounds, log_parameters=np.array([False, True]),
                           sampler=NUTS(num_draws=2000, num_warmup=400, algorithm=algorithm), seed=2,
@@ -157,7 +162,7 @@ def test_demo_posterior_quantiles_match_emcee():
     emcee = pytest.importorskip("emcee")
     from sensitivity import load_surrogate
     from sensitivity.analyses.calibration import calibrate
-    from sensitivity.analyses.posterior import Support, log_posterior, space_prior
+    from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import output_spec
@@ -217,7 +222,7 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
 
     from sensitivity import load_surrogate
     from sensitivity.analyses.calibration import calibrate
-    from sensitivity.analyses.posterior import Support, log_posterior, space_prior
+    from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import output_spec

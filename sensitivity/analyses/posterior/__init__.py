@@ -2,6 +2,8 @@
 
 * :mod:`.density`: the posterior as a compiled float64 log-density (observation model, priors, bounds and
   log parameters through bijectors, Laplace preconditioning);
+* :mod:`.priors`: the space's marginals (scipy families, truncated on either side) as TF log-densities, and
+  the TF-free check that a space's families have one;
 * :mod:`.nuts`: many TensorFlow Probability NUTS chains in one XLA-compiled call;
 * :mod:`.diagnostics`: split R-hat, bulk and tail ESS, MCSE (Vehtari et al. 2021);
 * :mod:`.sample`: the verb :func:`sample_posterior` and the dataset it returns.
@@ -12,9 +14,10 @@ from sensitivity.analyses.posterior.density import (LogPosterior, Prior, Support
                                                     log_posterior, space_prior)
 from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, Diagnostics, diagnose
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
+from sensitivity.analyses.posterior.priors import FAMILIES, check_prior_families
 from sensitivity.analyses.posterior.sample import (PosteriorError, PosteriorWarning, check_proper, initial_points,
                                                    sample_posterior)
 
-__all__ = ["ESS_MIN", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
-           "PosteriorWarning", "Prior", "Support", "check_proper", "diagnose", "flat_prior", "gaussian_prior",
-           "initial_points", "log_posterior", "run_nuts", "sample_posterior", "space_prior"]
+__all__ = ["ESS_MIN", "FAMILIES", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
+           "PosteriorWarning", "Prior", "Support", "check_prior_families", "check_proper", "diagnose", "flat_prior",
+           "gaussian_prior", "initial_points", "log_posterior", "run_nuts", "sample_posterior", "space_prior"]
