@@ -108,6 +108,35 @@ def test_bounds_and_log_parameter_change_of_variables(algorithm):
     assert ds["draws"].values[..., 0].min() > 0 and ds["draws"].values[..., 0].max() < 1
 
 
+@pytest.mark.slow
+def test_space_prior_of_truncated_scipy_families():
+    """The space `sensitivity init` writes (a uniform, b normal truncated below at 0.5, c Gumbel truncated to
+    [0, 6]) as prior and three observed outputs (a + b^2 c, b, c - a): NUTS's moments against those of a
+    Gauss-Legendre quadrature (60 nodes per parameter) of the posterior on the space's bounds."""
+    space = ParameterSpace.from_records([
+        {"name": "a", "units": "1", "distribution": {"kind": "uniform", "loc": 0.0, "scale": 1.0}},
+        {"name": "b", "units": "1", "distribution": {"kind": "norm", "loc": 1.0, "scale": 0.2, "truncate": [0.5, None]}},
+        {"name": "c", "units": "1", "distribution": {"kind": "gumbel_r", "loc": 2.0, "scale": 0.5,
+                                                     "truncate": [0.0, 6.0]}}])
+    y, sigma = np.array([2.6, 1.1, 1.6]), np.array([0.3, 0.2, 0.4])
+    outputs = lambda a, b, c: [a + b**2 * c, b, c - a]  # noqa: E731
+    model = lambda x: tf.stack(outputs(*tf.unstack(x, axis=1)), axis=1)  # noqa: E731
+    nodes, weights = np.polynomial.legendre.leggauss(60)
+    grid = [0.5 * (lo + hi) + 0.5 * (hi - lo) * nodes for lo, hi in space.bounds]
+    a, b, c = np.meshgrid(*grid, indexing="ij")
+    log_w = stats.norm(1.0, 0.2).logpdf(b) + stats.gumbel_r(2.0, 0.5).logpdf(c) - 0.5 * sum(
+        ((f - yi) / si) ** 2 for f, yi, si in zip(outputs(a, b, c), y, sigma))
+    w = np.exp(log_w - log_w.max()) * np.einsum("i,j,k->ijk", weights, weights, weights)
+    w /= w.sum()
+    mean = np.array([(w * v).sum() for v in (a, b, c)])
+    std = np.array([np.sqrt((w * (v - m) ** 2).sum()) for v, m in zip((a, b, c), mean)])
+    start = np.array([[0.3, 1.0, 2.0], [0.7, 1.2, 1.5], [0.5, 0.9, 2.5], [0.2, 1.1, 1.8]])
+    ds = sample_posterior(model, ObservationModel.from_arrays(y, sigma=sigma), space_prior(space), start,
+                          bounds=space.bounds, sampler=SAMPLER, seed=4, parameter_names=space.names)
+    _check_moments(ds, mean, std)
+    assert "gumbel_r(loc=2, scale=0.5) truncated to [0, 6]" in ds.attrs["prior"]
+
+
 def test_improper_flat_posterior_is_refused():
     """y = a + b observes only the sum: with a flat prior and no bounds the posterior is improper."""
     obs = ObservationModel.from_arrays(np.array([1.0]), sigma=0.1)
