@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 from scipy import integrate, stats
 
 from sensitivity.analyses.calibration import ObservationModel
@@ -19,6 +20,7 @@ from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
 from sensitivity.space import ParameterSpace
 from tests.helpers.cf import cf_errors
+from workflows.init import FILES
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_probability")
@@ -113,11 +115,7 @@ def test_space_prior_of_truncated_scipy_families():
     """The space `sensitivity init` writes (a uniform, b normal truncated below at 0.5, c Gumbel truncated to
     [0, 6]) as prior and three observed outputs (a + b^2 c, b, c - a): NUTS's moments against those of a
     Gauss-Legendre quadrature (60 nodes per parameter) of the posterior on the space's bounds."""
-    space = ParameterSpace.from_records([
-        {"name": "a", "units": "1", "distribution": {"kind": "uniform", "loc": 0.0, "scale": 1.0}},
-        {"name": "b", "units": "1", "distribution": {"kind": "norm", "loc": 1.0, "scale": 0.2, "truncate": [0.5, None]}},
-        {"name": "c", "units": "1", "distribution": {"kind": "gumbel_r", "loc": 2.0, "scale": 0.5,
-                                                     "truncate": [0.0, 6.0]}}])
+    space = ParameterSpace.from_records(yaml.safe_load(FILES["conf/space/study.yaml"])["parameters"])
     y, sigma = np.array([2.6, 1.1, 1.6]), np.array([0.3, 0.2, 0.4])
     outputs = lambda a, b, c: [a + b**2 * c, b, c - a]  # noqa: E731
     model = lambda x: tf.stack(outputs(*tf.unstack(x, axis=1)), axis=1)  # noqa: E731

@@ -18,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from scipy import integrate, stats
 
 from sensitivity.analyses.posterior.priors import FAMILIES, check_prior_families, describe, log_density
 from sensitivity.errors import ConfigError
 from sensitivity.marginals import Truncated, marginal
 from sensitivity.space import ParameterSpace
+from workflows.init import FILES
 
 tf = pytest.importorskip("tensorflow")
 
@@ -205,10 +207,10 @@ def test_log_density_compiles_with_xla(name):
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
 
 
-STUDY = [{"name": "a", "units": "1", "distribution": {"kind": "uniform", "loc": 0.0, "scale": 1.0}},
-         {"name": "b", "units": "1", "distribution": {"kind": "norm", "loc": 1.0, "scale": 0.2, "truncate": [0.5, None]}},
-         {"name": "c", "units": "1", "distribution": {"kind": "gumbel_r", "loc": 2.0, "scale": 0.5,
-                                                      "truncate": [0.0, 6.0]}},
+#: The space `sensitivity init` writes (uniform; norm truncated below; gumbel_r truncated on both sides) and the
+#: original kinds (triangular and truncnormal on the bounds, lognormal, normal, uniform on the bounds).
+INIT_SPACE = yaml.safe_load(FILES["conf/space/study.yaml"])["parameters"]
+STUDY = [*INIT_SPACE,
          {"name": "d", "units": "1", "low": 1.0, "high": 3.0, "distribution": {"kind": "triangular", "mode": 1.5}},
          {"name": "e", "units": "1", "low": 0.0, "high": 2.0,
           "distribution": {"kind": "truncnormal", "mean": 0.5, "std": 1.0}},
@@ -242,8 +244,8 @@ def test_describe_names_family_parameters_and_truncation():
 
 
 def test_family_without_a_tf_log_density_is_refused():
-    space = ParameterSpace.from_records([*STUDY[:2], {"name": "c", "units": "1",
-                                                      "distribution": {"kind": "skewnorm", "a": 2.0}}])
+    space = ParameterSpace.from_records([*INIT_SPACE[:2], {"name": "c", "units": "1",
+                                                           "distribution": {"kind": "skewnorm", "a": 2.0}}])
     with pytest.raises(ConfigError, match=r"^parameter 'c': distribution 'skewnorm' has no TF log-density for the "
                                           r"posterior; families that work: alpha, anglit, .*, weibull_min$"):
         check_prior_families(space)
