@@ -217,8 +217,7 @@ def check_prior_families(space: Any) -> None:
         ``parameter 'c': distribution 'foo' has no TF log-density for the posterior; families that work: ...``.
     """
     for p in space.parameters:
-        family = _family(p.frozen_distribution())
-        if family not in FAMILIES:
+        if _base(p.frozen_distribution()).dist.name not in FAMILIES:
             raise ConfigError(_unsupported(p.distribution.kind, f"parameter {p.name!r}"))
 
 
@@ -227,14 +226,15 @@ def _unsupported(kind: str, where: str) -> str:
             f"{', '.join(sorted(FAMILIES))}")
 
 
-def _family(marginal: Any) -> str:
-    return (marginal.base if isinstance(marginal, Truncated) else marginal).dist.name
+def _base(marginal: Any) -> Any:
+    """The untruncated frozen law of a marginal."""
+    return marginal.base if isinstance(marginal, Truncated) else marginal
 
 
 def describe(marginal: Any) -> str:
     """``family(shapes, loc, scale)``, with ``truncated to [lower, upper]`` when truncated, e.g.
     ``gumbel_r(loc=2, scale=0.5) truncated to [0, 6]``."""
-    base = marginal.base if isinstance(marginal, Truncated) else marginal
+    base = _base(marginal)
     params = ", ".join(f"{k}={v:.6g}" for k, v in frozen_parameters(base).items())
     text = f"{base.dist.name}({params})"
     if isinstance(marginal, Truncated):
@@ -263,8 +263,7 @@ def log_density(marginal: Any) -> Callable[[Any], Any]:
     """
     import tensorflow as tf
 
-    truncated = isinstance(marginal, Truncated)
-    base = marginal.base if truncated else marginal
+    truncated, base = isinstance(marginal, Truncated), _base(marginal)
     family = base.dist.name
     if family not in FAMILIES:
         raise ConfigError(_unsupported(family, "prior"))
