@@ -156,3 +156,24 @@ class Truncated:
             var = expect(lambda x: (x - mean) ** 2, lb=self.lower, ub=self.upper, conditional=True)
             self._moments = (float(mean), float(math.sqrt(var)))
         return self._moments
+
+
+def frozen_parameters(frozen: Any) -> dict[str, float]:
+    """A frozen scipy distribution's parameters by name: its shapes, then ``loc`` and ``scale``."""
+    names = parameter_names(frozen.dist)
+    values = {"loc": 0.0, "scale": 1.0, **dict(zip(names, frozen.args)), **frozen.kwds}
+    return {name: float(values[name]) for name in names}
+
+
+def log_mass(base: Any, lower: float, upper: float) -> float:
+    """``log P(lower <= X <= upper)`` of a frozen scipy distribution, accurate in both tails.
+
+    From the log cdf where the interval lies in the lower half of the law, else from the log survival
+    function (as :class:`Truncated` takes its mass), as ``log F(b) + log1p(-exp(log F(a) - log F(b)))``:
+    an interval far in either tail keeps its relative accuracy (``log_ndtr``-based for the normal).
+    """
+    if float(base.cdf(lower)) > 0.5:
+        near, far = float(base.logsf(lower)), float(base.logsf(upper))
+    else:
+        near, far = float(base.logcdf(upper)), float(base.logcdf(lower))
+    return near + math.log1p(-math.exp(far - near)) if far > -math.inf else near

@@ -31,8 +31,18 @@ def space_from(cfg: DictConfig) -> ParameterSpace:
     return ParameterSpace.from_records(records, plain(cfg.space.correlation))
 
 
+def tensorflow() -> None:
+    """Import TensorFlow quietly (:func:`sensitivity.tf_runtime.import_tensorflow`), once every check of the config
+    that needs no TensorFlow has passed: each workflow calls this (through :func:`surrogate_from`) where it first
+    needs a model, so a bad config fails in about a second."""
+    from sensitivity.tf_runtime import import_tensorflow
+
+    import_tensorflow()
+
+
 def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = None):
     """Load ``cfg.model`` with the space's names and units, in ``dtype`` (default ``cfg.jacobian.dtype``)."""
+    tensorflow()
     from sensitivity.surrogate import load_surrogate
 
     source = cfg.model.source

@@ -74,9 +74,9 @@ def run(cfg: DictConfig) -> Path:
             check_problem_form(space)
         except ConfigError as err:
             raise ConfigError(f"export.problem_file: {err}; set export.problem_file=null") from None
+    surrogate = build.surrogate_from(cfg, space)
     from sensitivity.export import RELOAD_SNIPPET, export_jacobian
 
-    surrogate = build.surrogate_from(cfg, space)
     jac = build.engine_from(cfg, surrogate)
     out = build.output_dir(cfg)
     target = out / opts.name

@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 
 SUMMARY = "the shards (and swept configs) of a multirun as one dataset -> sweep.nc"
 #: merge only reads and writes netCDF: it never imports TensorFlow (see workflows.cli)
-USES_TENSORFLOW = False
 #: ``sensitivity merge DIR`` means ``sensitivity merge input_dir=DIR``.
 POSITIONAL = "input_dir"
 FORMATS = ("netcdf", "zarr")

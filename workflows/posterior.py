@@ -129,13 +129,15 @@ def prior_of(cfg: DictConfig, space, calibration: Path):
     ``prior.*`` given here must be the prior the calibration was fitted with (one target for the fit, its
     Laplace approximation and the posterior); with ``prior_source`` space or flat it must be unset.
     """
-    from sensitivity.analyses.posterior import flat_prior, gaussian_prior, space_prior
+    from sensitivity.analyses.posterior import check_prior_families, flat_prior, gaussian_prior, space_prior
     from sensitivity.datasets import read_prior
     from sensitivity.errors import ConfigError
     from workflows.calibrate import prior_from
 
     build.check_choice(cfg.prior_source, PRIOR_SOURCES, "prior_source")
     given = prior_from(cfg.prior, space)
+    if cfg.prior_source == "space":
+        check_prior_families(space)  # every family has a TF log-density: refused here, before TensorFlow loads
     if cfg.prior_source != "calibration":
         if given[0] is not None:
             raise ConfigError(f"`prior.*` sets a Gaussian prior, but prior_source={cfg.prior_source}: give one of them")

@@ -3,8 +3,7 @@
 Imported by the command line (:mod:`workflows.cli`), the schema registration
 (:mod:`workflows.schema`) and the study chain (:mod:`workflows.run`); it imports none of them.
 Each workflow is a module with a ``SUMMARY`` line and a ``run(cfg)`` function, optionally a
-``SCHEMA`` dataclass, a ``POSITIONAL`` config key and ``USES_TENSORFLOW = False`` (the command line
-then skips TensorFlow's import), and a primary config ``conf/<workflow>.yaml``.
+``SCHEMA`` dataclass and a ``POSITIONAL`` config key, and a primary config ``conf/<workflow>.yaml``.
 """
 from __future__ import annotations
 

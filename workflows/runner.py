@@ -3,7 +3,8 @@
 The command line (:mod:`workflows.cli`) and the study chain (:mod:`workflows.run`) both run a
 workflow through :func:`run_workflow`, so the rules hold for every entry point: the keys of other
 workflows (one experiment file for a whole study) are checked and dropped
-(:func:`workflows.schema.own_config`), TensorFlow is imported only by workflows that use it, and a
+(:func:`workflows.schema.own_config`), TensorFlow is imported only where a workflow first needs a model, after
+its checks (:func:`workflows.build.tensorflow`), and a
 finished run names its result, points ``outputs/<workflow>/latest`` at its run directory and
 prints the command that takes the result further.
 """
@@ -49,12 +50,7 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
     from workflows.schema import own_config
 
     module = importlib.import_module(WORKFLOWS[name])
-    cfg = own_config(cfg, name)
-    if getattr(module, "USES_TENSORFLOW", True):
-        from sensitivity.tf_runtime import import_tensorflow
-
-        import_tensorflow()
-    result = Path(module.run(cfg))
+    result = Path(module.run(own_config(cfg, name)))
     if overrides is not None:
         announce(name, cfg, result, overrides)
     return result

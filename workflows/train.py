@@ -76,7 +76,8 @@ def run(cfg: DictConfig) -> Path:
     x, y, inputs = _samples(cfg, space, simulator)
     output = _output_spec(cfg, y.shape[1:])
 
-    from sensitivity import training  # TensorFlow loads here, after the inputs are known to be good
+    build.tensorflow()  # after the inputs are known to be good
+    from sensitivity import training
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.surrogate import load_surrogate
 

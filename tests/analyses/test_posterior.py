@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 from scipy import integrate, stats
 
 from sensitivity.analyses.calibration import ObservationModel
-from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, Prior, diagnose, flat_prior,
-                                            gaussian_prior, initial_points, sample_posterior)
+from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, diagnose, flat_prior,
+                                            gaussian_prior, initial_points, sample_posterior, space_prior)
 from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
+from sensitivity.space import ParameterSpace
 from tests.helpers.cf import cf_errors
+from workflows.init import FILES
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_probability")
@@ -85,11 +88,15 @@ def test_banana_posterior_moments():
 @pytest.mark.parametrize("algorithm", ["nuts", "chees", "snaper"])
 def test_bounds_and_log_parameter_change_of_variables(algorithm):
     """p ~ N(0.2, 0.5^2) truncated to [0, 1] (uniform prior, one observation); q: a lognormal prior
-    (median 2, sigma_log 0.5) truncated to [0.5, 8], untouched by the data (its output is 0 q)."""
+    (median 2, sigma_log 0.5) truncated to [0.5, 8], untouched by the data (its output is 0 q). The priors are
+    the space's marginals (the original kinds `uniform` on the bounds and `lognormal`)."""
     obs = ObservationModel.from_arrays(np.array([0.2, 0.0]), sigma=np.array([0.5, 1.0]))
     model = lambda x: tf.stack([x[:, 0], 0.0 * x[:, 1]], axis=1)  # noqa: E731
-    prior = Prior("space", (("uniform", {"low": 0.0, "high": 1.0}), ("lognormal", {"median": 2.0, "sigma_log": 0.5})))
-    bounds = np.array([[0.0, 1.0], [0.5, 8.0]])
+    space = ParameterSpace.from_records([
+        {"name": "p", "units": "1", "low": 0.0, "high": 1.0},
+        {"name": "q", "units": "1", "low": 0.5, "high": 8.0,
+         "distribution": {"kind": "lognormal", "median": 2.0, "sigma_log": 0.5}}])
+    prior, bounds = space_prior(space), space.bounds
     start = np.array([[0.5, 2.0], [0.1, 1.0], [0.9, 4.0], [0.3, 3.0]])
     ds = sample_posterior(model, obs, prior, start, bounds=bounds, log_parameters=np.array([False, True]),
                           sampler=NUTS(num_draws=2000, num_warmup=400, algorithm=algorithm), seed=2,
@@ -101,6 +108,31 @@ def test_bounds_and_log_parameter_change_of_variables(algorithm):
     m2 = integrate.quad(lambda q: q * q * ln.pdf(q), 0.5, 8.0)[0] / mass
     _check_moments(ds, np.array([tn.mean(), m1]), np.array([tn.std(), np.sqrt(m2 - m1**2)]))
     assert ds["draws"].values[..., 0].min() > 0 and ds["draws"].values[..., 0].max() < 1
+
+
+@pytest.mark.slow
+def test_space_prior_of_truncated_scipy_families():
+    """The space `sensitivity init` writes (a uniform, b normal truncated below at 0.5, c Gumbel truncated to
+    [0, 6]) as prior and three observed outputs (a + b^2 c, b, c - a): NUTS's moments against those of a
+    Gauss-Legendre quadrature (60 nodes per parameter) of the posterior on the space's bounds."""
+    space = ParameterSpace.from_records(yaml.safe_load(FILES["conf/space/study.yaml"])["parameters"])
+    y, sigma = np.array([2.6, 1.1, 1.6]), np.array([0.3, 0.2, 0.4])
+    outputs = lambda a, b, c: [a + b**2 * c, b, c - a]  # noqa: E731
+    model = lambda x: tf.stack(outputs(*tf.unstack(x, axis=1)), axis=1)  # noqa: E731
+    nodes, weights = np.polynomial.legendre.leggauss(60)
+    grid = [0.5 * (lo + hi) + 0.5 * (hi - lo) * nodes for lo, hi in space.bounds]
+    a, b, c = np.meshgrid(*grid, indexing="ij")
+    log_w = stats.norm(1.0, 0.2).logpdf(b) + stats.gumbel_r(2.0, 0.5).logpdf(c) - 0.5 * sum(
+        ((f - yi) / si) ** 2 for f, yi, si in zip(outputs(a, b, c), y, sigma))
+    w = np.exp(log_w - log_w.max()) * np.einsum("i,j,k->ijk", weights, weights, weights)
+    w /= w.sum()
+    mean = np.array([(w * v).sum() for v in (a, b, c)])
+    std = np.array([np.sqrt((w * (v - m) ** 2).sum()) for v, m in zip((a, b, c), mean)])
+    start = np.array([[0.3, 1.0, 2.0], [0.7, 1.2, 1.5], [0.5, 0.9, 2.5], [0.2, 1.1, 1.8]])
+    ds = sample_posterior(model, ObservationModel.from_arrays(y, sigma=sigma), space_prior(space), start,
+                          bounds=space.bounds, sampler=SAMPLER, seed=4, parameter_names=space.names)
+    _check_moments(ds, mean, std)
+    assert "gumbel_r(loc=2, scale=0.5) truncated to [0, 6]" in ds.attrs["prior"]
 
 
 def test_improper_flat_posterior_is_refused():
@@ -157,7 +189,7 @@ def test_demo_posterior_quantiles_match_emcee():
     emcee = pytest.importorskip("emcee")
     from sensitivity import load_surrogate
     from sensitivity.analyses.calibration import calibrate
-    from sensitivity.analyses.posterior import Support, log_posterior, space_prior
+    from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import output_spec
@@ -217,7 +249,7 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
 
     from sensitivity import load_surrogate
     from sensitivity.analyses.calibration import calibrate
-    from sensitivity.analyses.posterior import Support, log_posterior, space_prior
+    from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.jacobian import compile_jacobian
     from sensitivity.observations import read_observations
     from sensitivity.simulators.seir import output_spec

@@ -2,9 +2,11 @@
 
 * :mod:`.density`: the posterior as a compiled float64 log-density (observation model, priors, bounds and
   log parameters through bijectors, Laplace preconditioning);
+* :mod:`.priors`: the space's marginals (scipy families, truncated on either side) as TF log-densities, and
+  the TF-free check that a space's families have one;
 * :mod:`.nuts`: many TensorFlow Probability NUTS chains in one XLA-compiled call;
 * :mod:`.diagnostics`: split R-hat, bulk and tail ESS, MCSE (Vehtari et al. 2021);
-* :mod:`.sample`: the verb :func:`sample_posterior` and the dataset it returns.
+* :mod:`.driver`: the verb :func:`sample_posterior` and the dataset it returns.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, Diagno
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
 from sensitivity.analyses.posterior.driver import (PosteriorError, PosteriorWarning, check_proper, initial_points,
                                                    sample_posterior)
+from sensitivity.analyses.posterior.priors import FAMILIES, check_prior_families
 
-__all__ = ["ESS_MIN", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
-           "PosteriorWarning", "Prior", "Support", "check_proper", "diagnose", "flat_prior", "gaussian_prior",
-           "initial_points", "log_posterior", "run_nuts", "sample_posterior", "space_prior"]
+__all__ = ["ESS_MIN", "FAMILIES", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
+           "PosteriorWarning", "Prior", "Support", "check_prior_families", "check_proper", "diagnose", "flat_prior",
+           "gaussian_prior", "initial_points", "log_posterior", "run_nuts", "sample_posterior", "space_prior"]

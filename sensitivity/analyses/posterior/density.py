@@ -7,9 +7,10 @@ the calibration's cost with its sign flipped plus the log-prior::
 
 with ``W`` the whitening of :class:`~sensitivity.analyses.calibration.ObservationModel` (``1/sigma`` or
 ``L^{-1}`` of the observed block of the covariance; masked and missing outputs dropped) and ``log p``
-either the space's marginals (any kind the space supports: uniform, normal, truncnormal, lognormal,
-triangular) or a Gaussian ``N(mu_p, P)``. Its gradient is ``-J^T W^T W r + grad log p``, exact, by reverse
-mode through the surrogate.
+either the space's marginals (the frozen scipy objects propagation samples: every family of
+:data:`~sensitivity.analyses.posterior.priors.FAMILIES`, truncated on either side, and the original kinds
+through their scipy form; :mod:`.priors` holds their TF log-densities) or a Gaussian ``N(mu_p, P)``. Its
+gradient is ``-J^T W^T W r + grad log p``, exact, by reverse mode through the surrogate.
 
 The sampler moves in an unconstrained space ``z``: ``x = T(mu_u + L z)`` where ``T`` maps each parameter
 elementwise from the real line onto its support (a scaled sigmoid for two finite bounds, a shifted
@@ -34,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sensitivity.analyses.calibration import ObservationModel
+from sensitivity.analyses.posterior.priors import check_prior_families, describe, log_density
 from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 
@@ -55,35 +57,40 @@ class Prior:
     kind
         ``"space"`` (independent marginals), ``"gaussian"`` or ``"flat"`` (improper unless bounded).
     marginals
-        Per parameter ``(kind, params)`` of the space's distributions (``kind="space"``).
+        Per parameter the frozen :mod:`scipy.stats` marginal (``kind="space"``): a family of
+        :data:`~sensitivity.analyses.posterior.priors.FAMILIES`, or a
+        :class:`~sensitivity.marginals.Truncated` one.
     mean, cov
         ``[n]`` and ``[n, n]`` of a Gaussian prior.
     """
 
     kind: str
-    marginals: tuple[tuple[str, dict[str, float]], ...] = ()
+    marginals: tuple[Any, ...] = ()
     mean: np.ndarray | None = None
     cov: np.ndarray | None = None
 
     def description(self) -> str:
-        """One line for dataset attributes."""
+        """One line for dataset attributes: each marginal's family, parameters and truncation."""
         if self.kind == "space":
-            return "space marginals: " + ", ".join(kind for kind, _ in self.marginals)
+            return "space marginals: " + "; ".join(describe(m) for m in self.marginals)
         return "Gaussian N(prior mean, prior covariance)" if self.kind == "gaussian" else "flat (uniform on the bounds)"
 
 
 def space_prior(space: ParameterSpace) -> Prior:
-    """The space's marginal distributions (uniform on the bounds where none is given) as the prior.
+    """The space's marginal distributions, the very objects propagation samples, as the prior.
 
-    The space's copula correlation, meant for propagation, is not a prior belief and is ignored.
+    Each parameter's :meth:`~sensitivity.space.Parameter.frozen_distribution`: a scipy family with its
+    shapes, ``loc`` and ``scale``, truncated where the space truncates it (uniform on the bounds where no
+    distribution is given). The space's copula correlation, meant for propagation, is not a prior belief
+    and is ignored.
+
+    Raises
+    ------
+    ConfigError
+        A family without a TF log-density (:func:`~sensitivity.analyses.posterior.priors.check_prior_families`).
     """
-    marginals = []
-    for p in space.parameters:
-        params = dict(p.distribution.params)
-        if p.distribution.kind in ("uniform", "truncnormal", "triangular"):
-            params.update(low=p.low, high=p.high)
-        marginals.append((p.distribution.kind, params))
-    return Prior("space", tuple(marginals))
+    check_prior_families(space)
+    return Prior("space", tuple(p.frozen_distribution() for p in space.parameters))
 
 
 def gaussian_prior(mean: np.ndarray, cov: np.ndarray) -> Prior:
@@ -296,27 +303,9 @@ def _log_prior(prior: Prior, n: int) -> Callable[[Any], Any]:
         return dist.log_prob
     if len(prior.marginals) != n:
         raise ConfigError(f"space prior has {len(prior.marginals)} parameters, the problem {n}")
-    dists = [_marginal(kind, params) for kind, params in prior.marginals]
+    densities = [log_density(m) for m in prior.marginals]
 
     def log_prob(x):
-        return tf.add_n([d.log_prob(x[:, j]) for j, d in enumerate(dists)])
+        return tf.add_n([density(x[:, j]) for j, density in enumerate(densities)])
 
     return log_prob
-
-
-def _marginal(kind: str, p: dict[str, float]):
-    """The TFP distribution of one space marginal (parametrised as in :class:`sensitivity.space.Distribution`)."""
-    import tensorflow_probability as tfp
-
-    tfd, f = tfp.distributions, np.float64
-    if kind == "uniform":
-        return tfd.Uniform(f(p["low"]), f(p["high"]))
-    if kind == "normal":
-        return tfd.Normal(f(p["mean"]), f(p["std"]))
-    if kind == "truncnormal":
-        return tfd.TruncatedNormal(f(p["mean"]), f(p["std"]), f(p["low"]), f(p["high"]))
-    if kind == "lognormal":
-        return tfd.LogNormal(f(np.log(p["median"])), f(p["sigma_log"]))
-    if kind == "triangular":
-        return tfd.Triangular(low=f(p["low"]), high=f(p["high"]), peak=f(p["mode"]))
-    raise ConfigError(f"prior: unsupported distribution kind {kind!r}")
