@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity import datasets
+from sensitivity.datasets import write as datasets_write
 from sensitivity.datasets import copy_atomic, write_atomic
 from sensitivity.errors import DataError
 from workflows import train
@@ -74,5 +74,5 @@ def test_an_interrupted_write_removes_its_temporary_file(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        datasets._replace_atomic(tmp_path / "out.bin", interrupted)
+        datasets_write._replace_atomic(tmp_path / "out.bin", interrupted)
     assert list(tmp_path.iterdir()) == []
