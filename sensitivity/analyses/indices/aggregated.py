@@ -41,10 +41,9 @@ from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
 from sensitivity.datasets import output_dim_coords
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_coords
+from sensitivity.labels import axis_coords, common_units
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
-from sensitivity.units import product
 
 Weights = str | Mapping[str, Sequence[float]] | None
 
@@ -263,5 +262,4 @@ def _on_kept(array: np.ndarray, kept_shape: tuple[int, ...]) -> np.ndarray:
 
 def _squared_units(spec: OutputSpec) -> str | None:
     """Units of a variance of the output, when every element shares its units."""
-    units = set(spec.flat_units())
-    return product(next(iter(units)), next(iter(units))) if len(units) == 1 else None
+    return common_units(dataset.squared_units(spec.flat_units()))
