@@ -76,13 +76,14 @@ def run(cfg: DictConfig) -> Path:
                "intervals": indices.Intervals(c.method, c.replicates, c.conf_level, b.n_resamples, b.interval)}
     designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
     surrogate = build.surrogate_from(cfg, space)
-    sweeps = {f"{name}.sweep": (cfg[name].sweep, label) for name, label in (("dgsm", "DGSM"), ("given_data", "given-data"))
+    accepts = {"dgsm": ("DGSM", indices.SAMPLING_GRIDS), "given_data": ("given-data indices", indices.RANK_GRIDS)}
+    sweeps = {f"{name}.sweep": (cfg[name].sweep, check) for name, check in accepts.items()
               if name in chosen and cfg[name].sweep}
-    for key, (sweep, label) in sweeps.items():
+    for key, (sweep, (label, grids)) in sweeps.items():
         from sensitivity.stored_sweep import StoredSweep
 
         with indices.in_section(key, StoredSweep, sweep) as stored:
-            indices.in_section(key, partial(indices.check_sweep_sample, method=label), stored, space,
+            indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,
                                surrogate.output, surrogate.content_hash)
     jac = build.engine_from(cfg, surrogate)
     log.info("indices: %s on %s (%d parameters, %d outputs), %s mode, %s", ", ".join(chosen), surrogate.source,

@@ -46,7 +46,8 @@ from sensitivity.analyses.indices import (
     sobol_dependent,
     tails,
 )
-from sensitivity.analyses.indices.dgsm_sweep import SAMPLING_GRIDS, check_sweep_sample, sweep_blocks, sweep_sample
+from sensitivity.analyses.indices.dgsm_sweep import (RANK_GRIDS, SAMPLING_GRIDS, check_sweep_sample, sweep_blocks,
+                                                    sweep_sample)
 from sensitivity.analyses.indices.driver import (
     DEFAULT_METHODS,
     METHODS,
@@ -79,7 +80,7 @@ from sensitivity.analyses.indices.methods import (
 )
 
 __all__ = [
-    "DEFAULT_METHODS", "METHODS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm", "FlatModel",
+    "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm", "FlatModel",
     "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley", "Sobol",
     "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
     "compute", "copula", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",

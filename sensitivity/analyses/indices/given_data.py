@@ -12,6 +12,10 @@ Neighbours in ``x_i`` share ``x_i`` (nearly) and nothing else, so their covarian
 the input distribution, one sample for every input and output at once (ties in ``x_i`` are broken at random).
 The indices are those of the distribution the points were drawn from; with dependent inputs that is the
 full first-order index ``Var(E[Y | x_i]) / V`` (Mara, Tarantola & Annoni 2015), which needs no other design.
+The points must be i.i.d. draws (or a Latin hypercube, whose other columns are independent permutations):
+in a Sobol' or Halton net, points next to each other in ``x_i`` are correlated in the other inputs, and the
+estimator is biased (measured on Ishigami at ``N = 8192``: errors of 0.1-0.5, against 0.02 for i.i.d. or
+Latin hypercube points), so a stored sweep must be on a ``random`` or ``lhs`` grid.
 
 Error: the points are split at random into ``batches`` disjoint batches of ``N / batches`` points, the
 estimator is applied to each, and the standard error of the pooled estimate is ``sd(batch estimates) /

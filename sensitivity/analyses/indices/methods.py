@@ -381,9 +381,11 @@ class Aggregated:
         return aggregated.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
 
     def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+        spec = ctx.model.spec  # the output dims and weights are checked before any model run
+        aggregated.output_weights(spec, aggregated.resolve_over(spec, self.over), self.weights)
         values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
         kwargs = {k: v for k, v in ctx.analysis_kwargs().items() if k not in ctx.model.labels}
-        return {"aggregated": aggregated.analyze(values, ctx.space, ctx.model.spec, over=self.over,
+        return {"aggregated": aggregated.analyze(values, ctx.space, spec, over=self.over,
                                                  weights=self.weights, n_components=self.n_components, **kwargs)}
 
 
@@ -391,9 +393,9 @@ class Aggregated:
 class GivenData:
     """Given-data first-order indices (:mod:`~sensitivity.analyses.indices.given_data`): no design of their own.
 
-    From the points and values of a stored ``sweep`` file (read ``block`` points at a time; see
-    :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid) or of a
-    ``samples`` file (netCDF ``x(sample, parameter)`` and the output variable, or CSV: :func:`sensitivity.samples.read_samples`),
+    From the points and values of a stored ``sweep`` file on a ``random`` or ``lhs`` grid (read ``block``
+    points at a time; see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that
+    is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output variable, or CSV: :func:`sensitivity.samples.read_samples`),
     with no model runs; with neither, from ``n`` fresh i.i.d. draws of the input distribution (``n`` model
     runs for every first-order index). The error is over ``intervals.replicates`` random batches of the points.
     """
