@@ -336,3 +336,18 @@ def test_cli_unusable_n_exits_nonzero_with_one_line(tmp_path):
     errors = [line for line in (out.stdout + out.stderr).splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "sobol: `n` must be a power of two >= 16, got 100" in errors[0]
     assert not (tmp_path / "indices.nc").exists()
+
+
+@pytest.mark.slow
+def test_cli_dependent_preset_on_a_correlated_space(tmp_path):
+    out = subprocess.run(CLI + ["indices", "indices=dependent", "space.correlation=[[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], "
+                                "[0.0, 0.0, 1.0]]", "shapley.n_outer=512", "shapley.n_variance=4096",
+                                "sobol_dependent.n=256", "dgsm.n=256", "active_subspaces.n=256", "given_data.n=1024",
+                                f"hydra.run.dir={tmp_path}", "progress=false"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ds = open_result(tmp_path / "indices.nc")
+    assert ds.attrs["methods"] == "shapley sobol_dependent given_data dgsm active_subspaces"
+    assert ds.attrs["shapley_inputs"] == "dependent (Gaussian copula)"
+    np.testing.assert_allclose(ds.shapley_effect.sum("parameter"), 1.0, rtol=1e-12)
+    assert (tmp_path / "indices_dependent.png").exists()
