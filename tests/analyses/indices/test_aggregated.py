@@ -128,3 +128,21 @@ def test_named_outputs_in_different_units_aggregate_with_explicit_weights():
     # Only p counts. N = 1024: 10 seeds, largest error 0.010 -> 0.015.
     np.testing.assert_allclose(ds.S1, A[0] ** 2 / (A[0] ** 2).sum(), atol=0.015)
     assert ds.weight.dims == ("output",) and ds.output_name.values.tolist() == ["p", "q"]
+
+
+def test_labels_by_numbers_output_aggregated_over_the_numbers():
+    # Y[s, t] = (t + 1) A_s x for 3 species x 4 days: over days, species s keeps A_si^2 / sum_i A_si^2 (the day
+    # factor scales every input alike); over both, the day weights (t + 1)^2 enter as in closed_form. N = 4096:
+    # 10 seeds, largest error 0.001 -> 0.003.
+    spec = OutputSpec("n", "1", (OutputDim("species", ("fox", "hare", "lynx")),
+                                 OutputDim("day", (0, 1, 2, 3), "day")))
+    a = A[:3]
+    x = aggregated.sample(UNIFORM, 4096, seed=6)
+    y = np.einsum("si,ni,t->nst", a, x, np.arange(1.0, 5.0)).reshape(len(x), -1)
+    ds = aggregated.analyze(y, UNIFORM, spec, over=["day"], seed=6)
+    assert ds.S1.dims == ("parameter", "species") and ds.pca_loading.dims == ("component", "day", "species")
+    np.testing.assert_allclose(ds.S1.transpose("parameter", "species"), (a**2 / (a**2).sum(axis=1, keepdims=True)).T,
+                               atol=0.003)
+    both = aggregated.analyze(y, UNIFORM, spec, seed=6)
+    part = ((a**2)[:, None, :] * (np.arange(1.0, 5.0) ** 2)[None, :, None]).sum(axis=(0, 1))
+    np.testing.assert_allclose(both.S1, part / part.sum(), atol=0.003)
