@@ -51,7 +51,7 @@ from scipy import stats
 from sensitivity.analyses.indices import dataset
 from sensitivity.analyses.indices.copula import NormalScores
 from sensitivity.analyses.indices.design import Seed, as_values, check_rows, is_correlated
-from sensitivity.errors import ConfigError, DataError
+from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 
 #: Model runs per part of a random-permutation design (about; whole orders per part).
@@ -185,7 +185,7 @@ def sample(
 
 
 def part_statistics(values: np.ndarray, design: Design, k: int) -> dict[str, np.ndarray]:
-    """The sums :func:`from_statistics` needs from the model's values ``[rows, m]`` on part ``k``."""
+    """The sums the analysis needs from the model's values ``[rows, m]`` on part ``k`` (reduced as they come)."""
     part = design.parts[k]
     y = as_values(values, what=f"values of part {k}")
     check_rows(y.shape[0], part.rows, what=f"values of part {k}")
@@ -236,14 +236,16 @@ def analyze(
     Returns
     -------
     xarray.Dataset
-        See :func:`from_statistics`.
+        ``effect (parameter, output)`` [1] with ``effect_se`` and ``effect_interval (parameter, output,
+        bound)`` (left out with ``conf_level=None``), ``variance (output)`` with ``variance_se``, with exact
+        permutations also ``S1_full`` and ``ST_ind`` ``(parameter, output)`` with their ``*_se``, and
+        ``status (output)`` (1 where an output is constant: its effects are NaN).
     """
     y = as_values(values)
     check_rows(y.shape[0], design.n_points, what="values")
     bounds = np.cumsum([0] + [p.rows for p in design.parts])
     stats_ = [part_statistics(y[a:b], design, k) for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
-    return from_statistics(stats_, design, space, conf_level=conf_level, output_names=output_names,
-                           output_units=output_units)
+    return _dataset(stats_, design, space, conf_level, output_names, output_units)
 
 
 def analyze_model(
@@ -257,33 +259,15 @@ def analyze_model(
     Keywords as :func:`analyze`.
     """
     stats_ = [part_statistics(model(design.points(k)), design, k) for k in range(len(design.parts))]
-    return from_statistics(stats_, design, space, **kwargs)  # type: ignore[arg-type]
+    return _dataset(stats_, design, space, **kwargs)  # type: ignore[arg-type]
 
 
-def from_statistics(
-    statistics: Sequence[dict[str, np.ndarray]],
-    design: Design,
-    space: ParameterSpace,
-    *,
-    conf_level: float | None = 0.95,
-    output_names: Sequence[str] | None = None,
-    output_units: Sequence[str] | None = None,
-) -> xr.Dataset:
-    """The labeled Shapley effects from every part's :func:`part_statistics`, in part order.
-
-    Returns
-    -------
-    xarray.Dataset
-        ``effect (parameter, output)`` [1] with ``effect_se`` and ``effect_interval (parameter, output,
-        bound)`` (left out with ``conf_level=None``), ``variance (output)`` with ``variance_se``, with exact
-        permutations also ``S1_full`` and ``ST_ind`` ``(parameter, output)`` with their ``*_se``, and
-        ``status (output)`` (1 where an output is constant: its effects are NaN).
-    """
+def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space: ParameterSpace,
+             conf_level: float | None = 0.95, output_names: Sequence[str] | None = None,
+             output_units: Sequence[str] | None = None) -> xr.Dataset:
+    """The labeled Shapley effects (:func:`analyze`) from every part's :func:`part_statistics`, in part order."""
     if conf_level is not None and not 0.0 < conf_level < 1.0:
         raise ConfigError(f"`conf_level` must lie in (0, 1), got {conf_level!r}")
-    if len(statistics) != len(design.parts):
-        raise DataError(f"`statistics` must have one entry per part of the design ({len(design.parts)}), "
-                        f"got {len(statistics)}")
     head, rest = statistics[0], statistics[1:]
     mean, v, v_var = head["mean"], head["variance"], head["variance_var"]
     constant = np.sqrt(v) <= np.finfo(np.float64).eps * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)
