@@ -230,8 +230,8 @@ def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     present = [m for m in DEPENDENT if m[0] in ds]
     rows = shown_outputs(ds)
     names = _names(ds)
-    fig, axes = plt.subplots(len(rows), 1, figsize=(max(6.0, 1.1 * len(names) * len(present) / 2 + 3), 3.0 * len(rows)),
-                             squeeze=False, constrained_layout=True)
+    width = min(16.0, max(6.0, 0.25 * len(names) * len(present) + 2))
+    fig, axes = plt.subplots(len(rows), 1, figsize=(width, 3.2 * len(rows)), squeeze=False, constrained_layout=True)
     width = 0.8 / len(present)
     for ax, (index, label) in zip(axes[:, 0], rows):
         x = np.arange(len(names))
@@ -288,7 +288,10 @@ def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
 def _loadings(ax: plt.Axes, loading: xr.DataArray, over: list[str], components: list[str], fig: plt.Figure) -> None:
     """Principal directions over one dim (lines, bars for labels) or the leading one over two (a map)."""
     if len(over) == 2:
-        im = ax.imshow(loading.isel(component=0).transpose(*over).values, origin="lower", cmap="RdBu_r")
+        numeric = all(d in loading.coords and loading[d].dtype.kind in "iuf" for d in over)
+        extent = [*loading[over[1]].values[[0, -1]], *loading[over[0]].values[[0, -1]]] if numeric else None
+        im = ax.imshow(loading.isel(component=0).transpose(*over).values, origin="lower", cmap="RdBu_r",
+                       extent=extent, aspect="auto")
         ax.set_xlabel(over[1])
         ax.set_ylabel(over[0])
         fig.colorbar(im, ax=ax, shrink=0.8)

@@ -286,6 +286,21 @@ def test_field_output_keeps_its_dims(compose_config, tmp_path):
     assert cf_errors(tmp_path / "indices.nc") == []
 
 
+@pytest.mark.slow
+def test_field_output_gets_area_weighted_aggregated_indices(compose_config, tmp_path):
+    cfg = compose_config("indices", FLOAT64 + [
+        "experiment=plume", "methods=[aggregated]", "aggregated.n=256", "aggregated.weights=area", "model.kwargs.size=6",
+        "model.output.dims=[{name: lat, values: [-60, -30, 0, 30, 60, 80], units: degrees_north},"
+        " {name: lon, values: {start: 100, stop: 106}, units: degrees_east}]"])
+    ds = open_result(indices.run(cfg))
+    assert ds.aggregated_S1.dims == ("parameter",) and ds.aggregated_weight.dims == ("lat", "lon")
+    np.testing.assert_allclose(ds.aggregated_weight.isel(lon=0), np.cos(np.deg2rad([-60, -30, 0, 30, 60, 80])),
+                               rtol=1e-12)
+    assert ds.aggregated_pca_loading.dims == ("component", "lat", "lon") and ds.attrs["aggregated_weights"] == "area"
+    assert (tmp_path / "indices_aggregated.png").exists()
+    assert cf_errors(tmp_path / "indices.nc") == []
+
+
 def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
     # The sweep's 8192 scrambled-Sobol' points are draws of the uniform inputs: nu within 0.1 % as above.
     path = sweep.run(compose_config("sweep", FLOAT64 + ["grid.n=8192", "plots=false"], tmp_path / "sweep"))
@@ -316,6 +331,8 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
     ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: sweep file not found: nowhere.nc"),
     (["methods=[given_data]", "given_data.sweep=a.nc", "given_data.samples=b.nc"], ConfigError,
      "given_data: give `sweep` or `samples`, not both"),
+    (["methods=[given_data]", "given_data.samples=nowhere.csv"], DataError,
+     "given_data: `samples` file not found: nowhere.csv"),
     (["methods=[shapley]", "shapley.n_inner=1"], ConfigError, "shapley: `n_inner` must be an integer >= 2, got 1"),
     (["methods=[aggregated]", "aggregated.weights=area"], ConfigError,
      "aggregated: `weights: area` needs a latitude dim"),

@@ -26,7 +26,7 @@ from sensitivity.analyses.indices import (active_subspaces, aggregated, derivati
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import INTERVAL_METHODS, IntervalPlan
 from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks, sweep_sample
-from sensitivity.errors import ConfigError
+from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
 from sensitivity.stored_sweep import StoredSweep
@@ -410,6 +410,9 @@ class GivenData:
             raise ConfigError(f"give `sweep` or `samples`, not both, got {str(self.sweep)!r} and {str(self.samples)!r}")
         if not isinstance(self.block, int) or self.block < 1:
             raise ConfigError(f"`block` must be a positive integer, got {self.block!r}")
+        for key, path in (("sweep", self.sweep), ("samples", self.samples)):
+            if path is not None and not Path(path).is_file():
+                raise DataError(f"`{key}` file not found: {path}")
         return given_data.sample(space, self.n, seed=seed) if self.sweep is None and self.samples is None else None
 
     def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
