@@ -289,7 +289,8 @@ def test_field_output_keeps_its_dims(compose_config, tmp_path):
 @pytest.mark.slow
 def test_field_output_gets_area_weighted_aggregated_indices(compose_config, tmp_path):
     cfg = compose_config("indices", FLOAT64 + [
-        "experiment=plume", "methods=[aggregated]", "aggregated.n=256", "aggregated.weights=area", "model.kwargs.size=6",
+        "experiment=plume", "methods=[aggregated]", "aggregated.n=256", "aggregated.weights=area",
+        "model.kwargs.size=6",
         "model.output.dims=[{name: lat, values: [-60, -30, 0, 30, 60, 80], units: degrees_north},"
         " {name: lon, values: {start: 100, stop: 106}, units: degrees_east}]"])
     ds = open_result(indices.run(cfg))

@@ -80,9 +80,9 @@ from sensitivity.analyses.indices.methods import (
 )
 
 __all__ = [
-    "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm", "FlatModel",
-    "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley", "Sobol",
-    "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
+    "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm",
+    "FlatModel", "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley",
+    "Sobol", "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
     "compute", "copula", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
     "in_section", "intervals", "morris", "plan", "ranking_measures", "shapley", "sobol", "sobol_dependent",
     "summary_lines", "sweep_blocks", "sweep_sample", "tails", "timed", "to_output_dims",

@@ -1,4 +1,4 @@
-"""Aggregated (generalized) Sobol' indices of a whole output — a series, a field, named scalars — and PCA-based indices.
+"""Aggregated (generalized) Sobol' indices of a whole output (a series, a field, named scalars) and PCA-based indices.
 
 For an output with many elements ``Y_k`` (the days of a series, the cells of a field), per-element indices
 answer "what drives ``Y`` on day 12"; the aggregated index answers "what drives the series as a whole". With
@@ -52,7 +52,7 @@ LATITUDE_NAMES, LATITUDE_UNITS = ("lat", "latitude"), ("degrees_north", "degree_
 
 
 def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = 8) -> np.ndarray:
-    """Saltelli's design (:func:`sobol.sample`) for independent inputs, else the dependent one (:func:`sobol_dependent.sample`)."""
+    """Saltelli's design (:func:`sobol.sample`) for independent inputs, else :func:`sobol_dependent.sample`'s."""
     if design.is_correlated(space):
         return sobol_dependent.sample(space, n, seed=seed, replicates=replicates)
     return sobol.sample(space, n, seed=seed, replicates=replicates)

@@ -83,7 +83,7 @@ def is_correlated(space: ParameterSpace) -> bool:
 
 def require_independent(space: ParameterSpace, *, method: str,
                         instead: str = "a method that accepts dependent inputs") -> None:
-    """Refuse a space with correlated inputs for an estimator that assumes independence; ``instead`` names the way out."""
+    """Refuse a space with correlated inputs for an estimator that assumes independence; ``instead``: the way out."""
     if is_correlated(space):
         raise ConfigError(
             f"{method} assumes independent inputs; the space has a correlation matrix "

@@ -89,7 +89,7 @@ def sweep_blocks(sweep: StoredSweep, block: int = 65536) -> Iterator[tuple[np.nd
 
 
 def sweep_sample(sweep: StoredSweep, block: int = 65536) -> tuple[np.ndarray, np.ndarray]:
-    """Points ``[N, n]`` and values ``[N, m]`` (outputs flat in C order) of a whole stored sweep, read ``block`` at a time.
+    """Points ``[N, n]`` and values ``[N, m]`` (outputs flat in C order) of a whole stored sweep, ``block`` at a time.
 
     No Jacobians are read. Refuses (:class:`DataError`) a sweep that does not match its checksum record.
     """

@@ -1,4 +1,4 @@
-"""Given-data first-order indices: from any sample of the inputs and outputs (a stored sweep, a file), no new model runs.
+"""Given-data first-order indices of any sample of inputs and outputs (a stored sweep, a file): no new model runs.
 
 The rank-based estimator of Gamboa, Klein & Lagnoux (2018, doi:10.1137/16M1097791) — Chatterjee's (2021,
 doi:10.1080/01621459.2020.1758115) rank correlation applied to Sobol' indices — pairs each point with its
@@ -132,7 +132,10 @@ def analyze(
 
 
 def estimate(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``S1 [d, m]`` (NaN for a constant output) and the variance ``[m]`` of points ``x [N, d]``, values ``y [N, m]``."""
+    """``S1 [d, m]`` (NaN for a constant output) and the variance ``[m]`` of points ``x [N, d]`` and values ``y [N, m]``.
+
+    ``rng`` breaks ties in ``x`` at random.
+    """
     centred = y - y.mean(axis=0)
     variance = (centred**2).mean(axis=0)
     constant = variance <= (np.finfo(np.float64).eps * np.abs(y).max(axis=0)) ** 2

@@ -317,7 +317,7 @@ class ActiveSubspaces:
 
 @dataclass(frozen=True)
 class Shapley:
-    """Shapley effects with standard errors under the space's Gaussian copula (:mod:`~sensitivity.analyses.indices.shapley`).
+    """Shapley effects with standard errors under the space's copula (:mod:`~sensitivity.analyses.indices.shapley`).
 
     Exact permutations (every subset cost, ``n_outer`` outer draws each) for at most ``exact_up_to``
     inputs, else ``n_permutations`` random orders (one outer draw per step); ``n_inner`` conditional
@@ -344,9 +344,10 @@ class Shapley:
 
 @dataclass(frozen=True)
 class SobolDependent:
-    """Full and independent first-order and total Sobol' indices of dependent inputs (:mod:`~sensitivity.analyses.indices.sobol_dependent`).
+    """Full and independent first-order and total Sobol' indices of dependent inputs.
 
-    ``n`` base rows (a power of two) of the ``N (2 d + 2)``-run pick-freeze design of the space's copula.
+    ``n`` base rows (a power of two) of the ``N (2 d + 2)``-run pick-freeze design of the space's copula
+    (:mod:`~sensitivity.analyses.indices.sobol_dependent`).
     """
 
     n: int = 1024
@@ -362,7 +363,7 @@ class SobolDependent:
 
 @dataclass(frozen=True)
 class Aggregated:
-    """Aggregated Sobol' indices over output dims and PCA-based indices (:mod:`~sensitivity.analyses.indices.aggregated`).
+    """Aggregated Sobol' indices over output dims and PCA-based ones (:mod:`~sensitivity.analyses.indices.aggregated`).
 
     ``n`` base rows of the Sobol' design (the dependent one for a correlated space); ``over`` the output
     dims reduced (None: all), ``weights`` ``None`` | ``"area"`` | ``{dim: [w, ...]}``, ``n_components``
@@ -395,9 +396,10 @@ class GivenData:
 
     From the points and values of a stored ``sweep`` file on a ``random`` or ``lhs`` grid (read ``block``
     points at a time; see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that
-    is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output variable, or CSV: :func:`sensitivity.samples.read_samples`),
-    with no model runs; with neither, from ``n`` fresh i.i.d. draws of the input distribution (``n`` model
-    runs for every first-order index). The error is over ``intervals.replicates`` random batches of the points.
+    is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output
+    variable, or CSV: :func:`sensitivity.samples.read_samples`), with no model runs; with neither, from
+    ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every first-order index). The
+    error is over ``intervals.replicates`` random batches of the points.
     """
 
     n: int = 4096

@@ -218,8 +218,8 @@ def index_variables(key: str, reps: np.ndarray, dims: tuple[str, ...], long_name
     """``key`` (the estimate, row 0 of ``reps [K, ...]``) and, unless ``plan`` makes none, ``key_interval``."""
     out = {key: dataset.variable(dims, reps[0], long_name, units, **attrs)}
     if plan.kind != "none":
-        out[f"{key}_interval"] = dataset.variable(dims + ("bound",), plan.bounds(reps), f"{long_name}, {plan.describe()}",
-                                                  units, **attrs)
+        out[f"{key}_interval"] = dataset.variable(dims + ("bound",), plan.bounds(reps),
+                                                  f"{long_name}, {plan.describe()}", units, **attrs)
     return out
 
 
