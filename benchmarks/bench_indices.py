@@ -18,8 +18,17 @@ The bootstrap of (a) is two matrix products per analysis; on a machine whose cor
 work, OpenBLAS's spinning threads can make them 10x slower than one thread (measured here with a load
 of 4-6 on 2 cores), so the printout names the BLAS thread setting; ``OPENBLAS_NUM_THREADS=1`` pins it.
 
+Then (``--shapley``, on by default) Shapley effects of every output of the same surrogate under dependent
+inputs — the demo space with a correlation of ``--rho`` between ``beta`` and ``infectious_period`` (a Gaussian
+copula) — by exact permutations (``2^6 - 2 = 62`` subset costs of ``--shapley-outer`` outer draws x 3 inner
+conditional draws, plus ``--shapley-variance`` draws for the variance), run part by part through the compiled
+values function (``shapley.analyze_model``); it prints the wall time (sampling, model runs and analysis) and the
+largest and median standard error over the 6 parameters x 100 outputs. Target: every standard error <= 0.01 in
+under a minute on 2 cores.
+
 Usage: [OPENBLAS_NUM_THREADS=1] python benchmarks/bench_indices.py [--surrogate PATH] [--n 1024]
-       [--resamples 100] [--salib-outputs K] [--repeats 5]
+       [--resamples 100] [--salib-outputs K] [--repeats 5] [--no-sobol] [--no-shapley] [--shapley-outer 8192]
+       [--shapley-variance 262144] [--rho -0.5]
 """
 from __future__ import annotations
 
@@ -44,7 +53,7 @@ from SALib.analyze import sobol as salib_analyze  # noqa: E402
 from SALib.sample import sobol as salib_sample  # noqa: E402
 
 import sensitivity.scaling  # noqa: E402,F401  (registers the scaling layers a trained surrogate holds)
-from sensitivity.analyses.indices import sobol  # noqa: E402
+from sensitivity.analyses.indices import shapley, sobol  # noqa: E402
 from sensitivity.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.simulators import seir  # noqa: E402
 from sensitivity.space import ParameterSpace  # noqa: E402
@@ -100,6 +109,23 @@ def salib(space: ParameterSpace, model: keras.Model, n: int, resamples: int, see
     return t1 - t0, time.perf_counter() - t1, k, m, np.stack(totals, axis=1)
 
 
+def shapley_run(space: ParameterSpace, jac, n_outer: int, n_variance: int, seed: int) -> tuple[float, object]:
+    """Seconds of one Shapley analysis of every output (design, model runs part by part, analysis) and its dataset."""
+    t0 = time.perf_counter()
+    design = shapley.sample(space, n_variance=n_variance, n_outer=n_outer, n_inner=3, n_permutations=2,
+                            exact_up_to=len(space), seed=seed)
+    ds = shapley.analyze_model(lambda x: jac.values(x).reshape(len(x), -1), design, space)
+    return time.perf_counter() - t0, ds
+
+
+def correlated(space: ParameterSpace, rho: float) -> ParameterSpace:
+    """``space`` with a copula correlation ``rho`` between ``beta`` and ``infectious_period``."""
+    corr = np.eye(len(space))
+    i, j = space.index("beta"), space.index("infectious_period")
+    corr[i, j] = corr[j, i] = rho
+    return ParameterSpace(space.parameters, corr)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--surrogate", type=Path, default=None,
@@ -111,6 +137,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="time SALib's loop on the first K outputs only and extrapolate to all")
     parser.add_argument("--repeats", type=int, default=5, help="best of this many timed runs per side")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-sobol", dest="sobol", action="store_false", help="skip the Sobol'/SALib comparison")
+    parser.add_argument("--no-shapley", dest="shapley", action="store_false", help="skip the Shapley effects")
+    parser.add_argument("--shapley-outer", type=int, default=8192, help="outer draws per subset cost")
+    parser.add_argument("--shapley-variance", type=int, default=262144, help="draws for the output variance")
+    parser.add_argument("--rho", type=float, default=-0.5, help="copula correlation of beta and infectious_period")
     args = parser.parse_args(argv)
 
     space = seir.space()
@@ -120,21 +151,50 @@ def main(argv: list[str] | None = None) -> None:
         surrogate = load_surrogate(str(path), input_names=space.names, input_units=space.units,
                                    output=None if trained else seir.output_spec().to_dict(), dtype="float32")
         jac = compile_jacobian(surrogate)
-        model = keras.models.load_model(path)
         label = f"{path.name if trained else 'same-shape MLP (6 -> [128, 128] gelu -> 100)'}"
-        rows = args.n * (len(space) + 2)
-        print(f"Sobol' S1/ST with {args.resamples} bootstrap resamples: {label}, d={len(space)}, "
-              f"m={surrogate.output_size} outputs, N={args.n} ({rows} evaluations); best of {args.repeats}; "
-              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        if args.sobol:
+            sobol_comparison(space, jac, keras.models.load_model(path), label, surrogate.output_size, args)
+        if args.shapley:
+            shapley_benchmark(correlated(space, args.rho), jac, label, surrogate.output_size, args)
 
-        ours(space, jac, args.n, 2, args.seed)  # warm-up: trace (and XLA-compile) the values function
-        model.predict(np.zeros((64, len(space)), np.float32), verbose=0)  # warm-up: trace Keras predict
-        t_ours, t_eval, st_ours = min((ours(space, jac, args.n, args.resamples, args.seed)
-                                       for _ in range(args.repeats)), key=lambda r: r[0])
-        t_fixed, t_loop, k, m, st_salib = min((salib(space, model, args.n, args.resamples, args.seed,
-                                                     args.salib_outputs) for _ in range(args.repeats)),
-                                              key=lambda r: r[0] + r[1])
+
+def shapley_benchmark(space: ParameterSpace, jac, label: str, m: int, args: argparse.Namespace) -> None:
+    """Print the time and standard errors of the Shapley effects of every output (best of ``--repeats``)."""
+    d = len(space)
+    rows = (2**d - 2) * args.shapley_outer * 3 + args.shapley_variance
+    print(f"Shapley effects, exact permutations: {label}, d={d}, m={m} outputs, copula correlation {args.rho:g} "
+          f"(beta, infectious_period), {2**d - 2} subsets x {args.shapley_outer} outer x 3 inner + "
+          f"{args.shapley_variance} variance draws = {rows} evaluations; best of {args.repeats}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    shapley_run(space, jac, 2, 16, args.seed)  # warm-up: trace the values function
+    seconds, ds = min((shapley_run(space, jac, args.shapley_outer, args.shapley_variance, args.seed)
+                       for _ in range(args.repeats)), key=lambda r: r[0])
+    se = ds["effect_se"].values
+    total = ds["effect"].sum("parameter").values
+    print(f"  wall time {seconds:.1f} s (target < 60 s); standard error: largest {np.nanmax(se):.4f}, median "
+          f"{np.nanmedian(se):.4f} over {se.size} (parameter, output) pairs (target <= 0.01); "
+          f"outputs with any se > 0.01: {int((se > 0.01).any(axis=0).sum())} of {se.shape[1]}")
+    print(f"  sum of the effects over the parameters: {np.nanmin(total):.12f} .. {np.nanmax(total):.12f}; "
+          f"largest effect per parameter: " + ", ".join(f"{n} {v:.3f}" for n, v in
+                                                       zip(space.names, np.nanmax(ds['effect'].values, axis=1))))
+
+
+def sobol_comparison(space: ParameterSpace, jac, model: keras.Model, label: str, m_outputs: int,
+                     args: argparse.Namespace) -> None:
+    """The Sobol' comparison with SALib (see the module docstring)."""
+    rows = args.n * (len(space) + 2)
+    print(f"Sobol' S1/ST with {args.resamples} bootstrap resamples: {label}, d={len(space)}, "
+          f"m={m_outputs} outputs, N={args.n} ({rows} evaluations); best of {args.repeats}; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+    ours(space, jac, args.n, 2, args.seed)  # warm-up: trace (and XLA-compile) the values function
+    model.predict(np.zeros((64, len(space)), np.float32), verbose=0)  # warm-up: trace Keras predict
+    t_ours, t_eval, st_ours = min((ours(space, jac, args.n, args.resamples, args.seed)
+                                   for _ in range(args.repeats)), key=lambda r: r[0])
+    t_fixed, t_loop, k, m, st_salib = min((salib(space, model, args.n, args.resamples, args.seed,
+                                                 args.salib_outputs) for _ in range(args.repeats)),
+                                          key=lambda r: r[0] + r[1])
     t_all = t_fixed + t_loop * m / k
     note = "" if k == m else f" (analysis loop timed on {k} of {m} outputs, extrapolated linearly)"
     print(f"  this package (sample + compiled values + one analysis of all outputs): {t_ours:8.3f} s "

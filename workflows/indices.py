@@ -1,8 +1,10 @@
-"""Workflow `indices`: local, DGSM, Sobol', Morris and active-subspace indices of every output -> indices.nc."""
+"""Workflow `indices`: local, DGSM, Sobol', Morris, active-subspace, Shapley, dependent-Sobol', aggregated and
+given-data indices of every output -> indices.nc."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, List
 
@@ -15,7 +17,8 @@ from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schem
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked -> indices.nc"
+SUMMARY = ("local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked; Shapley, dependent "
+           "Sobol', aggregated and given-data indices on request -> indices.nc")
 
 IntervalsConf = schema_of(indices.Intervals, "IntervalsConf", keys=("method", "replicates", "conf_level"))
 BootstrapConf = schema_of(indices.Intervals, "BootstrapConf", keys=("n_resamples", "interval"))
@@ -25,6 +28,10 @@ DgsmConf = schema_of(indices.Dgsm, "DgsmConf")
 SobolConf = schema_of(indices.Sobol, "SobolConf")
 MorrisConf = schema_of(indices.Morris, "MorrisConf")
 ActiveSubspacesConf = schema_of(indices.ActiveSubspaces, "ActiveSubspacesConf")
+ShapleyConf = schema_of(indices.Shapley, "ShapleyConf")
+SobolDependentConf = schema_of(indices.SobolDependent, "SobolDependentConf")
+AggregatedConf = schema_of(indices.Aggregated, "AggregatedConf")
+GivenDataConf = schema_of(indices.GivenData, "GivenDataConf")
 PlanConf = schema_of(indices.plan, "PlanConf", keys=("seed", "top_k"))  # top_k: size of the ranking cross-check's top sets
 
 
@@ -34,7 +41,7 @@ class IndicesConf(PlanConf):
     space: SpaceConf = field(default_factory=SpaceConf)
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
-    methods: List[str] = field(default_factory=lambda: list(indices.METHODS))
+    methods: List[str] = field(default_factory=lambda: list(indices.DEFAULT_METHODS))
     intervals: IntervalsConf = field(default_factory=IntervalsConf)
     bootstrap: BootstrapConf = field(default_factory=BootstrapConf)
     local: LocalConf = field(default_factory=LocalConf)
@@ -42,6 +49,10 @@ class IndicesConf(PlanConf):
     sobol: SobolConf = field(default_factory=SobolConf)
     morris: MorrisConf = field(default_factory=MorrisConf)
     active_subspaces: ActiveSubspacesConf = field(default_factory=ActiveSubspacesConf)
+    shapley: ShapleyConf = field(default_factory=ShapleyConf)
+    sobol_dependent: SobolDependentConf = field(default_factory=SobolDependentConf)
+    aggregated: AggregatedConf = field(default_factory=AggregatedConf)
+    given_data: GivenDataConf = field(default_factory=GivenDataConf)
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -65,18 +76,22 @@ def run(cfg: DictConfig) -> Path:
                "intervals": indices.Intervals(c.method, c.replicates, c.conf_level, b.n_resamples, b.interval)}
     designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
     surrogate = build.surrogate_from(cfg, space)
-    sweep = cfg.dgsm.sweep if "dgsm" in chosen else None
-    if sweep:
+    accepts = {"dgsm": ("DGSM", indices.SAMPLING_GRIDS), "given_data": ("given-data indices", indices.RANK_GRIDS)}
+    sweeps = {f"{name}.sweep": (cfg[name].sweep, check) for name, check in accepts.items()
+              if name in chosen and cfg[name].sweep}
+    for key, (sweep, (label, grids)) in sweeps.items():
         from sensitivity.stored_sweep import StoredSweep
 
-        with indices.in_section("dgsm.sweep", StoredSweep, sweep) as stored:
-            indices.in_section("dgsm.sweep", indices.check_sweep_sample, stored, space, surrogate.output,
-                               surrogate.content_hash)
+        with indices.in_section(key, StoredSweep, sweep) as stored:
+            indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,
+                               surrogate.output, surrogate.content_hash)
     jac = build.engine_from(cfg, surrogate)
     log.info("indices: %s on %s (%d parameters, %d outputs), %s mode, %s", ", ".join(chosen), surrogate.source,
              len(space), surrogate.output_size, jac.mode, jac.dtype)
     ds = indices.compute(jac, space, methods, designs=designs, **options)
-    inputs = [p for p in (sweep, cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]
+    samples = cfg.given_data.samples if "given_data" in chosen else None
+    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples,
+                          cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]
     ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))
@@ -106,6 +121,17 @@ def _method(cfg: DictConfig, name: str, points: Any) -> Any:
         return indices.Sobol(c.n, c.second_order, build.plain(c.groups), c.convergence_start)
     if name == "morris":
         return indices.Morris(cfg.morris.trajectories, cfg.morris.levels)
+    if name == "shapley":
+        c = cfg.shapley
+        return indices.Shapley(c.n_outer, c.n_inner, c.n_variance, c.n_permutations, c.exact_up_to)
+    if name == "sobol_dependent":
+        return indices.SobolDependent(cfg.sobol_dependent.n)
+    if name == "aggregated":
+        c = cfg.aggregated
+        return indices.Aggregated(c.n, build.plain(c.over), build.plain(c.weights), c.n_components)
+    if name == "given_data":
+        c = cfg.given_data
+        return indices.GivenData(c.n, c.sweep, c.samples, c.block)
     c = cfg.active_subspaces
     quantity = build.plain(c.quantity)
     return indices.ActiveSubspaces(c.n, c.normalize, c.n_active, c.per_output,

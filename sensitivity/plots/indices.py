@@ -1,5 +1,7 @@
 """Figures of sensitivity indices (``indices.nc``): bars with intervals per method, ranking comparison,
-active-subspace spectrum, and indices resolved along a time series (or mapped over a field)."""
+active-subspace spectrum, indices resolved along a time series (or mapped over a field), the indices of
+dependent inputs side by side (Shapley effects, full and independent Sobol' indices), and the aggregated
+and PCA-based indices of a whole output."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,10 +18,28 @@ MEASURES: tuple[tuple[str, str | None, str], ...] = (
     ("morris_mu_star", "morris_mu_star_interval", "Morris mu*"),
     ("active_subspace_activity_score", None, "activity score"),
     ("local_sigma_normalized", None, "|sigma-normalised derivative| at nominal"),
+    ("shapley_effect", "shapley_effect_interval", "Shapley effect"),
+    ("sobol_dependent_S1_full", "sobol_dependent_S1_full_interval", "full first order (dependent)"),
+    ("sobol_dependent_ST_ind", "sobol_dependent_ST_ind_interval", "independent total (dependent)"),
+    ("given_data_S1", "given_data_S1_interval", "given-data S1"),
 )
+#: The indices of dependent inputs, side by side in one figure: (variable, its interval, legend label).
+DEPENDENT: tuple[tuple[str, str, str], ...] = (
+    ("shapley_effect", "shapley_effect_interval", "Shapley effect"),
+    ("sobol_dependent_S1_full", "sobol_dependent_S1_full_interval", "S1 full"),
+    ("sobol_dependent_ST_full", "sobol_dependent_ST_full_interval", "ST full"),
+    ("sobol_dependent_S1_ind", "sobol_dependent_S1_ind_interval", "S1 independent"),
+    ("sobol_dependent_ST_ind", "sobol_dependent_ST_ind_interval", "ST independent"),
+    ("shapley_S1_full", "shapley_S1_full_interval", "S1 full (Shapley costs)"),
+    ("shapley_ST_ind", "shapley_ST_ind_interval", "ST independent (Shapley costs)"),
+    ("given_data_S1", "given_data_S1_interval", "given-data S1"),
+)
+#: The aggregated indices, in bar order: (suffix of ``aggregated_`` and ``aggregated_pca_``, label).
+AGGREGATED: tuple[tuple[str, str], ...] = (("S1", "S1"), ("ST", "ST"), ("S1_full", "S1 full"), ("ST_full", "ST full"),
+                                           ("S1_ind", "S1 independent"), ("ST_ind", "ST independent"))
 #: Dims that are never the model's output dims.
 NON_OUTPUT = {"parameter", "bound", "sample", "direction", "group", "n_samples", "measure", "measure_i", "measure_j",
-              "parameter_i", "parameter_j"}
+              "parameter_i", "parameter_j", "component"}
 MAX_NAMED = 4
 
 
@@ -27,8 +47,10 @@ def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
     """Write every figure that ``indices.nc`` supports into ``out_dir``; return their paths.
 
     ``indices_bars.png`` and ``indices_ranking.png`` always (when the methods exist),
-    ``indices_active_subspace.png`` with active subspaces, and ``indices_resolved.png``
-    for a time-series output (lines along time) or a field (maps of the total index).
+    ``indices_active_subspace.png`` with active subspaces, ``indices_resolved.png``
+    for a time-series output (lines along time) or a field (maps of the total index),
+    ``indices_dependent.png`` with Shapley effects or dependent Sobol' indices, and
+    ``indices_aggregated.png`` with aggregated indices.
     """
     out_dir = Path(out_dir)
     with xr.open_dataset(path) as ds:
@@ -40,6 +62,10 @@ def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
         figures.append(active_subspace_figure(ds, out_dir / "indices_active_subspace.png"))
     if len(output_dims(ds)) in (1, 2) and output_dims(ds) != ["output"]:
         figures.append(resolved_figure(ds, out_dir / "indices_resolved.png"))
+    if "shapley_effect" in ds or "sobol_dependent_S1_full" in ds:
+        figures.append(dependent_figure(ds, out_dir / "indices_dependent.png"))
+    if "aggregated_pca_loading" in ds:
+        figures.append(aggregated_figure(ds, out_dir / "indices_aggregated.png"))
     return [f for f in figures if f is not None]
 
 
@@ -64,7 +90,8 @@ def shown_outputs(ds: xr.Dataset) -> list[tuple[dict[str, int], str]]:
         return [({"output": k}, names[k]) for k in range(min(len(names), MAX_NAMED))]
     if not dims:
         return [({}, "")]
-    variance = next((ds[v] for v in ("sobol_variance", "dgsm_variance") if v in ds), None)
+    variance = next((ds[v] for v in ("sobol_variance", "dgsm_variance", "sobol_dependent_variance", "shapley_variance",
+                                     "given_data_variance") if v in ds), None)
     if variance is None:
         index = {d: ds.sizes[d] // 2 for d in dims}
     else:
@@ -185,7 +212,8 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         fig.suptitle(f"indices resolved along {dim} (bands: confidence intervals)")
         return _save(fig, figure_path)
     var = next(m[0] for m in present if m[0] in ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star",
-                                                 "active_subspace_activity_score"))
+                                                 "active_subspace_activity_score", "shapley_effect",
+                                                 "sobol_dependent_ST_ind", "given_data_S1"))
     fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2), squeeze=False, constrained_layout=True)
     for j, name in enumerate(names):
         im = axes[0, j].imshow(ds[var].isel(parameter=j).transpose(*dims).values, origin="lower", cmap="viridis")
@@ -195,6 +223,104 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         fig.colorbar(im, ax=axes[0, j], shrink=0.8)
     fig.suptitle(f"{var} over the output field")
     return _save(fig, figure_path)
+
+
+def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
+    """Grouped bars per parameter of every index of dependent inputs present, with intervals, per shown output."""
+    present = [m for m in DEPENDENT if m[0] in ds]
+    rows = shown_outputs(ds)
+    names = _names(ds)
+    width = min(16.0, max(6.0, 0.25 * len(names) * len(present) + 2))
+    fig, axes = plt.subplots(len(rows), 1, figsize=(width, 3.2 * len(rows)), squeeze=False, constrained_layout=True)
+    width = 0.8 / len(present)
+    for ax, (index, label) in zip(axes[:, 0], rows):
+        x = np.arange(len(names))
+        for k, (var, interval, legend) in enumerate(present):
+            _bars(ax, x + (k - (len(present) - 1) / 2) * width, ds, var, interval, index, width, f"C{k}", legend)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xticks(x, names, rotation=45, ha="right", fontsize="small")
+        ax.set_ylabel(label, fontsize="small")
+    axes[0, 0].legend(fontsize="small", ncol=min(len(present), 4))
+    inputs = ds.attrs.get("shapley_inputs") or ds.attrs.get("sobol_dependent_inputs", "")
+    fig.suptitle(f"indices of {inputs} inputs (whiskers: confidence intervals)", fontsize="medium")
+    return _save(fig, figure_path)
+
+
+def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
+    """Aggregated indices, the variance each principal component explains, its indices, and the leading loadings.
+
+    Dims kept by the aggregation (e.g. ``species`` when aggregated over ``day``) are shown at their first entry.
+    """
+    over = str(ds.attrs.get("aggregated_over", "")).split()
+    kept = {d: 0 for d in ds["aggregated_variance"].dims}
+    at = ", ".join(f"{d}={_fmt(ds[d].values[0]) if d in ds.coords else 0}" for d in kept)
+    names, keys = _names(ds), [(k, label) for k, label in AGGREGATED if f"aggregated_{k}" in ds]
+    components = _names(ds, "component")
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6), constrained_layout=True)
+    width = 0.8 / len(keys)
+    for k, (key, label) in enumerate(keys):
+        _bars(axes[0], np.arange(len(names)) + (k - (len(keys) - 1) / 2) * width, ds, f"aggregated_{key}",
+              f"aggregated_{key}_interval", kept, width, f"C{k}", label)
+    axes[0].set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
+    axes[0].legend(fontsize="small")
+    axes[0].set_title(f"aggregated over {', '.join(over) or 'the output'}", fontsize="medium")
+    ratio = ds["aggregated_pca_explained_variance_ratio"].isel(kept).transpose("component").values
+    axes[1].bar(range(len(components)), ratio, color="C7")
+    axes[1].plot(range(len(components)), np.cumsum(ratio), "ko-", ms=3, label="cumulative")
+    axes[1].set_xticks(range(len(components)), components)
+    axes[1].set_ylim(0, 1.05)
+    axes[1].legend(fontsize="small")
+    axes[1].set_title("share of the variance explained", fontsize="medium")
+    key = keys[-1][0]  # the total index (ST, or ST_ind with dependent inputs)
+    width = 0.8 / len(components)
+    for j, component in enumerate(components):
+        _bars(axes[2], np.arange(len(names)) + (j - (len(components) - 1) / 2) * width, ds,
+              f"aggregated_pca_{key}", f"aggregated_pca_{key}_interval", {**kept, "component": j}, width,
+              f"C{j}", component)
+    axes[2].set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
+    axes[2].legend(fontsize="small")
+    axes[2].set_title(f"{key} of each principal component", fontsize="medium")
+    _loadings(axes[3], ds["aggregated_pca_loading"].isel(kept), over, components, fig)
+    fig.suptitle("aggregated and PCA-based indices" + (f" at {at}" if at else ""), fontsize="medium")
+    return _save(fig, figure_path)
+
+
+def _loadings(ax: plt.Axes, loading: xr.DataArray, over: list[str], components: list[str], fig: plt.Figure) -> None:
+    """Principal directions over one dim (lines, bars for labels) or the leading one over two (a map)."""
+    if len(over) == 2:
+        numeric = all(d in loading.coords and loading[d].dtype.kind in "iuf" for d in over)
+        extent = [*loading[over[1]].values[[0, -1]], *loading[over[0]].values[[0, -1]]] if numeric else None
+        im = ax.imshow(loading.isel(component=0).transpose(*over).values, origin="lower", cmap="RdBu_r",
+                       extent=extent, aspect="auto")
+        ax.set_xlabel(over[1])
+        ax.set_ylabel(over[0])
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        ax.set_title(f"{components[0]} loading", fontsize="medium")
+        return
+    dim = over[0] if over else None
+    labels = f"{dim}_name" in loading.coords
+    size = loading.sizes[dim] if dim is not None else 1
+    t = loading[dim].values if dim is not None and not labels and dim in loading.coords else np.arange(size)
+    for j, component in enumerate(components):
+        ax.plot(t, loading.isel(component=j).transpose(*over).values.ravel(), "o-" if labels else "-", ms=3,
+                label=component)
+    if labels:
+        ax.set_xticks(t, [str(v) for v in loading[f"{dim}_name"].values], rotation=45, ha="right", fontsize="small")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.legend(fontsize="small")
+    ax.set_xlabel(dim or "")
+    ax.set_title("principal directions", fontsize="medium")
+
+
+def _bars(ax: plt.Axes, x: np.ndarray, ds: xr.Dataset, var: str, interval: str, index: dict[str, int], width: float,
+          color: str, label: str) -> None:
+    """Bars of ``var`` per parameter at ``index``, with whiskers from ``interval`` when the dataset has it."""
+    value = ds[var].isel(index).transpose("parameter").values
+    err = None
+    if interval in ds:
+        low, high = ds[interval].isel(index).transpose("parameter", "bound").values.T
+        err = np.vstack([np.clip(value - low, 0, None), np.clip(high - value, 0, None)])
+    ax.bar(x, value, width, yerr=err, capsize=2, color=color, label=label)
 
 
 def _save(fig: plt.Figure, figure_path: Path) -> Path:

@@ -113,7 +113,7 @@ def test_linear_model_is_exact(compose_config, tmp_path):
 
 
 # The series' dim is `day` (CF's checker wants a dim named `time` to carry standard_name time and
-# units '<unit> since <epoch>', which datasets.output_dim_coords does not set).
+# units '<unit> since <epoch>'; sensitivity.outputs refuses a `time` dim without them).
 DECAY = ["model=function", "model.source=tests.helpers.models:decay",
          "model.output={name: signal, long_name: decaying signal, units: '1',"
          " dims: [{name: day, values: {start: 0, stop: 10, step: 1}, units: day, long_name: day of the series}]}",
@@ -125,7 +125,7 @@ def decay_indices(t: np.ndarray) -> dict[str, np.ndarray]:
 
     With ``m_j(t) = E[exp(-j k t)]``: ``V = E[a^2] m_2 - E[a]^2 m_1^2``, ``V_a = Var(a) m_1^2``,
     ``V_k = E[a]^2 (m_2 - m_1^2)``, no interaction beyond ``V - V_a - V_k``; DGSM
-    ``nu_a = m_2``, ``nu_k = E[a^2] t^2 m_2``.
+    ``nu_a = m_2``, ``nu_k = E[a^2] t^2 m_2``; ``variance`` is ``V``.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         m1 = np.where(t > 0, (np.exp(-0.1 * t) - np.exp(-0.5 * t)) / (0.4 * t), 1.0)
@@ -133,7 +133,8 @@ def decay_indices(t: np.ndarray) -> dict[str, np.ndarray]:
     ea, ea2 = 1.5, 7.0 / 3.0
     v = ea2 * m2 - ea**2 * m1**2
     va, vk = (ea2 - ea**2) * m1**2, ea**2 * (m2 - m1**2)
-    return {"S1": np.stack([va, vk]) / v, "ST": np.stack([v - vk, v - va]) / v, "nu": np.stack([m2, ea2 * t**2 * m2])}
+    return {"S1": np.stack([va, vk]) / v, "ST": np.stack([v - vk, v - va]) / v, "nu": np.stack([m2, ea2 * t**2 * m2]),
+            "variance": v}
 
 
 def test_time_series_gets_time_resolved_indices(compose_config, tmp_path):
@@ -158,6 +159,107 @@ def test_time_series_gets_time_resolved_indices(compose_config, tmp_path):
         "indices_bars.png", "indices_ranking.png", "indices_active_subspace.png", "indices_resolved.png"}
 
 
+def test_whole_series_gets_aggregated_and_pca_indices(compose_config, tmp_path):
+    # Aggregated over `day`: S_i = sum_t V_i(t) / sum_t V(t) (Gamboa et al. 2014). N = 2048 as 8 scramblings:
+    # 10 seeds, largest error 0.0035 -> 0.006.
+    cfg = compose_config("indices", FLOAT64 + DECAY + ["methods=[aggregated]", "aggregated.n=2048",
+                                                       "aggregated.n_components=2"])
+    ds = open_result(indices.run(cfg))
+    exact = decay_indices(ds.day.values.astype(float))
+    v = exact["variance"]
+    np.testing.assert_allclose(ds.aggregated_S1, (exact["S1"] * v).sum(axis=1) / v.sum(), atol=0.006)
+    np.testing.assert_allclose(ds.aggregated_ST, (exact["ST"] * v).sum(axis=1) / v.sum(), atol=0.006)
+    assert ds.aggregated_S1.dims == ("parameter",) and ds.aggregated_pca_loading.dims == ("component", "day")
+    assert ds.aggregated_pca_S1.dims == ("parameter", "component") and ds.attrs["aggregated_over"] == "day"
+    # The series' covariance is C(t, s) = E[a^2] m_1(t + s) - E[a]^2 m_1(t) m_1(s) with m_1(u) = E[exp(-k u)]; the
+    # shares of its two largest eigenvalues, 10 seeds: largest error 0.0004 -> 0.002.
+    t = ds.day.values.astype(float)[:, None] + ds.day.values.astype(float)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m1 = np.where(t > 0, (np.exp(-0.1 * t) - np.exp(-0.5 * t)) / (0.4 * t), 1.0)
+    eigenvalues = np.linalg.eigvalsh(7 / 3 * m1 - 2.25 * np.outer(m1[0], m1[0]))[::-1]
+    np.testing.assert_allclose(ds.aggregated_pca_explained_variance_ratio, eigenvalues[:2] / eigenvalues.sum(),
+                               atol=0.002)
+    assert (tmp_path / "indices_aggregated.png").exists()
+    assert cf_errors(tmp_path / "indices.nc") == []
+
+
+# Two correlated Gaussian inputs of a linear model with two outputs: with c_i = Var(E[Y | x_i]) = (b_i s_i +
+# r b_j s_j)^2, the Shapley effect is (c_i + V - c_j) / (2 V), the full first-order index c_i / V and the
+# independent total index b_i^2 s_i^2 (1 - r^2) / V (Gaussian conditioning); a linear model has ST_full = S1_full
+# and S1_ind = ST_ind.
+CORRELATED = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+              "+model.kwargs.weights=[[1.0, 2.0], [3.0, -1.0]]", "model.output={name: y, names: [p, q], units: [m, m]}",
+              "space.parameters=[{name: u, units: m, distribution: {kind: norm, loc: 1.0, scale: 1.0}},"
+              " {name: v, units: m, distribution: {kind: norm, loc: 0.0, scale: 0.5}}]",
+              "space.correlation=[[1.0, 0.6], [0.6, 1.0]]"]
+
+
+def correlated_indices() -> dict[str, np.ndarray]:
+    b, s, r = np.array([[1.0, 2.0], [3.0, -1.0]]).T, np.array([1.0, 0.5]), 0.6  # b [parameter, output]
+    scaled = b * s[:, None]
+    v = (scaled**2).sum(axis=0) + 2 * r * scaled[0] * scaled[1]
+    c = np.stack([(scaled[0] + r * scaled[1]) ** 2, (scaled[1] + r * scaled[0]) ** 2])
+    return {"effect": (c + v - c[::-1]) / (2 * v), "full": c / v, "ind": scaled**2 * (1 - r**2) / v,
+            "aggregated_full": c.sum(axis=1) / v.sum()}
+
+
+def test_correlated_space_gets_shapley_and_dependent_indices(compose_config, tmp_path):
+    cfg = compose_config("indices", FLOAT64 + CORRELATED + [
+        "methods=[shapley,sobol_dependent,aggregated,given_data,dgsm]", "shapley.n_outer=4096", "dgsm.n=256",
+        "sobol_dependent.n=4096", "aggregated.n=4096", "given_data.n=65536"])
+    ds = open_result(indices.run(cfg))
+    exact = correlated_indices()
+    shapley = ds.shapley_effect.transpose("parameter", "output")
+    assert (np.abs(shapley - exact["effect"]) <= 4 * ds.shapley_effect_se.transpose("parameter", "output")).all()
+    np.testing.assert_allclose(shapley.sum("parameter"), 1.0, rtol=1e-12)
+    assert ds.attrs["shapley_permutations"] == "exact" and ds.attrs["shapley_inputs"] == "dependent (Gaussian copula)"
+    # 10 seeds, largest errors: |error| / se of the Shapley effects 2.6 (so 4); N = 4096 as 8 scramblings 0.0036 ->
+    # 0.007 (dependent Sobol') and 0.0034 -> 0.007 (aggregated); given data at N = 65536 0.0052 -> 0.01.
+    for key, ref in (("S1_full", "full"), ("ST_full", "full"), ("S1_ind", "ind"), ("ST_ind", "ind")):
+        np.testing.assert_allclose(ds[f"sobol_dependent_{key}"].transpose("parameter", "output"), exact[ref],
+                                   atol=0.007, err_msg=key)
+    np.testing.assert_allclose(ds.given_data_S1.transpose("parameter", "output"), exact["full"], atol=0.01)
+    np.testing.assert_allclose(ds.aggregated_S1_full, exact["aggregated_full"], atol=0.007)
+    # DGSM: nu = E[b^2] exactly; the Sobol' bound is not claimed for dependent inputs.
+    np.testing.assert_allclose(ds.dgsm_nu.transpose("parameter", "output"), [[1.0, 9.0], [4.0, 1.0]], rtol=1e-12)
+    assert np.isnan(ds.dgsm_sobol_total_bound).all() and ds.attrs["dgsm_inputs"].startswith("dependent")
+    assert {p.name for p in tmp_path.glob("indices_*.png")} == {
+        "indices_bars.png", "indices_ranking.png", "indices_dependent.png", "indices_aggregated.png"}
+    assert cf_errors(tmp_path / "indices.nc") == []
+
+
+def test_classic_sobol_on_a_correlated_space_points_to_the_dependent_methods(compose_config):
+    with pytest.raises(ConfigError, match="sobol: Sobol' sampling assumes independent inputs.*`sobol_dependent`"):
+        indices.run(compose_config("indices", CORRELATED + ["methods=[sobol]"]))
+
+
+def test_given_data_from_a_stored_sweep_or_a_samples_file(compose_config, tmp_path):
+    # The 8192 points of a random sweep are i.i.d. draws of the uniform inputs; 20 seeds of random points at this
+    # N: largest error 0.028 -> 0.04. The samples file is the same data read as a sample (x and the output).
+    path = sweep.run(compose_config("sweep", FLOAT64 + ["grid=random", "grid.n=8192", "plots=false"],
+                                    tmp_path / "sweep"))
+    runs = {}
+    for key in ("sweep", "samples"):
+        cfg = compose_config("indices", FLOAT64 + ["methods=[given_data]", f"given_data.{key}={path}",
+                                                   "given_data.block=1000", "plots=false"], tmp_path / key)
+        runs[key] = open_result(indices.run(cfg))
+        assert json.loads(runs[key].attrs["inputs"]) == {str(path): content_hash(path)}
+    ds = runs["sweep"]
+    np.testing.assert_allclose(ds.given_data_S1.isel(output=0), ishigami_indices()["S1"], atol=0.04)
+    assert ds.attrs["given_data_n_points"] == 8192 and ds.given_data_S1_se.dims == ("parameter", "output")
+    np.testing.assert_array_equal(runs["samples"].given_data_S1, ds.given_data_S1)
+
+    with pytest.raises(DataError, match="given_data.sweep: .*a sweep grid samples independent inputs, but the space "
+                                        "has a correlation matrix"):
+        indices.run(compose_config("indices", ["methods=[given_data]", f"given_data.sweep={path}",
+                                               "space.correlation=[[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 1.0]]"]))
+    # A Sobol' net is a sample of the inputs (DGSM takes it) but not an i.i.d. one: the rank estimator is refused.
+    net = sweep.run(compose_config("sweep", FLOAT64 + ["grid.n=256", "plots=false"], tmp_path / "net"))
+    with pytest.raises(DataError, match="given_data.sweep: .*a 'sobol' grid is not an i.i.d. or Latin hypercube "
+                                        r"sample .* needs a sweep on one of \['lhs', 'random'\]"):
+        indices.run(compose_config("indices", ["methods=[given_data]", f"given_data.sweep={net}"]))
+
+
 @pytest.mark.slow
 def test_field_output_keeps_its_dims(compose_config, tmp_path):
     import tensorflow as tf
@@ -179,6 +281,22 @@ def test_field_output_keeps_its_dims(compose_config, tmp_path):
     f = lambda x: gaussian_plume(tf.constant(x[None], tf.float64), size=6).numpy()[0]  # noqa: E731
     fd = np.stack([(f(x0 + h[j] * np.eye(4)[j]) - f(x0 - h[j] * np.eye(4)[j])) / (2 * h[j]) for j in range(4)])
     np.testing.assert_allclose(ds.local_derivative.values, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max())
+    assert cf_errors(tmp_path / "indices.nc") == []
+
+
+@pytest.mark.slow
+def test_field_output_gets_area_weighted_aggregated_indices(compose_config, tmp_path):
+    cfg = compose_config("indices", FLOAT64 + [
+        "experiment=plume", "methods=[aggregated]", "aggregated.n=256", "aggregated.weights=area",
+        "model.kwargs.size=6",
+        "model.output.dims=[{name: lat, values: [-60, -30, 0, 30, 60, 80], units: degrees_north},"
+        " {name: lon, values: {start: 100, stop: 106}, units: degrees_east}]"])
+    ds = open_result(indices.run(cfg))
+    assert ds.aggregated_S1.dims == ("parameter",) and ds.aggregated_weight.dims == ("lat", "lon")
+    np.testing.assert_allclose(ds.aggregated_weight.isel(lon=0), np.cos(np.deg2rad([-60, -30, 0, 30, 60, 80])),
+                               rtol=1e-12)
+    assert ds.aggregated_pca_loading.dims == ("component", "lat", "lon") and ds.attrs["aggregated_weights"] == "area"
+    assert (tmp_path / "indices_aggregated.png").exists()
     assert cf_errors(tmp_path / "indices.nc") == []
 
 
@@ -210,10 +328,18 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
     ("intervals.method=jackknife", ConfigError, "intervals: `method` must be one of ('rqmc', 'bootstrap', 'none')"),
     ("bootstrap.n_resamples=1", ConfigError, "intervals: `n_resamples` must be 0 (no intervals) or an integer >= 2"),
     ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: sweep file not found: nowhere.nc"),
+    (["methods=[given_data]", "given_data.sweep=a.nc", "given_data.samples=b.nc"], ConfigError,
+     "given_data: give `sweep` or `samples`, not both"),
+    (["methods=[given_data]", "given_data.samples=nowhere.csv"], DataError,
+     "given_data: `samples` file not found: nowhere.csv"),
+    (["methods=[shapley]", "shapley.n_inner=1"], ConfigError, "shapley: `n_inner` must be an integer >= 2, got 1"),
+    (["methods=[aggregated]", "aggregated.weights=area"], ConfigError,
+     "aggregated: `weights: area` needs a latitude dim"),
 ])
 def test_bad_input_fails_clearly_without_output(compose_config, tmp_path, override, error, message):
     with pytest.raises(error) as info:
-        indices.run(compose_config("indices", [override, "plots=false"]))
+        indices.run(compose_config("indices", [*(override if isinstance(override, list) else [override]),
+                                               "plots=false"]))
     assert message in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "indices.nc").exists()
 
@@ -226,3 +352,18 @@ def test_cli_unusable_n_exits_nonzero_with_one_line(tmp_path):
     errors = [line for line in (out.stdout + out.stderr).splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "sobol: `n` must be a power of two >= 16, got 100" in errors[0]
     assert not (tmp_path / "indices.nc").exists()
+
+
+@pytest.mark.slow
+def test_cli_dependent_preset_on_a_correlated_space(tmp_path):
+    out = subprocess.run(CLI + ["indices", "indices=dependent", "space.correlation=[[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], "
+                                "[0.0, 0.0, 1.0]]", "shapley.n_outer=512", "shapley.n_variance=4096",
+                                "sobol_dependent.n=256", "dgsm.n=256", "active_subspaces.n=256", "given_data.n=1024",
+                                f"hydra.run.dir={tmp_path}", "progress=false"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ds = open_result(tmp_path / "indices.nc")
+    assert ds.attrs["methods"] == "shapley sobol_dependent given_data dgsm active_subspaces"
+    assert ds.attrs["shapley_inputs"] == "dependent (Gaussian copula)"
+    np.testing.assert_allclose(ds.shapley_effect.sum("parameter"), 1.0, rtol=1e-12)
+    assert (tmp_path / "indices_dependent.png").exists()

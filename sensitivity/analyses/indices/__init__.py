@@ -4,38 +4,52 @@ Methods, each with ``sample`` (where it has its own design) and ``analyze`` on a
 :mod:`~sensitivity.analyses.indices.derivatives` (local derivative-based sensitivities at given points),
 :mod:`~sensitivity.analyses.indices.dgsm` (derivative-based global measures and the total-Sobol' bound),
 :mod:`~sensitivity.analyses.indices.sobol` (Sobol' first/total/second-order indices),
-:mod:`~sensitivity.analyses.indices.morris` (elementary effects) and
-:mod:`~sensitivity.analyses.indices.active_subspaces`; cross-checks between them in
+:mod:`~sensitivity.analyses.indices.morris` (elementary effects),
+:mod:`~sensitivity.analyses.indices.active_subspaces`, and for dependent inputs and whole outputs
+:mod:`~sensitivity.analyses.indices.shapley` (Shapley effects),
+:mod:`~sensitivity.analyses.indices.sobol_dependent` (full and independent Sobol' indices),
+:mod:`~sensitivity.analyses.indices.aggregated` (aggregated and PCA-based indices over output dims) and
+:mod:`~sensitivity.analyses.indices.given_data` (first-order indices of any sample); cross-checks between them in
 :mod:`~sensitivity.analyses.indices.crosschecks`. Shared: :mod:`~sensitivity.analyses.indices.design`
 (points and input checks), :mod:`~sensitivity.analyses.indices.bootstrap` (resampling and intervals),
 :mod:`~sensitivity.analyses.indices.intervals` (randomised-QMC, bootstrap or no intervals),
 :mod:`~sensitivity.analyses.indices.tails` (heavy-tail checks of the outputs),
+:mod:`~sensitivity.analyses.indices.copula` (the space's Gaussian copula in normal scores),
 :mod:`~sensitivity.analyses.indices.dataset` (labels and units).
 
 The driver runs them on a compiled surrogate: settings objects in
 :mod:`~sensitivity.analyses.indices.methods` (``LocalDerivatives``, ``Dgsm``, ``Sobol``, ``Morris``,
-``ActiveSubspaces``), :func:`plan` and :func:`compute` in :mod:`~sensitivity.analyses.indices.driver`,
-and DGSM from a stored sweep in :mod:`~sensitivity.analyses.indices.dgsm_sweep`. The method names
-(:data:`METHODS`: ``local``, ``dgsm``, ``sobol``, ``morris``, ``active_subspaces``) key the config
-sections and prefix the variables of the combined dataset.
+``ActiveSubspaces``, ``Shapley``, ``SobolDependent``, ``Aggregated``, ``GivenData``), :func:`plan` and
+:func:`compute` in :mod:`~sensitivity.analyses.indices.driver`, and DGSM and given-data indices from a
+stored sweep in :mod:`~sensitivity.analyses.indices.dgsm_sweep`. The method names (:data:`METHODS`:
+``local``, ``dgsm``, ``sobol``, ``morris``, ``active_subspaces``, ``shapley``, ``sobol_dependent``,
+``aggregated``, ``given_data``; the first five are :data:`DEFAULT_METHODS`) key the config sections and
+prefix the variables of the combined dataset.
 """
 from __future__ import annotations
 
 from sensitivity.analyses.indices import (
     active_subspaces,
+    aggregated,
     bootstrap,
+    copula,
     crosschecks,
     dataset,
     derivatives,
     design,
     dgsm,
+    given_data,
     intervals,
     morris,
+    shapley,
     sobol,
+    sobol_dependent,
     tails,
 )
-from sensitivity.analyses.indices.dgsm_sweep import SAMPLING_GRIDS, check_sweep_sample, sweep_blocks
+from sensitivity.analyses.indices.dgsm_sweep import (RANK_GRIDS, SAMPLING_GRIDS, check_sweep_sample, sweep_blocks,
+                                                    sweep_sample)
 from sensitivity.analyses.indices.driver import (
+    DEFAULT_METHODS,
     METHODS,
     MethodName,
     combine_results,
@@ -48,22 +62,27 @@ from sensitivity.analyses.indices.driver import (
 )
 from sensitivity.analyses.indices.methods import (
     ActiveSubspaces,
+    Aggregated,
     Context,
     Dgsm,
     FlatModel,
+    GivenData,
     Intervals,
     LocalDerivatives,
     Method,
     Morris,
     Quantity,
+    Shapley,
     Sobol,
+    SobolDependent,
     timed,
 )
 
 __all__ = [
-    "METHODS", "SAMPLING_GRIDS", "ActiveSubspaces", "Context", "Dgsm", "FlatModel", "Intervals", "LocalDerivatives",
-    "Method", "MethodName", "Morris", "Quantity", "Sobol", "active_subspaces", "bootstrap", "check_sweep_sample",
-    "combine_results", "compute", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm",
-    "in_section", "intervals", "morris", "plan", "ranking_measures", "sobol", "summary_lines", "sweep_blocks", "tails",
-    "timed",
+    "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm",
+    "FlatModel", "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley",
+    "Sobol", "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
+    "compute", "copula", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
+    "in_section", "intervals", "morris", "plan", "ranking_measures", "shapley", "sobol", "sobol_dependent",
+    "summary_lines", "sweep_blocks", "sweep_sample", "tails", "timed",
 ]

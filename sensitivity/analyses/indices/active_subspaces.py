@@ -12,6 +12,13 @@ parameter ``i`` is ``alpha_i = sum_{j <= k} lambda_j w_ij^2`` (Constantine & Dia
 ``C`` is estimated by the sample mean over points drawn from the input distribution
 (:func:`sample`); eigenvalue intervals come from the randomised-QMC replicates of that sample
 (or a bootstrap over the points; :mod:`~sensitivity.analyses.indices.intervals`).
+
+Dependent inputs (a correlation matrix in the space): ``C`` is the expectation under the joint law
+(Constantine 2015, doi:10.1137/1.9781611973860, defines it for any input density), estimated on draws
+of the space's Gaussian copula; its eigenpairs are the directions of largest mean squared change where
+the inputs actually lie, in the same normalised physical coordinates, and ``alpha_i = nu_i`` still holds
+for ``k = n``. What assumes independence is not used here: the activity scores are not bounds on Sobol'
+indices. The ``inputs`` attribute records which case a result is.
 """
 from __future__ import annotations
 
@@ -157,6 +164,7 @@ def analyze(
         "method": "active subspaces (Constantine et al. 2014) with activity scores (Constantine & Diaz 2017)",
         "references": "doi:10.1137/130916138 doi:10.1016/j.ress.2017.01.013",
         "normalize": normalize,
+        "inputs": "dependent (Gaussian copula): C under the joint law" if design.is_correlated(space) else "independent",
         "n_points": n,
         **plan.attrs(),
     }

@@ -81,10 +81,11 @@ def is_correlated(space: ParameterSpace) -> bool:
     return space.correlation is not None and not np.allclose(space.correlation, np.eye(len(space)))
 
 
-def require_independent(space: ParameterSpace, *, method: str) -> None:
-    """Refuse a space with correlated inputs for an estimator that assumes independence."""
+def require_independent(space: ParameterSpace, *, method: str,
+                        instead: str = "a method that accepts dependent inputs") -> None:
+    """Refuse a space with correlated inputs for an estimator that assumes independence; ``instead``: the way out."""
     if is_correlated(space):
         raise ConfigError(
             f"{method} assumes independent inputs; the space has a correlation matrix "
-            "(drop `correlation` or use a method that accepts dependent inputs)"
+            f"(drop `correlation` or use {instead})"
         )

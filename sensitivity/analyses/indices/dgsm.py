@@ -27,8 +27,12 @@ to theirs: ``normal``/``truncnormal`` -> ``norm``, ``triangular`` -> ``triang``,
 * anything else (``lognorm``, a heavy tail, a density that is not log-concave, an unbounded
   support of another family): no constant is claimed, the bound is NaN.
 
-With a correlation matrix in the space the bound does not hold: it is NaN, and so
-are the Poincare constants; ``nu`` is still reported. A constant output has no bound (NaN).
+Dependent inputs (a correlation matrix in the space): ``nu_i = E[(d y / d x_i)^2]`` is defined under
+the joint law and estimated the same way, on draws of the space's Gaussian copula (:func:`sample`):
+it measures how fast the output moves along ``x_i`` where the inputs actually lie. The bound does not
+hold: it rests on the Sobol'-Hoeffding decomposition and a Poincare inequality of each marginal,
+neither of which survives dependence (the inputs do not vary one at a time), so ``sobol_total_bound``
+and ``poincare_constant`` are NaN and the ``inputs`` attribute says why. A constant output has no bound (NaN).
 """
 from __future__ import annotations
 
@@ -275,6 +279,8 @@ def _dataset(
                 units, units_coordinate=ref,
             )
     attrs = {
+        "inputs": "dependent (Gaussian copula): nu under the joint law; no Sobol' bound (it needs independent inputs)"
+                  if design.is_correlated(space) else "independent",
         "method": "DGSM from exact Jacobians (Sobol' & Kucherenko 2009) with Poincare bounds (Lamboni et al. 2013)",
         "references": "doi:10.1016/j.matcom.2009.01.023 doi:10.1016/j.matcom.2012.07.009 doi:10.1214/17-EJS1310",
         **attrs,

@@ -25,9 +25,13 @@ from sensitivity.space import ParameterSpace
 if TYPE_CHECKING:
     from sensitivity.jacobian import CompiledJacobian
 
-MethodName = Literal["local", "dgsm", "sobol", "morris", "active_subspaces"]
+MethodName = Literal["local", "dgsm", "sobol", "morris", "active_subspaces", "shapley", "sobol_dependent", "aggregated",
+                     "given_data"]
 #: Method names: the keys of the ``methods`` mapping, of the config sections and of the variable prefixes.
-METHODS: tuple[str, ...] = ("local", "dgsm", "sobol", "morris", "active_subspaces")
+METHODS: tuple[str, ...] = ("local", "dgsm", "sobol", "morris", "active_subspaces", "shapley", "sobol_dependent",
+                            "aggregated", "given_data")
+#: The methods run when none are named: every index of independent inputs, per output value.
+DEFAULT_METHODS: tuple[str, ...] = METHODS[:5]
 
 
 def plan(
@@ -86,7 +90,8 @@ def compute(
     -------
     xarray.Dataset
         Variables prefixed by method (``local_``, ``local_sweep_``, ``dgsm_``, ``sobol_``,
-        ``sobol_groups_``, ``morris_``, ``active_subspace_``, ``active_subspace_quantity_``),
+        ``sobol_groups_``, ``morris_``, ``active_subspace_``, ``active_subspace_quantity_``, ``shapley_``,
+        ``sobol_dependent_``, ``given_data_``; ``aggregated_``, already on the output dims it keeps),
         the cross-checks ``dgsm_bound_margin``/``dgsm_bound_check`` (with DGSM and Sobol') and
         ``rank``/``kendall_tau``/``top_k_agreement`` (with two or more ranking measures), and
         each method's attributes as global attributes ``<prefix>_<attr>``.
@@ -136,7 +141,7 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
 def tail_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     """A ``"warning"`` per method whose heavy-tail check flags outputs, naming up to five of them."""
     lines = []
-    for prefix in ("sobol", "sobol_groups", "dgsm"):
+    for prefix in ("sobol", "sobol_groups", "sobol_dependent", "dgsm"):
         if f"{prefix}_tail_flag" not in ds:
             continue
         flag = ds[f"{prefix}_tail_flag"]
@@ -172,6 +177,7 @@ def ranking_measures(results: Mapping[str, xr.Dataset]) -> dict[str, xr.DataArra
         "morris_mu_star": ("morris", "mu_star"),
         "activity_score": ("active_subspace", "activity_score"),
         "local_sigma_normalized": ("local", "sigma_normalized"),
+        "shapley_effect": ("shapley", "effect"),
     }
     measures = {}
     for measure, (result, variable) in sources.items():

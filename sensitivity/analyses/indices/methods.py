@@ -1,7 +1,8 @@
 """The sensitivity methods as immutable settings objects, run on a compiled surrogate.
 
 Each method of :mod:`sensitivity.analyses.indices` (local derivatives, DGSM, Sobol', Morris, active
-subspaces) has two verbs: ``design`` draws its points (cheap, and it checks every setting before any
+subspaces; for dependent inputs and whole outputs Shapley effects, dependent Sobol' indices, aggregated
+indices and given-data indices) has two verbs: ``design`` draws its points (cheap, and it checks every setting before any
 model evaluation) and ``run`` evaluates the compiled surrogate there — values only where the method
 needs no derivatives (Sobol', Morris), exact Jacobians where it does (local derivatives, DGSM, active
 subspaces) — and returns the analysis datasets on one flat ``output`` axis. The model is seen through
@@ -13,17 +14,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.indices import active_subspaces, derivatives, dgsm, morris, sobol
+from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, shapley,
+                                          sobol, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import INTERVAL_METHODS, IntervalPlan
-from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks
-from sensitivity.errors import ConfigError
+from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks, sweep_sample
+from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
 from sensitivity.stored_sweep import StoredSweep
@@ -310,6 +313,124 @@ class ActiveSubspaces:
                                           quantity_units=q.units, **kwargs)
             out["active_subspace_quantity"] = _rename_axis(ds, "output", "quantity")
         return out
+
+
+@dataclass(frozen=True)
+class Shapley:
+    """Shapley effects with standard errors under the space's copula (:mod:`~sensitivity.analyses.indices.shapley`).
+
+    Exact permutations (every subset cost, ``n_outer`` outer draws each) for at most ``exact_up_to``
+    inputs, else ``n_permutations`` random orders (one outer draw per step); ``n_inner`` conditional
+    draws per outer draw, ``n_variance`` draws for the output variance. Pseudo-random draws: intervals
+    are ``Sh -+ z se`` at ``intervals.conf_level`` (none with ``intervals.method: none``).
+    """
+
+    n_outer: int = 4096
+    n_inner: int = 3
+    n_variance: int = 65536
+    n_permutations: int = 16384
+    exact_up_to: int = 6
+
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> shapley.Design:
+        return shapley.sample(space, n_variance=self.n_variance, n_outer=self.n_outer, n_inner=self.n_inner,
+                              n_permutations=self.n_permutations, exact_up_to=self.exact_up_to, seed=seed)
+
+    def run(self, ctx: Context, design: shapley.Design) -> dict[str, xr.Dataset]:
+        conf_level = None if ctx.intervals.method == "none" else ctx.intervals.conf_level
+        analysis = partial(shapley.analyze_model, conf_level=conf_level, **ctx.model.labels)
+        return {"shapley": timed(f"shapley: {design.n_points} evaluations", analysis, ctx.model.values, design,
+                                 ctx.space)}
+
+
+@dataclass(frozen=True)
+class SobolDependent:
+    """Full and independent first-order and total Sobol' indices of dependent inputs.
+
+    ``n`` base rows (a power of two) of the ``N (2 d + 2)``-run pick-freeze design of the space's copula
+    (:mod:`~sensitivity.analyses.indices.sobol_dependent`).
+    """
+
+    n: int = 1024
+
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
+        intervals.check_size(self.n, what="n")
+        return sobol_dependent.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
+
+    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+        values = timed(f"sobol_dependent: {len(design)} evaluations", ctx.model.values, design)
+        return {"sobol_dependent": sobol_dependent.analyze(values, ctx.space, **ctx.analysis_kwargs())}
+
+
+@dataclass(frozen=True)
+class Aggregated:
+    """Aggregated Sobol' indices over output dims and PCA-based ones (:mod:`~sensitivity.analyses.indices.aggregated`).
+
+    ``n`` base rows of the Sobol' design (the dependent one for a correlated space); ``over`` the output
+    dims reduced (None: all), ``weights`` ``None`` | ``"area"`` | ``{dim: [w, ...]}``, ``n_components``
+    principal components reported.
+    """
+
+    n: int = 1024
+    over: Sequence[str] | None = None
+    weights: str | Mapping[str, Sequence[float]] | None = None
+    n_components: int = 3
+
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
+        intervals.check_size(self.n, what="n")
+        if not isinstance(self.n_components, int) or isinstance(self.n_components, bool) or self.n_components < 1:
+            raise ConfigError(f"`n_components` must be an integer >= 1, got {self.n_components!r}")
+        return aggregated.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
+
+    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+        spec = ctx.model.spec  # the output dims and weights are checked before any model run
+        aggregated.output_weights(spec, aggregated.resolve_over(spec, self.over), self.weights)
+        values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
+        kwargs = {k: v for k, v in ctx.analysis_kwargs().items() if k not in ctx.model.labels}
+        return {"aggregated": aggregated.analyze(values, ctx.space, spec, over=self.over,
+                                                 weights=self.weights, n_components=self.n_components, **kwargs)}
+
+
+@dataclass(frozen=True)
+class GivenData:
+    """Given-data first-order indices (:mod:`~sensitivity.analyses.indices.given_data`): no design of their own.
+
+    From the points and values of a stored ``sweep`` file on a ``random`` or ``lhs`` grid (read ``block``
+    points at a time; see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that
+    is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output
+    variable, or CSV: :func:`sensitivity.samples.read_samples`), with no model runs; with neither, from
+    ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every first-order index). The
+    error is over ``intervals.replicates`` random batches of the points.
+    """
+
+    n: int = 4096
+    sweep: str | Path | None = None
+    samples: str | Path | None = None
+    block: int = 65536
+
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
+        if self.sweep is not None and self.samples is not None:
+            raise ConfigError(f"give `sweep` or `samples`, not both, got {str(self.sweep)!r} and {str(self.samples)!r}")
+        if not isinstance(self.block, int) or self.block < 1:
+            raise ConfigError(f"`block` must be a positive integer, got {self.block!r}")
+        for key, path in (("sweep", self.sweep), ("samples", self.samples)):
+            if path is not None and not Path(path).is_file():
+                raise DataError(f"`{key}` file not found: {path}")
+        return given_data.sample(space, self.n, seed=seed) if self.sweep is None and self.samples is None else None
+
+    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
+        if self.sweep is not None:
+            with StoredSweep(self.sweep) as sweep:
+                points, values = timed(f"given_data: read {self.sweep}", sweep_sample, sweep, self.block)
+        elif self.samples is not None:
+            from sensitivity.samples import read_samples
+
+            points, values = read_samples(Path(self.samples), ctx.space.names, ctx.model.spec)
+            values = values.reshape(len(points), -1)
+        else:
+            points, values = design, timed(f"given_data: {len(design)} evaluations", ctx.model.values, design)
+        batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
+        return {"given_data": given_data.analyze(points, values, ctx.space, batches=batches, seed=ctx.seed,
+                                                 conf_level=ctx.intervals.conf_level, **ctx.model.labels)}
 
 
 def _bootstrap_only(ctx: Context) -> dict[str, Any]:

@@ -21,7 +21,9 @@ with a large mean), and the layout of ``sample`` is SALib's ``sample.sobol``
 layout, so the same rows fed to SALib give the same numbers.
 
 Inputs must be independent: the estimators swap columns between ``A`` and ``B``,
-which breaks any dependence, so a space with a correlation matrix is refused.
+which breaks any dependence, so a space with a correlation matrix is refused; the error names
+:mod:`~sensitivity.analyses.indices.sobol_dependent` (the same estimators after the copula's
+Rosenblatt transform) and :mod:`~sensitivity.analyses.indices.shapley`.
 """
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ from sensitivity.labels import axis_coords, matrix_coords
 from sensitivity.space import ParameterSpace
 
 Groups = Mapping[str, Sequence[str]]
+
+#: The way out offered when a space with a correlation matrix is refused.
+DEPENDENT = ("method `sobol_dependent` (full and independent Sobol' indices) or `shapley` (Shapley effects), "
+             "which sample the space's Gaussian copula")
 
 #: ``status`` flag values.
 STATUS_OK, STATUS_CONSTANT = 0, 1
@@ -83,7 +89,7 @@ def sample(
     numpy.ndarray
         Points in physical units, one row per model evaluation.
     """
-    design.require_independent(space, method="Sobol' sampling")
+    design.require_independent(space, method="Sobol' sampling", instead=DEPENDENT)
     members = _membership(space, groups)
     d = len(space)
     base = design.sobol_base(2 * d, n, seed, replicates)
@@ -154,17 +160,17 @@ def analyze(
         ``tail_flag``; :mod:`~sensitivity.analyses.indices.tails`).
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
-    design.require_independent(space, method="Sobol' analysis")
+    design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
     plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
     members = _membership(space, groups)
     g = members.shape[0]
     y = design.as_values(values)
     per_block = 2 * g + 2 if calc_second_order else g + 2
-    n = _base_size(y.shape[0], per_block, g, calc_second_order)
+    n = base_size(y.shape[0], per_block, g, calc_second_order)
     convergence_start = design.check_power_of_two(convergence_start, what="convergence_start")
     blocks = y.reshape(n, per_block, y.shape[1])
 
-    reps = _replicates(blocks, g, calc_second_order, plan)
+    reps = replicate_estimates(blocks, g, calc_second_order, plan)
     sizes = [2**k for k in range(convergence_start.bit_length() - 1, n.bit_length())] or [n]
     conv = [_estimate(blocks[:k], g, False, np.ones((1, k))) for k in sizes]
 
@@ -177,29 +183,10 @@ def analyze(
             "n_samples", np.asarray(sizes, dtype=np.int32), {"long_name": "base sample size N of the prefix", "units": "1"}
         ),
     }
-    var_units, var_coords = dataset.units_table(
-        "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
-    )
+    data, var_coords = summary_variables(reps, y, output_units)
     coords.update(var_coords)
-    data = {
-        "variance": dataset.variable(
-            ("output",), reps["variance"][0], "output variance of [f(A); f(B)]", var_units,
-            units_coordinate=next(iter(var_coords), None),
-        ),
-        "status": xr.Variable(
-            "output",
-            reps["status"].astype(np.int8),
-            {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
-             "flag_meanings": "ok constant_output"},
-        ),
-        **tails.tail_variables(y),
-    }
     for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
-        data[key] = dataset.variable((factor, "output"), reps[key][0], long_name, "1")
-        if plan.kind != "none":
-            data[f"{key}_interval"] = dataset.variable(
-                (factor, "output", "bound"), plan.bounds(reps[key]), f"{long_name}, {plan.describe()}", "1"
-            )
+        data.update(index_variables(key, reps[key], (factor, "output"), long_name, plan))
         data[f"{key}_convergence"] = dataset.variable(
             ("n_samples", factor, "output"), np.stack([c[key][0] for c in conv]),
             f"{long_name} from the first N base rows of the design", "1",
@@ -226,6 +213,41 @@ def analyze(
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
+def index_variables(key: str, reps: np.ndarray, dims: tuple[str, ...], long_name: str,
+                    plan: IntervalPlan, units: str | None = "1", **attrs: object) -> dict[str, xr.Variable]:
+    """``key`` (the estimate, row 0 of ``reps [K, ...]``) and, unless ``plan`` makes none, ``key_interval``."""
+    out = {key: dataset.variable(dims, reps[0], long_name, units, **attrs)}
+    if plan.kind != "none":
+        out[f"{key}_interval"] = dataset.variable(dims + ("bound",), plan.bounds(reps),
+                                                  f"{long_name}, {plan.describe()}", units, **attrs)
+    return out
+
+
+def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
+                      output_units: Sequence[str] | None) -> tuple[dict[str, xr.Variable], dict[str, xr.Variable]]:
+    """``variance``, ``status`` and the heavy-tail check of a pick-freeze analysis, and their coordinates.
+
+    ``reps`` is :func:`replicate_estimates`' result, ``y`` the model values on every row.
+    """
+    var_units, var_coords = dataset.units_table(
+        "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
+    )
+    data = {
+        "variance": dataset.variable(
+            ("output",), reps["variance"][0], "output variance of [f(A); f(B)]", var_units,
+            units_coordinate=next(iter(var_coords), None),
+        ),
+        "status": xr.Variable(
+            "output",
+            reps["status"].astype(np.int8),
+            {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
+             "flag_meanings": "ok constant_output"},
+        ),
+        **tails.tail_variables(y),
+    }
+    return data, var_coords
+
+
 def _membership(space: ParameterSpace, groups: Groups | None) -> np.ndarray:
     """``[G, d]`` boolean membership of parameters in factors (the identity without groups)."""
     d = len(space)
@@ -248,7 +270,7 @@ def _membership(space: ParameterSpace, groups: Groups | None) -> np.ndarray:
     return members
 
 
-def _base_size(rows: int, per_block: int, g: int, second: bool) -> int:
+def base_size(rows: int, per_block: int, g: int, second: bool) -> int:
     """The base size ``N`` implied by the number of rows; a :class:`DataError` when unusable."""
     n = rows // per_block
     if rows % per_block or n < 2 or n & (n - 1):
@@ -259,7 +281,7 @@ def _base_size(rows: int, per_block: int, g: int, second: bool) -> int:
     return n
 
 
-def _replicates(blocks: np.ndarray, g: int, second: bool, plan: IntervalPlan) -> dict[str, np.ndarray]:
+def replicate_estimates(blocks: np.ndarray, g: int, second: bool, plan: IntervalPlan) -> dict[str, np.ndarray]:
     """:func:`_estimate` on all rows (first), then on each randomised-QMC scrambling or bootstrap resample.
 
     A scrambling's estimate is computed on its rows alone (centred and scaled by their own mean

@@ -143,6 +143,21 @@ def test_lognormal_and_correlated_inputs_give_no_bound():
     assert np.corrcoef(x.T)[0, 1] > 0.1  # the copula did couple the inputs
 
 
+def test_nu_of_dependent_inputs_is_the_mean_under_the_joint_law():
+    # f = x1^2 x2 of zero-mean normals with correlation r: nu_1 = E[(2 x1 x2)^2] = 4 s1^2 s2^2 (1 + 2 r^2)
+    # (Isserlis), nu_2 = E[x1^4] = 3 s1^4; the copula's draws must give these, not the independent values.
+    # N = 65536 as 8 scramblings: 10 seeds, largest relative error 0.23 % -> 0.7 %.
+    s1, s2, r = 1.5, 0.5, 0.6
+    space = ParameterSpace.from_records([dict(name="x1", units="m", distribution=dict(kind="norm", loc=0.0, scale=s1)),
+                                         dict(name="x2", units="m", distribution=dict(kind="norm", loc=0.0, scale=s2))],
+                                        [[1.0, r], [r, 1.0]])
+    x = dgsm.sample(space, 65536, seed=3)
+    jac = np.stack([2 * x[:, 0] * x[:, 1], x[:, 0] ** 2], axis=1)[:, None, :]
+    ds = dgsm.analyze(jac, (x[:, 0] ** 2 * x[:, 1])[:, None], space)
+    np.testing.assert_allclose(ds.nu.isel(output=0), [4 * s1**2 * s2**2 * (1 + 2 * r**2), 3 * s1**4], rtol=0.007)
+    assert np.isnan(ds.sobol_total_bound).all() and ds.attrs["inputs"].startswith("dependent (Gaussian copula)")
+
+
 def test_shape_errors():
     x = dgsm.sample(ISHIGAMI, 16, seed=0)
     with pytest.raises(DataError, match=r"`jacobian` must have shape \[N, m, 3\]"):

@@ -169,5 +169,5 @@ def test_bad_groups_are_clear_errors():
 
 def test_correlated_inputs_are_refused():
     space = ParameterSpace(ISHIGAMI.parameters, correlation=np.array([[1, 0.5, 0], [0.5, 1, 0], [0, 0, 1.0]]))
-    with pytest.raises(ConfigError, match="assumes independent inputs"):
+    with pytest.raises(ConfigError, match="assumes independent inputs.*use method `sobol_dependent`"):
         sobol.sample(space, 64)
