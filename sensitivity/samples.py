@@ -52,7 +52,8 @@ def read_points(path: str | Path, names: list[str], key: str) -> np.ndarray:
         return _points(ds, names, path, key)
 
 
-def read_samples(path: Path, names: list[str], output: OutputSpec | None) -> tuple[np.ndarray, np.ndarray]:
+def read_samples(path: Path, names: list[str], output: OutputSpec | None, *,
+                 key: str = "training.data") -> tuple[np.ndarray, np.ndarray]:
     """Samples from a netCDF file (``x(sample, parameter)`` with ``parameter_name``, and the output variable
     ``<output.name>(sample, *dims)`` or ``y``) or a CSV file (one column per parameter and per flat output name).
 
@@ -64,13 +65,14 @@ def read_samples(path: Path, names: list[str], output: OutputSpec | None) -> tup
         The parameter names, in the order of the columns of ``x``.
     output
         The model's output description; None: the netCDF variable ``y`` as it is (a CSV file needs one).
+    key
+        The config key that named the file, for the error messages.
 
     Returns
     -------
     x, y
         ``x [N, n]`` in ``names`` order (the parameters' units, as stored) and ``y [N, *out]``.
     """
-    key = "training.data"
     path = _existing(path, key)
     if path.suffix == ".csv":
         table = _read_csv(path, key)

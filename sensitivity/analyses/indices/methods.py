@@ -424,7 +424,8 @@ class GivenData:
         elif self.samples is not None:
             from sensitivity.samples import read_samples
 
-            points, values = read_samples(Path(self.samples), ctx.space.names, ctx.model.spec)
+            points, values = read_samples(Path(self.samples), ctx.space.names, ctx.model.spec,
+                                          key="given_data.samples")
             values = values.reshape(len(points), -1)
         else:
             points, values = design, timed(f"given_data: {len(design)} evaluations", ctx.model.values, design)
