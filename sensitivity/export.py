@@ -185,56 +185,8 @@ def _save(module: JacobianModule, directory: Path) -> None:
 
 # ----------------------------------------------------------------------------- checking
 
-#: Run by ``python -I -S``: site-packages on sys.path WITHOUT their .pth hooks, so an editable
-#: install of this project is invisible; the repository is not on the path either.
-_CHECK_CODE = r"""
-import io, json, sys, time
-sys.path[:0] = json.loads(sys.argv[2])
-import numpy as np
-import tensorflow as tf
-try:
-    import sensitivity  # noqa: F401
-    importable = True
-except ImportError:
-    importable = False
-inp = np.load(io.BytesIO(sys.stdin.buffer.read()))
-t0 = time.perf_counter()
-m = tf.saved_model.load(sys.argv[1])
-reload_s = time.perf_counter() - t0
-meta = json.loads(m.metadata_json.numpy().decode())
-x = tf.constant(inp["points"])
-out = m.value_and_jacobian(x)
-res = {"value": out["value"].numpy(), "jacobian": out["jacobian"].numpy(),
-       "value_only": m.value(x)["value"].numpy(), "jacobian_only": m.jacobian(x)["jacobian"].numpy()}
-if inp["hessian_points"].size and hasattr(m, "hessian"):
-    res["hessian"] = m.hessian(tf.constant(inp["hessian_points"]))["hessian"].numpy()
-sig = m.signatures["value_and_jacobian"](x=x)
-res["signature_jacobian"] = sig["jacobian"].numpy()
-bench, seconds = inp["bench_points"], float(inp["seconds"])
-rate = float("nan")
-if bench.size:
-    chunk = tf.constant(bench)
-    m.value_and_jacobian(chunk)["jacobian"].numpy()
-    best = float("inf")
-    t_end = time.perf_counter() + seconds
-    while time.perf_counter() < t_end:
-        t = time.perf_counter()
-        o = m.value_and_jacobian(chunk)
-        o["value"].numpy(), o["jacobian"].numpy()
-        best = min(best, time.perf_counter() - t)
-    rate = len(bench) / best
-info = {"reload_seconds": reload_s, "jacobians_per_second": rate, "importable": importable,
-        "parameter_names": [s.decode() for s in m.parameter_names.numpy()],
-        "parameter_units": [s.decode() for s in m.parameter_units.numpy()],
-        "output_names": [s.decode() for s in m.output_names.numpy()],
-        "output_units": [s.decode() for s in m.output_units.numpy()],
-        "metadata": meta, "signatures": sorted(m.signatures.keys())}
-buf = io.BytesIO()
-np.savez(buf, info=np.array(json.dumps(info)), **res)
-sys.stdout.flush()
-sys.stdout.buffer.write(b"@@RESULT@@" + buf.getvalue())
-sys.stdout.flush()
-"""
+#: The reload check, a script run by ``python -I -S`` (:func:`run_in_plain_tensorflow`), never imported.
+RELOAD_SCRIPT = Path(__file__).with_name("reload_check.py")
 
 
 @dataclass(frozen=True)
@@ -328,7 +280,7 @@ def run_in_plain_tensorflow(path: str | Path, payload: dict[str, np.ndarray],
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, "-I", "-S", "-c", _CHECK_CODE, str(path), json.dumps(plain_tensorflow_path())]
+    cmd = [sys.executable, "-I", "-S", str(RELOAD_SCRIPT), str(path), json.dumps(plain_tensorflow_path())]
     proc = subprocess.run(cmd, input=buf.getvalue(), capture_output=True, timeout=timeout, env=env,
                           cwd=str(Path(path).resolve().parent))
     marker = proc.stdout.find(b"@@RESULT@@")
