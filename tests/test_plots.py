@@ -295,6 +295,14 @@ def test_named_scalars_go_along_x_or_into_a_panel_each():
     assert each.x is None and len(each.panels) == 6 and each.panels[1].title == "site = A, output = Q"
 
 
+def test_many_named_scalars_continue_in_the_next_panel():
+    names = [f"y{i}" for i in range(lay.MAX_CATEGORIES + 4)]
+    da = _array(_labeled("output", names), ["output"])
+    plan = lay.plan(da, ["output"])
+    shown = [[names[i] for i in lay.categories(plan, p, da)] for p in plan.panels]
+    assert shown == [names[:lay.MAX_CATEGORIES], names[lay.MAX_CATEGORIES:]]
+
+
 def test_panels_beyond_the_cap_are_left_out_and_counted():
     da = _array({**_labeled("station", [f"s{i}" for i in range(30)]), "day": _numeric("day", [1, 2], "day")},
                 ["station", "day"])

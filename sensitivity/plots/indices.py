@@ -19,6 +19,8 @@ MEASURES: tuple[tuple[str, str | None, str], ...] = (
     ("active_subspace_activity_score", None, "activity score"),
     ("local_sigma_normalized", None, "|sigma-normalised derivative| at nominal"),
 )
+#: Total-effect measures, in the order a field's map prefers them.
+TOTAL = ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star", "active_subspace_activity_score")
 #: Dims of ``indices.nc`` that are not the model's output dims (besides the dataset contract's own).
 INDEX_DIMS = ("direction", "group", "n_samples", "measure", "measure_i", "measure_j", "quantity")
 #: At most this many outputs get a row of bars.
@@ -69,35 +71,36 @@ def shown_outputs(ds: xr.Dataset) -> list[tuple[dict[str, int], str]]:
     its layout (one per label of a labeled dim), the element with the largest output variance (the
     most informative one to rank parameters on).
     """
-    name = _reference(ds)
-    if name is None:
-        return [({}, "")]
     dims = output_dims(ds)
     if not dims:
         return [({}, "")]
-    plan = _plan(ds[name], categories=False, max_panels=MAX_SHOWN)
+    plan = _plan(ds[_reference(ds)], categories=False, max_panels=MAX_SHOWN)
     if plan.kind == "points":
-        return [(dict(p.index), p.title or lay.position_text(ds, p.index)) for p in plan.panels]
+        return [(dict(p.index), p.title) for p in plan.panels]
     variance = next((ds[v] for v in ("sobol_variance", "dgsm_variance") if v in ds), None)
+    numeric = [d for d in dims if not lay.is_labeled(ds, d)]
     shown = []
     for panel in plan.panels:
-        inner = [d for d in dims if d not in panel.index]
+        labels = {d: i for d, i in panel.index.items() if d not in numeric}
         if variance is None:
-            where = {d: ds.sizes[d] // 2 for d in inner}
+            where = {d: ds.sizes[d] // 2 for d in numeric}
         else:
-            values = lay.select(variance, panel).transpose(*inner).values
+            values = variance.isel(labels).transpose(*numeric).values
             flat = int(np.nanargmax(np.nan_to_num(values, nan=-np.inf)))
-            where = dict(zip(inner, (int(i) for i in np.unravel_index(flat, values.shape))))
-        index = {**panel.index, **where}
+            where = dict(zip(numeric, (int(i) for i in np.unravel_index(flat, values.shape))))
+        index = {**labels, **where}
         shown.append((index, lay.position_text(ds, index)))
     return shown
 
 
 def _where(ds: xr.Dataset) -> str:
     """How :func:`shown_outputs` chose the outputs, for a figure's title."""
-    if not output_dims(ds) or _plan(ds[_reference(ds)]).kind == "points":
+    if not output_dims(ds):
         return ""
-    return "; at the output of largest variance" + (" per panel" if _plan(ds[_reference(ds)]).total > 1 else "")
+    plan = _plan(ds[_reference(ds)], categories=False, max_panels=MAX_SHOWN)
+    if plan.kind == "points":
+        return f"; first {len(plan.panels)} of {plan.total} outputs" if plan.note else ""
+    return "; at the output of largest variance" + (" per panel" if plan.total > 1 else "") + plan.note
 
 
 def _fmt(value: object) -> str:
@@ -189,7 +192,7 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     return lay.save(fig, figure_path)
 
 
-def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
+def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     """Indices resolved along the model's numeric dims, laid out by :mod:`sensitivity.plots.layout`.
 
     A series: one row per measure and one column per label panel, a line per parameter with its
@@ -197,6 +200,8 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     DGSM bound, Morris mu* or the activity score), one column per parameter and row per label panel.
     """
     present = [m for m in MEASURES if m[0] in ds and not m[0].startswith("local")]
+    if not present:  # the local method alone: its bars are the whole story
+        return None
     names = _names(ds)
     plan = _plan(ds[present[0][0]])
     if plan.kind == "map":
@@ -215,10 +220,10 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
                     ax.fill_between(t, bands[j, 0], bands[j, 1], color=line.get_color(), alpha=0.2)
             ax.set_title(", ".join(x for x in (title, panel.title) if x), fontsize="small")
             unit = lay.units(ds[var], panel)
-            if c == 0 and unit and unit != "1":
+            if unit and unit != "1":
                 ax.set_ylabel(f"[{unit}]", fontsize="small")
-        for ax in axes[-1]:
-            lay.format_x(ax, ds[var], plan, plan.panels[0])
+    for ax in axes[-1]:
+        lay.format_x(ax, ds, plan, plan.panels[0])
     lay.legend(fig, list(axes.ravel()), title="parameter")
     fig.suptitle(f"indices resolved along {lay.coord_label(ds, plan.x)} (bands: confidence intervals){plan.note}",
                  fontsize="medium")
@@ -227,8 +232,7 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
 
 def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], figure_path: Path) -> Path:
     """Maps of the total index per parameter (columns) and label panel (rows), on one colour scale."""
-    var, _, title = next(m for m in present if m[0] in ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star",
-                                                       "active_subspace_activity_score"))
+    var, _, title = next((m for m in present if m[0] in TOTAL), present[0])
     da = ds[var]
     finite = da.values[np.isfinite(da.values)]
     top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0

@@ -14,7 +14,8 @@ figure, whatever the output's shape (:mod:`sensitivity.outputs` states the contr
   their middle value, which every panel title states;
 - named scalars (labeled dims only, kind ``"points"``): the last labeled dim is a categorical x
   axis with its labels as tick labels, horizontal while they fit; labels whose units differ
-  (``d_units``) go to separate panels, one per unit, so a panel's y axis has one unit. The other
+  (``d_units``) go to separate panels, one per unit, so a panel's y axis has one unit, and at most
+  :data:`MAX_CATEGORIES` labels share a panel (more continue in the next). The other
   labeled dims give panels as above. ``categories=False`` gives every output a panel of its own
   (for figures whose x axis is something else, e.g. the parameters of an index bar chart).
 
@@ -39,6 +40,8 @@ from sensitivity.outputs import RESERVED_DIMS
 MAX_PANELS = 12
 #: Panels per row of a wrapped grid.
 MAX_COLUMNS = 3
+#: At most this many named scalars share a panel (more continue in the next one).
+MAX_CATEGORIES = 16
 #: Category labels stay horizontal while their total length is at most this many characters.
 HORIZONTAL_CHARS = 48
 
@@ -175,7 +178,7 @@ def plan(obj: xr.DataArray | xr.Dataset, dims: Sequence[str], *, categories: boo
         index = {**dict(zip(split, combo)), **fixed}
         for members, units in groups:
             title = position_text(obj, index)
-            if len(groups) > 1:
+            if len(groups) > 1 and units:
                 title = ", ".join(t for t in (title, f"outputs in {units}") if t)
             panels.append(Panel(title, index, members))
     return Layout(kind, tuple(panels[:max_panels]), x, y, len(panels))
@@ -186,21 +189,27 @@ def _map_axes(obj: xr.DataArray | xr.Dataset, dims: list[str]) -> tuple[str, str
     def role(d: str) -> str:
         name = d.lower()
         standard = obj[d].attrs.get("standard_name", "") if d in obj.coords else ""
-        return "across" if name in _ACROSS or standard == "longitude" else "up" if name in _UP or standard == "latitude" else ""
+        if name in _ACROSS or standard == "longitude":
+            return "across"
+        return "up" if name in _UP or standard == "latitude" else ""
 
     first, second = dims
     return (second, first) if role(first) == "across" or role(second) == "up" else (first, second)
 
 
 def _unit_groups(obj: xr.DataArray | xr.Dataset, dim: str) -> list[tuple[tuple[int, ...] | None, str]]:
-    """Positions along a categorical ``dim`` grouped by their units (``<dim>_units``), in order of appearance."""
-    if f"{dim}_units" not in obj.coords:
-        return [(None, "")]
-    units = [str(u) for u in obj[f"{dim}_units"].values]
+    """Positions along a categorical ``dim`` grouped by their units (``<dim>_units``), in order of appearance,
+    and cut into runs of at most :data:`MAX_CATEGORIES`; ``(None, units)`` for all of them in one panel."""
+    n = obj.sizes[dim]
+    units = [str(u) for u in obj[f"{dim}_units"].values] if f"{dim}_units" in obj.coords else [""] * n
     distinct = list(dict.fromkeys(units))
-    if len(distinct) == 1:
+    if len(distinct) == 1 and n <= MAX_CATEGORIES:
         return [(None, distinct[0])]
-    return [(tuple(i for i, u in enumerate(units) if u == one), one) for one in distinct]
+    groups = []
+    for one in distinct:
+        members = [i for i, u in enumerate(units) if u == one]
+        groups += [(tuple(members[k:k + MAX_CATEGORIES]), one) for k in range(0, len(members), MAX_CATEGORIES)]
+    return groups
 
 
 # ----------------------------------------------------------------------------- values of a panel
@@ -257,7 +266,8 @@ def quantity_label(text: str, unit: str | None) -> str:
 
 
 # ----------------------------------------------------------------------------- axes
-def grid(n_rows: int, n_cols: int, *, size: tuple[float, float] = (4.2, 3.0), **kwargs) -> tuple[plt.Figure, np.ndarray]:
+def grid(n_rows: int, n_cols: int, *, size: tuple[float, float] = (4.2, 3.0),
+         **kwargs) -> tuple[plt.Figure, np.ndarray]:
     """A figure of ``n_rows x n_cols`` panels of about ``size`` inches each; axes as a 2-D array."""
     width = min(max(size[0] * n_cols, 7.0), 22.0)
     height = min(max(size[1] * n_rows + 0.8, 3.5), 30.0)

@@ -140,8 +140,8 @@ def _maps(ds: xr.Dataset, plan: lay.Layout, names: list[str], low: xr.DataArray,
             mesh = None
             for i, (ax, name) in enumerate(zip(rows[r], names)):
                 if r == 2 and (lay.select(flags, panel).isel(propagation_method=i).values < 0).all():
-                    ax.text(0.5, 0.5, f"{name}:\nthe verdict's reference" if name == reference else f"{name}: no verdict",
-                            ha="center", va="center", transform=ax.transAxes)
+                    text = f"{name}:\nthe verdict's reference" if name == reference else f"{name}: no verdict"
+                    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
                     ax.set_axis_off()
                     continue
                 mesh = lay.draw_map(ax, shown.isel(propagation_method=i), plan, cmap=cmap, **scale)

@@ -136,7 +136,8 @@ def _propagation(jac, out_dir: Path) -> Path:
     from sensitivity.datasets import write_atomic
 
     spec = jac.surrogate.output
-    ds = propagate(inputs_from_space(space()), values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
+    ds = propagate(inputs_from_space(space()), values_fn=jac.flat_values,
+                   value_and_jacobian=jac.flat_value_and_jacobian,
                    methods=["first_order", "unscented", "monte_carlo"], output=spec, n_samples=1024, n_replicates=4,
                    block_size=512, seed=0)
     ds.attrs.update(_attrs("propagate", jac), output_variable=spec.name, output_long_name=spec.long_name)
@@ -156,7 +157,7 @@ def _indices(jac, out_dir: Path) -> Path:
 
 
 def posterior(out_dir: Path) -> Path:
-    """``posterior.nc`` of the series model: short NUTS chains (no XLA) from its calibration's Laplace approximation."""
+    """``posterior.nc`` of the series model: four short NUTS chains from its calibration's Laplace approximation."""
     import xarray as xr
 
     from sensitivity.analyses.calibration import ObservationModel
@@ -172,6 +173,6 @@ def posterior(out_dir: Path) -> Path:
     initial = mean + 0.2 * np.sqrt(np.diag(cov)) * np.array([[-1.0], [1.0], [0.5], [-0.5]])
     s = space()
     ds = sample_posterior(model("series"), obs, space_prior(s), initial, bounds=s.bounds, laplace_mean=mean,
-                          laplace_cov=cov, sampler=NUTS(num_draws=30, num_warmup=20, max_tree_depth=4), parameter_names=s.names,
-                          parameter_units=s.units, throw=False, jit_compile=True)
+                          laplace_cov=cov, sampler=NUTS(num_draws=30, num_warmup=20, max_tree_depth=4),
+                          parameter_names=s.names, parameter_units=s.units, throw=False, jit_compile=True)
     return write_atomic(ds, out_dir / "posterior.nc")
