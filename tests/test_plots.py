@@ -199,6 +199,23 @@ def test_propagation_figure(study, drawn, tmp_path):
             assert_series(ax, len(METHODS))
 
 
+def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
+    """The moment methods alone (no Monte Carlo to judge them by) on a linear ``species x day`` model."""
+    from sensitivity.analyses.propagation import inputs_from_space, propagate
+    from sensitivity.datasets import write_atomic
+    from sensitivity.plots.propagation import propagation_figure
+    from tests.helpers.shapes import SPECS, space
+
+    spec = SPECS["labels_by_series"]
+    weights = np.random.default_rng(0).standard_normal((spec.size, 3))
+    ds = propagate(inputs_from_space(space()), value_and_jacobian=lambda x: (x @ weights.T, np.broadcast_to(
+        weights, (len(x), *weights.shape))), methods=["first_order"], output=spec)
+    propagation_figure(write_atomic(ds, tmp_path / "propagation.nc"), tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert titles(d.panels) == ["species = prey", "species = predator"] and d.legend == ["first_order"]
+    assert "no nonlinearity verdict: monte_carlo is not among the methods" in d.suptitle
+
+
 # ----------------------------------------------------------------------------- indices
 #: Titles naming the output of each row of the index bar chart.
 ROWS = {"scalar": ["output = level"], "named": ["output = H", "output = Q", "output = R"], "series": ["day = "],

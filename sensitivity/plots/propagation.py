@@ -39,13 +39,15 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     quantity = ds.attrs.get("output_long_name") or "output"
     if plan.kind == "map":
         return _maps(ds, plan, names, low, high, prob, quantity, figure_path)
+    flags = ds["nonlinear"].transpose("propagation_method", ...).values
+    per = 2 if (flags >= 0).any() else 1  # a verdict panel below each, when there is a verdict
     cols = min(len(plan.panels), lay.MAX_COLUMNS)
     rows = -(-len(plan.panels) // cols)
-    fig, axes = lay.grid(2 * rows, cols, size=(4.4, 2.3), height_ratios=[3, 2] * rows)
+    fig, axes = lay.grid(per * rows, cols, size=(4.4, 2.3 if per == 2 else 3.0), height_ratios=[3, 2][:per] * rows)
     shift = lay.offsets(len(names))
     tops = []
     for k, panel in enumerate(plan.panels):
-        top, bottom = axes[2 * (k // cols), k % cols], axes[2 * (k // cols) + 1, k % cols]
+        top = axes[per * (k // cols), k % cols]
         tops.append(top)
         x = lay.x_positions(mean, plan, panel)
         m, lo, hi = (lay.along_x(v, plan, panel) for v in (mean, low, high))  # [method, x]
@@ -59,17 +61,23 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         top.set_ylabel(lay.quantity_label(quantity, lay.units(mean, panel, plan)))
         top.set_title(panel.title, fontsize="medium")
         lay.format_x(top, mean, plan, panel)
-        top.set_xlabel("")
-        _verdict_panel(bottom, ds, plan, panel, names)
-        lay.format_x(bottom, mean, plan, panel)
+        if per == 2:
+            top.set_xlabel("")
+            bottom = axes[per * (k // cols) + 1, k % cols]
+            _verdict_panel(bottom, ds, plan, panel, names)
+            lay.format_x(bottom, mean, plan, panel)
     for k in range(len(plan.panels), rows * cols):  # the empty cells of the last row
-        axes[2 * (k // cols), k % cols].remove()
-        axes[2 * (k // cols) + 1, k % cols].remove()
+        for r in range(per):
+            axes[per * (k // cols) + r, k % cols].remove()
     lay.legend(fig, tops, title="method")
-    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{plan.note}\nbelow: nonlinearity verdict against "
-                 f"{_reference(ds)}, {_counts(ds['nonlinear'].transpose('propagation_method', ...).values, names)}",
-                 fontsize="medium")
+    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{plan.note}\n" +
+                 (f"below: nonlinearity verdict against {_reference(ds)}, {_counts(flags, names)}" if per == 2 else
+                  _no_verdict(ds)), fontsize="medium")
     return lay.save(fig, figure_path)
+
+
+def _no_verdict(ds: xr.Dataset) -> str:
+    return f"no nonlinearity verdict: {_reference(ds)} is not among the methods (or it failed)"
 
 
 def _band(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray, float]:
@@ -110,9 +118,9 @@ def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names
         bad = flags[i] == 1
         ax.plot(x[bad] + shift[i], gap[i][bad], "x", color=line.get_color(), markersize=8, markeredgewidth=1.5)
         shown = True
-    if not shown:
-        ax.text(0.5, 0.5, f"no verdict: {_reference(ds)} is not among the methods (or it failed)", ha="center",
-                va="center", transform=ax.transAxes, fontsize="small")
+    if not shown:  # a verdict elsewhere, none for these outputs
+        ax.text(0.5, 0.5, "no verdict for these outputs", ha="center", va="center", transform=ax.transAxes,
+                fontsize="small")
         return
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_ylim(0.0, max(2.0 * float(np.nanmax(gap, initial=0.0)), 1e-2))
@@ -122,37 +130,42 @@ def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names
 
 def _maps(ds: xr.Dataset, plan: lay.Layout, names: list[str], low: xr.DataArray, high: xr.DataArray, prob: float,
           quantity: str, figure_path: str | Path) -> Path:
-    """Per label panel three rows of maps (mean, band width, verdict gap), one column per method."""
-    mean, width, gap, flags = ds["output_mean"], high - low, _gap(ds), ds["nonlinear"]
+    """Per label panel rows of maps (mean, band width and, when there is a verdict, its gap), a column per method."""
+    mean, flags = ds["output_mean"], ds["nonlinear"]
     reference = _reference(ds)
-    fig, axes = lay.grid(3 * len(plan.panels), len(names), size=(3.4, 2.7))
+    rows_of = [(mean, f"{quantity} mean", "viridis"), (high - low, f"{prob:.0%} band width", "magma")]
+    verdict = bool((flags >= 0).any())
+    if verdict:
+        rows_of.append((_gap(ds), None, "Reds"))
+    n = len(rows_of)
+    fig, axes = lay.grid(n * len(plan.panels), len(names), size=(3.4, 2.7))
     for p, panel in enumerate(plan.panels):
         unit = lay.units(mean, panel)
-        rows = axes[3 * p: 3 * p + 3]
         where = f", {panel.title}" if panel.title else ""
-        for r, (values, label, cmap) in enumerate((
-                (mean, lay.quantity_label(f"{quantity} mean", unit), "viridis"),
-                (width, lay.quantity_label(f"{prob:.0%} band width", unit), "magma"),
-                (gap, f"|method - {reference}| / its std", "Reds"))):
-            shown = lay.select(values, panel)
+        for r, (values, text, cmap) in enumerate(rows_of):
+            row, shown = axes[n * p + r], lay.select(values, panel)
             finite = shown.values[np.isfinite(shown.values)]
-            scale = {"vmin": 0.0 if r == 2 else finite.min(), "vmax": finite.max()} if finite.size else {}
+            scale = {"vmin": 0.0 if text is None else finite.min(), "vmax": finite.max()} if finite.size else {}
             mesh = None
-            for i, (ax, name) in enumerate(zip(rows[r], names)):
-                if r == 2 and (lay.select(flags, panel).isel(propagation_method=i).values < 0).all():
-                    text = f"{name}:\nthe verdict's reference" if name == reference else f"{name}: no verdict"
-                    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+            for i, (ax, name) in enumerate(zip(row, names)):
+                method_flags = lay.select(flags, panel).isel(propagation_method=i)
+                if text is None and (method_flags.values < 0).all():  # the reference, or a failed method
+                    label = f"{name}:\nthe verdict's reference" if name == reference else f"{name}: no verdict"
+                    ax.text(0.5, 0.5, label, ha="center", va="center", transform=ax.transAxes)
                     ax.set_axis_off()
                     continue
                 mesh = lay.draw_map(ax, shown.isel(propagation_method=i), plan, cmap=cmap, **scale)
-                if r == 2:
-                    _mark_flagged(ax, lay.select(flags, panel).isel(propagation_method=i), plan)
+                if text is None:
+                    _mark_flagged(ax, method_flags, plan)
                 ax.set_title(f"{name}{where}", fontsize="medium")
             if mesh is not None:
-                fig.colorbar(mesh, ax=list(rows[r]), label=label)
-    fig.suptitle(f"{quantity}: mean, {prob:.0%} band width and nonlinearity verdict (x: flagged) per method"
-                 f"{plan.note}\nverdict against {reference}, "
-                 f"{_counts(flags.transpose('propagation_method', ...).values, names)}", fontsize="medium")
+                label = lay.quantity_label(text, unit) if text else f"|method - {reference}| / its std"
+                fig.colorbar(mesh, ax=list(row), label=label)
+    counts = _counts(flags.transpose("propagation_method", ...).values, names)
+    fig.suptitle(f"{quantity}: mean and {prob:.0%} band width per method{plan.note}" +
+                 (f"\nnonlinearity verdict against {reference} (x: flagged), {counts}" if verdict else
+                  f"\n{_no_verdict(ds)}"),
+                 fontsize="medium")
     return lay.save(fig, figure_path)
 
 
