@@ -303,6 +303,15 @@ def test_a_third_numeric_dim_is_held_at_its_middle_and_named_in_the_title():
     assert (lambda p: (p.y, p.x))(lay.plan(generic, ["depth", "distance"])) == ("depth", "distance")
 
 
+def test_a_cf_time_axis_is_drawn_against_its_dates():
+    times = xr.DataArray(np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[ns]"), dims="time",
+                         attrs={"long_name": "date"})
+    da = _array({"time": times, **_labeled("output", ["H"])}, ["output", "time"])
+    plan = lay.plan(da, ["output", "time"])
+    assert plan.kind == "lines" and lay.x_positions(da, plan, plan.panels[0]).dtype.kind == "M"
+    assert lay.coord_label(da, "time") == "date" and plan.panels[0].title == "output = H"
+
+
 def test_named_scalars_go_along_x_or_into_a_panel_each():
     da = _array({**_labeled("site", ["A", "B", "C"]), **_labeled("output", ["H", "Q"])}, ["site", "output"])
     along = lay.plan(da, ["site", "output"])

@@ -240,7 +240,10 @@ def along_x(da: xr.DataArray, layout: Layout, panel: Panel) -> np.ndarray:
 def x_positions(obj: xr.DataArray | xr.Dataset, layout: Layout, panel: Panel) -> np.ndarray:
     """Kind ``"lines"``: the x coordinate's values; ``"points"``: ``0 .. k-1`` for the panel's categories."""
     if layout.kind == "lines":
-        return np.asarray(obj[layout.x].values if layout.x in obj.coords else np.arange(obj.sizes[layout.x]), float)
+        if layout.x not in obj.coords:
+            return np.arange(obj.sizes[layout.x], dtype=float)
+        values = obj[layout.x].values
+        return values if values.dtype.kind == "M" else values.astype(float)  # a decoded CF time axis: its dates
     return np.arange(len(categories(layout, panel, obj)), dtype=float)
 
 
