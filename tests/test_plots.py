@@ -1,14 +1,348 @@
-"""The figure modules leave matplotlib's backend to their caller."""
+"""Figures of every output shape, checked by their structure (panels, axis labels, titles, legends), never
+by pixels; the layout rule on the shapes beyond them; and the figure modules leave matplotlib's backend
+to their caller.
+
+The datasets come from the library verbs on one tiny model per shape (:mod:`tests.helpers.shapes`):
+a scalar ``y[B]``, a named vector with a unit per name, a series on ``day``, ``species x day`` and a
+``lat x lon`` field.
+"""
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib
+import numpy as np
+import pytest
+import xarray as xr
 
 import sensitivity.plots
+from sensitivity.plots import layout as lay
+from tests.helpers.shapes import DAYS, LAT, LON, SHAPES, results
+
+DAY = "day of the season [day]"
+#: (title, x axis label or tick labels) of each panel of a figure laid out on the model's own dims.
+PANELS = {
+    "scalar": [("", ["level"])],
+    "named": [("outputs in m", ["H", "R"]), ("outputs in m3 s-1", ["Q"])],
+    "series": [("", DAY)],
+    "labels_by_series": [("species = prey", DAY), ("species = predator", DAY)],
+}
+#: Units of the model's values in each of those panels.
+UNITS = {"scalar": ["m"], "named": ["m", "m3 s-1"], "series": ["m"], "labels_by_series": ["m", "m"]}
+QUANTITY = {"scalar": "water level", "named": "gauge readings", "series": "population",
+            "labels_by_series": "population", "field": "surface height"}
+PARAMETERS = ["a", "k", "c"]
+METHODS = ["first_order", "unscented", "monte_carlo"]
+MEASURES = 6  # S1, ST, the DGSM bound, Morris mu*, the activity score, the local sensitivity
 
 
+@dataclass
+class Drawn:
+    """What a figure holds, read just before it is written."""
+
+    panels: list  # the axes that are not colorbars, in the order they were made
+    colorbars: int
+    legend: list[str]  # entries of every legend, the figure's and the panels'
+    suptitle: str
+
+    @classmethod
+    def of(cls, fig) -> "Drawn":
+        axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+        legends = list(fig.legends) + [ax.get_legend() for ax in axes if ax.get_legend() is not None]
+        return cls(axes, len(fig.axes) - len(axes), [t.get_text() for lg in legends for t in lg.get_texts()],
+                   fig._suptitle.get_text() if fig._suptitle is not None else "")
+
+
+def titles(axes) -> list[str]:
+    return [ax.get_title() for ax in axes]
+
+
+def ticks(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_xticklabels()]
+
+
+def assert_panels(axes, shape: str) -> None:
+    """Each panel titled with its labels, its x axis the coordinate with units or the output names (upright)."""
+    assert len(axes) == len(PANELS[shape])
+    for ax, (title, x) in zip(axes, PANELS[shape]):
+        assert ax.get_title() == title
+        if isinstance(x, str):
+            assert ax.get_xlabel() == x
+        else:
+            assert ticks(ax) == x and all(t.get_rotation() == 0 for t in ax.get_xticklabels())
+
+
+def assert_series(ax, n_lines: int) -> None:
+    """``n_lines`` labelled lines, each along the whole coordinate in order (no wrap into the next label)."""
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert len(lines) == n_lines
+    for line in lines:
+        np.testing.assert_array_equal(line.get_xdata(), DAYS)
+
+
+def assert_map(ax) -> None:
+    """A latitude x longitude map: longitude across, latitude up, with units, one cell per output."""
+    assert ax.get_xlabel() == "longitude [degrees_east]" and ax.get_ylabel() == "latitude [degrees_north]"
+    (mesh,) = [c for c in ax.collections if isinstance(c, matplotlib.collections.QuadMesh)]
+    assert mesh.get_array().shape == (len(LAT), len(LON))
+
+
+@pytest.fixture(autouse=True)
+def agg():
+    before = matplotlib.get_backend()
+    matplotlib.use("Agg")
+    yield
+    matplotlib.use(before)
+
+
+@pytest.fixture(scope="module", params=SHAPES)
+def study(request, tmp_path_factory):
+    """``(shape, {result: path})``: the datasets of one shape, made once for the module."""
+    return request.param, results(request.param, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """``{file name: Drawn}`` of every figure written through :func:`sensitivity.plots.layout.save`."""
+    figures: dict[str, Drawn] = {}
+    save = lay.save
+
+    def record(fig, figure_path, dpi=110):
+        figures[Path(figure_path).name] = Drawn.of(fig)
+        return save(fig, figure_path, dpi=30)  # written all the same, at a resolution that renders fast
+
+    monkeypatch.setattr(lay, "save", record)
+    return figures
+
+
+# ----------------------------------------------------------------------------- sweep
+def test_sweep_figure(study, drawn, tmp_path):
+    from sensitivity.plots.sweep import sweep_figure
+
+    shape, paths = study
+    assert sweep_figure(paths["sweep"], tmp_path / "sweep.png").stat().st_size > 0
+    d = drawn["sweep.png"]
+    if shape == "field":  # median |dy/dx| x range per parameter, one colour scale
+        assert titles(d.panels) == PARAMETERS and d.colorbars == 1
+        for ax in d.panels:
+            assert_map(ax)
+        return
+    assert_panels(d.panels, shape)
+    assert [ax.get_ylabel() for ax in d.panels] == [f"dy/dx x range of x [{u}]" for u in UNITS[shape]]
+    assert d.legend == PARAMETERS
+    if shape in ("series", "labels_by_series"):
+        for ax in d.panels:
+            assert_series(ax, len(PARAMETERS))
+
+
+# ----------------------------------------------------------------------------- calibration
+def test_calibration_fit_has_error_bars_and_the_band(study, drawn, tmp_path):
+    from sensitivity.plots.calibration import calibration_figures
+
+    shape, paths = study
+    written = calibration_figures(paths["calibration"], tmp_path)
+    assert [p.name for p in written] == ["calibration_fit.png", "calibration_convergence.png",
+                                         "calibration_correlation.png"]
+    d = drawn["calibration_fit.png"]
+    ds = xr.open_dataset(paths["calibration"])
+    if shape == "field":
+        assert titles(d.panels) == ["observed", "best fit", "observed - best fit"] and d.colorbars == 2
+        for ax in d.panels:
+            assert_map(ax)
+        return
+    assert_panels(d.panels, shape)
+    assert [ax.get_ylabel() for ax in d.panels] == [f"{QUANTITY[shape]} [{u}]" for u in UNITS[shape]]
+    lines = shape in ("series", "labels_by_series")
+    assert d.legend == (["95% delta-method band of the fit", "best fit", "observed +- 1 std"] if lines else
+                        ["best fit, 95% delta-method band", "observed +- 1 std"])
+    plan = lay.plan(ds["y_obs"], lay.output_dims(ds["y_obs"]))
+    for ax, panel in zip(d.panels, plan.panels):
+        (observed,) = [c for c in ax.containers if c.get_label() == "observed +- 1 std"]
+        segments = observed.lines[2][0].get_segments()  # one vertical bar per observation (none where missing)
+        half = np.array([(s[1, 1] - s[0, 1]) / 2 for s in segments if len(s)])
+        std = lay.along_x(ds["observation_std"], plan, panel)
+        np.testing.assert_allclose(half, std[np.isfinite(lay.along_x(ds["y_obs"], plan, panel))], rtol=1e-12)
+        if lines:
+            assert_series(ax, 1)  # the best fit, in its band
+            assert any(c.get_label().startswith("95% delta-method band") for c in ax.collections)
+
+
+# ----------------------------------------------------------------------------- propagation
+def test_propagation_figure(study, drawn, tmp_path):
+    from sensitivity.plots.propagation import propagation_figure
+
+    shape, paths = study
+    propagation_figure(paths["propagation"], tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert "against monte_carlo" in d.suptitle
+    if shape == "field":  # rows: mean, band width, verdict; columns: methods; the reference has no verdict map
+        assert len(d.panels) == 3 * len(METHODS) and d.colorbars == 3
+        maps = [ax for ax in d.panels if ax.axison]
+        assert titles(maps) == METHODS * 2 + METHODS[:2]
+        for ax in maps:
+            assert_map(ax)
+        return
+    verdicts = [ax for ax in d.panels if ax.get_ylabel().startswith("|method - monte_carlo|")]
+    means = [ax for ax in d.panels if ax not in verdicts]
+    assert titles(means) == [title for title, _ in PANELS[shape]]
+    assert [ax.get_ylabel() for ax in means] == [f"{QUANTITY[shape]} [{u}]" for u in UNITS[shape]]
+    assert len(verdicts) == len(PANELS[shape])
+    for ax, (_, x) in zip(verdicts, PANELS[shape]):
+        assert ax.get_title().startswith("flagged: first_order ")
+        assert (ax.get_xlabel() == x) if isinstance(x, str) else (ticks(ax) == x)
+    assert d.legend == METHODS
+    if shape in ("series", "labels_by_series"):
+        for ax in means:
+            assert_series(ax, len(METHODS))
+
+
+def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
+    """The moment methods alone (no Monte Carlo to judge them by) on a linear ``species x day`` model."""
+    from sensitivity.analyses.propagation import inputs_from_space, propagate
+    from sensitivity.datasets import write_atomic
+    from sensitivity.plots.propagation import propagation_figure
+    from tests.helpers.shapes import SPECS, space
+
+    spec = SPECS["labels_by_series"]
+    weights = np.random.default_rng(0).standard_normal((spec.size, 3))
+    ds = propagate(inputs_from_space(space()), value_and_jacobian=lambda x: (x @ weights.T, np.broadcast_to(
+        weights, (len(x), *weights.shape))), methods=["first_order"], output=spec)
+    propagation_figure(write_atomic(ds, tmp_path / "propagation.nc"), tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert titles(d.panels) == ["species = prey", "species = predator"] and d.legend == ["first_order"]
+    assert "no nonlinearity verdict: monte_carlo is not among the methods" in d.suptitle
+
+
+# ----------------------------------------------------------------------------- indices
+#: Titles naming the output of each row of the index bar chart.
+ROWS = {"scalar": ["output = level"], "named": ["output = H", "output = Q", "output = R"], "series": ["day = "],
+        "labels_by_series": ["species = prey, day = ", "species = predator, day = "], "field": ["lat = "]}
+
+
+def test_indices_figures(study, drawn, tmp_path):
+    from sensitivity.plots.indices import indices_figures
+
+    shape, paths = study
+    written = {p.name for p in indices_figures(paths["indices"], tmp_path)}
+    resolved = shape in ("series", "labels_by_series", "field")
+    assert written == {"indices_bars.png", "indices_ranking.png", "indices_active_subspace.png"} | (
+        {"indices_resolved.png"} if resolved else set())
+    bars = drawn["indices_bars.png"]
+    assert len(bars.panels) == len(ROWS[shape]) * MEASURES
+    for r, row in enumerate(ROWS[shape]):
+        for ax in bars.panels[r * MEASURES:(r + 1) * MEASURES]:
+            assert ax.get_title().split("\n")[1].startswith(row)
+            assert ticks(ax) == PARAMETERS and all(t.get_rotation() == 0 for t in ax.get_xticklabels())
+    if not resolved:
+        return
+    d = drawn["indices_resolved.png"]
+    if shape == "field":  # the total index per parameter
+        assert titles(d.panels) == PARAMETERS and d.colorbars == 1
+        for ax in d.panels:
+            assert_map(ax)
+        return
+    n_panels = len(PANELS[shape])
+    assert len(d.panels) == (MEASURES - 1) * n_panels and d.legend == PARAMETERS
+    for row in range(MEASURES - 1):
+        shown = d.panels[row * n_panels:(row + 1) * n_panels]
+        for ax, (title, _) in zip(shown, PANELS[shape]):
+            assert ax.get_title().endswith(title)
+            assert_series(ax, len(PARAMETERS))
+    assert [ax.get_xlabel() for ax in d.panels[-n_panels:]] == [DAY] * n_panels
+
+
+# ----------------------------------------------------------------------------- posterior
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:posterior chains failed convergence checks")  # 4 x 30 draws, on purpose
+def test_posterior_figures_are_parameter_only(drawn, tmp_path):
+    """NUTS (short chains) on the series model: a pair plot of the parameters and one trace per parameter."""
+    from sensitivity.plots.posterior import posterior_figures
+    from tests.helpers.shapes import posterior
+
+    posterior_figures(posterior(tmp_path / "run"), tmp_path)
+    pairs, trace = drawn["posterior_pairs.png"], drawn["posterior_trace.png"]
+    labels = ["a [m]", "k [day-1]", "c [m]"]
+    assert len(pairs.panels) == 9 and [ax.get_xlabel() for ax in pairs.panels[-3:]] == labels
+    assert [ax.get_ylabel() for ax in trace.panels] == labels
+
+
+# ----------------------------------------------------------------------------- the layout beyond the five shapes
+def _numeric(name: str, values, units: str) -> xr.DataArray:
+    return xr.DataArray(np.asarray(values, float), dims=name, attrs={"units": units, "long_name": name})
+
+
+def _labeled(name: str, names: list[str]) -> dict:
+    return {name: np.arange(len(names)), f"{name}_name": (name, np.asarray(names, dtype=object))}
+
+
+def _array(coords: dict, dims: list[str]) -> xr.DataArray:
+    return xr.DataArray(np.zeros([len(coords[d]) for d in dims]), dims=dims, coords=coords)
+
+
+def test_two_labeled_dims_and_a_series_are_panels_per_pair_of_labels():
+    da = _array({**_labeled("site", ["A", "B"]), **_labeled("species", ["prey", "predator"]),
+                 "day": _numeric("day", [1, 2, 3], "day")}, ["site", "species", "day"])
+    plan = lay.plan(da, lay.output_dims(da))
+    assert plan.kind == "lines" and plan.x == "day" and plan.note == ""
+    assert [p.title for p in plan.panels] == ["site = A, species = prey", "site = A, species = predator",
+                                              "site = B, species = prey", "site = B, species = predator"]
+    assert lay.along_x(da, plan, plan.panels[1]).shape == (3,)
+
+
+def test_a_third_numeric_dim_is_held_at_its_middle_and_named_in_the_title():
+    da = _array({"day": _numeric("day", [1, 2, 3], "day"), "lon": _numeric("lon", [0, 1], "degrees_east"),
+                 "lat": _numeric("lat", [5, 6, 7, 8], "degrees_north")}, ["day", "lon", "lat"])
+    plan = lay.plan(da, lay.output_dims(da))
+    assert (plan.kind, plan.y, plan.x) == ("map", "lat", "lon")  # latitude up, whatever the order of the dims
+    assert [p.title for p in plan.panels] == ["day = 2 day"]
+    generic = _array({"depth": _numeric("depth", [1, 2], "m"), "distance": _numeric("distance", [0, 5, 9], "km")},
+                     ["depth", "distance"])
+    assert (lambda p: (p.y, p.x))(lay.plan(generic, ["depth", "distance"])) == ("depth", "distance")
+
+
+def test_a_cf_time_axis_is_drawn_against_its_dates():
+    times = xr.DataArray(np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[ns]"), dims="time",
+                         attrs={"long_name": "date"})
+    da = _array({"time": times, **_labeled("output", ["H"])}, ["output", "time"])
+    plan = lay.plan(da, ["output", "time"])
+    assert plan.kind == "lines" and lay.x_positions(da, plan, plan.panels[0]).dtype.kind == "M"
+    assert lay.coord_label(da, "time") == "date" and plan.panels[0].title == "output = H"
+
+
+def test_named_scalars_go_along_x_or_into_a_panel_each():
+    da = _array({**_labeled("site", ["A", "B", "C"]), **_labeled("output", ["H", "Q"])}, ["site", "output"])
+    along = lay.plan(da, ["site", "output"])
+    assert along.kind == "points" and along.x == "output" and [p.title for p in along.panels] == [
+        "site = A", "site = B", "site = C"]
+    each = lay.plan(da, ["site", "output"], categories=False)
+    assert each.x is None and len(each.panels) == 6 and each.panels[1].title == "site = A, output = Q"
+
+
+def test_many_named_scalars_continue_in_the_next_panel():
+    names = [f"y{i}" for i in range(lay.MAX_CATEGORIES + 4)]
+    da = _array(_labeled("output", names), ["output"])
+    plan = lay.plan(da, ["output"])
+    shown = [[names[i] for i in lay.categories(plan, p, da)] for p in plan.panels]
+    assert shown == [names[:lay.MAX_CATEGORIES], names[lay.MAX_CATEGORIES:]]
+
+
+def test_panels_beyond_the_cap_are_left_out_and_counted():
+    da = _array({**_labeled("station", [f"s{i}" for i in range(30)]), "day": _numeric("day", [1, 2], "day")},
+                ["station", "day"])
+    plan = lay.plan(da, ["station", "day"])
+    assert len(plan.panels) == lay.MAX_PANELS and plan.note == f" (first {lay.MAX_PANELS} of 30 panels)"
+
+
+def test_output_dims_leave_out_the_dataset_contracts_dims():
+    da = xr.DataArray(np.zeros((2, 3, 4, 2)), dims=["propagation_method", "species", "day", "bound"])
+    assert lay.output_dims(da) == ["species", "day"]
+    assert lay.output_dims(da, exclude=["day"]) == ["species"]
+
+
+# ----------------------------------------------------------------------------- backend
 def test_importing_the_figure_modules_keeps_the_callers_backend():
     before = matplotlib.get_backend()
     matplotlib.use("svg")  # a non-interactive backend other than the Agg the workflows select

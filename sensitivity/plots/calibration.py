@@ -7,6 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.plots import layout as lay
+
 #: At most this many starts are drawn in the convergence figure (the lowest-cost ones first).
 MAX_STARTS = 200
 
@@ -30,56 +32,68 @@ def _best(ds: xr.Dataset) -> int:
 
 
 def fit_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
-    """Observations (with their standard deviation), the best fit and its delta-method band.
+    """Observations with their standard deviation, the best fit and its delta-method band.
 
-    A series or named scalars are drawn along their coordinate; a 2-D field as three maps (observed,
-    fitted, residual).
+    Laid out by :mod:`sensitivity.plots.layout`: per label panel, a series against its coordinate
+    (observations as error bars, the fit as a line in its band); named scalars side by side; a 2-D
+    field as three maps per label panel (observed, best fit, observed - best fit).
     """
     best = ds.isel(start=_best(ds))
-    dims = list(ds["y_obs"].dims)
-    if len(dims) == 2:
-        return _field_fit(best, dims, figure_path)
-    obs, std = ds["y_obs"].values.ravel(), ds["observation_std"].values.ravel()
-    fitted, band = best["model_output"].values.ravel(), best["prediction_band"].values.reshape(-1, 2)
-    dim = dims[0] if len(dims) == 1 else "output"
-    labelled = dim == "output" and "output_name" in ds.coords
-    where = np.arange(obs.size) if labelled or len(dims) != 1 else ds[dim].values
-    fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    obs = ds["y_obs"]
+    plan = lay.plan(obs, lay.output_dims(obs))
+    low, high = _bounds(best["prediction_band"])
     level = ds["prediction_band"].attrs.get("long_name", "band").split(" ")[0]
-    ax.fill_between(where, band[:, 0], band[:, 1], color="C1", alpha=0.3, step="mid" if labelled else None,
-                    label=f"{level} delta-method band")
-    ax.plot(where, fitted, color="C1", marker="o" if labelled else None, label="best fit")
-    ax.errorbar(where, obs, yerr=np.where(np.isfinite(std), std, 0.0), fmt=".", color="k", capsize=2,
-                label="observed")
-    if labelled:
-        ax.set_xticks(where, [str(n) for n in ds["output_name"].values], rotation=45, ha="right")
-    else:
-        ax.set_xlabel(_label(ds[dim]) if dim in ds.coords else "output index")
-    units = ds["y_obs"].attrs.get("units")
-    ax.set_ylabel(f"{ds.attrs.get('output_long_name', 'output')}" + (f" [{units}]" if units else ""))
-    ax.set_title(f"best of {ds.sizes['start']} starts: reduced chi2 {float(best['reduced_chi2']):.3g}")
-    ax.legend()
-    return _save(fig, figure_path)
+    quantity = ds.attrs.get("output_long_name", "output")
+    title = f"best of {ds.sizes['start']} starts: reduced chi2 {float(best['reduced_chi2']):.3g}"
+    if plan.kind == "map":
+        return _field_fit(obs, best["model_output"], plan, quantity, title, figure_path)
+    fig, axes = lay.wrapped(len(plan.panels))
+    for ax, panel in zip(axes, plan.panels):
+        x = lay.x_positions(obs, plan, panel)
+        y, std = lay.along_x(obs, plan, panel), lay.along_x(ds["observation_std"], plan, panel)
+        fit, lo, hi = (lay.along_x(v, plan, panel) for v in (best["model_output"], low, high))
+        if plan.kind == "lines":
+            ax.fill_between(x, lo, hi, color="C1", alpha=0.3, label=f"{level} delta-method band of the fit")
+            ax.plot(x, fit, color="C1", label="best fit")
+        else:
+            ax.errorbar(x + 0.12, fit, yerr=[fit - lo, hi - fit], fmt="s", color="C1", capsize=4, elinewidth=4,
+                        alpha=0.8, label=f"best fit, {level} delta-method band")
+        ax.errorbar(x - (0 if plan.kind == "lines" else 0.12), y, yerr=np.where(np.isfinite(std), std, 0.0), fmt=".",
+                    color="k", capsize=2, label="observed +- 1 std")
+        lay.format_x(ax, obs, plan, panel)
+        ax.set_ylabel(lay.quantity_label(quantity, lay.units(obs, panel, plan)))
+        ax.set_title(panel.title, fontsize="medium")
+    lay.legend(fig, axes)
+    fig.suptitle(title + plan.note, fontsize="medium")
+    return lay.save(fig, figure_path)
 
 
-def _field_fit(best: xr.Dataset, dims: list[str], figure_path: str | Path) -> Path:
-    obs = best["y_obs"].transpose(*dims).values
-    fitted = best["model_output"].transpose(*dims).values
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
-    vmin, vmax = np.nanmin([obs, fitted]), np.nanmax([obs, fitted])
-    for ax, data, title in ((axes[0], obs, "observed"), (axes[1], fitted, "best fit")):
-        im = ax.imshow(data, origin="lower", vmin=vmin, vmax=vmax, cmap="viridis")
-        ax.set_title(title)
-    fig.colorbar(im, ax=axes[:2])
-    residual = obs - fitted
-    lim = np.nanmax(np.abs(residual)) or 1.0
-    im = axes[2].imshow(residual, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim)
-    axes[2].set_title("observed - fit")
-    fig.colorbar(im, ax=axes[2])
-    for ax in axes:
-        ax.set_xlabel(dims[1])
-        ax.set_ylabel(dims[0])
-    return _save(fig, figure_path)
+def _bounds(band: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    """The low and high ends of an interval on ``bound`` (labels ``low``, ``high`` in ``bound_name``)."""
+    names = lay.labels(band, "bound") if lay.is_labeled(band, "bound") else ["low", "high"]
+    return band.isel(bound=names.index("low")), band.isel(bound=names.index("high"))
+
+
+def _field_fit(obs: xr.DataArray, fitted: xr.DataArray, plan: lay.Layout, quantity: str, title: str,
+               figure_path: str | Path) -> Path:
+    """Observed, fitted and residual maps per label panel (rows); observed and fitted on one colour scale."""
+    fig, axes = lay.grid(len(plan.panels), 3, size=(3.8, 3.0))
+    for row, panel in zip(axes, plan.panels):
+        o, f = lay.select(obs, panel), lay.select(fitted, panel)
+        unit = lay.units(obs, panel)
+        finite = np.concatenate([o.values[np.isfinite(o.values)], f.values[np.isfinite(f.values)]])
+        scale = {"vmin": finite.min(), "vmax": finite.max()} if finite.size else {}
+        for ax, data, name in ((row[0], o, "observed"), (row[1], f, "best fit")):
+            mesh = lay.draw_map(ax, data, plan, cmap="viridis", **scale)
+            ax.set_title(", ".join(t for t in (name, panel.title) if t), fontsize="medium")
+        fig.colorbar(mesh, ax=list(row[:2]), label=lay.quantity_label(quantity, unit))
+        residual = o - f
+        limit = lay.symmetric_limit(residual.values)
+        lay.draw_map(row[2], residual, plan, cmap="RdBu_r", vmin=-limit, vmax=limit,
+                     colorbar=lay.quantity_label("observed - best fit", unit))
+        row[2].set_title(", ".join(t for t in ("observed - best fit", panel.title) if t), fontsize="medium")
+    fig.suptitle(title + plan.note, fontsize="medium")
+    return lay.save(fig, figure_path)
 
 
 def convergence_figure(ds: xr.Dataset, figure_path: str | Path, max_starts: int = MAX_STARTS) -> Path:
@@ -98,7 +112,7 @@ def convergence_figure(ds: xr.Dataset, figure_path: str | Path, max_starts: int 
     shown = min(max_starts, cost.shape[0])
     ax.set_title(f"convergence of {shown} of {cost.shape[0]} starts ({int(ds['n_minima'])} distinct minima; "
                  "colour = minimum, grey = failed)", fontsize="medium")
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def correlation_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
@@ -117,7 +131,7 @@ def correlation_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     ax.set_yticks(range(len(names)), names)
     ax.set_title("parameter correlation (identifiability)", fontsize="medium")
     fig.colorbar(im, ax=ax)
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple[str, str] | None = None,
@@ -168,7 +182,7 @@ def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple
     ax.set_ylabel(_label(ds["x"].isel(parameter=b), names[b]))
     ax.set_title(f"damped Gauss-Newton steps at {ds.sizes['sample']} sweep points "
                  f"(drawn at most {max_arrow:.0%} of the range long)", fontsize="medium")
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def step_slice_figure(path: str | Path, figure_path: str | Path, max_arrow: float = 1.5) -> Path:
@@ -218,7 +232,7 @@ def step_slice_figure(path: str | Path, figure_path: str | Path, max_arrow: floa
                   f"basin of the best minimum (red line): {basin.mean():.0%} of the grid")
     ax.set_title(f"slice through the best estimate, other parameters fixed: Gauss-Newton steps (at most "
                  f"{max_arrow:g}\ngrid spacings long); {basin_text}", fontsize="medium")
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def _label(var: xr.DataArray, name: str | None = None) -> str:
@@ -227,10 +241,3 @@ def _label(var: xr.DataArray, name: str | None = None) -> str:
         units = str(var["parameter_units"].values)
     text = name or var.attrs.get("long_name") or str(var.name)
     return f"{text} [{units}]" if units else text
-
-
-def _save(fig, figure_path: str | Path) -> Path:
-    figure_path = Path(figure_path)
-    fig.savefig(figure_path, dpi=110)
-    plt.close(fig)
-    return figure_path

@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.plots import layout as lay
+
 #: Per-output importance measures, in panel order: (variable, its interval or None, panel title).
 MEASURES: tuple[tuple[str, str | None, str], ...] = (
     ("sobol_S1", "sobol_S1_interval", "Sobol' first order S1"),
@@ -23,6 +25,9 @@ MEASURES: tuple[tuple[str, str | None, str], ...] = (
     ("sobol_dependent_ST_ind", "sobol_dependent_ST_ind_interval", "independent total (dependent)"),
     ("given_data_S1", "given_data_S1_interval", "given-data S1"),
 )
+#: Total-effect measures, in the order a field's map prefers them.
+TOTAL = ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star", "active_subspace_activity_score", "shapley_effect",
+         "sobol_dependent_ST_ind", "given_data_S1")
 #: The indices of dependent inputs, side by side in one figure: (variable, its interval, legend label).
 DEPENDENT: tuple[tuple[str, str, str], ...] = (
     ("shapley_effect", "shapley_effect_interval", "Shapley effect"),
@@ -37,20 +42,19 @@ DEPENDENT: tuple[tuple[str, str, str], ...] = (
 #: The aggregated indices, in bar order: (suffix of ``aggregated_`` and ``aggregated_pca_``, label).
 AGGREGATED: tuple[tuple[str, str], ...] = (("S1", "S1"), ("ST", "ST"), ("S1_full", "S1 full"), ("ST_full", "ST full"),
                                            ("S1_ind", "S1 independent"), ("ST_ind", "ST independent"))
-#: Dims that are never the model's output dims.
-NON_OUTPUT = {"parameter", "bound", "sample", "direction", "group", "n_samples", "measure", "measure_i", "measure_j",
-              "parameter_i", "parameter_j", "component"}
-MAX_NAMED = 4
+#: Dims of ``indices.nc`` that are not the model's output dims (besides the dataset contract's own).
+INDEX_DIMS = ("direction", "group", "n_samples", "measure", "measure_i", "measure_j", "quantity", "component")
+#: At most this many outputs get a row of bars.
+MAX_SHOWN = 8
 
 
 def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
     """Write every figure that ``indices.nc`` supports into ``out_dir``; return their paths.
 
     ``indices_bars.png`` and ``indices_ranking.png`` always (when the methods exist),
-    ``indices_active_subspace.png`` with active subspaces, ``indices_resolved.png``
-    for a time-series output (lines along time) or a field (maps of the total index),
-    ``indices_dependent.png`` with Shapley effects or dependent Sobol' indices, and
-    ``indices_aggregated.png`` with aggregated indices.
+    ``indices_active_subspace.png`` with active subspaces, ``indices_resolved.png`` for an output with a
+    numeric dim (lines along a series, or maps of the total index over a field), ``indices_dependent.png``
+    with Shapley effects or dependent Sobol' indices, and ``indices_aggregated.png`` with aggregated indices.
     """
     out_dir = Path(out_dir)
     with xr.open_dataset(path) as ds:
@@ -60,7 +64,8 @@ def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
         figures.append(ranking_figure(ds, out_dir / "indices_ranking.png"))
     if "active_subspace_eigenvalue" in ds or "active_subspace_quantity_eigenvalue" in ds:
         figures.append(active_subspace_figure(ds, out_dir / "indices_active_subspace.png"))
-    if len(output_dims(ds)) in (1, 2) and output_dims(ds) != ["output"]:
+    measure = _reference(ds)
+    if measure is not None and _plan(ds[measure]).kind != "points":
         figures.append(resolved_figure(ds, out_dir / "indices_resolved.png"))
     if "shapley_effect" in ds or "sobol_dependent_S1_full" in ds:
         figures.append(dependent_figure(ds, out_dir / "indices_dependent.png"))
@@ -70,35 +75,59 @@ def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
 
 
 # ----------------------------------------------------------------------------- selection
+def _reference(ds: xr.Dataset) -> str | None:
+    """The first per-output variable of ``ds``: its dims are the model's."""
+    return next((n for n in [m[0] for m in MEASURES] + ["dgsm_nu", "active_subspace_eigenvalue"] if n in ds), None)
+
+
 def output_dims(ds: xr.Dataset) -> list[str]:
     """The model's own output dims in ``ds`` (``["output"]`` for named scalars, e.g. ``["day"]`` for the SEIR demo)."""
-    for name in [m[0] for m in MEASURES] + ["dgsm_nu", "active_subspace_eigenvalue"]:
-        if name in ds:
-            return [d for d in ds[name].dims if d not in NON_OUTPUT]
-    return []
+    name = _reference(ds)
+    return [] if name is None else lay.output_dims(ds[name], INDEX_DIMS)
+
+
+def _plan(da: xr.DataArray, **kwargs) -> lay.Layout:
+    return lay.plan(da, lay.output_dims(da, INDEX_DIMS), **kwargs)
 
 
 def shown_outputs(ds: xr.Dataset) -> list[tuple[dict[str, int], str]]:
-    """Which outputs the bar and ranking figures show: ``(isel, label)`` pairs.
+    """Which outputs the bar, ranking and active-subspace figures show: ``(isel, label)`` pairs.
 
-    Named scalars: the first :data:`MAX_NAMED`. A series or a field: the element with the
-    largest output variance (the most informative one to rank parameters on).
+    Named scalars: each output (the first :data:`MAX_SHOWN`). A series or a field: in each panel of
+    its layout (one per label of a labeled dim), the element with the largest output variance (the
+    most informative one to rank parameters on).
     """
     dims = output_dims(ds)
-    if dims == ["output"]:
-        names = [str(n) for n in ds["output_name"].values]
-        return [({"output": k}, names[k]) for k in range(min(len(names), MAX_NAMED))]
     if not dims:
         return [({}, "")]
+    plan = _plan(ds[_reference(ds)], categories=False, max_panels=MAX_SHOWN)
+    if plan.kind == "points":
+        return [(dict(p.index), p.title) for p in plan.panels]
     variance = next((ds[v] for v in ("sobol_variance", "dgsm_variance", "sobol_dependent_variance", "shapley_variance",
                                      "given_data_variance") if v in ds), None)
-    if variance is None:
-        index = {d: ds.sizes[d] // 2 for d in dims}
-    else:
-        flat = int(np.nanargmax(np.nan_to_num(variance.transpose(*dims).values, nan=-np.inf)))
-        index = dict(zip(dims, (int(i) for i in np.unravel_index(flat, [ds.sizes[d] for d in dims]))))
-    label = ", ".join(f"{d}={_fmt(ds[d].values[i]) if d in ds.coords else i}" for d, i in index.items())
-    return [(index, f"largest variance at {label}")]
+    numeric = [d for d in dims if not lay.is_labeled(ds, d)]
+    shown = []
+    for panel in plan.panels:
+        labels = {d: i for d, i in panel.index.items() if d not in numeric}
+        if variance is None:
+            where = {d: ds.sizes[d] // 2 for d in numeric}
+        else:
+            values = variance.isel(labels).transpose(*numeric).values
+            flat = int(np.nanargmax(np.nan_to_num(values, nan=-np.inf)))
+            where = dict(zip(numeric, (int(i) for i in np.unravel_index(flat, values.shape))))
+        index = {**labels, **where}
+        shown.append((index, lay.position_text(ds, index)))
+    return shown
+
+
+def _where(ds: xr.Dataset) -> str:
+    """How :func:`shown_outputs` chose the outputs, for a figure's title."""
+    if not output_dims(ds):
+        return ""
+    plan = _plan(ds[_reference(ds)], categories=False, max_panels=MAX_SHOWN)
+    if plan.kind == "points":
+        return f"; first {len(plan.panels)} of {plan.total} outputs" if plan.note else ""
+    return "; at the output of largest variance" + (" per panel" if plan.total > 1 else "") + plan.note
 
 
 def _fmt(value: object) -> str:
@@ -111,31 +140,32 @@ def _names(ds: xr.Dataset, axis: str = "parameter") -> list[str]:
 
 # ----------------------------------------------------------------------------- figures
 def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
-    """One panel per method (columns) and shown output (rows): bars per parameter with interval whiskers."""
+    """One panel per shown output (rows) and method (columns): bars per parameter with interval whiskers."""
     present = [m for m in MEASURES if m[0] in ds]
     if not present:
         return None
     rows = shown_outputs(ds)
     names = _names(ds)
-    fig, axes = plt.subplots(len(rows), len(present), figsize=(3.2 * len(present), 2.8 * len(rows)),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = lay.grid(len(rows), len(present), size=(3.0, 2.5))
     x = np.arange(len(names))
     for r, (index, label) in enumerate(rows):
         for c, (var, interval, title) in enumerate(present):
             ax = axes[r, c]
-            value = ds[var].isel(index).transpose("parameter").values
+            da = ds[var].isel(index)
+            value = da.transpose("parameter").values
             value = np.abs(value) if var.startswith("local") else value
             err = None
             if interval is not None and interval in ds:
                 low, high = ds[interval].isel(index).transpose("parameter", "bound").values.T
                 err = np.vstack([np.clip(value - low, 0, None), np.clip(high - value, 0, None)])
             ax.bar(x, value, yerr=err, capsize=3, color=f"C{c}")
-            ax.set_xticks(x, names, rotation=45, ha="right", fontsize="small")
-            ax.set_title(title if r == 0 else "", fontsize="medium")
-            if c == 0:
-                ax.set_ylabel(label, fontsize="small")
-    fig.suptitle("sensitivity indices by method (whiskers: confidence intervals)")
-    return _save(fig, figure_path)
+            lay.category_ticks(ax, names)
+            ax.set_title(f"{title}\n{label}" if label else title, fontsize="small")
+            unit = lay.units(da)
+            if unit and unit != "1":
+                ax.set_ylabel(f"[{unit}]", fontsize="small")
+    fig.suptitle(f"sensitivity indices by method (whiskers: confidence intervals){_where(ds)}", fontsize="medium")
+    return lay.save(fig, figure_path)
 
 
 def ranking_figure(ds: xr.Dataset, figure_path: Path) -> Path:
@@ -148,16 +178,16 @@ def ranking_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     im = ax0.imshow(rank, cmap="viridis_r", aspect="auto")
     for (i, j), v in np.ndenumerate(rank):
         ax0.text(j, i, _fmt(v), ha="center", va="center", color="w", fontsize="small")
-    ax0.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    lay.category_ticks(ax0, names)
     ax0.set_yticks(range(len(measures)), measures)
-    ax0.set_title(f"parameter rank (1 = most important), {label}", fontsize="medium")
+    ax0.set_title(f"parameter rank (1 = most important)\n{label}", fontsize="medium")
     fig.colorbar(im, ax=ax0)
     im = ax1.imshow(tau, cmap="RdBu", vmin=-1, vmax=1)
     ax1.set_xticks(range(len(measures)), measures, rotation=45, ha="right")
     ax1.set_yticks(range(len(measures)), measures)
     ax1.set_title("Kendall tau-b between rankings", fontsize="medium")
     fig.colorbar(im, ax=ax1)
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
@@ -183,46 +213,64 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         axes[0, c].set_title(label, fontsize="medium")
         vector = ds[f"{prefix}_eigenvector"].isel(index).isel(direction=0).transpose("parameter").values
         axes[1, c].bar(range(len(names)), vector)
-        axes[1, c].set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize="small")
+        lay.category_ticks(axes[1, c], names)
         axes[1, c].set_title("leading direction w1", fontsize="medium")
     fig.suptitle("active subspace: eigenvalues of E[grad f grad f^T] (band: confidence interval)", fontsize="medium")
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
-def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path:
-    """Indices along a time series (lines per parameter with interval bands), or maps of ST over a field."""
-    dims = output_dims(ds)
+def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
+    """Indices resolved along the model's numeric dims, laid out by :mod:`sensitivity.plots.layout`.
+
+    A series: one row per measure and one column per label panel, a line per parameter with its
+    interval band, a legend of the parameters. A field: maps of the total index (Sobol' ST, else the
+    DGSM bound, Morris mu* or the activity score), one column per parameter and row per label panel.
+    """
     present = [m for m in MEASURES if m[0] in ds and not m[0].startswith("local")]
+    if not present:  # the local method alone: its bars are the whole story
+        return None
     names = _names(ds)
-    if len(dims) == 1:
-        (dim,) = dims
-        t = ds[dim].values if dim in ds.coords else np.arange(ds.sizes[dim])
-        fig, axes = plt.subplots(len(present), 1, figsize=(9, 2.4 * len(present)), sharex=True, squeeze=False,
-                                 constrained_layout=True)
-        for ax, (var, interval, title) in zip(axes[:, 0], present):
+    plan = _plan(ds[present[0][0]])
+    if plan.kind == "map":
+        return _total_maps(ds, plan, present, names, figure_path)
+    fig, axes = lay.grid(len(present), len(plan.panels), size=(4.2, 2.4), sharex=True)
+    for r, (var, interval, title) in enumerate(present):
+        for c, panel in enumerate(plan.panels):
+            ax = axes[r, c]
+            t = lay.x_positions(ds[var], plan, panel)
+            values = lay.along_x(ds[var].transpose("parameter", ...), plan, panel)
+            bands = (lay.along_x(ds[interval].transpose("parameter", "bound", ...), plan, panel)
+                     if interval is not None and interval in ds else None)
             for j, name in enumerate(names):
-                line, = ax.plot(t, ds[var].isel(parameter=j).transpose(dim).values, label=name)
-                if interval is not None and interval in ds:
-                    band = ds[interval].isel(parameter=j).transpose("bound", dim).values
-                    ax.fill_between(t, band[0], band[1], color=line.get_color(), alpha=0.2)
-            ax.set_title(title, fontsize="medium")
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(names), 6), fontsize="small")
-        axes[-1, 0].set_xlabel(f"{dim} [{ds[dim].attrs.get('units', '')}]" if dim in ds.coords else dim)
-        fig.suptitle(f"indices resolved along {dim} (bands: confidence intervals)")
-        return _save(fig, figure_path)
-    var = next(m[0] for m in present if m[0] in ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star",
-                                                 "active_subspace_activity_score", "shapley_effect",
-                                                 "sobol_dependent_ST_ind", "given_data_S1"))
-    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2), squeeze=False, constrained_layout=True)
-    for j, name in enumerate(names):
-        im = axes[0, j].imshow(ds[var].isel(parameter=j).transpose(*dims).values, origin="lower", cmap="viridis")
-        axes[0, j].set_title(name, fontsize="medium")
-        axes[0, j].set_xlabel(dims[1])
-        axes[0, j].set_ylabel(dims[0])
-        fig.colorbar(im, ax=axes[0, j], shrink=0.8)
-    fig.suptitle(f"{var} over the output field")
-    return _save(fig, figure_path)
+                line, = ax.plot(t, values[j], label=name)
+                if bands is not None:
+                    ax.fill_between(t, bands[j, 0], bands[j, 1], color=line.get_color(), alpha=0.2)
+            ax.set_title(", ".join(x for x in (title, panel.title) if x), fontsize="small")
+            unit = lay.units(ds[var], panel)
+            if unit and unit != "1":
+                ax.set_ylabel(f"[{unit}]", fontsize="small")
+    for ax in axes[-1]:
+        lay.format_x(ax, ds, plan, plan.panels[0])
+    lay.legend(fig, list(axes.ravel()), title="parameter")
+    fig.suptitle(f"indices resolved along {lay.coord_label(ds, plan.x)} (bands: confidence intervals){plan.note}",
+                 fontsize="medium")
+    return lay.save(fig, figure_path)
+
+
+def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], figure_path: Path) -> Path:
+    """Maps of the total index per parameter (columns) and label panel (rows), on one colour scale."""
+    var, _, title = next((m for m in present if m[0] in TOTAL), present[0])
+    da = ds[var]
+    finite = da.values[np.isfinite(da.values)]
+    top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    fig, axes = lay.grid(len(plan.panels), len(names), size=(3.4, 2.9))
+    for row, panel in zip(axes, plan.panels):
+        for j, (ax, name) in enumerate(zip(row, names)):
+            mesh = lay.draw_map(ax, lay.select(da, panel).isel(parameter=j), plan, cmap="viridis", vmin=0.0, vmax=top)
+            ax.set_title(", ".join(x for x in (name, panel.title) if x), fontsize="medium")
+    fig.colorbar(mesh, ax=list(axes.ravel()), label=lay.quantity_label(title, lay.units(da)))
+    fig.suptitle(f"{title} over the output field, per parameter{plan.note}", fontsize="medium")
+    return lay.save(fig, figure_path)
 
 
 def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
@@ -243,7 +291,7 @@ def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     axes[0, 0].legend(fontsize="small", ncol=min(len(present), 4))
     inputs = ds.attrs.get("shapley_inputs") or ds.attrs.get("sobol_dependent_inputs", "")
     fig.suptitle(f"indices of {inputs} inputs (whiskers: confidence intervals)", fontsize="medium")
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
@@ -282,7 +330,7 @@ def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     axes[2].set_title(f"{key} of each principal component", fontsize="medium")
     _loadings(axes[3], ds["aggregated_pca_loading"].isel(kept), over, components, fig)
     fig.suptitle("aggregated and PCA-based indices" + (f" at {at}" if at else ""), fontsize="medium")
-    return _save(fig, figure_path)
+    return lay.save(fig, figure_path)
 
 
 def _loadings(ax: plt.Axes, loading: xr.DataArray, over: list[str], components: list[str], fig: plt.Figure) -> None:
@@ -321,10 +369,3 @@ def _bars(ax: plt.Axes, x: np.ndarray, ds: xr.Dataset, var: str, interval: str, 
         low, high = ds[interval].isel(index).transpose("parameter", "bound").values.T
         err = np.vstack([np.clip(value - low, 0, None), np.clip(high - value, 0, None)])
     ax.bar(x, value, width, yerr=err, capsize=2, color=color, label=label)
-
-
-def _save(fig: plt.Figure, figure_path: Path) -> Path:
-    figure_path = Path(figure_path)
-    fig.savefig(figure_path, dpi=100)
-    plt.close(fig)
-    return figure_path

@@ -8,6 +8,8 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
+from sensitivity.plots import layout as lay
+
 #: Draws shown per panel of the pair plot (thinned evenly over chains and draws).
 MAX_POINTS = 2000
 
@@ -60,11 +62,9 @@ def pair_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
             if j == 0 and i > 0:
                 ax.set_ylabel(labels[i], fontsize=8)
             ax.tick_params(labelsize=6)
-    fig.suptitle(f"posterior draws ({ds.sizes['chain']} chains x {ds.sizes['draw']}) and the Laplace "
+    fig.suptitle(f"posterior draws ({ds.sizes['chain']} chains x {ds.sizes['draw']}) and the Laplace\n"
                  "approximation (orange: mean, 95 % ellipse, normal density)", fontsize=9)
-    fig.savefig(figure_path, dpi=110)
-    plt.close(fig)
-    return Path(figure_path)
+    return lay.save(fig, figure_path)
 
 
 def trace_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
@@ -84,6 +84,4 @@ def trace_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     axes[-1, 0].set_xlabel("draw (after warm-up)")
     fig.suptitle(f"trace of {ds.sizes['chain']} chains; red ticks: divergent transitions ({int(ds['n_divergent'])})",
                  fontsize=9)
-    fig.savefig(figure_path, dpi=110)
-    plt.close(fig)
-    return Path(figure_path)
+    return lay.save(fig, figure_path)

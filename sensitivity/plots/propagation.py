@@ -3,37 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-#: Up to this many named scalar outputs are drawn as points with error bars; more, or a series, as lines and bands.
-_MAX_POINTS = 24
-
-
-def _output_axis(ds: xr.Dataset) -> tuple[np.ndarray, str | None]:
-    """Positions along the flat output axis and their label: the model's own 1-D coordinate (e.g.
-    ``day(output)``), else the index (label None)."""
-    own = [name for name, c in ds.coords.items()
-           if c.dims == ("output",) and name not in ("output",) and not name.startswith("output_")
-           and np.issubdtype(c.dtype, np.number)]
-    if len(own) == 1:
-        c = ds[own[0]]
-        units = c.attrs.get("units")
-        return c.values.astype(float), f"{c.attrs.get('long_name', own[0])}" + (f" [{units}]" if units else "")
-    return np.arange(ds.sizes["output"], dtype=float), None
-
-
-def _band(ds: xr.Dataset, i: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Lowest and highest reported quantile of method ``i`` and the band's probability."""
-    q = ds["output_quantile"].isel(propagation_method=i)
-    p = ds["quantile"].values
-    low, high = q.isel(quantile=int(np.argmin(p))).values, q.isel(quantile=int(np.argmax(p))).values
-    return low, high, float(p.max() - p.min())
+from sensitivity.plots import layout as lay
 
 
 def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
-    """Output mean and quantile band per method along the output axis, and the nonlinearity verdict.
+    """Output mean and quantile band per method, and the nonlinearity verdict, on the model's own dims.
 
     Parameters
     ----------
@@ -45,69 +22,155 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     Returns
     -------
     Path
-        ``figure_path``. Top: the mean of each method with the band between its lowest and highest
-        quantile (normal approximation for the moment methods, sample quantiles for Monte Carlo and the
-        posterior predictive). Bottom: ``max(|mean gap|, |std gap|)`` of each method against the verdict's
-        reference (the posterior predictive when present, else Monte Carlo), in the reference's std, with
-        the outputs flagged nonlinear marked.
+        ``figure_path``. Laid out by :mod:`sensitivity.plots.layout`, per label panel: above, the mean
+        of each method with the band between its lowest and highest quantile (normal approximation for
+        the moment methods, sample quantiles for Monte Carlo and the posterior predictive), as lines and
+        bands along a series or as points with whiskers for named scalars; below, ``max(|mean gap|,
+        |std gap|)`` of each method against the verdict's reference (the posterior predictive when
+        present, else Monte Carlo), in the reference's std, flagged outputs marked with a cross. A 2-D
+        field: maps of each method's mean, band width and verdict gap (columns: methods).
     """
     with xr.open_dataset(path) as ds:
         ds = ds.load()
-    own = [d for d in ds["output_mean"].dims if d != "propagation_method"]
-    if own != ["output"]:  # the model's own dims: one flat axis for this figure
-        ds = ds.drop_dims([d for d in ("output_i", "output_j") if d in ds.dims]).stack(output=own)
-        names = [",".join(map(str, key)) for key in ds["output"].values]
-        ds = ds.drop_vars(["output", *own]).assign_coords(output=np.arange(len(names)), output_name=("output", names))
-    x, xlabel = _output_axis(ds)
-    names = [str(n) for n in ds["propagation_method_name"].values]
-    units = ds["output_mean"].attrs.get("units", "")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, constrained_layout=True,
-                                      gridspec_kw={"height_ratios": [3, 2]})
-    few = xlabel is None and len(x) <= _MAX_POINTS  # named scalars: points; a series or a field: lines
-    width = 0.6 * (np.min(np.diff(x)) if len(x) > 1 else 1.0) / max(len(names), 1)
-    for i, name in enumerate(names):
-        mean = ds["output_mean"].isel(propagation_method=i).values
-        low, high, prob = _band(ds, i)
-        if few:
-            shift = (i - (len(names) - 1) / 2) * width
-            top.errorbar(x + shift, mean, yerr=[mean - low, high - mean], fmt="o", capsize=3, label=name)
-        else:
-            line, = top.plot(x, mean, label=name)
-            top.fill_between(x, low, high, color=line.get_color(), alpha=0.15)
+    mean = ds["output_mean"]
+    plan = lay.plan(mean, lay.output_dims(mean))
+    names = lay.labels(ds, "propagation_method")
+    low, high, prob = _band(ds)
     quantity = ds.attrs.get("output_long_name") or "output"
-    top.set_ylabel(f"{quantity} [{units}]" if units else quantity)
-    top.set_title(f"mean and {prob:.0%} band per method")
-    top.legend(fontsize="small")
-    _verdict_panel(bottom, ds, x, names, few)
-    bottom.set_xlabel(xlabel or "output")
-    if xlabel is None and few:
-        bottom.set_xticks(x, [str(n) for n in ds["output_name"].values], rotation=30, ha="right")
-    figure_path = Path(figure_path)
-    fig.savefig(figure_path, dpi=110)
-    plt.close(fig)
-    return figure_path
+    if plan.kind == "map":
+        return _maps(ds, plan, names, low, high, prob, quantity, figure_path)
+    flags = ds["nonlinear"].transpose("propagation_method", ...).values
+    per = 2 if (flags >= 0).any() else 1  # a verdict panel below each, when there is a verdict
+    cols = min(len(plan.panels), lay.MAX_COLUMNS)
+    rows = -(-len(plan.panels) // cols)
+    fig, axes = lay.grid(per * rows, cols, size=(4.4, 2.3 if per == 2 else 3.0), height_ratios=[3, 2][:per] * rows)
+    shift = lay.offsets(len(names))
+    tops = []
+    for k, panel in enumerate(plan.panels):
+        top = axes[per * (k // cols), k % cols]
+        tops.append(top)
+        x = lay.x_positions(mean, plan, panel)
+        m, lo, hi = (lay.along_x(v, plan, panel) for v in (mean, low, high))  # [method, x]
+        for i, name in enumerate(names):
+            if plan.kind == "lines":
+                line, = top.plot(x, m[i], label=name)
+                top.fill_between(x, lo[i], hi[i], color=line.get_color(), alpha=0.12)
+                top.plot(x, lo[i], x, hi[i], color=line.get_color(), lw=0.7, ls="--")
+            else:
+                top.errorbar(x + shift[i], m[i], yerr=[m[i] - lo[i], hi[i] - m[i]], fmt="o", capsize=3, label=name)
+        top.set_ylabel(lay.quantity_label(quantity, lay.units(mean, panel, plan)))
+        top.set_title(panel.title, fontsize="medium")
+        lay.format_x(top, mean, plan, panel)
+        if per == 2:
+            top.set_xlabel("")
+            bottom = axes[per * (k // cols) + 1, k % cols]
+            _verdict_panel(bottom, ds, plan, panel, names)
+            lay.format_x(bottom, mean, plan, panel)
+    for k in range(len(plan.panels), rows * cols):  # the empty cells of the last row
+        for r in range(per):
+            axes[per * (k // cols) + r, k % cols].remove()
+    lay.legend(fig, tops, title="method")
+    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{plan.note}\n" +
+                 (f"below: nonlinearity verdict against {_reference(ds)}, {_counts(flags, names)}" if per == 2 else
+                  _no_verdict(ds)), fontsize="medium")
+    return lay.save(fig, figure_path)
 
 
-def _verdict_panel(ax: plt.Axes, ds: xr.Dataset, x: np.ndarray, names: list[str], few: bool) -> None:
-    """Disagreement of each method with the verdict's reference; flagged outputs marked with a cross."""
-    reference = ds["nonlinear"].attrs.get("verdict_reference", "monte_carlo")
-    gap = np.fmax(np.abs(ds["output_mean_discrepancy"].values), np.abs(ds["output_std_discrepancy"].values))
-    flags = ds["nonlinear"].values
+def _no_verdict(ds: xr.Dataset) -> str:
+    return f"no nonlinearity verdict: {_reference(ds)} is not among the methods (or it failed)"
+
+
+def _band(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray, float]:
+    """Lowest and highest reported quantile of every method, and the band's probability."""
+    q, p = ds["output_quantile"], ds["quantile"].values
+    return q.isel(quantile=int(np.argmin(p))), q.isel(quantile=int(np.argmax(p))), float(p.max() - p.min())
+
+
+def _gap(ds: xr.Dataset) -> xr.DataArray:
+    """``max(|mean gap|, |std gap|)`` of each method against the verdict's reference, in its std."""
+    return np.fmax(np.abs(ds["output_mean_discrepancy"]), np.abs(ds["output_std_discrepancy"]))
+
+
+def _reference(ds: xr.Dataset) -> str:
+    return ds["nonlinear"].attrs.get("verdict_reference", "monte_carlo")
+
+
+def _counts(flags: np.ndarray, names: list[str]) -> str:
+    """``flagged: first_order 3/16, unscented 0/16`` for the methods with a verdict (``flags [method, ...]``)."""
+    flags = flags.reshape(len(names), -1)
+    parts = [f"{name} {int((flags[i] == 1).sum())}/{flags.shape[1]}" for i, name in enumerate(names)
+             if (flags[i] >= 0).any()]
+    return "flagged: " + ", ".join(parts) if parts else "no verdict"
+
+
+def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names: list[str]) -> None:
+    """Disagreement of each method with the verdict's reference in one panel; flagged outputs marked with a cross."""
+    gap = lay.along_x(_gap(ds), plan, panel)
+    flags = lay.along_x(ds["nonlinear"], plan, panel)
+    x = lay.x_positions(ds["output_mean"], plan, panel)
+    shift = lay.offsets(len(names)) if plan.kind == "points" else np.zeros(len(names))
     shown = False
     for i, name in enumerate(names):
-        if (flags[i] < 0).all():
+        if (flags[i] < 0).all():  # the reference itself, or a failed method
+            ax.plot([], [], label=name)  # keeps each method's colour
             continue
-        line, = ax.plot(x, gap[i], "o-" if few else "-", label=name, markersize=4)
+        line, = ax.plot(x + shift[i], gap[i], "o" if plan.kind == "points" else "-", label=name, markersize=4)
         bad = flags[i] == 1
-        ax.plot(x[bad], gap[i][bad], "x", color=line.get_color(), markersize=9 if few else 4, markeredgewidth=1.5)
+        ax.plot(x[bad] + shift[i], gap[i][bad], "x", color=line.get_color(), markersize=8, markeredgewidth=1.5)
         shown = True
-    if not shown:
-        ax.text(0.5, 0.5, f"no verdict: {reference} is not among the methods (or it failed)", ha="center",
-                va="center", transform=ax.transAxes)
+    if not shown:  # a verdict elsewhere, none for these outputs
+        ax.text(0.5, 0.5, "no verdict for these outputs", ha="center", va="center", transform=ax.transAxes,
+                fontsize="small")
         return
-    flagged = {name: int((flags[i] == 1).sum()) for i, name in enumerate(names) if (flags[i] >= 0).any()}
     ax.set_yscale("symlog", linthresh=1e-3)
-    ax.set_ylabel(f"|method - {reference}| / its std")
-    counts = ", ".join(f"{k}: {v}/{flags.shape[1]}" for k, v in flagged.items())
-    ax.set_title(f"nonlinearity verdict (x: flagged) - {counts}")
-    ax.legend(fontsize="small")
+    ax.set_ylim(0.0, max(2.0 * float(np.nanmax(gap, initial=0.0)), 1e-2))
+    ax.set_title(_counts(flags, names), fontsize="small")
+    ax.set_ylabel(f"|method - {_reference(ds)}|\n/ its std (x: flagged)", fontsize="small")
+
+
+def _maps(ds: xr.Dataset, plan: lay.Layout, names: list[str], low: xr.DataArray, high: xr.DataArray, prob: float,
+          quantity: str, figure_path: str | Path) -> Path:
+    """Per label panel rows of maps (mean, band width and, when there is a verdict, its gap), a column per method."""
+    mean, flags = ds["output_mean"], ds["nonlinear"]
+    reference = _reference(ds)
+    rows_of = [(mean, f"{quantity} mean", "viridis"), (high - low, f"{prob:.0%} band width", "magma")]
+    verdict = bool((flags >= 0).any())
+    if verdict:
+        rows_of.append((_gap(ds), None, "Reds"))
+    n = len(rows_of)
+    fig, axes = lay.grid(n * len(plan.panels), len(names), size=(3.4, 2.7))
+    for p, panel in enumerate(plan.panels):
+        unit = lay.units(mean, panel)
+        where = f", {panel.title}" if panel.title else ""
+        for r, (values, text, cmap) in enumerate(rows_of):
+            row, shown = axes[n * p + r], lay.select(values, panel)
+            finite = shown.values[np.isfinite(shown.values)]
+            scale = {"vmin": 0.0 if text is None else finite.min(), "vmax": finite.max()} if finite.size else {}
+            mesh = None
+            for i, (ax, name) in enumerate(zip(row, names)):
+                method_flags = lay.select(flags, panel).isel(propagation_method=i)
+                if text is None and (method_flags.values < 0).all():  # the reference, or a failed method
+                    label = f"{name}:\nthe verdict's reference" if name == reference else f"{name}: no verdict"
+                    ax.text(0.5, 0.5, label, ha="center", va="center", transform=ax.transAxes)
+                    ax.set_axis_off()
+                    continue
+                mesh = lay.draw_map(ax, shown.isel(propagation_method=i), plan, cmap=cmap, **scale)
+                if text is None:
+                    _mark_flagged(ax, method_flags, plan)
+                ax.set_title(f"{name}{where}", fontsize="medium")
+            if mesh is not None:
+                label = lay.quantity_label(text, unit) if text else f"|method - {reference}| / its std"
+                fig.colorbar(mesh, ax=list(row), label=label)
+    counts = _counts(flags.transpose("propagation_method", ...).values, names)
+    fig.suptitle(f"{quantity}: mean and {prob:.0%} band width per method{plan.note}" +
+                 (f"\nnonlinearity verdict against {reference} (x: flagged), {counts}" if verdict else
+                  f"\n{_no_verdict(ds)}"),
+                 fontsize="medium")
+    return lay.save(fig, figure_path)
+
+
+def _mark_flagged(ax, flags: xr.DataArray, plan: lay.Layout) -> None:
+    """A cross on every map cell the verdict flags."""
+    values = flags.transpose(plan.y, plan.x).values
+    ys, xs = np.nonzero(values == 1)
+    ax.plot(flags[plan.x].values[xs], flags[plan.y].values[ys], "x", color="k", markersize=7)

@@ -3,25 +3,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.plots import layout as lay
 
-def _flat_axis(ds: xr.Dataset, out_dims: list[str]) -> tuple[np.ndarray, str]:
-    """The x axis of the figure: the output coordinate of a 1-D output, else the flat output index."""
-    if len(out_dims) == 1 and out_dims[0] != "output":
-        coord = ds[out_dims[0]]
-        return coord.values, f"{coord.attrs.get('long_name', out_dims[0])} [{coord.attrs.get('units', '1')}]"
-    return np.arange(int(np.prod([ds.sizes[d] for d in out_dims]))), "output index"
+#: Quantiles over the sweep points: the band and the line.
+QUANTILES = (0.05, 0.5, 0.95)
 
 
 def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 20000) -> Path:
-    """Scaled derivatives of a sweep: median |dy/dx| times each parameter's range, and the 5-95 % band.
+    """Scaled derivatives of a sweep: median dy/dx times each parameter's range, and the 5-95 % band.
 
     Multiplying by the range swept (max - min of the parameter over the sweep) puts parameters
     with different units on one scale: the change of the output across the parameter's range,
-    to first order.
+    to first order, in the output's units.
+
+    Laid out by :mod:`sensitivity.plots.layout`: a series per label panel (a line and band per
+    parameter, against the output's coordinate); named scalars side by side per parameter; a field
+    as maps of the median ``|dy/dx| x range``, one per parameter (columns) and label panel (rows).
 
     Parameters
     ----------
@@ -35,33 +35,47 @@ def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 2
     with xr.open_dataset(path) as ds:
         ds = ds.isel(sample=slice(0, max_samples)).load()
     jac = ds["jacobian"]
-    out_dims = [d for d in jac.dims if d not in ("sample", "parameter")]
-    n_samples, n_params = jac.sizes["sample"], jac.sizes["parameter"]
-    values = jac.transpose("sample", *out_dims, "parameter").values.reshape(n_samples, -1, n_params)
-    spread = np.ptp(ds["x"].values, axis=0)  # [parameter]
-    scaled = values * spread
-    names = [str(n) for n in ds["parameter_name"].values]
-    axis, axis_label = _flat_axis(ds, out_dims)
-    units = ds[[v for v in ds.data_vars if v not in ("x", "jacobian")][0]].attrs.get("units", "")
+    output = ds[next(v for v in ds.data_vars if v not in ("x", "jacobian"))]
+    scaled = jac * (ds["x"].max("sample") - ds["x"].min("sample"))
+    names = lay.labels(ds, "parameter")
+    plan = lay.plan(output, lay.output_dims(output))
+    n = ds.sizes["sample"]
+    if plan.kind == "map":
+        return _maps(np.abs(scaled).median("sample"), output, plan, names, n, figure_path)
+    bands = scaled.quantile(list(QUANTILES), dim="sample").transpose("quantile", "parameter", ...)
+    fig, axes = lay.wrapped(len(plan.panels))
+    shift = lay.offsets(len(names))
+    for ax, panel in zip(axes, plan.panels):
+        low, mid, high = lay.along_x(bands, plan, panel)  # [parameter, x] each
+        x = lay.x_positions(output, plan, panel)
+        for k, name in enumerate(names):
+            if plan.kind == "lines":
+                line, = ax.plot(x, mid[k], label=name)
+                ax.fill_between(x, low[k], high[k], color=line.get_color(), alpha=0.15)
+            else:
+                ax.errorbar(x + shift[k], mid[k], yerr=[mid[k] - low[k], high[k] - mid[k]], fmt="o", capsize=3,
+                            label=name)
+        ax.axhline(0.0, color="0.6", lw=0.6, zorder=0)
+        lay.format_x(ax, output, plan, panel)
+        ax.set_ylabel(lay.quantity_label("dy/dx x range of x", lay.units(output, panel, plan)))
+        ax.set_title(panel.title, fontsize="medium")
+    lay.legend(fig, axes, title="parameter")
+    fig.suptitle(f"{output.attrs.get('long_name', output.name)}: derivative x parameter range over {n} sweep "
+                 f"points, median and 5-95 %{plan.note}", fontsize="medium")
+    return lay.save(fig, figure_path)
 
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.4), constrained_layout=True)
-    median = np.nanmedian(np.abs(scaled), axis=0)  # [out, parameter]
-    left, right = (axis[0], axis[-1]) if len(axis) > 1 else (axis[0] - 0.5, axis[0] + 0.5)
-    im = ax0.imshow(median.T, aspect="auto", cmap="viridis", interpolation="nearest",
-                    extent=(left, right, n_params - 0.5, -0.5))
-    ax0.set_yticks(range(n_params), names)
-    ax0.set_xlabel(axis_label)
-    ax0.set_title("median |dy/dx| x range of x")
-    fig.colorbar(im, ax=ax0, label=units)
-    low, mid, high = np.nanpercentile(scaled, [5, 50, 95], axis=0)
-    for k, name in enumerate(names):
-        line, = ax1.plot(axis, mid[:, k], label=name)
-        ax1.fill_between(axis, low[:, k], high[:, k], color=line.get_color(), alpha=0.15)
-    ax1.set_xlabel(axis_label)
-    ax1.set_ylabel(f"dy/dx x range of x [{units}]" if units else "dy/dx x range of x")
-    ax1.set_title(f"across {n_samples} sweep points: median and 5-95 %")
-    ax1.legend(fontsize="small", ncol=2)
-    figure_path = Path(figure_path)
-    fig.savefig(figure_path, dpi=110)
-    plt.close(fig)
-    return figure_path
+
+def _maps(median: xr.DataArray, output: xr.DataArray, plan: lay.Layout, names: list[str], n: int,
+          figure_path: str | Path) -> Path:
+    """Median ``|dy/dx| x range`` per parameter (columns) and label panel (rows), one colour scale per row."""
+    fig, axes = lay.grid(len(plan.panels), len(names), size=(3.6, 3.0))
+    for row, panel in zip(axes, plan.panels):
+        values = lay.select(median, panel)
+        top = float(np.nanmax(values.values)) if np.isfinite(values.values).any() else 1.0
+        for k, (ax, name) in enumerate(zip(row, names)):
+            mesh = lay.draw_map(ax, values.isel(parameter=k), plan, cmap="viridis", vmin=0.0, vmax=top or 1.0)
+            ax.set_title(", ".join(t for t in (name, panel.title) if t), fontsize="medium")
+        fig.colorbar(mesh, ax=list(row), label=lay.quantity_label("|dy/dx| x range of x", lay.units(output, panel)))
+    fig.suptitle(f"{output.attrs.get('long_name', output.name)}: median |derivative| x parameter range over {n} "
+                 f"sweep points{plan.note}", fontsize="medium")
+    return lay.save(fig, figure_path)
