@@ -56,7 +56,7 @@ from sensitivity.datasets import write_directory_atomic
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.hessian import compile_hessian
 from sensitivity.jacobian import CompiledJacobian, jacobian_functions
-from sensitivity.settings import ExportSettings
+from sensitivity.settings import HESSIAN_MAX_ROWS, ExportSettings
 from sensitivity.units import quotient
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class JacobianModule(tf.Module):
     Build with :func:`build_module`; every function takes ``x [N, n_in]`` in the export dtype.
     """
 
-    def __init__(self, jac: CompiledJacobian, *, hessian: bool = True, hessian_max_rows: int = 16384) -> None:
+    def __init__(self, jac: CompiledJacobian, *, hessian: bool = True, hessian_max_rows: int = HESSIAN_MAX_ROWS) -> None:
         super().__init__(name="sensitivity_jacobian")
         s = jac.surrogate
         n_in, out_shape = s.n_in, list(s.output.shape)
@@ -157,7 +157,8 @@ class JacobianModule(tf.Module):
         return {**signatures, "serving_default": signatures["value"]}
 
 
-def build_module(jac: CompiledJacobian, *, hessian: bool = True, hessian_max_rows: int = 16384) -> JacobianModule:
+def build_module(jac: CompiledJacobian, *, hessian: bool = True,
+                 hessian_max_rows: int = HESSIAN_MAX_ROWS) -> JacobianModule:
     """The exportable module of a compiled engine (same mode, dtype and ``jit_compile``)."""
     return JacobianModule(jac, hessian=hessian, hessian_max_rows=hessian_max_rows)
 

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from sensitivity.errors import ConfigError, ModelError
-from sensitivity.settings import DTYPES
+from sensitivity.settings import DTYPES, HESSIAN_MAX_ROWS
 
 
 @dataclass
@@ -73,7 +73,7 @@ def compile_hessian(
     *,
     output_size: int | None = None,
     dtype: str = "float32",
-    max_rows: int = 16384,
+    max_rows: int = HESSIAN_MAX_ROWS,
 ) -> CompiledHessian:
     """Compile the Hessian of a TF-traceable ``fn: [B, n_in] -> [B, *out]``.
 

@@ -25,6 +25,8 @@ PATHS: tuple[str, ...] = get_args(PathChoice)
 Dtype = Literal["float32", "float64"]
 #: Compute dtypes of a surrogate and its engines.
 DTYPES: tuple[str, ...] = get_args(Dtype)
+#: Working memory of the compiled Hessian (:func:`sensitivity.hessian.compile_hessian`): rows of the expanded batch.
+HESSIAN_MAX_ROWS = 16384
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity import __version__
@@ -128,3 +129,50 @@ def repo_path(path: str | Path) -> Path:
     if given.is_absolute() or given.exists() or not (RESOURCE_ROOT / given).exists():
         return given
     return RESOURCE_ROOT / given
+
+
+# ----------------------------------------------------------------------------- the calibration problem
+
+
+def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Prior mean ``[n]`` and covariance ``[n, n]`` of ``cfg.prior`` (None, None when off)."""
+    mean, std, cov = plain(node.mean) or {}, plain(node.std) or {}, plain(node.cov)
+    for key, table in (("prior.mean", mean), ("prior.std", std)):
+        for name in table:
+            if name not in space.names:
+                _unknown(key, name, space)
+    if not std and cov is None:
+        if mean:
+            raise ConfigError("`prior.mean` is set but neither `prior.std` nor `prior.cov`: give one of them")
+        return None, None
+    if std and cov is not None:
+        raise ConfigError("give either `prior.std` or `prior.cov`, not both")
+    center = np.array([float(mean.get(n, p.nominal)) for n, p in zip(space.names, space.parameters)])
+    if cov is not None:
+        return center, np.asarray(cov, dtype=float)
+    missing = [n for n in space.names if n not in std]
+    if missing:
+        raise ConfigError(f"`prior.std` must give every parameter a standard deviation; missing {missing}")
+    for name, value in std.items():
+        if not value > 0:
+            raise ConfigError(f"`prior.std` for {name!r} must be > 0, got {value}")
+    return center, np.diag([float(std[n]) ** 2 for n in space.names])
+
+
+def _unknown(key: str, name: str, space) -> None:
+    raise ConfigError(f"`{key}`: unknown parameter {name!r}; the space has {space.names}")
+
+
+def log_mask_from(names: list[str] | None, space) -> np.ndarray:
+    """``[n]`` bool: parameters fitted in log space (``names``, or the ``scale: log`` ones)."""
+    if names is None:
+        return np.array([p.scale == "log" for p in space.parameters])
+    mask = np.zeros(len(space), bool)
+    for name in names:
+        if name not in space.names:
+            _unknown("log_parameters", name, space)
+        if space.parameters[space.index(name)].low <= 0:
+            raise ConfigError(f"`log_parameters`: {name!r} needs low > 0 to be fitted in log space, "
+                              f"got low={space.parameters[space.index(name)].low}")
+        mask[space.index(name)] = True
+    return mask

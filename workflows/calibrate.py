@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -23,7 +23,8 @@ from sensitivity.analyses.calibration import (
     GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, step_slice, write_step_map)
 from sensitivity.errors import ConfigError, DataError
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, kinds_schema, schema_of, settings_from
+from workflows.schema import (GridConf, JacobianConf, ModelConf, ObservationsConf, PriorConf, SpaceConf, kinds_schema,
+                              schema_of, settings_from)
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +34,7 @@ SUMMARY = "batched multi-start least-squares fit (trust region, LM or Gauss-Newt
 SOLVERS = {"trust_region": TrustRegion, "levenberg_marquardt": LevenbergMarquardt, "gauss_newton": GaussNewton}
 
 
-@dataclass
-class ObservationsConf:
-    path: str = "???"
-
-
 SolverConf = kinds_schema("SolverConf", SOLVERS)
-
-
-@dataclass
-class PriorConf:
-    # typed Any: OmegaConf cannot merge a dict override into a None or an empty typed Dict node
-    mean: Any = None  # name -> value
-    std: Any = None  # name -> standard deviation
-    cov: Optional[List[List[float]]] = None
 
 
 StepMapConf = schema_of(write_step_map, "StepMapConf", keys=("damping", "block"),
@@ -107,50 +95,6 @@ def solver_from(node: DictConfig):
     return SOLVERS[node.kind](**settings_from(SOLVERS[node.kind], node))
 
 
-def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Prior mean ``[n]`` and covariance ``[n, n]`` of ``cfg.prior`` (None, None when off)."""
-    mean, std, cov = build.plain(node.mean) or {}, build.plain(node.std) or {}, build.plain(node.cov)
-    for key, table in (("prior.mean", mean), ("prior.std", std)):
-        for name in table:
-            if name not in space.names:
-                _unknown(key, name, space)
-    if not std and cov is None:
-        if mean:
-            raise ConfigError("`prior.mean` is set but neither `prior.std` nor `prior.cov`: give one of them")
-        return None, None
-    if std and cov is not None:
-        raise ConfigError("give either `prior.std` or `prior.cov`, not both")
-    center = np.array([float(mean.get(n, p.nominal)) for n, p in zip(space.names, space.parameters)])
-    if cov is not None:
-        return center, np.asarray(cov, dtype=float)
-    missing = [n for n in space.names if n not in std]
-    if missing:
-        raise ConfigError(f"`prior.std` must give every parameter a standard deviation; missing {missing}")
-    for name, value in std.items():
-        if not value > 0:
-            raise ConfigError(f"`prior.std` for {name!r} must be > 0, got {value}")
-    return center, np.diag([float(std[n]) ** 2 for n in space.names])
-
-
-def _unknown(key: str, name: str, space) -> None:
-    raise ConfigError(f"`{key}`: unknown parameter {name!r}; the space has {space.names}")
-
-
-def log_mask_from(names: list[str] | None, space) -> np.ndarray:
-    """``[n]`` bool: parameters fitted in log space (``names``, or the ``scale: log`` ones)."""
-    if names is None:
-        return np.array([p.scale == "log" for p in space.parameters])
-    mask = np.zeros(len(space), bool)
-    for name in names:
-        if name not in space.names:
-            _unknown("log_parameters", name, space)
-        if space.parameters[space.index(name)].low <= 0:
-            raise ConfigError(f"`log_parameters`: {name!r} needs low > 0 to be fitted in log space, "
-                              f"got low={space.parameters[space.index(name)].low}")
-        mask[space.index(name)] = True
-    return mask
-
-
 def starts_from(cfg: DictConfig, space) -> np.ndarray:
     """``[K, n]`` starts: the ``grid`` design, then the nominal point when ``include_nominal``."""
     points = build.grid_from(cfg, space).points()
@@ -170,8 +114,8 @@ def fit(cfg: DictConfig) -> Path:
 
     space = build.space_from(cfg)
     solver = solver_from(cfg.solver)
-    prior_mean, prior_cov = prior_from(cfg.prior, space)
-    log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
+    prior_mean, prior_cov = build.prior_from(cfg.prior, space)
+    log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     starts = starts_from(cfg, space)
     slice_names = slice_parameters_from(cfg.step_slice, space)
     obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model

@@ -20,46 +20,34 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from workflows import build
-from workflows.calibrate import ObservationsConf, PriorConf
-from workflows.schema import SurrogateStudyConf
+from sensitivity.analyses.posterior import NUTS, initial_points, sample_posterior
+from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
 SUMMARY = "posterior of a calibration by batched NUTS chains (TensorFlow Probability) -> posterior.nc"
 
 
-@dataclass
-class NUTSConf:
-    """Settings of sensitivity.analyses.posterior.NUTS."""
-
-    num_draws: int = 1000
-    num_warmup: int = 500
-    target_accept: float = 0.8
-    max_tree_depth: int = 8
-    initial_step_size: float = 0.3
-    algorithm: str = "nuts"  # nuts | chees | snaper
+NUTSConf = schema_of(NUTS, "NUTSConf")
+RunConf = schema_of(sample_posterior, "PosteriorRunConf", keys=("seed", "throw", "jit_compile", "model_dtype"))
+StartsConf = schema_of(initial_points, "PosteriorStartsConf", keys=("spread",),
+                       extra=[("n_chains", int, 16)])  # 16 measured best on 2 CPU cores (benchmarks/bench_sampling.py)
 
 
 @dataclass
-class SampleConf(SurrogateStudyConf):
+class PosteriorConf(RunConf, StartsConf, SurrogateStudyConf):
     calibration: str = "???"
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)
     prior_source: str = "calibration"  # calibration (its own prior) | space (the space's marginals) | flat
     log_parameters: Optional[List[str]] = None
     nuts: NUTSConf = field(default_factory=NUTSConf)
-    n_chains: int = 16
-    spread: float = 2.0
-    seed: int = 0
-    throw: bool = True
-    jit_compile: bool = True
-    model_dtype: str = "float64"  # float32: the surrogate computes in float32 inside the float64 density
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
 
 
-SCHEMA = SampleConf
+SCHEMA = PosteriorConf
 
 
 def run(cfg: DictConfig) -> Path:
@@ -67,11 +55,10 @@ def run(cfg: DictConfig) -> Path:
     import warnings
 
     from sensitivity.analyses.calibration import ObservationModel
-    from sensitivity.analyses.posterior import NUTS, PosteriorWarning, Support, initial_points, sample_posterior
+    from sensitivity.analyses.posterior import PosteriorWarning, Support
     from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
     from sensitivity.errors import ConfigError
     from sensitivity.observations import check_path, read_observations
-    from workflows.calibrate import log_mask_from
 
     for key in ("calibration", "observations.path"):
         if OmegaConf.is_missing(cfg, key) if key == "calibration" else OmegaConf.is_missing(cfg.observations, "path"):
@@ -82,7 +69,7 @@ def run(cfg: DictConfig) -> Path:
     laplace = read_estimate(calibration, names=space.names)
     minima = _minima(calibration, space.names)
     prior = prior_of(cfg, space, calibration)
-    log_mask = log_mask_from(build.plain(cfg.log_parameters), space)
+    log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     sampler = NUTS(**build.plain(cfg.nuts))
     obs_path = check_path(build.repo_path(cfg.observations.path))
     surrogate = build.surrogate_from(cfg, space, dtype=cfg.model_dtype)
@@ -132,10 +119,9 @@ def prior_of(cfg: DictConfig, space, calibration: Path):
     from sensitivity.analyses.posterior import check_prior_families, flat_prior, gaussian_prior, space_prior
     from sensitivity.datasets import read_prior
     from sensitivity.errors import ConfigError
-    from workflows.calibrate import prior_from
 
     build.check_choice(cfg.prior_source, PRIOR_SOURCES, "prior_source")
-    given = prior_from(cfg.prior, space)
+    given = build.prior_from(cfg.prior, space)
     if cfg.prior_source == "space":
         check_prior_families(space)  # every family has a TF log-density: refused here, before TensorFlow loads
     if cfg.prior_source != "calibration":

@@ -18,6 +18,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from sensitivity.analyses.propagation import pointwise_propagation, propagate
+from sensitivity.settings import HESSIAN_MAX_ROWS
 from workflows import build
 from workflows.schema import SurrogateStudyConf, schema_of
 
@@ -43,7 +44,7 @@ class UncertaintyConf:
 
 PropagationConf = schema_of(propagate, "PropagationConf", keys=(  # methods and their settings
     "methods", "quantiles", "n_samples", "n_replicates", "sampler", "block_size", "max_bytes", "alpha", "beta",
-    "kappa", "k_sigma", "rtol"), extra=[("hessian_max_rows", int, 16384)])  # compile_hessian's max_rows
+    "kappa", "k_sigma", "rtol"), extra=[("hessian_max_rows", int, HESSIAN_MAX_ROWS)])  # compile_hessian's max_rows
 PointwiseConf = schema_of(pointwise_propagation, "PointwiseConf", keys=("block_size",), rename={"block_size": "block"},
                           extra=[("sweep", Optional[str], None)])  # linear propagation through a stored sweep
 

@@ -166,6 +166,23 @@ JacobianConf = schema_of(EngineSettings, "JacobianConf",
 
 
 @dataclass
+class ObservationsConf:
+    """The observations a calibration problem is fitted to (calibrate, posterior)."""
+
+    path: str = "???"
+
+
+@dataclass
+class PriorConf:
+    """A Gaussian prior of the calibration problem (calibrate, posterior): off while `std` and `cov` are null."""
+
+    # typed Any: OmegaConf cannot merge a dict override into a None or an empty typed Dict node
+    mean: Any = None  # name -> value
+    std: Any = None  # name -> standard deviation
+    cov: Optional[List[List[float]]] = None
+
+
+@dataclass
 class SurrogateStudyConf:
     """The keys every workflow on a surrogate composes: the model, its parameter space, a grid (read by the sweep
     and export; present in the others so that experiments which set one compose) and the engine's options."""

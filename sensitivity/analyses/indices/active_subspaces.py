@@ -31,7 +31,7 @@ from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.dgsm import sample
-from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
 from sensitivity.space import ParameterSpace
@@ -68,10 +68,10 @@ def analyze(
     normalize: Normalize = "bounds",
     n_active: int | None = None,
     intervals: IntervalMethod = "rqmc",
-    replicates: int = 8,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    replicates: int = REPLICATES,
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,

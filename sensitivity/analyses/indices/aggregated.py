@@ -38,7 +38,7 @@ import xarray as xr
 from sensitivity.analyses.indices import dataset, design, sobol, sobol_dependent
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.output_axes import own_coords
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords, common_units
@@ -51,7 +51,7 @@ Weights = str | Mapping[str, Sequence[float]] | None
 LATITUDE_NAMES, LATITUDE_UNITS = ("lat", "latitude"), ("degrees_north", "degree_north")
 
 
-def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = 8) -> np.ndarray:
+def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = REPLICATES) -> np.ndarray:
     """Saltelli's design (:func:`sobol.sample`) for independent inputs, else :func:`sobol_dependent.sample`'s."""
     if design.is_correlated(space):
         return sobol_dependent.sample(space, n, seed=seed, replicates=replicates)
@@ -117,10 +117,10 @@ def analyze(
     weights: Weights = None,
     n_components: int = 3,
     intervals: IntervalMethod = "rqmc",
-    replicates: int = 8,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    replicates: int = REPLICATES,
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
 ) -> xr.Dataset:
     """Aggregated Sobol' indices over the output dims ``over`` and PCA-based indices per principal component.

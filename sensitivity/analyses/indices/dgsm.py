@@ -45,12 +45,12 @@ import xarray as xr
 from sensitivity.analyses.indices import bootstrap, dataset, design, tails
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import DataError
 from sensitivity.space import Parameter, ParameterSpace
 
 
-def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = 8) -> np.ndarray:
+def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = REPLICATES) -> np.ndarray:
     """``[n, d]`` points of the input distribution: ``replicates`` scrambled Sobol' sequences through the marginals.
 
     ``n`` and ``replicates`` must be powers of two: ``replicates`` independent scramblings of
@@ -106,10 +106,10 @@ def analyze(
     space: ParameterSpace,
     *,
     intervals: IntervalMethod = "rqmc",
-    replicates: int = 8,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    replicates: int = REPLICATES,
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
@@ -160,9 +160,9 @@ def analyze_blocks(
     blocks: Iterable[tuple[np.ndarray, np.ndarray]],
     space: ParameterSpace,
     *,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,

@@ -35,6 +35,7 @@ from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
+from sensitivity.analyses.indices.intervals import CONF_LEVEL
 
 
 def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:
@@ -52,7 +53,7 @@ def analyze(
     space: ParameterSpace,
     *,
     batches: int = 8,
-    conf_level: float = 0.95,
+    conf_level: float = CONF_LEVEL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,

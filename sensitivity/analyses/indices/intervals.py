@@ -48,6 +48,11 @@ from sensitivity.errors import ConfigError, DataError
 
 IntervalMethod = Literal["rqmc", "bootstrap", "none"]
 INTERVAL_METHODS: tuple[str, ...] = ("rqmc", "bootstrap", "none")
+#: The defaults of every interval of the indices (each method's ``analyze`` and the settings take these).
+CONF_LEVEL = 0.95
+N_RESAMPLES = 100
+INTERVAL = "percentile"
+REPLICATES = 8
 
 
 @dataclass(frozen=True)
@@ -59,10 +64,10 @@ class IntervalPlan:
     """
 
     method: IntervalMethod = "bootstrap"
-    conf_level: float = 0.95
-    n_resamples: int = 100
-    interval: IntervalKind = "percentile"
-    replicates: int = 8
+    conf_level: float = CONF_LEVEL
+    n_resamples: int = N_RESAMPLES
+    interval: IntervalKind = INTERVAL
+    replicates: int = REPLICATES
     seed: Seed = None
 
     @property

@@ -24,7 +24,7 @@ import xarray as xr
 from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, shapley,
                                           sobol, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
-from sensitivity.analyses.indices.intervals import INTERVAL_METHODS, IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks, sweep_sample
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs import OutputSpec
@@ -78,10 +78,10 @@ class Intervals:
     """
 
     method: str = "rqmc"
-    replicates: int = 8
-    conf_level: float = 0.95
-    n_resamples: int = 100
-    interval: str = "percentile"
+    replicates: int = REPLICATES
+    conf_level: float = CONF_LEVEL
+    n_resamples: int = N_RESAMPLES
+    interval: str = INTERVAL
 
     def check(self) -> None:
         if self.method not in INTERVAL_METHODS:

@@ -27,7 +27,7 @@ import xarray as xr
 from sensitivity.analyses.indices import dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalPlan, N_RESAMPLES
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import common_units
 from sensitivity.space import ParameterSpace
@@ -82,9 +82,9 @@ def analyze(
     space: ParameterSpace,
     *,
     levels: int = 4,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,

@@ -53,6 +53,7 @@ from sensitivity.analyses.indices.copula import NormalScores
 from sensitivity.analyses.indices.design import Seed, as_values, check_rows, is_correlated
 from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
+from sensitivity.analyses.indices.intervals import CONF_LEVEL
 
 #: Model runs per part of a random-permutation design (about; whole orders per part).
 PART_ROWS = 1 << 16
@@ -214,7 +215,7 @@ def analyze(
     design: Design,
     space: ParameterSpace,
     *,
-    conf_level: float | None = 0.95,
+    conf_level: float | None = CONF_LEVEL,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -263,7 +264,7 @@ def analyze_model(
 
 
 def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space: ParameterSpace,
-             conf_level: float | None = 0.95, output_names: Sequence[str] | None = None,
+             conf_level: float | None = CONF_LEVEL, output_names: Sequence[str] | None = None,
              output_units: Sequence[str] | None = None) -> xr.Dataset:
     """The labeled Shapley effects (:func:`analyze`) from every part's :func:`part_statistics`, in part order."""
     if conf_level is not None and not 0.0 < conf_level < 1.0:

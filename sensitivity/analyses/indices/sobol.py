@@ -35,7 +35,7 @@ import xarray as xr
 from sensitivity.analyses.indices import bootstrap, dataset, design, tails
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, matrix_coords
 from sensitivity.space import ParameterSpace
@@ -57,7 +57,7 @@ def sample(
     seed: Seed = None,
     calc_second_order: bool = False,
     groups: Groups | None = None,
-    replicates: int = 8,
+    replicates: int = REPLICATES,
 ) -> np.ndarray:
     """Saltelli's design of ``n`` base rows: ``[n (G + 2), d]`` (``[n (2G + 2), d]`` with second order).
 
@@ -109,10 +109,10 @@ def analyze(
     groups: Groups | None = None,
     calc_second_order: bool = False,
     intervals: IntervalMethod = "rqmc",
-    replicates: int = 8,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    replicates: int = REPLICATES,
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
     convergence_start: int = 64,
     output_names: Sequence[str] | None = None,

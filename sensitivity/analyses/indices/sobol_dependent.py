@@ -45,7 +45,7 @@ from sensitivity.analyses.indices import dataset, design, sobol
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.copula import NormalScores, standard_normal
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import IntervalMethod, IntervalPlan
+from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.space import ParameterSpace
 
 #: The four indices: (variable, which pick-freeze columns, estimator key, long name).
@@ -58,7 +58,7 @@ INDICES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = 8) -> np.ndarray:
+def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = REPLICATES) -> np.ndarray:
     """The pick-freeze design of ``n`` base rows: ``[n (2 d + 2), d]`` physical points.
 
     Row block ``k`` holds ``A_k``, ``A_B^(full, 1..d)_k``, ``A_B^(ind, 1..d)_k``, ``B_k`` (see the module
@@ -96,10 +96,10 @@ def analyze(
     space: ParameterSpace,
     *,
     intervals: IntervalMethod = "rqmc",
-    replicates: int = 8,
-    n_resamples: int = 100,
-    conf_level: float = 0.95,
-    interval: IntervalKind = "percentile",
+    replicates: int = REPLICATES,
+    n_resamples: int = N_RESAMPLES,
+    conf_level: float = CONF_LEVEL,
+    interval: IntervalKind = INTERVAL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
