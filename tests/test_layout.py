@@ -22,3 +22,21 @@ def test_test_modules_import_shared_code_only_from_the_helpers_package():
                  if name.startswith(".") or (name.startswith("tests") and name != "tests.helpers"
                                              and not name.startswith("tests.helpers."))]
     assert offending == []
+
+
+def test_the_library_imports_neither_hydra_nor_omegaconf_nor_the_workflows():
+    """Layers point down: ``sensitivity/`` is usable from a notebook; only ``workflows/`` reads a config."""
+    library = ROOT / "sensitivity"
+    upward = ("hydra", "omegaconf", "workflows", "hydra_plugins")
+    offending = [f"{path.relative_to(ROOT)}: {name}" for path in sorted(library.rglob("*.py"))
+                 for name in imported_modules(path) if name.split(".")[0] in upward]
+    assert offending == []
+
+
+def test_math_in_the_analyses_does_not_write_files():
+    """``sensitivity/analyses/`` is math on arrays: results are written through ``sensitivity.datasets``."""
+    analyses = ROOT / "sensitivity" / "analyses"
+    writers = ("to_netcdf", "to_zarr", "write_text", "write_bytes", "open(")
+    offending = [f"{path.relative_to(ROOT)}: {writer}" for path in sorted(analyses.rglob("*.py"))
+                 for writer in writers if writer in path.read_text()]
+    assert offending == []

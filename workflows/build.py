@@ -70,6 +70,18 @@ def grid_from(cfg: DictConfig, space: ParameterSpace) -> Grid:
                      steps=g.steps, path=g.path, through=g.through)
 
 
+def settings(cls: type, node: Any, **given: Any) -> Any:
+    """The frozen settings ``cls`` built by keyword from the config ``node``: each field of ``cls`` that the node
+    has, plus ``given`` (values the config does not hold, e.g. arrays); the class keeps its own defaults for the rest.
+
+    By keyword, never by position, so a field added to a settings class cannot be mis-mapped.
+    """
+    import dataclasses
+
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]
+    return cls(**{name: plain(node[name]) for name in fields if name in node and name not in given}, **given)
+
+
 def config_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML (recorded in every result)."""
     return OmegaConf.to_yaml(cfg, resolve=True)

@@ -73,7 +73,7 @@ def run(cfg: DictConfig) -> Path:
     methods = {name: _method(cfg, name, points) for name in chosen}
     c, b = cfg.intervals, cfg.bootstrap
     options = {"seed": cfg.seed, "top_k": cfg.top_k,
-               "intervals": indices.Intervals(c.method, c.replicates, c.conf_level, b.n_resamples, b.interval)}
+               "intervals": indices.Intervals(**build.plain(c), **build.plain(b))}
     designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
     surrogate = build.surrogate_from(cfg, space)
     accepts = {"dgsm": ("DGSM", indices.SAMPLING_GRIDS), "given_data": ("given-data indices", indices.RANK_GRIDS)}
@@ -108,34 +108,20 @@ def run(cfg: DictConfig) -> Path:
     return out
 
 
-def _method(cfg: DictConfig, name: str, points: Any) -> Any:
-    """The settings object of method ``name`` from its config section."""
+#: Method name -> its settings class; each reads the config section of the same name.
+SETTINGS = {"local": indices.LocalDerivatives, "dgsm": indices.Dgsm, "sobol": indices.Sobol, "morris": indices.Morris,
+            "active_subspaces": indices.ActiveSubspaces, "shapley": indices.Shapley,
+            "sobol_dependent": indices.SobolDependent, "aggregated": indices.Aggregated, "given_data": indices.GivenData}
 
+
+def _method(cfg: DictConfig, name: str, points: Any) -> Any:
+    """The settings object of method ``name`` from its config section, by keyword."""
+    given: dict[str, Any] = {}
     if name == "local":
-        c = cfg.local
-        return indices.LocalDerivatives(c.nominal, points, c.sigma_points, build.plain(c.weights))
-    if name == "dgsm":
-        return indices.Dgsm(cfg.dgsm.n, cfg.dgsm.sweep, cfg.dgsm.block)
-    if name == "sobol":
-        c = cfg.sobol
-        return indices.Sobol(c.n, c.second_order, build.plain(c.groups), c.convergence_start)
-    if name == "morris":
-        return indices.Morris(cfg.morris.trajectories, cfg.morris.levels)
-    if name == "shapley":
-        c = cfg.shapley
-        return indices.Shapley(c.n_outer, c.n_inner, c.n_variance, c.n_permutations, c.exact_up_to)
-    if name == "sobol_dependent":
-        return indices.SobolDependent(cfg.sobol_dependent.n)
-    if name == "aggregated":
-        c = cfg.aggregated
-        return indices.Aggregated(c.n, build.plain(c.over), build.plain(c.weights), c.n_components)
-    if name == "given_data":
-        c = cfg.given_data
-        return indices.GivenData(c.n, c.sweep, c.samples, c.block)
-    c = cfg.active_subspaces
-    quantity = build.plain(c.quantity)
-    return indices.ActiveSubspaces(c.n, c.normalize, c.n_active, c.per_output,
-                                   _quantity(quantity) if quantity is not None else None)
+        given["points"] = points
+    elif name == "active_subspaces" and cfg.active_subspaces.quantity is not None:
+        given["quantity"] = _quantity(build.plain(cfg.active_subspaces.quantity))
+    return build.settings(SETTINGS[name], cfg[name], **given)
 
 
 def _quantity(node: Any) -> Any:
