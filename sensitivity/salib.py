@@ -43,20 +43,18 @@ from sensitivity.datasets import write_text_atomic
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import Parameter, ParameterSpace
 
-#: SALib distribution names this package maps, by our distribution kind.
-SALIB_DISTS = {"uniform": "unif", "triangular": "triang", "normal": "norm", "truncnormal": "truncnorm",
-               "lognormal": "lognorm"}
 _TAIL = 5.0  # default range of unbounded SALib distributions: +- 5 standard deviations (in ln space for lognorm)
 
 
 def to_problem(space: ParameterSpace) -> dict[str, Any]:
     """The SALib problem dict of ``space`` (plain lists, JSON/YAML-safe); see :func:`check_problem_form`."""
     check_problem_form(space)
+    forms = [_salib_form(p) for p in space.parameters]
     return {
         "num_vars": len(space),
         "names": list(space.names),
-        "bounds": [_salib_bounds(p) for p in space.parameters],
-        "dists": [SALIB_DISTS[p.distribution.kind] for p in space.parameters],
+        "bounds": [bounds for _, bounds in forms],
+        "dists": [dist for dist, _ in forms],
         "units": list(space.units),
         "ranges": [[float(p.low), float(p.high)] for p in space.parameters],
         "nominal": [float(p.nominal) for p in space.parameters],
@@ -67,27 +65,34 @@ def to_problem(space: ParameterSpace) -> dict[str, Any]:
 
 
 def check_problem_form(space: ParameterSpace) -> None:
-    """Refuse a space SALib cannot describe: only the original five kinds (untruncated, ``uniform`` on the
-    bounds) have a SALib counterpart; a :class:`ConfigError` names the first parameter that has none."""
+    """Refuse a space SALib cannot describe exactly; a :class:`ConfigError` names the first parameter that has no
+    SALib form. SALib knows uniform, triangular, normal, normal truncated on both sides and lognormal (scipy's
+    ``uniform``, ``triang``, ``norm``, ``truncnorm``, ``lognorm`` with ``loc = 0``, or the original kinds)."""
     for p in space.parameters:
-        d = p.distribution
-        if d.kind not in SALIB_DISTS or d.truncate is not None or (d.kind == "uniform" and d.params):
-            raise ConfigError(f"parameter {p.name!r}: distribution {d.kind!r} has no SALib problem form "
-                              f"(SALib knows {sorted(SALIB_DISTS)}, untruncated)")
+        _salib_form(p)
 
 
-def _salib_bounds(p: Parameter) -> list[float]:
-    d = p.distribution.params
-    kind = p.distribution.kind
-    if kind == "uniform":
-        return [float(p.low), float(p.high)]
-    if kind == "triangular":
-        return [float(p.low), float(p.high), float((d["mode"] - p.low) / (p.high - p.low))]
-    if kind == "normal":
-        return [float(d["mean"]), float(d["std"])]
-    if kind == "truncnormal":
-        return [float(p.low), float(p.high), float(d["mean"]), float(d["std"])]
-    return [float(math.log(d["median"])), float(d["sigma_log"])]  # lognormal
+def _salib_form(p: Parameter) -> tuple[str, list[float]]:
+    """``(SALib dist, its bounds row)`` of a parameter's law, through its scipy form (exact, or refused)."""
+    d = p.distribution
+    name, q = d.scipy_form(p.low, p.high)
+    loc, scale = float(q.get("loc", 0.0)), float(q.get("scale", 1.0))
+    truncate = (p.low, p.high) if d.kind == "truncnormal" else d.truncate
+    if truncate is None:
+        if name == "uniform":
+            return "unif", [loc, loc + scale]
+        if name == "triang":
+            return "triang", [loc, loc + scale, float(q["c"])]
+        if name == "norm":
+            return "norm", [loc, scale]
+        if name == "lognorm" and loc == 0.0:
+            return "lognorm", [float(math.log(scale)), float(q["s"])]
+    elif name == "norm" and None not in truncate:
+        return "truncnorm", [float(truncate[0]), float(truncate[1]), loc, scale]
+    raise ConfigError(f"parameter {p.name!r}: distribution {d.kind!r}"
+                      f"{' truncated to ' + str(list(truncate)) if truncate is not None else ''} has no SALib "
+                      "problem form (SALib knows uniform, triangular, normal, normal truncated on both sides, "
+                      "lognormal)")
 
 
 def from_problem(problem: Mapping[str, Any]) -> ParameterSpace:

@@ -214,15 +214,29 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: boo
                              "trust, with model.trusted=true (trusted=True), or save the model as .keras")
         return _load_saved_model(path, dtype), {}, _file_hash(sorted(p for p in path.rglob("*") if p.is_file())), text
     if ":" in text and not path.exists():
-        module_name, _, attr = text.partition(":")
-        try:
-            target = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, SyntaxError) as err:  # SyntaxError: a broken user module
-            raise ModelError(f"surrogate function {text!r} cannot be imported: {type(err).__name__}: {err}") from None
+        target = import_callable(text, what="surrogate function")
         return _bind(target, kwargs, text), {}, _function_hash(target, kwargs), text
     raise ModelError(
         f"surrogate source {text!r} is neither a .keras file, a SavedModel directory nor 'package.module:function'"
     )
+
+
+def import_callable(source: str, *, what: str) -> Callable:
+    """The callable named ``"package.module:function"``, imported from ``sys.path`` (the command line puts the
+    working directory first, so a study's own module imports).
+
+    Raises
+    ------
+    ModelError
+        ``source`` is not of that form, or the module or the name cannot be imported (``what`` names it).
+    """
+    module_name, _, attr = source.partition(":")
+    if not module_name or not attr:
+        raise ModelError(f"{what} must be 'package.module:function', got {source!r}")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, SyntaxError) as err:  # SyntaxError: a broken user module
+        raise ModelError(f"{what} {source!r} cannot be imported: {type(err).__name__}: {err}") from None
 
 
 def _bind(fn: Callable, kwargs: Mapping[str, Any], label: str) -> Callable:

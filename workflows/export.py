@@ -61,19 +61,28 @@ class ExportConf(SurrogateStudyConf):
 SCHEMA = ExportConf
 
 
+def _problem_file(name: str | None, space) -> str | None:
+    """``export.problem_file``, or None (with a warning) for a space SALib cannot describe: the problem file is an
+    extra beside the exported Jacobian, so a space of other scipy families exports without it."""
+    from sensitivity.salib import check_problem_form
+
+    if not name:
+        return None
+    try:
+        check_problem_form(space)
+    except ConfigError as err:
+        log.warning("export: no SALib problem file: %s", err)
+        return None
+    return name
+
+
 def run(cfg: DictConfig) -> Path:
     """Export, check and describe the compiled Jacobian of ``cfg.model``; return the SavedModel directory."""
     opts = cfg.export
     space = build.space_from_problem_file(cfg) or build.space_from(cfg)
     points = build.grid_from(cfg, space).points()  # the check points
     pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
-    if opts.problem_file:
-        from sensitivity.salib import check_problem_form
-
-        try:
-            check_problem_form(space)
-        except ConfigError as err:
-            raise ConfigError(f"export.problem_file: {err}; set export.problem_file=null") from None
+    problem_file = _problem_file(opts.problem_file, space)
     surrogate = build.surrogate_from(cfg, space)
     from sensitivity.export import RELOAD_SNIPPET, export_jacobian
 
@@ -93,10 +102,10 @@ def run(cfg: DictConfig) -> Path:
     log.info("reload it with TensorFlow alone:\n%s",
              RELOAD_SNIPPET.format(path=target.resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
     _write_summary(cfg, jac, space, points, check, out / "export.nc")
-    if opts.problem_file:
+    if problem_file:
         from sensitivity.salib import write_problem
 
-        log.info("SALib problem: %s", write_problem(space, out / opts.problem_file))
+        log.info("SALib problem: %s", write_problem(space, out / problem_file))
     if pest_point is not None:
         p = cfg.pest
         files = write_pest_at(jac, pest_point, out / f"{p.name}.jcb", calibration=p.calibration,

@@ -19,12 +19,13 @@ def run(cfg: DictConfig) -> Path:
     """Run the sweep described by ``cfg``; return the path of ``sweep.nc``."""
     from sensitivity.datasets import provenance
     from sensitivity.grids import shard_bounds
-    from sensitivity.sweep import sweep
 
     space = build.space_from(cfg)
     grid = build.grid_from(cfg, space)
     shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)  # fail before loading the model
     surrogate = build.surrogate_from(cfg, space)
+    from sensitivity.sweep import sweep
+
     jac = build.engine_from(cfg, surrogate)
     out = build.output_dir(cfg) / "sweep.nc"
     log.info("sweep: %d points of %s grid, %s mode, %s, chunk %d -> %s", grid.size, cfg.grid.kind, jac.mode,

@@ -11,7 +11,6 @@ of the simulator.
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 import time
@@ -132,14 +131,10 @@ def run(cfg: DictConfig) -> Path:
 
 def simulator_from(source: str, kwargs: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
     """The batched simulator ``"package.module:function"`` as a float64 numpy map ``[N, n] -> [N, *out]``."""
-    module_name, _, attr = source.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"`training.simulator` must be 'package.module:function', got {source!r}")
-    try:
-        function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, SyntaxError) as err:  # SyntaxError: a broken user module
-        raise ConfigError(f"`training.simulator` {source!r} cannot be imported: {type(err).__name__}: {err}") from None
-    bound = functools.partial(function, **kwargs)
+    from sensitivity.surrogate import import_callable
+
+    build.tensorflow()  # before the user's module, which may import it
+    bound = functools.partial(import_callable(source, what="`training.simulator`"), **kwargs)
 
     def simulate(points: np.ndarray) -> np.ndarray:
         values = np.asarray(bound(np.asarray(points, dtype=np.float64)), dtype=np.float64)

@@ -14,7 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from sensitivity.analyses.indices.design import is_correlated
-from sensitivity.errors import DataError
+from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
 from sensitivity.stored_sweep import StoredSweep
@@ -68,13 +68,35 @@ def check_sweep_sample(sweep: StoredSweep, space: ParameterSpace, spec: OutputSp
     if is_correlated(space):
         raise DataError(f"{path}: a sweep grid samples independent inputs, but the space has a correlation matrix; "
                         f"{method} of a correlated space needs its own sample of the copula")
-    for p, rec in zip(space.parameters, recorded or [None] * len(space)):
-        if p.distribution.kind != "uniform" or p.scale != "linear":
-            raise DataError(f"{path}: parameter {p.name!r} is {p.distribution.kind} on {p.scale} scale, but a sweep "
-                            "grid samples uniformly on the bounds")
-        if rec is None or (rec.get("low"), rec.get("high"), rec.get("scale", "linear")) != (p.low, p.high, "linear"):
-            raise DataError(f"{path}: the sweep's bounds of {p.name!r} ({rec and (rec.get('low'), rec.get('high'))})"
+    through = grid.get("through", "bounds")
+    swept = _recorded_space(recorded)
+    for p in space.parameters:
+        rec = swept.parameters[swept.index(p.name)] if swept is not None and p.name in swept.names else None
+        if rec is None or (rec.low, rec.high) != (p.low, p.high):
+            raise DataError(f"{path}: the sweep's bounds of {p.name!r} ({None if rec is None else (rec.low, rec.high)})"
                             f" differ from the space's ({p.low}, {p.high})")
+        if through == "distribution":
+            if rec.distribution != p.distribution:
+                raise DataError(f"{path}: the sweep drew {p.name!r} from {rec.distribution.kind}, the space has "
+                                f"{p.distribution.kind} {dict(p.distribution.params)}: not a sample of this space")
+        elif not _uniform_on_bounds(p):
+            raise DataError(f"{path}: parameter {p.name!r} is {p.distribution.kind} on {p.scale} scale, but the sweep's "
+                            "grid samples uniformly on the bounds (sweep with grid.through=distribution)")
+
+
+def _recorded_space(records: list) -> ParameterSpace | None:
+    """The space a sweep recorded in its config, or None when it cannot be rebuilt."""
+    try:
+        return ParameterSpace.from_records([{k: v for k, v in r.items() if v is not None} for r in records])
+    except (ConfigError, AttributeError, TypeError):
+        return None
+
+
+def _uniform_on_bounds(p) -> bool:
+    """True when the parameter's distribution is uniform on its bounds, on a linear scale."""
+    name, params = p.distribution.scipy_form(p.low, p.high)
+    return (p.scale == "linear" and name == "uniform" and p.distribution.truncate is None
+            and np.isclose(params.get("loc", 0.0), p.low) and np.isclose(params.get("scale", 1.0), p.high - p.low))
 
 
 def sweep_blocks(sweep: StoredSweep, block: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
