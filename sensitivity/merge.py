@@ -3,7 +3,8 @@
 A sweep too large for one process runs as shards (``grid.shard=i grid.num_shards=n``), usually as
 a Hydra multirun (``sensitivity sweep -m grid.shard=range(0,8) grid.num_shards=8``) that leaves one
 job directory per shard, ``<multirun>/<overrides>/sweep.nc``, with its overrides in
-``.hydra/overrides.yaml``. :func:`find_runs` collects those directories; :func:`plan_merge` checks
+``.hydra/overrides.yaml``; the application (``workflows.multirun``) reads those into :class:`Run`\ s, and
+:func:`plan_merge` checks
 that they are one computation split cleanly -- every grid index exactly once (no gap, no
 overlap), the same resolved config except the shard keys, the same surrogate -- and refuses with
 a one-line :class:`~sensitivity.errors.DataError` naming the missing or mismatched shards;
@@ -26,9 +27,7 @@ must form the full product of the swept values and agree on everything but the s
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,55 +159,31 @@ def split_override(override: str) -> tuple[str, str]:
     return key.lstrip("+~"), value
 
 
-def find_runs(root: str | Path, file: str = "sweep.nc") -> list[Run]:
-    """The job directories under ``root``: those holding ``file``, its ``.parts/`` or ``.hydra/overrides.yaml``.
-
-    Hidden directories (``.hydra``, ``.submitit``) and part directories are not searched. Job
-    directories may be nested (an override value with a ``/`` makes a sub-directory).
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise DataError(f"input_dir: not a directory: {root}")
-    runs = []
-    for here, subdirs, _ in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and not d.endswith(".parts"))
-        here = Path(here)
-        result, parts, overrides = here / file, here / f"{file}.parts", here / ".hydra" / "overrides.yaml"
-        if here == root or not (result.is_file() or parts.is_dir() or overrides.is_file()):
-            continue
-        listed = yaml.load(overrides.read_text(), Loader=_Loader) if overrides.is_file() else []
-        runs.append(Run(here, result if result.is_file() else None, tuple(str(o) for o in listed or []),
-                        len(list(parts.glob("part-*.nc"))) if parts.is_dir() else 0))
-    return runs
-
-
 # ----------------------------------------------------------------------------- checking
 
 
 def plan_merge(runs: Sequence[Run], root: str | Path, *, shard_key: str = SHARD_KEY,
-               num_shards_key: str = NUM_SHARDS_KEY, ignore_keys: Sequence[str] = RUN_ONLY_KEYS,
-               workflow: str | None = None) -> Plan:
+               num_shards_key: str = NUM_SHARDS_KEY, ignore_keys: Sequence[str] = RUN_ONLY_KEYS) -> Plan:
     """Check that ``runs`` are complete, consistent shards of one sweep (or of a config sweep).
 
     Parameters
     ----------
     runs
-        From :func:`find_runs`.
+        The jobs (``workflows.multirun.find_runs`` reads a Hydra multirun's).
     root
-        The multirun directory (named in messages and in the rerun hint).
+        The multirun directory (named in messages).
     shard_key, num_shards_key
         The override keys that split a grid (``grid.shard``, ``grid.num_shards``); they may differ
         between shards, and are never a dim.
     ignore_keys
         Config keys that do not change results (never compared, never a dim).
-    workflow
-        The workflow that wrote the runs, for the rerun hint of a refusal (``sensitivity <workflow> -m ...``);
-        default: the one recorded in the runs' ``.hydra/hydra.yaml``.
 
     Raises
     ------
+    MissingShards
+        A missing or unfinished shard (a :class:`DataError` that lists them).
     DataError
-        No runs; runs that override different keys; a missing, duplicated (overlapping) or
+        No runs; runs that override different keys; a duplicated (overlapping) or
         unfinished shard; a gap or overlap of sample indices; shards whose configs differ in a key
         other than the shard keys, or whose surrogate hashes differ; cells that do not form the
         full product of the swept values.
@@ -228,7 +203,7 @@ def plan_merge(runs: Sequence[Run], root: str | Path, *, shard_key: str = SHARD_
     groups: dict[tuple[str, ...], list[Run]] = {}
     for run, f in zip(runs, fixed):
         groups.setdefault(tuple(f[k] for k in keys), []).append(run)
-    context = dict(root=root, shard_key=shard_key, num_shards_key=num_shards_key, skip=skip, workflow=workflow)
+    context = dict(shard_key=shard_key, num_shards_key=num_shards_key, skip=skip)
     cells = tuple(_cell(values, members, label=_label(keys, values), **context)
                   for values, members in sorted(groups.items(), key=lambda item: _sort_key(item[0])))
     plan = Plan(root, keys, cells, shard_key, num_shards_key)
@@ -236,8 +211,8 @@ def plan_merge(runs: Sequence[Run], root: str | Path, *, shard_key: str = SHARD_
     return plan
 
 
-def _cell(values: tuple[str, ...], runs: list[Run], *, label: str, root: Path, shard_key: str, num_shards_key: str,
-          skip: tuple[str, ...], workflow: str | None) -> Cell:
+def _cell(values: tuple[str, ...], runs: list[Run], *, label: str, shard_key: str, num_shards_key: str,
+          skip: tuple[str, ...]) -> Cell:
     shards = [_read_shard(r, shard_key, num_shards_key) for r in runs if r.result is not None]
     unfinished = [r for r in runs if r.result is None]
     counts = {s.count for s in shards} | {int(r.values()[num_shards_key]) for r in unfinished
@@ -255,7 +230,7 @@ def _cell(values: tuple[str, ...], runs: list[Run], *, label: str, root: Path, s
         seen[s.index] = s
     missing = [i for i in range(count) if i not in seen]
     if missing:
-        raise DataError(_missing(label, missing, count, runs, root, shard_key, workflow))
+        raise _missing(label, missing, count, runs, shard_key)
     ordered = sorted(shards, key=lambda s: s.start)
     _check_contiguous(ordered, label)
     _check_same(ordered, label, skip)
@@ -307,9 +282,17 @@ def _read_shard(run: Run, shard_key: str, num_shards_key: str) -> Shard:
     return Shard(run, index, count, int(sample[0]), int(sample[-1]) + 1, attrs, config, dims)
 
 
-def _missing(label: str, missing: list[int], count: int, runs: list[Run], root: Path, shard_key: str,
-             workflow: str | None) -> str:
-    """One line naming each missing shard, why it is missing, and how to rerun it alone."""
+class MissingShards(DataError):
+    """Shards of a cell are missing or unfinished: ``message`` names each and why; ``missing`` and ``runs`` let the
+    caller say how to rerun them (the command line knows its own syntax, the library does not)."""
+
+    def __init__(self, message: str, missing: list[int], runs: list[Run], shard_key: str) -> None:
+        super().__init__(message)
+        self.missing, self.runs, self.shard_key = missing, runs, shard_key
+
+
+def _missing(label: str, missing: list[int], count: int, runs: list[Run], shard_key: str) -> MissingShards:
+    """The refusal naming each missing shard and why it is missing."""
     by_index = {r.values().get(shard_key): r for r in runs if r.result is None}
     details = []
     for i in missing:
@@ -321,22 +304,7 @@ def _missing(label: str, missing: list[int], count: int, runs: list[Run], root: 
         else:
             details.append(f"{i}: no result in {run.directory}")
     message = f"{label}missing shard(s) {', '.join(map(str, missing))} of {count} ({'; '.join(details)})"
-    template = next((r for r in runs if r.overrides), None)
-    workflow = workflow or (_workflow_of(template) if template is not None else None)
-    if workflow and template is not None:
-        overrides = [f"{shard_key}={','.join(map(str, missing))}" if split_override(o)[0] == shard_key else o
-                     for o in template.overrides]
-        message += f"; rerun them alone (finished parts are kept): {shlex.join(['sensitivity', workflow, '-m', *overrides, f'hydra.sweep.dir={root}'])}"
-    return message
-
-
-def _workflow_of(run: Run) -> str | None:
-    """The workflow that ran a job (``hydra.job.config_name`` in its ``.hydra/hydra.yaml``), if recorded."""
-    try:
-        hydra = yaml.load((run.directory / ".hydra" / "hydra.yaml").read_text(), Loader=_Loader)
-        return str(hydra["hydra"]["job"]["config_name"])
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return None
+    return MissingShards(message, missing, runs, shard_key)
 
 
 def _check_same(shards: list[Shard], label: str, skip: tuple[str, ...]) -> None:

@@ -207,7 +207,8 @@ class OutputSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "OutputSpec":
         """Build from plain data: ``{name, units, long_name, dims: [{name, values | {start, stop, step}, units}]}``
-        or, for named scalars, ``{name, units, names: [...]}``."""
+        or, for named scalars, ``{name, units, names: [...]}``; with neither, one scalar per point (one named output
+        labelled ``name``)."""
         data = dict(data)
         unknown = set(data) - {"name", "units", "long_name", "dims", "names"}
         if unknown:
@@ -216,8 +217,10 @@ class OutputSpec:
             raise ConfigError("output: give either `names` (named scalars) or `dims`, not both")
         if data.get("names"):
             dims = (OutputDim(FLAT, tuple(str(n) for n in data["names"])),)
-        else:
-            dims = tuple(_dim_from_dict(d) for d in data.get("dims") or ())
+        elif data.get("dims"):
+            dims = tuple(_dim_from_dict(d) for d in data["dims"])
+        else:  # one scalar per point: one named output, labelled by the output's name
+            dims = (OutputDim(FLAT, (str(data.get("name", "y")),)),)
         units = data.get("units", "1")
         return cls(
             name=data.get("name", "y"),

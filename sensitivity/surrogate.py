@@ -182,8 +182,7 @@ def _scalar_spec(spec: OutputSpec | Mapping[str, Any] | None, label: str) -> Out
         name = Path(name).stem if "/" in name or name.endswith(".keras") else name.rpartition(".")[2]
         stem = re.sub(r"\W", "_", name)
         spec["name"] = stem if stem.isidentifier() else "y"
-    labels = spec.pop("names", None) or [spec["name"]]
-    return OutputSpec.from_dict({**spec, "names": labels})
+    return OutputSpec.from_dict(spec)
 
 
 def _reconcile(field: str, stored: Sequence[str] | None, given: Sequence[str] | None) -> tuple[str, ...] | None:

@@ -32,6 +32,18 @@ def space_from(cfg: DictConfig) -> ParameterSpace:
     return ParameterSpace.from_records(records, plain(cfg.space.correlation))
 
 
+def check_study(cfg: DictConfig) -> None:
+    """Build what a config describes that needs no TensorFlow, the parameter space and the model's output
+    description, so that a bad one fails in one line before any work (the command line calls this before Hydra
+    makes the run directory); each workflow builds them again where it uses them."""
+    from sensitivity.outputs import OutputSpec
+
+    if "space" in cfg:
+        space_from(cfg)
+    if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
+        OutputSpec.from_dict(plain(cfg.model.output))
+
+
 def tensorflow() -> None:
     """Import TensorFlow quietly (:func:`sensitivity.tf_runtime.import_tensorflow`), once every check of the config
     that needs no TensorFlow has passed: each workflow calls this (through :func:`surrogate_from`) where it first

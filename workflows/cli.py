@@ -112,6 +112,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from sensitivity.errors import SensitivityError
+    from workflows.build import check_study
     from workflows.schema import own_config
 
     args, show, config_dir = _config_overrides(overrides)
@@ -120,6 +121,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
         if show:
             print(OmegaConf.to_yaml(cfg), end="")
             raise SystemExit(0)
+        check_study(cfg)
     except (HydraException, OmegaConfBaseException, SensitivityError) as err:
         print(f"sensitivity {name}: {_one_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None

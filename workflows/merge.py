@@ -14,14 +14,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from sensitivity.merge import find_runs, merge, plan_merge
+from sensitivity.merge import MissingShards, merge, plan_merge
 from workflows import build
+from workflows.multirun import find_runs, rerun_command
 from workflows.schema import schema_of
 
 log = logging.getLogger(__name__)
 
 SUMMARY = "the shards (and swept configs) of a multirun as one dataset -> sweep.nc"
-#: merge only reads and writes netCDF: it never imports TensorFlow (see workflows.cli)
 #: ``sensitivity merge DIR`` means ``sensitivity merge input_dir=DIR``.
 POSITIONAL = "input_dir"
 FORMATS = ("netcdf", "zarr")
@@ -51,8 +51,13 @@ def run(cfg: DictConfig) -> Path:
     build.check_choice(cfg.format, FORMATS, "format")
     root = Path(cfg.input_dir).expanduser()
     runs = find_runs(root, cfg.file)
-    plan = plan_merge(runs, root, shard_key=cfg.shard_key, num_shards_key=cfg.num_shards_key,
-                      ignore_keys=list(cfg.ignore_keys))
+    try:
+        plan = plan_merge(runs, root, shard_key=cfg.shard_key, num_shards_key=cfg.num_shards_key,
+                          ignore_keys=list(cfg.ignore_keys))
+    except MissingShards as err:
+        command = rerun_command(err, root)
+        raise MissingShards(f"{err}; rerun them alone (finished parts are kept): {command}" if command else str(err),
+                            err.missing, err.runs, err.shard_key) from None
     ref = plan.reference.attrs
     log.info("merge: %d shards of %d configuration(s)%s under %s", len(plan.files), len(plan.cells),
              f" swept over {', '.join(plan.keys)}" if plan.keys else "", root)

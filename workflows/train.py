@@ -130,7 +130,8 @@ def run(cfg: DictConfig) -> Path:
 
 
 def simulator_from(source: str, kwargs: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
-    """The batched simulator ``"package.module:function"`` as a float64 numpy map ``[N, n] -> [N, *out]``."""
+    """The batched simulator ``"package.module:function"`` as a float64 numpy map ``[N, n] -> [N, *out]`` (a simulator
+    of one scalar may return ``[N]``: one named output, as for a surrogate function)."""
     from sensitivity.surrogate import import_callable
 
     build.tensorflow()  # before the user's module, which may import it
@@ -138,6 +139,8 @@ def simulator_from(source: str, kwargs: dict[str, Any]) -> Callable[[np.ndarray]
 
     def simulate(points: np.ndarray) -> np.ndarray:
         values = np.asarray(bound(np.asarray(points, dtype=np.float64)), dtype=np.float64)
+        if values.ndim == 1 and values.shape[0] == len(points):  # one scalar per point: one named output
+            values = values[:, None]
         if values.ndim < 2 or values.shape[0] != len(points):
             raise ModelError(f"simulator {source}: expected outputs [N, ...] for {len(points)} points, "
                              f"got shape {list(values.shape)}")

@@ -1,0 +1,144 @@
+"""A scientist's own study, of every output shape, through every workflow (issue: the principal gap).
+
+The study is a folder made by ``sensitivity init`` holding the user's models, configs and observations
+(:mod:`tests.helpers.study_matrix`): three inputs with scipy marginals truncated on one or both sides,
+and one experiment file per model that sets every workflow's keys. Each workflow is composed as the
+command line composes it (the study's ``conf/`` first) and run in process; the multirun of the merge
+runs through the command line itself. Every run must exit cleanly, write CF-clean datasets (the IOOS
+checker: no error) that keep the model's own output dims, and the calibration must cover the truth.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from sensitivity.datasets import open_result
+from tests.helpers import CLI
+from tests.helpers.cf import cf_errors_of
+from tests.helpers.study_matrix import SHAPES, TRUTH, write_study
+
+pytestmark = pytest.mark.slow
+
+#: Each shape's own output dims as they appear in the datasets (a scalar model is one named output).
+DIMS = {"scalar": ("output",), "named": ("output",), "series": ("day",), "labels_by_numbers": ("species", "day"),
+        "field": ("lat", "lon")}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """The study folder: ``sensitivity init``, then the user's own files; the command's working directory."""
+    from workflows.init import init
+
+    folder = tmp_path_factory.mktemp("matrix") / "study"
+    init(folder)
+    write_study(folder)
+    return folder
+
+
+@pytest.fixture
+def run(study, monkeypatch):
+    """``run(workflow, shape, *overrides)``: compose as the command line does and run; returns the result path."""
+    from workflows.cli import _compose
+    from workflows.runner import run_workflow
+    from workflows.schema import register
+
+    register()
+    monkeypatch.chdir(study)
+    monkeypatch.syspath_prepend(str(study))
+
+    def _run(workflow: str, shape: str, *overrides: str):
+        out = study / "runs" / shape / workflow
+        cfg = _compose(workflow, [f"experiment={shape}", f"output_dir={out}", *overrides], str(study / "conf"))
+        return run_workflow(workflow, cfg)
+
+    return _run
+
+
+def own_dims(da: xr.DataArray, shape: str) -> tuple[str, ...]:
+    return tuple(d for d in da.dims if d in DIMS[shape])
+
+
+@pytest.fixture(scope="module")
+def merged_sweeps(study):
+    """One multirun of the command line: each shape's sweep in two shards, grouped by experiment."""
+    sweep_dir = study / "multirun"
+    done = subprocess.run(CLI + ["sweep", "-m", f"experiment={','.join(SHAPES)}", "grid.shard=0,1", "grid.num_shards=2",
+                                 "plots=false", f"hydra.sweep.dir={sweep_dir}",
+                                 "hydra.sweep.subdir=${hydra:runtime.choices.experiment}/${hydra:job.num}"],
+                          cwd=study, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return sweep_dir
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_workflow_on_a_study_of_this_shape(study, run, merged_sweeps, shape):
+    dims = DIMS[shape]
+    sweep = run("sweep", shape, "grid.through=distribution")
+    with open_result(sweep) as ds:
+        y = next(v for n, v in ds.data_vars.items() if n not in ("x", "jacobian"))
+        assert own_dims(y, shape) == dims and ds["jacobian"].dims[-1] == "parameter"
+        assert ds["x"].values[:, 1].min() >= 0.6  # b: a normal truncated below at 0.6
+
+    calibration = run("calibrate", shape, f"sweep_path={sweep}")
+    with open_result(calibration) as ds:
+        assert own_dims(ds["y_obs"], shape) == dims and own_dims(ds["prediction_band"], shape) == dims
+        best = int(ds["best_start"])
+        estimate, se = ds["estimate"].values[best], ds["standard_error"].values[best]
+        truth = np.array([TRUTH[n] for n in map(str, ds["parameter_name"].values)])
+        assert np.all(np.abs(estimate - truth) < 4 * se), (estimate, truth, se)  # covers the truth (4 std errors)
+
+    posterior = run("posterior", shape, f"calibration={calibration}")
+    with open_result(posterior) as ds:
+        assert ds.attrs["prior_source"] == "calibration" and ds["draws"].dims == ("chain", "draw", "parameter")
+
+    propagation = run("propagate", shape, "propagate=calibration", f"uncertainty.path={calibration}",
+                      f"posterior.path={posterior}", f"pointwise.sweep={sweep}")
+    with open_result(propagation) as ds:
+        assert own_dims(ds["output_mean"], shape) == dims and ds["output_mean"].dims[0] == "propagation_method"
+        assert ds["output_covariance"].dims[1:] == ("output_i", "output_j")
+    with open_result(propagation.parent / "local_propagation.nc") as ds:
+        assert own_dims(ds["output_std"], shape) == dims
+
+    indices = run("indices", shape, f"dgsm.sweep={sweep}")
+    with open_result(indices) as ds:
+        assert own_dims(ds["sobol_ST"], shape) == dims and own_dims(ds["dgsm_nu"], shape) == dims
+
+    exported = run("export", shape)
+    with open_result(exported.parent / "export.nc") as ds:
+        assert ds.attrs["title"]
+
+    merged = run("merge", shape, f"input_dir={merged_sweeps / shape}")
+    with open_result(merged) as ds:
+        y = next(v for n, v in ds.data_vars.items() if n not in ("x", "jacobian"))
+        assert own_dims(y, shape) == dims and ds.sizes["sample"] == 64
+
+    trained = run("train", shape)
+    with open_result(trained.parent / "training.nc") as ds:
+        assert own_dims(ds["y"] if "y" in ds else next(v for n, v in ds.data_vars.items()
+                                                        if v.dims[:1] == ("sample",) and n != "x"), shape) == dims
+
+    written = sorted((study / "runs" / shape).rglob("*.nc"))
+    assert len(written) >= 9
+    assert cf_errors_of(written) == {path: [] for path in written}
+
+
+def test_a_shape_the_contract_cannot_hold_is_refused_in_one_line(study, run):
+    """`time` without an epoch, an xarray keyword, a dim list of bare names: one line naming the field, before any
+    work; through the command line (exit 2, no traceback) and in process."""
+    from sensitivity.errors import ConfigError
+
+    cases = {"dims: [day]": "each entry of `dims` must be a mapping",
+             "dims: [{name: method, values: [1, 2]}]": "`name` 'method' is reserved",
+             "dims: [{name: time, values: [1, 2], units: day}]": "CF keeps a dim named `time` for instants"}
+    for dims, message in cases.items():
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[")) as err:
+            run("sweep", "series", f"model.output={{name: y, units: '1', {dims}}}")
+        assert "\n" not in str(err.value)
+    done = subprocess.run(CLI + ["sweep", "experiment=series", "model.output={name: y, units: '1', dims: [day]}"],
+                          cwd=study, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "output: each entry of `dims` must be a mapping" in done.stdout + done.stderr
+    assert not (study / "outputs" / "sweep").exists()
