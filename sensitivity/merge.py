@@ -3,9 +3,8 @@
 A sweep too large for one process runs as shards (``grid.shard=i grid.num_shards=n``), usually as
 a Hydra multirun (``sensitivity sweep -m grid.shard=range(0,8) grid.num_shards=8``) that leaves one
 job directory per shard, ``<multirun>/<overrides>/sweep.nc``, with its overrides in
-``.hydra/overrides.yaml``; the application (``workflows.multirun``) reads those into :class:`Run`\ s, and
-:func:`plan_merge` checks
-that they are one computation split cleanly -- every grid index exactly once (no gap, no
+``.hydra/overrides.yaml``; the application (``workflows.multirun``) reads those into :class:`Run`
+objects, and :func:`plan_merge` checks that they are one computation split cleanly -- every grid index exactly once (no gap, no
 overlap), the same resolved config except the shard keys, the same surrogate -- and refuses with
 a one-line :class:`~sensitivity.errors.DataError` naming the missing or mismatched shards;
 :func:`open_merged` opens them lazily (dask) as one dataset chunked along ``sample``, and

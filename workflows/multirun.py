@@ -1,4 +1,4 @@
-"""Hydra's multirun on disk: its job directories as :class:`~sensitivity.merge.Run`\\ s, and the command that
+"""Hydra's multirun on disk: its job directories as :class:`~sensitivity.merge.Run` objects, and the command that
 reruns missing shards.
 
 A multirun (``sensitivity sweep -m grid.shard=range(0,8) grid.num_shards=8``) leaves one job directory per
