@@ -117,7 +117,7 @@ jacobian: {dtype: float64, jit_compile: false}
 progress: false
 step_slice: {points: 5}
 n_chains: 2
-nuts: {num_warmup: 40, num_draws: 40}
+nuts: {num_warmup: 40, num_draws: 40, max_tree_depth: 4}
 throw: false
 jit_compile: false
 propagation: {n_samples: 1024, n_replicates: 4, block_size: 256}
