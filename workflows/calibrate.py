@@ -28,7 +28,6 @@ from workflows.schema import (GridConf, JacobianConf, ModelConf, ObservationsCon
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations -> calibration.nc"
 
 #: solver.kind -> its settings class; conf/solver/ holds a preset of each
 SOLVERS = {"trust_region": TrustRegion, "levenberg_marquardt": LevenbergMarquardt, "gauss_newton": GaussNewton}

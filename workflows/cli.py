@@ -1,6 +1,6 @@
 """The command line: ``sensitivity <workflow> [hydra overrides]``.
 
-Each workflow is a module of this package with a ``SUMMARY`` line and a ``run(cfg)``
+Each workflow is a module of this package with a ``run(cfg)``
 function, and a primary config ``conf/<workflow>.yaml``. Hydra composes the config
 (``--help``, ``--cfg job``, ``-m`` multiruns and launchers all work as usual); a
 :class:`~sensitivity.errors.SensitivityError` ends the run with its one-line message

@@ -29,8 +29,6 @@ from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem files"
-
 
 ExportOptions = schema_of(ExportSettings, "ExportOptions", extra=[
     ("name", str, "jacobian_model"),  # the SavedModel directory in the run dir

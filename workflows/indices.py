@@ -17,8 +17,6 @@ from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schem
 
 log = logging.getLogger(__name__)
 
-SUMMARY = ("local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked; Shapley, dependent "
-           "Sobol', aggregated and given-data indices on request -> indices.nc")
 
 IntervalsConf = schema_of(indices.Intervals, "IntervalsConf", keys=("method", "replicates", "conf_level"))
 BootstrapConf = schema_of(indices.Intervals, "BootstrapConf", keys=("n_resamples", "interval"))

@@ -21,7 +21,6 @@ from workflows.schema import schema_of
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "the shards (and swept configs) of a multirun as one dataset -> sweep.nc"
 #: ``sensitivity merge DIR`` means ``sensitivity merge input_dir=DIR``.
 POSITIONAL = "input_dir"
 FORMATS = ("netcdf", "zarr")

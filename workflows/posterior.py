@@ -25,8 +25,6 @@ from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, sc
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "posterior of a calibration by batched NUTS chains (TensorFlow Probability) -> posterior.nc"
-
 
 NUTSConf = schema_of(NUTS, "NUTSConf")
 RunConf = schema_of(sample_posterior, "PosteriorRunConf", keys=("seed", "throw", "jit_compile", "model_dtype"))

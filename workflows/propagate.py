@@ -24,7 +24,6 @@ from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "uncertainty propagation (first/second order, unscented, Monte Carlo) -> propagation.nc"
 
 SOURCES = ("space", "calibration", "posterior")
 

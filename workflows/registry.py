@@ -2,8 +2,9 @@
 
 Imported by the command line (:mod:`workflows.cli`), the schema registration
 (:mod:`workflows.schema`) and the study chain (:mod:`workflows.run`); it imports none of them.
-Each workflow is a module with a ``SUMMARY`` line and a ``run(cfg)`` function, optionally a
-``SCHEMA`` dataclass and a ``POSITIONAL`` config key, and a primary config ``conf/<workflow>.yaml``.
+Each workflow is a module with a ``run(cfg)`` function, optionally a ``SCHEMA`` dataclass and a
+``POSITIONAL`` config key, a primary config ``conf/<workflow>.yaml`` and a line in :data:`SUMMARIES` (here, so
+that ``sensitivity --help`` imports no workflow).
 """
 from __future__ import annotations
 
@@ -33,6 +34,23 @@ WORKFLOWS = {
 }
 
 
+#: Workflow name -> its one-line summary (``sensitivity --help``).
+SUMMARIES = {
+    "run": "the default study: sweep, calibrate, posterior, propagate and indices of the SEIR demo surrogate",
+    "sweep": "values and Jacobians of a surrogate over a parameter grid -> sweep.nc",
+    "train": "fit a Keras MLP surrogate to a simulator or a dataset -> surrogate.keras, training.nc",
+    "calibrate": "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations "
+                 "-> calibration.nc",
+    "posterior": "posterior of a calibration by batched NUTS chains (TensorFlow Probability) -> posterior.nc",
+    "propagate": "uncertainty propagation (first/second order, unscented, Monte Carlo) -> propagation.nc",
+    "indices": "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked; Shapley, "
+               "dependent Sobol', aggregated and given-data indices on request -> indices.nc",
+    "export": "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem "
+              "files",
+    "merge": "the shards (and swept configs) of a multirun as one dataset -> sweep.nc",
+}
+
+
 def modules():
     """Yield ``(name, module)`` for every workflow whose module exists, in registry order.
 
@@ -50,5 +68,7 @@ def modules():
 
 
 def available() -> dict[str, str]:
-    """Workflows whose module exists, with their one-line summaries."""
-    return {name: module.SUMMARY for name, module in modules()}
+    """Workflows whose module exists (found, not imported), with their one-line summaries."""
+    import importlib.util
+
+    return {name: SUMMARIES[name] for name, module in WORKFLOWS.items() if importlib.util.find_spec(module)}

@@ -19,8 +19,6 @@ from workflows import build
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "the default study: sweep, calibrate, posterior, propagate and indices of the SEIR demo surrogate"
-
 
 @dataclass
 class StageConf:

@@ -11,7 +11,6 @@ from workflows.schema import SweepConf
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "values and Jacobians of a surrogate over a parameter grid -> sweep.nc"
 SCHEMA = SweepConf
 
 

@@ -29,8 +29,6 @@ from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schem
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "fit a Keras MLP surrogate to a simulator or a dataset -> surrogate.keras, training.nc"
-
 
 NetworkConf = schema_of(TrainSettings, "NetworkConf", keys=("hidden", "activation", "learning_rate", "batch_size",
                                                          "epochs", "patience", "log_output"))
