@@ -76,7 +76,7 @@ class DenseChain:
     Attributes
     ----------
     steps
-        ``("affine", (W [k, h], b [h] | None, W^T))``, ``("linear", (L, b | None, layer))`` or
+        ``("affine", (W [k, h], b [h] | None, W^T))``, ``("linear", (L, b | None, layer, kernel))`` or
         ``("elementwise", f)`` in application order (:func:`layer_steps`), where ``L`` is a linear map of each
         point (applied to a ``[B, ...]`` batch), ``b`` a bias broadcast against its output, ``layer`` the Keras
         layer it came from, and ``f`` maps a tensor elementwise. At least one affine or
@@ -204,13 +204,16 @@ def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[tuple[
     Returns
     -------
     ``[(kind, step), ...]`` with kinds ``"affine"`` (``(W, b | None, W^T)``), ``"linear"`` (``(L, b | None,
-    layer)``: a linear map of each point, its bias and the Keras layer it came from), ``"elementwise"`` (a
-    callable) and ``"maxpool"`` (the Keras max-pooling layer); or a sentence naming what is not supported.
+    layer, kernel | None)``: a linear map of each point, its bias, the Keras layer it came from and, for a
+    convolution, its kernel as a numpy array), ``"elementwise"`` (a callable) and ``"maxpool"`` (the Keras
+    max-pooling layer); or a sentence naming what is not supported. A batch normalisation right after a
+    Dense or convolution without activation is folded into its kernel and bias (inference statistics).
     """
     model = keras_model(fn)
     if model is None:
         return "the surrogate is not a Keras model (nor a function calling exactly one)"
     steps: list[tuple[str, Any]] = []
+    foldable = None  # (layer, kernel, bias) of a last step that is a Dense or conv without activation
     for layer in model.layers:
         name = type(layer).__name__
         if name in _NO_OP:
@@ -218,24 +221,18 @@ def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[tuple[
         activation = getattr(layer, "activation", None)
         if activation is not None and activation.__name__ in _NOT_ELEMENTWISE:
             return f"layer {layer.name!r} has the activation {activation.__name__!r}, which is not elementwise"
-        if name == "Dense":
+        if name == "BatchNormalization" and foldable is not None and _normalises_last_axis(layer, foldable[0]):
+            steps[-1] = _kernel_step(*_fold_normalisation(layer, *foldable), dtype)
+            foldable = None
+            continue
+        foldable = None
+        if name == "Dense" or name in _CONV:
             kernel = np.asarray(layer.kernel)
-            bias = tf.constant(np.asarray(layer.bias), dtype) if layer.use_bias else None
-            steps.append(("affine", (tf.constant(kernel, dtype), bias, tf.constant(kernel.T.copy(), dtype))))
-        elif name in _CONV:
-            bias = None
-            if layer.use_bias:  # broadcast against the output's channel axis
-                shape = [-1] if layer.data_format == "channels_last" else [-1] + [1] * layer.rank
-                bias = tf.constant(np.asarray(layer.bias).reshape(shape), dtype)
-            kernel = np.asarray(layer.kernel)
-            if _single_filter(layer):
-                matrix = tf.constant(np.moveaxis(kernel[..., 0], -1, 0).reshape(kernel.shape[-2], -1), dtype)
-                conv = functools.partial(_shift_add, matrix, kernel.shape[:-2], layer.padding)
-            else:
-                conv = functools.partial(_convolve, layer, tf.constant(kernel, dtype))
-            steps.append(("linear", (conv, bias, layer)))
+            bias = np.asarray(layer.bias) if layer.use_bias else None
+            steps.append(_kernel_step(layer, kernel, bias, dtype))
+            foldable = (layer, kernel, bias) if activation is None or activation.__name__ == "linear" else None
         elif name in _LINEAR:
-            steps.append(("linear", (layer, None, layer)))
+            steps.append(("linear", (layer, None, layer, None)))
         elif name in _MAX_POOL:
             steps.append(("maxpool", layer))
         elif name in _ELEMENTWISE:
@@ -248,6 +245,43 @@ def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[tuple[
     if all(kind == "elementwise" for kind, _ in steps):
         return "the model has no Dense, convolution, pooling or reshaping layer"
     return steps
+
+
+def _kernel_step(layer: Any, kernel: np.ndarray, bias: np.ndarray | None, dtype: str) -> tuple[str, Any]:
+    """The step of a Keras ``Dense`` (affine) or ``Conv*D`` (linear) layer with ``kernel`` and ``bias``."""
+    if type(layer).__name__ == "Dense":
+        tf_bias = None if bias is None else tf.constant(bias, dtype)
+        return "affine", (tf.constant(kernel, dtype), tf_bias, tf.constant(kernel.T.copy(), dtype))
+    tf_bias = None
+    if bias is not None:  # broadcast against the output's channel axis
+        shape = [-1] if layer.data_format == "channels_last" else [-1] + [1] * layer.rank
+        tf_bias = tf.constant(bias.reshape(shape), dtype)
+    if _single_filter(layer):
+        matrix = tf.constant(np.moveaxis(kernel[..., 0], -1, 0).reshape(kernel.shape[-2], -1), dtype)
+        conv = functools.partial(_shift_add, matrix, kernel.shape[:-2], layer.padding)
+    else:
+        conv = functools.partial(_convolve, layer, tf.constant(kernel, dtype))
+    return "linear", (conv, tf_bias, layer, kernel)
+
+
+def _normalises_last_axis(norm: Any, layer: Any) -> bool:
+    """Does the batch normalisation ``norm`` scale the output channels of the Dense/conv ``layer``?"""
+    rank = len(layer.output.shape)
+    axes = [a % rank for a in np.atleast_1d(norm.axis)]
+    return axes == [rank - 1] and getattr(layer, "data_format", "channels_last") == "channels_last"
+
+
+def _fold_normalisation(norm: Any, layer: Any, kernel: np.ndarray, bias: np.ndarray | None
+                        ) -> tuple[Any, np.ndarray, np.ndarray]:
+    """``layer``'s kernel and bias with the inference batch normalisation ``norm`` that follows it folded in:
+    ``gamma (z - mean) / sqrt(var + eps) + beta = z s + (beta - mean s)``, ``s`` scaling each output channel."""
+    variance, mean = np.asarray(norm.moving_variance, np.float64), np.asarray(norm.moving_mean, np.float64)
+    scale = 1 / np.sqrt(variance + norm.epsilon)
+    if norm.scale:
+        scale = scale * np.asarray(norm.gamma, np.float64)
+    shift = -mean * scale + (np.asarray(norm.beta, np.float64) if norm.center else 0)
+    folded_bias = shift if bias is None else bias * scale + shift
+    return layer, kernel * scale, folded_bias
 
 
 def chain_of(steps: list[tuple[str, Any]], fn: Callable, n_in: int, dtype: str) -> DenseChain | str:
@@ -365,9 +399,9 @@ def _shift_add(matrix: tf.Tensor, window: tuple[int, ...], padding: str, x: tf.T
     return tf.add_n(terms)[..., None]
 
 
-def linear(h: tf.Tensor, step: tuple[Callable, tf.Tensor | None, Any]) -> tf.Tensor:
-    """A linear step ``(L, b, layer)`` of the chain applied to ``h [B, *point]``: ``L(h) + b``."""
-    op, bias, _ = step
+def linear(h: tf.Tensor, step: tuple[Callable, tf.Tensor | None, Any, Any]) -> tf.Tensor:
+    """A linear step ``(L, b, layer, kernel)`` of the chain applied to ``h [B, *point]``: ``L(h) + b``."""
+    op, bias = step[:2]
     z = op(h)
     return z if bias is None else z + bias
 
