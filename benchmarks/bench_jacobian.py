@@ -34,10 +34,13 @@ FLOPs, so a target that would need more than 100 % is unreachable on this machin
 then compile and evaluate 1,000 Jacobians, for the engine (one chunk, which runs without XLA), the engine in
 two full chunks of 500 (which pay the XLA compile), the autodiff path,
 an eager (non-compiled) ``batch_jacobian``, and JAX ``jit(vmap(jacfwd))``.
-``--chunks`` sweeps the dense path's chunk size on the chosen shapes instead.
+``--chunks`` sweeps the dense path's chunk size on the chosen shapes instead. ``--steps`` times, on cnn and
+deep, each step of the engine's reverse chain alone (its primal pass and its pullback, XLA, one chunk), with
+its nominal GFLOP/s (Dense and convolutions) and the GB/s of the blocks it reads and writes: what bounds
+the engine.
 
 Usage: python benchmarks/bench_jacobian.py [--shapes A B C conv cnn deep] [--points 8192] [--rounds 5] [--first]
-       [--chunks]
+       [--chunks] [--steps]
 (needs the ``bench`` extra for JAX: pip install -e ".[bench]")
 """
 from __future__ import annotations
@@ -237,16 +240,18 @@ def macs_per_point(n_in: int, hidden: list[int], n_out: int) -> int:
     return sum(a * b for a, b in zip(widths, widths[1:]))
 
 
+def layer_macs(layer) -> int:
+    """MACs per point of a Dense or convolution layer (per output number: the kernel's fan-in), else 0."""
+    if not hasattr(layer, "kernel"):
+        return 0
+    return int(np.prod(layer.output.shape[1:])) * int(np.prod(layer.kernel.shape[:-1]))
+
+
 def model_cost(model) -> tuple[int, int]:
     """MACs per point of every Dense and convolution of ``model``, and the numbers per point of its input
     and of every layer's output."""
-    macs, widths = 0, [int(np.prod(model.input_shape[1:]))]
-    for layer in model.layers:
-        out = int(np.prod(layer.output.shape[1:]))
-        if hasattr(layer, "kernel"):  # per output number: the kernel's fan-in
-            macs += out * int(np.prod(layer.kernel.shape[:-1]))
-        widths.append(out)
-    return macs, sum(widths)
+    widths = [int(np.prod(model.input_shape[1:]))] + [int(np.prod(layer.output.shape[1:])) for layer in model.layers]
+    return sum(layer_macs(layer) for layer in model.layers), sum(widths)
 
 
 def contenders(model, n_in: int, n_out: int, x: np.ndarray, forward: bool) -> dict[str, Callable[[], object]]:
@@ -447,6 +452,56 @@ def chunk_sweep(name: str, points: int, rounds: int) -> None:
         print(f"  chunk {chunk:>5} {'XLA   ' if jit else 'no XLA'} {v:>12,.0f} Jacobians/s")
 
 
+def step_profile(name: str, rounds: int) -> None:
+    """Each step of the engine's reverse chain on ``name`` (cnn or deep) alone: primal pass and pullback under
+    XLA on one chunk (best of ``rounds`` x 5 calls), beside the whole chain's call."""
+    import tensorflow as tf
+
+    import sensitivity
+    from sensitivity.dense_path import layer_steps
+    from sensitivity.reverse_path import conv_chain
+
+    model = cnn_net() if name == "cnn" else deep_net()
+    n_in = model.input_shape[-1]
+    chain = conv_chain(layer_steps(model, "float32"), model, n_in, "float32")
+    s = sensitivity.load_surrogate(model, input_names=[f"p{i}" for i in range(n_in)], input_units=["1"] * n_in)
+    chunk, t = sensitivity.compile_jacobian(s).chunk_size, chain.n_out
+    x = tf.constant(np.random.default_rng(0).normal(size=(chunk, n_in)).astype("float32"))
+
+    def best_ms(fn: Callable, *args) -> float:
+        fn(*args)
+        times = []
+        for _ in range(5 * rounds):
+            t0 = time.perf_counter()
+            tf.nest.map_structure(lambda r: None if r is None else r.numpy(), fn(*args))
+            times.append(time.perf_counter() - t0)
+        return 1e3 * min(times)
+
+    whole = best_ms(tf.function(chain.reverse, jit_compile=True), x)
+    rows, h = [], x
+    for i, step in enumerate(chain.steps):
+        primal = tf.function(step.primal, jit_compile=True)
+        out, saved = primal(h)
+        rows.append((i, step, "primal", best_ms(primal, h), 1, h.shape[1:], out.shape[1:]))
+        if i < chain.tail:
+            block = tf.random.normal([chunk, t, *step.out_shape])
+            rows.append((i, step, "pullback", best_ms(tf.function(step.pullback, jit_compile=True), block, saved), t,
+                         step.out_shape, step.in_shape))
+        h = out
+    total = sum(r[3] for r in rows)
+    print(f"\n{name}: the engine's reverse chain, chunk {chunk}, {t} cotangents: whole call {whole:.2f} ms, "
+          f"its steps alone {total:.2f} ms (XLA fuses across steps in the whole call)")
+    print(f"  {'step':<34} {'pass':<9} {'form':<33} {'ms':>7} {'share':>6} {'GFLOP/s':>8} {'GB/s':>6}")
+    for i, step, kind, ms, copies, shape_in, shape_out in rows:
+        layer = model.get_layer(step.name.split("+")[0]) if step.name in [lay.name for lay in model.layers] \
+            or "+" in step.name else None
+        macs = (layer_macs(layer) if layer is not None else 0) * chunk * copies
+        moved = 4 * chunk * copies * (int(np.prod(shape_in)) + int(np.prod(shape_out)))
+        gflops = f"{2 * macs / ms / 1e6:8.1f}" if macs else f"{'':8}"
+        print(f"  {i:>2} {step.name:<31} {kind:<9} {step.form if kind == 'pullback' else '':<33} {ms:7.2f} "
+              f"{100 * ms / total:5.1f}% {gflops} {moved / ms / 1e6:6.1f}")
+
+
 FIRST_SCRIPT = r"""
 import os, sys, time
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0"); os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -506,6 +561,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved passes; the best counts")
     parser.add_argument("--first", action="store_true", help="also time load-to-first-1,000-Jacobians")
     parser.add_argument("--chunks", action="store_true", help="sweep the dense path's chunk size instead")
+    parser.add_argument("--steps", action="store_true", help="time each step of the reverse chain (cnn, deep)")
     args = parser.parse_args()
     import jax
     import tensorflow as tf
@@ -515,6 +571,10 @@ def main() -> None:
     if args.chunks:
         for name in args.shapes:
             chunk_sweep(name, args.points if name in ("A", "C") else args.points // 8, args.rounds)
+        return
+    if args.steps:
+        for name in (n for n in args.shapes if n in FIELD_NETS):
+            step_profile(name, args.rounds)
         return
     peak, bandwidth = matmul_peak(args.rounds), memory_bandwidth(args.rounds)
     print(f"matmul peak {peak[0]:,.0f} GFLOP/s ({peak[1]}), memory bandwidth {bandwidth[0]:,.1f} GB/s "

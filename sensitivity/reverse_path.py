@@ -278,8 +278,9 @@ class _ConvPool(_Step):
         pooled, mask = _first_max(_windows(a, self.pool_size, pads, 0.0))  # [B, prod(P), *sites, C_out]
         if slope is not None:
             mask = mask * _windows(slope, self.pool_size, pads, 0.0)
-        s = "ijk"[: len(self.pool_size)]
-        return pooled, tf.einsum(f"bo{s}c,ocw->b{s}cw", mask, self.placed)
+        rank = len(self.pool_size)
+        placed = tf.reshape(self.placed, [self.placed.shape[0], *[1] * rank, *self.placed.shape[1:]])
+        return pooled, tf.add_n([mask[:, o, ..., None] * placed[o] for o in range(self.placed.shape[0])])
 
     def pullback(self, block: tf.Tensor, saved: tf.Tensor) -> tf.Tensor:
         t, sites = block.shape[1], block.shape[2:-1]
