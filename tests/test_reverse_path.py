@@ -22,8 +22,8 @@ RNG = np.random.default_rng(29)
 EXACT = 1e-12
 #: TF has no float64 3-D max pooling: those cases run in float32 against float32 autodiff of the same model.
 FLOAT32_ONLY = ("maxpool3d", "cnn3d")
-#: float32 fast path (XLA) vs float64 autodiff: max |J32 - J64| <= F32_TOL * max |J64| (measured ~1e-7 on the
-#: chains below and on the 28 x 28 CNN of benchmarks/bench_jacobian.py).
+#: float32 fast path (XLA) vs float64 autodiff: max |J32 - J64| <= F32_TOL * max |J64| (measured 2.6e-7 on the
+#: cnn and 6.2e-7 on the deep shape of benchmarks/bench_jacobian.py, 64 points).
 F32_TOL = 2e-5
 
 #: One layer between a Reshape of the flat input to the field and a Flatten: (field, layer).
