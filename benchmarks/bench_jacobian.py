@@ -69,6 +69,9 @@ FIELD_NETS = ("cnn", "deep")
 #: Chunk sizes JAX is also fed (besides the whole batch and the engine's chunk), so its best variant counts;
 #: the CNNs' blocks are larger per point, so smaller chunks too.
 JAX_CHUNKS, FIELD_JAX_CHUNKS = (256, 1024, 4096), (32, 64, 128)
+#: Largest fraction of points at which a contender's Jacobian may differ from JAX's on a model with max pooling
+#: (near-ties: see :func:`contenders`).
+NEAR_TIES = 0.01
 #: Issue 15's targets: engine / best JAX per shape, % of the matmul peak on A and B, engine / naive loop on A,
 #: seconds from a loaded small model to its first 1,000 Jacobians. Issue 29's: engine / best JAX and engine /
 #: best batch_jacobian on the CNNs.
@@ -312,10 +315,18 @@ def contenders(model, n_in: int, n_out: int, x: np.ndarray, forward: bool) -> di
     out["batch_jacobian in tf.function (XLA)"] = lambda: xla_bj(xt).numpy()
     reference = np.asarray((fwd if forward else rev)(xj)).reshape(len(x), -1, n_in)
     scale = np.abs(reference).max()
-    for name, fn in out.items():  # every contender computes the same Jacobian
+    # every contender computes the same Jacobian; with max pooling, up to NEAR_TIES of the points may differ:
+    # where a window's two largest values are within a few ulps, each implementation's rounding picks its own
+    # argmax, and the derivative jumps there
+    pooled = any("MaxPooling" in type(layer).__name__ for layer in model.layers)
+    for name, fn in out.items():
         got = np.asarray(fn()[1] if name.startswith("engine") else fn()).reshape(reference.shape)
-        if not np.allclose(got, reference, rtol=1e-3, atol=1e-4 * scale):
-            raise RuntimeError(f"{name} disagrees with JAX: max |diff| {np.abs(got - reference).max():.3g}")
+        close = np.isclose(got, reference, rtol=1e-3, atol=1e-4 * scale).all(axis=(1, 2))
+        if (~close).sum() > (NEAR_TIES * len(x) if pooled else 0):
+            raise RuntimeError(f"{name} disagrees with JAX at {(~close).sum()} of {len(x)} points: max |diff| "
+                               f"{np.abs(got - reference).max():.3g}")
+        if not close.all():
+            print(f"  note: {name} differs from JAX at {(~close).sum()} of {len(x)} points (near-ties of a max pool)")
     return out
 
 
