@@ -12,7 +12,11 @@ Two paths compute the same numbers. A Keras MLP (dense, activation and scaling
 layers, detected and verified by :mod:`sensitivity.dense_path`) takes the dense
 path: the tangents (or cotangents) of a chunk travel as one block through each
 weight matrix, one large matmul per layer; in forward mode a chain with
-convolutions and reshaping layers too, each applied to the folded tangent block. Anything else takes the autodiff path:
+convolutions and reshaping layers too, each applied to the folded tangent block;
+in reverse mode a chain with convolutions, pooling and reshaping layers
+(:mod:`sensitivity.reverse_path`), each layer's transpose applied to the block of
+cotangents. The engine records which path it took and why (``path``,
+``path_reason``, and a log line). Anything else takes the autodiff path:
 forward mode pushes all ``n_in`` unit tangents through the model at once
 (``ForwardAccumulator`` inside ``vectorized_map``); reverse mode pulls all
 ``n_out`` cotangents back at once (``GradientTape.batch_jacobian``). The cost of
@@ -28,17 +32,22 @@ doi:10.1137/1.9780898717761 (forward vs reverse cost).
 """
 from __future__ import annotations
 
+import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
 
-from sensitivity.dense_path import DenseChain, dense_chain
+from sensitivity.dense_path import DenseChain, chain_of, layer_steps
 from sensitivity.errors import ConfigError
+from sensitivity.reverse_path import ConvChain, conv_chain
 from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice
 from sensitivity.surrogate import Surrogate
+
+log = logging.getLogger(__name__)
 
 #: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
 #: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
@@ -61,6 +70,8 @@ class CompiledJacobian:
 
     Build with :func:`compile_jacobian`. Calling it on ``[N, n_in]`` points returns numpy arrays
     ``values [N, *out]`` and ``jacobian [N, *out, n_in]`` in physical units (d output / d parameter).
+    ``path`` is ``"dense"`` or ``"autodiff"``; ``path_reason`` says why, and on the dense path through
+    which layers (in reverse mode through a conv chain: each layer's transpose, in the cotangents' order).
     """
 
     surrogate: Surrogate
@@ -74,6 +85,7 @@ class CompiledJacobian:
     _value_fn: dict[bool, tf.types.experimental.PolymorphicFunction] = field(repr=False)
     _traces: dict[str, int] = field(repr=False)
     _concretes: dict = field(default_factory=dict, repr=False)
+    path_reason: str = ""
 
     @property
     def trace_count(self) -> int:
@@ -189,9 +201,11 @@ def compile_jacobian(
     memory_budget_mb
         Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
     path
-        ``"dense"`` (a Keras MLP, or in forward mode a chain with convolutions; an error for anything else),
-        ``"autodiff"`` (any model) or ``"auto"``: dense whenever :func:`sensitivity.dense_path.dense_chain`
-        recognises the model (and, in reverse mode, the chain is an MLP).
+        ``"dense"`` (a Keras chain of dense, convolution, pooling, reshaping and elementwise layers, max
+        pooling in reverse mode only; an error for anything else), ``"autodiff"`` (any model) or ``"auto"``:
+        dense whenever :mod:`sensitivity.dense_path` (forward mode, MLPs in reverse mode) or
+        :mod:`sensitivity.reverse_path` (reverse mode through convolutions) recognises and verifies the
+        model. The choice and its reason are logged (INFO) and kept in ``path_reason``.
 
     Returns
     -------
@@ -207,11 +221,12 @@ def compile_jacobian(
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
     if path not in PATHS:
         raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
-    chain = None if path == "autodiff" else _chain(surrogate, resolved)
+    chain, reason = (None, "path 'autodiff' was asked for") if path == "autodiff" else _chain(surrogate, resolved)
     if path == "dense" and chain is None:
-        raise ConfigError(f"`path` 'dense' needs a Keras model of Dense/Conv/reshaping/elementwise layers "
-                          f"(in reverse mode Dense/elementwise only); {surrogate.source} is not one")
+        raise ConfigError(f"`path` 'dense' needs a Keras model of Dense/Conv/pooling/reshaping/elementwise "
+                          f"layers; {surrogate.source} is not one: {reason}")
     path = "autodiff" if chain is None else "dense"
+    log.info("%s: %s path, %s mode: %s", surrogate.source, path, resolved, reason)
     if jit_compile is None:
         jit_compile = True
     flat_values, flat_jacobian = _functions(surrogate, resolved, chain)
@@ -236,7 +251,9 @@ def compile_jacobian(
         activation = sum(chain.widths)
     else:
         activation = _activation_size(value_fn[False], n_in)  # traces it once; later calls reuse that trace
-    if chunk_size is None and chain is not None:
+    if chunk_size is None and isinstance(chain, ConvChain):
+        chunk_size = chain.chunk_size(np.dtype(surrogate.dtype).itemsize, memory_budget_mb)
+    elif chunk_size is None and chain is not None:
         chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                       DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES)
     elif chunk_size is None:
@@ -245,7 +262,7 @@ def compile_jacobian(
     elif not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
     return CompiledJacobian(surrogate, resolved, path, jit_compile, surrogate.dtype, chunk_size, activation,
-                            jacobian_fn, value_fn, traces)
+                            jacobian_fn, value_fn, traces, path_reason=reason)
 
 
 def resolve_mode(mode: Mode, n_in: int, n_out: int) -> str:
@@ -274,16 +291,39 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
     ``x -> (y [B, n_out], dy/dx [B, n_out, n_in])``, to be wrapped in ``tf.function`` (by
     :func:`compile_jacobian`, or by :mod:`sensitivity.export` for a standalone SavedModel).
     """
-    return _functions(surrogate, mode, _chain(surrogate, mode))
+    return _functions(surrogate, mode, _chain(surrogate, mode)[0])
 
 
-def _chain(surrogate: Surrogate, mode: str) -> DenseChain | None:
-    """The verified layer chain of ``surrogate`` when the dense path has ``mode`` for it, else ``None``."""
-    chain = dense_chain(surrogate.fn, surrogate.n_in, surrogate.dtype)
-    return chain if chain is not None and (mode == "forward" or chain.reversible) else None
+def _chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain | None, str]:
+    """The verified layer chain of ``surrogate`` for ``mode`` and a sentence saying which path and why:
+    :class:`DenseChain` in forward mode and for MLPs in reverse mode, :class:`ConvChain` in reverse mode
+    through convolutions, pooling and reshaping layers; ``None`` and the reason where there is none."""
+    fn, n_in, dtype = surrogate.fn, surrogate.n_in, surrogate.dtype
+    steps = layer_steps(fn, dtype)
+    if isinstance(steps, str):
+        return None, steps
+    layers = _layer_names(steps)
+    if mode == "reverse" and any(kind in ("linear", "maxpool") for kind, _ in steps):
+        chain = conv_chain(steps, fn, n_in, dtype)
+        how = f"the {surrogate.output_size} cotangents as one block through {chain.description}" \
+            if isinstance(chain, ConvChain) else ""
+    else:
+        chain = chain_of(steps, fn, n_in, dtype)
+        how = f"the {n_in if mode == 'forward' else surrogate.output_size} " \
+              f"{'tangents' if mode == 'forward' else 'cotangents'} as one block through {layers}"
+    return (chain, how) if not isinstance(chain, str) else (None, f"{chain} ({layers})")
 
 
-def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | None) -> tuple[Callable, Callable]:
+def _layer_names(steps: list[tuple[str, Any]]) -> str:
+    """The Keras layers of ``steps`` by kind, in order of first appearance: ``"Conv2D x2, Dense"``."""
+    names = Counter()
+    for kind, step in steps:
+        if kind != "elementwise":
+            names[type(step[2] if kind == "linear" else step).__name__ if kind != "affine" else "Dense"] += 1
+    return ", ".join(name if count == 1 else f"{name} x{count}" for name, count in names.items())
+
+
+def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | ConvChain | None) -> tuple[Callable, Callable]:
     """:func:`jacobian_functions` with the dense chain of ``surrogate`` (or ``None``) already found."""
     if mode not in ("forward", "reverse"):
         raise ConfigError(f"`mode` must be 'forward' or 'reverse' here, got {mode!r}")

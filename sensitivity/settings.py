@@ -19,8 +19,8 @@ Mode = Literal["auto", "forward", "reverse"]
 #: Differentiation modes of the Jacobian engine (see :func:`sensitivity.jacobian.resolve_mode`).
 MODES: tuple[str, ...] = get_args(Mode)
 PathChoice = Literal["auto", "dense", "autodiff"]
-#: Paths of the Jacobian engine: the dense path (MLPs; conv chains in forward mode), generic autodiff, or the
-#: first that fits.
+#: Paths of the Jacobian engine: the dense path (MLPs; conv chains, with pooling in reverse mode), generic
+#: autodiff, or the first that fits.
 PATHS: tuple[str, ...] = get_args(PathChoice)
 Dtype = Literal["float32", "float64"]
 #: Compute dtypes of a surrogate and its engines.
@@ -50,8 +50,9 @@ class EngineSettings:
     memory_budget_mb
         Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
     path
-        ``"dense"`` (a Keras MLP, or in forward mode a chain with convolutions), ``"autodiff"`` (any model) or
-        ``"auto"``: dense whenever :mod:`sensitivity.dense_path` recognises the model. One of :data:`PATHS`.
+        ``"dense"`` (a Keras MLP, or a chain with convolutions, and in reverse mode max pooling too),
+        ``"autodiff"`` (any model) or ``"auto"``: dense whenever :mod:`sensitivity.dense_path` (or in reverse
+        mode through convolutions :mod:`sensitivity.reverse_path`) recognises the model. One of :data:`PATHS`.
     """
 
     mode: Mode = "auto"

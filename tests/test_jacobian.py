@@ -11,6 +11,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.jacobian import auto_chunk_size
 from sensitivity.simulators import analytic
 from tests.helpers.functions import ishigami_jacobian
+from tests.helpers.models import sequential
 from tests.helpers.references import central_differences
 
 RNG = np.random.default_rng(42)
@@ -261,12 +262,6 @@ def conv_chain(kind, dtype="float64", seed=4):
     return sequential(body, dtype)
 
 
-def sequential(layers, dtype):
-    """``keras.Sequential`` of fresh copies of ``layers`` in ``dtype``, on 3 inputs."""
-    copies = [layer.__class__.from_config({**layer.get_config(), "dtype": dtype}) for layer in layers]
-    return keras.Sequential([keras.Input((3,), dtype=dtype)] + copies)
-
-
 @pytest.mark.parametrize("kind, out_shape", [("conv2d", (7,)), ("conv1d", (16, 1))])
 def test_dense_path_conv_against_float64_finite_differences(kind, out_shape):
     """Forward mode through convolutions, upsampling, padding and reshapes on the folded tangent block."""
@@ -280,18 +275,30 @@ def test_dense_path_conv_against_float64_finite_differences(kind, out_shape):
     np.testing.assert_allclose(jacobian, central_differences(model, x), rtol=1e-6, atol=1e-9)
     generic = sensitivity.compile_jacobian(model, "forward", path="autodiff")
     np.testing.assert_allclose(jacobian, generic(x)[1], rtol=1e-12, atol=1e-14)
-    # no reverse mode through convolutions here: reverse takes the autodiff path, or refuses 'dense'
+    # reverse mode through the same convolutions: each layer's transpose (sensitivity.reverse_path)
     reverse = sensitivity.compile_jacobian(model, "reverse")
-    assert reverse.path == "autodiff"
+    assert reverse.path == "dense" and "cotangents" in reverse.path_reason
     np.testing.assert_allclose(reverse(x)[1], jacobian, rtol=1e-12, atol=1e-14)
-    with pytest.raises(ConfigError, match="`path` 'dense' needs a Keras model"):
-        sensitivity.compile_jacobian(model, "reverse", path="dense")
 
 
-@pytest.mark.parametrize("layer", [keras.layers.MaxPooling2D(2, padding="same"), keras.layers.BatchNormalization(),
+def test_dense_path_forward_through_batch_normalisation():
+    """Batch normalisation in inference is elementwise (a per-channel scale and shift): forward mode takes it."""
+    keras.utils.set_random_seed(5)
+    net = sequential([keras.layers.Dense(4 * 4 * 2, activation="tanh"), keras.layers.Reshape((4, 4, 2)),
+                      keras.layers.Conv2D(2, 3, padding="same"), keras.layers.BatchNormalization(),
+                      keras.layers.Activation("gelu"), keras.layers.Flatten()], "float64")
+    net.layers[3].set_weights([RNG.uniform(0.5, 2, 2), RNG.normal(size=2), RNG.normal(size=2), RNG.uniform(0.5, 2, 2)])
+    model = load(net, 3, "float64")
+    x = RNG.normal(size=(12, 3))
+    jac = sensitivity.compile_jacobian(model, "forward")
+    assert jac.path == "dense" and "BatchNormalization" not in jac.path_reason  # elementwise: not listed
+    np.testing.assert_allclose(jac(x)[1], central_differences(model, x), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("layer", [keras.layers.MaxPooling2D(2, padding="same"), keras.layers.LayerNormalization(),
                                    keras.layers.Activation("softmax")])
 def test_dense_path_conv_falls_back_for_other_layers(layer):
-    """A layer that is neither linear nor elementwise (pooling, normalisation, softmax) keeps the autodiff path."""
+    """A layer forward mode cannot take (max pooling, layer normalisation, softmax) keeps the autodiff path."""
     keras.utils.set_random_seed(5)
     net = sequential([keras.layers.Dense(4 * 4 * 2, activation="tanh"), keras.layers.Reshape((4, 4, 2)),
                       keras.layers.Conv2D(2, 3, padding="same", activation="tanh"), layer, keras.layers.Flatten()],
@@ -299,5 +306,5 @@ def test_dense_path_conv_falls_back_for_other_layers(layer):
     model = load(net, 3, "float64")
     x = RNG.normal(size=(12, 3))
     jac = sensitivity.compile_jacobian(model, "forward")
-    assert jac.path == "autodiff"
+    assert jac.path == "autodiff" and jac.path_reason
     np.testing.assert_allclose(jac(x)[1], central_differences(model, x), rtol=1e-6, atol=1e-9)

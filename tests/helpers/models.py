@@ -1,6 +1,7 @@
 """Small TF-traceable models used by the tests only."""
 from __future__ import annotations
 
+import keras
 import tensorflow as tf
 
 
@@ -13,3 +14,9 @@ def decay(x: tf.Tensor, days: int = 10) -> tf.Tensor:
     """A time series ``a exp(-k t)`` for ``t = 0 .. days - 1``: ``[B, days]`` from ``x = [a, k]``."""
     t = tf.range(days, dtype=x.dtype)
     return x[:, :1] * tf.exp(-x[:, 1:2] * t[None, :])
+
+
+def sequential(layers: list, dtype: str, n_in: int = 3) -> keras.Sequential:
+    """``keras.Sequential`` of fresh copies of ``layers`` in ``dtype``, on ``n_in`` flat inputs."""
+    copies = [layer.__class__.from_config({**layer.get_config(), "dtype": dtype}) for layer in layers]
+    return keras.Sequential([keras.Input((n_in,), dtype=dtype)] + copies)
