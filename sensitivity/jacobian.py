@@ -44,7 +44,7 @@ import tensorflow as tf
 from sensitivity.dense_path import DenseChain, chain_of, layer_steps
 from sensitivity.errors import ConfigError
 from sensitivity.reverse_path import ConvChain, conv_chain
-from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice
+from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice, check_memory_budget
 from sensitivity.surrogate import Surrogate
 
 log = logging.getLogger(__name__)
@@ -215,6 +215,7 @@ def compile_jacobian(
         raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
     if surrogate.dtype not in DTYPES:
         raise ConfigError(f"`dtype` must be one of {DTYPES}, got {surrogate.dtype!r}")
+    memory_budget_mb = check_memory_budget(memory_budget_mb)
     n_in, n_out = surrogate.n_in, surrogate.output_size
     resolved = resolve_mode(mode, n_in, n_out)
     traces = {"jacobian": 0, "value": 0}
@@ -253,9 +254,10 @@ def compile_jacobian(
         activation = _activation_size(value_fn[False], n_in)  # traces it once; later calls reuse that trace
     if chunk_size is None and isinstance(chain, ConvChain):
         chunk_size = chain.chunk_size(np.dtype(surrogate.dtype).itemsize, memory_budget_mb)
-    elif chunk_size is None and chain is not None:
+    elif chunk_size is None and chain is not None:  # a cache-sized block, within the budget
+        block = DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES
         chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
-                                      DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES)
+                                      min(block, int(memory_budget_mb * 2**20)))
     elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                      memory_budget_mb)

@@ -37,9 +37,16 @@ def check_study(cfg: DictConfig) -> None:
     description, so that a bad one fails in one line before any work (the command line calls this before Hydra
     makes the run directory); each workflow builds them again where it uses them."""
     from sensitivity.outputs import OutputSpec
+    from sensitivity.settings import check_memory_budget
 
+    if "jacobian" in cfg:
+        check_memory_budget(cfg.jacobian.memory_budget_mb)
     if "space" in cfg:
-        space_from(cfg)
+        space = space_from(cfg)
+        if "grid" in cfg and cfg.grid.kind in ("sobol", "halton", "lhs", "random"):
+            from sensitivity.grids import check_grid_size
+
+            check_grid_size(cfg.grid.n, cfg.grid.kind, len(space))
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
         OutputSpec.from_dict(plain(cfg.model.output))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -90,9 +91,24 @@ def _hydra_main(name: str, overrides: list[str]) -> None:
         except SensitivityError as err:
             log.error("%s: %s", name, err)
             raise SystemExit(2) from None
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (below): finished parts stay on disk
+            code = 143 if isinstance(stop, Terminated) else 130
+            log.error("%s: %s; rerun the same command to resume", name,
+                      "terminated" if code == 143 else "interrupted")
+            raise SystemExit(code) from None
+
+    signal.signal(signal.SIGTERM, _terminate)
 
     sys.argv = [f"sensitivity {name}", *overrides]
     hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=name)(task)()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that a run stops as cleanly as on Ctrl-C (exit 143)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
 
 
 #: Command-line flags with which Hydra does something else than compose one job (multiruns compose per job).
@@ -106,6 +122,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
     With ``--cfg job`` (``-c job``) print the composed config with only this workflow's keys instead
     (:func:`workflows.schema.own_config`): an experiment file's keys for other workflows are left out.
     """
+    import yaml
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -122,7 +139,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
             print(OmegaConf.to_yaml(cfg), end="")
             raise SystemExit(0)
         check_study(cfg)
-    except (HydraException, OmegaConfBaseException, SensitivityError) as err:
+    except (HydraException, OmegaConfBaseException, SensitivityError, yaml.YAMLError) as err:
         print(f"sensitivity {name}: {_one_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
@@ -174,6 +191,7 @@ def _one_line(err: BaseException) -> str:
     key, a suggestion for a key that is not in the schema, the options of a config group."""
     import difflib
 
+    import yaml
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from sensitivity.errors import SensitivityError
@@ -181,6 +199,10 @@ def _one_line(err: BaseException) -> str:
 
     if isinstance(err, SensitivityError):
         return str(err)
+    if isinstance(err, yaml.YAMLError):  # e.g. a `!!python/...` tag: refused by the safe loader, never run
+        mark = getattr(err, "problem_mark", None)
+        where = f" in {mark.name}, line {mark.line + 1}" if mark is not None else ""
+        return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"
     chain, cause = [], err
     while cause is not None and len(chain) < 4:
         chain.append(cause)
