@@ -15,6 +15,7 @@ import importlib
 import inspect
 import json
 import logging
+import os
 import re
 import zipfile
 from dataclasses import dataclass
@@ -199,14 +200,17 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: boo
         return fn, {}, _function_hash(source, kwargs), getattr(source, "__qualname__", repr(source))
     text = str(source)
     path = Path(text)
-    if path.suffix == ".keras":
+    if path.suffix == ".keras" and not path.is_dir():
         if not path.is_file():
             raise ModelError(f"surrogate file not found: {text}")
+        if not os.access(path, os.R_OK):
+            raise ModelError(f"surrogate file {text} cannot be read: permission denied")
         fn, meta = _load_keras(path, dtype)
         return fn, meta, _file_hash([path]), text
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
-            raise ModelError(f"surrogate directory {text} is not a TF SavedModel (no saved_model.pb)")
+            raise ModelError(f"surrogate {text} is a directory but not a TF SavedModel (no saved_model.pb); give a "
+                             ".keras file, a SavedModel directory or 'package.module:function'")
         if not trusted:
             raise ModelError(f"surrogate directory {text} is a TF SavedModel: loading it runs its graph, a program "
                              "that may do anything (Keras safe_mode does not apply); load it only from a source you "

@@ -23,8 +23,8 @@ from sensitivity.analyses.calibration import (
     GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, step_slice, write_step_map)
 from sensitivity.errors import ConfigError, DataError
 from workflows import build
-from workflows.schema import (GridConf, JacobianConf, ModelConf, ObservationsConf, PriorConf, SpaceConf, kinds_schema,
-                              schema_of, settings_from)
+from workflows.schema import (ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
+                              settings_from)
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,7 @@ FitConf = schema_of(calibrate, "FitConf", keys=("level", "rcond", "minima_rtol",
 
 
 @dataclass
-class CalibrateConf(FitConf):
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class CalibrateConf(FitConf, SurrogateStudyConf):
     solver: SolverConf = field(default_factory=SolverConf)
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)

@@ -50,7 +50,6 @@ class PestConf(PointConf, PestFilesConf):
 class ExportConf(SurrogateStudyConf):
     export: ExportOptions = field(default_factory=ExportOptions)
     pest: PestConf = field(default_factory=PestConf)
-    space_file: Optional[str] = None
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -77,7 +76,7 @@ def _problem_file(name: str | None, space) -> str | None:
 def run(cfg: DictConfig) -> Path:
     """Export, check and describe the compiled Jacobian of ``cfg.model``; return the SavedModel directory."""
     opts = cfg.export
-    space = build.space_from_problem_file(cfg) or build.space_from(cfg)
+    space = build.space_from(cfg)
     points = build.grid_from(cfg, space).points()  # the check points
     pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
     problem_file = _problem_file(opts.problem_file, space)

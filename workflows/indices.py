@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from sensitivity.analyses import indices
 from sensitivity.errors import ConfigError
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,7 @@ PlanConf = schema_of(indices.plan, "PlanConf", keys=("seed", "top_k"))  # top_k:
 
 
 @dataclass
-class IndicesConf(PlanConf):
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class IndicesConf(PlanConf, SurrogateStudyConf):
     methods: List[str] = field(default_factory=lambda: list(indices.DEFAULT_METHODS))
     intervals: IntervalsConf = field(default_factory=IntervalsConf)
     bootstrap: BootstrapConf = field(default_factory=BootstrapConf)

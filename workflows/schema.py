@@ -191,12 +191,12 @@ class SurrogateStudyConf:
     space: SpaceConf = field(default_factory=SpaceConf)
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
+    space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
 
 
 @dataclass
 class SweepConf(SurrogateStudyConf):
     output_dir: str = "???"
-    space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
     progress: bool = True
     points_per_part: Optional[int] = None
     plots: bool = True
