@@ -183,7 +183,25 @@ def _compose(name: str, overrides: list[str], config_dir: str | None):
     hydra = Hydra.create_main_hydra2(task_name=f"sensitivity {name}", config_search_path=search_path)
     cfg = hydra.compose_config(config_name=name, overrides=overrides, run_mode=RunMode.RUN,
                                with_log_configuration=False)
+    _check_writable(cfg)
     return OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+
+
+def _check_writable(cfg) -> None:
+    """Refuse, before Hydra makes it, a run directory whose nearest existing folder this user cannot write."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from sensitivity.errors import DataError
+
+    HydraConfig.instance().set_config(cfg)
+    run_dir = Path(str(cfg.hydra.run.dir)).absolute()
+    where = run_dir
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not (where.is_dir() and os.access(where, os.W_OK | os.X_OK)) or (
+            where == run_dir and not os.access(run_dir, os.W_OK)):
+        raise DataError(f"cannot write the run directory {run_dir}: {where} is not writable by this user; run from "
+                        "a folder you can write, or set hydra.run.dir")
 
 
 def _one_line(err: BaseException) -> str:
