@@ -176,6 +176,9 @@ def _compose(name: str, overrides: list[str], config_dir: str | None):
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
+    from workflows.naming import register_resolver
+
+    register_resolver()
     GlobalHydra.instance().clear()
     search_path = create_config_search_path(str(CONF_DIR))
     if config_dir is not None:

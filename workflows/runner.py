@@ -47,8 +47,9 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
         The command-line overrides, to repeat ``experiment=`` in the suggested next command; None: no
         announcement (a stage of ``sensitivity run``).
     """
-    from workflows.schema import own_config
+    from workflows.schema import own_config, register
 
+    register()  # a launcher's job process (submitit) runs the task without the command line's set-up
     module = importlib.import_module(WORKFLOWS[name])
     result = Path(module.run(own_config(cfg, name)))
     if overrides is not None:

@@ -311,6 +311,8 @@ def register() -> None:
     A workflow module declares its schema as a module attribute ``SCHEMA`` (a dataclass built
     from the shared parts above); its primary config lists ``<workflow>_schema`` first.
     """
+    if _SCHEMAS:
+        return
     _SCHEMAS.update({name: module.SCHEMA for name, module in modules() if getattr(module, "SCHEMA", None)})
     store = ConfigStore.instance()
     for name in _SCHEMAS:

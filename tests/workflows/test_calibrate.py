@@ -14,6 +14,7 @@ import xarray as xr
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
+from tests.helpers.propagation import sha256
 from tests.helpers.calibration_models import (DECAY_OVERRIDES, LINEAR, LINEAR_W, PRODUCT_OVERRIDES, TIMES, decay_numpy,
                                               linear_observations)
 from tests.helpers.cf import cf_errors
@@ -84,7 +85,13 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
     np.testing.assert_allclose(float(sliced["cost"][0, -1]),
                                0.5 * np.nansum(((decay_numpy(corner[None])[0][0] - ds["y_obs"].values) / SIGMA) ** 2),
                                rtol=1e-9)
-    assert sliced["in_basin"].values[10, 10] == 1 and str(path) in json.loads(sliced.attrs["inputs"])
+    # the slice records the calibration of its own result set by name; the set's manifest holds both files' hashes
+    assert sliced["in_basin"].values[10, 10] == 1 and path.name in json.loads(sliced.attrs["inputs"])
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["workflow"] == "calibrate" and set(manifest["files"]) == {
+        "calibration.nc", "step_slice.nc", "calibration_fit.png", "calibration_convergence.png",
+        "calibration_correlation.png", "step_slice.png"}  # the figures are part of the set
+    assert manifest["files"]["calibration.nc"] == json.loads(sliced.attrs["inputs"])[path.name] == sha256(path)
     assert cf_errors(tmp_path / "step_slice.nc") == []
 
 
