@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from sensitivity.errors import ConfigError
 from sensitivity.pest import calibration_point, write_pest_at
 from sensitivity.settings import ExportSettings
-from workflows import build
+from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -80,14 +80,27 @@ def run(cfg: DictConfig) -> Path:
     points = build.grid_from(cfg, space).points()  # the check points
     pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
     problem_file = _problem_file(opts.problem_file, space)
+    with build.result_set(cfg, "export", [cfg.pest.calibration]) as results:
+        if results.complete:
+            build.announce_complete(results, "export")
+            return results.path(opts.name)
+        _export(cfg, space, points, pest_point, problem_file, results.staging, results.directory)
+        results.publish()
+    return results.path(opts.name)
+
+
+def _export(cfg: DictConfig, space, points: np.ndarray, pest_point: np.ndarray | None, problem_file: str | None,
+            out: Path, final: Path) -> None:
+    """The SavedModel, its check, ``export.nc`` and the SALib and PEST files, into ``out`` (published to ``final``)."""
+    opts = cfg.export
     surrogate = build.surrogate_from(cfg, space)
+    if cfg.pest.calibration is not None:
+        chain.consumed(cfg, cfg.pest.calibration, "pest.calibration", surrogate_hash=surrogate.content_hash)
     from sensitivity.export import RELOAD_SNIPPET, export_jacobian
 
     jac = build.engine_from(cfg, surrogate)
-    out = build.output_dir(cfg)
     target = out / opts.name
-    log.info("export: %s mode, %s, jit_compile=%s, hessian=%s -> %s", jac.mode, jac.dtype, jac.jit_compile,
-             opts.hessian, target)
+    log.info("export: %s mode, %s, jit_compile=%s, hessian=%s", jac.mode, jac.dtype, jac.jit_compile, opts.hessian)
     check = export_jacobian(jac, target, hessian=opts.hessian, check_points=points, rtol=opts.rtol,
                             bench_seconds=opts.bench_seconds, hessian_points=opts.hessian_points)
     log.info("export check (fresh process without this package, %d new points): relative error value %.1e, "
@@ -97,21 +110,20 @@ def run(cfg: DictConfig) -> Path:
              check.reload_seconds, check.reloaded_jacobians_per_second, check.engine_jacobians_per_second,
              check.throughput_ratio)
     log.info("reload it with TensorFlow alone:\n%s",
-             RELOAD_SNIPPET.format(path=target.resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
+             RELOAD_SNIPPET.format(path=(final / opts.name).resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
     _write_summary(cfg, jac, space, points, check, out / "export.nc")
     if problem_file:
         from sensitivity.salib import write_problem
 
-        log.info("SALib problem: %s", write_problem(space, out / problem_file))
+        log.info("SALib problem: %s", write_problem(space, out / problem_file).name)
     if pest_point is not None:
         p = cfg.pest
         files = write_pest_at(jac, pest_point, out / f"{p.name}.jcb", calibration=p.calibration,
                               std_variable=p.observation_std, sigma=build.plain(p.sigma), format=p.format)
         log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s",
-                 dict(zip(jac.surrogate.input_names, np.round(pest_point, 6).tolist())), files.jacobian,
+                 dict(zip(jac.surrogate.input_names, np.round(pest_point, 6).tolist())), files.jacobian.name,
                  len(files.observation_names), jac.surrogate.n_in,
-                 f", noise {files.uncertainty}" if files.uncertainty else "")
-    return target
+                 f", noise {files.uncertainty.name}" if files.uncertainty else "")
 
 
 def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:

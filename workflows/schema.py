@@ -192,6 +192,8 @@ class SurrogateStudyConf:
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
+    allow_unverified: bool = False  # use an input result that has no checksum record (workflows/chain.py)
+    allow_other_sources: bool = False  # use an input result computed from another surrogate, observations or space
 
 
 @dataclass
