@@ -3,11 +3,13 @@
 The stages come from ``conf/run.yaml``: each names a workflow, the overrides that set it up,
 and which earlier stage's result feeds which of its config keys. Every stage writes into its
 own subdirectory of the run dir, so each result file stands alone with its own provenance
-and records the files it was computed from.
+and records the files it was computed from. The study's report (:func:`sensitivity.report.render_report`) is
+written last, into the run dir.
 """
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List
@@ -41,14 +43,16 @@ SCHEMA = RunConf
 
 
 def run(cfg: DictConfig) -> Path:
-    """Run every stage in order; return the run directory."""
+    """Run every stage in order, then write the study's report (``report.html``); return the run directory."""
     from hydra import compose
 
+    from sensitivity.report import render_report
     from workflows.registry import WORKFLOWS
     from workflows.runner import run_workflow
 
     root = build.output_dir(cfg)
     results: dict[str, Path] = {}
+    commands: dict[str, str] = {}
     for stage in cfg.stages:
         if stage.workflow not in WORKFLOWS or stage.workflow == "run":
             raise ConfigError(f"stages: unknown workflow {stage.workflow!r} in stage {stage.name!r}")
@@ -59,8 +63,10 @@ def run(cfg: DictConfig) -> Path:
                      f"plots={cfg.plots}", *(f"{key}={results[source]}" for key, source in stage.inputs.items())]
         stage_cfg = compose(config_name=stage.workflow, overrides=overrides)
         log.info("stage %s: sensitivity %s %s", stage.name, stage.workflow, " ".join(stage.overrides))
+        commands[stage.name] = shlex.join(["sensitivity", stage.workflow, *overrides])
         results[stage.name] = run_workflow(stage.workflow, stage_cfg)
     log.info("study done; results:")
     for name, path in results.items():
         log.info("  %-10s %s", name, path)
+    log.info("report: %s", render_report(root, commands=commands))
     return root
