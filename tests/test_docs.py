@@ -430,7 +430,7 @@ def test_small_sizes_follow_the_debug_file():
                   "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=120"]) == [
         "sweep", "-m", "grid.shard=range(0,2)", "grid.num_shards=2", "hydra/launcher=submitit_local",
         "hydra.launcher.timeout_min=120", "debug=default", "plots=false"]
-    assert small(["merge", "multirun/sweep"]) == ["merge", "multirun/sweep"]  # merge has no debug group
+    assert small(["--help"]) == ["--help"]
     assert small(["init", "mystudy"]) == ["init", "mystudy"]
 
 
@@ -438,3 +438,77 @@ def test_every_known_failure_is_on_its_page():
     texts = page_texts()
     for page, fragment in KNOWN_FAILURES:
         assert fragment in texts[page], (page, fragment)
+
+
+# ----------------------------------------------------------------------------- the configuration reference
+
+ABSENT = "—"
+
+
+def reference_tables() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """docs/configuration.md: the shared section's ``{key: default cell}`` and each workflow's."""
+    shared: dict[str, str] = {}
+    workflows: dict[str, dict[str, str]] = {}
+    for section in re.split(r"^## ", (DOCS / "configuration.md").read_text(), flags=re.M)[1:]:
+        title = section.splitlines()[0]
+        rows = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \| ", section, re.M))
+        if title.startswith("Shared keys"):
+            shared = rows
+        else:
+            workflows[re.fullmatch(r"`(\w+)`", title.strip())[1]] = rows
+    return shared, workflows
+
+
+def own_configs() -> dict[str, dict]:
+    """Every workflow's composed config with only its own keys, as plain containers."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from workflows.registry import CONF_DIR, WORKFLOWS
+    from workflows.schema import own_config, register
+
+    register()
+    configs = {}
+    for name in WORKFLOWS:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(str(CONF_DIR), version_base=None):
+            configs[name] = OmegaConf.to_container(own_config(compose(name), name), resolve=False)
+    GlobalHydra.instance().clear()
+    return configs
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict) or not tree:
+        return {prefix[:-1]: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(_leaves(value, f"{prefix}{key}."))
+    return out
+
+
+def _lookup(tree: dict, key: str) -> Any:
+    for part in key.split("."):
+        tree = tree[part]
+    return tree
+
+
+def test_the_configuration_reference_has_every_key_and_its_defaults():
+    """Every key of every workflow is in docs/configuration.md (a documented key covers what is below it), every
+    documented key exists, and every stated default is the composed config's."""
+    shared, documented = reference_tables()
+    configs = own_configs()
+    assert set(documented) | {"sweep"} == set(configs)  # the sweep's keys are the shared ones
+    documented.setdefault("sweep", {})
+    for name, config in configs.items():
+        keys = {**shared, **documented[name]}
+        leaves = [k for k in _leaves(config) if k != "output_dir"]
+        missing = [k for k in leaves if not any(k == d or k.startswith(f"{d}.") for d in keys)]
+        assert missing == [], f"{name}: keys not in docs/configuration.md: {missing}"
+        for key, cell in documented[name].items():
+            assert any(k == key or k.startswith(f"{key}.") for k in leaves), f"{name}: `{key}` is not a key"
+            if cell != ABSENT:
+                assert yaml.safe_load(cell.strip("`")) == _lookup(config, key), (name, key, cell)
+    for key, cell in shared.items():
+        if cell != ABSENT:
+            assert yaml.safe_load(cell.strip("`")) == _lookup(configs["sweep"], key), ("sweep", key, cell)
