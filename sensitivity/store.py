@@ -131,6 +131,9 @@ def _read_holder(fd: int) -> str:
 class PartStore:
     """Resumable, verified parts of one computation over samples ``[start, stop)`` of ``path``.
 
+    The lock is taken on construction and released by :meth:`finalize`, :meth:`close` or leaving a
+    ``with`` block; the kernel drops it if the process dies.
+
     Parameters
     ----------
     path
@@ -140,9 +143,6 @@ class PartStore:
     span
         The sample range ``[start, stop)`` the parts must tile exactly; when omitted, the parts must be
         contiguous from the first one's start (callers that know their range should pass it).
-
-    The lock is taken on construction and released by :meth:`finalize`, :meth:`close` or leaving a
-    ``with`` block; the kernel drops it if the process dies.
     """
 
     def __init__(self, path: str | Path, fingerprint: str, span: Block | None = None) -> None:
