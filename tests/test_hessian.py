@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sensitivity.analyses.propagation import gaussian_inputs, second_order
+from sensitivity.analyses.propagation import second_order
+from sensitivity.analyses.inputs import gaussian_inputs
 from sensitivity.errors import ConfigError
 from sensitivity.hessian import compile_hessian
 

@@ -72,7 +72,8 @@ SCHEMA = PropagateConf
 def run(cfg: DictConfig) -> Path:
     """Run the propagation described by ``cfg``; return the path of ``propagation.nc``
     (``local_propagation.nc`` when only pointwise propagation was asked for)."""
-    from sensitivity.analyses.propagation import METHODS, SAMPLERS
+    from sensitivity.analyses.inputs import SAMPLERS
+    from sensitivity.analyses.propagation import METHODS
     from sensitivity.errors import ConfigError
 
     methods = list(cfg.propagation.methods)
@@ -102,7 +103,7 @@ def run(cfg: DictConfig) -> Path:
 
 def inputs_from(cfg: DictConfig, space):
     """The input uncertainty of ``cfg.uncertainty`` and the result files it was read from."""
-    from sensitivity.analyses.propagation import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
+    from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
     from sensitivity.datasets import read_estimate
     from sensitivity.errors import ConfigError, DataError
 
@@ -117,7 +118,7 @@ def inputs_from(cfg: DictConfig, space):
         raise ConfigError(f"`uncertainty.path` must name a {u.source} result ({u.source}.nc) when "
                           f"uncertainty.source={u.source}, got null")
     if u.source == "posterior":
-        from sensitivity.analyses.posterior.inputs import draws_inputs
+        from sensitivity.analyses.inputs import draws_inputs
 
         draws = posterior_draws(u.path, space)
         return draws_inputs(draws.values, space.names, space.units, space.bounds), [u.path]

@@ -31,7 +31,7 @@ import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, method_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
-from sensitivity.analyses.propagation.inputs import InputUncertainty, Sampler, unit_cube_blocks
+from sensitivity.analyses.inputs import InputUncertainty, Sampler, unit_cube_blocks
 from sensitivity.errors import ConfigError
 
 

@@ -24,7 +24,7 @@ from sensitivity.analyses.propagation.evaluation import (
     checked_array,
     value_and_jacobian_at_mean,
 )
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 
 
 def second_order(

@@ -22,7 +22,7 @@ import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
 
 
