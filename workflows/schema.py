@@ -142,7 +142,7 @@ class ParameterConf:
 @dataclass
 class SpaceConf:
     parameters: List[ParameterConf] = field(default_factory=list)
-    correlation: Optional[List[List[float]]] = None
+    correlation: Any = None  # a matrix (checked by ParameterSpace: symmetric, unit diagonal, positive definite)
 
 
 @dataclass
