@@ -61,19 +61,6 @@ NOT_RUN = {
 SUBPROCESS = {"compliance-checker": str(Path(sys.executable).parent / "compliance-checker"), "sha256sum": "sha256sum",
               "ls": "ls"}
 DEBUG = ROOT / "conf" / "debug" / "default.yaml"
-#: Documented commands and Python blocks that fail on the code as it is: (page, a fragment of the command or block)
-#: -> why. Each still runs and must fail (so the rest of its page still runs); once it passes, delete its entry.
-KNOWN_FAILURES = {
-    ("docs/how-to/export.md", "sensitivity export experiment=seir"):
-        "the Keras MLP's SavedModel references an untracked resource (tf.Variable hidden_0/kernel) and, with "
-        "export.hessian=false, the reload check fails at 1.7e-6 > rtol 1e-6",
-    ("docs/tutorials/cluster.md", "multirun/slurm"):
-        "every submitit job fails with KeyError 'sweep': the job process runs the pickled task without "
-        "workflows.schema.register(), so own_config finds no schema (and the merge of its folder fails after it)",
-    ("README.md", 'sensitivity.load_surrogate("data/seir/surrogate.keras")'):
-        "data/seir/surrogate.keras stores its output on a dim `time` with units `day`, which the output contract "
-        "refuses (regenerate with ./data/make_seir.sh)",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,12 +175,6 @@ class Page:
         self.name, self.root, self.cwd, self.namespace = name, cwd, cwd, {"__name__": "__docs__"}
         self.timings: list[tuple[float, float, str]] = []  # wall [s], CPU of this process [s], what
         self.not_run: list[str] = []
-        self.known_failed: list[str] = []
-
-    def known(self, text: str) -> str | None:
-        """Why ``text`` (a command or a block of this page) is a known failure, or None."""
-        return next((why for (page, fragment), why in KNOWN_FAILURES.items()
-                     if page == self.name and fragment in text), None)
 
     def run(self, block: Block) -> None:
         where = f"{self.name}:{block.line}"
@@ -209,16 +190,9 @@ class Page:
         elif block.lang == "python":
             start, path = (time.perf_counter(), time.process_time()), sys.path[:]
             sys.path.insert(0, str(self.cwd))  # as a Python session started in the working folder
-            known = self.known(block.text)
             try:
                 with _inside(self.cwd):
                     exec(compile(block.text, where, "exec"), self.namespace)
-            except Exception:
-                if known is None:
-                    raise
-                self.known_failed.append(f"{where}: {known}")
-            else:
-                assert known is None, f"{where}: passes now; delete its KNOWN_FAILURES entry ({known})"
             finally:
                 sys.path[:] = path
             self.timed(start, f"python block at line {block.line}")
@@ -236,13 +210,8 @@ class Page:
             argv = small(command[1:])
             code = _sensitivity(argv, self.cwd)
             _forget_modules_under(self.root)  # each command is a fresh process in a shell: model.py is read anew
-            known = self.known(shlex.join(command))
-            if known is None:
-                assert code == 0, f"{where}: `{shlex.join(command)}` exited {code} (run as `sensitivity " \
-                                  f"{shlex.join(argv)}`)"
-            else:
-                assert code != 0, f"{where}: `{shlex.join(command)}` passes now; delete its KNOWN_FAILURES entry"
-                self.known_failed.append(f"{where}: {known}")
+            assert code == 0, f"{where}: `{shlex.join(command)}` exited {code} (run as `sensitivity " \
+                              f"{shlex.join(argv)}`)"
         elif program in SUBPROCESS:
             done = subprocess.run([SUBPROCESS[program], *command[1:]], cwd=self.cwd, capture_output=True, text=True)
             assert done.returncode == 0, f"{where}: `{shlex.join(command)}` exited {done.returncode}:\n" \
@@ -260,7 +229,6 @@ class Page:
         """Wall and CPU seconds of each command and block (CPU: this process only, not a multirun's jobs)."""
         lines = [f"{wall:6.1f} s {cpu:6.1f} s CPU  {what}" for wall, cpu, what in self.timings]
         lines += [f"      not run          {what}" for what in self.not_run]
-        lines += [f"      known failure    {what}" for what in self.known_failed]
         total = [sum(t[i] for t in self.timings) for i in (0, 1)]
         return "\n".join([f"{self.name}: {total[0]:.1f} s, {total[1]:.1f} s CPU", *lines])
 
@@ -432,12 +400,6 @@ def test_small_sizes_follow_the_debug_file():
         "hydra.launcher.timeout_min=120", "debug=default", "plots=false"]
     assert small(["--help"]) == ["--help"]
     assert small(["init", "mystudy"]) == ["init", "mystudy"]
-
-
-def test_every_known_failure_is_on_its_page():
-    texts = page_texts()
-    for page, fragment in KNOWN_FAILURES:
-        assert fragment in texts[page], (page, fragment)
 
 
 # ----------------------------------------------------------------------------- the configuration reference

@@ -82,9 +82,9 @@ def engine_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
-def grid_from(cfg: DictConfig, space: ParameterSpace) -> Grid:
-    """The design of ``cfg.grid``."""
-    g = cfg.grid
+def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None) -> Grid:
+    """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``)."""
+    g = cfg.grid if node is None else node
     return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
                      steps=g.steps, path=g.path, through=g.through)
 
@@ -113,7 +113,7 @@ def fingerprint(*parts: Any) -> str:
 
 
 #: Keys that change where or how a run reports, not what it computes: outside every result's fingerprint.
-RUN_ONLY_KEYS = ("output_dir", "progress", "plots")
+RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "recompute")
 
 
 def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = ()):
@@ -129,7 +129,9 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     files = {str(p): content_hash(p) for p in (Path(str(i)) for i in inputs if i) if p.is_file()}
     config = {k: v for k, v in plain(cfg).items() if k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
-                     fingerprint=fingerprint(config, sorted(files.values()), model_source_hash(cfg)))
+                     fingerprint=fingerprint(config, sorted(files.values()), model_source_hash(cfg)),
+                     replace=bool(cfg.get("replace_other_settings", False)),
+                     recompute=bool(cfg.get("recompute", False)))
 
 
 def model_source_hash(cfg: DictConfig) -> str | None:

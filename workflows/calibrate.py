@@ -1,7 +1,8 @@
 """Workflow `calibrate`: fit parameters to observations from many starts at once -> calibration.nc.
 
 The observations (netCDF or CSV, see :mod:`sensitivity.observations`) are aligned to the model's
-outputs; every start of the ``grid`` design (plus the nominal point) is fitted together by
+outputs; every start of the ``starts`` design (64 Sobol' points by default, plus the nominal point) is fitted
+together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
 prior. With ``step_slice.enabled`` (the default) the step map on a 2-D slice through the best estimate is
@@ -23,7 +24,7 @@ from sensitivity.analyses.calibration import (
     GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, step_slice, write_step_map)
 from sensitivity.errors import ConfigError, DataError
 from workflows import build
-from workflows.schema import (ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
+from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
                               settings_from)
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class CalibrateConf(FitConf, SurrogateStudyConf):
     step_dtype: Optional[str] = "float32"
     fit: bool = True
     sweep_path: Optional[str] = None
+    starts: GridConf = field(default_factory=lambda: GridConf(n=64))  # the design of the starts (any grid kind)
     step_map: StepMapConf = field(default_factory=StepMapConf)
     step_slice: StepSliceConf = field(default_factory=StepSliceConf)
     output_dir: str = "???"
@@ -96,8 +98,8 @@ def solver_from(node: DictConfig):
 
 
 def starts_from(cfg: DictConfig, space) -> np.ndarray:
-    """``[K, n]`` starts: the ``grid`` design, then the nominal point when ``include_nominal``."""
-    points = build.grid_from(cfg, space).points()
+    """``[K, n]`` starts: the ``starts`` design, then the nominal point when ``include_nominal``."""
+    points = build.grid_from(cfg, space, cfg.starts).points()
     return np.vstack([points, space.nominal[None, :]]) if cfg.include_nominal else points
 
 
@@ -143,7 +145,7 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     ds = index_string_dims(with_true_parameters(ds, obs.true_parameters))
     attrs = provenance(title=f"Calibration of {surrogate.source} to {obs.path.name}", workflow="calibrate",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                       surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed, inputs=[obs.path])
+                       surrogate_hash=surrogate.content_hash, seed=cfg.starts.seed, inputs=[obs.path])
     ds.attrs = {**{k: str(v) for k, v in ds.attrs.items() if k != "title"}, **attrs,
                 "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} "
                           f"step_dtype={(step_engine or jac).dtype}",

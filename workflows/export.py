@@ -5,7 +5,8 @@ Writes into the run directory:
 * ``<export.name>/`` — a SavedModel with ``value``, ``jacobian``, ``value_and_jacobian`` (and
   ``hessian``) reloadable by TensorFlow alone (:mod:`sensitivity.export`), checked after writing in a
   fresh process that cannot import this package;
-* ``export.nc`` — the check points (the ``grid`` design, default 256 random points) with the engine's values and Jacobians, and the check results
+* ``export.nc`` — the check points (``export.check_points``, default 256 random points) with the engine's values
+  and Jacobians, and the check results
   (errors, reload time, throughputs) as attributes;
 * ``problem.json`` — the parameter space as a SALib problem (:mod:`sensitivity.salib`);
 * with ``pest.calibration`` or ``pest.point``: ``<pest.name>.jcb`` (PEST JCO binary) and
@@ -22,6 +23,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
+from sensitivity.grids import make_grid
 from sensitivity.pest import calibration_point, write_pest_at
 from sensitivity.settings import ExportSettings
 from workflows import build, chain
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 
 ExportOptions = schema_of(ExportSettings, "ExportOptions", extra=[
     ("name", str, "jacobian_model"),  # the SavedModel directory in the run dir
-    ("problem_file", Optional[str], "problem.json")])  # the space as a SALib problem; null to skip
+    ("problem_file", Optional[str], "problem.json"),  # the space as a SALib problem; null to skip
+    ("check_points", int, 256), ("check_seed", int, 0)])  # new random points compared after reload
 
 
 PointConf = schema_of(calibration_point, "PointConf", keys=("estimate", "start"))
@@ -77,7 +80,7 @@ def run(cfg: DictConfig) -> Path:
     """Export, check and describe the compiled Jacobian of ``cfg.model``; return the SavedModel directory."""
     opts = cfg.export
     space = build.space_from(cfg)
-    points = build.grid_from(cfg, space).points()  # the check points
+    points = make_grid(space, "random", n=opts.check_points, seed=opts.check_seed).points()  # new points
     pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
     problem_file = _problem_file(opts.problem_file, space)
     with build.result_set(cfg, "export", [cfg.pest.calibration]) as results:
@@ -158,7 +161,7 @@ def _write_summary(cfg: DictConfig, jac, space, points: np.ndarray, check, path:
                        output=s.output)
     attrs = provenance(title=f"Export check of the compiled Jacobian of {s.source}", workflow="export",
                        config_yaml=build.config_yaml(cfg), surrogate_source=s.source, surrogate_hash=s.content_hash,
-                       seed=cfg.grid.seed, inputs=[cfg.pest.calibration] if cfg.pest.calibration else [])
+                       seed=cfg.export.check_seed, inputs=[cfg.pest.calibration] if cfg.pest.calibration else [])
     summary = check.summary()
     attrs.update({
         "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}",

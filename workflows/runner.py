@@ -69,7 +69,11 @@ def announce(name: str, cfg: Any, result: Path, overrides: list[str]) -> None:
     if template is None:
         return
     study = [o for o in overrides if o.split("=")[0] in ("experiment", "model", "space")]
-    observations = getattr(getattr(cfg, "observations", None), "path", None) or "<observations.nc>"
+    from omegaconf import OmegaConf
+
+    given = OmegaConf.select(cfg, "observations.path", default=None, throw_on_missing=False) if \
+        OmegaConf.is_config(cfg) else None
+    observations = given or "<observations.nc>"
     step = template.format(result=shown, observations=observations)
     log.info("next: sensitivity %s", " ".join([step.split()[0], *study, *step.split()[1:]]))
 

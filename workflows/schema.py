@@ -194,6 +194,8 @@ class SurrogateStudyConf:
     space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
     allow_unverified: bool = False  # use an input result that has no checksum record (workflows/chain.py)
     allow_other_sources: bool = False  # use an input result computed from another surrogate, observations or space
+    replace_other_settings: bool = False  # replace a result of other settings in the run directory (sensitivity run)
+    recompute: bool = False  # recompute even when the run directory holds this computation's complete result
 
 
 @dataclass
@@ -265,8 +267,22 @@ def study_schema(name: str, schemas: Dict[str, type]) -> type:
     """
     own = set(own_keys(schemas[name]))
     foreign = sorted({key for other, schema in schemas.items() if other != name for key in own_keys(schema)} - own)
-    return dataclasses.make_dataclass(schemas[name].__name__, [(key, Any, field(default=None)) for key in foreign],
+    return dataclasses.make_dataclass(schemas[name].__name__, [_foreign_field(key, schemas) for key in foreign],
                                       bases=(schemas[name],))
+
+
+def _foreign_field(key: str, schemas: Dict[str, type]) -> tuple[str, Any, Any]:
+    """Another workflow's top-level key: a section (a dataclass) keeps its owner's schema and defaults, so a
+    dotted override (``starts.n=8``, ``sobol.n=512``) applies to every workflow of a study, and is checked; a
+    plain value is ``Any`` and null."""
+    for schema in schemas.values():
+        found = {f.name: f for f in dataclasses.fields(schema)}.get(key)
+        if found is None:
+            continue
+        hint = typing.get_type_hints(schema).get(key)
+        if dataclasses.is_dataclass(hint) and found.default_factory is not dataclasses.MISSING:
+            return key, hint, field(default_factory=found.default_factory)
+    return key, Any, field(default=None)
 
 
 def own_config(cfg: Any, workflow: str) -> Any:

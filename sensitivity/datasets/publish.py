@@ -77,6 +77,11 @@ class ResultSet:
         the package version): a directory holds the results of one fingerprint.
     inputs
         The input files and their content hashes, recorded in the manifest.
+    replace
+        A result of other settings in ``directory`` is replaced (its manifest removed first) instead of refused:
+        for a directory a pipeline owns (a stage of ``sensitivity run``), where a changed setting recomputes.
+    recompute
+        Discard the directory's set even when it is this computation's, and compute it again (``force``).
 
     Attributes
     ----------
@@ -88,6 +93,8 @@ class ResultSet:
     workflow: str
     fingerprint: str
     inputs: Mapping[str, str] = field(default_factory=dict)
+    replace: bool = False
+    recompute: bool = False
     complete: bool = False
     _staging: Path | None = None
     _adopted: dict[str, str] = field(default_factory=dict)
@@ -107,7 +114,11 @@ class ResultSet:
         self._lock.acquire()
         try:
             previous = read_manifest(self.directory)
-            if previous is not None and previous.get("fingerprint") != self.fingerprint:
+            other = previous is not None and previous.get("fingerprint") != self.fingerprint
+            if previous is not None and (self.recompute or (other and self.replace)):
+                self._discard(previous)
+                previous, other = None, False
+            if other:
                 raise OtherSettings(
                     f"{self.directory} holds a {previous.get('workflow', '?')} result of other settings; write into "
                     "another run directory (a changed override names a new one) or remove this one")
@@ -125,6 +136,18 @@ class ResultSet:
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
         self._lock.release()
+
+    def _discard(self, manifest: Mapping[str, Any]) -> None:
+        """Remove the directory's result set: its manifest first (no longer a result), then its files and any
+        unfinished resumable work (``*.parts``)."""
+        (self.directory / MANIFEST).unlink()
+        tops = {Path(name).parts[0] for name in manifest["files"]}
+        for entry in [*(self.directory / top for top in tops), *self.directory.glob("*.parts")]:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            Path(f"{entry}.sha256").unlink(missing_ok=True)
 
     def _intact(self, manifest: Mapping[str, Any]) -> bool:
         return all((self.directory / name).is_file() and content_hash(self.directory / name) == digest

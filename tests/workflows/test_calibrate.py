@@ -38,7 +38,7 @@ def decay_observations(tmp_path, seed=0, missing=(7,), **extra):
 
 def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tmp_path):
     obs_path = decay_observations(tmp_path)
-    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "grid.n=8",
+    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "starts.n=8",
                                        "jacobian.jit_compile=false"])
     path = calibrate.run(cfg)
     ds = open_result(path)
@@ -207,7 +207,7 @@ def bad_file(tmp_path, case):
 @pytest.mark.parametrize("case", ["unknown output name", "nan sigma", "negative sigma", "shape mismatch"])
 def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_path, case):
     obs_path, model, message = bad_file(tmp_path, case)
-    cfg = compose_config("calibrate", [*model, f"observations.path={obs_path}", "grid.n=2", *FAST])
+    cfg = compose_config("calibrate", [*model, f"observations.path={obs_path}", "starts.n=2", *FAST])
     with pytest.raises(DataError) as info:
         calibrate.run(cfg)
     assert message in str(info.value) and "\n" not in str(info.value)
@@ -248,7 +248,7 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     obs_path = tmp_path / "observations.nc"
     xr.Dataset({"observed": ("day", 2.0 * TIMES), "sigma": ("day", np.full(TIMES.size, SIGMA))},
                coords={"day": TIMES}).to_netcdf(obs_path)
-    cfg = compose_config("calibrate", [*PRODUCT_OVERRIDES, f"observations.path={obs_path}", "grid.n=4", *FAST],
+    cfg = compose_config("calibrate", [*PRODUCT_OVERRIDES, f"observations.path={obs_path}", "starts.n=4", *FAST],
                          output_dir=tmp_path / "out")
     with caplog.at_level("WARNING", logger="workflows.calibrate"):
         path = calibrate.run(cfg)

@@ -34,7 +34,7 @@ def test_export_with_a_salib_space_and_pest(compose_config, tmp_path):
                             coords={"parameter_name": ("parameter", ["x3", "x2", "x1"])}), calibration)
     record_checksum(calibration)  # a hand-made result with its record, as a user re-creates one
     out = tmp_path / "run"
-    cfg = compose_config("export", ["jacobian=float64", "grid.n=32", "export.bench_seconds=0.2", "export.hessian=false",
+    cfg = compose_config("export", ["jacobian=float64", "export.check_points=32", "export.bench_seconds=0.2", "export.hessian=false",
                                     f"space_file={problem_path}", f"pest.calibration={calibration}"], output_dir=out)
     target = export.run(cfg)
     assert target == out / "jacobian_model" and (target / "saved_model.pb").is_file()
