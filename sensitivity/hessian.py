@@ -128,8 +128,10 @@ def compile_hessian(
             with tf.GradientTape() as inner:
                 inner.watch(rows)
                 picked = tf.reduce_sum(tf.reshape(fn(rows), [-1, m]) * picks, axis=1)  # y_k on row (b, k, i)
-            first = tf.reduce_sum(inner.gradient(picked, rows) * entries, axis=1)  # d y_k / d x_i
-        return tf.reshape(outer.gradient(first, rows), [batch, m, n_in, n_in])  # d^2 y_k / d x_i d x_j
+            gradient = inner.gradient(picked, rows, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            first = tf.reduce_sum(gradient * entries, axis=1)  # d y_k / d x_i
+        second = outer.gradient(first, rows, unconnected_gradients=tf.UnconnectedGradients.ZERO)  # a linear model: 0
+        return tf.reshape(second, [batch, m, n_in, n_in])  # d^2 y_k / d x_i d x_j
 
     chunk = max(1, max_rows // (n_in * (m + 1)))
     return CompiledHessian(n_in, m, dtype, chunk, tf.function(hessian, input_signature=signature), traces)
