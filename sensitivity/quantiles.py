@@ -14,7 +14,14 @@ millions of points. The closed forms below compute the same numbers directly fro
 * truncated normal on standardised ``[a, b]``: ``Phi^-1(Phi(a) + Phi(z) (Phi(b) - Phi(a)))``, mirrored
   (``x -> -x``) so that most of the mass lies at or below 0, and written from the nearer end in each half.
 
-Any other marginal uses ``ppf(ndtr(z))`` / ``isf(ndtr(-z))`` of scipy itself.
+Any other marginal uses ``ppf(ndtr(z))`` / ``isf(ndtr(-z))`` of scipy itself. Each closed form evaluates
+one ``Phi`` (of ``-|z|``, the tail that is small) and at most one ``Phi^-1`` per draw.
+
+The other way round, :func:`sample_quantiles` computes the sample quantiles of many columns (a Monte
+Carlo replicate's outputs) exactly as ``numpy.quantile`` does, but from one single-rank partition per
+order statistic it needs, each on the part of the row left of the previous one: numpy's one
+``partition`` with all of them at once took 150 ms on ``[100, 65536]`` float64 rows where one rank
+took 12 ms.
 
 References
 ----------
@@ -83,6 +90,11 @@ def _triangular(c: float, z: np.ndarray) -> np.ndarray:
         return np.where(p < c, np.sqrt(c * p), 1.0 - np.sqrt((1.0 - c) * q))
 
 
+def _tail(z: np.ndarray) -> np.ndarray:
+    """``Phi(-|z|)``: ``Phi(z)`` below the median, ``Phi(-z)`` above it, the side where it is accurate."""
+    return special.ndtr(-np.abs(z))
+
+
 def _truncated_left(a: float, b: float, z: np.ndarray) -> np.ndarray:
     """Standard normal truncated to ``[a, b]`` with ``a + b <= 0``, quantile at ``Phi(z)``.
 
@@ -90,15 +102,61 @@ def _truncated_left(a: float, b: float, z: np.ndarray) -> np.ndarray:
     written from ``a`` below the median of ``z`` and from ``b`` above it. Otherwise (``a < 0 < b``) the
     upper half of ``z`` is written in survival form from ``b``.
     """
-    p, q = special.ndtr(z), special.ndtr(-z)
+    t, low = _tail(z), z < 0  # Phi(z) where z < 0, Phi(-z) elsewhere
     if b <= 0:
-        low, high = special.ndtr(a), special.ndtr(b)
-        mass = high - low
-        return special.ndtri(np.where(z < 0, low + p * mass, high - q * mass))
+        lo, hi = special.ndtr(a), special.ndtr(b)
+        mass = hi - lo
+        return special.ndtri(np.where(low, lo + t * mass, hi - t * mass))
     mass = 1.0 - special.ndtr(a) - special.ndtr(-b)
-    lower = special.ndtri(special.ndtr(a) + p * mass)
-    upper = -special.ndtri(special.ndtr(-b) + q * mass)
-    return np.where(z < 0, lower, upper)
+    r = special.ndtri(np.where(low, special.ndtr(a) + t * mass, special.ndtr(-b) + t * mass))
+    return np.where(low, r, -r)
+
+
+def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """``numpy.quantile(columns, probabilities, axis=1)`` (linear interpolation), reordering ``columns`` in place.
+
+    Parameters
+    ----------
+    columns
+        ``[m, N]`` float, C-contiguous: a sample of ``N`` values of each of ``m`` quantities; its rows
+        are partitioned in place.
+    probabilities
+        ``[P]`` in ``[0, 1]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[P, m]`` sample quantiles, equal to numpy's ``method="linear"`` (Hyndman & Fan 1996, type 7).
+
+    The order statistics needed (ranks ``floor((N - 1) p)`` and the next) are found from the highest
+    down: ``columns[:, :right]`` always holds the ``right`` smallest values of each row, the rank just
+    below ``right`` is their maximum, and any other rank is placed by one ``partition`` of that part
+    alone, which then shrinks to it. A row holding NaN gives NaN, as in numpy.
+
+    References
+    ----------
+    Hyndman, R. J. & Fan, Y. (1996), Sample quantiles in statistical packages, Am. Stat. 50, 361-365,
+    doi:10.1080/00031305.1996.10473566.
+    """
+    n = columns.shape[1]
+    position = (n - 1) * np.asarray(probabilities, dtype=float)
+    below = np.minimum(np.floor(position).astype(np.intp), n - 1)
+    above = np.minimum(below + 1, n - 1)
+    undefined = np.isnan(columns.max(axis=1))
+    order: dict[int, np.ndarray] = {}
+    right = n
+    for rank in sorted(set(below.tolist()) | set(above.tolist()), reverse=True):
+        if rank == right - 1:
+            order[rank] = columns[:, :right].max(axis=1)
+        else:
+            columns[:, :right].partition(rank, axis=1)
+            order[rank], right = columns[:, rank].copy(), rank
+    lower, upper = np.stack([order[r] for r in below]), np.stack([order[r] for r in above])
+    gamma = (position - below)[:, None]
+    diff = upper - lower  # numpy's _lerp: from the nearer end
+    result = np.where(gamma >= 0.5, upper - diff * (1 - gamma), lower + diff * gamma)
+    result[:, undefined] = np.nan
+    return result
 
 
 def _scipy(marginal: Any, z: np.ndarray) -> np.ndarray:
