@@ -67,7 +67,7 @@ class PairedTimer:
 
     On a shared machine the load drifts by 2x within minutes, so the two throughputs are compared as
     pairs measured back to back (median of the ratios), not as two long averages taken at different
-    times. Wraps :meth:`RecordStore.write_records` (the end of a part) and :meth:`RecordStore.finalize`.
+    times. Wraps :meth:`RecordStore.commit` (the end of a part) and :meth:`RecordStore.finalize`.
     """
 
     def __init__(self, jac, chunk, every: int = 4, seconds: float = 1.5) -> None:
@@ -81,11 +81,11 @@ class PairedTimer:
     def install(self) -> None:
         from sensitivity.store import RecordStore
 
-        write, finalize = RecordStore.write_records, RecordStore.finalize
+        commit, finalize = RecordStore.commit, RecordStore.finalize
         timer = self
 
-        def timed_write(writer, records, start, stop, totals):
-            write(writer, records, start, stop, totals)
+        def timed_commit(writer, start, stop):
+            commit(writer, start, stop)
             now = time.perf_counter()
             seconds = now - (timer._last if timer._last is not None else timer._start)
             timer.parts.append((stop - start, seconds))
@@ -102,7 +102,7 @@ class PairedTimer:
             finally:
                 timer.finalize_seconds = time.perf_counter() - t0
 
-        RecordStore.write_records, RecordStore.finalize = timed_write, timed_finalize
+        RecordStore.commit, RecordStore.finalize = timed_commit, timed_finalize
         self._start = time.perf_counter()
 
 

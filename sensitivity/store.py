@@ -33,8 +33,9 @@ and the checksum record of the result is that running SHA-256. Each block leaves
 part (its non-finite counts and the file's SHA-256 up to the block's end) through the store above,
 so the lock, the fingerprint refusal, the verified receipts and the coverage proof are the same;
 on resume the records are read once, in order, against the receipts' digests, and the blocks up to
-the first damaged or missing one are kept. :func:`run_records` is its loop (two record buffers: the
-engine fills one while the writer thread writes the other); :mod:`sensitivity.sweep` uses it,
+the first damaged or missing one are kept. :func:`run_records` is its loop (blocks in slices of a few
+MiB, two record buffers: the engine fills one while the writer thread writes the other);
+:mod:`sensitivity.sweep` uses it,
 :mod:`sensitivity.stored_sweep` uses :func:`run_blocks`.
 """
 from __future__ import annotations
@@ -347,24 +348,27 @@ def run_blocks(store: PartStore, blocks: Sequence[Block], compute: Callable[[int
     writing block k with computing block k + 1 (TensorFlow and netCDF release the GIL); at most one
     block is in flight, so memory stays about two blocks.
     """
-    return _pipeline(blocks, store.done(), compute, store.write, progress=progress, desc=desc)
+    done = store.done()
+    todo = [blk for blk in blocks if blk not in done]
+    return _pipeline(blocks, todo, todo, compute, store.write, progress=progress, desc=desc)
 
 
-def _pipeline(blocks: Sequence[Block], done: set[Block], compute: Callable[[int, int], Any],
-              write: Callable[[Any, int, int], None], *, progress: bool, desc: str) -> int:
-    """``write(compute(a, b), a, b)`` for every block not in ``done``, in order, writing in one thread
-    beside the computation (one block in flight); return the samples computed."""
+def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Block],
+              compute: Callable[[int, int], Any], write: Callable[[Any, int, int], None], *, progress: bool,
+              desc: str) -> int:
+    """``write(compute(a, b), a, b)`` for every unit ``[a, b)`` (the blocks ``todo`` of ``blocks``, or
+    slices of them), in order, writing in one thread beside the computation (one unit in flight);
+    return the samples computed."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    todo = [blk for blk in blocks if blk not in done]
     total = sum(b - a for a, b in blocks)
     computed = 0
     with ThreadPoolExecutor(max_workers=1) as pool, logging_redirect_tqdm(), \
             tqdm(total=total, initial=total - sum(b - a for a, b in todo), unit="pt", unit_scale=True,
                  disable=not progress, desc=desc, file=sys.stderr) as bar:
         in_flight: Future | None = None
-        for a, b in todo:
+        for a, b in units:
             result = compute(a, b)
             if in_flight is not None:
                 in_flight.result()  # re-raises a failed write
@@ -407,8 +411,8 @@ class RecordStore:
     totals
         Integer per-block counts (passed to :meth:`write_records`) whose sums become global attributes.
 
-    Blocks are filled in buffers from :meth:`records` and written in sample order
-    (:func:`run_records`). The file's SHA-256 runs over its bytes as they are written; when the
+    Records are filled in buffers from :meth:`records`, written in sample order and committed a
+    block at a time (:func:`run_records`). The file's SHA-256 runs over its bytes as they are written; when the
     totals are not all zero the header changes at the end and the file is hashed once more. Records
     go to disk with direct I/O (``O_DIRECT``, 4 KiB-aligned, the partial last page of each block
     written through the page cache), which on the development VM wrote 1.8-2.5 GB/s with no kernel
@@ -426,6 +430,7 @@ class RecordStore:
         self._fd = self._direct = None
         self._buffers: list[mmap.mmap | None] = [None, None]
         self._handed = self._written = 0
+        self._pending: dict[str, int] = {}
         try:
             header, fixed = encode(template, "sample", self._header_attrs({k: 0 for k in self._totals}))
             self._fd = os.open(self.data, os.O_RDWR | os.O_CREAT, 0o644)
@@ -537,14 +542,14 @@ class RecordStore:
         return np.frombuffer(self._buffers[turn], self.layout.record, stop - start, pre)
 
     def write_records(self, records: np.ndarray, start: int, stop: int, totals: Mapping[str, int]) -> None:
-        """Write the filled ``records`` (from :meth:`records`) of samples ``[start, stop)`` in place, then
-        their receipt. ``start`` must be where the previous block ended; ``totals`` are its counts."""
+        """Write the filled ``records`` (from :meth:`records`) of samples ``[start, stop)`` in place and add
+        ``totals`` (their counts) to the part's; ``start`` must be where the previous records ended."""
         buffer = self._buffers[self._written % 2]
         base = np.frombuffer(buffer, np.uint8).ctypes.data if buffer is not None else None
         pre, begin = self._begin(start) % _ALIGN, self._begin(start)
         if start != self._next or len(records) != stop - start or records.ctypes.data != (base or 0) + pre:
-            raise DataError(f"{self.data}: records [{start}, {stop}) are not the next block's buffer "
-                            f"(the next block starts at {self._next})")
+            raise DataError(f"{self.data}: records [{start}, {stop}) are not the next records' buffer "
+                            f"(the next records start at {self._next})")
         self._written += 1
         data = memoryview(records).cast("B")
         self._sha.update(data)
@@ -553,11 +558,20 @@ class RecordStore:
         except OSError as e:
             raise disk_error(self.path, e) from None
         self._next = stop
+        for k in self._totals:
+            self._pending[k] = self._pending.get(k, 0) + int(totals.get(k, 0))
+
+    def commit(self, start: int, stop: int) -> None:
+        """Record part ``[start, stop)``, whose records are all written, as a receipt: its totals and the
+        file's running SHA-256 up to its end (through :meth:`PartStore.write`)."""
+        if stop != self._next:
+            raise DataError(f"{self.data}: part [{start}, {stop}) committed with records written up to {self._next}")
         index = np.arange(start, stop, dtype=sample_dtype(stop))
         receipt = xr.Dataset(coords={"sample": ("sample", index)},
-                             attrs={**{k: int(totals.get(k, 0)) for k in self._totals},
-                                    "stream_sha256": self._sha.hexdigest(), "stream_bytes": begin + len(data)})
+                             attrs={**{k: int(self._pending.get(k, 0)) for k in self._totals},
+                                    "stream_sha256": self._sha.hexdigest(), "stream_bytes": self._begin(stop)})
         self._parts.write(receipt, start, stop)
+        self._pending = {}
 
     def _write(self, buffer: memoryview, offset: int, length: int) -> None:
         """``buffer[:length]`` at the page-aligned ``offset``: whole pages directly, the partial last page
@@ -610,15 +624,23 @@ class RecordStore:
 
 
 def run_records(store: RecordStore, blocks: Sequence[Block], fill: Callable[[int, int, np.ndarray], None],
-                check: Callable[[np.ndarray], Mapping[str, int]] = lambda records: {}, *, progress: bool = False,
-                desc: str = "") -> int:
+                check: Callable[[np.ndarray], Mapping[str, int]] = lambda records: {}, *, slice_size: int | None = None,
+                progress: bool = False, desc: str = "") -> int:
     """Fill and write every block of ``blocks`` not on disk in ``store``, in order; return the samples computed.
 
-    ``fill(a, b, records)`` writes samples ``[a, b)`` into the record buffer ``records``
-    (:meth:`RecordStore.records`; its fields are the record variables, e.g. ``records["jacobian"]``).
-    The writer thread then runs ``check(records)`` (it may edit them; it returns the block's totals),
-    hashes and writes them while the next block is filled.
+    Each block (a part: what a resume keeps or recomputes) goes through in slices of ``slice_size``
+    samples (default: the whole block). ``fill(a, b, records)`` writes samples ``[a, b)`` into the
+    record buffer ``records`` (:meth:`RecordStore.records`; its fields are the record variables, e.g.
+    ``records["jacobian"]``); the writer thread then runs ``check(records)`` (it may edit them; it
+    returns their totals), hashes and writes them while the next slice is filled, and commits the
+    block after its last slice. Slices of a few MiB keep the two buffers small and the data in cache.
     """
+    done = store.done()
+    todo = [blk for blk in blocks if blk not in done]
+    slices = [(a, min(a + (slice_size or stop - start), stop))
+              for start, stop in todo for a in range(start, stop, slice_size or stop - start)]
+    ends = {b: (a, b) for a, b in todo}
+
     def compute(a: int, b: int) -> np.ndarray:
         records = store.records(a, b)
         fill(a, b, records)
@@ -626,8 +648,10 @@ def run_records(store: RecordStore, blocks: Sequence[Block], fill: Callable[[int
 
     def write(records: np.ndarray, a: int, b: int) -> None:
         store.write_records(records, a, b, check(records))
+        if b in ends:
+            store.commit(*ends[b])
 
-    return _pipeline(blocks, store.done(), compute, write, progress=progress, desc=desc)
+    return _pipeline(blocks, todo, slices, compute, write, progress=progress, desc=desc)
 
 
 def _open_direct(path: Path) -> int | None:

@@ -36,10 +36,18 @@ def fill(a, b, records):
         records[name] = ds[name].values
 
 
+SLICE = 3  # records per slice: parts of 8 go through in three
+
+
+def starts(blocks) -> list[int]:
+    """The first sample of every slice of ``blocks``."""
+    return [a for start, stop in blocks for a in range(start, stop, SLICE)]
+
+
 def run(path, fingerprint="fp", blocks=BLOCKS, fill=fill, check=lambda records: {"count": len(records)}, attrs=None):
     with RecordStore(path, fingerprint, SPAN, template=labeled(0, 0), attrs=attrs or {"title": "t"},
                      totals=("count",)) as rs:
-        run_records(rs, blocks, fill, check)
+        run_records(rs, blocks, fill, check, slice_size=SLICE)
         return rs.finalize()
 
 
@@ -101,12 +109,10 @@ def test_all_zero_totals_keep_the_header_and_its_running_hash(tmp_path):
 
 
 def interrupted(path, after=2):
-    done = []
-
+    """Killed at the first slice of part ``after``: ``after`` parts committed."""
     def dies(a, b, records):
-        if len(done) == after:
+        if a >= BLOCKS[after][0]:
             raise KeyboardInterrupt("killed")
-        done.append(a)
         fill(a, b, records)
 
     with pytest.raises(KeyboardInterrupt):
@@ -119,7 +125,7 @@ def test_resume_keeps_the_verified_blocks(tmp_path, caplog):
     assert len(interrupted(path)) == 2
     filled = []
     assert_published(run(path, fill=lambda a, b, r: (filled.append(a), fill(a, b, r))), tmp_path)
-    assert filled == [a for a, _ in BLOCKS[2:]] and "recomputed" not in caplog.text
+    assert filled == starts(BLOCKS[2:]) and "recomputed" not in caplog.text
 
 
 @pytest.mark.parametrize("where", ["records", "header", "truncated", "deleted"])
@@ -142,7 +148,7 @@ def test_damaged_records_are_recomputed_from_the_first_bad_block(tmp_path, caplo
         data.unlink()
     filled = []
     assert_published(run(path, fill=lambda a, b, r: (filled.append(a), fill(a, b, r))), tmp_path)
-    assert filled == [a for a, _ in (BLOCKS[1:] if where in ("records", "truncated") else BLOCKS)]
+    assert filled == starts(BLOCKS[1:] if where in ("records", "truncated") else BLOCKS)
     assert "recomputed" in caplog.text
 
 
@@ -162,27 +168,30 @@ def test_runs_with_other_attributes_resume_each_other(tmp_path, caplog):
     filled = []
 
     def dies_after_one(a, b, records):
-        if filled:
+        if a >= BLOCKS[2][0]:
             raise KeyboardInterrupt("killed")
         filled.append(a)
         fill(a, b, records)
 
     with pytest.raises(KeyboardInterrupt):
         run(path, fill=dies_after_one, attrs={"title": "t", "history": "second run, a longer header"})
-    assert filled == [BLOCKS[1][0]]
+    assert filled == starts(BLOCKS[1:2])
     filled.clear()
     assert_published(run(path, fill=lambda a, b, r: (filled.append(a), fill(a, b, r))), tmp_path)
-    assert filled == [a for a, _ in BLOCKS[2:]] and "recomputed" not in caplog.text
+    assert filled == starts(BLOCKS[2:]) and "recomputed" not in caplog.text
 
 
 def test_blocks_out_of_order_are_refused(tmp_path):
     with RecordStore(tmp_path / "r.nc", "fp", SPAN, template=labeled(0, 0), attrs={}) as rs:
         first, second = rs.records(*BLOCKS[0]), rs.records(*BLOCKS[1])
         fill(*BLOCKS[1], second)
-        with pytest.raises(DataError, match="not the next block's buffer"):
+        with pytest.raises(DataError, match="not the next records' buffer"):
             rs.write_records(second, *BLOCKS[1], {})
+        with pytest.raises(DataError, match=r"committed with records written up to 3"):
+            rs.commit(*BLOCKS[0])
         fill(*BLOCKS[0], first)
         rs.write_records(first, *BLOCKS[0], {})
+        rs.commit(*BLOCKS[0])
         with pytest.raises(DataError, match=r"cover \[3, 11\) of \[3, 40\)"):
             rs.finalize()
 
@@ -207,7 +216,7 @@ def test_a_stored_sweep_reads_record_blocks_as_xarray_does(tmp_path):
             records[name] = labels(a, b)[name].values
 
     with RecordStore(tmp_path / "sweep.nc", "fp", (0, 40), template=labels(0, 0), attrs={"title": "s"}) as rs:
-        run_records(rs, [(0, 16), (16, 32), (32, 40)], put)
+        run_records(rs, [(0, 16), (16, 32), (32, 40)], put, slice_size=5)
         path = rs.finalize()
     with StoredSweep(path) as sweep, xr.open_dataset(path, decode_times=False) as library:
         assert sweep._records is not None  # the mapped path is the one under test
