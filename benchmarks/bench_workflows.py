@@ -98,20 +98,21 @@ def child_sweep(model: str, n: int, rounds: int, folder: str) -> dict:
     step = part_points(jac)
     jac(grid.block(0, min(step, n)))  # the XLA compile of the full chunk
 
-    def engine() -> float:
-        t0 = time.perf_counter()
+    def engine() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
         for a in range(0, n, step):
             jac(grid.block(a, min(a + step, n)))
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
-    def stream(r: int) -> tuple[float, int, int]:
+    def stream(r: int) -> tuple[float, float, int, int]:
         path = Path(folder) / f"sweep-{model}-{n}-{r}.nc"
-        before, t0 = _written(), time.perf_counter()
+        before, t0, c0 = _written(), time.perf_counter(), time.process_time()
         summary = sweep(jac, grid, path, attrs={"title": "bench_workflows"}, fingerprint=f"bench {r}", progress=False)
-        seconds, written, size = time.perf_counter() - t0, _written() - before, summary.path.stat().st_size
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        written, size = _written() - before, summary.path.stat().st_size
         for p in path.parent.glob(path.name + "*"):
             p.unlink()
-        return seconds, written, size
+        return seconds, cpu, written, size
 
     pairs = []
     for r in range(rounds):
@@ -121,7 +122,7 @@ def child_sweep(model: str, n: int, rounds: int, folder: str) -> dict:
         else:
             e = engine()
             s = stream(r)
-        pairs.append(dict(engine=e, sweep=s[0], written=s[1], size=s[2]))
+        pairs.append(dict(engine=e[0], engine_cpu=e[1], sweep=s[0], sweep_cpu=s[1], written=s[2], size=s[3]))
     return dict(pairs=pairs, mode=jac.mode, chunk=jac.chunk_size, package=sensitivity.__file__)
 
 
@@ -134,12 +135,12 @@ def child_scan(n: int, folder: str) -> dict:
     grid = make_grid(space, "sobol", n=n, seed=0)
     jac(grid.block(0, min(n, 4 * jac.chunk_size)))
     path = Path(folder) / f"scan-{n}.nc"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sweep(jac, grid, path, attrs={"title": "bench_workflows"}, fingerprint="scan", progress=False)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
-    return dict(seconds=seconds, per_point_us=seconds / n * 1e6)
+    return dict(seconds=seconds, per_point_us=seconds / n * 1e6, cpu_per_point_us=cpu / n * 1e6)
 
 
 def _posterior_inputs(space):
@@ -329,7 +330,7 @@ def report(args: argparse.Namespace, work: Path) -> None:
           + ", ".join(f"{k}: {v or ROOT}" for k, v in trees.items()), flush=True)
     if "sweep" in args.only:
         print("\n| model | points | tree | engine alone | sweep (file published) | sweep / engine speed "
-              "| bytes written / file |\n|---|---|---|---|---|---|---|", flush=True)
+              "| CPU time: engine / sweep | bytes written / file |\n|---|---|---|---|---|---|---|---|", flush=True)
         for model in ("demo", "wide"):
             for exp in (18, 20):
                 for label, r in both(trees, "sweep", model, 2**exp, args.rounds, str(work)).items():
@@ -338,21 +339,26 @@ def report(args: argparse.Namespace, work: Path) -> None:
                     print(f"| {model} ({r['mode']}, chunk {r['chunk']}) | 2^{exp} | {label} | "
                           f"{median([q['engine'] for q in p]):.2f} s | {median([q['sweep'] for q in p]):.2f} s | "
                           f"{median(ratios):.2f}x (pairs {_list(ratios)}) | "
+                          f"{median([q['engine_cpu'] / q['sweep_cpu'] for q in p]):.2f}x | "
                           f"{median([q['written'] / q['size'] for q in p]):.3f}x |", flush=True)
     if "scan" in args.only:
-        print("\n| points | tree | sweep | per point |\n|---|---|---|---|", flush=True)
+        print("\n| points | tree | sweep | per point | CPU per point |\n|---|---|---|---|---|", flush=True)
         per: dict[str, list[float]] = {label: [] for label in trees}
+        cpu: dict[str, list[float]] = {label: [] for label in trees}
         for exp in range(16, args.scan_max + 1):
             for label, tree in trees.items():
                 if label == "before" and exp > 20:
                     continue  # the assembly of the old store takes minutes beyond 2^20
                 r = run_child("scan", tree, 2**exp, str(work))
                 per[label].append(r["per_point_us"])
-                print(f"| 2^{exp} | {label} | {r['seconds']:.2f} s | {r['per_point_us']:.2f} us |", flush=True)
+                cpu[label].append(r["cpu_per_point_us"])
+                print(f"| 2^{exp} | {label} | {r['seconds']:.2f} s | {r['per_point_us']:.2f} us | "
+                      f"{r['cpu_per_point_us']:.2f} us |", flush=True)
         for label, values in per.items():
             if values:
-                print(f"{label}: per-point time {min(values):.2f}-{max(values):.2f} us, max / min "
-                      f"{max(values) / min(values):.2f}", flush=True)
+                print(f"{label}: per-point time {min(values):.2f}-{max(values):.2f} us (max / min "
+                      f"{max(values) / min(values):.2f}), CPU {min(cpu[label]):.2f}-{max(cpu[label]):.2f} us "
+                      f"(max / min {max(cpu[label]) / min(cpu[label]):.2f})", flush=True)
     if "mc" in args.only:
         print("\n| tree | bare evaluations (2^20) | Monte Carlo (2^20, 16 replicates) | MC / bare |\n|---|---|---|---|",
               flush=True)

@@ -34,7 +34,7 @@ part (its non-finite counts and the file's SHA-256 up to the block's end) throug
 so the lock, the fingerprint refusal, the verified receipts and the coverage proof are the same;
 on resume the records are read once, in order, against the receipts' digests, and the blocks up to
 the first damaged or missing one are kept. :func:`run_records` is its loop (blocks in slices of a few
-MiB, two record buffers: the engine fills one while the writer thread writes the other);
+MiB in a few record buffers: the engine fills one while the writer thread writes the others);
 :mod:`sensitivity.sweep` uses it,
 :mod:`sensitivity.stored_sweep` uses :func:`run_blocks`.
 """
@@ -51,6 +51,7 @@ import os
 import shutil
 import socket
 import sys
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -355,10 +356,10 @@ def run_blocks(store: PartStore, blocks: Sequence[Block], compute: Callable[[int
 
 def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Block],
               compute: Callable[[int, int], Any], write: Callable[[Any, int, int], None], *, progress: bool,
-              desc: str) -> int:
+              desc: str, depth: int = 1) -> int:
     """``write(compute(a, b), a, b)`` for every unit ``[a, b)`` (the blocks ``todo`` of ``blocks``, or
-    slices of them), in order, writing in one thread beside the computation (one unit in flight);
-    return the samples computed."""
+    slices of them), in order: one writer thread beside the computation, at most ``depth`` writes
+    pending while a unit is computed; return the samples computed."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -367,16 +368,16 @@ def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Bl
     with ThreadPoolExecutor(max_workers=1) as pool, logging_redirect_tqdm(), \
             tqdm(total=total, initial=total - sum(b - a for a, b in todo), unit="pt", unit_scale=True,
                  disable=not progress, desc=desc, file=sys.stderr) as bar:
-        in_flight: Future | None = None
+        pending: deque[Future] = deque()
         for a, b in units:
+            while len(pending) > depth:
+                pending.popleft().result()  # re-raises a failed write
             result = compute(a, b)
-            if in_flight is not None:
-                in_flight.result()  # re-raises a failed write
-            in_flight = pool.submit(write, result, a, b)
+            pending.append(pool.submit(write, result, a, b))
             computed += b - a
             bar.update(b - a)
-        if in_flight is not None:
-            in_flight.result()
+        while pending:
+            pending.popleft().result()
     if len(todo) < len(blocks):
         log.info("resumed: %d of %d parts were already on disk", len(blocks) - len(todo), len(blocks))
     return computed
@@ -388,6 +389,9 @@ def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Bl
 _READ_BYTES = 8 * 2**20
 #: Alignment of direct (``O_DIRECT``) writes: offsets, lengths and buffer addresses [bytes].
 _ALIGN = 4096
+#: Record buffers of a store: one being filled, the others' writes pending (a direct write waits for the
+#: device, whose latency varies: a few slices queued absorb its stalls).
+BUFFERS = 4
 
 
 class RecordStore:
@@ -428,7 +432,7 @@ class RecordStore:
         self._parts = PartStore(path, fingerprint, span)
         self.data = self._parts.parts / "records.nc"
         self._fd = self._direct = None
-        self._buffers: list[mmap.mmap | None] = [None, None]
+        self._buffers: list[mmap.mmap | None] = [None] * BUFFERS
         self._handed = self._written = 0
         self._pending: dict[str, int] = {}
         try:
@@ -530,10 +534,10 @@ class RecordStore:
     def records(self, start: int, stop: int) -> np.ndarray:
         """The buffer to fill with samples ``[start, stop)`` and pass to :meth:`write_records`: a record
         array whose fields are the record variables (e.g. ``records["jacobian"]``), padding zeroed.
-        Two buffers alternate, so a block may be filled while the one before it is written."""
+        The :data:`BUFFERS` buffers take turns, so records may be filled while earlier ones are written."""
         pre = self._begin(start) % _ALIGN  # room for the partial page before the block's first record
         size = (stop - start) * self.layout.record.itemsize
-        turn = self._handed % 2
+        turn = self._handed % len(self._buffers)
         if self._buffers[turn] is None or len(self._buffers[turn]) < pre + size:
             self._buffers[turn] = mmap.mmap(-1, -(-(pre + size) // _ALIGN) * _ALIGN)  # page-aligned, for direct I/O
         self._handed += 1
@@ -544,7 +548,7 @@ class RecordStore:
     def write_records(self, records: np.ndarray, start: int, stop: int, totals: Mapping[str, int]) -> None:
         """Write the filled ``records`` (from :meth:`records`) of samples ``[start, stop)`` in place and add
         ``totals`` (their counts) to the part's; ``start`` must be where the previous records ended."""
-        buffer = self._buffers[self._written % 2]
+        buffer = self._buffers[self._written % len(self._buffers)]
         base = np.frombuffer(buffer, np.uint8).ctypes.data if buffer is not None else None
         pre, begin = self._begin(start) % _ALIGN, self._begin(start)
         if start != self._next or len(records) != stop - start or records.ctypes.data != (base or 0) + pre:
@@ -632,8 +636,9 @@ def run_records(store: RecordStore, blocks: Sequence[Block], fill: Callable[[int
     samples (default: the whole block). ``fill(a, b, records)`` writes samples ``[a, b)`` into the
     record buffer ``records`` (:meth:`RecordStore.records`; its fields are the record variables, e.g.
     ``records["jacobian"]``); the writer thread then runs ``check(records)`` (it may edit them; it
-    returns their totals), hashes and writes them while the next slice is filled, and commits the
-    block after its last slice. Slices of a few MiB keep the two buffers small and the data in cache.
+    returns their totals), hashes and writes them while the next slices are filled (up to
+    ``BUFFERS - 1`` pending), and commits the block after its last slice. Slices of a few MiB keep the
+    buffers small and the data in cache.
     """
     done = store.done()
     todo = [blk for blk in blocks if blk not in done]
@@ -651,7 +656,7 @@ def run_records(store: RecordStore, blocks: Sequence[Block], fill: Callable[[int
         if b in ends:
             store.commit(*ends[b])
 
-    return _pipeline(blocks, todo, slices, compute, write, progress=progress, desc=desc)
+    return _pipeline(blocks, todo, slices, compute, write, progress=progress, desc=desc, depth=BUFFERS - 1)
 
 
 def _open_direct(path: Path) -> int | None:

@@ -3,7 +3,7 @@
 :func:`sweep` evaluates a :class:`~sensitivity.grids.Grid` (or one shard of it)
 block by block through a :class:`~sensitivity.jacobian.CompiledJacobian` and
 hands every finished block to the verified record store (:class:`sensitivity.store.RecordStore`),
-so memory is bounded by two blocks whatever the grid size, a killed run resumes
+so memory is bounded by a few slices of a block whatever the grid size, a killed run resumes
 where it stopped, and the final file appears only when every block is done and
 checked. The engine writes each block's values and Jacobians straight into the
 records of the file (``out=``), the store writes them in place and hashes them
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 
 #: Target size of one part file [bytes]; parts are whole multiples of the chunk size.
 PART_BYTES = 64 * 2**20
-#: Target size of one slice of a part [bytes] (whole chunks): what the engine fills while the slice before
-#: it is hashed and written; two such buffers instead of two parts' (64 MiB of fresh pages cost ~0.16 s
+#: Target size of one slice of a part [bytes] (whole chunks): what the engine fills while the slices before
+#: it are hashed and written; a few such buffers instead of two parts' (64 MiB of fresh pages cost ~0.16 s
 #: of kernel time on the development VM), and a slice stays in cache between the engine and the hash.
 SLICE_BYTES = 8 * 2**20
 
