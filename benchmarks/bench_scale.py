@@ -16,15 +16,15 @@ Usage: python benchmarks/bench_scale.py [--points 10000000] [--shards 2] [--dir 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import child_process
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -158,10 +158,7 @@ CHILDREN = {"sweep": child_sweep, "merge": child_merge, "read": child_read}
 
 
 def run_child(role: str, *args) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", role, json.dumps(args)], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{role} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_process.run(__file__, role, *args)
 
 
 def main() -> None:
@@ -172,9 +169,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the files")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        role, payload = args.child
-        print(json.dumps(CHILDREN[role](*json.loads(payload))))
+    if child_process.serve(args.child, CHILDREN):
         return
     work = Path(tempfile.mkdtemp(prefix="bench_scale_", dir=args.dir))
     try:

@@ -36,16 +36,16 @@ Usage: python benchmarks/bench_workflows.py [--only sweep scan mc posterior sobo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import child_process
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -307,11 +307,7 @@ def run_child(role: str, tree: str | None, *args) -> dict:
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH")])])
-    out = subprocess.run([sys.executable, __file__, "--child", role, json.dumps(args)], capture_output=True,
-                         text=True, env=env, cwd=ROOT)
-    if out.returncode != 0:
-        raise SystemExit(f"{role} {args} ({tree or 'this tree'}) failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_process.run(__file__, role, *args, env=env, cwd=str(ROOT))
 
 
 def both(trees: dict[str, str | None], role: str, *args) -> dict[str, dict]:
@@ -412,9 +408,7 @@ def main() -> None:
     parser.add_argument("--scan-max", type=int, default=22, help="largest sweep of the scan: 2^scan_max points")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        role, payload = args.child
-        print(json.dumps(CHILDREN[role](*json.loads(payload))))
+    if child_process.serve(args.child, CHILDREN):
         return
     work = Path(tempfile.mkdtemp(prefix="bench_workflows_", dir=args.dir))
     try:
