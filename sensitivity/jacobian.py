@@ -98,14 +98,26 @@ class CompiledJacobian:
         """How many times the values-only function has been traced."""
         return self._traces["value"]
 
-    def __call__(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Values and Jacobians at ``points [N, n_in]``: ``([N, *out], [N, *out, n_in])``."""
+    def __call__(self, points: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Values and Jacobians at ``points [N, n_in]``: ``([N, *out], [N, *out, n_in])``.
+
+        ``out``: the caller's arrays of those shapes (any dtype, byte order or strides, e.g. the fields of
+        a record buffer), filled chunk by chunk and returned: each chunk's numbers go from TensorFlow's
+        buffer straight into them, the only copy. Without it a call of one chunk returns that chunk's
+        arrays, and a longer one fills new arrays the same way.
+        """
         x = self._check(points)
         n, out_shape = x.shape[0], self.surrogate.output.shape
-        if n <= self.chunk_size:  # one chunk: its arrays are the result
-            return tuple(self._run(self._jacobian_fn, x))
-        values = np.empty((n, *out_shape), self.dtype)
-        jacobian = np.empty((n, *out_shape, self.surrogate.n_in), self.dtype)
+        shapes = ((n, *out_shape), (n, *out_shape, self.surrogate.n_in))
+        if out is None:
+            if n <= self.chunk_size:  # one chunk: its arrays are the result
+                return tuple(self._run(self._jacobian_fn, x))
+            out = (np.empty(shapes[0], self.dtype), np.empty(shapes[1], self.dtype))
+        elif tuple(np.shape(a) for a in out) != shapes:
+            raise ConfigError(f"`out` must be arrays of shapes {[list(s) for s in shapes]}, got "
+                              f"{[list(np.shape(a)) for a in out]}")
+        values, jacobian = out
         for start, chunk in _chunks(x, self.chunk_size):  # each chunk's buffers copied once, into the result
             stop = start + len(chunk)
             values[start:stop], jacobian[start:stop] = self._run(self._jacobian_fn, chunk, view=True)

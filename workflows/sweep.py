@@ -44,8 +44,8 @@ def run(cfg: DictConfig) -> Path:
     summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
                     num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
                     parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
-    log.info("sweep done: %d points in %.1f s (%.0f Jacobians/s including compilation) -> %s", summary.points,
-             summary.seconds, summary.jacobians_per_second, summary.path)
+    log.info("sweep done: %d points in %.1f s until the file was published (%.0f Jacobians/s, compilation and "
+             "writing included) -> %s", summary.points, summary.seconds, summary.jacobians_per_second, summary.path)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.sweep import sweep_figure
