@@ -147,7 +147,7 @@ def _posterior_inputs(space):
     """N(nominal, S) kept inside the bounds: std 5 % of each range, correlation 0.3 between neighbours."""
     import numpy as np
 
-    from sensitivity.analyses.propagation import truncated_gaussian_inputs
+    from sensitivity.analyses.inputs import truncated_gaussian_inputs
 
     std = 0.05 * (space.bounds[:, 1] - space.bounds[:, 0])
     corr = np.eye(len(space)) + 0.3 * (np.eye(len(space), k=1) + np.eye(len(space), k=-1))
@@ -187,7 +187,7 @@ def child_posterior() -> dict:
     """The posterior predictive of AR(1) chains around the nominal point, and the Hessian at one point."""
     import numpy as np
 
-    from sensitivity.analyses.posterior import predictive
+    from sensitivity.analyses.propagation import predictive
     from sensitivity.hessian import compile_hessian
 
     jac, space = _engine("demo")
@@ -247,7 +247,8 @@ def child_openturns(n: int, rounds: int) -> dict:
     import numpy as np
     import openturns as ot
 
-    from sensitivity.analyses.propagation import first_order, gaussian_inputs, monte_carlo
+    from sensitivity.analyses.inputs import gaussian_inputs
+    from sensitivity.analyses.propagation import first_order, monte_carlo
 
     ot.Log.Show(ot.Log.NONE)  # its covariance of 100 outputs from 6 inputs is singular, which it warns about
     jac, space = _engine("demo")

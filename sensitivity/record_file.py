@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 import xarray as xr
 
+from sensitivity.datasets.write import coordinate_encoding
 from sensitivity.errors import DataError
 
 #: The classic format written: CDF-2, 64-bit offsets.
@@ -145,7 +146,8 @@ def encode(template: xr.Dataset, dim: str, attrs: Mapping[str, Any]) -> tuple[He
     those of the non-record variables, up to where record 0 would begin.
     """
     ds = template.isel({dim: slice(0, 0)}).drop_attrs(deep=False).assign_attrs(attrs)
-    raw = bytes(ds.to_netcdf(None, engine="netcdf4", format=FORMAT, unlimited_dims=[dim]))
+    raw = bytes(ds.to_netcdf(None, engine="netcdf4", format=FORMAT, unlimited_dims=[dim],
+                             encoding=coordinate_encoding(ds)))
     header = parse(raw)
     end = header.records_begin if header.records_begin is not None else len(raw)
     return header, raw[header.data_begin : end].ljust(end - header.data_begin, b"\0")

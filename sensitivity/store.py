@@ -359,7 +359,11 @@ def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Bl
               desc: str, depth: int = 1) -> int:
     """``write(compute(a, b), a, b)`` for every unit ``[a, b)`` (the blocks ``todo`` of ``blocks``, or
     slices of them), in order: one writer thread beside the computation, at most ``depth`` writes
-    pending while a unit is computed; return the samples computed."""
+    pending while a unit is computed; return the samples computed.
+
+    A write that fails stops every write queued after it (nothing may land past a failed unit); the error is
+    raised in the computing thread at its next wait.
+    """
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -369,11 +373,22 @@ def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Bl
             tqdm(total=total, initial=total - sum(b - a for a, b in todo), unit="pt", unit_scale=True,
                  disable=not progress, desc=desc, file=sys.stderr) as bar:
         pending: deque[Future] = deque()
+        failed: list[BaseException] = []
+
+        def write_in_order(result: Any, a: int, b: int) -> None:
+            if failed:
+                return
+            try:
+                write(result, a, b)
+            except BaseException as err:
+                failed.append(err)
+                raise
+
         for a, b in units:
             while len(pending) > depth:
                 pending.popleft().result()  # re-raises a failed write
             result = compute(a, b)
-            pending.append(pool.submit(write, result, a, b))
+            pending.append(pool.submit(write_in_order, result, a, b))
             computed += b - a
             bar.update(b - a)
         while pending:

@@ -125,9 +125,12 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     """
     from sensitivity.datasets import content_hash
     from sensitivity.datasets.publish import ResultSet
+    from workflows.schema import workflow_keys
 
+    check_study(cfg)  # a bad space or output description is refused before the run directory is touched
     files = {str(p): content_hash(p) for p in (Path(str(i)) for i in inputs if i) if p.is_file()}
-    config = {k: v for k, v in plain(cfg).items() if k not in RUN_ONLY_KEYS}
+    own = workflow_keys(workflow)  # the other studies' sections an experiment file sets do not change this result
+    config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
                      fingerprint=fingerprint(config, sorted(files.values()), model_source_hash(cfg)),
                      replace=bool(cfg.get("replace_other_settings", False)),

@@ -256,6 +256,12 @@ def own_keys(schema: type) -> list[str]:
     return [f.name for f in dataclasses.fields(schema)]
 
 
+def workflow_keys(workflow: str) -> set[str]:
+    """The top-level keys of ``workflow``'s own schema (not the other studies' keys its config also holds)."""
+    register()
+    return set(own_keys(_SCHEMAS[workflow]))
+
+
 def study_schema(name: str, schemas: Dict[str, type]) -> type:
     """The schema workflow ``name`` composes with: its own keys, and every top-level key of the other
     workflows' schemas, typed ``Any`` and null.

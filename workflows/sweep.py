@@ -1,4 +1,10 @@
-"""Workflow `sweep`: values and Jacobians of a surrogate over a parameter grid -> sweep.nc."""
+"""Workflow `sweep`: values and Jacobians of a surrogate over a parameter grid -> sweep.nc.
+
+The sweep store writes ``sweep.nc`` in place in the run directory (resumable, locked, fingerprinted, its
+checksum recorded as it is written: :mod:`sensitivity.store`); the run's result set
+(:mod:`sensitivity.datasets.publish`) then adopts it with the figure under one manifest, so a rerun with the same
+settings does no work.
+"""
 from __future__ import annotations
 
 import logging
@@ -17,17 +23,35 @@ SCHEMA = SweepConf
 
 def run(cfg: DictConfig) -> Path:
     """Run the sweep described by ``cfg``; return the path of ``sweep.nc``."""
-    from sensitivity.datasets import check_disk_space, provenance
+    from sensitivity.datasets.write import recorded_checksum
     from sensitivity.grids import shard_bounds
 
     space = build.space_from(cfg)
     grid = build.grid_from(cfg, space)
     shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)  # fail before loading the model
-    surrogate = build.surrogate_from(cfg, space)
+    with build.result_set(cfg, "sweep", [cfg.grid.path if cfg.grid.kind == "file" else None]) as results:
+        if results.complete:
+            build.announce_complete(results, "sweep")
+            return results.path("sweep.nc")
+        out = _sweep(cfg, space, grid, results.path("sweep.nc"))
+        results.adopt(out.name, recorded_checksum(out))
+        if cfg.plots:
+            build.file_backend()
+            from sensitivity.plots.sweep import sweep_figure
+
+            log.info("figure: %s", results.path(sweep_figure(out, results.staging / "sweep.png").name))
+        results.publish()
+    return out
+
+
+def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
+    """Compute the sweep into ``out`` through the sweep store (resuming the verified parts of an interrupted run)."""
+    from sensitivity.datasets import check_disk_space, provenance
+    from sensitivity.grids import shard_bounds
     from sensitivity.sweep import sweep
 
+    surrogate = build.surrogate_from(cfg, space)
     jac = build.engine_from(cfg, surrogate)
-    out = build.output_dir(cfg) / "sweep.nc"
     start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
     n, m = surrogate.n_in, surrogate.output_size
     check_disk_space(out, (stop - start) * (n + m + m * n) * np.dtype(jac.dtype).itemsize, "this sweep")
@@ -46,10 +70,4 @@ def run(cfg: DictConfig) -> Path:
                     parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
     log.info("sweep done: %d points in %.1f s until the file was published (%.0f Jacobians/s, compilation and "
              "writing included) -> %s", summary.points, summary.seconds, summary.jacobians_per_second, summary.path)
-    if cfg.plots:
-        build.file_backend()
-        from sensitivity.plots.sweep import sweep_figure
-
-        figure = sweep_figure(summary.path, build.output_dir(cfg) / "sweep.png")
-        log.info("figure: %s", figure)
     return summary.path

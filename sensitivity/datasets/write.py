@@ -58,25 +58,40 @@ def checksum_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
+def recorded_checksum(path: str | Path) -> str | None:
+    """The checksum recorded beside ``path`` (``<path>.sha256``) as ``sha256:<hex>``; None when none was recorded."""
+    record = checksum_path(path)
+    if not record.is_file():
+        return None
+    words = record.read_text().split()
+    return f"sha256:{words[0]}" if words else None
+
+
 def verify_checksum(path: str | Path, sha256: str | None = None) -> bool | None:
     """Whether ``path`` matches its recorded checksum; None when none was recorded.
 
     ``sha256`` is the file's :func:`content_hash` when the caller has it already.
     """
-    record = checksum_path(path)
-    if not record.is_file():
+    recorded = recorded_checksum(path)
+    if recorded is None:
         return None
-    return record.read_text().split()[:1] == [(sha256 or content_hash(path)).removeprefix("sha256:")]
+    return recorded == (sha256 or content_hash(path))
 
 
 def _encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
-    """Object (string) variables as variable-length strings, and no fill value on a float dimension coordinate
-    (CF 2.5.1: coordinate variables must have no missing values); everything else as is."""
+    """Object (string) variables as variable-length strings, and :func:`coordinate_encoding`; everything else as
+    is."""
     encoding: dict[str, dict[str, Any]] = {name: {"dtype": str} for name, var in ds.variables.items()
                                            if var.dtype == object}
-    encoding.update({name: {"_FillValue": None} for name in ds.dims if name in ds.coords
-                     and ds[name].dtype.kind == "f" and "_FillValue" not in ds[name].encoding})
+    encoding.update(coordinate_encoding(ds))
     return encoding
+
+
+def coordinate_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """No fill value on a float dimension coordinate (CF 2.5.1: coordinate variables must have no missing values;
+    xarray gives every float variable a ``_FillValue`` by default), for every netCDF writer of a result."""
+    return {name: {"_FillValue": None} for name in ds.dims if name in ds.coords
+            and ds[name].dtype.kind == "f" and "_FillValue" not in ds[name].encoding}
 
 
 def write_bytes_atomic(data: bytes, path: str | Path) -> Path:

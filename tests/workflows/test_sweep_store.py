@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -10,7 +9,6 @@ import xarray as xr
 
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.store import PartStore
-from tests.helpers import CLI, ROOT
 from tests.helpers.functions import ishigami_jacobian
 from workflows import sweep
 
@@ -79,33 +77,6 @@ def test_flipped_bytes_in_a_part_are_recomputed(compose_config, tmp_path, monkey
 def test_more_shards_than_points_is_a_config_error(compose_config):
     with pytest.raises(ConfigError, match=r"shard 6 of 8 holds no points \(the grid has 4\); use at most 4 shards"):
         sweep.run(compose_config("sweep", ["grid.n=4", "grid.shard=6", "grid.num_shards=8", "plots=false"]))
-
-
-@pytest.mark.slow
-def test_a_second_concurrent_run_is_refused_and_the_first_completes(tmp_path):
-    # about 30 s of work after the first part: the second run needs ~10 s to start TensorFlow and reach the lock
-    args = ["sweep", "grid.n=262144", "jacobian.chunk_size=1024", "points_per_part=1024", "plots=false",
-            "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]
-    first = subprocess.Popen(CLI + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    parts = tmp_path / "run" / "sweep.nc.parts"
-    deadline = time.time() + 120
-    while not list(parts.glob("part-*.nc")) and time.time() < deadline and first.poll() is None:
-        time.sleep(0.05)
-    second = subprocess.run(CLI + args, cwd=ROOT, capture_output=True, text=True)
-    assert first.poll() is None, "the first run ended before the second started: make the grid larger"
-    assert second.returncode == 2, second.stderr[-2000:]
-    message = [line for line in (second.stdout + second.stderr).splitlines() if "being written by another run" in line]
-    assert len(message) == 1 and f"pid {first.pid}" in message[0] and "wait for it to finish" in message[0]
-    assert first.wait() == 0, first.stderr.read()[-2000:]
-    clean = sweep_clean(tmp_path, args)
-    xr.testing.assert_identical(values(tmp_path / "run" / "sweep.nc"), values(clean))
-
-
-def sweep_clean(tmp_path, args):
-    done = subprocess.run(CLI + [*args[:-1], f"hydra.run.dir={tmp_path / 'clean'}"], cwd=ROOT, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return tmp_path / "clean" / "sweep.nc"
 
 
 def test_a_nan_value_has_a_nan_jacobian_and_both_are_counted(compose_config):

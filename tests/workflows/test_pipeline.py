@@ -1,0 +1,102 @@
+"""`sensitivity run experiment=study` on the study `init` writes: one command end to end, a rerun that does no
+work and says so, a changed setting that reruns exactly the stages it reaches, and a kill mid-pipeline whose
+rerun ends equal to an uninterrupted run."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from tests.helpers import CLI
+
+pytestmark = pytest.mark.slow
+
+#: The stages of init's template (workflows/init.py) and what each is fed: sweep -> propagate, sweep -> indices.
+STAGES = ("sweep", "propagate", "indices")
+#: Small, fast settings for every stage (command-line overrides of `run` are passed to every stage).
+SMALL = ["grid.n=256", "sobol.n=256", "propagation.n_samples=2048", "plots=false", "progress=false"]
+
+
+def study_folder(tmp_path: Path) -> Path:
+    done = subprocess.run(CLI + ["init", str(tmp_path / "study")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "study"
+
+
+def run(study: Path, *extra: str, directory: str = "") -> subprocess.CompletedProcess:
+    where = [f"hydra.run.dir={directory}"] if directory else []
+    done = subprocess.run(CLI + ["run", "experiment=study", *SMALL, *where, *extra], cwd=study, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def published(run_dir: Path) -> dict[str, int]:
+    """Stage -> when its manifest was last written [ns]: a stage that ran publishes a new one."""
+    return {s: (run_dir / s / "manifest.json").stat().st_mtime_ns for s in STAGES}
+
+
+def skipped(done: subprocess.CompletedProcess) -> list[str]:
+    """The stages whose log line says they found their complete result (nothing to do)."""
+    lines = (done.stdout + done.stderr).splitlines()
+    return [s for s in STAGES if any(f"- {s}: " in line and "nothing to do" in line for line in lines)]
+
+
+def data_of(path: Path) -> xr.Dataset:
+    with xr.open_dataset(path) as ds:
+        return ds.load().drop_attrs(deep=False)
+
+
+def test_a_study_runs_end_to_end_then_skips_then_reruns_what_a_change_reaches(tmp_path):
+    study = study_folder(tmp_path)
+    first = run(study)
+    run_dir = study / "outputs" / "run" / "study"
+    assert skipped(first) == []
+    assert (run_dir / "report.html").is_file()
+    for stage, name in zip(STAGES, ("sweep.nc", "propagation.nc", "indices.nc")):
+        assert (run_dir / stage / name).is_file()
+    before = published(run_dir)
+
+    second = run(study)
+    assert skipped(second) == list(STAGES), second.stderr[-3000:]  # every stage says it has nothing to do
+    assert published(run_dir) == before
+
+    third = run(study, "propagation.n_samples=1024")  # a propagate setting: propagate alone reruns
+    after = published(run_dir)
+    assert skipped(third) == ["sweep", "indices"]
+    assert [s for s in STAGES if after[s] != before[s]] == ["propagate"]
+
+    fourth = run(study, "propagation.n_samples=1024", "grid.n=128")  # the sweep, and both stages it feeds
+    assert skipped(fourth) == []
+    assert all(published(run_dir)[s] != after[s] for s in STAGES)
+
+    forced = run(study, "propagation.n_samples=1024", "grid.n=128", "force=[indices]")
+    assert skipped(forced) == ["sweep", "propagate"]
+
+
+def test_a_kill_mid_pipeline_then_a_rerun_equals_an_uninterrupted_run(tmp_path):
+    study = study_folder(tmp_path)
+    killed, clean = study / "killed", study / "clean"
+    process = subprocess.Popen(CLI + ["run", "experiment=study", *SMALL, f"hydra.run.dir={killed}"], cwd=study,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while not (killed / "propagate").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the sweep is published, the next stage has started
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (killed / "sweep" / "manifest.json").is_file() and not (killed / "indices" / "manifest.json").exists()
+    resumed = run(study, directory=str(killed))
+    assert "sweep" in skipped(resumed)
+    run(study, directory=str(clean))
+    for stage in STAGES:
+        files = json.loads((killed / stage / "manifest.json").read_text())["files"]
+        assert set(files) == set(json.loads((clean / stage / "manifest.json").read_text())["files"])
+        for name in (n for n in files if n.endswith(".nc")):
+            xr.testing.assert_allclose(data_of(killed / stage / name), data_of(clean / stage / name), rtol=0,
+                                       atol=0)
