@@ -1,11 +1,13 @@
-"""Surrogates: a Keras file, a TF SavedModel, or an importable TF-traceable function.
+"""Surrogates: a Keras file, a TF SavedModel, an importable TF-traceable function, or an ensemble of Keras files.
 
 :func:`load_surrogate` turns any of them into a :class:`Surrogate`: a
 TensorFlow-traceable map from physical parameters ``[B, n_in]`` to physical
 outputs ``[B, *output.shape]``, with the input and output names and units, and a
 content hash for provenance. Input/output scaling (from the config, or the
 :mod:`sensitivity.scaling` layers saved inside a trained model) is folded into
-that map, so the compiled Jacobian is in physical units.
+that map, so the compiled Jacobian is in physical units. An ensemble directory
+(:mod:`sensitivity.ensemble`) loads as one surrogate whose map is the mean of its members, with the
+members kept beside it (``members``, ``member_fn``) for the analyses that report their spread.
 """
 from __future__ import annotations
 
@@ -48,7 +50,11 @@ class Surrogate:
     source
         Where it came from (path or ``module:function``).
     content_hash
-        SHA-256 of the model file(s) or function source and arguments, for provenance.
+        SHA-256 of the model file(s) or function source and arguments, for provenance; of its manifest for an
+        ensemble (which records every member's).
+    members
+        An ensemble's members, each a single-model :class:`Surrogate` (``fn`` is then their mean); empty for
+        one model.
     """
 
     fn: Callable[[Any], Any]
@@ -58,6 +64,7 @@ class Surrogate:
     dtype: str
     source: str
     content_hash: str
+    members: tuple["Surrogate", ...] = ()
 
     @property
     def n_in(self) -> int:
@@ -66,6 +73,17 @@ class Surrogate:
     @property
     def output_size(self) -> int:
         return self.output.size
+
+    @property
+    def n_members(self) -> int:
+        """Members of an ensemble ``K`` (1 for a single model)."""
+        return max(1, len(self.members))
+
+    def member_fn(self, x: Any) -> Any:
+        """Every member's outputs at ``x [B, n_in]``: ``[K, B, *output.shape]`` (``K = 1`` for a single model)."""
+        import tensorflow as tf
+
+        return tf.stack([m.fn(x) for m in self.members]) if self.members else self.fn(x)[None]
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         """Evaluate eagerly on ``[N, n_in]`` points (no compilation: use the engine for speed)."""
@@ -90,9 +108,10 @@ def load_surrogate(
     Parameters
     ----------
     source
-        A ``.keras`` file (loaded with ``safe_mode=True``), a TF SavedModel directory, an importable
-        ``"package.module:function"`` string, or a Python callable; functions take ``x [B, n_in]`` and
-        return ``[B, ...]`` with TensorFlow ops.
+        A ``.keras`` file (loaded with ``safe_mode=True``), a TF SavedModel directory, an ensemble directory
+        of ``.keras`` members with its manifest (:mod:`sensitivity.ensemble`; every member's hash verified), an
+        importable ``"package.module:function"`` string, or a Python callable; functions take ``x [B, n_in]``
+        and return ``[B, ...]`` with TensorFlow ops.
     input_names, input_units
         Parameter names and units in input order. Optional for a model trained by this package (they are
         stored inside it); when both are given they must agree.
@@ -118,8 +137,13 @@ def load_surrogate(
     """
     import tensorflow as tf
 
+    from sensitivity.ensemble import is_ensemble
+
     if dtype not in DTYPES:
         raise ConfigError(f"`dtype` must be one of {DTYPES}, got {dtype!r}")
+    if not callable(source) and is_ensemble(source):
+        return _load_ensemble(Path(source), input_names=input_names, input_units=input_units, output=output,
+                              scaling=scaling, dtype=dtype)
     fn, meta, content_hash, label = _load_callable(source, dtype, dict(kwargs or {}), trusted)
     names = _reconcile("input_names", meta.get("input_names"), input_names)
     units = _reconcile("input_units", meta.get("input_units"), input_units)
@@ -157,6 +181,32 @@ def load_surrogate(
             f"{list(spec.shape)} (dims {list(spec.dim_names)})"
         )
     return Surrogate(fn, tuple(names), tuple(units), spec, dtype, label, content_hash)
+
+
+def _load_ensemble(path: Path, **options: Any) -> Surrogate:
+    """The ensemble directory ``path`` as one surrogate: the mean of its verified members, which it keeps.
+
+    Every member must declare the same inputs, units and outputs (checked here, naming the member).
+    """
+    import tensorflow as tf
+
+    from sensitivity.ensemble import read_manifest
+
+    manifest = read_manifest(path)
+    members = tuple(load_surrogate(file, **options) for file in manifest.members)
+    first = members[0]
+    for k, member in enumerate(members[1:], start=1):
+        for what in ("input_names", "input_units", "output", "dtype"):
+            if getattr(member, what) != getattr(first, what):
+                raise ModelError(f"surrogate ensemble {path}: member {k} has {what} {getattr(member, what)!r}, "
+                                 f"member 0 {getattr(first, what)!r}")
+    scale = 1.0 / len(members)
+
+    def mean(x: Any) -> Any:
+        return tf.add_n([m.fn(x) for m in members]) * tf.constant(scale, x.dtype)
+
+    return Surrogate(mean, first.input_names, first.input_units, first.output, first.dtype, str(path),
+                     manifest.content_hash, members)
 
 
 def _one_column(fn: Callable) -> Callable:

@@ -38,7 +38,8 @@ WORKFLOWS = {
 SUMMARIES = {
     "run": "the default study: sweep, calibrate, posterior, propagate and indices of the SEIR demo surrogate",
     "sweep": "values and Jacobians of a surrogate over a parameter grid -> sweep.nc",
-    "train": "fit a Keras MLP surrogate to a simulator or a dataset -> surrogate.keras, training.nc",
+    "train": "fit an ensemble of Keras MLP surrogates (or one) to a simulator or a dataset -> surrogate.ensemble/ "
+             "(surrogate.keras), training.nc",
     "calibrate": "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations "
                  "-> calibration.nc",
     "posterior": "posterior of a calibration by batched NUTS chains (TensorFlow Probability) -> posterior.nc",

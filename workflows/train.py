@@ -1,4 +1,9 @@
-"""Workflow `train`: fit a Keras MLP surrogate -> surrogate.keras and training.nc (samples + validation report).
+"""Workflow `train`: fit a Keras MLP surrogate, or an ensemble of them -> surrogate.keras (or surrogate.ensemble/)
+and training.nc (samples + validation report).
+
+With ``training.members`` K > 1 (the default, 5) K networks are trained from seeds ``seed + k`` on bootstrap
+resamples of the training samples and saved as one ensemble directory with a manifest of their hashes
+(:mod:`sensitivity.ensemble`), which every workflow loads as ``model.source`` like one model.
 
 The samples come from a simulator run on the ``grid`` design (``training.simulator``,
 a batched ``package.module:function`` mapping ``[N, n]`` parameters to ``[N, *out]``
@@ -61,7 +66,8 @@ SCHEMA = TrainConf
 
 
 def run(cfg: DictConfig) -> Path:
-    """Train, save, validate and report; return the path of ``surrogate.keras``."""
+    """Train, save, validate and report; return the path of ``surrogate.keras`` (``surrogate.ensemble`` for an
+    ensemble of ``training.members`` > 1)."""
     t = cfg.training
     space = build.space_from(cfg)
     log_inputs = t.log_inputs if t.log_inputs is not None else [p.name for p in space.parameters if p.scale == "log"]
@@ -78,7 +84,7 @@ def run(cfg: DictConfig) -> Path:
     from sensitivity.training import train_surrogate
 
     out_dir = build.output_dir(cfg)
-    trained = train_surrogate(x, y, out_dir / "surrogate.keras", space=space, output=output, network=network,
+    trained = train_surrogate(x, y, out_dir, space=space, output=output, network=network,
                               plan=plan, engine=engine, thresholds=thresholds, simulator=simulator, seed=cfg.seed,
                               log_every=t.log_every if cfg.progress else None)
     model_path = trained.path
@@ -145,9 +151,15 @@ def _output_spec(cfg: DictConfig, shape: tuple[int, ...]):
 
 
 def _export(paths: list[Path], directory: Path) -> None:
-    """Copy ``paths`` into ``directory``, each atomically: a failed copy leaves no partial file there."""
-    from sensitivity.datasets import copy_atomic
+    """Copy ``paths`` (files, or an ensemble directory) into ``directory``, each atomically: a failed copy leaves
+    no partial file there."""
+    import shutil
+
+    from sensitivity.datasets import copy_atomic, write_directory_atomic
 
     for p in paths:
-        copy_atomic(p, directory / p.name)
+        if p.is_dir():
+            write_directory_atomic(directory / p.name, lambda tmp, source=p: shutil.copytree(source, tmp))
+        else:
+            copy_atomic(p, directory / p.name)
     log.info("exported %s to %s", ", ".join(p.name for p in paths), directory)

@@ -26,8 +26,8 @@ from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, Train
 from sensitivity.simulation import Simulator
 from sensitivity.space import ParameterSpace
 from sensitivity.training import validation
-from sensitivity.training.fit import FitResult, fit, split_samples
-from sensitivity.training.report import report_dataset
+from sensitivity.training.fit import FitResult, Split, fit, split_samples
+from sensitivity.training.report import MemberReport, report_dataset
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class TrainedSurrogate:
     Attributes
     ----------
     path
-        The saved model file.
+        The saved model: ``surrogate.keras``, or the ensemble directory ``surrogate.ensemble``.
     surrogate
         The model loaded back from ``path`` (what every analysis of it sees).
     report
@@ -63,7 +63,7 @@ class TrainedSurrogate:
 def train_surrogate(
     x: np.ndarray,
     y: np.ndarray,
-    path: str | Path,
+    directory: str | Path,
     *,
     space: ParameterSpace,
     output: OutputSpec,
@@ -75,7 +75,7 @@ def train_surrogate(
     seed: int = 0,
     log_every: int | None = None,
 ) -> TrainedSurrogate:
-    """Train a surrogate of ``y = f(x)``, save it to ``path``, reload it and report how well it fits.
+    """Train a surrogate (or an ensemble) of ``y = f(x)``, save it, reload it and report how well it fits.
 
     Parameters
     ----------
@@ -83,16 +83,17 @@ def train_surrogate(
         ``[N, n]`` parameter samples in physical units, in the order of ``space``.
     y
         ``[N, *output.shape]`` simulator outputs in physical units.
-    path
-        The ``.keras`` file to write (replaced atomically).
+    directory
+        Where to write ``surrogate.keras`` (``plan.members == 1``) or the ensemble directory
+        ``surrogate.ensemble`` (:mod:`sensitivity.ensemble`), replaced atomically.
     space
         The parameters: names and units stored in the model; bounds and scales of the derivative check.
     output
         The output description stored in the model.
     network
-        Architecture and optimiser.
+        Architecture and optimiser of every member.
     plan
-        Split and derivative check.
+        Split, ensemble (``members``, ``bootstrap``) and derivative check.
     engine
         How the validation compiles the reloaded model's Jacobian (its dtype is the reload's).
     thresholds
@@ -101,46 +102,95 @@ def train_surrogate(
         The batched simulator the samples came from: the test Jacobians are checked against its float64 central
         differences (``plan.derivative_points`` points, ``2 n`` runs each). None: values only.
     seed
-        Seeds the split, the weights and the batch order.
+        Seeds the split; member ``k`` is trained (and resampled) with seed ``seed + k``.
     log_every
         Log one progress line every this many epochs (None: silent).
 
     Returns
     -------
     TrainedSurrogate
+        The errors reported are the ensemble mean's (the model every analysis uses); for an ensemble the report
+        adds each member's test RMSE and the members' spread (:class:`~sensitivity.training.report.MemberReport`).
     """
-    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.ensemble_engine import compile_ensemble
     from sensitivity.surrogate import load_surrogate
 
     split = split_samples(len(x), plan.validation_fraction, plan.test_fraction, seed)
-    log.info("train: %d samples (%d train, %d validation, %d test), MLP %s %s, up to %d epochs", len(x),
-             len(split.train), len(split.validation), len(split.test), list(network.hidden), network.activation,
-             network.epochs)
-    result = fit(x, y, split, names=space.names, units=space.units, output=output, settings=network, seed=seed,
-                 log_every=log_every)
-    log.info("trained in %.1f s: best validation loss %.3e at epoch %d of %d", result.seconds,
-             result.history["val_loss"][result.best_epoch - 1], result.best_epoch, len(result.history["loss"]))
-    path = save_model(result.model, Path(path))
+    splits = [split] if plan.members == 1 or not plan.bootstrap else \
+        [_bootstrap(split, seed + k) for k in range(plan.members)]
+    splits += [split] * (plan.members - len(splits))  # members without resampling share the split
+    log.info("train: %d samples (%d train, %d validation, %d test), %d x MLP %s %s, up to %d epochs", len(x),
+             len(split.train), len(split.validation), len(split.test), plan.members, list(network.hidden),
+             network.activation, network.epochs)
+    fits = []
+    for k, member_split in enumerate(splits):
+        result = fit(x, y, member_split, names=space.names, units=space.units, output=output, settings=network,
+                     seed=seed + k, log_every=log_every)
+        log.info("%strained in %.1f s: best validation loss %.3e at epoch %d of %d",
+                 f"member {k}: " if plan.members > 1 else "", result.seconds,
+                 result.history["val_loss"][result.best_epoch - 1], result.best_epoch, len(result.history["loss"]))
+        fits.append(result)
+    path = _save(fits, Path(directory), seed, plan)
     surrogate = load_surrogate(path, input_names=space.names, input_units=space.units, output=output,
                                dtype=engine.dtype)
-    jac = compile_jacobian(surrogate, **{k: v for k, v in dataclasses.asdict(engine).items() if k != "dtype"})
-    values = validation.value_errors(y[split.test], jac.values(x[split.test]))
+    ensemble = compile_ensemble(surrogate, **{k: v for k, v in dataclasses.asdict(engine).items() if k != "dtype"})
+    member_values = ensemble.values(x[split.test])  # [K, T, *out]
+    values = validation.value_errors(y[split.test], member_values.mean(axis=0))
     derivatives, checked = None, None
     if simulator is not None and plan.derivative_points:
         checked = split.test[: plan.derivative_points]
         scale = validation.unit_cube_scale(space, x[checked])
         reference = validation.central_differences(simulator, x[checked], plan.fd_step * scale)
-        derivatives = validation.derivative_errors(jac(x[checked])[1], reference, scale)
+        derivatives = validation.derivative_errors(ensemble(x[checked])[1].mean(axis=0), reference, scale)
     else:
         log.info("no simulator: derivative fidelity not checked (give one to difference)")
+    members = None if plan.members == 1 else _member_report(y[split.test], member_values, splits, len(x))
     report = report_dataset(x, y, split, names=space.names, units=space.units, output=output, values=values,
-                            history=result.history, derivatives=derivatives, check_samples=checked,
-                            parameter_long_names=[p.long_name for p in space.parameters])
+                            history=_histories(fits), derivatives=derivatives, check_samples=checked,
+                            parameter_long_names=[p.long_name for p in space.parameters], members=members)
     summary = validation.summary_lines(values, derivatives, space.names)
-    report.attrs.update(validation="\n".join(summary), training_seconds=f"{result.seconds:.1f}",
-                        best_epoch=str(result.best_epoch))
+    if members is not None:
+        summary.append(f"ensemble of {plan.members}: member test RMSE max {np.nanmax(members.rmse):.4g}; spread of the "
+                       f"members {np.nanmedian(members.spread / values.rmse):.2f} x the mean's RMSE (median over "
+                       "outputs)")
+    report.attrs.update(validation="\n".join(summary), training_seconds=f"{sum(f.seconds for f in fits):.1f}",
+                        best_epoch=" ".join(str(f.best_epoch) for f in fits), members=str(plan.members))
     warnings = validation.fidelity_warnings(values, derivatives, space.names, thresholds)
-    return TrainedSurrogate(path, surrogate, report, (result,), tuple(summary), tuple(warnings))
+    return TrainedSurrogate(path, surrogate, report, tuple(fits), tuple(summary), tuple(warnings))
+
+
+def _bootstrap(split: Split, seed: int) -> Split:
+    """``split`` with its training samples replaced by a bootstrap resample of them (with replacement)."""
+    rng = np.random.default_rng(seed)
+    return Split(np.sort(rng.choice(split.train, size=len(split.train), replace=True)), split.validation, split.test)
+
+
+def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan) -> Path:
+    """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest."""
+    from sensitivity.ensemble import write_ensemble
+
+    if len(fits) == 1:
+        return save_model(fits[0].model, directory / "surrogate.keras")
+    records = [{"seed": seed + k, "bootstrap": plan.bootstrap, "best_epoch": f.best_epoch} for k, f in enumerate(fits)]
+    return write_ensemble(directory / "surrogate.ensemble", lambda k, file: fits[k].model.save(file), records,
+                          info={"trained_by": "sensitivity.training.train_surrogate"})
+
+
+def _histories(fits: list[FitResult]) -> dict[str, np.ndarray]:
+    """The training curves: one member's ``[epochs]``, or ``[K, epochs]`` padded with NaN after a member stopped."""
+    if len(fits) == 1:
+        return fits[0].history
+    longest = max(len(f.history["loss"]) for f in fits)
+    return {key: np.array([np.pad(f.history[key], (0, longest - len(f.history[key])), constant_values=np.nan)
+                           for f in fits]) for key in fits[0].history}
+
+
+def _member_report(y_test: np.ndarray, member_values: np.ndarray, splits: list[Split], n: int) -> MemberReport:
+    """Each member's test RMSE, the members' spread on the test samples and the bootstrap counts."""
+    rmse = np.sqrt(((member_values - y_test[None]) ** 2).mean(axis=1))
+    spread = np.sqrt(member_values.var(axis=0, ddof=1).mean(axis=0))
+    counts = np.array([np.bincount(s.train, minlength=n) for s in splits])
+    return MemberReport(rmse, spread, counts)
 
 
 def save_model(model: Any, path: Path) -> Path:

@@ -1,6 +1,7 @@
 """The training samples and the validation report of a surrogate as one labeled dataset (training.nc)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,20 +17,39 @@ from sensitivity.training.validation import DerivativeErrors, ValueErrors
 SUBSETS = ("train", "validation", "test")
 
 
+@dataclass(frozen=True)
+class MemberReport:
+    """How the members of an ensemble did, beside the ensemble mean's errors.
+
+    ``rmse [K, *out]`` each member's test RMSE; ``spread [*out]`` the members' standard deviation on the test
+    samples (root mean square over them), the ensemble's own estimate of its error, to read against the mean's
+    ``rmse``; ``bootstrap_counts [K, N]`` how often each sample is in member ``k``'s training resample.
+    """
+
+    rmse: np.ndarray
+    spread: np.ndarray
+    bootstrap_counts: np.ndarray
+
+
 def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], units: Sequence[str],
                    output: OutputSpec, values: ValueErrors, history: dict[str, np.ndarray],
                    derivatives: DerivativeErrors | None = None, check_samples: np.ndarray | None = None,
-                   parameter_long_names: Sequence[str] | None = None) -> xr.Dataset:
+                   parameter_long_names: Sequence[str] | None = None,
+                   members: MemberReport | None = None) -> xr.Dataset:
     """The training samples and the validation report as one labeled dataset.
 
     Variables: ``x(sample, parameter)``, ``<output.name>(sample, *out)``, ``subset(sample)``,
     ``rmse``/``max_error``/``r2`` over the test samples ``(*out)``, the training curves over ``epoch``
+    (``(member, epoch)`` for an ensemble, NaN after a member stopped: ``history`` arrays ``[K, epochs]``)
     and, when derivatives were checked, ``jacobian_error(check)``, ``jacobian_column_error(check, parameter)``
-    and ``jacobian_parameter_error(parameter)`` with ``check_sample(check)`` the samples checked.
+    and ``jacobian_parameter_error(parameter)`` with ``check_sample(check)`` the samples checked. For an
+    ensemble (``members``), the errors are the ensemble mean's, and ``member_rmse(member, *out)``,
+    ``member_spread(*out)`` and ``bootstrap_count(member, sample)`` are added.
     """
     out_dims = list(output.dim_names)
     unit_attrs = units_attrs(output.units, "output_units")
-    n_epochs = len(history["loss"])
+    n_epochs = np.shape(history["loss"])[-1]
+    curve_dims = ("member", "epoch") if np.ndim(history["loss"]) == 2 else ("epoch",)
     coords: dict[str, Any] = {
         "sample": xr.Variable("sample", np.arange(len(x), dtype=np.int32), {"long_name": "sample index", "units": "1"}),
         "epoch": xr.Variable("epoch", np.arange(1, n_epochs + 1, dtype=np.int32), {"long_name": "training epoch",
@@ -58,7 +78,19 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
                            ("val_loss", "validation loss (mean squared error of normalised outputs)"),
                            ("learning_rate", "learning rate")):
         if key in history:
-            data[key] = ("epoch", history[key], {"long_name": long_name, "units": "1"})
+            data[key] = (curve_dims, history[key], {"long_name": long_name, "units": "1"})
+    if members is not None:
+        coords["member"] = xr.Variable("member", np.arange(len(members.rmse), dtype=np.int32),
+                                       {"long_name": "member of the ensemble", "units": "1"})
+        data.update(
+            member_rmse=(("member", *out_dims), members.rmse,
+                         {"long_name": "root-mean-square error of each member on the test samples", **unit_attrs}),
+            member_spread=(out_dims, members.spread,
+                           {"long_name": "standard deviation of the members on the test samples (root mean square "
+                                         "over them): the ensemble's estimate of its error", **unit_attrs}),
+            bootstrap_count=(("member", "sample"), members.bootstrap_counts.astype(np.int16),
+                             {"long_name": "times the sample is in the member's training resample", "units": "1"}),
+        )
     if derivatives is not None:
         coords["check"] = xr.Variable("check", np.arange(len(derivatives.per_point), dtype=np.int32),
                                       {"long_name": "index of a derivative check point", "units": "1"})
