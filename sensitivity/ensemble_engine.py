@@ -11,7 +11,9 @@ stacked kernels, one batched matmul per layer); other ensembles stack each membe
 The results come back member-major, ``[K, N, *out]`` and ``[K, N, *out, n_in]``
 (:meth:`CompiledEnsemble.__call__`), or as the flat member-major views the analyses stack into one output
 axis, ``[N, K m]`` with column ``k m + j`` member ``k``'s output ``j`` (:meth:`CompiledEnsemble.stacked_values`).
-The ensemble's prediction, the mean of its members, is the surrogate itself:
+An ensemble whose manifest calibrates its spread (``spread_scale``, :mod:`sensitivity.ensemble`) returns its members
+spread about their mean by that factor per output (:func:`sensitivity.surrogate.recentred`), values and
+Jacobians alike. The ensemble's prediction, the mean of its members, is the surrogate itself:
 :func:`sensitivity.jacobian.compile_jacobian` of the ensemble compiles the mean on the same stacked chain.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ from sensitivity.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chun
                                   jacobian_functions, resolve_mode)
 from sensitivity.member_path import MemberChain, member_chain
 from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
-from sensitivity.surrogate import Surrogate
+from sensitivity.surrogate import Surrogate, recentred
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,18 @@ class CompiledEnsemble:
         n = values.shape[1]
         return (np.ascontiguousarray(values.transpose(1, 0, 2)).reshape(n, -1),
                 np.ascontiguousarray(jacobian.transpose(1, 0, 2, 3)).reshape(n, -1, jacobian.shape[-1]))
+
+    def member_function(self, k: int) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """Member ``k``'s flat ``value_and_jacobian`` ``[N, n_in] -> ([N, m], [N, m, n_in])`` (computed with all
+        members: for the small calls of a calibration, where one member's own engine would save little)."""
+        if not 0 <= k < self.members:
+            raise ConfigError(f"`k` must be a member index in [0, {self.members}), got {k!r}")
+
+        def value_and_jacobian(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values, jacobian = self._evaluate("jacobian", points)
+            return values[k], jacobian[k]
+
+        return value_and_jacobian
 
     def iter_chunks(self, points: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """Yield ``(start, values [K, n, *out], jacobian [K, n, *out, n_in])`` per chunk of ``points``."""
@@ -146,6 +160,10 @@ def compile_ensemble(
     else:
         kind, reason = "stacked", f"each member's own function in one call ({chain})"
         values_fn, jacobian_fn = _stacked_functions(members, resolved)
+    if surrogate.spread_scale:
+        values_fn, jacobian_fn = _recentring(values_fn, jacobian_fn, np.asarray(surrogate.spread_scale),
+                                             surrogate.dtype)
+        reason += "; members spread about their mean by the ensemble's calibration"
     log.info("%s: ensemble engine, %s mode: %s", surrogate.source, resolved, reason)
     traces = {"jacobian": 0, "values": 0}
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
@@ -177,6 +195,33 @@ def compile_ensemble(
         raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
     return CompiledEnsemble(surrogate, k, resolved, kind, xla, surrogate.dtype, chunk_size, functions, traces,
                             path_reason=reason)
+
+
+def stacked_model(surrogate: Surrogate) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The members side by side as one TF model ``x [B, n_in] -> [B, K m]``, member-major (column ``k m + j``), as
+    :meth:`CompiledEnsemble.stacked_values` returns them: what a compiled Hessian of every member differentiates."""
+    k = surrogate.n_members
+
+    def stacked(x: tf.Tensor) -> tf.Tensor:
+        members = tf.reshape(surrogate.member_fn(x), [k, tf.shape(x)[0], -1])
+        return tf.reshape(tf.transpose(members, [1, 0, 2]), [tf.shape(x)[0], -1])
+
+    return stacked
+
+
+def _recentring(values_fn: Callable, jacobian_fn: Callable, scale: np.ndarray, dtype: str) -> tuple[Callable, Callable]:
+    """The stacked functions with the members spread about their mean by ``scale [m]``
+    (:func:`sensitivity.surrogate.recentred`; Jacobian rows by the same factor as their output)."""
+    factor = tf.constant(scale, dtype)
+
+    def values(x: tf.Tensor) -> tf.Tensor:
+        return recentred(values_fn(x), factor)
+
+    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        v, j = jacobian_fn(x)
+        return recentred(v, factor), recentred(j, factor[:, None])
+
+    return values, value_and_jacobian
 
 
 def _stacked_functions(members: tuple[Surrogate, ...], mode: str) -> tuple[Callable, Callable]:

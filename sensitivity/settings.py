@@ -131,6 +131,11 @@ class TrainingPlan:
         Train each member of an ensemble on its own bootstrap resample of the training samples (drawn with
         replacement; validation and test samples are shared), so that the members' spread carries the
         sampling error of the data as well as that of the initialisation.
+    calibrate_spread
+        Scale an ensemble's spread, per output, so that on the validation samples the predictive variance
+        ``(1 + 1/K) s^2`` of the members matches the ensemble mean's squared error (:mod:`sensitivity.ensemble`;
+        recorded in the manifest as ``spread_scale``). Deep ensembles are often over-confident; the test samples
+        then check the calibrated spread against the errors it did not see.
     """
 
     validation_fraction: float = 0.15
@@ -139,6 +144,7 @@ class TrainingPlan:
     fd_step: float = 1.0e-3
     members: int = 5
     bootstrap: bool = True
+    calibrate_spread: bool = True
 
     def __post_init__(self) -> None:  # the fractions are checked where the samples are split
         if isinstance(self.derivative_points, bool) or not isinstance(self.derivative_points, int) \

@@ -55,6 +55,9 @@ class Surrogate:
     members
         An ensemble's members, each a single-model :class:`Surrogate` (``fn`` is then their mean); empty for
         one model.
+    spread_scale
+        An ensemble's calibration of its spread, one factor per flat output (:mod:`sensitivity.ensemble`): every
+        analysis sees the members spread about their mean by it (:func:`recentred`); empty: as trained.
     """
 
     fn: Callable[[Any], Any]
@@ -65,6 +68,7 @@ class Surrogate:
     source: str
     content_hash: str
     members: tuple["Surrogate", ...] = ()
+    spread_scale: tuple[float, ...] = ()
 
     @property
     def n_in(self) -> int:
@@ -80,10 +84,26 @@ class Surrogate:
         return max(1, len(self.members))
 
     def member_fn(self, x: Any) -> Any:
-        """Every member's outputs at ``x [B, n_in]``: ``[K, B, *output.shape]`` (``K = 1`` for a single model)."""
+        """Every member's outputs at ``x [B, n_in]``: ``[K, B, *output.shape]`` (``K = 1`` for a single model),
+        spread about their mean by ``spread_scale``."""
         import tensorflow as tf
 
-        return tf.stack([m.fn(x) for m in self.members]) if self.members else self.fn(x)[None]
+        if not self.members:
+            return self.fn(x)[None]
+        stacked = tf.stack([m.fn(x) for m in self.members])
+        if not self.spread_scale:
+            return stacked
+        return recentred(stacked, tf.constant(np.reshape(self.spread_scale, self.output.shape), x.dtype))
+
+
+def recentred(stacked: Any, scale: Any) -> Any:
+    """Members ``[K, B, ...]`` spread about their mean by ``scale`` (broadcast over their trailing axes):
+    ``mean + scale (y_k - mean)``. The mean is unchanged; the members' deviations from it, values and Jacobians
+    alike, are multiplied by ``scale``."""
+    import tensorflow as tf
+
+    mean = tf.reduce_mean(stacked, axis=0, keepdims=True)
+    return mean + scale * (stacked - mean)
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         """Evaluate eagerly on ``[N, n_in]`` points (no compilation: use the engine for speed)."""
@@ -200,13 +220,17 @@ def _load_ensemble(path: Path, **options: Any) -> Surrogate:
             if getattr(member, what) != getattr(first, what):
                 raise ModelError(f"surrogate ensemble {path}: member {k} has {what} {getattr(member, what)!r}, "
                                  f"member 0 {getattr(first, what)!r}")
-    scale = 1.0 / len(members)
+    weight = 1.0 / len(members)
 
     def mean(x: Any) -> Any:
-        return tf.add_n([m.fn(x) for m in members]) * tf.constant(scale, x.dtype)
+        return tf.add_n([m.fn(x) for m in members]) * tf.constant(weight, x.dtype)
 
+    scale = manifest.info.get("spread_scale") or ()
+    if scale and len(scale) != first.output_size:
+        raise ModelError(f"surrogate ensemble {path}: `spread_scale` has {len(scale)} entries, the members "
+                         f"{first.output_size} outputs")
     return Surrogate(mean, first.input_names, first.input_units, first.output, first.dtype, str(path),
-                     manifest.content_hash, members)
+                     manifest.content_hash, members, tuple(float(v) for v in scale))
 
 
 def _one_column(fn: Callable) -> Callable:

@@ -75,6 +75,18 @@ def engine_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
+def ensemble_from(cfg: DictConfig, surrogate):
+    """Compile every member's values and Jacobians of an ensemble surrogate in one engine, with ``cfg.jacobian``
+    (:func:`sensitivity.ensemble_engine.compile_ensemble`); None for a single model."""
+    if surrogate.n_members < 2:
+        return None
+    from sensitivity.ensemble_engine import compile_ensemble
+
+    j = cfg.jacobian
+    return compile_ensemble(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
+                            memory_budget_mb=j.memory_budget_mb)
+
+
 def grid_from(cfg: DictConfig, space: ParameterSpace) -> Grid:
     """The design of ``cfg.grid``."""
     g = cfg.grid

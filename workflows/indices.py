@@ -1,5 +1,10 @@
 """Workflow `indices`: local, DGSM, Sobol', Morris, active-subspace, Shapley, dependent-Sobol', aggregated and
-given-data indices of every output -> indices.nc."""
+given-data indices of every output -> indices.nc.
+
+On an ensemble surrogate the indices are the ensemble mean's, with each member's, their spread and the interval
+that combines sampling and surrogate error beside every index with a sampling interval
+(:func:`sensitivity.analyses.indices.compute_ensemble`).
+"""
 from __future__ import annotations
 
 import logging
@@ -83,10 +88,15 @@ def run(cfg: DictConfig) -> Path:
         with indices.in_section(key, StoredSweep, sweep) as stored:
             indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,
                                surrogate.output, surrogate.content_hash)
-    jac = build.engine_from(cfg, surrogate)
-    log.info("indices: %s on %s (%d parameters, %d outputs), %s mode, %s", ", ".join(chosen), surrogate.source,
-             len(space), surrogate.output_size, jac.mode, jac.dtype)
-    ds = indices.compute(jac, space, methods, designs=designs, **options)
+    ensemble = build.ensemble_from(cfg, surrogate)
+    jac = ensemble or build.engine_from(cfg, surrogate)
+    log.info("indices: %s on %s (%d parameters, %d outputs%s), %s mode, %s", ", ".join(chosen), surrogate.source,
+             len(space), surrogate.output_size, f", {surrogate.n_members} members" if ensemble else "", jac.mode,
+             jac.dtype)
+    if ensemble is None:
+        ds = indices.compute(jac, space, methods, designs=designs, **options)
+    else:  # the ensemble mean's indices, each member's, their spread and the combined intervals
+        ds = indices.compute_ensemble(ensemble, space, methods, designs=designs, **options)
     samples = cfg.given_data.samples if "given_data" in chosen else None
     inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples,
                           cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]

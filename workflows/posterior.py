@@ -7,7 +7,8 @@ calibration's own (``prior_source: calibration``, the default: the Gaussian ``pr
 or flat within the bounds), so the posterior and its Laplace approximation describe one target; or the
 space's marginals (``prior_source: space``), or flat within the bounds (``prior_source: flat``).
 Convergence checks that fail are logged as warnings and recorded in the file; chains that do not mix end
-the run with an error.
+the run with an error. On an ensemble surrogate the likelihood is the members' mean with their predictive
+variance added to the observation covariance (``emulator_variance``, Kennedy & O'Hagan 2001).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class PosteriorConf(RunConf, StartsConf, SurrogateStudyConf):
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)
     prior_source: str = "calibration"  # calibration (its own prior) | space (the space's marginals) | flat
+    emulator_variance: bool = True  # an ensemble surrogate: its members' predictive variance in the likelihood
     log_parameters: Optional[List[str]] = None
     nuts: NUTSConf = field(default_factory=NUTSConf)
     output_dir: str = "???"
@@ -73,6 +75,10 @@ def run(cfg: DictConfig) -> Path:
     surrogate = build.surrogate_from(cfg, space, dtype=cfg.model_dtype)
     obs = read_observations(obs_path, surrogate.output)
     observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
+    members = surrogate.member_fn if surrogate.n_members > 1 and cfg.emulator_variance else None
+    if members is not None:
+        log.info("posterior: the %d-member ensemble's predictive variance joins the observation covariance",
+                 surrogate.n_members)
     support = Support.of(space.bounds, log_mask, len(space), space.names)
     start = initial_points(minima, support.interior(laplace.mean), laplace.covariance, support, cfg.n_chains,
                            spread=cfg.spread, seed=cfg.seed)
@@ -85,7 +91,7 @@ def run(cfg: DictConfig) -> Path:
                               laplace_mean=laplace.mean, laplace_cov=laplace.covariance,
                               sampler=sampler, seed=cfg.seed, parameter_names=space.names,
                               parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
-                              model_dtype=cfg.model_dtype)
+                              model_dtype=cfg.model_dtype, members=members)
     for warning in caught:
         log.warning("%s", warning.message)
     ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),

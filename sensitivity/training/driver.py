@@ -130,7 +130,9 @@ def train_surrogate(
                  f"member {k}: " if plan.members > 1 else "", result.seconds,
                  result.history["val_loss"][result.best_epoch - 1], result.best_epoch, len(result.history["loss"]))
         fits.append(result)
-    path = _save(fits, Path(directory), seed, plan)
+    scale = _spread_scale(fits, x[split.validation], y[split.validation]) if plan.members > 1 and \
+        plan.calibrate_spread else None
+    path = _save(fits, Path(directory), seed, plan, scale)
     surrogate = load_surrogate(path, input_names=space.names, input_units=space.units, output=output,
                                dtype=engine.dtype)
     ensemble = compile_ensemble(surrogate, **{k: v for k, v in dataclasses.asdict(engine).items() if k != "dtype"})
@@ -144,15 +146,17 @@ def train_surrogate(
         derivatives = validation.derivative_errors(ensemble(x[checked])[1].mean(axis=0), reference, scale)
     else:
         log.info("no simulator: derivative fidelity not checked (give one to difference)")
-    members = None if plan.members == 1 else _member_report(y[split.test], member_values, splits, len(x))
+    members = None if plan.members == 1 else _member_report(y[split.test], member_values, splits, len(x),
+                                                             surrogate.spread_scale)
     report = report_dataset(x, y, split, names=space.names, units=space.units, output=output, values=values,
                             history=_histories(fits), derivatives=derivatives, check_samples=checked,
                             parameter_long_names=[p.long_name for p in space.parameters], members=members)
     summary = validation.summary_lines(values, derivatives, space.names)
     if members is not None:
-        summary.append(f"ensemble of {plan.members}: member test RMSE max {np.nanmax(members.rmse):.4g}; spread of the "
-                       f"members {np.nanmedian(members.spread / values.rmse):.2f} x the mean's RMSE (median over "
-                       "outputs)")
+        summary.append(f"ensemble of {plan.members}: member test RMSE max {np.nanmax(members.rmse):.4g}; predictive "
+                       f"spread of the members on the test samples {np.nanmedian(members.spread / values.rmse):.2f} x "
+                       f"the mean's RMSE (median over outputs; 1 is calibrated), spread scale "
+                       f"{np.nanmedian(members.scale):.2f} (from the validation samples)")
     report.attrs.update(validation="\n".join(summary), training_seconds=f"{sum(f.seconds for f in fits):.1f}",
                         best_epoch=" ".join(str(f.best_epoch) for f in fits), members=str(plan.members))
     warnings = validation.fidelity_warnings(values, derivatives, space.names, thresholds)
@@ -165,15 +169,28 @@ def _bootstrap(split: Split, seed: int) -> Split:
     return Split(np.sort(rng.choice(split.train, size=len(split.train), replace=True)), split.validation, split.test)
 
 
-def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan) -> Path:
+def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan, scale: np.ndarray | None) -> Path:
     """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest."""
     from sensitivity.ensemble import write_ensemble
 
     if len(fits) == 1:
         return save_model(fits[0].model, directory / "surrogate.keras")
     records = [{"seed": seed + k, "bootstrap": plan.bootstrap, "best_epoch": f.best_epoch} for k, f in enumerate(fits)]
-    return write_ensemble(directory / "surrogate.ensemble", lambda k, file: fits[k].model.save(file), records,
-                          info={"trained_by": "sensitivity.training.train_surrogate"})
+    info: dict[str, Any] = {"trained_by": "sensitivity.training.train_surrogate"}
+    if scale is not None:
+        info.update(spread_scale=[float(v) for v in scale], spread_scale_from="validation samples")
+    return write_ensemble(directory / "surrogate.ensemble", lambda k, file: fits[k].model.save(file), records, info)
+
+
+def _spread_scale(fits: list[FitResult], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per flat output, ``sqrt(MSE / ((1 + 1/K) mean s^2))`` on the samples ``(x, y)``: the factor that makes the
+    members' predictive variance match the ensemble mean's squared error there (variance scaling, Levi et al.
+    2022, doi:10.3390/s22155540; 1 for an output on which the members agree exactly)."""
+    members = np.stack([np.asarray(f.model(x.astype(np.float32)), float).reshape(len(x), -1) for f in fits])
+    k, truth = len(fits), y.reshape(len(y), -1)
+    mse = ((members.mean(axis=0) - truth) ** 2).mean(axis=0)
+    spread = (1 + 1 / k) * members.var(axis=0, ddof=1).mean(axis=0)
+    return np.sqrt(np.divide(mse, spread, out=np.ones_like(mse), where=spread > 0))
 
 
 def _histories(fits: list[FitResult]) -> dict[str, np.ndarray]:
@@ -185,12 +202,14 @@ def _histories(fits: list[FitResult]) -> dict[str, np.ndarray]:
                            for f in fits]) for key in fits[0].history}
 
 
-def _member_report(y_test: np.ndarray, member_values: np.ndarray, splits: list[Split], n: int) -> MemberReport:
-    """Each member's test RMSE, the members' spread on the test samples and the bootstrap counts."""
+def _member_report(y_test: np.ndarray, member_values: np.ndarray, splits: list[Split], n: int,
+                   scale: tuple[float, ...]) -> MemberReport:
+    """Each member's test RMSE, the members' (calibrated) spread on the test samples and the bootstrap counts."""
     rmse = np.sqrt(((member_values - y_test[None]) ** 2).mean(axis=1))
-    spread = np.sqrt(member_values.var(axis=0, ddof=1).mean(axis=0))
+    k = len(member_values)
+    spread = np.sqrt((1 + 1 / k) * member_values.var(axis=0, ddof=1).mean(axis=0))
     counts = np.array([np.bincount(s.train, minlength=n) for s in splits])
-    return MemberReport(rmse, spread, counts)
+    return MemberReport(rmse, spread, counts, np.reshape(scale, spread.shape) if scale else np.ones_like(spread))
 
 
 def save_model(model: Any, path: Path) -> Path:

@@ -21,14 +21,16 @@ SUBSETS = ("train", "validation", "test")
 class MemberReport:
     """How the members of an ensemble did, beside the ensemble mean's errors.
 
-    ``rmse [K, *out]`` each member's test RMSE; ``spread [*out]`` the members' standard deviation on the test
-    samples (root mean square over them), the ensemble's own estimate of its error, to read against the mean's
-    ``rmse``; ``bootstrap_counts [K, N]`` how often each sample is in member ``k``'s training resample.
+    ``rmse [K, *out]`` each member's test RMSE; ``spread [*out]`` the members' predictive standard deviation
+    ``sqrt(1 + 1/K) s`` on the test samples (root mean square over them, after the calibration ``scale``), the
+    ensemble's own estimate of its error, to read against the mean's ``rmse``; ``bootstrap_counts [K, N]`` how
+    often each sample is in member ``k``'s training resample; ``scale [*out]`` the spread's calibration (1: none).
     """
 
     rmse: np.ndarray
     spread: np.ndarray
     bootstrap_counts: np.ndarray
+    scale: np.ndarray
 
 
 def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], units: Sequence[str],
@@ -44,7 +46,7 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
     and, when derivatives were checked, ``jacobian_error(check)``, ``jacobian_column_error(check, parameter)``
     and ``jacobian_parameter_error(parameter)`` with ``check_sample(check)`` the samples checked. For an
     ensemble (``members``), the errors are the ensemble mean's, and ``member_rmse(member, *out)``,
-    ``member_spread(*out)`` and ``bootstrap_count(member, sample)`` are added.
+    ``member_spread(*out)``, ``spread_scale(*out)`` and ``bootstrap_count(member, sample)`` are added.
     """
     out_dims = list(output.dim_names)
     unit_attrs = units_attrs(output.units, "output_units")
@@ -86,8 +88,12 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
             member_rmse=(("member", *out_dims), members.rmse,
                          {"long_name": "root-mean-square error of each member on the test samples", **unit_attrs}),
             member_spread=(out_dims, members.spread,
-                           {"long_name": "standard deviation of the members on the test samples (root mean square "
-                                         "over them): the ensemble's estimate of its error", **unit_attrs}),
+                           {"long_name": "predictive standard deviation sqrt(1 + 1/K) s of the members on the test "
+                                         "samples (root mean square over them): the ensemble's estimate of its error",
+                            **unit_attrs}),
+            spread_scale=(out_dims, members.scale,
+                          {"long_name": "factor the members' spread about their mean is scaled by (calibrated on the "
+                                        "validation samples)", "units": "1"}),
             bootstrap_count=(("member", "sample"), members.bootstrap_counts.astype(np.int16),
                              {"long_name": "times the sample is in the member's training resample", "units": "1"}),
         )

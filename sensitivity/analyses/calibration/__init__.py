@@ -18,12 +18,15 @@ Modules, in the order a fit uses them:
 * :mod:`.statistics` — covariance, standard errors, identifiability, bands, distinct minima;
 * :mod:`.dataset` — the labeled result of :func:`calibrate`;
 * :mod:`.driver` — :func:`calibrate`, the verb that strings them together;
+* :mod:`.emulator` — :func:`calibrate_ensemble`: an ensemble surrogate's members calibrated each, and its
+  predictive variance as emulator variance in the observation model (Kennedy & O'Hagan 2001);
 * :mod:`.step_map` — Gauss-Newton steps at every point of a stored sweep (no model call);
 * :mod:`.step_slice` — the step map on a 2-D slice through the estimate, with the basin of the best minimum.
 """
 from __future__ import annotations
 
 from sensitivity.analyses.calibration.driver import CalibrationError, calibrate
+from sensitivity.analyses.calibration.emulator import calibrate_ensemble, emulator_covariance
 from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, GaussNewton, LevenbergMarquardt, Solver,
@@ -51,9 +54,11 @@ __all__ = [
     "ValueAndJacobianFn",
     "ValuesFn",
     "calibrate",
+    "calibrate_ensemble",
     "correlation",
     "delta_method_std",
     "distinct_minima",
+    "emulator_covariance",
     "equilibrated_svd",
     "gauss_newton_map",
     "identifiability",

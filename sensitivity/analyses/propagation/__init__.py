@@ -20,7 +20,9 @@ Moment methods report normal-approximation quantiles ``mean + std Phi^-1(p)``; t
 are NaN (no sampling). :func:`propagate` (:mod:`~sensitivity.analyses.propagation.driver`) runs several
 methods and adds the verdict (:func:`nonlinearity_verdict`) comparing each with Monte Carlo.
 :func:`pointwise_propagation` propagates the same covariance linearly through every Jacobian of a
-stored sweep (``sigma_y = sqrt(diag(J S J^T))`` at each point, :func:`pointwise_std`).
+stored sweep (``sigma_y = sqrt(diag(J S J^T))`` at each point, :func:`pointwise_std`). Through an ensemble
+surrogate, :func:`member_moments` (:mod:`~sensitivity.analyses.propagation.ensemble`) gives every method's mean and
+standard deviation per member, in one propagation of all members.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from sensitivity.analyses.propagation.dataset import (
     input_variables,
 )
 from sensitivity.analyses.propagation.driver import METHODS, Method, propagate
+from sensitivity.analyses.propagation.ensemble import member_moments, merge_members
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
 from sensitivity.analyses.propagation.inputs import (
@@ -60,7 +63,7 @@ __all__ = [
     "DEFAULT_QUANTILES", "METHODS", "SAMPLERS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT",
     "VERDICT_NONLINEAR", "VERDICT_NOT_ASSESSED", "CopulaInputs", "GaussianInputs", "HessianFn", "InputUncertainty",
     "Method", "Sampler", "ValueAndJacobianFn", "ValuesFn", "first_order", "gaussian_inputs",
-    "input_variables", "inputs_from_space", "monte_carlo", "nonlinearity_verdict",
+    "input_variables", "inputs_from_space", "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict",
     "pearson_under_copula", "pointwise_propagation", "pointwise_std", "propagate", "replicate_plan", "second_order",
     "sigma_points", "truncated_gaussian_inputs", "unit_cube_blocks", "unscented",
 ]
