@@ -199,6 +199,26 @@ def _unknown(key: str, name: str, space) -> None:
     raise ConfigError(f"`{key}`: unknown parameter {name!r}; the space has {space.names}")
 
 
+def calibration_minima(path: Path, names: list[str]) -> np.ndarray:
+    """``[M, n]`` the lowest-cost start of each distinct minimum of the calibration ``path``, best first, in the order
+    ``names`` (:func:`sensitivity.analyses.calibration.minimum_points`)."""
+    from sensitivity.analyses.calibration import minimum_points
+    from sensitivity.datasets import open_result
+
+    with open_result(path) as ds:
+        order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
+        return minimum_points(ds["estimate"].values[:, order], ds["cost"].values, ds["minimum"].values)
+
+
+def simulator_from(source: str, kwargs: dict[str, Any], what: str):
+    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.simulation.simulator_from`), imported
+    after TensorFlow (the user's module may import it); ``what`` names its config key in errors."""
+    tensorflow()
+    from sensitivity.simulation import simulator_from as library_simulator
+
+    return library_simulator(source, kwargs, what=what)
+
+
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:
     """``[n]`` bool: parameters fitted in log space (``names``, or the ``scale: log`` ones)."""
     if names is None:

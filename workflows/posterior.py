@@ -67,7 +67,7 @@ def run(cfg: DictConfig) -> Path:
     space = build.space_from(cfg)
     calibration = check_path(build.repo_path(cfg.calibration))
     laplace = read_estimate(calibration, names=space.names)
-    minima = _minima(calibration, space.names)
+    minima = build.calibration_minima(calibration, space.names)
     prior = prior_of(cfg, space, calibration)
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     sampler = NUTS(**build.plain(cfg.nuts))
@@ -139,18 +139,6 @@ def prior_of(cfg: DictConfig, space, calibration: Path):
                           f"({'none' if recorded is None else 'another Gaussian'}): calibrate with this prior, or "
                           "leave prior.* unset to sample the calibration's own")
     return flat_prior() if recorded is None else gaussian_prior(*recorded)
-
-
-def _minima(path: Path, names: list[str]) -> np.ndarray:
-    """``[M, n]`` the lowest-cost start of each distinct minimum of a calibration, best first."""
-    from sensitivity.datasets import open_result
-
-    with open_result(path) as ds:
-        order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
-        estimate, cost = ds["estimate"].values[:, order], ds["cost"].values
-        label = ds["minimum"].values
-    return np.array([estimate[np.flatnonzero(label == k)[np.argmin(cost[label == k])]]
-                     for k in range(int(label.max()) + 1)]).reshape(-1, len(names))
 
 
 def _log_summary(ds) -> None:

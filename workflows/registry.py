@@ -29,6 +29,7 @@ WORKFLOWS = {
     "posterior": "workflows.posterior",
     "propagate": "workflows.propagate",
     "indices": "workflows.indices",
+    "verify": "workflows.verify",
     "export": "workflows.export",
     "merge": "workflows.merge",
 }
@@ -46,6 +47,8 @@ SUMMARIES = {
     "propagate": "uncertainty propagation (first/second order, unscented, Monte Carlo) -> propagation.nc",
     "indices": "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked; Shapley, "
                "dependent Sobol', aggregated and given-data indices on request -> indices.nc",
+    "verify": "the simulator at the points an analysis depends on: the surrogate's error there against the analysis's "
+              "own uncertainty, with a verdict; optional refinement of an ensemble -> verify.nc",
     "export": "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem "
               "files",
     "merge": "the shards (and swept configs) of a multirun as one dataset -> sweep.nc",

@@ -75,7 +75,8 @@ def run(cfg: DictConfig) -> Path:
     plan = build.settings(TrainingPlan, t)
     thresholds = Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian)
     engine = build.settings(EngineSettings, cfg.jacobian)
-    simulator = simulator_from(t.simulator, build.plain(t.simulator_kwargs)) if t.simulator else None
+    simulator = build.simulator_from(t.simulator, build.plain(t.simulator_kwargs), "`training.simulator`") \
+        if t.simulator else None
     x, y, inputs = _samples(cfg, space, simulator)
     output = _output_spec(cfg, y.shape[1:])
 
@@ -101,15 +102,6 @@ def run(cfg: DictConfig) -> Path:
     if cfg.export_dir:
         _export([model_path, report_path], Path(cfg.export_dir))
     return model_path
-
-
-def simulator_from(source: str, kwargs: dict[str, Any]):
-    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.simulation.simulator_from`), imported
-    after TensorFlow (the user's module may import it)."""
-    build.tensorflow()
-    from sensitivity.simulation import simulator_from as library_simulator
-
-    return library_simulator(source, kwargs)
 
 
 def _samples(cfg: DictConfig, space, simulator) -> tuple[np.ndarray, np.ndarray, list[str]]:

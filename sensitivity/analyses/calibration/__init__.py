@@ -33,7 +33,7 @@ from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, G
                                                       Status, TrustRegion)
 from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
                                                          distinct_minima, equilibrated_svd, identifiability,
-                                                         pseudo_inverse_covariance)
+                                                         minimum_points, pseudo_inverse_covariance)
 from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_newton_map, step_map_block,
                                                        write_step_map)
 from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
@@ -63,6 +63,7 @@ __all__ = [
     "gauss_newton_map",
     "identifiability",
     "least_identifiable",
+    "minimum_points",
     "pseudo_inverse_covariance",
     "slice_box",
     "step_map_block",

@@ -30,6 +30,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.calibration.driver import calibrate
+from sensitivity.analyses.calibration.statistics import minimum_points
 from sensitivity.analyses.callables import ValueAndJacobianFn
 from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
 from sensitivity.errors import ConfigError
@@ -92,7 +93,7 @@ def calibrate_ensemble(
         raise ConfigError(f"`tol` must be > 0, got {tol!r}")
     plain = calibrate(value_and_jacobian, y_obs, starts, sigma=sigma, cov=cov, **options)
     best = int(plain["best_start"])
-    minima = _minima(plain)
+    minima = minimum_points(plain["estimate"].values, plain["cost"].values, plain["minimum"].values)
     observation_cov = _observation_covariance(sigma, cov, np.asarray(y_obs).size)
     refit_options = {k: v for k, v in options.items() if k not in ("values", "step_jacobian", "record_history")}
     estimate, fit, fits = plain["estimate"].values[best], plain, 0
@@ -154,13 +155,6 @@ def _observation_covariance(sigma: np.ndarray | float | None, cov: np.ndarray | 
         return np.asarray(cov, float)
     s = np.broadcast_to(np.asarray(sigma, float), (m,))
     return np.diag(np.where(np.isfinite(s), s, 0.0) ** 2)
-
-
-def _minima(ds: xr.Dataset) -> np.ndarray:
-    """``[M, n]`` the lowest-cost estimate of each distinct minimum of a fit, best first."""
-    label, cost, estimate = ds["minimum"].values, ds["cost"].values, ds["estimate"].values
-    found = [np.flatnonzero(label == k)[np.argmin(cost[label == k])] for k in range(int(label.max()) + 1)]
-    return estimate[sorted(found, key=lambda i: cost[i])]
 
 
 def _assemble(plain: xr.Dataset, fit: xr.Dataset, per_member: list[xr.Dataset], emulator_cov: np.ndarray,

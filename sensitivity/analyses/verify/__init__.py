@@ -1,0 +1,13 @@
+"""Verification of an analysis against the simulator: its surrogate error at the points it depends on, a verdict.
+
+:mod:`.checks` holds one check per analysis (:func:`verify_calibration`, :func:`verify_posterior`,
+:func:`verify_sobol`); :class:`VerifyPlan` says how many of an analysis's points are verified.
+"""
+from __future__ import annotations
+
+from sensitivity.analyses.verify.checks import (VERDICT, gaussian_log_likelihood, verify_calibration,
+                                                verify_posterior, verify_sobol)
+from sensitivity.analyses.verify.plan import VerifyPlan
+
+__all__ = ["VERDICT", "VerifyPlan", "gaussian_log_likelihood", "verify_calibration", "verify_posterior",
+           "verify_sobol"]
