@@ -38,12 +38,12 @@ import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a
 
 import numpy as np  # noqa: E402
 
+from sensitivity.analyses.inputs import truncated_gaussian_inputs  # noqa: E402
 from sensitivity.analyses.propagation import (  # noqa: E402
     first_order,
     monte_carlo,
     replicate_plan,
     second_order,
-    truncated_gaussian_inputs,
     unscented,
 )
 from sensitivity.hessian import compile_hessian  # noqa: E402

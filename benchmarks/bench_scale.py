@@ -16,15 +16,15 @@ Usage: python benchmarks/bench_scale.py [--points 10000000] [--shards 2] [--dir 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import child_process
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -67,7 +67,7 @@ class PairedTimer:
 
     On a shared machine the load drifts by 2x within minutes, so the two throughputs are compared as
     pairs measured back to back (median of the ratios), not as two long averages taken at different
-    times. Wraps :meth:`PartStore.write` (the end of a part) and :meth:`PartStore.finalize`.
+    times. Wraps :meth:`RecordStore.commit` (the end of a part) and :meth:`RecordStore.finalize`.
     """
 
     def __init__(self, jac, chunk, every: int = 4, seconds: float = 1.5) -> None:
@@ -79,13 +79,13 @@ class PairedTimer:
         self._last = None
 
     def install(self) -> None:
-        from sensitivity.store import PartStore
+        from sensitivity.store import RecordStore
 
-        write, finalize = PartStore.write, PartStore.finalize
+        commit, finalize = RecordStore.commit, RecordStore.finalize
         timer = self
 
-        def timed_write(writer, ds, start, stop):
-            write(writer, ds, start, stop)
+        def timed_commit(writer, start, stop):
+            commit(writer, start, stop)
             now = time.perf_counter()
             seconds = now - (timer._last if timer._last is not None else timer._start)
             timer.parts.append((stop - start, seconds))
@@ -102,7 +102,7 @@ class PairedTimer:
             finally:
                 timer.finalize_seconds = time.perf_counter() - t0
 
-        PartStore.write, PartStore.finalize = timed_write, timed_finalize
+        RecordStore.commit, RecordStore.finalize = timed_commit, timed_finalize
         self._start = time.perf_counter()
 
 
@@ -159,10 +159,7 @@ CHILDREN = {"sweep": child_sweep, "merge": child_merge, "read": child_read}
 
 
 def run_child(role: str, *args) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", role, json.dumps(args)], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{role} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_process.run(__file__, role, *args)
 
 
 def main() -> None:
@@ -173,9 +170,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the files")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        role, payload = args.child
-        print(json.dumps(CHILDREN[role](*json.loads(payload))))
+    if child_process.serve(args.child, CHILDREN):
         return
     work = Path(tempfile.mkdtemp(prefix="bench_scale_", dir=args.dir))
     try:

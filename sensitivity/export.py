@@ -145,9 +145,11 @@ class JacobianModule(tf.Module):
                                     max_rows=hessian_max_rows).function
             self.hessian = tf.function(lambda x: {"hessian": tf.reshape(inner(x), [-1, *out_shape, n_in, n_in])},
                                        input_signature=signature)
-        # Track every variable the traced graphs read (Keras weights, a reloaded SavedModel's
-        # variables), whatever object owns them, so that they are saved with the functions.
-        self.model_variables = _captured_variables(self.value_and_jacobian.get_concrete_function())
+        # Track every variable the traced graphs read (Keras weights, a reloaded SavedModel's variables, the
+        # dense path's folded kernels), whatever object owns them, so that they are saved with the functions:
+        # each function may read its own (the values the raw kernels, the Jacobian the folded ones).
+        self.model_variables = _captured_variables(
+            [getattr(self, name).get_concrete_function() for name in SIGNATURES if hasattr(self, name)])
 
     def signatures(self) -> dict[str, Any]:
         """Concrete functions to export as serving signatures; ``serving_default`` is ``value``, so the
@@ -163,9 +165,10 @@ def build_module(jac: CompiledJacobian, *, hessian: bool = True,
     return JacobianModule(jac, hessian=hessian, hessian_max_rows=hessian_max_rows)
 
 
-def _captured_variables(concrete: Any) -> list[tf.Variable]:
+def _captured_variables(concretes: list[Any]) -> list[tf.Variable]:
+    """Every variable the concrete functions read, once each, in the order first read."""
     seen, found = set(), []
-    for v in concrete.variables:
+    for v in (v for concrete in concretes for v in concrete.variables):
         if id(v) not in seen:
             seen.add(id(v))
             found.append(v)

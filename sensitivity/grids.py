@@ -90,7 +90,7 @@ class QmcGrid(Grid):
     through: Through = "bounds"
 
     def __post_init__(self) -> None:
-        _check_size(self.size)
+        check_grid_size(self.size, self.kind, len(self.space))
 
     def _engine(self) -> qmc.QMCEngine:
         cls = qmc.Sobol if self.kind == "sobol" else qmc.Halton
@@ -161,7 +161,7 @@ def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels:
         from sensitivity.samples import read_points
 
         return MaterialisedGrid(space, read_points(path, space.names, "grid.path"))
-    _check_size(n)
+    check_grid_size(n, kind, len(space))
     if kind in ("sobol", "halton"):
         return QmcGrid(space, int(n), kind, seed, scramble, through)
     rng = np.random.default_rng(seed)
@@ -232,6 +232,25 @@ def _axis(low: float, high: float, k: int, scale: str) -> np.ndarray:
     return np.geomspace(low, high, k) if scale == "log" else np.linspace(low, high, k)
 
 
-def _check_size(n: int | None) -> None:
-    if not isinstance(n, (int, np.integer)) or n < 1:
+#: Points a scipy Sobol' or Halton sequence can index (its engine counts in uint32).
+MAX_QMC_POINTS = 2**32
+#: Share of the machine's memory a design held in memory (lhs, random) may take.
+MEMORY_SHARE = 0.5
+
+
+def check_grid_size(n: int | None, kind: str, d: int) -> None:
+    """Refuse a grid size that cannot be made, in one line with the estimate: not a positive integer, beyond what
+    a Sobol'/Halton sequence indexes, or (lhs, random: drawn whole) larger than half the machine's memory."""
+    import os
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ConfigError(f"grid.n must be an integer >= 1, got {n!r}")
+    if kind in ("sobol", "halton") and n > MAX_QMC_POINTS:
+        raise ConfigError(f"grid.n = {n:.3g} exceeds the 2^32 points a {kind} sequence can index; give at most 2^32")
+    if kind in ("lhs", "random"):
+        need = float(n) * d * 8 * (2 if kind == "lhs" else 1)
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else float("inf")
+        if need > MEMORY_SHARE * have:
+            raise ConfigError(f"grid.n = {n:.3g} {kind} points are drawn whole: {need / 2**30:.3g} GiB of memory, more "
+                              f"than half of this machine's {have / 2**30:.3g} GiB; use grid=sobol or grid=halton "
+                              "(generated block by block) or fewer points")

@@ -44,7 +44,7 @@ import tensorflow as tf
 from sensitivity.dense_path import DenseChain, chain_of, layer_steps
 from sensitivity.errors import ConfigError
 from sensitivity.reverse_path import ConvChain, conv_chain
-from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice
+from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice, check_memory_budget
 from sensitivity.surrogate import Surrogate
 
 log = logging.getLogger(__name__)
@@ -98,14 +98,26 @@ class CompiledJacobian:
         """How many times the values-only function has been traced."""
         return self._traces["value"]
 
-    def __call__(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Values and Jacobians at ``points [N, n_in]``: ``([N, *out], [N, *out, n_in])``."""
+    def __call__(self, points: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Values and Jacobians at ``points [N, n_in]``: ``([N, *out], [N, *out, n_in])``.
+
+        ``out``: the caller's arrays of those shapes (any dtype, byte order or strides, e.g. the fields of
+        a record buffer), filled chunk by chunk and returned: each chunk's numbers go from TensorFlow's
+        buffer straight into them, the only copy. Without it a call of one chunk returns that chunk's
+        arrays, and a longer one fills new arrays the same way.
+        """
         x = self._check(points)
         n, out_shape = x.shape[0], self.surrogate.output.shape
-        if n <= self.chunk_size:  # one chunk: its arrays are the result
-            return tuple(self._run(self._jacobian_fn, x))
-        values = np.empty((n, *out_shape), self.dtype)
-        jacobian = np.empty((n, *out_shape, self.surrogate.n_in), self.dtype)
+        shapes = ((n, *out_shape), (n, *out_shape, self.surrogate.n_in))
+        if out is None:
+            if n <= self.chunk_size:  # one chunk: its arrays are the result
+                return tuple(self._run(self._jacobian_fn, x))
+            out = (np.empty(shapes[0], self.dtype), np.empty(shapes[1], self.dtype))
+        elif tuple(np.shape(a) for a in out) != shapes:
+            raise ConfigError(f"`out` must be arrays of shapes {[list(s) for s in shapes]}, got "
+                              f"{[list(np.shape(a)) for a in out]}")
+        values, jacobian = out
         for start, chunk in _chunks(x, self.chunk_size):  # each chunk's buffers copied once, into the result
             stop = start + len(chunk)
             values[start:stop], jacobian[start:stop] = self._run(self._jacobian_fn, chunk, view=True)
@@ -215,6 +227,7 @@ def compile_jacobian(
         raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
     if surrogate.dtype not in DTYPES:
         raise ConfigError(f"`dtype` must be one of {DTYPES}, got {surrogate.dtype!r}")
+    memory_budget_mb = check_memory_budget(memory_budget_mb)
     n_in, n_out = surrogate.n_in, surrogate.output_size
     resolved = resolve_mode(mode, n_in, n_out)
     traces = {"jacobian": 0, "value": 0}
@@ -253,9 +266,10 @@ def compile_jacobian(
         activation = _activation_size(value_fn[False], n_in)  # traces it once; later calls reuse that trace
     if chunk_size is None and isinstance(chain, ConvChain):
         chunk_size = chain.chunk_size(np.dtype(surrogate.dtype).itemsize, memory_budget_mb)
-    elif chunk_size is None and chain is not None:
+    elif chunk_size is None and chain is not None:  # a cache-sized block, within the budget
+        block = DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES
         chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
-                                      DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES)
+                                      min(block, int(memory_budget_mb * 2**20)))
     elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, resolved, np.dtype(surrogate.dtype).itemsize,
                                      memory_budget_mb)

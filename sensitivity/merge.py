@@ -362,6 +362,9 @@ def open_merged(plan: Plan, chunk: int | None = None) -> Iterator[xr.Dataset]:
         ds = cells[0] if not plan.keys else _aggregate(plan, cells)
         ds = ds.assign_coords(sample=ds["sample"].astype(sample_dtype(size)).assign_attrs(ds["sample"].attrs))
         ds = ds.assign({k: v.chunk({"sample": chunk}) for k, v in ds.data_vars.items() if "sample" in v.dims})
+        # labels (sweeps store them as character arrays): in memory, so the writer knows they are strings
+        ds = ds.assign_coords({k: v.load() for k, v in ds.coords.items()
+                               if v.dtype == object and "sample" not in v.dims})
         yield _disk_chunks(ds, chunk, new_dims=plan.dims)
 
 

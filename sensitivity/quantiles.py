@@ -14,7 +14,13 @@ millions of points. The closed forms below compute the same numbers directly fro
 * truncated normal on standardised ``[a, b]``: ``Phi^-1(Phi(a) + Phi(z) (Phi(b) - Phi(a)))``, mirrored
   (``x -> -x``) so that most of the mass lies at or below 0, and written from the nearer end in each half.
 
-Any other marginal uses ``ppf(ndtr(z))`` / ``isf(ndtr(-z))`` of scipy itself.
+Any other marginal uses ``ppf(ndtr(z))`` / ``isf(ndtr(-z))`` of scipy itself. Each closed form evaluates
+one ``Phi`` (of ``-|z|``, the tail that is small) and at most one ``Phi^-1`` per draw.
+
+The other way round, :func:`sample_quantiles` computes the sample quantiles of many columns (a Monte
+Carlo replicate's outputs) exactly as ``numpy.quantile`` does, but from single-rank partitions of ever
+smaller segments of the rows: numpy's one ``partition`` with all ten ranks of five quantiles at once
+took 150 ms on ``[100, 65536]`` float64 rows where one rank took 12 ms.
 
 References
 ----------
@@ -83,6 +89,11 @@ def _triangular(c: float, z: np.ndarray) -> np.ndarray:
         return np.where(p < c, np.sqrt(c * p), 1.0 - np.sqrt((1.0 - c) * q))
 
 
+def _tail(z: np.ndarray) -> np.ndarray:
+    """``Phi(-|z|)``: ``Phi(z)`` below the median, ``Phi(-z)`` above it, the side where it is accurate."""
+    return special.ndtr(-np.abs(z))
+
+
 def _truncated_left(a: float, b: float, z: np.ndarray) -> np.ndarray:
     """Standard normal truncated to ``[a, b]`` with ``a + b <= 0``, quantile at ``Phi(z)``.
 
@@ -90,15 +101,74 @@ def _truncated_left(a: float, b: float, z: np.ndarray) -> np.ndarray:
     written from ``a`` below the median of ``z`` and from ``b`` above it. Otherwise (``a < 0 < b``) the
     upper half of ``z`` is written in survival form from ``b``.
     """
-    p, q = special.ndtr(z), special.ndtr(-z)
+    t, low = _tail(z), z < 0  # Phi(z) where z < 0, Phi(-z) elsewhere
     if b <= 0:
-        low, high = special.ndtr(a), special.ndtr(b)
-        mass = high - low
-        return special.ndtri(np.where(z < 0, low + p * mass, high - q * mass))
+        lo, hi = special.ndtr(a), special.ndtr(b)
+        mass = hi - lo
+        return special.ndtri(np.where(low, lo + t * mass, hi - t * mass))
     mass = 1.0 - special.ndtr(a) - special.ndtr(-b)
-    lower = special.ndtri(special.ndtr(a) + p * mass)
-    upper = -special.ndtri(special.ndtr(-b) + q * mass)
-    return np.where(z < 0, lower, upper)
+    r = special.ndtri(np.where(low, special.ndtr(a) + t * mass, special.ndtr(-b) + t * mass))
+    return np.where(low, r, -r)
+
+
+def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """``numpy.quantile(columns, probabilities, axis=1)`` (linear interpolation), reordering ``columns`` in place.
+
+    Parameters
+    ----------
+    columns
+        ``[m, N]`` float, C-contiguous: a sample of ``N`` values of each of ``m`` quantities; its rows
+        are partitioned in place.
+    probabilities
+        ``[P]`` in ``[0, 1]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[P, m]`` sample quantiles, equal to numpy's ``method="linear"`` (Hyndman & Fan 1996, type 7).
+
+    The order statistics needed (ranks ``floor((N - 1) p)`` and the next) are placed by halving: the
+    middle rank by one ``partition`` of the row segment that holds it, then the lower ranks within the
+    segment to its left and the higher ones within the segment to its right, so each value takes part
+    in about ``log2`` of the number of ranks partitions; a rank at a segment's end is its minimum or
+    maximum, no partition. A row holding NaN gives NaN, as in numpy.
+
+    References
+    ----------
+    Hyndman, R. J. & Fan, Y. (1996), Sample quantiles in statistical packages, Am. Stat. 50, 361-365,
+    doi:10.1080/00031305.1996.10473566.
+    """
+    n = columns.shape[1]
+    position = (n - 1) * np.asarray(probabilities, dtype=float)
+    below = np.minimum(np.floor(position).astype(np.intp), n - 1)
+    above = np.minimum(below + 1, n - 1)
+    undefined = np.isnan(columns.max(axis=1))
+    order: dict[int, np.ndarray] = {}
+    _place(columns, sorted(set(below.tolist()) | set(above.tolist())), 0, n, order)
+    lower, upper = np.stack([order[r] for r in below]), np.stack([order[r] for r in above])
+    gamma = (position - below)[:, None]
+    diff = upper - lower  # numpy's _lerp: from the nearer end
+    result = np.where(gamma >= 0.5, upper - diff * (1 - gamma), lower + diff * gamma)
+    result[:, undefined] = np.nan
+    return result
+
+
+def _place(columns: np.ndarray, ranks: list[int], lo: int, hi: int, order: dict[int, np.ndarray]) -> None:
+    """The order statistics ``ranks`` (sorted, in ``[lo, hi)``) of rows whose segment ``[lo, hi)`` holds
+    exactly their values of those ranks, into ``order``."""
+    while ranks:
+        if ranks[0] == lo:  # the segment's smallest
+            order[ranks.pop(0)] = columns[:, lo:hi].min(axis=1)
+        elif ranks[-1] == hi - 1:  # its largest
+            order[ranks.pop()] = columns[:, lo:hi].max(axis=1)
+        else:
+            middle = len(ranks) // 2
+            rank = ranks[middle]
+            columns[:, lo:hi].partition(rank - lo, axis=1)
+            order[rank] = columns[:, rank].copy()
+            _place(columns, ranks[:middle], lo, rank, order)
+            _place(columns, ranks[middle + 1 :], rank + 1, hi, order)
+            return
 
 
 def _scipy(marginal: Any, z: np.ndarray) -> np.ndarray:

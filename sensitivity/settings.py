@@ -63,6 +63,26 @@ class EngineSettings:
     path: PathChoice = "auto"
 
 
+#: The smallest working memory a chunk may be given [MiB].
+MIN_MEMORY_BUDGET_MB = 1.0
+
+
+def check_memory_budget(memory_budget_mb: float) -> float:
+    """``memory_budget_mb`` [MiB] as a float, or a one-line :class:`ConfigError`: a finite number of at least
+    :data:`MIN_MEMORY_BUDGET_MB` and at most this machine's physical memory."""
+    import math
+    import os
+
+    value = memory_budget_mb
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"`jacobian.memory_budget_mb` must be a finite number of MiB, got {value!r}")
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20 if hasattr(os, "sysconf") else math.inf
+    if not MIN_MEMORY_BUDGET_MB <= value <= physical:
+        raise ConfigError(f"`jacobian.memory_budget_mb` must lie in [{MIN_MEMORY_BUDGET_MB:g}, {physical:.0f}] MiB "
+                          f"(this machine's memory), got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """Architecture and optimisation of the surrogate MLP.

@@ -266,20 +266,22 @@ class ParameterSpace:
             raise ConfigError(f"unknown parameter {name!r}; the space has {self.names}") from None
 
     def check_points(self, points: np.ndarray, *, what: str = "points") -> np.ndarray:
-        """Validate an ``[N, n]`` array of points: shape, finiteness, bounds."""
+        """Validate an ``[N, n]`` array of points: shape, finiteness, bounds (a point is named by its 0-based index
+        and by its 1-based data row, as the readers of files name rows)."""
         x = np.asarray(points, dtype=float)
         if x.ndim != 2 or x.shape[1] != len(self):
             raise ConfigError(f"{what}: expected shape [N, {len(self)}], got {list(x.shape)}")
         bad = ~np.isfinite(x)
         if bad.any():
             i, j = np.argwhere(bad)[0]
-            raise ConfigError(f"{what}: {self.names[j]!r} is not finite at row {i}: {x[i, j]}")
+            raise ConfigError(f"{what}: {self.names[j]!r} is not finite at point {i} (data row {i + 1}): {x[i, j]}")
         lo, hi = self.bounds.T
         outside = (x < lo) | (x > hi)
         if outside.any():
             i, j = np.argwhere(outside)[0]
             raise ConfigError(
-                f"{what}: {self.names[j]!r} = {x[i, j]} at row {i} is outside its bounds [{lo[j]}, {hi[j]}]"
+                f"{what}: {self.names[j]!r} = {x[i, j]} at point {i} (data row {i + 1}) is outside its bounds "
+                f"[{lo[j]}, {hi[j]}]"
             )
         return x
 

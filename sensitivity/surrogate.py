@@ -17,6 +17,7 @@ import importlib
 import inspect
 import json
 import logging
+import os
 import re
 import zipfile
 from dataclasses import dataclass
@@ -95,6 +96,12 @@ class Surrogate:
             return stacked
         return recentred(stacked, tf.constant(np.reshape(self.spread_scale, self.output.shape), x.dtype))
 
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        """Evaluate eagerly on ``[N, n_in]`` points (no compilation: use the engine for speed)."""
+        import tensorflow as tf
+
+        return self.fn(tf.convert_to_tensor(np.asarray(points), dtype=self.dtype)).numpy()
+
 
 def recentred(stacked: Any, scale: Any) -> Any:
     """Members ``[K, B, ...]`` spread about their mean by ``scale`` (broadcast over their trailing axes):
@@ -104,12 +111,6 @@ def recentred(stacked: Any, scale: Any) -> Any:
 
     mean = tf.reduce_mean(stacked, axis=0, keepdims=True)
     return mean + scale * (stacked - mean)
-
-    def __call__(self, points: np.ndarray) -> np.ndarray:
-        """Evaluate eagerly on ``[N, n_in]`` points (no compilation: use the engine for speed)."""
-        import tensorflow as tf
-
-        return self.fn(tf.convert_to_tensor(np.asarray(points), dtype=self.dtype)).numpy()
 
 
 def load_surrogate(
@@ -273,14 +274,17 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: boo
         return fn, {}, _function_hash(source, kwargs), getattr(source, "__qualname__", repr(source))
     text = str(source)
     path = Path(text)
-    if path.suffix == ".keras":
+    if path.suffix == ".keras" and not path.is_dir():
         if not path.is_file():
             raise ModelError(f"surrogate file not found: {text}")
+        if not os.access(path, os.R_OK):
+            raise ModelError(f"surrogate file {text} cannot be read: permission denied")
         fn, meta = _load_keras(path, dtype)
         return fn, meta, _file_hash([path]), text
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
-            raise ModelError(f"surrogate directory {text} is not a TF SavedModel (no saved_model.pb)")
+            raise ModelError(f"surrogate {text} is a directory but not a TF SavedModel (no saved_model.pb); give a "
+                             ".keras file, a SavedModel directory or 'package.module:function'")
         if not trusted:
             raise ModelError(f"surrogate directory {text} is a TF SavedModel: loading it runs its graph, a program "
                              "that may do anything (Keras safe_mode does not apply); load it only from a source you "

@@ -2,11 +2,15 @@
 
 :func:`sweep` evaluates a :class:`~sensitivity.grids.Grid` (or one shard of it)
 block by block through a :class:`~sensitivity.jacobian.CompiledJacobian` and
-hands every finished block to the verified block store (:mod:`sensitivity.store`),
-so memory is bounded by one block whatever the grid size, a killed run resumes
+hands every finished block to the verified record store (:class:`sensitivity.store.RecordStore`),
+so memory is bounded by a few slices of a block whatever the grid size, a killed run resumes
 where it stopped, and the final file appears only when every block is done and
-checked. The store's fingerprint adds to the caller's the grid's content, the
-shard's range, the part layout and the engine (mode, dtype, chunk size, XLA).
+checked. The engine writes each block's values and Jacobians straight into the
+records of the file (``out=``), the store writes them in place and hashes them
+as it writes: each byte is copied once out of TensorFlow, written once and
+hashed once, and no step after the loop reads the data again. The store's
+fingerprint adds to the caller's the grid's content, the shard's range, the part
+layout and the engine (mode, dtype, chunk size, XLA).
 """
 from __future__ import annotations
 
@@ -24,17 +28,21 @@ from sensitivity import __version__
 from sensitivity.datasets import sweep_dataset
 from sensitivity.grids import Grid, shard_bounds
 from sensitivity.jacobian import CompiledJacobian
-from sensitivity.store import PartStore, digest, run_blocks
+from sensitivity.store import RecordStore, digest, run_records
 
 log = logging.getLogger(__name__)
 
 #: Target size of one part file [bytes]; parts are whole multiples of the chunk size.
 PART_BYTES = 64 * 2**20
+#: Target size of one slice of a part [bytes] (whole chunks): what the engine fills while the slices before
+#: it are hashed and written; a few such buffers instead of two parts' (64 MiB of fresh pages cost ~0.16 s
+#: of kernel time on the development VM), and a slice stays in cache between the engine and the hash.
+SLICE_BYTES = 8 * 2**20
 
 
 @dataclass(frozen=True)
 class SweepSummary:
-    """What a sweep did: points, throughput, non-finite counts and where the result is."""
+    """What a sweep did: points, time until the file was published, non-finite counts and where it is."""
 
     path: Path
     points: int
@@ -45,17 +53,23 @@ class SweepSummary:
 
     @property
     def jacobians_per_second(self) -> float:
-        """Throughput of this run [Jacobians s-1] (points computed now, excluding resumed ones)."""
+        """Throughput of this run until its file was published [Jacobians s-1] (points computed now,
+        excluding resumed ones)."""
         return self.computed / self.seconds if self.seconds > 0 else float("nan")
 
 
 def part_points(jac: CompiledJacobian, requested: int | None = None) -> int:
     """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of output."""
-    n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
     if requested is None:
-        per_point = np.dtype(jac.dtype).itemsize * (n_in + n_out * (n_in + 1))
-        requested = max(1, PART_BYTES // per_point)
+        return _whole_chunks(jac, PART_BYTES)
     return max(1, -(-int(requested) // jac.chunk_size)) * jac.chunk_size
+
+
+def _whole_chunks(jac: CompiledJacobian, size: int) -> int:
+    """Points in about ``size`` bytes of output, in whole chunks (at least one)."""
+    n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
+    per_point = np.dtype(jac.dtype).itemsize * (n_in + n_out * (n_in + 1))
+    return max(1, -(-max(1, size // per_point) // jac.chunk_size)) * jac.chunk_size
 
 
 def sweep(
@@ -97,28 +111,44 @@ def sweep(
     key = digest(fingerprint, grid.digest(), [start, stop, step], jac.chunk_size, jac.mode, str(jac.dtype),
                  jac.jit_compile, jac.surrogate.content_hash, __version__)
     names, units = jac.surrogate.input_names, jac.surrogate.input_units
+    output = jac.surrogate.output
+    empty = np.empty((0, *output.shape), jac.dtype)
+    template = sweep_dataset(np.arange(0), np.empty((0, len(names))), empty, empty[..., None].repeat(len(names), -1),
+                             parameter_names=names, parameter_units=units,
+                             parameter_long_names=parameter_long_names, output=output, grid_size=grid.size)
 
-    def compute(a: int, b: int) -> xr.Dataset:
+    def fill(a: int, b: int, records: np.ndarray) -> None:
         points = grid.block(a, b)
-        values, jacobian = jac(points)
-        finite = np.isfinite(values)
-        if not finite.all():  # no derivative where the value itself is undefined
-            jacobian = np.where(finite[..., None], jacobian, np.nan)
-        ds = sweep_dataset(np.arange(a, b), points, values, jacobian, parameter_names=names,
-                           parameter_units=units, parameter_long_names=parameter_long_names,
-                           output=jac.surrogate.output, grid_size=grid.size)
-        return ds.assign_attrs(nonfinite_values=int(np.size(values) - np.isfinite(values).sum()),
-                               nonfinite_jacobian=int(np.size(jacobian) - np.isfinite(jacobian).sum()))
+        records["sample"], records["x"] = np.arange(a, b), points
+        jac(points, out=(records[output.name], records["jacobian"]))
+
+    def check(records: np.ndarray) -> dict[str, int]:  # in the writer thread, beside the next block's engine call
+        values, jacobian = records[output.name], records["jacobian"]
+        bad_values = _nonfinite(values)
+        if bad_values:  # no derivative where the value itself is undefined
+            jacobian[~np.isfinite(values)] = np.nan
+        return {"nonfinite_values": bad_values, "nonfinite_jacobian": _nonfinite(jacobian)}
 
     t0 = time.perf_counter()
-    with PartStore(path, key, span=(start, stop)) as store:
-        computed = run_blocks(store, blocks, compute, progress=progress, desc="sweep")
-        seconds = time.perf_counter() - t0
-        out = store.finalize({**attrs, "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"},
-                             totals=("nonfinite_values", "nonfinite_jacobian"))
+    attrs = {**attrs, "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"}
+    with RecordStore(path, key, (start, stop), template=template, attrs=attrs,
+                     totals=("nonfinite_values", "nonfinite_jacobian")) as store:
+        computed = run_records(store, blocks, fill, check, slice_size=_whole_chunks(jac, SLICE_BYTES),
+                               progress=progress, desc="sweep")
+        out = store.finalize()
+    seconds = time.perf_counter() - t0  # until the file is published: the throughput a user gets
     with netCDF4.Dataset(out) as nc:
         bad_values, bad_jacobian = int(nc.nonfinite_values), int(nc.nonfinite_jacobian)
     if bad_values or bad_jacobian:
         log.warning("%s: %d non-finite values and %d non-finite Jacobian entries (kept as NaN/Inf, counted in "
                     "attributes nonfinite_values / nonfinite_jacobian)", out, bad_values, bad_jacobian)
     return SweepSummary(out, stop - start, computed, seconds, bad_values, bad_jacobian)
+
+
+def _nonfinite(a: np.ndarray) -> int:
+    """How many entries of ``a`` are NaN or infinite: one summation when none is (any makes the sum
+    non-finite), a count otherwise (or when finite values overflowed the sum)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(a.sum()):
+            return 0
+    return int(a.size - np.count_nonzero(np.isfinite(a)))

@@ -87,3 +87,31 @@ def test_every_workflow_takes_each_of_its_keys_from_one_experiment_file(tmp_path
                 checked += 1
     GlobalHydra.instance().clear()
     assert checked > 250  # every workflow's keys (280 when written), not a handful
+
+
+def test_an_experiment_chooses_every_study_preset_for_every_workflow(tmp_path):
+    """`override /indices: quick` (and the calibrate, posterior, propagate presets) in one experiment file: every
+    workflow composes it, and the workflow that owns a preset gets its values."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from workflows.registry import CONF_DIR
+    from workflows.schema import _SCHEMAS, own_config, register
+
+    register()
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "presets.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /calibrate: gauss_newton\n  - override /posterior: snaper\n"
+        "  - override /propagate: calibration\n  - override /indices: quick\n")
+    expected = {"calibrate": ("solver.kind", "gauss_newton"), "posterior": ("nuts.algorithm", "snaper"),
+                "propagate": ("uncertainty.source", "calibration"), "indices": ("sobol.n", 128)}
+    for name in _SCHEMAS:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(str(CONF_DIR), version_base=None):
+            cfg = compose(name, overrides=[f"hydra.searchpath=[file://{tmp_path}]", "experiment=presets",
+                                           f"output_dir={tmp_path / 'out'}"])
+        job = own_config(cfg, name)
+        if name in expected:
+            key, value = expected[name]
+            assert OmegaConf.select(job, key) == value, (name, key)
+    GlobalHydra.instance().clear()

@@ -85,7 +85,7 @@ def test_points_from_csv_and_netcdf(tmp_path):
     with pytest.raises(DataError, match=r"missing column\(s\) \['b'\]"):
         make_grid(SPACE, "file", path=tmp_path / "bad.csv")
     table.assign(a=99.0).to_csv(tmp_path / "out.csv", index=False)
-    with pytest.raises(ConfigError, match="'a' = 99.0 at row 0 is outside its bounds"):
+    with pytest.raises(ConfigError, match=r"'a' = 99.0 at point 0 \(data row 1\) is outside its bounds"):
         make_grid(SPACE, "file", path=tmp_path / "out.csv")
     (tmp_path / "text.csv").write_text("a,b,c\n0.5,x,0.5\n")
     with pytest.raises(DataError, match=r"grid.path .*text.csv: column 'b' must be numeric, got 'x' in data row 1"):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sensitivity.analyses.propagation import gaussian_inputs, second_order
+from sensitivity.analyses.propagation import second_order
+from sensitivity.analyses.inputs import gaussian_inputs
 from sensitivity.errors import ConfigError
 from sensitivity.hessian import compile_hessian
 
@@ -104,6 +105,13 @@ def test_second_order_with_a_compiled_hessian_is_exact_for_a_quadratic():
     assert float(ds.output_mean[0]) == pytest.approx(np.trace(A @ cov) + mu @ A @ mu, rel=1e-12)
     var = 2 * np.trace(A @ cov @ A @ cov) + 4 * mu @ A @ cov @ A @ mu
     assert float(ds.output_std[0]) ** 2 == pytest.approx(var, rel=1e-12)
+
+
+def test_a_linear_or_constant_model_has_a_zero_hessian(points):
+    """No second (or no first) derivative at all: zeros, not an unconnected-gradient error."""
+    w = tf.constant([[1.0, -2.0], [0.5, 0.0], [3.0, 1.0]], tf.float64)
+    for fn in (lambda x: x @ w, lambda x: 0.0 * x[:, :2] + 1.0):
+        np.testing.assert_array_equal(compile_hessian(fn, 3, dtype="float64")(points), np.zeros((7, 2, 3, 3)))
 
 
 @pytest.mark.parametrize(

@@ -308,3 +308,17 @@ def test_dense_path_conv_falls_back_for_other_layers(layer):
     jac = sensitivity.compile_jacobian(model, "forward")
     assert jac.path == "autodiff" and jac.path_reason
     np.testing.assert_allclose(jac(x)[1], central_differences(model, x), rtol=1e-6, atol=1e-9)
+
+
+def test_out_receives_every_chunk_in_the_callers_layout():
+    """``out=``: the caller's arrays (here big-endian fields of a record buffer, strided) hold exactly what
+    a plain call returns, whatever the number of chunks."""
+    jac = sensitivity.compile_jacobian(load(analytic.ishigami, 3, "float64"), "forward", chunk_size=64)
+    x = RNG.uniform(-3, 3, (200, 3))
+    records = np.zeros(200, [("y", ">f8", (1,)), ("jacobian", ">f8", (1, 3)), ("pad", "i4")])
+    values, jacobian = jac(x, out=(records["y"], records["jacobian"]))
+    assert values.base is not None and np.shares_memory(jacobian, records)
+    np.testing.assert_array_equal(records["jacobian"], jac(x)[1])
+    np.testing.assert_allclose(records["jacobian"], ishigami_jacobian(x), **TOL["float64"])
+    with pytest.raises(ConfigError, match=r"`out` must be arrays of shapes \[\[200, 1\], \[200, 1, 3\]\]"):
+        jac(x, out=(records["y"], records["jacobian"][:100]))

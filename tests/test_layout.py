@@ -40,3 +40,15 @@ def test_math_in_the_analyses_does_not_write_files():
     offending = [f"{path.relative_to(ROOT)}: {writer}" for path in sorted(analyses.rglob("*.py"))
                  for writer in writers if writer in path.read_text()]
     assert offending == []
+
+
+def test_the_analyses_packages_import_each_other_without_a_cycle():
+    """Each study's package may use another's, never both ways (the shared input distributions live a level up,
+    in ``sensitivity.analyses.inputs``); function-local imports count too."""
+    analyses = ROOT / "sensitivity" / "analyses"
+    packages = sorted(p.name for p in analyses.iterdir() if (p / "__init__.py").is_file())
+    uses = {name: {other for path in (analyses / name).rglob("*.py") for module in imported_modules(path)
+                   for other in packages if other != name and module.startswith(f"sensitivity.analyses.{other}")}
+            for name in packages}
+    cycles = [(a, b) for a in packages for b in uses[a] if a in uses[b]]
+    assert cycles == [], uses

@@ -201,7 +201,8 @@ def test_propagation_figure(study, drawn, tmp_path):
 
 def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
     """The moment methods alone (no Monte Carlo to judge them by) on a linear ``species x day`` model."""
-    from sensitivity.analyses.propagation import inputs_from_space, propagate
+    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.inputs import inputs_from_space
     from sensitivity.datasets import write_atomic
     from sensitivity.plots.propagation import propagation_figure
     from tests.helpers.shapes import SPECS, space

@@ -67,3 +67,19 @@ def test_a_truncated_family_of_the_space_keeps_its_truncation():
     z = Z[np.abs(Z) <= 6]
     oracle = stats.truncnorm((15.0 - 30.0) / 8.0, np.inf, loc=30.0, scale=8.0)
     np.testing.assert_allclose(quantile_from_normal(marginal, z), scipy_quantile(oracle, z), rtol=1e-9)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 1001, 4096])
+def test_sample_quantiles_equal_numpys(n):
+    """Sample quantiles from single-rank partitions against numpy.quantile (linear), bit for bit: any sample
+    size, probabilities 0 and 1 and unsorted ones, ties, a constant row, a row with NaN."""
+    from sensitivity.quantiles import sample_quantiles
+
+    rng = np.random.default_rng(n)
+    columns = np.round(rng.normal(size=(6, n)), 1)  # ties
+    columns[1] = 2.5
+    if n > 1:
+        columns[2, n // 2] = np.nan
+    for p in ([0.05, 0.25, 0.5, 0.75, 0.95], [1.0, 0.0, 0.5], [0.999, 0.001, 0.3, 0.3]):
+        expected = np.quantile(columns, p, axis=1)
+        np.testing.assert_array_equal(sample_quantiles(columns.copy(), np.array(p)), expected)

@@ -60,7 +60,7 @@ def test_nominal_defaults_and_distributions():
     # triangular(0, 2, 10) has mean (0 + 2 + 10) / 3
     assert space.parameters[2].frozen_distribution().mean() == pytest.approx(4.0)
     assert space.parameters[0].frozen_distribution().ppf(0.5) == pytest.approx(0.55)
-    with pytest.raises(ConfigError, match=r"'beta' = 2.0 at row 0 is outside its bounds \[0.1, 1.0\]"):
+    with pytest.raises(ConfigError, match=r"'beta' = 2.0 at point 0 \(data row 1\) is outside its bounds \[0.1, 1.0\]"):
         space.check_points(np.array([[2.0, 1e-3, 1.0]]))
 
 

@@ -66,6 +66,29 @@ def test_same_seed_same_weights(tmp_path):
     assert not all(np.array_equal(u, v) for u, v in zip(a.model.get_weights(), c.model.get_weights()))
 
 
+def test_op_determinism_ends_with_training(tmp_path):
+    """A process that trains and then differentiates works: under op determinism XLA has no kernel for the
+    gradient of an overlapping max pool, so determinism must not outlive ``fit``."""
+    import keras
+    import tensorflow as tf
+
+    train_quadratic(32, seed=0, epochs=1, tmp_path=tmp_path)
+    inputs = keras.Input((7, 7, 2))
+    pooled = keras.layers.Flatten()(keras.layers.MaxPooling2D(3, strides=2)(inputs))
+    network = keras.Model(inputs, pooled)
+    x = tf.random.stateless_normal((3, 7, 7, 2), seed=(1, 2))
+
+    @tf.function(jit_compile=True)
+    def jacobian(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = network(x)
+        return tape.batch_jacobian(y, x)
+
+    j = jacobian(x).numpy()  # raises UnimplementedError while determinism is on
+    assert set(np.unique(j)) <= {0.0, 1.0} and np.all(j.reshape(3, 18, -1).sum(axis=2) == 1)
+
+
 @pytest.mark.slow
 def test_normalisation_and_log_transforms_are_folded_into_the_saved_model(tmp_path):
     """Inputs over decades (one log-transformed), positive outputs learned as logs: the loaded model's Jacobian

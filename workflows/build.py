@@ -5,7 +5,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -37,9 +37,16 @@ def check_study(cfg: DictConfig) -> None:
     description, so that a bad one fails in one line before any work (the command line calls this before Hydra
     makes the run directory); each workflow builds them again where it uses them."""
     from sensitivity.outputs import OutputSpec
+    from sensitivity.settings import check_memory_budget
 
+    if "jacobian" in cfg:
+        check_memory_budget(cfg.jacobian.memory_budget_mb)
     if "space" in cfg:
-        space_from(cfg)
+        space = space_from(cfg)
+        if "grid" in cfg and cfg.grid.kind in ("sobol", "halton", "lhs", "random"):
+            from sensitivity.grids import check_grid_size
+
+            check_grid_size(cfg.grid.n, cfg.grid.kind, len(space))
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
         OutputSpec.from_dict(plain(cfg.model.output))
 
@@ -87,9 +94,9 @@ def ensemble_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
-def grid_from(cfg: DictConfig, space: ParameterSpace) -> Grid:
-    """The design of ``cfg.grid``."""
-    g = cfg.grid
+def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None) -> Grid:
+    """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``)."""
+    g = cfg.grid if node is None else node
     return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
                      steps=g.steps, path=g.path, through=g.through)
 
@@ -115,6 +122,57 @@ def fingerprint(*parts: Any) -> str:
     """A stable hash of the things that define a computation (config nodes, hashes, versions)."""
     payload = json.dumps([plain(p) for p in parts] + [__version__], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+#: Keys that change where or how a run reports, not what it computes: outside every result's fingerprint.
+RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "recompute")
+
+
+def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = ()):
+    """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
+    (its run-only keys left out), the content of its input files and of the model's source.
+
+    Use as ``with build.result_set(cfg, "calibrate", [observations]) as results:`` and write into
+    ``results.staging``; ``results.complete`` says the directory holds this computation's set already.
+    """
+    from sensitivity.datasets import content_hash
+    from sensitivity.datasets.publish import ResultSet
+
+    files = {str(p): content_hash(p) for p in (Path(str(i)) for i in inputs if i) if p.is_file()}
+    config = {k: v for k, v in plain(cfg).items() if k not in RUN_ONLY_KEYS}
+    return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
+                     fingerprint=fingerprint(config, sorted(files.values()), model_source_hash(cfg)),
+                     replace=bool(cfg.get("replace_other_settings", False)),
+                     recompute=bool(cfg.get("recompute", False)))
+
+
+def model_source_hash(cfg: DictConfig) -> str | None:
+    """The content hash of the file(s) ``model.source`` names: a .keras file, a SavedModel directory, or the module
+    of ``package.module:function`` (found, not imported: a change to the model's code changes every fingerprint)."""
+    import importlib.util
+
+    from sensitivity.datasets import content_hash
+
+    source = OmegaConf.select(cfg, "model.source", default=None)
+    if not source or OmegaConf.is_missing(cfg.model, "source"):
+        return None
+    path = repo_path(source)
+    if path.is_file():
+        return content_hash(path)
+    if path.is_dir():
+        return fingerprint([content_hash(p) for p in sorted(path.rglob("*")) if p.is_file()])
+    module = str(source).partition(":")[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return content_hash(spec.origin) if spec is not None and spec.origin and Path(spec.origin).is_file() else None
+
+
+def announce_complete(results, workflow: str) -> None:
+    """Log that a run found its complete, verified result set in place (a rerun does no work)."""
+    log.info("%s: %s already holds this computation's complete, verified results; nothing to do (another run "
+             "directory, or other settings, computes again)", workflow, results.directory)
 
 
 def output_dir(cfg: DictConfig) -> Path:

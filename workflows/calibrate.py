@@ -1,7 +1,8 @@
 """Workflow `calibrate`: fit parameters to observations from many starts at once -> calibration.nc.
 
 The observations (netCDF or CSV, see :mod:`sensitivity.observations`) are aligned to the model's
-outputs; every start of the ``grid`` design (plus the nominal point) is fitted together by
+outputs; every start of the ``starts`` design (64 Sobol' points by default, plus the nominal point) is fitted
+together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
 prior. On an ensemble surrogate, each member is calibrated too, and the fit is repeated with the ensemble's
@@ -26,8 +27,8 @@ from sensitivity.analyses.calibration import (
     GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, step_slice, write_step_map)
 from sensitivity.errors import ConfigError, DataError
 from workflows import build
-from workflows.schema import (GridConf, JacobianConf, ModelConf, ObservationsConf, PriorConf, SpaceConf, kinds_schema,
-                              schema_of, settings_from)
+from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
+                              settings_from)
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,7 @@ EmulatorConf = schema_of(calibrate_ensemble, "EmulatorConf", keys=("iterations",
 
 
 @dataclass
-class CalibrateConf(FitConf):
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class CalibrateConf(FitConf, SurrogateStudyConf):
     solver: SolverConf = field(default_factory=SolverConf)
     emulator: EmulatorConf = field(default_factory=EmulatorConf)
     observations: ObservationsConf = field(default_factory=ObservationsConf)
@@ -63,6 +60,7 @@ class CalibrateConf(FitConf):
     step_dtype: Optional[str] = "float32"
     fit: bool = True
     sweep_path: Optional[str] = None
+    starts: GridConf = field(default_factory=lambda: GridConf(n=64))  # the design of the starts (any grid kind)
     step_map: StepMapConf = field(default_factory=StepMapConf)
     step_slice: StepSliceConf = field(default_factory=StepSliceConf)
     output_dir: str = "???"
@@ -83,12 +81,17 @@ def run(cfg: DictConfig) -> Path:
     build.check_choice(cfg.solver.kind, tuple(SOLVERS), "solver.kind")
     if cfg.step_dtype is not None:
         build.check_choice(cfg.step_dtype, ("float32", "float64"), "step_dtype")
-    paths = []
-    if cfg.fit:
-        paths.append(fit(cfg))
-    if cfg.sweep_path:
-        paths.append(step_map(cfg))
-    return paths[0]
+    main = "calibration.nc" if cfg.fit else "step_map.nc"
+    with build.result_set(cfg, "calibrate", [build.repo_path(cfg.observations.path), cfg.sweep_path]) as results:
+        if results.complete:
+            build.announce_complete(results, "calibrate")
+            return results.path(main)
+        if cfg.fit:
+            fit(cfg, results.staging)
+        if cfg.sweep_path:  # resumable: its parts and file live in the run directory, adopted into the set
+            results.adopt(step_map(cfg, results.directory, figures=results.staging).name)
+        results.publish()
+    return results.path(main)
 
 
 # ----------------------------------------------------------------------------- config -> objects
@@ -101,16 +104,17 @@ def solver_from(node: DictConfig):
 
 
 def starts_from(cfg: DictConfig, space) -> np.ndarray:
-    """``[K, n]`` starts: the ``grid`` design, then the nominal point when ``include_nominal``."""
-    points = build.grid_from(cfg, space).points()
+    """``[K, n]`` starts: the ``starts`` design, then the nominal point when ``include_nominal``."""
+    points = build.grid_from(cfg, space, cfg.starts).points()
     return np.vstack([points, space.nominal[None, :]]) if cfg.include_nominal else points
 
 
 # ----------------------------------------------------------------------------- the fit
 
 
-def fit(cfg: DictConfig) -> Path:
-    """Calibrate the surrogate of ``cfg`` to ``cfg.observations``; write ``calibration.nc``."""
+def fit(cfg: DictConfig, out_dir: Path) -> Path:
+    """Calibrate the surrogate of ``cfg`` to ``cfg.observations``; write ``calibration.nc`` (+ step slice, figures)
+    into ``out_dir``."""
     import time
 
     from sensitivity.datasets import index_string_dims, provenance, write_atomic
@@ -130,9 +134,9 @@ def fit(cfg: DictConfig) -> Path:
     step_engine = None
     if cfg.step_dtype is not None and cfg.step_dtype != jac.dtype:
         step_engine = build.engine_from(cfg, build.surrogate_from(cfg, space, dtype=cfg.step_dtype))
-    out = build.output_dir(cfg) / "calibration.nc"
-    log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s) -> %s", len(starts),
-             obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype, out)
+    out = out_dir / "calibration.nc"
+    log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s)", len(starts),
+             obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype)
     t0 = time.perf_counter()
     options = dict(prior_mean=prior_mean, prior_cov=prior_cov, bounds=space.bounds, log_parameters=log_mask,
                    solver=solver, parameter_names=space.names, parameter_units=space.units,
@@ -158,7 +162,7 @@ def fit(cfg: DictConfig) -> Path:
     ds = index_string_dims(with_true_parameters(ds, obs.true_parameters))
     attrs = provenance(title=f"Calibration of {surrogate.source} to {obs.path.name}", workflow="calibrate",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                       surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed, inputs=[obs.path])
+                       surrogate_hash=surrogate.content_hash, seed=cfg.starts.seed, inputs=[obs.path])
     ds.attrs = {**{k: str(v) for k, v in ds.attrs.items() if k != "title"}, **attrs,
                 "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} "
                           f"step_dtype={(step_engine or jac).dtype}",
@@ -170,8 +174,8 @@ def fit(cfg: DictConfig) -> Path:
         build.file_backend()
         from sensitivity.plots.calibration import calibration_figures
 
-        for figure in calibration_figures(path, build.output_dir(cfg)):
-            log.info("figure: %s", figure)
+        for figure in calibration_figures(path, out_dir):
+            log.info("figure: %s", figure.name)
     if cfg.step_slice.enabled:
         step_slice_of(cfg, ds, path, jac, obs, space, log_mask, solver, slice_names, surrogate)
     return path
@@ -237,7 +241,8 @@ def slice_parameters_from(node: DictConfig, space) -> list[str] | None:
 
 def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, log_mask, solver,
                   names: list[str] | None, surrogate) -> Path:
-    """The step map on a 2-D slice through the best estimate of ``ds`` -> ``step_slice.nc`` (+ figure)."""
+    """The step map on a 2-D slice through the best estimate of ``ds`` -> ``step_slice.nc`` (+ figure), beside
+    ``calibration_path``."""
     from sensitivity.analyses.calibration import least_identifiable, slice_box
     from sensitivity.datasets import provenance, write_atomic
 
@@ -249,9 +254,9 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
     box = slice_box(center, space.bounds, pair, cfg.step_slice.width)
     if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
         log.warning("step_slice: the slice ignores the prior (cost and steps of the data misfit only)")
-    out = build.output_dir(cfg) / "step_slice.nc"
-    log.info("step_slice: %d x %d grid over %s and %s through the best estimate -> %s", cfg.step_slice.points,
-             cfg.step_slice.points, space.names[pair[0]], space.names[pair[1]], out)
+    out = calibration_path.with_name("step_slice.nc")
+    log.info("step_slice: %d x %d grid over %s and %s through the best estimate", cfg.step_slice.points,
+             cfg.step_slice.points, space.names[pair[0]], space.names[pair[1]])
     result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_slice.points,
                         **obs.errors(), log_parameters=log_mask, damping=cfg.step_slice.damping, rcond=cfg.rcond,
                         solver=solver, values=jac.flat_values)
@@ -259,18 +264,19 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
     sliced.attrs.update(provenance(
         title=f"Step map on the {sliced.attrs['slice_parameters']} slice through the best estimate",
         workflow="calibrate", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-        surrogate_hash=surrogate.content_hash, inputs=[calibration_path, obs.path]))
+        surrogate_hash=surrogate.content_hash, inputs=[(calibration_path.name, calibration_path), obs.path]))
     path = write_atomic(sliced, out)
     log.info("step_slice: %.0f%% of the grid converges to the best minimum", 100 * result.in_basin.mean())
     if cfg.plots:
         from sensitivity.plots.calibration import step_slice_figure
 
-        log.info("figure: %s", step_slice_figure(path, build.output_dir(cfg) / "step_slice.png"))
+        log.info("figure: %s", step_slice_figure(path, out.with_name("step_slice.png")).name)
     return path
 
 
-def step_map(cfg: DictConfig) -> Path:
-    """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``step_map.nc`` (chunked, resumable)."""
+def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
+    """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``out_dir/step_map.nc`` (chunked, resumable: its
+    parts stay in ``out_dir``), its figure into ``figures``."""
     from sensitivity.datasets import content_hash, provenance
     from sensitivity.observations import read_observations
     from sensitivity.stored_sweep import StoredSweep
@@ -288,22 +294,21 @@ def step_map(cfg: DictConfig) -> Path:
         obs = read_observations(build.repo_path(cfg.observations.path), sweep.output)
         if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
             log.warning("step_map: the step map ignores the prior (steps of the data misfit only)")
-        out = build.output_dir(cfg) / "step_map.nc"
+        out = out_dir / "step_map.nc"
         attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",
                            workflow="calibrate", config_yaml=build.config_yaml(cfg),
                            surrogate_source=sweep.attrs.get("surrogate"),
                            surrogate_hash=sweep.surrogate_hash,
                            inputs=[sweep_path, obs.path])
         attrs.update(damping=str(cfg.step_map.damping), rcond=str(cfg.rcond))
-        log.info("step_map: %d sweep points in blocks of %d -> %s", sweep.size, cfg.step_map.block, out)
+        log.info("step_map: %d sweep points in blocks of %d", sweep.size, cfg.step_map.block)
         path = write_step_map(sweep, obs.values, out, fingerprint=build.fingerprint(cfg.step_map, cfg.rcond,
                                                                                     content_hash(obs.path)),
                               attrs=attrs, **obs.errors(), damping=cfg.step_map.damping, rcond=cfg.rcond,
                               block=cfg.step_map.block, progress=cfg.progress)
-    log.info("step_map done: %s", path)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.calibration import step_map_figure
 
-        log.info("figure: %s", step_map_figure(path, build.output_dir(cfg) / "step_map.png", pair))
+        log.info("figure: %s", step_map_figure(path, figures / "step_map.png", pair).name)
     return path

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -90,9 +91,24 @@ def _hydra_main(name: str, overrides: list[str]) -> None:
         except SensitivityError as err:
             log.error("%s: %s", name, err)
             raise SystemExit(2) from None
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (below): finished parts stay on disk
+            code = 143 if isinstance(stop, Terminated) else 130
+            log.error("%s: %s; rerun the same command to resume", name,
+                      "terminated" if code == 143 else "interrupted")
+            raise SystemExit(code) from None
+
+    signal.signal(signal.SIGTERM, _terminate)
 
     sys.argv = [f"sensitivity {name}", *overrides]
     hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=name)(task)()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that a run stops as cleanly as on Ctrl-C (exit 143)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
 
 
 #: Command-line flags with which Hydra does something else than compose one job (multiruns compose per job).
@@ -106,6 +122,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
     With ``--cfg job`` (``-c job``) print the composed config with only this workflow's keys instead
     (:func:`workflows.schema.own_config`): an experiment file's keys for other workflows are left out.
     """
+    import yaml
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -122,7 +139,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
             print(OmegaConf.to_yaml(cfg), end="")
             raise SystemExit(0)
         check_study(cfg)
-    except (HydraException, OmegaConfBaseException, SensitivityError) as err:
+    except (HydraException, OmegaConfBaseException, SensitivityError, yaml.YAMLError) as err:
         print(f"sensitivity {name}: {_one_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
@@ -159,6 +176,9 @@ def _compose(name: str, overrides: list[str], config_dir: str | None):
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
+    from workflows.naming import register_resolver
+
+    register_resolver()
     GlobalHydra.instance().clear()
     search_path = create_config_search_path(str(CONF_DIR))
     if config_dir is not None:
@@ -166,7 +186,25 @@ def _compose(name: str, overrides: list[str], config_dir: str | None):
     hydra = Hydra.create_main_hydra2(task_name=f"sensitivity {name}", config_search_path=search_path)
     cfg = hydra.compose_config(config_name=name, overrides=overrides, run_mode=RunMode.RUN,
                                with_log_configuration=False)
+    _check_writable(cfg)
     return OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+
+
+def _check_writable(cfg) -> None:
+    """Refuse, before Hydra makes it, a run directory whose nearest existing folder this user cannot write."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from sensitivity.errors import DataError
+
+    HydraConfig.instance().set_config(cfg)
+    run_dir = Path(str(cfg.hydra.run.dir)).absolute()
+    where = run_dir
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not (where.is_dir() and os.access(where, os.W_OK | os.X_OK)) or (
+            where == run_dir and not os.access(run_dir, os.W_OK)):
+        raise DataError(f"cannot write the run directory {run_dir}: {where} is not writable by this user; run from "
+                        "a folder you can write, or set hydra.run.dir")
 
 
 def _one_line(err: BaseException) -> str:
@@ -174,6 +212,7 @@ def _one_line(err: BaseException) -> str:
     key, a suggestion for a key that is not in the schema, the options of a config group."""
     import difflib
 
+    import yaml
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from sensitivity.errors import SensitivityError
@@ -181,6 +220,10 @@ def _one_line(err: BaseException) -> str:
 
     if isinstance(err, SensitivityError):
         return str(err)
+    if isinstance(err, yaml.YAMLError):  # e.g. a `!!python/...` tag: refused by the safe loader, never run
+        mark = getattr(err, "problem_mark", None)
+        where = f" in {mark.name}, line {mark.line + 1}" if mark is not None else ""
+        return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"
     chain, cause = [], err
     while cause is not None and len(chain) < 4:
         chain.append(cause)

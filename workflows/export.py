@@ -5,7 +5,8 @@ Writes into the run directory:
 * ``<export.name>/`` — a SavedModel with ``value``, ``jacobian``, ``value_and_jacobian`` (and
   ``hessian``) reloadable by TensorFlow alone (:mod:`sensitivity.export`), checked after writing in a
   fresh process that cannot import this package;
-* ``export.nc`` — the check points (the ``grid`` design, default 256 random points) with the engine's values and Jacobians, and the check results
+* ``export.nc`` — the check points (``export.check_points``, default 256 random points) with the engine's values
+  and Jacobians, and the check results
   (errors, reload time, throughputs) as attributes;
 * ``problem.json`` — the parameter space as a SALib problem (:mod:`sensitivity.salib`);
 * with ``pest.calibration`` or ``pest.point``: ``<pest.name>.jcb`` (PEST JCO binary) and
@@ -22,9 +23,10 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
+from sensitivity.grids import make_grid
 from sensitivity.pest import calibration_point, write_pest_at
 from sensitivity.settings import ExportSettings
-from workflows import build
+from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 
 ExportOptions = schema_of(ExportSettings, "ExportOptions", extra=[
     ("name", str, "jacobian_model"),  # the SavedModel directory in the run dir
-    ("problem_file", Optional[str], "problem.json")])  # the space as a SALib problem; null to skip
+    ("problem_file", Optional[str], "problem.json"),  # the space as a SALib problem; null to skip
+    ("check_points", int, 256), ("check_seed", int, 0)])  # new random points compared after reload
 
 
 PointConf = schema_of(calibration_point, "PointConf", keys=("estimate", "start"))
@@ -50,7 +53,6 @@ class PestConf(PointConf, PestFilesConf):
 class ExportConf(SurrogateStudyConf):
     export: ExportOptions = field(default_factory=ExportOptions)
     pest: PestConf = field(default_factory=PestConf)
-    space_file: Optional[str] = None
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -77,18 +79,31 @@ def _problem_file(name: str | None, space) -> str | None:
 def run(cfg: DictConfig) -> Path:
     """Export, check and describe the compiled Jacobian of ``cfg.model``; return the SavedModel directory."""
     opts = cfg.export
-    space = build.space_from_problem_file(cfg) or build.space_from(cfg)
-    points = build.grid_from(cfg, space).points()  # the check points
+    space = build.space_from(cfg)
+    points = make_grid(space, "random", n=opts.check_points, seed=opts.check_seed).points()  # new points
     pest_point = _pest_point(cfg, space)  # fail on a bad PEST setting before the long export (and TF's import)
     problem_file = _problem_file(opts.problem_file, space)
+    with build.result_set(cfg, "export", [cfg.pest.calibration]) as results:
+        if results.complete:
+            build.announce_complete(results, "export")
+            return results.path(opts.name)
+        _export(cfg, space, points, pest_point, problem_file, results.staging, results.directory)
+        results.publish()
+    return results.path(opts.name)
+
+
+def _export(cfg: DictConfig, space, points: np.ndarray, pest_point: np.ndarray | None, problem_file: str | None,
+            out: Path, final: Path) -> None:
+    """The SavedModel, its check, ``export.nc`` and the SALib and PEST files, into ``out`` (published to ``final``)."""
+    opts = cfg.export
     surrogate = build.surrogate_from(cfg, space)
+    if cfg.pest.calibration is not None:
+        chain.consumed(cfg, cfg.pest.calibration, "pest.calibration", surrogate_hash=surrogate.content_hash)
     from sensitivity.export import RELOAD_SNIPPET, export_jacobian
 
     jac = build.engine_from(cfg, surrogate)
-    out = build.output_dir(cfg)
     target = out / opts.name
-    log.info("export: %s mode, %s, jit_compile=%s, hessian=%s -> %s", jac.mode, jac.dtype, jac.jit_compile,
-             opts.hessian, target)
+    log.info("export: %s mode, %s, jit_compile=%s, hessian=%s", jac.mode, jac.dtype, jac.jit_compile, opts.hessian)
     check = export_jacobian(jac, target, hessian=opts.hessian, check_points=points, rtol=opts.rtol,
                             bench_seconds=opts.bench_seconds, hessian_points=opts.hessian_points)
     log.info("export check (fresh process without this package, %d new points): relative error value %.1e, "
@@ -98,21 +113,20 @@ def run(cfg: DictConfig) -> Path:
              check.reload_seconds, check.reloaded_jacobians_per_second, check.engine_jacobians_per_second,
              check.throughput_ratio)
     log.info("reload it with TensorFlow alone:\n%s",
-             RELOAD_SNIPPET.format(path=target.resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
+             RELOAD_SNIPPET.format(path=(final / opts.name).resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
     _write_summary(cfg, jac, space, points, check, out / "export.nc")
     if problem_file:
         from sensitivity.salib import write_problem
 
-        log.info("SALib problem: %s", write_problem(space, out / problem_file))
+        log.info("SALib problem: %s", write_problem(space, out / problem_file).name)
     if pest_point is not None:
         p = cfg.pest
         files = write_pest_at(jac, pest_point, out / f"{p.name}.jcb", calibration=p.calibration,
                               std_variable=p.observation_std, sigma=build.plain(p.sigma), format=p.format)
         log.info("PEST Jacobian at %s: %s (%d observations x %d parameters)%s",
-                 dict(zip(jac.surrogate.input_names, np.round(pest_point, 6).tolist())), files.jacobian,
+                 dict(zip(jac.surrogate.input_names, np.round(pest_point, 6).tolist())), files.jacobian.name,
                  len(files.observation_names), jac.surrogate.n_in,
-                 f", noise {files.uncertainty}" if files.uncertainty else "")
-    return target
+                 f", noise {files.uncertainty.name}" if files.uncertainty else "")
 
 
 def _pest_point(cfg: DictConfig, space) -> np.ndarray | None:
@@ -147,7 +161,7 @@ def _write_summary(cfg: DictConfig, jac, space, points: np.ndarray, check, path:
                        output=s.output)
     attrs = provenance(title=f"Export check of the compiled Jacobian of {s.source}", workflow="export",
                        config_yaml=build.config_yaml(cfg), surrogate_source=s.source, surrogate_hash=s.content_hash,
-                       seed=cfg.grid.seed, inputs=[cfg.pest.calibration] if cfg.pest.calibration else [])
+                       seed=cfg.export.check_seed, inputs=[cfg.pest.calibration] if cfg.pest.calibration else [])
     summary = check.summary()
     attrs.update({
         "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}",

@@ -17,8 +17,8 @@ from omegaconf import DictConfig
 
 from sensitivity.analyses import indices
 from sensitivity.errors import ConfigError
-from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows import build, chain
+from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,7 @@ PlanConf = schema_of(indices.plan, "PlanConf", keys=("seed", "top_k"))  # top_k:
 
 
 @dataclass
-class IndicesConf(PlanConf):
-    model: ModelConf = field(default_factory=ModelConf)
-    space: SpaceConf = field(default_factory=SpaceConf)
-    grid: GridConf = field(default_factory=GridConf)
-    jacobian: JacobianConf = field(default_factory=JacobianConf)
+class IndicesConf(PlanConf, SurrogateStudyConf):
     methods: List[str] = field(default_factory=lambda: list(indices.DEFAULT_METHODS))
     intervals: IntervalsConf = field(default_factory=IntervalsConf)
     bootstrap: BootstrapConf = field(default_factory=BootstrapConf)
@@ -66,8 +62,6 @@ SCHEMA = IndicesConf
 
 def run(cfg: DictConfig) -> Path:
     """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
-    from sensitivity.datasets import provenance, write_atomic
-
     space = build.space_from(cfg)
     chosen = list(cfg.methods)
     for name in chosen:
@@ -78,10 +72,28 @@ def run(cfg: DictConfig) -> Path:
     options = {"seed": cfg.seed, "top_k": cfg.top_k,
                "intervals": indices.Intervals(**build.plain(c), **build.plain(b))}
     designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
-    surrogate = build.surrogate_from(cfg, space)
     accepts = {"dgsm": ("DGSM", indices.SAMPLING_GRIDS), "given_data": ("given-data indices", indices.RANK_GRIDS)}
     sweeps = {f"{name}.sweep": (cfg[name].sweep, check) for name, check in accepts.items()
               if name in chosen and cfg[name].sweep}
+    for key, (sweep, _) in sweeps.items():  # verified here; its space and surrogate by check_sweep_sample below
+        chain.consumed(cfg, sweep, key)
+    samples = cfg.given_data.samples if "given_data" in chosen else None
+    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples,
+                          cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]
+    with build.result_set(cfg, "indices", inputs) as results:
+        if results.complete:
+            build.announce_complete(results, "indices")
+            return results.path("indices.nc")
+        _compute(cfg, space, chosen, methods, designs, options, sweeps, inputs, results.staging)
+        results.publish()
+    return results.path("indices.nc")
+
+
+def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, inputs, out_dir: Path) -> Path:
+    """The indices of every chosen method -> ``out_dir/indices.nc`` (+ figures)."""
+    from sensitivity.datasets import provenance, write_atomic
+
+    surrogate = build.surrogate_from(cfg, space)
     for key, (sweep, (label, grids)) in sweeps.items():
         from sensitivity.stored_sweep import StoredSweep
 
@@ -97,22 +109,18 @@ def run(cfg: DictConfig) -> Path:
         ds = indices.compute(jac, space, methods, designs=designs, **options)
     else:  # the ensemble mean's indices, each member's, their spread and the combined intervals
         ds = indices.compute_ensemble(ensemble, space, methods, designs=designs, **options)
-    samples = cfg.given_data.samples if "given_data" in chosen else None
-    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples,
-                          cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]
     ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))
     ds.attrs["methods"] = " ".join(chosen)
-    out = write_atomic(ds, build.output_dir(cfg) / "indices.nc")
+    out = write_atomic(ds, out_dir / "indices.nc")
     _log_checks(ds)
-    log.info("indices: %s", out)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.indices import indices_figures
 
-        for figure in indices_figures(out, build.output_dir(cfg)):
-            log.info("figure: %s", figure)
+        for figure in indices_figures(out, out_dir):
+            log.info("figure: %s", figure.name)
     return out
 
 

@@ -31,12 +31,25 @@ output: {name: y, units: "1", long_name: model response}
 """,
     "conf/experiment/study.yaml": """\
 # @package _global_
-# The whole study: sensitivity <workflow> experiment=study
+# The whole study, in one file: `sensitivity run experiment=study` chains its stages; `sensitivity <workflow>
+# experiment=study` runs one workflow. Each workflow takes its own keys from this file and ignores the others'.
 defaults:
   - override /model: study
   - override /space: study
 grid:
-  n: 1024
+  n: 1024                       # sweep points
+  through: distribution         # drawn from the inputs' distributions (DGSM and pointwise propagation read the sweep)
+sobol:
+  n: 4096                       # indices: the Sobol' design
+stages:                         # sensitivity run experiment=study
+  - name: sweep
+    workflow: sweep
+  - name: propagate
+    workflow: propagate
+    inputs: {pointwise.sweep: sweep}   # + sigma_y at every sweep point
+  - name: indices
+    workflow: indices
+    inputs: {dgsm.sweep: sweep}        # DGSM from the stored sweep
 """,
     "model.py": '''\
 """Your model. Replace ``response`` with your own; keep it TensorFlow-traceable (tf ops, no numpy on x)."""
@@ -59,16 +72,19 @@ packaged configs, and `model.py` is importable as `model:response`.
 | `model.py` | the model: x[B, n_in] -> y[B] or y[B, m], TensorFlow-traceable |
 | `conf/model/study.yaml` | where the model is (`module:function`, a .keras file or a SavedModel) and its outputs |
 | `conf/space/study.yaml` | the inputs: names, units, distributions (any scipy.stats one, optionally truncated) |
-| `conf/experiment/study.yaml` | the study: which model and space, grid size |
+| `conf/experiment/study.yaml` | the study: which model and space, every workflow's settings, the stages of `run` |
 
 ```bash
+sensitivity run experiment=study               # every stage -> outputs/run/study/<stage>/, and report.html
 sensitivity sweep experiment=study             # values and Jacobians over a Sobol' grid -> outputs/sweep/...
 sensitivity indices experiment=study           # Sobol', DGSM, Morris, local and active-subspace indices
 sensitivity propagate experiment=study         # mean, std, quantiles of y from the input distributions
 sensitivity sweep experiment=study --cfg job   # the composed config
 ```
 
-Outputs go to `outputs/<workflow>/<overrides>-<hash>/` (the same command resumes in the same folder).
+Each workflow writes into `outputs/<workflow>/<overrides>-<hash>/` (`outputs/<workflow>/latest` is the last one)
+and ends by logging its result and the next command. Rerunning `sensitivity run experiment=study` skips every
+stage whose settings and inputs are unchanged, and recomputes the stages a change reaches.
 """,
 }
 
@@ -112,5 +128,5 @@ def main(argv: list[str]) -> int:
     except (FileExistsError, SensitivityError) as err:  # an existing file; a full disk or read-only folder
         print(err, file=sys.stderr)
         return 2
-    print(f"wrote {len(written)} files into {argv[0]}; next: cd {argv[0]} && sensitivity sweep experiment=study")
+    print(f"wrote {len(written)} files into {argv[0]}; next: cd {argv[0]} && sensitivity run experiment=study")
     return 0

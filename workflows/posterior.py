@@ -20,7 +20,7 @@ from typing import List, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from workflows import build
+from workflows import build, chain
 from sensitivity.analyses.posterior import NUTS, initial_points, sample_posterior
 from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
 
@@ -52,27 +52,42 @@ SCHEMA = PosteriorConf
 
 def run(cfg: DictConfig) -> Path:
     """Sample the posterior of the calibration ``cfg.calibration``; return the path of ``posterior.nc``."""
-    import warnings
-
-    from sensitivity.analyses.calibration import ObservationModel
-    from sensitivity.analyses.posterior import PosteriorWarning, Support
-    from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
     from sensitivity.errors import ConfigError
-    from sensitivity.observations import check_path, read_observations
+    from sensitivity.observations import check_path
 
     for key in ("calibration", "observations.path"):
         if OmegaConf.is_missing(cfg, key) if key == "calibration" else OmegaConf.is_missing(cfg.observations, "path"):
             raise ConfigError(f"`{key}` is required (sensitivity posterior calibration=.../calibration.nc "
                               "observations.path=...)")
     space = build.space_from(cfg)
-    calibration = check_path(build.repo_path(cfg.calibration))
+    obs_path = check_path(build.repo_path(cfg.observations.path))
+    calibration = chain.consumed(cfg, check_path(build.repo_path(cfg.calibration)), "calibration",
+                                 observations=obs_path, space=space)
+    with build.result_set(cfg, "posterior", [calibration, obs_path]) as results:
+        if results.complete:
+            build.announce_complete(results, "posterior")
+            return results.path("posterior.nc")
+        _sample(cfg, space, calibration, obs_path, results.staging)
+        results.publish()
+    return results.path("posterior.nc")
+
+
+def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: Path) -> Path:
+    """Sample the posterior of ``calibration`` -> ``out_dir/posterior.nc`` (+ figures)."""
+    import warnings
+
+    from sensitivity.analyses.calibration import ObservationModel
+    from sensitivity.analyses.posterior import PosteriorWarning, Support
+    from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
+    from sensitivity.observations import read_observations
+
     laplace = read_estimate(calibration, names=space.names)
     minima = build.calibration_minima(calibration, space.names)
     prior = prior_of(cfg, space, calibration)
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     sampler = NUTS(**build.plain(cfg.nuts))
-    obs_path = check_path(build.repo_path(cfg.observations.path))
     surrogate = build.surrogate_from(cfg, space, dtype=cfg.model_dtype)
+    chain.consumed(cfg, calibration, "calibration", surrogate_hash=surrogate.content_hash)
     obs = read_observations(obs_path, surrogate.output)
     observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
     members = surrogate.member_fn if surrogate.n_members > 1 and cfg.emulator_variance else None
@@ -82,9 +97,9 @@ def run(cfg: DictConfig) -> Path:
     support = Support.of(space.bounds, log_mask, len(space), space.names)
     start = initial_points(minima, support.interior(laplace.mean), laplace.covariance, support, cfg.n_chains,
                            spread=cfg.spread, seed=cfg.seed)
-    out = build.output_dir(cfg) / "posterior.nc"
-    log.info("posterior: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s -> %s", cfg.n_chains,
-             sampler.num_warmup, sampler.num_draws, len(minima), prior.description(), out)
+    out = out_dir / "posterior.nc"
+    log.info("posterior: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s", cfg.n_chains,
+             sampler.num_warmup, sampler.num_draws, len(minima), prior.description())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PosteriorWarning)
         ds = sample_posterior(surrogate.fn, observations, prior, start, bounds=space.bounds, log_parameters=log_mask,
@@ -106,8 +121,8 @@ def run(cfg: DictConfig) -> Path:
     if cfg.plots:
         from sensitivity.plots.posterior import posterior_figures
 
-        for figure in posterior_figures(path, build.output_dir(cfg)):
-            log.info("figure: %s", figure)
+        for figure in posterior_figures(path, out_dir):
+            log.info("figure: %s", figure.name)
     return path
 
 

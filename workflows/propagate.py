@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.propagation import pointwise_propagation, propagate
 from sensitivity.settings import HESSIAN_MAX_ROWS
-from workflows import build
+from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ class UncertaintyConf:
     covariance: str = "covariance"
     start: Optional[int] = None  # start of a multi-start calibration (null: its best_start)
     truncate: bool = False  # keep the posterior inside the space's bounds (truncated-normal marginals + copula)
-    allow_other_surrogate: bool = False  # propagate a calibration recorded with another surrogate's hash
 
 
 PropagationConf = schema_of(propagate, "PropagationConf", keys=(  # methods and their settings
@@ -75,7 +74,8 @@ SCHEMA = PropagateConf
 def run(cfg: DictConfig) -> Path:
     """Run the propagation described by ``cfg``; return the path of ``propagation.nc``
     (``local_propagation.nc`` when only pointwise propagation was asked for)."""
-    from sensitivity.analyses.propagation import METHODS, SAMPLERS
+    from sensitivity.analyses.inputs import SAMPLERS
+    from sensitivity.analyses.propagation import METHODS
     from sensitivity.errors import ConfigError
 
     methods = list(cfg.propagation.methods)
@@ -85,19 +85,27 @@ def run(cfg: DictConfig) -> Path:
     if not methods and not cfg.pointwise.sweep:
         raise ConfigError("nothing to do: `propagation.methods` is empty and `pointwise.sweep` is null")
     space = build.space_from(cfg)
+    for key in ("uncertainty.path", "posterior.path", "pointwise.sweep"):  # verified and from this space
+        if OmegaConf.select(cfg, key):
+            chain.consumed(cfg, OmegaConf.select(cfg, key), key, space=space)
     inputs, sources = inputs_from(cfg, space)
     log.info("propagate: inputs %s%s", inputs.description, f" from {sources[0]}" if sources else "")
-    paths = []
-    if methods:
-        paths.append(_global(cfg, space, inputs, sources))
-    if cfg.pointwise.sweep:
-        paths.append(_pointwise(cfg, inputs, sources))
-    return paths[0]
+    main = "propagation.nc" if methods else "local_propagation.nc"
+    with build.result_set(cfg, "propagate", [cfg.uncertainty.path, cfg.posterior.path, cfg.pointwise.sweep]) as results:
+        if results.complete:
+            build.announce_complete(results, "propagate")
+            return results.path(main)
+        if methods:
+            _global(cfg, space, inputs, sources, results.staging)
+        if cfg.pointwise.sweep:  # resumable: its parts and file live in the run directory, adopted into the set
+            results.adopt(_pointwise(cfg, inputs, sources, results.directory).name)
+        results.publish()
+    return results.path(main)
 
 
 def inputs_from(cfg: DictConfig, space):
     """The input uncertainty of ``cfg.uncertainty`` and the result files it was read from."""
-    from sensitivity.analyses.propagation import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
+    from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
     from sensitivity.datasets import read_estimate
     from sensitivity.errors import ConfigError, DataError
 
@@ -112,7 +120,7 @@ def inputs_from(cfg: DictConfig, space):
         raise ConfigError(f"`uncertainty.path` must name a {u.source} result ({u.source}.nc) when "
                           f"uncertainty.source={u.source}, got null")
     if u.source == "posterior":
-        from sensitivity.analyses.posterior.inputs import draws_inputs
+        from sensitivity.analyses.inputs import draws_inputs
 
         draws = posterior_draws(u.path, space)
         return draws_inputs(draws.values, space.names, space.units, space.bounds), [u.path]
@@ -140,12 +148,14 @@ def posterior_draws(path: str, space):
     return draws
 
 
-def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
-    """All configured methods on the compiled surrogate -> propagation.nc (+ figure)."""
+def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -> Path:
+    """All configured methods on the compiled surrogate -> ``out_dir/propagation.nc`` (+ figure)."""
     from sensitivity.datasets import provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
-    _check_surrogate(cfg, surrogate.content_hash, "this model")
+    for key in ("uncertainty.path", "posterior.path"):  # computed with this surrogate
+        if OmegaConf.select(cfg, key):
+            chain.consumed(cfg, OmegaConf.select(cfg, key), key, surrogate_hash=surrogate.content_hash)
     jac = build.engine_from(cfg, surrogate)
     p, spec = cfg.propagation, surrogate.output
     hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
@@ -175,49 +185,31 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str]) -> Path:
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources),
                     input_source=_describe(cfg), output_variable=spec.name, output_long_name=spec.long_name)
-    out = write_atomic(ds, build.output_dir(cfg) / "propagation.nc")
+    out = write_atomic(ds, out_dir / "propagation.nc")
     _log_verdict(ds, cfg.uncertainty.source == "calibration" and not cfg.uncertainty.truncate)
-    log.info("propagation: %s", out)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.propagation import propagation_figure
 
-        log.info("figure: %s", propagation_figure(out, build.output_dir(cfg) / "propagation.png"))
+        log.info("figure: %s", propagation_figure(out, out_dir / "propagation.png").name)
     return out
 
 
-def _pointwise(cfg: DictConfig, inputs, sources: list[str]) -> Path:
-    """Linear sigma_y at every point of a stored sweep -> local_propagation.nc."""
+def _pointwise(cfg: DictConfig, inputs, sources: list[str], out_dir: Path) -> Path:
+    """Linear sigma_y at every point of a stored sweep -> ``out_dir/local_propagation.nc`` (resumable)."""
     from sensitivity.datasets import provenance
     from sensitivity.stored_sweep import StoredSweep
 
     with StoredSweep(cfg.pointwise.sweep) as sweep:
-        _check_surrogate(cfg, sweep.surrogate_hash, f"the sweep {sweep.path}'s")
         attrs = provenance(title=f"local linear propagation over the sweep {cfg.pointwise.sweep}",
                            workflow="propagate", config_yaml=build.config_yaml(cfg),
                            surrogate_source=sweep.attrs.get("surrogate"), surrogate_hash=sweep.surrogate_hash,
                            seed=cfg.seed, inputs=[cfg.pointwise.sweep, *sources])
         attrs.update(input_source=_describe(cfg), input_distribution=inputs.description)
         key = build.fingerprint(inputs.names, inputs.covariance.tolist())
-        out = pointwise_propagation(sweep, inputs, build.output_dir(cfg) / "local_propagation.nc", attrs=attrs,
+        out = pointwise_propagation(sweep, inputs, out_dir / "local_propagation.nc", attrs=attrs,
                                     fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
-    log.info("pointwise propagation: %s", out)
     return out
-
-
-def _check_surrogate(cfg: DictConfig, current: str | None, what: str) -> None:
-    """Refuse a calibration whose recorded surrogate hash is not ``current`` (unless explicitly allowed)."""
-    from sensitivity.datasets import open_result
-    from sensitivity.errors import DataError
-
-    u = cfg.uncertainty
-    if u.source != "calibration" or u.allow_other_surrogate:
-        return
-    with open_result(u.path) as ds:
-        recorded = ds.attrs.get("surrogate_hash")
-    if recorded and current and recorded != current:
-        raise DataError(f"uncertainty.path={u.path}: calibrated with surrogate {recorded[:19]}..., {what} is "
-                        f"{current[:19]}...; calibrate this surrogate, or set uncertainty.allow_other_surrogate=true")
 
 
 def _hessian(cfg: DictConfig, surrogate):

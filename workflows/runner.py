@@ -47,8 +47,9 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
         The command-line overrides, to repeat ``experiment=`` in the suggested next command; None: no
         announcement (a stage of ``sensitivity run``).
     """
-    from workflows.schema import own_config
+    from workflows.schema import own_config, register
 
+    register()  # a launcher's job process (submitit) runs the task without the command line's set-up
     module = importlib.import_module(WORKFLOWS[name])
     result = Path(module.run(own_config(cfg, name)))
     if overrides is not None:
@@ -68,7 +69,11 @@ def announce(name: str, cfg: Any, result: Path, overrides: list[str]) -> None:
     if template is None:
         return
     study = [o for o in overrides if o.split("=")[0] in ("experiment", "model", "space")]
-    observations = getattr(getattr(cfg, "observations", None), "path", None) or "<observations.nc>"
+    from omegaconf import OmegaConf
+
+    given = OmegaConf.select(cfg, "observations.path", default=None, throw_on_missing=False) if \
+        OmegaConf.is_config(cfg) else None
+    observations = given or "<observations.nc>"
     step = template.format(result=shown, observations=observations)
     log.info("next: sensitivity %s", " ".join([step.split()[0], *study, *step.split()[1:]]))
 

@@ -142,7 +142,7 @@ class ParameterConf:
 @dataclass
 class SpaceConf:
     parameters: List[ParameterConf] = field(default_factory=list)
-    correlation: Optional[List[List[float]]] = None
+    correlation: Any = None  # a matrix (checked by ParameterSpace: symmetric, unit diagonal, positive definite)
 
 
 @dataclass
@@ -191,12 +191,16 @@ class SurrogateStudyConf:
     space: SpaceConf = field(default_factory=SpaceConf)
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
+    space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
+    allow_unverified: bool = False  # use an input result that has no checksum record (workflows/chain.py)
+    allow_other_sources: bool = False  # use an input result computed from another surrogate, observations or space
+    replace_other_settings: bool = False  # replace a result of other settings in the run directory (sensitivity run)
+    recompute: bool = False  # recompute even when the run directory holds this computation's complete result
 
 
 @dataclass
 class SweepConf(SurrogateStudyConf):
     output_dir: str = "???"
-    space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
     progress: bool = True
     points_per_part: Optional[int] = None
     plots: bool = True
@@ -263,8 +267,22 @@ def study_schema(name: str, schemas: Dict[str, type]) -> type:
     """
     own = set(own_keys(schemas[name]))
     foreign = sorted({key for other, schema in schemas.items() if other != name for key in own_keys(schema)} - own)
-    return dataclasses.make_dataclass(schemas[name].__name__, [(key, Any, field(default=None)) for key in foreign],
+    return dataclasses.make_dataclass(schemas[name].__name__, [_foreign_field(key, schemas) for key in foreign],
                                       bases=(schemas[name],))
+
+
+def _foreign_field(key: str, schemas: Dict[str, type]) -> tuple[str, Any, Any]:
+    """Another workflow's top-level key: a section (a dataclass) keeps its owner's schema and defaults, so a
+    dotted override (``starts.n=8``, ``sobol.n=512``) applies to every workflow of a study, and is checked; a
+    plain value is ``Any`` and null."""
+    for schema in schemas.values():
+        found = {f.name: f for f in dataclasses.fields(schema)}.get(key)
+        if found is None:
+            continue
+        hint = typing.get_type_hints(schema).get(key)
+        if dataclasses.is_dataclass(hint) and found.default_factory is not dataclasses.MISSING:
+            return key, hint, field(default_factory=found.default_factory)
+    return key, Any, field(default=None)
 
 
 def own_config(cfg: Any, workflow: str) -> Any:
@@ -311,6 +329,8 @@ def register() -> None:
     A workflow module declares its schema as a module attribute ``SCHEMA`` (a dataclass built
     from the shared parts above); its primary config lists ``<workflow>_schema`` first.
     """
+    if _SCHEMAS:
+        return
     _SCHEMAS.update({name: module.SCHEMA for name, module in modules() if getattr(module, "SCHEMA", None)})
     store = ConfigStore.instance()
     for name in _SCHEMAS:

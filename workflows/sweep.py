@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 from omegaconf import DictConfig
 
 from workflows import build
@@ -16,7 +17,7 @@ SCHEMA = SweepConf
 
 def run(cfg: DictConfig) -> Path:
     """Run the sweep described by ``cfg``; return the path of ``sweep.nc``."""
-    from sensitivity.datasets import provenance
+    from sensitivity.datasets import check_disk_space, provenance
     from sensitivity.grids import shard_bounds
 
     space = build.space_from(cfg)
@@ -27,6 +28,9 @@ def run(cfg: DictConfig) -> Path:
 
     jac = build.engine_from(cfg, surrogate)
     out = build.output_dir(cfg) / "sweep.nc"
+    start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
+    n, m = surrogate.n_in, surrogate.output_size
+    check_disk_space(out, (stop - start) * (n + m + m * n) * np.dtype(jac.dtype).itemsize, "this sweep")
     log.info("sweep: %d points of %s grid, %s mode, %s, chunk %d -> %s", grid.size, cfg.grid.kind, jac.mode,
              jac.dtype, jac.chunk_size, out)
     attrs = provenance(title=f"Jacobian sweep of {surrogate.source}", workflow="sweep",
@@ -40,8 +44,8 @@ def run(cfg: DictConfig) -> Path:
     summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
                     num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
                     parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
-    log.info("sweep done: %d points in %.1f s (%.0f Jacobians/s including compilation) -> %s", summary.points,
-             summary.seconds, summary.jacobians_per_second, summary.path)
+    log.info("sweep done: %d points in %.1f s until the file was published (%.0f Jacobians/s, compilation and "
+             "writing included) -> %s", summary.points, summary.seconds, summary.jacobians_per_second, summary.path)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.sweep import sweep_figure

@@ -1,16 +1,15 @@
 """Workflow `verify`: run the simulator where an analysis depends on the surrogate and judge the surrogate there
 -> verify.nc.
 
-Given the results of analyses of a surrogate (``results.calibration``: calibration.nc, ``results.posterior``:
-posterior.nc, ``results.indices``: indices.nc, any of them) and the simulator (``simulator``, a batched ``package.module:function``
-as for ``train``), the simulator is run at the points each result depends on: the calibration's best fit and
-distinct minima, an evenly spaced subset of the posterior draws (``plan.draws``), the first base rows of the
-Sobol' design (``plan.sobol_rows``, redrawn from the indices' recorded settings). The surrogate's error there is
-compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the
-surrogate error below the sampling error, or not. On an ensemble surrogate the members' spread at the same points
-is reported beside the error. With ``refine.rounds`` > 0, simulator runs are added where the members disagree most
-on those points and the ensemble retrained, round after round, until every verdict holds or the rounds are spent
-(:mod:`sensitivity.analyses.verify.refine`); every round is recorded.
+Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
+posterior.nc, ``verify.indices``: indices.nc, any of them) and the simulator (``verify.simulator``, a batched
+``package.module:function`` as for ``train``), the simulator is run at the points each result depends on: the
+calibration's best fit and distinct minima, an evenly spaced subset of the posterior draws (``verify.draws``), the
+first base rows of the Sobol' design (``verify.sobol_rows``, redrawn from the indices' recorded settings). The
+surrogate's error there is compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a
+verdict each: the surrogate error below the sampling error, or not. On an ensemble surrogate the members' spread at
+the same points is reported beside the error. Every consumed result is verified first and must have been computed
+with this run's surrogate, space and observations (:mod:`workflows.chain`).
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.verify import VerifyPlan
-from workflows import build
+from workflows import build, chain
 from workflows.schema import ObservationsConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -31,11 +30,16 @@ log = logging.getLogger(__name__)
 
 PlanConf = schema_of(VerifyPlan, "VerifyPlanConf")
 
+#: Result kinds verify reads, in the order it checks them.
+RESULTS = ("calibration", "posterior", "indices")
+
 
 @dataclass
-class ResultsConf:
-    """The results of analyses of this surrogate to verify (any of them)."""
+class VerifySectionConf(PlanConf):
+    """What is verified against which simulator."""
 
+    simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
+    simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
     calibration: Optional[str] = None  # a calibration.nc: its best fit and distinct minima
     posterior: Optional[str] = None  # a posterior.nc: a subset of its draws
     indices: Optional[str] = None  # an indices.nc: the first base rows of its Sobol' design
@@ -43,11 +47,8 @@ class ResultsConf:
 
 @dataclass
 class VerifyConf(SurrogateStudyConf):
-    simulator: str = "???"  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
-    simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
-    results: ResultsConf = field(default_factory=ResultsConf)
+    verify: VerifySectionConf = field(default_factory=VerifySectionConf)
     observations: ObservationsConf = field(default_factory=ObservationsConf)  # of the calibration / posterior
-    plan: PlanConf = field(default_factory=PlanConf)
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
@@ -57,24 +58,49 @@ SCHEMA = VerifyConf
 
 
 def run(cfg: DictConfig) -> Path:
-    """Verify the analyses named in ``cfg``; return the path of ``verify.nc``."""
+    """Verify the analyses named in ``cfg.verify``; return the path of ``verify.nc``."""
+    from sensitivity.errors import ConfigError
+    from sensitivity.observations import check_path
+
+    v = cfg.verify
+    chosen = {key: build.repo_path(v[key]) for key in RESULTS if v[key]}
+    if not chosen:
+        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior` and/or `verify.indices` "
+                          "(result files of analyses of this surrogate)")
+    if not v.simulator:
+        raise ConfigError("`verify.simulator` ('package.module:function') is required: the model the surrogate "
+                          "stands for")
+    plan = build.settings(VerifyPlan, v)
+    space = build.space_from(cfg)
+    needs_obs = any(key in chosen for key in ("calibration", "posterior"))
+    if needs_obs and OmegaConf.is_missing(cfg.observations, "path"):
+        raise ConfigError("verifying a calibration or a posterior needs its `observations.path`")
+    obs_path = check_path(build.repo_path(cfg.observations.path)) if needs_obs else None
+    chosen = {key: chain.consumed(cfg, path, f"verify.{key}", observations=obs_path if key != "indices" else None,
+                                  space=space) for key, path in chosen.items()}
+    with build.result_set(cfg, "verify", [*chosen.values(), obs_path]) as results:
+        if results.complete:
+            build.announce_complete(results, "verify")
+            return results.path("verify.nc")
+        _verify(cfg, space, plan, chosen, obs_path, results.staging)
+        results.publish()
+    return results.path("verify.nc")
+
+
+def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], obs_path: Path | None,
+            out_dir: Path) -> Path:
+    """Run every check -> ``out_dir/verify.nc``."""
     import xarray as xr
 
     from sensitivity.datasets import provenance, write_atomic
-    from sensitivity.errors import ConfigError
     from sensitivity.output_axes import flat_coords, unstack_output
 
-    chosen = {key: build.repo_path(path) for key, path in cfg.results.items() if path}
-    if not chosen:
-        raise ConfigError("nothing to verify: give `results.calibration`, `results.posterior` and/or "
-                          "`results.indices` (result files of analyses of this surrogate)")
-    if OmegaConf.is_missing(cfg, "simulator"):
-        raise ConfigError("`simulator` ('package.module:function') is required: the model the surrogate stands for")
-    plan = build.settings(VerifyPlan, cfg.plan)
-    space = build.space_from(cfg)
-    simulator = build.simulator_from(cfg.simulator, build.plain(cfg.simulator_kwargs), "`simulator`")
+    simulator = build.simulator_from(cfg.verify.simulator, build.plain(cfg.verify.simulator_kwargs),
+                                     "`verify.simulator`")
     surrogate = build.surrogate_from(cfg, space)
-    checks = Checks(cfg, space, surrogate, simulator, plan)
+    for key, path in chosen.items():
+        chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
+    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path)
     parts = [getattr(checks, key)(path) for key, path in chosen.items()]
     spec = surrogate.output
     ds = unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
@@ -82,13 +108,13 @@ def run(cfg: DictConfig) -> Path:
     verdicts = {key: int(ds[f"{'sobol' if key == 'indices' else key}_verdict"]) for key in chosen}
     ds.attrs.update(provenance(title=f"Verification of {', '.join(chosen)} of {surrogate.source} against the simulator",
                                workflow="verify", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=list(chosen.values())),
-                    simulator=cfg.simulator, verdict="holds" if all(verdicts.values()) else "fails",
+                               surrogate_hash=surrogate.content_hash, seed=cfg.seed,
+                               inputs=[*chosen.values(), *([obs_path] if obs_path else [])]),
+                    simulator=cfg.verify.simulator, verdict="holds" if all(verdicts.values()) else "fails",
                     verdicts=" ".join(f"{k}={'holds' if v else 'fails'}" for k, v in verdicts.items()))
-    out = write_atomic(ds, build.output_dir(cfg) / "verify.nc")
+    out = write_atomic(ds, out_dir / "verify.nc")
     for key, verdict in verdicts.items():
         log.log(logging.INFO if verdict else logging.WARNING, "verify: %s: %s", key, _summary(ds, key))
-    log.info("verify: %s", out)
     return out
 
 
@@ -101,6 +127,7 @@ class Checks:
     surrogate: Any
     simulator: Any
     plan: VerifyPlan
+    obs_path: Path | None
 
     def __post_init__(self) -> None:
         self.engine = build.engine_from(self.cfg, self.surrogate)
@@ -166,12 +193,9 @@ class Checks:
 
     def _observations(self, what: str):
         from sensitivity.analyses.calibration import ObservationModel
-        from sensitivity.errors import ConfigError
-        from sensitivity.observations import check_path, read_observations
+        from sensitivity.observations import read_observations
 
-        if OmegaConf.is_missing(self.cfg.observations, "path"):
-            raise ConfigError(f"verifying a {what} needs its `observations.path`")
-        obs = read_observations(check_path(build.repo_path(self.cfg.observations.path)), self.surrogate.output)
+        obs = read_observations(self.obs_path, self.surrogate.output)
         return ObservationModel.from_arrays(obs.values, **obs.errors())
 
 

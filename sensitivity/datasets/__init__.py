@@ -19,12 +19,12 @@ from sensitivity.datasets.build import (flat_sweep_block, index_string_dims, jac
 from sensitivity.datasets.provenance import CONVENTIONS, content_hash, provenance
 from sensitivity.datasets.read import (Draws, Estimate, by_name, open_result, read_draws, read_estimate, read_prior,
                                        select)
-from sensitivity.datasets.write import (ENCODING_ENGINE, checksum_path, copy_atomic, record_checksum,
+from sensitivity.datasets.write import (ENCODING_ENGINE, check_disk_space, checksum_path, copy_atomic, record_checksum,
                                         verify_checksum, write_atomic, write_bytes_atomic, write_directory_atomic,
                                         write_text_atomic)
 
 __all__ = [
-    "CONVENTIONS", "ENCODING_ENGINE", "Draws", "Estimate", "by_name", "checksum_path", "content_hash", "copy_atomic",
+    "CONVENTIONS", "ENCODING_ENGINE", "Draws", "check_disk_space", "Estimate", "by_name", "checksum_path", "content_hash", "copy_atomic",
     "flat_sweep_block", "index_string_dims", "jacobian_units", "open_result", "output_spec_from", "provenance",
     "read_draws", "read_estimate", "read_prior", "record_checksum", "sample_dtype", "select", "sweep_dataset",
     "verify_checksum", "write_atomic", "write_bytes_atomic", "write_directory_atomic", "write_text_atomic",

@@ -48,17 +48,19 @@ def provenance(
     surrogate_source: str | None = None,
     surrogate_hash: str | None = None,
     seed: int | None = None,
-    inputs: Iterable[str | Path] = (),
+    inputs: Iterable[str | Path | tuple[str, str | Path]] = (),
     history: str | None = None,
 ) -> dict[str, str]:
     """Global attributes: CF ``Conventions``/``title``/``history``/``source`` and the full provenance.
 
     netCDF rejects dict and bool attributes, so everything is serialised to strings.
-    ``inputs`` are the result files this one was computed from; each is recorded with its hash.
+    ``inputs`` are the result files this one was computed from; each is recorded with its hash (a pair
+    ``(name, path)`` records ``name`` for the file at ``path``, e.g. a file of the same result set by its name
+    while it is still staged).
     """
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     line = f"{now}: sensitivity {__version__} {workflow}"
-    inputs = [str(p) for p in inputs]
+    inputs = [(str(p[0]), p[1]) if isinstance(p, tuple) else (str(p), p) for p in inputs]
     versions = {"sensitivity": __version__, "python": platform.python_version(), "tensorflow": _installed_version("tensorflow-cpu", "tensorflow"),
                 "numpy": np.__version__, "xarray": xr.__version__}
     return {
@@ -71,5 +73,5 @@ def provenance(
         "surrogate_hash": surrogate_hash or "",
         "seed": "" if seed is None else str(seed),
         "package_versions": json.dumps(versions, sort_keys=True),
-        "inputs": json.dumps({p: content_hash(p) for p in inputs}, sort_keys=True),
+        "inputs": json.dumps({name: content_hash(p) for name, p in inputs}, sort_keys=True),
     }

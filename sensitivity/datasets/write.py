@@ -14,7 +14,7 @@ from typing import Any, Callable
 import xarray as xr
 
 from sensitivity.datasets.provenance import content_hash
-from sensitivity.errors import disk_error
+from sensitivity.errors import DataError, disk_error
 
 
 ENCODING_ENGINE = "netcdf4"
@@ -140,3 +140,15 @@ def write_directory_atomic(path: str | Path, fill: Callable[[Path], Any]) -> Pat
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
     return path
+
+
+def check_disk_space(path: str | Path, nbytes: float, what: str) -> None:
+    """Refuse up front, in one line with the estimate, a result of ``nbytes`` that the disk holding ``path``
+    cannot take (free space below the estimate)."""
+    where = Path(path)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    if nbytes > free:
+        raise DataError(f"{what} needs about {nbytes / 2**30:.3g} GiB on disk, {where} has {free / 2**30:.3g} GiB "
+                        "free; fewer points, shards on several disks, or another output directory")

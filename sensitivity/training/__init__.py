@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from sensitivity.settings import Thresholds, TrainingPlan, TrainSettings
 from sensitivity.training.driver import TrainedSurrogate, save_model, train_surrogate
-from sensitivity.training.fit import FitResult, Split, build_network, fit, split_samples
+from sensitivity.training.fit import FitResult, Split, build_network, deterministic_ops, fit, split_samples
 from sensitivity.training.report import SUBSETS, report_dataset
 from sensitivity.training.validation import (DerivativeErrors, ValueErrors, central_differences, derivative_errors,
                                              fidelity_warnings, summary_lines, unit_cube_scale, value_errors)
 
 __all__ = [
     "SUBSETS", "DerivativeErrors", "FitResult", "Split", "Thresholds", "TrainSettings", "TrainedSurrogate",
-    "TrainingPlan", "ValueErrors", "build_network", "central_differences", "derivative_errors", "fidelity_warnings",
-    "fit", "report_dataset", "save_model", "split_samples", "summary_lines", "train_surrogate", "unit_cube_scale",
-    "value_errors",
+    "TrainingPlan", "ValueErrors", "build_network", "central_differences", "derivative_errors", "deterministic_ops",
+    "fidelity_warnings", "fit", "report_dataset", "save_model", "split_samples", "summary_lines", "train_surrogate",
+    "unit_cube_scale", "value_errors",
 ]

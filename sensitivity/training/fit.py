@@ -9,6 +9,7 @@ Jacobians in physical units.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, Callable, Sequence
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import config as tf_config
 
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs import OutputSpec
@@ -88,7 +90,7 @@ def fit(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], uni
         Architecture and optimiser.
     seed
         Seeds the weights and the batch order (``keras.utils.set_random_seed``); op determinism is
-        switched on for the process, so the same data, seed and machine give the same weights.
+        switched on while the network trains, so the same data, seed and machine give the same weights.
     log_every
         Log one progress line every this many epochs (``None``: silent).
 
@@ -98,34 +100,52 @@ def fit(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], uni
     """
     x, y = _check_samples(x, y, names, output, settings)
     keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
-    z = _normalised_targets(y.reshape(len(y), -1), split.train, settings.log_output)
-    model, core = build_network(x[split.train], z.offset, z.scale, names=names, units=units, output=output,
-                                settings=settings)
-    optimizer = keras.optimizers.Adam(settings.learning_rate)
-    optimizer.build(core.trainable_variables)
-    epoch_step = _epoch_function(core, optimizer, settings.batch_size)
-    x_train, z_train = tf.constant(x[split.train], tf.float32), tf.constant(z.values[split.train], tf.float32)
-    x_val, z_val = tf.constant(x[split.validation], tf.float32), tf.constant(z.values[split.validation], tf.float32)
-    order = np.random.default_rng(seed)
-    stopper = _Plateau(settings)
-    history: dict[str, list[float]] = {"loss": [], "val_loss": [], "learning_rate": []}
-    start = time.perf_counter()
-    for epoch in range(1, settings.epochs + 1):
-        permutation = tf.constant(order.permutation(len(split.train)), tf.int32)
-        loss, val_loss = (float(v) for v in epoch_step(x_train, z_train, x_val, z_val, permutation))
-        history["loss"].append(loss)
-        history["val_loss"].append(val_loss)
-        history["learning_rate"].append(float(optimizer.learning_rate.numpy()))
-        if log_every and (epoch == 1 or epoch % log_every == 0):
-            log.info("epoch %d/%d: loss %.3e, val_loss %.3e, learning rate %.1e", epoch, settings.epochs, loss,
-                     val_loss, history["learning_rate"][-1])
-        if stopper.update(val_loss, core, optimizer):
-            break
-    seconds = time.perf_counter() - start
-    core.set_weights(stopper.best_weights)
-    return FitResult(model, {k: np.asarray(v, float) for k, v in history.items()}, stopper.best_epoch, seconds,
-                     settings)
+    with deterministic_ops():
+        z = _normalised_targets(y.reshape(len(y), -1), split.train, settings.log_output)
+        model, core = build_network(x[split.train], z.offset, z.scale, names=names, units=units, output=output,
+                                    settings=settings)
+        optimizer = keras.optimizers.Adam(settings.learning_rate)
+        optimizer.build(core.trainable_variables)
+        epoch_step = _epoch_function(core, optimizer, settings.batch_size)
+        x_train, z_train = (tf.constant(a[split.train], tf.float32) for a in (x, z.values))
+        x_val, z_val = (tf.constant(a[split.validation], tf.float32) for a in (x, z.values))
+        order = np.random.default_rng(seed)
+        stopper = _Plateau(settings)
+        history: dict[str, list[float]] = {"loss": [], "val_loss": [], "learning_rate": []}
+        start = time.perf_counter()
+        for epoch in range(1, settings.epochs + 1):
+            permutation = tf.constant(order.permutation(len(split.train)), tf.int32)
+            loss, val_loss = (float(v) for v in epoch_step(x_train, z_train, x_val, z_val, permutation))
+            history["loss"].append(loss)
+            history["val_loss"].append(val_loss)
+            history["learning_rate"].append(float(optimizer.learning_rate.numpy()))
+            if log_every and (epoch == 1 or epoch % log_every == 0):
+                log.info("epoch %d/%d: loss %.3e, val_loss %.3e, learning rate %.1e", epoch, settings.epochs, loss,
+                         val_loss, history["learning_rate"][-1])
+            if stopper.update(val_loss, core, optimizer):
+                break
+        seconds = time.perf_counter() - start
+        core.set_weights(stopper.best_weights)
+        return FitResult(model, {k: np.asarray(v, float) for k, v in history.items()}, stopper.best_epoch, seconds,
+                         settings)
+
+
+@contextlib.contextmanager
+def deterministic_ops():
+    """Switch TensorFlow's op determinism on for the block and restore the previous state afterwards.
+
+    Determinism must not outlive training: under it XLA refuses some gradients the Jacobian engine needs (the
+    gradient of an overlapping max pool has no deterministic XLA kernel), so a process that trains and then
+    differentiates would fail. TensorFlow exposes only ``enable_op_determinism`` publicly; the restore uses
+    ``tensorflow.python.framework.config``, where both switches live.
+    """
+    was_enabled = tf_config.is_op_determinism_enabled()
+    tf_config.enable_op_determinism()
+    try:
+        yield
+    finally:
+        if not was_enabled:
+            tf_config.disable_op_determinism()
 
 
 def _epoch_function(core: Any, optimizer: Any, batch_size: int) -> Callable:

@@ -103,7 +103,10 @@ def test_diagonal_covariance_equals_sigma_and_missing_values_drop_out():
         assert_within_se(ds, ref.x)
         assert ds["observed"].values.sum() == keep.size
         assert np.isnan(ds["residual"].values[0, [2, 5, 7]][[0, 2]]).all()  # missing y -> no residual
-    np.testing.assert_allclose(by_sigma["covariance"].values, by_cov["covariance"].values, rtol=1e-10)
+    # Each fit stops within ~1e-6 standard errors of the minimum (assert_within_se), and the two whitenings
+    # (1/sigma and the Cholesky factor of diag(sigma^2)) round differently, so the iterations may stop at points that
+    # differ by that much: the covariances at them agree to ~1e-7 relative (measured 2.5e-7 on one machine).
+    np.testing.assert_allclose(by_sigma["covariance"].values, by_cov["covariance"].values, rtol=1e-5)
 
 
 def test_linear_gaussian_prior_gives_the_exact_posterior():

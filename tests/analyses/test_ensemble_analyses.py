@@ -11,7 +11,8 @@ from sensitivity.analyses import indices
 from sensitivity.analyses.calibration import calibrate_ensemble
 from sensitivity.analyses.calibration.emulator import shrunk_covariance
 from sensitivity.analyses.ensemble_spread import spread_factor
-from sensitivity.analyses.propagation import gaussian_inputs, member_moments
+from sensitivity.analyses.inputs import gaussian_inputs
+from sensitivity.analyses.propagation import member_moments
 from sensitivity.ensemble import write_ensemble
 from sensitivity.ensemble_engine import compile_ensemble
 from tests.helpers.functions import uniform_space

@@ -23,7 +23,7 @@ from tests.helpers.cf import cf_errors
 from workflows.init import FILES
 
 tf = pytest.importorskip("tensorflow")
-pytest.importorskip("tensorflow_probability")
+tfp = pytest.importorskip("tensorflow_probability")
 
 SAMPLER = NUTS(num_draws=1000, num_warmup=400)
 
@@ -181,6 +181,32 @@ def test_diagnostics_on_autoregressive_chains():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("draws", [7, 500, 1001])
+def test_effective_sample_size_is_tfps_estimator(draws):
+    """The vectorised numpy ESS against TFP's ``effective_sample_size`` (Geyer's initial positive sequence,
+    multi-chain, on the split chains) as an independent oracle: AR(1) chains of odd and even lengths with
+    shifted chain means, trailing dims, blocks smaller than the entries, indicators, a constant series."""
+    from sensitivity.analyses.posterior.diagnostics import effective_sample_size
+
+    rng = np.random.default_rng(draws)
+    c = 4
+    x = np.empty((c, draws, 3, 5))
+    x[:, 0] = rng.normal(size=(c, 3, 5))
+    for t in range(1, draws):
+        x[:, t] = np.linspace(-0.5, 0.9, 5) * x[:, t - 1] + rng.normal(size=(c, 3, 5))
+    x += 0.1 * np.arange(c)[:, None, None, None]
+    x[..., 0, 0] = 1.5  # a constant series
+    indicators = x > 0.2
+    half = draws // 2
+    for series, block in ((x, 2**10), (x, 2**26), (indicators, 2**12)):
+        split = np.concatenate([series[:, :half], series[:, draws - half:]]).astype(float)
+        with np.errstate(invalid="ignore"):
+            expected = np.asarray(tfp.mcmc.effective_sample_size(np.swapaxes(split, 0, 1), cross_chain_dims=1,
+                                                                 filter_beyond_positive_pairs=True))
+        np.testing.assert_allclose(effective_sample_size(series, block), np.where(np.isfinite(expected), expected, 0),
+                                   rtol=1e-10, atol=1e-10)
+
+
 def test_demo_posterior_quantiles_match_emcee():
     """The demo SEIR posterior (space prior, bounds, a log parameter): NUTS and emcee's affine-invariant
     ensemble, both on the same compiled log-density, give the same 5/50/95 % quantiles. Compared on the

@@ -22,7 +22,7 @@ from sensitivity.errors import ConfigError
 
 pytest.importorskip("tensorflow_probability")
 
-from sensitivity.analyses.posterior.predictive import posterior_predictive  # noqa: E402
+from sensitivity.analyses.propagation.predictive import posterior_predictive  # noqa: E402
 
 W = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]])
 C = np.array([1.0, -2.0, 0.5])
@@ -75,7 +75,7 @@ def test_monte_carlo_of_the_draws_carries_their_autocorrelated_error():
     """``propagate=posterior``: Monte Carlo resamples the draws, so its mean cannot be known better than the
     draws' own, ``s / sqrt(ESS)`` with the AR(1) closed form ``ESS = N (1 - rho) / (1 + rho)``, however many
     resamples (2^16 here, twice the draws: their i.i.d. error alone would be ``sqrt(3) * sqrt(2)`` too small)."""
-    from sensitivity.analyses.posterior.inputs import draws_inputs
+    from sensitivity.analyses.inputs import draws_inputs
     from sensitivity.analyses.propagation import propagate
 
     x = ar1(np.random.default_rng(2), 2)

@@ -54,7 +54,7 @@ LINEAR = ["model=function", "model.source=sensitivity.simulators.analytic:linear
           f"+model.kwargs.weights={LINEAR_W.tolist()}",
           "model.output={name: y, units: [m, m, s, s, m], names: [o1, o2, o3, o4, o5]}",
           "space.parameters=[{name: p, units: '1', low: -10.0, high: 10.0}, {name: q, units: '1', low: -10.0, "
-          "high: 10.0}]", "grid.n=4",
+          "high: 10.0}]", "starts.n=4",
           "step_dtype=null", "jacobian.jit_compile=false", "plots=false"]  # closed forms to 1e-9: float64 steps
 
 

@@ -132,7 +132,8 @@ def _calibration(jac, out_dir: Path) -> Path:
 
 
 def _propagation(jac, out_dir: Path) -> Path:
-    from sensitivity.analyses.propagation import inputs_from_space, propagate
+    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.inputs import inputs_from_space
     from sensitivity.datasets import write_atomic
 
     spec = jac.surrogate.output

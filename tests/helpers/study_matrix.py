@@ -128,7 +128,8 @@ dgsm: {n: 128}
 sobol: {n: 128}
 morris: {trajectories: 8}
 active_subspaces: {n: 128}
-export: {bench_seconds: 0.0, hessian: false}
+export: {bench_seconds: 0.0, hessian: false, check_points: 32}
+starts: {n: 16}
 """
 
 

@@ -14,6 +14,7 @@ import xarray as xr
 from sensitivity.datasets import open_result
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
+from tests.helpers.propagation import sha256
 from tests.helpers.calibration_models import (DECAY_OVERRIDES, LINEAR, LINEAR_W, PRODUCT_OVERRIDES, TIMES, decay_numpy,
                                               linear_observations)
 from tests.helpers.cf import cf_errors
@@ -37,7 +38,7 @@ def decay_observations(tmp_path, seed=0, missing=(7,), **extra):
 
 def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tmp_path):
     obs_path = decay_observations(tmp_path)
-    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "grid.n=8",
+    cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={obs_path}", "starts.n=8",
                                        "jacobian.jit_compile=false"])
     path = calibrate.run(cfg)
     ds = open_result(path)
@@ -84,7 +85,13 @@ def test_fit_recovers_known_parameters_with_labeled_cf_output(compose_config, tm
     np.testing.assert_allclose(float(sliced["cost"][0, -1]),
                                0.5 * np.nansum(((decay_numpy(corner[None])[0][0] - ds["y_obs"].values) / SIGMA) ** 2),
                                rtol=1e-9)
-    assert sliced["in_basin"].values[10, 10] == 1 and str(path) in json.loads(sliced.attrs["inputs"])
+    # the slice records the calibration of its own result set by name; the set's manifest holds both files' hashes
+    assert sliced["in_basin"].values[10, 10] == 1 and path.name in json.loads(sliced.attrs["inputs"])
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["workflow"] == "calibrate" and set(manifest["files"]) == {
+        "calibration.nc", "step_slice.nc", "calibration_fit.png", "calibration_convergence.png",
+        "calibration_correlation.png", "step_slice.png"}  # the figures are part of the set
+    assert manifest["files"]["calibration.nc"] == json.loads(sliced.attrs["inputs"])[path.name] == sha256(path)
     assert cf_errors(tmp_path / "step_slice.nc") == []
 
 
@@ -200,7 +207,7 @@ def bad_file(tmp_path, case):
 @pytest.mark.parametrize("case", ["unknown output name", "nan sigma", "negative sigma", "shape mismatch"])
 def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_path, case):
     obs_path, model, message = bad_file(tmp_path, case)
-    cfg = compose_config("calibrate", [*model, f"observations.path={obs_path}", "grid.n=2", *FAST])
+    cfg = compose_config("calibrate", [*model, f"observations.path={obs_path}", "starts.n=2", *FAST])
     with pytest.raises(DataError) as info:
         calibrate.run(cfg)
     assert message in str(info.value) and "\n" not in str(info.value)
@@ -241,7 +248,7 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     obs_path = tmp_path / "observations.nc"
     xr.Dataset({"observed": ("day", 2.0 * TIMES), "sigma": ("day", np.full(TIMES.size, SIGMA))},
                coords={"day": TIMES}).to_netcdf(obs_path)
-    cfg = compose_config("calibrate", [*PRODUCT_OVERRIDES, f"observations.path={obs_path}", "grid.n=4", *FAST],
+    cfg = compose_config("calibrate", [*PRODUCT_OVERRIDES, f"observations.path={obs_path}", "starts.n=4", *FAST],
                          output_dir=tmp_path / "out")
     with caplog.at_level("WARNING", logger="workflows.calibrate"):
         path = calibrate.run(cfg)

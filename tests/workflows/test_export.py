@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.datasets import write_atomic
+from sensitivity.datasets import record_checksum, write_atomic
 from sensitivity.salib import read_problem
 from tests.helpers import ROOT
 from tests.helpers.cf import cf_errors
@@ -32,8 +32,9 @@ def test_export_with_a_salib_space_and_pest(compose_config, tmp_path):
     write_atomic(xr.Dataset({"estimate": (("start", "parameter"), estimates[:, ::-1]), "best_start": ((), 1),
                              "observation_std": (("output",), [0.25])},
                             coords={"parameter_name": ("parameter", ["x3", "x2", "x1"])}), calibration)
+    record_checksum(calibration)  # a hand-made result with its record, as a user re-creates one
     out = tmp_path / "run"
-    cfg = compose_config("export", ["jacobian=float64", "grid.n=32", "export.bench_seconds=0.2", "export.hessian=false",
+    cfg = compose_config("export", ["jacobian=float64", "export.check_points=32", "export.bench_seconds=0.2", "export.hessian=false",
                                     f"space_file={problem_path}", f"pest.calibration={calibration}"], output_dir=out)
     target = export.run(cfg)
     assert target == out / "jacobian_model" and (target / "saved_model.pb").is_file()

@@ -313,7 +313,7 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
 
     oat = sweep.run(compose_config("sweep", FLOAT64 + ["grid=oat", "plots=false"], tmp_path / "oat"))
     with pytest.raises(DataError, match="dgsm.sweep: .*'oat' grid is not a sample of the input distribution"):
-        indices.run(compose_config("indices", ["methods=[dgsm]", f"dgsm.sweep={oat}"]))
+        indices.run(compose_config("indices", ["methods=[dgsm]", f"dgsm.sweep={oat}"], tmp_path / "refused"))
 
 
 @pytest.mark.parametrize("override, error, message", [
@@ -327,7 +327,7 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
     ("intervals.replicates=3", ConfigError, "intervals: `replicates` must be a power of two >= 2, got 3"),
     ("intervals.method=jackknife", ConfigError, "intervals: `method` must be one of ('rqmc', 'bootstrap', 'none')"),
     ("bootstrap.n_resamples=1", ConfigError, "intervals: `n_resamples` must be 0 (no intervals) or an integer >= 2"),
-    ("dgsm.sweep=nowhere.nc", DataError, "dgsm.sweep: sweep file not found: nowhere.nc"),
+    ("dgsm.sweep=nowhere.nc", DataError, "`dgsm.sweep`: result not found: nowhere.nc"),
     (["methods=[given_data]", "given_data.sweep=a.nc", "given_data.samples=b.nc"], ConfigError,
      "given_data: give `sweep` or `samples`, not both"),
     (["methods=[given_data]", "given_data.samples=nowhere.csv"], DataError,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.datasets import open_result
+from sensitivity.datasets import open_result, record_checksum
 from sensitivity.errors import ConfigError
 from sensitivity.labels import parameter_coords
 from tests.helpers.calibration_models import LINEAR, LINEAR_W, linear_observations
@@ -19,6 +19,7 @@ def write_posterior(path, names, draws, converged=1):
                      "converged": ((), np.int8(converged), {"long_name": "converged", "units": "1"})},
                     coords=parameter_coords(names, ["m"] * len(names)), attrs={"diagnostics": "R-hat 1.2 >= 1.01"})
     ds.to_netcdf(path)
+    record_checksum(path)  # a hand-made result with its record, as a user re-creates one
     return path
 
 
@@ -61,6 +62,7 @@ def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp
     xr.Dataset({"estimate": ("parameter", np.zeros(6), {"units": "m"}),
                 "covariance": (("parameter_i", "parameter_j"), cov, {"units": "m2"})},
                coords={**parameter_coords(names, ["m"] * 6)}).to_netcdf(calibration)
+    record_checksum(calibration)
     rng = np.random.default_rng(1)
     draws = 0.5 + 0.1 * rng.standard_normal((4, 300, 6))
     path = write_posterior(tmp_path / "posterior.nc", names, draws)

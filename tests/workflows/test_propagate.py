@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 from scipy import special, stats
 
-from sensitivity.datasets import open_result
+from sensitivity.datasets import open_result, record_checksum
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
 from tests.helpers.cf import cf_errors
@@ -123,6 +123,7 @@ def write_calibration(path: Path, names: list[str], units: list[str], estimate: 
          "best_start": ((), np.int32(best), {"long_name": "best start"})},
         coords={**label, "parameter_i_name": ("parameter_i", names), "parameter_j_name": ("parameter_j", names)},
     ).to_netcdf(path)
+    record_checksum(path)  # a hand-made result with its record, as a user re-creates one
     return path
 
 
@@ -256,10 +257,11 @@ def test_a_calibration_of_another_surrogate_is_refused_unless_allowed(compose_co
     other.to_netcdf(tmp_path / "other.nc")
     overrides = [*linear_model(), *space(SIX), *FAST, "propagate=calibration",
                  f"uncertainty.path={tmp_path / 'other.nc'}", "propagation.methods=[first_order]"]
-    with pytest.raises(DataError, match=r"calibrated with surrogate sha256:000000000000\.\.\., this model is sha256:"
-                                        r".*set uncertainty.allow_other_surrogate=true"):
+    record_checksum(tmp_path / "other.nc")  # verified: refused for its surrogate, not for a missing record
+    with pytest.raises(DataError, match=r"computed from surrogate sha256:000000000000\.\.\. \(this run's is sha256:"
+                                        r".*set allow_other_sources=true"):
         propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "refused"))
     assert not (tmp_path / "refused" / "propagation.nc").exists()
-    allowed = propagate.run(compose_config("propagate", [*overrides, "uncertainty.allow_other_surrogate=true"],
+    allowed = propagate.run(compose_config("propagate", [*overrides, "allow_other_sources=true"],
                                            output_dir=tmp_path / "allowed"))
     np.testing.assert_allclose(open_result(allowed)["output_mean"].values[0], W @ mean + C, rtol=1e-10)

@@ -98,6 +98,7 @@ class ObservationModel:
             whitening, log_det = _sigma_whitening(sigma, observed, names, m)
         else:
             whitening, log_det = np.ones(observed.size), 0.0
+        _check_scale(y, observed, whitening, names)
         return cls(y_obs=y, observed=observed, whitening=whitening, log_det_cov=log_det,
                    known_noise=sigma is not None or cov is not None)
 
@@ -165,3 +166,21 @@ def _cov_whitening(cov, observed: np.ndarray, names: list[str], m: int) -> tuple
                                  labels=[f"output {names[i]!r}" for i in observed], error=DataError)
     inv_chol = linalg.solve_triangular(chol, np.eye(observed.size), lower=True)
     return inv_chol, float(2.0 * np.log(np.diag(chol)).sum())
+
+
+#: Largest whitened observation whose square (a cost term) stays far inside float64.
+_MAX_WHITENED = 1e100
+
+
+def _check_scale(y: np.ndarray, observed: np.ndarray, whitening: np.ndarray, names: Sequence[str]) -> None:
+    """Refuse observations whose whitened value cannot be squared in float64 (a 1e300 value, a 1e-300 sigma),
+    naming the output, the value and its error, instead of a fit that fails at every start."""
+    scale = np.abs(whitening) if whitening.ndim == 1 else np.abs(whitening).sum(axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        whitened = np.abs(y[observed]) * scale
+    bad = np.flatnonzero(~(whitened < _MAX_WHITENED))
+    if bad.size:
+        k = observed[bad[0]]
+        raise DataError(f"observed output {names[k]!r} = {y[k]:.3g} with an error of {1 / scale[bad[0]]:.3g}: "
+                        f"value / error = {whitened[bad[0]]:.3g} cannot be squared in float64; give the observations "
+                        "and their errors in other units")

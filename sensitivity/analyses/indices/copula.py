@@ -1,7 +1,7 @@
 """The space's Gaussian copula in normal scores: Cholesky factors in any input order, and the physical inputs.
 
 A :class:`~sensitivity.space.ParameterSpace` with a correlation matrix ``R`` couples its marginals through a
-Gaussian copula (:mod:`sensitivity.analyses.propagation.inputs`): ``x_i = F_i^-1(Phi(z_i))`` with normal
+Gaussian copula (:mod:`sensitivity.analyses.inputs`): ``x_i = F_i^-1(Phi(z_i))`` with normal
 scores ``z ~ N(0, R)``. Every conditional law of the inputs is a conditional law of the scores, Gaussian and
 exact. Put the inputs in an order ``rho`` and factor ``R_rho = L L^T`` (rows and columns of ``R`` in that
 order): ``z_rho = L e`` with ``e ~ N(0, I)``, and because ``L`` is lower triangular, the first ``k`` scores of
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from sensitivity.analyses.propagation.inputs import inputs_from_space
+from sensitivity.analyses.inputs import inputs_from_space
 from sensitivity.quantiles import quantile_from_normal
 from sensitivity.space import ParameterSpace
 

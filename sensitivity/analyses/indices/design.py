@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensitivity.analyses.propagation.inputs import inputs_from_space, unit_cube_blocks
+from sensitivity.analyses.inputs import inputs_from_space, unit_cube_blocks
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.space import ParameterSpace
 

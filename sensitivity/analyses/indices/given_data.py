@@ -42,7 +42,7 @@ def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:
     """``[n, d]`` i.i.d. draws of the input distribution (the space's copula), when no data are at hand."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 16:
         raise ConfigError(f"`n` must be an integer >= 16, got {n!r}")
-    from sensitivity.analyses.propagation.inputs import inputs_from_space
+    from sensitivity.analyses.inputs import inputs_from_space
 
     return inputs_from_space(space).sample(int(n), seed=seed, sampler="random")
 

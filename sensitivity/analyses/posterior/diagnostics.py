@@ -11,6 +11,10 @@ Probability's estimators (``tfp.mcmc.potential_scale_reduction`` with ``split_ch
   well the 5 % and 95 % quantiles are estimated;
 * MCSE of the mean: ``sd / sqrt(ESS)`` with the ESS of the raw split chains.
 
+The ESS is TFP's estimator written in numpy and vectorised over every entry at once
+(:func:`effective_sample_size`): on the demo's posterior predictive (32 split chains of 500 draws, 700
+series) it replaces three TFP calls that took 5.6 s and 1.6 GB.
+
 Rank normalisation: ``z = Phi^-1((rank - 3/8) / (S + 1/4))`` over all ``S`` pooled draws (Blom 1958),
 average ranks for ties. Thresholds of the paper: R-hat < 1.01 and ESS > 400 (100 per chain for 4 chains).
 
@@ -27,10 +31,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special, stats
+from scipy import fft, special, stats
 
 RHAT_MAX = 1.01
 ESS_MIN = 400.0
+#: Memory for the spectra of one block of entries in :func:`effective_sample_size` [bytes]: 4 MiB (about 16
+#: entries of 32 chains of 500 draws) ran 1.5-4x faster than 1 or 32 MiB on the demo's shapes (cache-sized
+#: blocks, no fresh pages per block).
+ESS_BLOCK_BYTES = 4 * 2**20
 
 
 class Diagnostics(NamedTuple):
@@ -99,19 +107,45 @@ def _split_rhat(x: np.ndarray) -> np.ndarray:
                                                          split_chains=True))
 
 
-def effective_sample_size(x: np.ndarray) -> np.ndarray:
+def effective_sample_size(x: np.ndarray, block_bytes: int = ESS_BLOCK_BYTES) -> np.ndarray:
     """Multi-chain ESS of ``x [chain, draw, ...]`` per trailing entry, on the split chains; a constant series
-    (e.g. an indicator never true) counts as 0."""
-    import tensorflow_probability as tfp
+    (e.g. an indicator never true) counts as 0.
 
-    import tensorflow as tf
+    The estimator of TFP's ``effective_sample_size(split, filter_beyond_positive_pairs=True,
+    cross_chain_dims=1)`` (Vehtari et al. 2021, eq. 10, with Geyer's initial positive sequence), vectorised
+    over all trailing entries at once: one real FFT (scipy) per chain of every entry, zero-padded to
+    ``2^ceil(log2(2 D))`` (no circular wrap), gives the unbiased autocovariances
+    ``acov_c[k] = sum_t d_t d_(t+k) / (D - k)`` of the centred chains. The entries go through in blocks
+    whose spectra fit ``block_bytes`` (each block converted to float64 on its own, so ``x`` may be e.g.
+    booleans), and memory stays bounded however many entries there are.
+    """
+    x = np.asarray(x)
+    chains, draws = x.shape[:2]
+    flat = x.reshape(chains, draws, -1)
+    n = draws // 2  # draws per split chain
+    padded = 1 << int(np.ceil(np.log2(2 * n)))
+    step = max(1, block_bytes // (2 * chains * (padded // 2 + 1) * 16))  # complex128 spectra of one block
+    ess = np.empty(flat.shape[2])
+    for start in range(0, flat.shape[2], step):
+        block = _split(flat[:, :, start : start + step])  # [2C, D/2, entries], in the caller's dtype
+        ess[start : start + step] = _ess(np.moveaxis(block, 1, 2).astype(float, order="C"), padded)
+    return np.where(np.isfinite(ess), ess, 0.0).reshape(x.shape[2:])
 
-    s = np.swapaxes(_split(x), 0, 1)
-    logger, level = tf.get_logger(), tf.get_logger().level
-    logger.setLevel("ERROR")  # TFP's FFT autocorrelation warns that it drops a zero imaginary part
-    try:
-        with np.errstate(invalid="ignore"):
-            ess = np.asarray(tfp.mcmc.effective_sample_size(s, filter_beyond_positive_pairs=True, cross_chain_dims=1))
-    finally:
-        logger.setLevel(level)
-    return np.where(np.isfinite(ess), ess, 0.0)
+
+def _ess(x: np.ndarray, padded: int) -> np.ndarray:
+    """ESS of ``x [chain, entry, draw]`` (the chains already split)."""
+    chains, n = x.shape[0], x.shape[2]
+    means = x.mean(axis=2)
+    spectrum = fft.rfft(x - means[..., None], n=padded, axis=2)
+    spectrum = spectrum.real**2 + spectrum.imag**2
+    acov = fft.irfft(spectrum, n=padded, axis=2)[..., :n] / (n - np.arange(n))
+    mean_acov = acov.mean(axis=0)  # [entry, lag]
+    within = mean_acov[:, :1]  # W (D - 1) / D
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = 1.0 - (within - mean_acov) / (within + means.var(axis=0, ddof=1)[:, None])  # var+ = that + B / D
+        weighted = rho * (n - np.arange(n)) / n
+        even = n - n % 2
+        pairs = rho[:, 0:even:2] + rho[:, 1:even:2]
+        positive = np.cumsum(pairs < 0, axis=1) == 0  # up to the first negative pair sum
+        total = ((weighted[:, 0:even:2] + weighted[:, 1:even:2]) * positive).sum(axis=1)
+        return chains * n / (2 * total - 1)

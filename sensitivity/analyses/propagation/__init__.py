@@ -1,6 +1,7 @@
 """Uncertainty propagation through a batched model, four methods side by side, with a linearity verdict.
 
-Given input uncertainty (:mod:`~sensitivity.analyses.propagation.inputs`) with mean ``mu`` and
+Given input uncertainty (:mod:`sensitivity.analyses.inputs`, shared with the indices and the posterior) with
+mean ``mu`` and
 covariance ``S``, and a model ``f: [K, n] -> [K, m]`` evaluated in batches
 (:mod:`~sensitivity.analyses.propagation.evaluation`), each method returns the output mean, standard
 deviation, covariance and quantiles as a labeled dataset
@@ -36,18 +37,6 @@ from sensitivity.analyses.propagation.driver import METHODS, Method, propagate
 from sensitivity.analyses.propagation.ensemble import member_moments, merge_members
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
-from sensitivity.analyses.propagation.inputs import (
-    SAMPLERS,
-    CopulaInputs,
-    GaussianInputs,
-    InputUncertainty,
-    Sampler,
-    gaussian_inputs,
-    inputs_from_space,
-    pearson_under_copula,
-    truncated_gaussian_inputs,
-    unit_cube_blocks,
-)
 from sensitivity.analyses.propagation.monte_carlo import monte_carlo, replicate_plan
 from sensitivity.analyses.propagation.pointwise import pointwise_propagation, pointwise_std
 from sensitivity.analyses.propagation.second_order import second_order
@@ -60,10 +49,8 @@ from sensitivity.analyses.propagation.verdict import (
 )
 
 __all__ = [
-    "DEFAULT_QUANTILES", "METHODS", "SAMPLERS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT",
-    "VERDICT_NONLINEAR", "VERDICT_NOT_ASSESSED", "CopulaInputs", "GaussianInputs", "HessianFn", "InputUncertainty",
-    "Method", "Sampler", "ValueAndJacobianFn", "ValuesFn", "first_order", "gaussian_inputs",
-    "input_variables", "inputs_from_space", "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict",
-    "pearson_under_copula", "pointwise_propagation", "pointwise_std", "propagate", "replicate_plan", "second_order",
-    "sigma_points", "truncated_gaussian_inputs", "unit_cube_blocks", "unscented",
+    "DEFAULT_QUANTILES", "METHODS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT", "VERDICT_NONLINEAR",
+    "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
+    "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict", "pointwise_propagation", "pointwise_std",
+    "propagate", "replicate_plan", "second_order", "sigma_points", "unscented",
 ]

@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_units_attrs, flat_output_labels, matrix_coords, output_coords, parameter_coords
 

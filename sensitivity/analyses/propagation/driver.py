@@ -6,7 +6,7 @@ The methods (:mod:`~sensitivity.analyses.propagation.first_order`, ``second_orde
 the propagated input mean and covariance, and adds the linearity verdict
 (:mod:`~sensitivity.analyses.propagation.verdict`). Given MCMC ``draws`` of the parameters' posterior, a
 fifth method ``posterior`` pushes them through the model
-(:func:`~sensitivity.analyses.posterior.predictive.posterior_predictive`) and becomes the verdict's
+(:func:`~sensitivity.analyses.propagation.predictive.posterior_predictive`) and becomes the verdict's
 reference: the moment methods and Monte Carlo of the (Gaussian) input uncertainty are then judged
 against the posterior predictive. Given the model's :class:`~sensitivity.outputs.OutputSpec`, the result is
 put back on the model's own output dims (:func:`~sensitivity.output_axes.unstack_output`).
@@ -21,7 +21,7 @@ import xarray as xr
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, METHOD_DIM, input_variables
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
-from sensitivity.analyses.propagation.inputs import InputUncertainty, Sampler
+from sensitivity.analyses.inputs import InputUncertainty, Sampler
 from sensitivity.analyses.propagation.monte_carlo import monte_carlo
 from sensitivity.analyses.propagation.second_order import second_order
 from sensitivity.analyses.propagation.unscented import unscented
@@ -64,7 +64,7 @@ def propagate(
     Parameters
     ----------
     inputs
-        Input uncertainty (:func:`~sensitivity.analyses.propagation.inputs_from_space` or
+        Input uncertainty (:func:`~sensitivity.analyses.inputs_from_space` or
         :func:`~sensitivity.analyses.propagation.gaussian_inputs`).
     values_fn
         Batched ``[K, n] -> [K, m]``; needed by ``unscented`` and ``monte_carlo``.
@@ -90,7 +90,7 @@ def propagate(
         posterior predictive, needs ``values_fn``), last on ``method``, and makes it the verdict's reference
         (else ``monte_carlo``). When ``inputs`` are these draws' empirical distribution, ``monte_carlo``'s
         standard errors include the draws' own (autocorrelated) error
-        (:func:`~sensitivity.analyses.posterior.predictive.with_chain_error`).
+        (:func:`~sensitivity.analyses.propagation.predictive.with_chain_error`).
 
     Returns
     -------
@@ -115,7 +115,7 @@ def propagate(
     }
     methods = list(methods)
     if draws is not None:
-        from sensitivity.analyses.posterior.predictive import posterior_predictive
+        from sensitivity.analyses.propagation.predictive import posterior_predictive
 
         if values_fn is None:
             raise ConfigError("`draws` (the posterior predictive) needs `values_fn`, got None")
@@ -124,7 +124,7 @@ def propagate(
         methods.append("posterior")
     results = [run[name]() for name in methods]
     if draws is not None and "monte_carlo" in methods and _resamples(inputs, draws):
-        from sensitivity.analyses.posterior.predictive import with_chain_error
+        from sensitivity.analyses.propagation.predictive import with_chain_error
 
         at = methods.index("monte_carlo")
         results[at] = with_chain_error(results[at], results[-1])

@@ -17,7 +17,7 @@ import xarray as xr
 from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
 from sensitivity.analyses.propagation.driver import propagate
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.output_axes import flat_coords, unstack_output
 from sensitivity.outputs import OutputSpec
 

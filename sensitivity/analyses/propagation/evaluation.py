@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sensitivity.analyses.callables import HessianFn, ValueAndJacobianFn, ValuesFn
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.errors import ModelError
 
 __all__ = ["HessianFn", "ValueAndJacobianFn", "ValuesFn", "checked_array", "evaluate", "value_and_jacobian_at_mean"]

@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import input_variables
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.stored_sweep import StoredSweep

@@ -24,7 +24,7 @@ from sensitivity.analyses.propagation.evaluation import (
     checked_array,
     value_and_jacobian_at_mean,
 )
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 
 
 def second_order(
@@ -39,13 +39,12 @@ def second_order(
     """Second-order propagation with the Hessians at the mean.
 
     Mean ``f_k(mu) + 1/2 tr(H_k S)``; covariance ``J S J^T + 1/2 tr(H_k S H_l S)`` (Gaussian inputs).
+    See :func:`~sensitivity.analyses.propagation.first_order` for the other parameters and the result.
 
     Parameters
     ----------
     hessian
         ``points [K, n] -> hessians [K, m, n, n]``, e.g. :func:`sensitivity.hessian.compile_hessian`.
-
-    See :func:`~sensitivity.analyses.propagation.first_order` for the other parameters and the result.
     """
     probabilities = checked_quantiles(quantiles)
     value, jac = value_and_jacobian_at_mean(value_and_jacobian, inputs)

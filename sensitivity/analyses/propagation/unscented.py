@@ -22,7 +22,7 @@ import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
-from sensitivity.analyses.propagation.inputs import InputUncertainty
+from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
 
 
@@ -39,6 +39,10 @@ def unscented(
 ) -> xr.Dataset:
     """Scaled unscented transform (Julier 2002; weights of Wan & van der Merwe 2000).
 
+    See :func:`~sensitivity.analyses.propagation.first_order` for the other parameters and the result.
+    Sigma points may fall outside the parameter bounds for wide inputs; ``outside_bounds`` reports
+    the fraction.
+
     Parameters
     ----------
     values_fn
@@ -51,10 +55,6 @@ def unscented(
         Prior knowledge of the distribution: 2 is optimal for Gaussian inputs.
     kappa
         Secondary scaling, with ``n + lambda = alpha^2 (n + kappa) > 0``.
-
-    See :func:`~sensitivity.analyses.propagation.first_order` for the other parameters and the result.
-    Sigma points may fall outside the parameter bounds for wide inputs; ``outside_bounds`` reports
-    the fraction.
     """
     probabilities = checked_quantiles(quantiles)
     points, w_mean, w_cov = sigma_points(inputs.mean, inputs.covariance, alpha=alpha, beta=beta, kappa=kappa)

@@ -7,12 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.propagation import (
-    gaussian_inputs,
-    inputs_from_space,
-    pearson_under_copula,
-    unit_cube_blocks,
-)
+from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space, pearson_under_copula, unit_cube_blocks
 from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 

@@ -14,17 +14,8 @@ import pytest
 import xarray as xr
 from scipy import special
 
-from sensitivity.analyses.propagation import (
-    METHODS,
-    first_order,
-    gaussian_inputs,
-    inputs_from_space,
-    monte_carlo,
-    pointwise_std,
-    propagate,
-    second_order,
-    unscented,
-)
+from sensitivity.analyses.propagation import METHODS, first_order, monte_carlo, pointwise_std, propagate, second_order, unscented
+from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.space import ParameterSpace
 

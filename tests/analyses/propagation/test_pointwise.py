@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.analyses.propagation import gaussian_inputs, pointwise, pointwise_propagation
+from sensitivity.analyses.propagation import pointwise, pointwise_propagation
+from sensitivity.analyses.inputs import gaussian_inputs
 from sensitivity.datasets import record_checksum
 from sensitivity.errors import DataError
 from sensitivity.stored_sweep import StoredSweep

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.propagation import truncated_gaussian_inputs
+from sensitivity.analyses.inputs import truncated_gaussian_inputs
 from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 

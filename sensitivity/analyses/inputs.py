@@ -321,3 +321,39 @@ def _check_inside(mean: np.ndarray, bounds: np.ndarray, names: Sequence[str]) ->
         raise ConfigError(
             f"input mean of {names[i]!r} = {mean[i]:.6g} is outside its bounds [{bounds[i, 0]}, {bounds[i, 1]}]"
         )
+
+
+# ----------------------------------------------------------------------------- posterior draws
+
+
+@dataclass(frozen=True)
+class DrawInputs(InputUncertainty):
+    """The empirical distribution of ``[N, n]`` draws; build with :func:`draws_inputs`."""
+
+    draws: np.ndarray = field(repr=False)
+
+    @property
+    def description(self) -> str:
+        return f"empirical distribution of {len(self.draws)} posterior draws"
+
+    def from_unit_cube(self, u: np.ndarray) -> np.ndarray:
+        index = np.minimum((np.asarray(u)[:, 0] * len(self.draws)).astype(np.int64), len(self.draws) - 1)
+        return self.draws[index]
+
+    def from_standard_normal(self, z: np.ndarray) -> np.ndarray:
+        return self.from_unit_cube(special.ndtr(np.asarray(z)))
+
+
+def draws_inputs(draws: np.ndarray, names: Sequence[str], units: Sequence[str] | None = None,
+                 bounds: np.ndarray | None = None) -> DrawInputs:
+    """Inputs from ``[N, n]`` finite draws (e.g. ``posterior.nc``'s ``draws`` stacked over chains)."""
+    x = np.asarray(draws, float)
+    if x.ndim != 2 or x.shape[1] != len(names) or len(x) < x.shape[1] + 1:
+        raise ConfigError(f"`draws` must have shape [N > {len(names)}, {len(names)}], got {list(x.shape)}")
+    if not np.all(np.isfinite(x)):
+        raise ConfigError("`draws` must be finite")
+    cov = np.cov(x, rowvar=False).reshape(x.shape[1], x.shape[1])
+    if np.linalg.eigvalsh(cov).min() <= 0:
+        raise ConfigError("`draws`: their covariance is singular (constant or collinear parameters)")
+    return DrawInputs(tuple(names), None if units is None else tuple(units), x.mean(axis=0), cov,
+                      None if bounds is None else np.asarray(bounds, float), draws=x)

@@ -43,6 +43,9 @@ from sensitivity.analyses.propagation.dataset import (DEFAULT_QUANTILES, OutputL
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
 from sensitivity.errors import ConfigError
 
+#: Memory for one block of quantile indicators in :func:`autocorrelated_errors` [bytes].
+INDICATOR_BYTES = 16 * 2**20
+
 
 def posterior_predictive(draws: np.ndarray, values_fn: ValuesFn, *, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                          output_names: Sequence[str] | None = None, output_units: Sequence[str] | None = None,
@@ -84,7 +87,7 @@ def posterior_predictive(draws: np.ndarray, values_fn: ValuesFn, *, quantiles: S
     if bounds is not None:
         b = np.asarray(bounds, float)
         outside = float(((flat < b[:, 0]) | (flat > b[:, 1])).any(axis=1).mean())
-    mean, q = y.mean(axis=0), np.quantile(y, probabilities, axis=0)
+    mean, q = y.mean(axis=0), np.quantile(np.ascontiguousarray(y.T), probabilities, axis=1)  # contiguous partitions
     dev = y - mean
     cov = np.dot(dev.T, dev) / (len(y) - 1)
     se = autocorrelated_errors(y.reshape(c, d, -1), probabilities, q)
@@ -114,12 +117,17 @@ def autocorrelated_errors(y: np.ndarray, probabilities: np.ndarray, q: np.ndarra
     products = np.dot(sq.T, sq) / len(flat) - cov_mean ** 2  # var(d_i d_j) = E[d_i^2 d_j^2] - E[d_i d_j]^2
     with np.errstate(divide="ignore", invalid="ignore"):
         se_std = np.sqrt(sq.var(axis=0, ddof=1) / ess_sq) / (2 * std)
-    indicators = (y[..., None, :] <= q).astype(float).reshape(c, d, -1)
-    ess_q = np.maximum(effective_sample_size(indicators).reshape(q.shape), 1.0)
+    ess_q = np.empty(q.shape)
+    step = max(1, INDICATOR_BYTES // y[..., None, :1].size)  # outputs per block of indicators (1 byte each)
+    for j in range(0, m, step):  # ESS of 1{y_k <= q_pk}, a block of outputs at a time
+        indicators = y[..., None, j : j + step] <= q[:, j : j + step]  # [chain, draw, quantile, output]
+        ess_q[:, j : j + step] = effective_sample_size(indicators.reshape(c, d, -1)).reshape(len(q), -1)
+    ess_q = np.maximum(ess_q, 1.0)
     half = np.sqrt(probabilities[:, None] * (1 - probabilities[:, None]) / ess_q)
     lo = np.clip(probabilities[:, None] - half, 0.0, 1.0)
     hi = np.clip(probabilities[:, None] + half, 0.0, 1.0)
-    se_q = 0.5 * np.stack([np.quantile(flat[:, j], hi[:, j]) - np.quantile(flat[:, j], lo[:, j])
+    columns = np.ascontiguousarray(flat.T)  # each output's values contiguous for its partitions
+    se_q = 0.5 * np.stack([np.quantile(columns[j], hi[:, j]) - np.quantile(columns[j], lo[:, j])
                            for j in range(m)], axis=1)
     return {"mean": std / np.sqrt(ess_y), "std": se_std,
             "covariance": np.sqrt(np.maximum(products, 0.0) / np.minimum.outer(ess_sq, ess_sq)),
