@@ -7,8 +7,8 @@ import pytest
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
-from sensitivity.analyses.verify import VerifyPlan, gaussian_log_likelihood, verify_calibration, verify_posterior, \
-    verify_sobol
+from sensitivity.analyses.verify import (VerifyPlan, gaussian_log_likelihood, refine, verify_calibration,
+                                        verify_posterior, verify_sobol)
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers.functions import ishigami, uniform_space
 
@@ -33,7 +33,8 @@ def test_calibration_shift_is_the_refit_a_biased_linear_surrogate_makes(bias, ho
     # a fit to the simulator's outputs from the surrogate's best fit lands on the truth: the shift is truth - best
     np.testing.assert_allclose(best + ds["calibration_estimate_shift"].values, x_true, atol=1e-10)
     assert int(ds["calibration_verdict"]) == holds
-    np.testing.assert_allclose(ds["calibration_surrogate_error"].values[0], surrogate(best[None])[0] - linear(best[None])[0])
+    np.testing.assert_allclose(ds["calibration_surrogate_error"].values[0],
+                               surrogate(best[None])[0] - linear(best[None])[0])
 
 
 def test_posterior_of_an_exact_surrogate_is_not_moved_and_of_a_biased_one_is():
@@ -88,3 +89,34 @@ def test_plan_subsets_and_refusals():
         VerifyPlan(draws=1)
     with pytest.raises(ConfigError):
         VerifyPlan(sobol_rows=3)
+
+
+def bootstrap_polynomials(x: np.ndarray, y: np.ndarray, members: int = 5, degree: int = 4):
+    """An ensemble of polynomial fits on bootstrap resamples of 1-D samples: ``[P, 1] -> [K, P, 1]``."""
+    rng = np.random.default_rng(len(x))
+    fits = []
+    for _ in range(members):
+        take = rng.integers(0, len(x), len(x))
+        fits.append(np.polynomial.Polynomial.fit(x[take, 0], y[take, 0], degree))
+    return lambda p: np.stack([f(p[:, 0])[:, None] for f in fits])
+
+
+def test_refinement_adds_runs_where_the_members_disagree_and_reduces_the_error_on_the_analysis_points():
+    simulate = lambda p: np.sin(3 * p[:, :1])  # noqa: E731
+    x = np.linspace(0.0, 0.6, 12)[:, None]  # no runs where the analysis looks
+    candidates = np.linspace(0.7, 1.0, 16)[:, None]
+    truth = simulate(candidates)
+    check = lambda members: np.abs(members(candidates).mean(axis=0) - truth).max() < 0.01  # noqa: E731
+    ds = refine(simulate, bootstrap_polynomials, check, x, simulate(x), candidates, rounds=4, points_per_round=2)
+    error = ds["refine_error_rms"].values
+    assert int(ds["refine_verdict"][0]) == 0 and int(ds["refine_verdict"][-1]) == 1
+    assert ds.attrs["refine_outcome"] == "holds" and error[-1] < 0.1 * error[0]
+    np.testing.assert_array_equal(ds["refine_training_size"].values, 12 + 2 * np.arange(ds.sizes["round"]))
+    # the first round's runs are the candidates where the members disagreed most: the far end, beyond the data
+    assert ds["refine_added"].values[:2].min() > 0.9
+    # a budget that cannot be met ends with the rounds spent, every round recorded
+    spent = refine(simulate, bootstrap_polynomials, lambda members: False, x, simulate(x), candidates, rounds=2,
+                   points_per_round=1)
+    assert spent.sizes["round"] == 3 and spent.attrs["refine_outcome"] == "budget spent"
+    with pytest.raises(ConfigError, match="points_per_round"):
+        refine(simulate, bootstrap_polynomials, check, x, simulate(x), candidates, rounds=1, points_per_round=0)
