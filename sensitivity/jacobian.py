@@ -312,6 +312,8 @@ def _chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain | No
     """The verified layer chain of ``surrogate`` for ``mode`` and a sentence saying which path and why:
     :class:`DenseChain` in forward mode and for MLPs in reverse mode, :class:`ConvChain` in reverse mode
     through convolutions, pooling and reshaping layers; ``None`` and the reason where there is none."""
+    if surrogate.members:
+        return ensemble_chain(surrogate, mode)
     fn, n_in, dtype = surrogate.fn, surrogate.n_in, surrogate.dtype
     steps = layer_steps(fn, dtype)
     if isinstance(steps, str):
@@ -326,6 +328,21 @@ def _chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain | No
         how = f"the {n_in if mode == 'forward' else surrogate.output_size} " \
               f"{'tangents' if mode == 'forward' else 'cotangents'} as one block through {layers}"
     return (chain, how) if not isinstance(chain, str) else (None, f"{chain} ({layers})")
+
+
+def ensemble_chain(surrogate: Surrogate, mode: str) -> tuple[Any, str]:
+    """The ensemble mean of ``surrogate``'s members as one chain of stacked kernels
+    (:class:`~sensitivity.member_path.MeanChain`), and a sentence saying why; ``None`` and the reason where the
+    members do not stack (the engine then differentiates the mean by autodiff)."""
+    from sensitivity.member_path import MeanChain, member_chain
+
+    k = surrogate.n_members
+    chain = member_chain(surrogate.members, surrogate.n_in, surrogate.dtype)
+    if isinstance(chain, str):
+        return None, f"an ensemble of {k} whose members do not stack: {chain}"
+    tangents = f"{surrogate.n_in} tangents" if mode == "forward" else f"{surrogate.output_size} cotangents"
+    return MeanChain(chain), (f"the mean of {k} members, each member's {tangents} as one block through stacked "
+                              f"kernels [{k}, ...] (one batched matmul per layer)")
 
 
 def _layer_names(steps: list[tuple[str, Any]]) -> str:

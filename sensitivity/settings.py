@@ -130,6 +130,53 @@ class TrainSettings:
 
 
 @dataclass(frozen=True)
+class TrainingPlan:
+    """How :func:`sensitivity.training.train_surrogate` uses the samples: the split and the derivative check.
+
+    Parameters
+    ----------
+    validation_fraction
+        Share of the samples held out to stop training early, in (0, 1).
+    test_fraction
+        Share of the samples held out for the report, in (0, 1); never seen by the fit.
+    derivative_points
+        Test samples whose Jacobians are checked against float64 central differences of the simulator
+        (when one is given) [points].
+    fd_step
+        Central-difference step, as a fraction of each parameter's range in the design's unit cube [1].
+    members
+        Networks ``K`` of the ensemble (1: one model, saved as ``surrogate.keras``; more: an ensemble directory
+        ``surrogate.ensemble``, :mod:`sensitivity.ensemble`), trained from seeds ``seed + k``.
+    bootstrap
+        Train each member of an ensemble on its own bootstrap resample of the training samples (drawn with
+        replacement; validation and test samples are shared), so that the members' spread carries the
+        sampling error of the data as well as that of the initialisation.
+    calibrate_spread
+        Scale an ensemble's spread, per output, so that on the validation samples the predictive variance
+        ``(1 + 1/K) s^2`` of the members matches the ensemble mean's squared error (:mod:`sensitivity.ensemble`;
+        recorded in the manifest as ``spread_scale``). Deep ensembles are often over-confident; the test samples
+        then check the calibrated spread against the errors it did not see.
+    """
+
+    validation_fraction: float = 0.15
+    test_fraction: float = 0.1
+    derivative_points: int = 64
+    fd_step: float = 1.0e-3
+    members: int = 5
+    bootstrap: bool = True
+    calibrate_spread: bool = True
+
+    def __post_init__(self) -> None:  # the fractions are checked where the samples are split
+        if isinstance(self.derivative_points, bool) or not isinstance(self.derivative_points, int) \
+                or self.derivative_points < 0:
+            raise ConfigError(f"`derivative_points` must be an integer >= 0, got {self.derivative_points!r}")
+        if not self.fd_step > 0:
+            raise ConfigError(f"`fd_step` must be > 0, got {self.fd_step!r}")
+        if isinstance(self.members, bool) or not isinstance(self.members, int) or self.members < 1:
+            raise ConfigError(f"`members` must be an integer >= 1, got {self.members!r}")
+
+
+@dataclass(frozen=True)
 class Thresholds:
     """When to warn: any output's test ``R^2`` below ``r2``, or median relative Jacobian error above ``jacobian``."""
 

@@ -1,11 +1,13 @@
-"""Surrogates: a Keras file, a TF SavedModel, or an importable TF-traceable function.
+"""Surrogates: a Keras file, a TF SavedModel, an importable TF-traceable function, or an ensemble of Keras files.
 
 :func:`load_surrogate` turns any of them into a :class:`Surrogate`: a
 TensorFlow-traceable map from physical parameters ``[B, n_in]`` to physical
 outputs ``[B, *output.shape]``, with the input and output names and units, and a
 content hash for provenance. Input/output scaling (from the config, or the
 :mod:`sensitivity.scaling` layers saved inside a trained model) is folded into
-that map, so the compiled Jacobian is in physical units.
+that map, so the compiled Jacobian is in physical units. An ensemble directory
+(:mod:`sensitivity.ensemble`) loads as one surrogate whose map is the mean of its members, with the
+members kept beside it (``members``, ``member_fn``) for the analyses that report their spread.
 """
 from __future__ import annotations
 
@@ -49,7 +51,14 @@ class Surrogate:
     source
         Where it came from (path or ``module:function``).
     content_hash
-        SHA-256 of the model file(s) or function source and arguments, for provenance.
+        SHA-256 of the model file(s) or function source and arguments, for provenance; of its manifest for an
+        ensemble (which records every member's).
+    members
+        An ensemble's members, each a single-model :class:`Surrogate` (``fn`` is then their mean); empty for
+        one model.
+    spread_scale
+        An ensemble's calibration of its spread, one factor per flat output (:mod:`sensitivity.ensemble`): every
+        analysis sees the members spread about their mean by it (:func:`recentred`); empty: as trained.
     """
 
     fn: Callable[[Any], Any]
@@ -59,6 +68,8 @@ class Surrogate:
     dtype: str
     source: str
     content_hash: str
+    members: tuple["Surrogate", ...] = ()
+    spread_scale: tuple[float, ...] = ()
 
     @property
     def n_in(self) -> int:
@@ -68,11 +79,38 @@ class Surrogate:
     def output_size(self) -> int:
         return self.output.size
 
+    @property
+    def n_members(self) -> int:
+        """Members of an ensemble ``K`` (1 for a single model)."""
+        return max(1, len(self.members))
+
+    def member_fn(self, x: Any) -> Any:
+        """Every member's outputs at ``x [B, n_in]``: ``[K, B, *output.shape]`` (``K = 1`` for a single model),
+        spread about their mean by ``spread_scale``."""
+        import tensorflow as tf
+
+        if not self.members:
+            return self.fn(x)[None]
+        stacked = tf.stack([m.fn(x) for m in self.members])
+        if not self.spread_scale:
+            return stacked
+        return recentred(stacked, tf.constant(np.reshape(self.spread_scale, self.output.shape), x.dtype))
+
     def __call__(self, points: np.ndarray) -> np.ndarray:
         """Evaluate eagerly on ``[N, n_in]`` points (no compilation: use the engine for speed)."""
         import tensorflow as tf
 
         return self.fn(tf.convert_to_tensor(np.asarray(points), dtype=self.dtype)).numpy()
+
+
+def recentred(stacked: Any, scale: Any) -> Any:
+    """Members ``[K, B, ...]`` spread about their mean by ``scale`` (broadcast over their trailing axes):
+    ``mean + scale (y_k - mean)``. The mean is unchanged; the members' deviations from it, values and Jacobians
+    alike, are multiplied by ``scale``."""
+    import tensorflow as tf
+
+    mean = tf.reduce_mean(stacked, axis=0, keepdims=True)
+    return mean + scale * (stacked - mean)
 
 
 def load_surrogate(
@@ -91,9 +129,10 @@ def load_surrogate(
     Parameters
     ----------
     source
-        A ``.keras`` file (loaded with ``safe_mode=True``), a TF SavedModel directory, an importable
-        ``"package.module:function"`` string, or a Python callable; functions take ``x [B, n_in]`` and
-        return ``[B, ...]`` with TensorFlow ops.
+        A ``.keras`` file (loaded with ``safe_mode=True``), a TF SavedModel directory, an ensemble directory
+        of ``.keras`` members with its manifest (:mod:`sensitivity.ensemble`; every member's hash verified), an
+        importable ``"package.module:function"`` string, or a Python callable; functions take ``x [B, n_in]``
+        and return ``[B, ...]`` with TensorFlow ops.
     input_names, input_units
         Parameter names and units in input order. Optional for a model trained by this package (they are
         stored inside it); when both are given they must agree.
@@ -119,8 +158,13 @@ def load_surrogate(
     """
     import tensorflow as tf
 
+    from sensitivity.ensemble import is_ensemble
+
     if dtype not in DTYPES:
         raise ConfigError(f"`dtype` must be one of {DTYPES}, got {dtype!r}")
+    if not callable(source) and is_ensemble(source):
+        return _load_ensemble(Path(source), input_names=input_names, input_units=input_units, output=output,
+                              scaling=scaling, dtype=dtype)
     fn, meta, content_hash, label = _load_callable(source, dtype, dict(kwargs or {}), trusted)
     names = _reconcile("input_names", meta.get("input_names"), input_names)
     units = _reconcile("input_units", meta.get("input_units"), input_units)
@@ -158,6 +202,36 @@ def load_surrogate(
             f"{list(spec.shape)} (dims {list(spec.dim_names)})"
         )
     return Surrogate(fn, tuple(names), tuple(units), spec, dtype, label, content_hash)
+
+
+def _load_ensemble(path: Path, **options: Any) -> Surrogate:
+    """The ensemble directory ``path`` as one surrogate: the mean of its verified members, which it keeps.
+
+    Every member must declare the same inputs, units and outputs (checked here, naming the member).
+    """
+    import tensorflow as tf
+
+    from sensitivity.ensemble import read_manifest
+
+    manifest = read_manifest(path)
+    members = tuple(load_surrogate(file, **options) for file in manifest.members)
+    first = members[0]
+    for k, member in enumerate(members[1:], start=1):
+        for what in ("input_names", "input_units", "output", "dtype"):
+            if getattr(member, what) != getattr(first, what):
+                raise ModelError(f"surrogate ensemble {path}: member {k} has {what} {getattr(member, what)!r}, "
+                                 f"member 0 {getattr(first, what)!r}")
+    weight = 1.0 / len(members)
+
+    def mean(x: Any) -> Any:
+        return tf.add_n([m.fn(x) for m in members]) * tf.constant(weight, x.dtype)
+
+    scale = manifest.info.get("spread_scale") or ()
+    if scale and len(scale) != first.output_size:
+        raise ModelError(f"surrogate ensemble {path}: `spread_scale` has {len(scale)} entries, the members "
+                         f"{first.output_size} outputs")
+    return Surrogate(mean, first.input_names, first.input_units, first.output, first.dtype, str(path),
+                     manifest.content_hash, members, tuple(float(v) for v in scale))
 
 
 def _one_column(fn: Callable) -> Callable:

@@ -82,6 +82,18 @@ def engine_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
+def ensemble_from(cfg: DictConfig, surrogate):
+    """Compile every member's values and Jacobians of an ensemble surrogate in one engine, with ``cfg.jacobian``
+    (:func:`sensitivity.ensemble_engine.compile_ensemble`); None for a single model."""
+    if surrogate.n_members < 2:
+        return None
+    from sensitivity.ensemble_engine import compile_ensemble
+
+    j = cfg.jacobian
+    return compile_ensemble(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
+                            memory_budget_mb=j.memory_budget_mb)
+
+
 def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None) -> Grid:
     """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``)."""
     g = cfg.grid if node is None else node
@@ -246,6 +258,26 @@ def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray |
 
 def _unknown(key: str, name: str, space) -> None:
     raise ConfigError(f"`{key}`: unknown parameter {name!r}; the space has {space.names}")
+
+
+def calibration_minima(path: Path, names: list[str]) -> np.ndarray:
+    """``[M, n]`` the lowest-cost start of each distinct minimum of the calibration ``path``, best first, in the order
+    ``names`` (:func:`sensitivity.analyses.calibration.minimum_points`)."""
+    from sensitivity.analyses.calibration import minimum_points
+    from sensitivity.datasets import open_result
+
+    with open_result(path) as ds:
+        order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
+        return minimum_points(ds["estimate"].values[:, order], ds["cost"].values, ds["minimum"].values)
+
+
+def simulator_from(source: str, kwargs: dict[str, Any], what: str):
+    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.simulation.simulator_from`), imported
+    after TensorFlow (the user's module may import it); ``what`` names its config key in errors."""
+    tensorflow()
+    from sensitivity.simulation import simulator_from as library_simulator
+
+    return library_simulator(source, kwargs, what=what)
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:

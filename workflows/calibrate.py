@@ -5,7 +5,10 @@ outputs; every start of the ``starts`` design (64 Sobol' points by default, plus
 together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
-prior. With ``step_slice.enabled`` (the default) the step map on a 2-D slice through the best estimate is
+prior. On an ensemble surrogate, each member is calibrated too, and the fit is repeated with the ensemble's
+predictive variance at the data added to the observation covariance (``emulator.*``,
+:func:`sensitivity.analyses.calibration.calibrate_ensemble`; Kennedy & O'Hagan 2001). With ``step_slice.enabled``
+(the default) the step map on a 2-D slice through the best estimate is
 written too (``step_slice.nc``, :func:`sensitivity.analyses.calibration.step_slice`); with ``sweep_path`` the
 Gauss-Newton step map of a stored sweep (``step_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`),
 block by block and without evaluating the model.
@@ -21,7 +24,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, step_slice, write_step_map)
+    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, step_slice, write_step_map)
 from sensitivity.errors import ConfigError, DataError
 from workflows import build
 from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
@@ -42,11 +45,14 @@ StepMapConf = schema_of(write_step_map, "StepMapConf", keys=("damping", "block")
 StepSliceConf = schema_of(step_slice, "StepSliceConf", keys=("points", "damping"), extra=[
     ("enabled", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
 FitConf = schema_of(calibrate, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
+EmulatorConf = schema_of(calibrate_ensemble, "EmulatorConf", keys=("iterations", "tol"),
+                         extra=[("enabled", bool, True)])  # on an ensemble surrogate: its variance in the likelihood
 
 
 @dataclass
 class CalibrateConf(FitConf, SurrogateStudyConf):
     solver: SolverConf = field(default_factory=SolverConf)
+    emulator: EmulatorConf = field(default_factory=EmulatorConf)
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)
     include_nominal: bool = True
@@ -132,12 +138,23 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s)", len(starts),
              obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype)
     t0 = time.perf_counter()
-    ds = calibrate(jac.flat_value_and_jacobian, obs.values, starts, **obs.errors(), prior_mean=prior_mean, prior_cov=prior_cov,
-                   bounds=space.bounds, log_parameters=log_mask, solver=solver, parameter_names=space.names,
-                   parameter_units=space.units, output_names=surrogate.output.flat_names(),
-                   output_units=surrogate.output.flat_units(), rcond=cfg.rcond, level=cfg.level,
-                   minima_rtol=cfg.minima_rtol, record_history=cfg.record_history, values=jac.flat_values,
+    options = dict(prior_mean=prior_mean, prior_cov=prior_cov, bounds=space.bounds, log_parameters=log_mask,
+                   solver=solver, parameter_names=space.names, parameter_units=space.units,
+                   output_names=surrogate.output.flat_names(), output_units=surrogate.output.flat_units(),
+                   rcond=cfg.rcond, level=cfg.level, minima_rtol=cfg.minima_rtol, record_history=cfg.record_history,
+                   values=jac.flat_values,
                    step_jacobian=None if step_engine is None else step_engine.flat_value_and_jacobian)
+    ensemble = build.ensemble_from(cfg, surrogate) if cfg.emulator.enabled else None
+    if ensemble is not None and obs.sigma is None and obs.cov is None:
+        log.warning("calibrate: the observations carry no errors, so the ensemble's emulator variance cannot join "
+                    "them: the plain fit only")
+        ensemble = None
+    if ensemble is None:
+        ds = calibrate(jac.flat_value_and_jacobian, obs.values, starts, **obs.errors(), **options)
+    else:  # + each member's estimate, and the fit with the ensemble's predictive variance at the data
+        members = [ensemble.member_function(k) for k in range(ensemble.members)]
+        ds = calibrate_ensemble(jac.flat_value_and_jacobian, members, ensemble.values, obs.values, starts,
+                                **obs.errors(), iterations=cfg.emulator.iterations, tol=cfg.emulator.tol, **options)
     seconds = time.perf_counter() - t0
     ds = unstack_output(ds, surrogate.output).assign_coords(
         parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], dtype=object),
@@ -190,6 +207,21 @@ def _log_summary(ds, seconds: float) -> None:
                          "inside" if inside == 1 else "OUTSIDE", 100 * float(ds.attrs.get("level", "nan")))
         log.info("calibrate: %d of %d true parameters inside their intervals", int((ds["true_in_interval"] == 1).sum()),
                  int(np.isfinite(ds["true_parameter"].values).sum()))
+    if "estimate_emulator" in ds:
+        _log_emulator(ds)
+
+
+def _log_emulator(ds) -> None:
+    """The fit with the ensemble's predictive variance, beside the members' own estimates, one line per parameter."""
+    log.info("calibrate: with the emulator variance of the %d-member ensemble (%s fits): chi2 %.4g", ds.sizes["member"],
+             ds.attrs.get("emulator_fits"), float(ds["chi2_emulator"]))
+    truth = ds["true_parameter"].values if "true_parameter" in ds else np.full(ds.sizes["parameter"], np.nan)
+    for j, name in enumerate(ds["parameter_name"].values):
+        low, high = ds["parameter_interval_emulator"].values[j]
+        inside = "" if not np.isfinite(truth[j]) else f"  true {'inside' if low <= truth[j] <= high else 'OUTSIDE'}"
+        members = ds["estimate_member"].values[:, j]
+        log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  members %.6g .. %.6g%s", name, ds["estimate_emulator"].values[j],
+                 ds["standard_error_emulator"].values[j], low, high, np.nanmin(members), np.nanmax(members), inside)
 
 
 # ----------------------------------------------------------------------------- the step maps

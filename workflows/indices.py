@@ -1,5 +1,10 @@
 """Workflow `indices`: local, DGSM, Sobol', Morris, active-subspace, Shapley, dependent-Sobol', aggregated and
-given-data indices of every output -> indices.nc."""
+given-data indices of every output -> indices.nc.
+
+On an ensemble surrogate the indices are the ensemble mean's, with each member's, their spread and the interval
+that combines sampling and surrogate error beside every index with a sampling interval
+(:func:`sensitivity.analyses.indices.compute_ensemble`).
+"""
 from __future__ import annotations
 
 import logging
@@ -95,10 +100,15 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
         with indices.in_section(key, StoredSweep, sweep) as stored:
             indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,
                                surrogate.output, surrogate.content_hash)
-    jac = build.engine_from(cfg, surrogate)
-    log.info("indices: %s on %s (%d parameters, %d outputs), %s mode, %s", ", ".join(chosen), surrogate.source,
-             len(space), surrogate.output_size, jac.mode, jac.dtype)
-    ds = indices.compute(jac, space, methods, designs=designs, **options)
+    ensemble = build.ensemble_from(cfg, surrogate)
+    jac = ensemble or build.engine_from(cfg, surrogate)
+    log.info("indices: %s on %s (%d parameters, %d outputs%s), %s mode, %s", ", ".join(chosen), surrogate.source,
+             len(space), surrogate.output_size, f", {surrogate.n_members} members" if ensemble else "", jac.mode,
+             jac.dtype)
+    if ensemble is None:
+        ds = indices.compute(jac, space, methods, designs=designs, **options)
+    else:  # the ensemble mean's indices, each member's, their spread and the combined intervals
+        ds = indices.compute_ensemble(ensemble, space, methods, designs=designs, **options)
     ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))

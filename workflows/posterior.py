@@ -7,7 +7,8 @@ calibration's own (``prior_source: calibration``, the default: the Gaussian ``pr
 or flat within the bounds), so the posterior and its Laplace approximation describe one target; or the
 space's marginals (``prior_source: space``), or flat within the bounds (``prior_source: flat``).
 Convergence checks that fail are logged as warnings and recorded in the file; chains that do not mix end
-the run with an error.
+the run with an error. On an ensemble surrogate the likelihood is the members' mean with their predictive
+variance added to the observation covariance (``emulator_variance``, Kennedy & O'Hagan 2001).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class PosteriorConf(RunConf, StartsConf, SurrogateStudyConf):
     observations: ObservationsConf = field(default_factory=ObservationsConf)
     prior: PriorConf = field(default_factory=PriorConf)
     prior_source: str = "calibration"  # calibration (its own prior) | space (the space's marginals) | flat
+    emulator_variance: bool = True  # an ensemble surrogate: its members' predictive variance in the likelihood
     log_parameters: Optional[List[str]] = None
     nuts: NUTSConf = field(default_factory=NUTSConf)
     output_dir: str = "???"
@@ -80,7 +82,7 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     from sensitivity.observations import read_observations
 
     laplace = read_estimate(calibration, names=space.names)
-    minima = _minima(calibration, space.names)
+    minima = build.calibration_minima(calibration, space.names)
     prior = prior_of(cfg, space, calibration)
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     sampler = NUTS(**build.plain(cfg.nuts))
@@ -88,6 +90,10 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     chain.consumed(cfg, calibration, "calibration", surrogate_hash=surrogate.content_hash)
     obs = read_observations(obs_path, surrogate.output)
     observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
+    members = surrogate.member_fn if surrogate.n_members > 1 and cfg.emulator_variance else None
+    if members is not None:
+        log.info("posterior: the %d-member ensemble's predictive variance joins the observation covariance",
+                 surrogate.n_members)
     support = Support.of(space.bounds, log_mask, len(space), space.names)
     start = initial_points(minima, support.interior(laplace.mean), laplace.covariance, support, cfg.n_chains,
                            spread=cfg.spread, seed=cfg.seed)
@@ -100,7 +106,7 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
                               laplace_mean=laplace.mean, laplace_cov=laplace.covariance,
                               sampler=sampler, seed=cfg.seed, parameter_names=space.names,
                               parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
-                              model_dtype=cfg.model_dtype)
+                              model_dtype=cfg.model_dtype, members=members)
     for warning in caught:
         log.warning("%s", warning.message)
     ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),
@@ -148,18 +154,6 @@ def prior_of(cfg: DictConfig, space, calibration: Path):
                           f"({'none' if recorded is None else 'another Gaussian'}): calibrate with this prior, or "
                           "leave prior.* unset to sample the calibration's own")
     return flat_prior() if recorded is None else gaussian_prior(*recorded)
-
-
-def _minima(path: Path, names: list[str]) -> np.ndarray:
-    """``[M, n]`` the lowest-cost start of each distinct minimum of a calibration, best first."""
-    from sensitivity.datasets import open_result
-
-    with open_result(path) as ds:
-        order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
-        estimate, cost = ds["estimate"].values[:, order], ds["cost"].values
-        label = ds["minimum"].values
-    return np.array([estimate[np.flatnonzero(label == k)[np.argmin(cost[label == k])]]
-                     for k in range(int(label.max()) + 1)]).reshape(-1, len(names))
 
 
 def _log_summary(ds) -> None:

@@ -6,7 +6,9 @@ uncertainty.path=.../calibration.nc``: multivariate normal with its estimate and
 ``pointwise.sweep=.../sweep.nc`` the same input covariance is also propagated linearly through every
 stored Jacobian of a sweep (sigma_y at every sweep point) -> local_propagation.nc, without evaluating the model.
 With ``posterior.path=.../posterior.nc`` (and always with ``propagate=posterior``) the posterior draws are
-pushed through the surrogate as a fifth method, ``posterior``, the verdict's reference.
+pushed through the surrogate as a fifth method, ``posterior``, the verdict's reference. Through an ensemble
+surrogate every method also reports each member's mean and standard deviation and their spread
+(:func:`sensitivity.analyses.propagation.member_moments`).
 """
 from __future__ import annotations
 
@@ -163,12 +165,20 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
         stacked = posterior_draws(draws_path, space)
         draws = stacked.values.reshape(stacked.n_chains, -1, len(space.names))
         sources = list(dict.fromkeys([*sources, draws_path]))
+    settings = dict(methods=list(p.methods), quantiles=list(p.quantiles), alpha=p.alpha, beta=p.beta, kappa=p.kappa,
+                    n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler, block_size=p.block_size,
+                    max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol, draws=draws)
     ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
-                   hessian=hessian, methods=list(p.methods), quantiles=list(p.quantiles),
-                   output=spec, alpha=p.alpha, beta=p.beta,
-                   kappa=p.kappa, n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler,
-                   block_size=p.block_size, max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol,
-                   draws=draws)
+                   hessian=hessian, output=spec, **settings)
+    ensemble = build.ensemble_from(cfg, surrogate)
+    if ensemble is not None:  # every method's mean and std per member, the same samples through all members
+        from sensitivity.analyses.propagation import member_moments, merge_members
+
+        log.info("propagate: the same inputs through each of the %d members", ensemble.members)
+        members = member_moments(inputs, ensemble.members, spec, values_fn=ensemble.stacked_values,
+                                 value_and_jacobian=ensemble.stacked_value_and_jacobian,
+                                 hessian=_member_hessian(cfg, surrogate) if hessian is not None else None, **settings)
+        ds = merge_members(ds, members)
     if draws_path:
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
@@ -207,6 +217,15 @@ def _hessian(cfg: DictConfig, surrogate):
 
     return compile_hessian(surrogate.fn, surrogate.n_in, output_size=surrogate.output_size,
                            dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)
+
+
+def _member_hessian(cfg: DictConfig, surrogate):
+    """The compiled Hessian of every member side by side (:func:`sensitivity.ensemble_engine.stacked_model`)."""
+    from sensitivity.ensemble_engine import stacked_model
+    from sensitivity.hessian import compile_hessian
+
+    return compile_hessian(stacked_model(surrogate), surrogate.n_in, output_size=surrogate.n_members *
+                           surrogate.output_size, dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)
 
 
 def _describe(cfg: DictConfig) -> str:

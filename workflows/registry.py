@@ -29,6 +29,7 @@ WORKFLOWS = {
     "posterior": "workflows.posterior",
     "propagate": "workflows.propagate",
     "indices": "workflows.indices",
+    "verify": "workflows.verify",
     "export": "workflows.export",
     "merge": "workflows.merge",
 }
@@ -38,13 +39,16 @@ WORKFLOWS = {
 SUMMARIES = {
     "run": "the default study: sweep, calibrate, posterior, propagate and indices of the SEIR demo surrogate",
     "sweep": "values and Jacobians of a surrogate over a parameter grid -> sweep.nc",
-    "train": "fit a Keras MLP surrogate to a simulator or a dataset -> surrogate.keras, training.nc",
+    "train": "fit an ensemble of Keras MLP surrogates (or one) to a simulator or a dataset -> surrogate.ensemble/ "
+             "(surrogate.keras), training.nc",
     "calibrate": "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations "
                  "-> calibration.nc",
     "posterior": "posterior of a calibration by batched NUTS chains (TensorFlow Probability) -> posterior.nc",
     "propagate": "uncertainty propagation (first/second order, unscented, Monte Carlo) -> propagation.nc",
     "indices": "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked; Shapley, "
                "dependent Sobol', aggregated and given-data indices on request -> indices.nc",
+    "verify": "the simulator at the points an analysis depends on: the surrogate's error there against the analysis's "
+              "own uncertainty, with a verdict; optional refinement of an ensemble -> verify.nc",
     "export": "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem "
               "files",
     "merge": "the shards (and swept configs) of a multirun as one dataset -> sweep.nc",

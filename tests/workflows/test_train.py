@@ -26,9 +26,14 @@ def quadratic(x: np.ndarray) -> np.ndarray:
 @pytest.mark.slow
 def test_train_from_a_simulator_writes_a_self_describing_model_and_a_report(compose_config, tmp_path):
     path = train.run(compose_config("train", TINY))
-    model = sensitivity.load_surrogate(path)  # nothing but the file
+    model = sensitivity.load_surrogate(path)  # nothing but the directory: the default ensemble of 5
+    assert path.name == "surrogate.ensemble" and model.n_members == 5
     assert model.input_names == ("x1", "x2", "x3") and list(model.output.dims[0].values) == ["square", "chain"]
     with xr.open_dataset(tmp_path / "training.nc") as ds:
+        assert ds["member_rmse"].dims == ("member", "output") and ds["loss"].dims == ("member", "epoch")
+        train_counts = ds["bootstrap_count"].values[:, ds["subset"].values == 0]
+        assert (ds["bootstrap_count"].values[:, ds["subset"].values > 0] == 0).all()  # validation, test: never
+        assert (train_counts.sum(axis=1) == train_counts.shape[1]).all() and (train_counts == 0).any()  # resampled
         np.testing.assert_allclose(ds["y"].values, quadratic(ds["x"].values), rtol=1e-12)  # the simulator's values
         assert ds.sizes["sample"] == 128 and ds.sizes["check"] == 8
         assert set(ds["subset"].values) == {0, 1, 2} and ds["r2"].dims == ("output",)
@@ -47,8 +52,9 @@ def test_train_from_a_dataset(compose_config, tmp_path):
                                  "output_name": ("output", ["square", "chain"])})
     samples.to_netcdf(tmp_path / "samples.nc")
     path = train.run(compose_config("train", [*TINY, f"training.data={tmp_path / 'samples.nc'}",
-                                              "training.simulator=null"], output_dir=tmp_path / "out"))
-    assert sensitivity.load_surrogate(path).n_in == 3
+                                              "training.simulator=null", "training.members=1"],
+                                    output_dir=tmp_path / "out"))
+    assert path.name == "surrogate.keras" and sensitivity.load_surrogate(path).n_in == 3
     with xr.open_dataset(tmp_path / "out" / "training.nc") as ds:
         np.testing.assert_array_equal(ds["x"].values, x)
         assert "jacobian_error" not in ds and "samples.nc" in ds.attrs["inputs"]

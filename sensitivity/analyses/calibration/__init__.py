@@ -18,19 +18,22 @@ Modules, in the order a fit uses them:
 * :mod:`.statistics` — covariance, standard errors, identifiability, bands, distinct minima;
 * :mod:`.dataset` — the labeled result of :func:`calibrate`;
 * :mod:`.driver` — :func:`calibrate`, the verb that strings them together;
+* :mod:`.emulator` — :func:`calibrate_ensemble`: an ensemble surrogate's members calibrated each, and its
+  predictive variance as emulator variance in the observation model (Kennedy & O'Hagan 2001);
 * :mod:`.step_map` — Gauss-Newton steps at every point of a stored sweep (no model call);
 * :mod:`.step_slice` — the step map on a 2-D slice through the estimate, with the basin of the best minimum.
 """
 from __future__ import annotations
 
 from sensitivity.analyses.calibration.driver import CalibrationError, calibrate
+from sensitivity.analyses.calibration.emulator import calibrate_ensemble, emulator_covariance
 from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, GaussNewton, LevenbergMarquardt, Solver,
                                                       Status, TrustRegion)
 from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
                                                          distinct_minima, equilibrated_svd, identifiability,
-                                                         pseudo_inverse_covariance)
+                                                         minimum_points, pseudo_inverse_covariance)
 from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_newton_map, step_map_block,
                                                        write_step_map)
 from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
@@ -51,13 +54,16 @@ __all__ = [
     "ValueAndJacobianFn",
     "ValuesFn",
     "calibrate",
+    "calibrate_ensemble",
     "correlation",
     "delta_method_std",
     "distinct_minima",
+    "emulator_covariance",
     "equilibrated_svd",
     "gauss_newton_map",
     "identifiability",
     "least_identifiable",
+    "minimum_points",
     "pseudo_inverse_covariance",
     "slice_box",
     "step_map_block",

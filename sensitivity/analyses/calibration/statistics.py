@@ -269,6 +269,13 @@ def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
                      n_fitted=n + (0 if obs.known_noise else 1), null_space=null_space(full_svd, rank))
 
 
+def minimum_points(estimate: np.ndarray, cost: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """``[M, n]`` the lowest-cost estimate of each distinct minimum (``label`` of :func:`distinct_minima`, minima
+    numbered by increasing cost), best first."""
+    found = [np.flatnonzero(label == k)[np.argmin(cost[label == k])] for k in range(int(label.max()) + 1)]
+    return np.asarray(estimate)[found].reshape(-1, np.shape(estimate)[-1])
+
+
 def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float) -> np.ndarray:
     """Label each start with the index of its minimum, minima numbered by increasing cost.
 

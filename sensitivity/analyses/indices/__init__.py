@@ -21,7 +21,8 @@ The driver runs them on a compiled surrogate: settings objects in
 :mod:`~sensitivity.analyses.indices.methods` (``LocalDerivatives``, ``Dgsm``, ``Sobol``, ``Morris``,
 ``ActiveSubspaces``, ``Shapley``, ``SobolDependent``, ``Aggregated``, ``GivenData``), :func:`plan` and
 :func:`compute` in :mod:`~sensitivity.analyses.indices.driver`, and DGSM and given-data indices from a
-stored sweep in :mod:`~sensitivity.analyses.indices.dgsm_sweep`. The method names (:data:`METHODS`:
+stored sweep in :mod:`~sensitivity.analyses.indices.dgsm_sweep`; of an ensemble surrogate, every index per member,
+their spread and a combined interval, by :func:`compute_ensemble` (:mod:`~sensitivity.analyses.indices.ensemble`). The method names (:data:`METHODS`:
 ``local``, ``dgsm``, ``sobol``, ``morris``, ``active_subspaces``, ``shapley``, ``sobol_dependent``,
 ``aggregated``, ``given_data``; the first five are :data:`DEFAULT_METHODS`) key the config sections and
 prefix the variables of the combined dataset.
@@ -60,6 +61,7 @@ from sensitivity.analyses.indices.driver import (
     ranking_measures,
     summary_lines,
 )
+from sensitivity.analyses.indices.ensemble import compute_ensemble, with_member_spread
 from sensitivity.analyses.indices.methods import (
     ActiveSubspaces,
     Aggregated,
@@ -82,7 +84,7 @@ __all__ = [
     "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm",
     "FlatModel", "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley",
     "Sobol", "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
-    "compute", "copula", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
+    "compute", "compute_ensemble", "copula", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
     "in_section", "intervals", "morris", "plan", "ranking_measures", "shapley", "sobol", "sobol_dependent",
-    "summary_lines", "sweep_blocks", "sweep_sample", "tails", "timed",
+    "summary_lines", "sweep_blocks", "sweep_sample", "tails", "timed", "with_member_spread",
 ]

@@ -94,6 +94,7 @@ def sample_posterior(
     throw: bool = True,
     jit_compile: bool = True,
     model_dtype: str = "float64",
+    members: ModelFn | None = None,
 ) -> xr.Dataset:
     """Draw from ``p(x | y)`` with many NUTS chains at once; return draws, diagnostics and summaries.
 
@@ -126,6 +127,10 @@ def sample_posterior(
         Compile the sampler with XLA.
     model_dtype
         The dtype ``model`` computes in (see :func:`~sensitivity.analyses.posterior.density.log_posterior`).
+    members
+        An ensemble's members ``x -> [K, B, ...]``: the likelihood carries their predictive variance as emulator
+        variance (see :func:`~sensitivity.analyses.posterior.density.log_posterior`); the dataset's attribute
+        ``likelihood`` says which was sampled.
 
     Returns
     -------
@@ -149,7 +154,7 @@ def sample_posterior(
     if (laplace_mean is None) != (laplace_cov is None):
         raise ConfigError("give both `laplace_mean` and `laplace_cov`, or neither")
     posterior = log_posterior(model, observations, prior, support, center=laplace_mean, covariance=laplace_cov,
-                              model_dtype=model_dtype)
+                              model_dtype=model_dtype, members=members)
     if prior.kind == "flat":
         check_proper(posterior, np.asarray(initial, float)[0], names)
     chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=jit_compile)
@@ -167,6 +172,9 @@ def sample_posterior(
     ds = _to_dataset(chains, diag, failed, names, parameter_units, laplace_mean, laplace_cov, sampler, seed,
                      prior, posterior.n_observed, np.asarray(initial, float))
     ds.attrs["model_dtype"] = model_dtype
+    ds.attrs["likelihood"] = "observation covariance" if members is None else (
+        "ensemble mean, observation covariance + the members' predictive variance (emulator variance, Kennedy and "
+        "O'Hagan 2001)")
     return ds
 
 

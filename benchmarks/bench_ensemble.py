@@ -1,0 +1,126 @@
+"""Jacobians of a K-member ensemble in one compiled call against one member and K separate engines, side by side.
+
+Shapes (float32, random weights, each member its own input/output scaling like a trained member):
+  seir  6 -> [128]x3 gelu -> 100   (the demo surrogate's architecture; forward mode)
+  A     8 -> [256]x3 tanh -> 64    (forward mode)
+  C   256 -> [256]x3 tanh -> 4     (reverse mode)
+Contenders, interleaved round by round (best of --rounds passes over --points points each):
+  one member        ``compile_jacobian(member)(x)``: the dense path of one network
+  ensemble          ``compile_ensemble(ensemble)(x)``: all K members, stacked kernels, one call per chunk
+  K engines         ``compile_jacobian(member_k)(x)`` for k = 1..K, one after the other
+  ensemble mean     ``compile_jacobian(ensemble)(x)``: the mean's Jacobian (what every analysis of an ensemble
+                    compiles), on the same stacked chain
+The target of issue 24: Jacobians of a 5-member ensemble at <= 2x the time of one member. The ensemble does K
+times the FLOPs of one member, so on a machine where one member's chunks already run near the matmul peak the
+ratio is bounded below by about K x the peak fraction; the closing lines print the measured ratio at each
+problem size (--points, and a calibration-sized batch of 64 points where per-call overhead dominates).
+
+Usage: python benchmarks/bench_ensemble.py [--shapes seir A C] [--members 5] [--points 8192] [--rounds 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+
+import_tensorflow()
+
+import numpy as np  # noqa: E402
+
+SHAPES = {"seir": (6, [128] * 3, 100, "gelu"), "A": (8, [256] * 3, 64, "tanh"), "C": (256, [256] * 3, 4, "tanh")}
+TARGET = 2.0
+SMALL = 64
+
+
+def member(shape: str, seed: int):
+    """One member: scaling layers with their own offsets, random weights."""
+    import keras
+
+    from sensitivity.scaling import InputScaling, OutputScaling
+
+    n_in, hidden, n_out, activation = SHAPES[shape]
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    inputs = keras.Input((n_in,))
+    h = InputScaling(rng.normal(0, 0.1, n_in), 1 + rng.uniform(0, 0.1, n_in), [False] * n_in,
+                     names=[f"p{i}" for i in range(n_in)], units=["1"] * n_in)(inputs)
+    for width in hidden:
+        h = keras.layers.Dense(width, activation=activation)(h)
+    h = keras.layers.Dense(n_out)(h)
+    h = OutputScaling(rng.normal(0, 0.1, n_out), 1 + rng.uniform(0, 0.1, n_out), False,
+                      output_spec={"name": "y", "units": "1", "names": [f"y{j}" for j in range(n_out)]})(h)
+    return keras.Model(inputs, h)
+
+
+def best_of(fn, x: np.ndarray, rounds: int) -> float:
+    fn(x)  # compile
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn(x)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure(shape: str, k: int, n_points: int, rounds: int, directory: Path) -> dict[str, dict[int, float]]:
+    import sensitivity
+    from sensitivity.ensemble import write_ensemble
+    from sensitivity.ensemble_engine import compile_ensemble
+
+    models = [member(shape, seed) for seed in range(k)]
+    path = write_ensemble(directory / f"{shape}.ensemble", lambda i, file: models[i].save(file),
+                          [{"seed": i} for i in range(k)])
+    ensemble = sensitivity.load_surrogate(path)
+    engines = {"one member": sensitivity.compile_jacobian(ensemble.members[0]),
+               "ensemble": compile_ensemble(ensemble), "ensemble mean": sensitivity.compile_jacobian(ensemble)}
+    singles = [sensitivity.compile_jacobian(m) for m in ensemble.members]
+    calls = {name: engine for name, engine in engines.items()}
+    calls[f"{k} engines"] = lambda x: [e(x) for e in singles]
+    x = np.random.default_rng(0).uniform(-1, 1, (n_points, SHAPES[shape][0])).astype(np.float32)
+    results: dict[str, dict[int, float]] = {name: {} for name in calls}
+    for size in (n_points, SMALL):
+        times = {name: [] for name in calls}
+        for _ in range(rounds):  # interleaved: every contender once per round
+            for name, call in calls.items():
+                times[name].append(best_of(call, x[:size], 1))
+        for name in calls:
+            results[name][size] = min(times[name])
+    print(f"\nshape {shape}: {SHAPES[shape][0]} -> {SHAPES[shape][1]} {SHAPES[shape][3]} -> {SHAPES[shape][2]}, "
+          f"{k} members, {engines['ensemble'].mode} mode, ensemble chunk {engines['ensemble'].chunk_size}, member "
+          f"chunk {engines['one member'].chunk_size}")
+    for size in (n_points, SMALL):
+        one = results["one member"][size]
+        print(f"  {size:>6} points: " + ", ".join(
+            f"{name} {size / t:,.0f} Jac/s ({t / one:.2f}x one member's time)" for name, t in
+            ((name, results[name][size]) for name in calls)))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--members", type=int, default=5)
+    parser.add_argument("--points", type=int, default=8192)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = {shape: measure(shape, args.members, args.points, args.rounds, Path(tmp)) for shape in args.shapes}
+    print(f"\ntarget: a {args.members}-member ensemble's Jacobians at <= {TARGET:g}x one member's time")
+    for shape, results in summary.items():
+        for size in (args.points, SMALL):
+            ratio = results["ensemble"][size] / results["one member"][size]
+            separate = results[f"{args.members} engines"][size] / results["ensemble"][size]
+            print(f"  {shape:>5} at {size:>6} points: ensemble / one member {ratio:.2f}x "
+                  f"({'met' if ratio <= TARGET else 'missed'}); {args.members} separate engines take {separate:.2f}x "
+                  "the ensemble's time")
+
+
+if __name__ == "__main__":
+    main()

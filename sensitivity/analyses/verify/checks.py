@@ -1,0 +1,246 @@
+"""The simulator run at the points an analysis depends on, and the surrogate's error there against the analysis's
+own uncertainty: one verdict per analysis.
+
+Each check takes the simulator and the surrogate as batched maps on flat outputs (``[P, n] -> [P, m]``) and the
+analysis's own numbers (arrays the caller read from its result), runs the simulator only at those points, and
+returns a labeled dataset on a flat ``output`` axis with a ``<prefix>_verdict`` (1: the surrogate's error is below
+the analysis's uncertainty, 0: not). The error is the surrogate's minus the simulator's. Where an ensemble's
+members are given, their spread at the same points (``<prefix>_member_std``) shows whether the ensemble knew.
+
+``calibration`` (points: the best fit, then the other distinct minima)
+    The surrogate error ``e`` at the best fit moves the estimate by ``dx = (J_w^T J_w)^{-1} J_w^T W e`` (the
+    Gauss-Newton step a fit to the simulator's outputs would take from there; ``W`` the whitening, ``J_w`` the
+    whitened Jacobian): the verdict holds when ``|dx_j| <= se_j`` for every parameter, the shift below the
+    estimate's standard error.
+``posterior`` (points: a subset of the draws)
+    Importance weights ``w_i ~ L_sim(x_i) / L_sur(x_i)`` (the same prior cancels) turn the draws of the
+    surrogate's posterior into draws of the simulator's; the verdict holds when the reweighted mean moves less
+    than the posterior's Monte Carlo standard error of the mean in every parameter. The weights' effective sample
+    size is reported too (a small one: the posteriors differ more than the subset can tell).
+``sobol`` (points: the first base rows of the Sobol' design)
+    The first and total indices on those rows from the simulator's and the surrogate's values, paired (the same
+    rows, so the design's sampling error cancels): the verdict holds when every ``|S_sur - S_sim|`` is below the
+    half-width of the index's sampling interval on the full design.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.analyses.calibration import ObservationModel
+from sensitivity.analyses.indices import sobol
+from sensitivity.errors import DataError
+from sensitivity.space import ParameterSpace
+
+#: A batched map on flat outputs: ``[P, n]`` points -> ``[P, m]`` values.
+FlatFn = Callable[[np.ndarray], np.ndarray]
+
+VERDICT = {"flag_values": np.array([0, 1], np.int8), "flag_meanings": "surrogate_error_exceeds_sampling_error "
+                                                                       "surrogate_error_below_sampling_error"}
+
+
+def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray, points: np.ndarray,
+                       standard_error: np.ndarray, observations: ObservationModel, *,
+                       member_std: FlatFn | None = None) -> xr.Dataset:
+    """The surrogate's error at a calibration's best fit and minima, and the shift it makes in the estimate.
+
+    Parameters
+    ----------
+    simulate, surrogate
+        ``[P, n] -> [P, m]``.
+    jacobian
+        ``[m, n]`` the surrogate's Jacobian at the best fit (``points[0]``).
+    points
+        ``[P, n]`` the best fit, then the other distinct minima.
+    standard_error
+        ``[n]`` the best fit's standard errors.
+    observations
+        The calibration's observations and their whitening.
+    member_std
+        An ensemble's member spread ``[P, n] -> [P, m]``, reported beside the error.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``calibration_point(fit_point, parameter)``, ``calibration_surrogate_error(fit_point, output)``,
+        ``calibration_whitened_error_rms(fit_point)``, ``calibration_estimate_shift(parameter)``,
+        ``calibration_standard_error(parameter)``, ``calibration_shift_ratio(parameter)`` (``|dx| / se``) and
+        ``calibration_verdict``; ``calibration_member_std(fit_point, output)`` with ``member_std``.
+    """
+    points = np.atleast_2d(np.asarray(points, float))
+    truth, approx = _values(simulate, points), _values(surrogate, points)
+    error = approx - truth
+    whitened = observations.residual(approx) - observations.residual(truth)  # W e, observed outputs only
+    j_w = observations.jacobian(np.asarray(jacobian, float)[None])[0]
+    shift = np.linalg.lstsq(j_w, whitened[0], rcond=None)[0]
+    se = np.asarray(standard_error, float)
+    ratio = np.abs(shift) / se
+    data = {
+        "calibration_point": (("fit_point", "parameter"), points, {"long_name": "verified point: the best fit, then "
+                                                                                "the other distinct minima"}),
+        "calibration_surrogate_error": (("fit_point", "output"), error,
+                                        {"long_name": "surrogate minus simulator at the point"}),
+        "calibration_whitened_error_rms": ("fit_point", np.sqrt((whitened**2).mean(axis=1)), {
+            "long_name": "root mean square of the whitened surrogate error over the observed outputs (1: the "
+                         "observation noise)", "units": "1"}),
+        "calibration_estimate_shift": ("parameter", shift, {"long_name": "shift of the estimate a fit to the "
+                                                                         "simulator makes from the best fit"}),
+        "calibration_standard_error": ("parameter", se, {"long_name": "standard error of the estimate"}),
+        "calibration_shift_ratio": ("parameter", ratio, {"long_name": "|estimate shift| / standard error",
+                                                         "units": "1"}),
+        "calibration_verdict": ((), np.int8(bool(np.all(ratio <= 1.0))), {
+            "long_name": "the surrogate's shift of the estimate is below its standard error", **VERDICT}),
+    }
+    if member_std is not None:
+        data["calibration_member_std"] = (("fit_point", "output"), _values(member_std, points),
+                                          {"long_name": "predictive standard deviation of the ensemble's members"})
+    return xr.Dataset(data, coords=_index("fit_point", len(points), "verified point (0: the best fit)"))
+
+
+def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, draws: np.ndarray, mcse: np.ndarray,
+                     observations: ObservationModel, *, surrogate: FlatFn,
+                     member_std: FlatFn | None = None) -> xr.Dataset:
+    """The surrogate's error at a subset of posterior draws and how far it moves the posterior mean.
+
+    Parameters
+    ----------
+    simulate, surrogate
+        ``[P, n] -> [P, m]``.
+    surrogate_log_likelihood
+        ``[P]`` the log-likelihood the posterior was sampled with at ``draws`` (up to a constant).
+    draws
+        ``[P, n]`` the subset of draws.
+    mcse
+        ``[n]`` the posterior's Monte Carlo standard error of the mean.
+    observations
+        The observations and their whitening (the simulator's likelihood is the plain Gaussian one).
+    member_std
+        An ensemble's member spread, reported beside the error.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``posterior_draw(posterior_point, parameter)``, ``posterior_surrogate_error(posterior_point, output)``,
+        ``posterior_whitened_error_rms``, ``posterior_log_likelihood_error``, ``posterior_weight``,
+        ``posterior_mean_shift(parameter)``, ``posterior_mcse(parameter)``, ``posterior_shift_ratio``,
+        ``posterior_importance_ess`` and ``posterior_verdict``.
+    """
+    draws = np.atleast_2d(np.asarray(draws, float))
+    truth, approx = _values(simulate, draws), _values(surrogate, draws)
+    r = observations.residual(truth)
+    log_ratio = -0.5 * (r**2).sum(axis=1) - np.asarray(surrogate_log_likelihood, float)
+    weights = np.exp(log_ratio - log_ratio.max())
+    weights /= weights.sum()
+    shift = weights @ draws - draws.mean(axis=0)
+    ratio = np.abs(shift) / np.asarray(mcse, float)
+    dims = ("posterior_point", "parameter")
+    whitened = observations.residual(approx) - r
+    data = {
+        "posterior_draw": (dims, draws, {"long_name": "verified posterior draw"}),
+        "posterior_surrogate_error": (("posterior_point", "output"), approx - truth,
+                                      {"long_name": "surrogate minus simulator at the draw"}),
+        "posterior_whitened_error_rms": ("posterior_point", np.sqrt((whitened**2).mean(axis=1)), {
+            "long_name": "root mean square of the whitened surrogate error (1: the observation noise)", "units": "1"}),
+        "posterior_log_likelihood_error": ("posterior_point", log_ratio, {
+            "long_name": "simulator's minus the sampled log-likelihood at the draw", "units": "1"}),
+        "posterior_weight": ("posterior_point", weights, {"long_name": "normalised importance weight toward the "
+                                                                       "simulator's posterior", "units": "1"}),
+        "posterior_mean_shift": ("parameter", shift, {"long_name": "importance-reweighted minus plain mean of the "
+                                                                   "verified draws"}),
+        "posterior_mcse": ("parameter", np.asarray(mcse, float), {"long_name": "Monte Carlo standard error of the "
+                                                                               "posterior mean"}),
+        "posterior_shift_ratio": ("parameter", ratio, {"long_name": "|mean shift| / Monte Carlo standard error",
+                                                       "units": "1"}),
+        "posterior_importance_ess": ((), float(1.0 / (weights**2).sum() / len(weights)), {
+            "long_name": "effective sample size of the importance weights per draw", "units": "1"}),
+        "posterior_verdict": ((), np.int8(bool(np.all(ratio <= 1.0))), {
+            "long_name": "the surrogate's shift of the posterior mean is below its Monte Carlo standard error",
+            **VERDICT}),
+    }
+    if member_std is not None:
+        data["posterior_member_std"] = (("posterior_point", "output"), _values(member_std, draws),
+                                        {"long_name": "predictive standard deviation of the ensemble's members"})
+    return xr.Dataset(data, coords=_index("posterior_point", len(draws), "verified posterior draw"))
+
+
+def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: ParameterSpace,
+                 half_widths: dict[str, np.ndarray], *, member_std: FlatFn | None = None) -> xr.Dataset:
+    """Paired Sobol' indices of the simulator and the surrogate on the first base rows of the design.
+
+    Parameters
+    ----------
+    simulate, surrogate
+        ``[P, n] -> [P, m]``.
+    rows
+        ``[N' (d + 2), d]`` the first ``N'`` base rows (a power of two) of the indices' Saltelli design.
+    space
+        The parameter space of the design.
+    half_widths
+        ``{"S1": [d, m], "ST": [d, m]}`` half-widths of the sampling intervals on the full design.
+    member_std
+        An ensemble's member spread, reported beside the error.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``sobol_S1_simulator``/``sobol_ST_simulator`` and ``sobol_S1_error``/``sobol_ST_error`` (surrogate minus
+        simulator) on ``(parameter, output)``, ``sobol_S1_error_ratio``/``sobol_ST_error_ratio`` (``|error| /
+        half-width``), ``sobol_surrogate_rmse(output)`` and ``sobol_output_std(output)`` on the rows, and
+        ``sobol_verdict``.
+    """
+    truth, approx = _values(simulate, rows), _values(surrogate, rows)
+    n = len(rows) // (len(space) + 2)
+    options = {"intervals": "none", "convergence_start": n}
+    exact, estimate = sobol.analyze(truth, space, **options), sobol.analyze(approx, space, **options)
+    data, ratios = {}, []
+    for key in ("S1", "ST"):
+        error = estimate[key].values - exact[key].values
+        ratio = np.abs(error) / np.asarray(half_widths[key], float)
+        ratios.append(ratio)
+        data[f"sobol_{key}_simulator"] = (("parameter", "output"), exact[key].values,
+                                          {"long_name": f"{key} of the simulator on the verified rows", "units": "1"})
+        data[f"sobol_{key}_error"] = (("parameter", "output"), error, {
+            "long_name": f"{key} of the surrogate minus the simulator's on the verified rows", "units": "1"})
+        data[f"sobol_{key}_error_ratio"] = (("parameter", "output"), ratio, {
+            "long_name": f"|{key} error| / half-width of the sampling interval on the full design", "units": "1"})
+    data.update(
+        sobol_surrogate_rmse=("output", np.sqrt(((approx - truth) ** 2).mean(axis=0)),
+                              {"long_name": "root-mean-square surrogate error on the verified rows"}),
+        sobol_output_std=("output", truth.std(axis=0, ddof=1),
+                          {"long_name": "standard deviation of the simulator's output on the verified rows"}),
+        sobol_verdict=((), np.int8(bool(np.all(np.nan_to_num(np.stack(ratios), nan=0.0) <= 1.0))), {
+            "long_name": "every index's surrogate error is below its sampling half-width", **VERDICT}),
+    )
+    if member_std is not None:
+        data["sobol_member_rms_std"] = ("output", np.sqrt((_values(member_std, rows) ** 2).mean(axis=0)),
+                                        {"long_name": "root mean square of the ensemble members' predictive standard "
+                                                      "deviation on the verified rows"})
+    return xr.Dataset(data)
+
+
+def gaussian_log_likelihood(values: np.ndarray, observations: ObservationModel,
+                            spread: np.ndarray | None = None) -> np.ndarray:
+    """``[P]`` Gaussian log-likelihood (up to a constant) of model values ``[P, m]``: the plain one, or with an
+    ensemble's predictive variance ``spread [P, m]`` added to a diagonal observation covariance (as the posterior's
+    emulator likelihood, :func:`sensitivity.analyses.posterior.density.log_posterior`)."""
+    if spread is None:
+        r = observations.residual(values)
+        return -0.5 * (r**2).sum(axis=1)
+    if observations.whitening.ndim != 1:
+        raise DataError("the emulator likelihood of correlated observations is not reproduced here; verify a "
+                        "posterior sampled with a diagonal observation covariance")
+    rows = observations.observed
+    total = 1.0 / observations.whitening**2 + spread[:, rows]
+    diff = values[:, rows] - observations.y_obs[rows]
+    return -0.5 * (diff**2 / total + np.log(total)).sum(axis=1)
+
+
+def _index(dim: str, size: int, long_name: str) -> dict[str, xr.Variable]:
+    return {dim: xr.Variable(dim, np.arange(size, dtype=np.int32), {"long_name": long_name, "units": "1"})}
+
+
+def _values(fn: FlatFn, points: np.ndarray) -> np.ndarray:
+    values = np.asarray(fn(points), float)
+    return values.reshape(len(points), -1)

@@ -1,0 +1,45 @@
+"""How many of an analysis's points :mod:`sensitivity.analyses.verify` runs the simulator at."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sensitivity.analyses.indices.design import check_power_of_two
+from sensitivity.errors import ConfigError, DataError
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    """The simulator runs of a verification.
+
+    Parameters
+    ----------
+    draws
+        Posterior draws verified, evenly spaced through the stacked chains [runs].
+    sobol_rows
+        Base rows of the Sobol' design verified, a power of two (``sobol_rows (d + 2)`` runs).
+    """
+
+    draws: int = 64
+    sobol_rows: int = 64
+
+    def __post_init__(self) -> None:
+        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 2:
+            raise ConfigError(f"`draws` must be an integer >= 2, got {self.draws!r}")
+        check_power_of_two(self.sobol_rows, what="sobol_rows")
+
+    def posterior_subset(self, draws: np.ndarray) -> np.ndarray:
+        """``[P, n]`` of the stacked draws ``[N, n]``: ``P = min(draws, N)`` evenly spaced (every chain's share)."""
+        if len(draws) < 2:
+            raise DataError(f"the posterior has {len(draws)} draws; at least 2 are needed to verify it")
+        take = np.unique(np.linspace(0, len(draws) - 1, min(self.draws, len(draws))).round().astype(int))
+        return draws[take]
+
+    def design_rows(self, design: np.ndarray, d: int) -> np.ndarray:
+        """The first :attr:`sobol_rows` base rows of a Saltelli design of ``d`` parameters (``d + 2`` runs each)."""
+        rows = self.sobol_rows * (d + 2)
+        if rows > len(design):
+            raise ConfigError(f"`sobol_rows` = {self.sobol_rows} exceeds the design's {len(design) // (d + 2)} base "
+                              "rows")
+        return design[:rows]

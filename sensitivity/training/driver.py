@@ -1,0 +1,225 @@
+"""The verb :func:`train_surrogate`: split, fit, save, reload, validate and report, in one call.
+
+The sequence a notebook and the ``train`` workflow share: the samples are split (train / validation /
+test, :func:`~sensitivity.training.fit.split_samples`), the network is fitted
+(:func:`~sensitivity.training.fit.fit`), saved through a temporary file renamed into place, loaded back
+exactly as any analysis will load it (:func:`sensitivity.surrogate.load_surrogate`), and judged on the
+held-out test samples: values against the samples, and, with a simulator, Jacobians against float64
+central differences of the simulator (:mod:`~sensitivity.training.validation`). The result carries the
+reloaded surrogate and the report dataset (:func:`~sensitivity.training.report.report_dataset`); the caller
+writes it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from sensitivity.outputs import OutputSpec
+from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
+from sensitivity.simulation import Simulator
+from sensitivity.space import ParameterSpace
+from sensitivity.training import validation
+from sensitivity.training.fit import FitResult, Split, fit, split_samples
+from sensitivity.training.report import MemberReport, report_dataset
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainedSurrogate:
+    """What :func:`train_surrogate` made.
+
+    Attributes
+    ----------
+    path
+        The saved model: ``surrogate.keras``, or the ensemble directory ``surrogate.ensemble``.
+    surrogate
+        The model loaded back from ``path`` (what every analysis of it sees).
+    report
+        The samples and the validation report (``training.nc`` without its provenance attributes).
+    fits
+        How each training went (one per network).
+    summary
+        The validation in a few human-readable lines.
+    warnings
+        One-line warnings about a poor fit (values, or derivatives that look worse than the values).
+    """
+
+    path: Path
+    surrogate: Any
+    report: xr.Dataset
+    fits: tuple[FitResult, ...]
+    summary: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def train_surrogate(
+    x: np.ndarray,
+    y: np.ndarray,
+    directory: str | Path,
+    *,
+    space: ParameterSpace,
+    output: OutputSpec,
+    network: TrainSettings = TrainSettings(),
+    plan: TrainingPlan = TrainingPlan(),
+    engine: EngineSettings = EngineSettings(),
+    thresholds: Thresholds = Thresholds(),
+    simulator: Simulator | None = None,
+    seed: int = 0,
+    log_every: int | None = None,
+) -> TrainedSurrogate:
+    """Train a surrogate (or an ensemble) of ``y = f(x)``, save it, reload it and report how well it fits.
+
+    Parameters
+    ----------
+    x
+        ``[N, n]`` parameter samples in physical units, in the order of ``space``.
+    y
+        ``[N, *output.shape]`` simulator outputs in physical units.
+    directory
+        Where to write ``surrogate.keras`` (``plan.members == 1``) or the ensemble directory
+        ``surrogate.ensemble`` (:mod:`sensitivity.ensemble`), replaced atomically.
+    space
+        The parameters: names and units stored in the model; bounds and scales of the derivative check.
+    output
+        The output description stored in the model.
+    network
+        Architecture and optimiser of every member.
+    plan
+        Split, ensemble (``members``, ``bootstrap``) and derivative check.
+    engine
+        How the validation compiles the reloaded model's Jacobian (its dtype is the reload's).
+    thresholds
+        When a fit is poor enough to warn.
+    simulator
+        The batched simulator the samples came from: the test Jacobians are checked against its float64 central
+        differences (``plan.derivative_points`` points, ``2 n`` runs each). None: values only.
+    seed
+        Seeds the split; member ``k`` is trained (and resampled) with seed ``seed + k``.
+    log_every
+        Log one progress line every this many epochs (None: silent).
+
+    Returns
+    -------
+    TrainedSurrogate
+        The errors reported are the ensemble mean's (the model every analysis uses); for an ensemble the report
+        adds each member's test RMSE and the members' spread (:class:`~sensitivity.training.report.MemberReport`).
+    """
+    from sensitivity.ensemble_engine import compile_ensemble
+    from sensitivity.surrogate import load_surrogate
+
+    split = split_samples(len(x), plan.validation_fraction, plan.test_fraction, seed)
+    splits = [split] if plan.members == 1 or not plan.bootstrap else \
+        [_bootstrap(split, seed + k) for k in range(plan.members)]
+    splits += [split] * (plan.members - len(splits))  # members without resampling share the split
+    log.info("train: %d samples (%d train, %d validation, %d test), %d x MLP %s %s, up to %d epochs", len(x),
+             len(split.train), len(split.validation), len(split.test), plan.members, list(network.hidden),
+             network.activation, network.epochs)
+    fits = []
+    for k, member_split in enumerate(splits):
+        result = fit(x, y, member_split, names=space.names, units=space.units, output=output, settings=network,
+                     seed=seed + k, log_every=log_every)
+        log.info("%strained in %.1f s: best validation loss %.3e at epoch %d of %d",
+                 f"member {k}: " if plan.members > 1 else "", result.seconds,
+                 result.history["val_loss"][result.best_epoch - 1], result.best_epoch, len(result.history["loss"]))
+        fits.append(result)
+    scale = _spread_scale(fits, x[split.validation], y[split.validation]) if plan.members > 1 and \
+        plan.calibrate_spread else None
+    path = _save(fits, Path(directory), seed, plan, scale)
+    surrogate = load_surrogate(path, input_names=space.names, input_units=space.units, output=output,
+                               dtype=engine.dtype)
+    ensemble = compile_ensemble(surrogate, **{k: v for k, v in dataclasses.asdict(engine).items() if k != "dtype"})
+    member_values = ensemble.values(x[split.test])  # [K, T, *out]
+    values = validation.value_errors(y[split.test], member_values.mean(axis=0))
+    derivatives, checked = None, None
+    if simulator is not None and plan.derivative_points:
+        checked = split.test[: plan.derivative_points]
+        scale = validation.unit_cube_scale(space, x[checked])
+        reference = validation.central_differences(simulator, x[checked], plan.fd_step * scale)
+        derivatives = validation.derivative_errors(ensemble(x[checked])[1].mean(axis=0), reference, scale)
+    else:
+        log.info("no simulator: derivative fidelity not checked (give one to difference)")
+    members = None if plan.members == 1 else _member_report(y[split.test], member_values, splits, len(x),
+                                                             surrogate.spread_scale)
+    report = report_dataset(x, y, split, names=space.names, units=space.units, output=output, values=values,
+                            history=_histories(fits), derivatives=derivatives, check_samples=checked,
+                            parameter_long_names=[p.long_name for p in space.parameters], members=members)
+    summary = validation.summary_lines(values, derivatives, space.names)
+    if members is not None:
+        summary.append(f"ensemble of {plan.members}: member test RMSE max {np.nanmax(members.rmse):.4g}; predictive "
+                       f"spread of the members on the test samples {np.nanmedian(members.spread / values.rmse):.2f} x "
+                       f"the mean's RMSE (median over outputs; 1 is calibrated), spread scale "
+                       f"{np.nanmedian(members.scale):.2f} (from the validation samples)")
+    report.attrs.update(validation="\n".join(summary), training_seconds=f"{sum(f.seconds for f in fits):.1f}",
+                        best_epoch=" ".join(str(f.best_epoch) for f in fits), members=str(plan.members))
+    warnings = validation.fidelity_warnings(values, derivatives, space.names, thresholds)
+    return TrainedSurrogate(path, surrogate, report, tuple(fits), tuple(summary), tuple(warnings))
+
+
+def _bootstrap(split: Split, seed: int) -> Split:
+    """``split`` with its training samples replaced by a bootstrap resample of them (with replacement)."""
+    rng = np.random.default_rng(seed)
+    return Split(np.sort(rng.choice(split.train, size=len(split.train), replace=True)), split.validation, split.test)
+
+
+def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan, scale: np.ndarray | None) -> Path:
+    """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest."""
+    from sensitivity.ensemble import write_ensemble
+
+    if len(fits) == 1:
+        return save_model(fits[0].model, directory / "surrogate.keras")
+    records = [{"seed": seed + k, "bootstrap": plan.bootstrap, "best_epoch": f.best_epoch} for k, f in enumerate(fits)]
+    info: dict[str, Any] = {"trained_by": "sensitivity.training.train_surrogate"}
+    if scale is not None:
+        info.update(spread_scale=[float(v) for v in scale], spread_scale_from="validation samples")
+    return write_ensemble(directory / "surrogate.ensemble", lambda k, file: fits[k].model.save(file), records, info)
+
+
+def _spread_scale(fits: list[FitResult], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per flat output, ``sqrt(MSE / ((1 + 1/K) mean s^2))`` on the samples ``(x, y)``: the factor that makes the
+    members' predictive variance match the ensemble mean's squared error there (variance scaling, Levi et al.
+    2022, doi:10.3390/s22155540; 1 for an output on which the members agree exactly)."""
+    members = np.stack([np.asarray(f.model(x.astype(np.float32)), float).reshape(len(x), -1) for f in fits])
+    k, truth = len(fits), y.reshape(len(y), -1)
+    mse = ((members.mean(axis=0) - truth) ** 2).mean(axis=0)
+    spread = (1 + 1 / k) * members.var(axis=0, ddof=1).mean(axis=0)
+    return np.sqrt(np.divide(mse, spread, out=np.ones_like(mse), where=spread > 0))
+
+
+def _histories(fits: list[FitResult]) -> dict[str, np.ndarray]:
+    """The training curves: one member's ``[epochs]``, or ``[K, epochs]`` padded with NaN after a member stopped."""
+    if len(fits) == 1:
+        return fits[0].history
+    longest = max(len(f.history["loss"]) for f in fits)
+    return {key: np.array([np.pad(f.history[key], (0, longest - len(f.history[key])), constant_values=np.nan)
+                           for f in fits]) for key in fits[0].history}
+
+
+def _member_report(y_test: np.ndarray, member_values: np.ndarray, splits: list[Split], n: int,
+                   scale: tuple[float, ...]) -> MemberReport:
+    """Each member's test RMSE, the members' (calibrated) spread on the test samples and the bootstrap counts."""
+    rmse = np.sqrt(((member_values - y_test[None]) ** 2).mean(axis=1))
+    k = len(member_values)
+    spread = np.sqrt((1 + 1 / k) * member_values.var(axis=0, ddof=1).mean(axis=0))
+    counts = np.array([np.bincount(s.train, minlength=n) for s in splits])
+    return MemberReport(rmse, spread, counts, np.reshape(scale, spread.shape) if scale else np.ones_like(spread))
+
+
+def save_model(model: Any, path: Path) -> Path:
+    """Save the Keras ``model`` to ``path`` through a temporary file renamed into place.
+
+    The temporary name ends in ``.keras`` too (Keras refuses any other suffix).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.keras")
+    model.save(tmp)
+    os.replace(tmp, path)
+    return path
+
