@@ -10,7 +10,8 @@ frozen settings dataclass or the keyword argument of the library function that t
 Add the field or keyword there (with its numpydoc), and the config node built by
 :func:`schema_of` from that class or function picks it up with its default; pass it on in the
 workflow's ``*_from`` helper. The settings of a module that imports TensorFlow live in :mod:`sensitivity.settings`,
-so that composing a config never imports it. Only a key that the library does not take (an output path, a
+so that composing a config never imports it; the library modules the schemas read take xarray and scipy through
+:func:`sensitivity.lazy.lazy_import`, so that composing one imports neither (``tests/test_cli.py`` checks both). Only a key that the library does not take (an output path, a
 switch of the workflow itself) is declared here or in the workflow module, with its default.
 ``conf/`` YAML never repeats a default: a config-group option is a preset that sets the values
 it changes (commented examples of the other keys are welcome), and a primary config lists
