@@ -89,11 +89,11 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"# sensitivity start-up, best of {args.rounds} round(s), {os.cpu_count()} cores, load {load:.2f}"
           + (f"; before: PYTHONPATH={base}" if base else ""))
-    head = f"{'call':<46} {'exit':>4}" + (f" {'before s':>8} {'/ tf':>5}" if base else "")
+    head = f"{'call':<50} {'exit':>4}" + (f" {'before s':>8} {'/ tf':>5}" if base else "")
     print(f"{head} {'wall s':>7} {'/ import tf':>11}  heavy modules imported" + ("  (before)" if base else ""))
     rows = [('python -c "import tensorflow"', "import tensorflow")] + [(f"sensitivity {n}", n) for n in calls]
     for label, name in rows:
-        line = f"{label:<46} {status[name, None]:>4}"
+        line = f"{label:<50} {status[name, None]:>4}"
         if base:
             old = best[name, base if name in calls else None]
             line += f" {old:>8.2f} {old / ref:>5.2f}"
