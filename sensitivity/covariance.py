@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import linalg
 
 from sensitivity.errors import ConfigError, SensitivityError
+from sensitivity.lazy import lazy_import
+
+linalg = lazy_import("scipy.linalg")
 
 
 def checked_covariance(matrix: Any, n: int, what: str, *, labels: Sequence[str] | None = None,

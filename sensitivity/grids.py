@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Literal, Sequence
 
 import numpy as np
-from scipy.stats import qmc
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+qmc = lazy_import("scipy.stats.qmc")
 
 GRID_KINDS = ("factorial", "sobol", "halton", "lhs", "random", "oat", "file")
 Through = Literal["bounds", "distribution"]

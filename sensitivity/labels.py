@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
 from sensitivity.units import product
+
+xr = lazy_import("xarray")
 
 
 def axis_coords(axis: str, names: Sequence[str], units: Sequence[str] | None = None) -> dict[str, xr.Variable]:

@@ -14,9 +14,11 @@ import math
 from typing import Any, Mapping
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+stats = lazy_import("scipy.stats")
 
 
 def scipy_distribution(kind: str, where: str) -> Any:

@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
-import xarray as xr
 import yaml
 
 from sensitivity.datasets import (ENCODING_ENGINE, checksum_path, record_checksum, sample_dtype, verify_checksum,
                                   write_atomic, write_directory_atomic)
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.store import RunBusy, RunLock
+
+xr = lazy_import("xarray")
 
 SHARD_KEY = "grid.shard"
 NUM_SHARDS_KEY = "grid.num_shards"

@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.errors import DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputDim, OutputSpec
 from sensitivity.units import convert, scale
+
+xr = lazy_import("xarray")
 
 #: Relative tolerance when matching numeric coordinates (days, degrees) of a file to the model's.
 COORD_RTOL = 1e-9

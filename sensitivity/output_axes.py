@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.errors import DataError
 from sensitivity.labels import axis_coords
+from sensitivity.lazy import lazy_import
 from sensitivity.outputs import FLAT, OutputDim, OutputSpec
+
+xr = lazy_import("xarray")
 
 #: The two axes of an output-by-output matrix (a covariance), with the suffix of their per-dim coordinates.
 MATRIX_AXES = {"output_i": "_i", "output_j": "_j"}

@@ -32,7 +32,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
+
+from sensitivity.lazy import lazy_import
+
+special = lazy_import("scipy.special")
 
 #: Below this standardised bound (after mirroring), Phi underflows towards the subnormals and the truncated
 #: normal goes through scipy's log-space arithmetic instead.

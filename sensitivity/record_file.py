@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.datasets.write import coordinate_encoding
 from sensitivity.errors import DataError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 #: The classic format written: CDF-2, 64-bit offsets.
 FORMAT = "NETCDF3_64BIT"

@@ -185,6 +185,8 @@ def _check_distribution(dist: Distribution, low: float, high: float, where: str)
                 raise ConfigError(f"{where}: distribution `{key}` must be > 0, got {dist.params[key]}")
         if dist.kind == "triangular" and not low <= dist.params["mode"] <= high:
             raise ConfigError(f"{where}: triangular `mode` must lie in [{low}, {high}], got {dist.params['mode']}")
+    if dist.kind == "uniform" and not dist.params and dist.truncate is None:
+        return  # uniform on the bounds (the default): valid as low < high are finite; no scipy.stats to import
     dist.frozen(low, high, where=where)  # any scipy kind: its name, parameters and truncation
 
 

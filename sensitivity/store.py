@@ -57,12 +57,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.datasets import (ENCODING_ENGINE, checksum_path, content_hash, record_checksum, sample_dtype,
                                   write_atomic, write_bytes_atomic, write_text_atomic)
 from sensitivity.errors import DataError, disk_error
+from sensitivity.lazy import lazy_import
 from sensitivity.record_file import Header, RecordLayout, encode, read_layout
+
+xr = lazy_import("xarray")
 
 log = logging.getLogger(__name__)
 

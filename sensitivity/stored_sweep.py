@@ -43,14 +43,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.datasets import (ENCODING_ENGINE, by_name, checksum_path, content_hash, flat_sweep_block,
                                   output_spec_from, verify_checksum)
 from sensitivity.errors import DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputSpec
 from sensitivity.record_file import memory_map
 from sensitivity.store import PartStore, digest, run_blocks
+
+xr = lazy_import("xarray")
 
 
 @dataclass(frozen=True)

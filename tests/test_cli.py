@@ -1,6 +1,7 @@
 """The command line's own logic: workflow listing and the positional argument of `merge`."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -101,3 +102,39 @@ def test_help_and_config_composition_do_not_import_tensorflow(args):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "imported: []"
+
+
+#: Modules a config error, ``--cfg job`` and ``init`` must not import (sensitivity.lazy defers the last three).
+HEAVY = ("tensorflow", "keras", "tensorflow_probability", "scipy.stats", "xarray", "netCDF4")
+
+
+@pytest.mark.slow
+def test_config_errors_and_printed_configs_import_no_heavy_module(tmp_path):
+    """Every workflow's ``--cfg job`` and a config error (a bad type and an unknown key, refused at composition)
+    import neither TensorFlow nor scipy.stats, xarray or netCDF4; nor does ``init``. One subprocess runs the calls
+    in turn and reads ``sys.modules`` after each, so a leak is named with the first call that imported it."""
+    script = ("import contextlib, io, json, sys\n"
+              "from workflows.cli import main\n"
+              "from workflows.registry import WORKFLOWS\n"
+              f"heavy = {HEAVY!r}\n"
+              "calls = [[name, *args] for name in WORKFLOWS for args in (['--cfg', 'job'], ['grid.n=abc'],\n"
+              "                                                          ['no_such_key=1'])] + [['init', 'study']]\n"
+              "report = []\n"
+              "for argv in calls:\n"
+              "    out, err, code = io.StringIO(), io.StringIO(), 0\n"
+              "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+              "        try:\n"
+              "            main(argv)\n"
+              "        except SystemExit as stop:\n"
+              "            code = stop.code or 0\n"
+              "    report.append([argv, code, err.getvalue()[-300:], [m for m in heavy if m in sys.modules]])\n"
+              "print(json.dumps(report))\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert len(report) == 3 * 9 + 1
+    for argv, code, stderr, imported in report:
+        expected = 2 if argv[1:] in (["grid.n=abc"], ["no_such_key=1"]) else 0
+        assert code == expected, (argv, stderr)
+        assert imported == [], f"sensitivity {' '.join(argv)} imported {imported}"
+    assert (tmp_path / "study" / "conf").is_dir()

@@ -121,13 +121,13 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     from sensitivity.observations import check_path, read_observations, with_true_parameters
     from sensitivity.output_axes import unstack_output
 
+    obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before any work, and the model
     space = build.space_from(cfg)
     solver = solver_from(cfg.solver)
     prior_mean, prior_cov = build.prior_from(cfg.prior, space)
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     starts = starts_from(cfg, space)
     slice_names = slice_parameters_from(cfg.step_slice, space)
-    obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model
     surrogate = build.surrogate_from(cfg, space)
     obs = read_observations(obs_path, surrogate.output)
     jac = build.engine_from(cfg, surrogate)

@@ -80,7 +80,7 @@ def _hydra_main(name: str, overrides: list[str]) -> None:
     from workflows.runner import run_workflow
     from workflows.schema import register
 
-    register()
+    register(name)
     register_resolver()
     if not set(overrides) & HYDRA_OWN_FLAGS:
         _check_composition(name, overrides)  # before any work: a bad config in one line, exit 2

@@ -61,6 +61,7 @@ def run(cfg: DictConfig) -> Path:
     from sensitivity.report import render_report
     from workflows.registry import WORKFLOWS
     from workflows.runner import run_workflow
+    from workflows.schema import register
 
     if not cfg.stages:
         raise ConfigError("`stages` is empty: the study's experiment file lists the stages (see "
@@ -80,6 +81,7 @@ def run(cfg: DictConfig) -> Path:
                      f"output_dir={root / stage.name}", f"progress={cfg.progress}", f"plots={cfg.plots}",
                      "replace_other_settings=true", *(["recompute=true"] if forced(stage.name) else []),
                      *(f"{key}={results[source]}" for key, source in stage.inputs.items())]
+        register(stage.workflow)  # its `<workflow>_schema` (the command line stores only this run's)
         stage_cfg = compose(config_name=stage.workflow, overrides=overrides)
         log.info("stage %s: sensitivity %s %s", stage.name, stage.workflow,
                  " ".join([*stage.overrides, *passed_on]))

@@ -49,7 +49,7 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
     """
     from workflows.schema import own_config, register
 
-    register()  # a launcher's job process (submitit) runs the task without the command line's set-up
+    register(name)  # a launcher's job process (submitit) runs the task without the command line's set-up
     module = importlib.import_module(WORKFLOWS[name])
     result = Path(module.run(own_config(cfg, name)))
     if overrides is not None:

@@ -10,7 +10,8 @@ frozen settings dataclass or the keyword argument of the library function that t
 Add the field or keyword there (with its numpydoc), and the config node built by
 :func:`schema_of` from that class or function picks it up with its default; pass it on in the
 workflow's ``*_from`` helper. The settings of a module that imports TensorFlow live in :mod:`sensitivity.settings`,
-so that composing a config never imports it. Only a key that the library does not take (an output path, a
+so that composing a config never imports it; the library modules the schemas read take xarray and scipy through
+:func:`sensitivity.lazy.lazy_import`, so that composing one imports neither (``tests/test_cli.py`` checks both). Only a key that the library does not take (an output path, a
 switch of the workflow itself) is declared here or in the workflow module, with its default.
 ``conf/`` YAML never repeats a default: a config-group option is a preset that sets the values
 it changes (commented examples of the other keys are welcome), and a primary config lists
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
 import inspect
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -88,23 +91,40 @@ def schema_of(settings: type | Callable, name: str, *, keys: tuple[str, ...] | N
         More fields ``(name, type, default)`` that the library does not take (workflow-only keys).
     """
     if dataclasses.is_dataclass(settings):
-        hints = typing.get_type_hints(settings)
-        found = {f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else
-                          f.default_factory() if f.default_factory is not dataclasses.MISSING else "???")
+        found = {f.name: f.default if f.default is not dataclasses.MISSING else
+                 f.default_factory() if f.default_factory is not dataclasses.MISSING else "???"
                  for f in dataclasses.fields(settings) if f.init}
     else:
-        hints = typing.get_type_hints(settings)
-        found = {p.name: (hints.get(p.name, Any), p.default) for p in inspect.signature(settings).parameters.values()
+        found = {p.name: p.default for p in inspect.signature(settings).parameters.values()
                  if p.default is not inspect.Parameter.empty}
     rename = rename or {}
     chosen = keys if keys is not None else tuple(found)
+    hints = _type_hints(settings, {rename.get(key, key) for key in chosen})
     fields = []
     for key in chosen:
-        hint, default = found[rename.get(key, key)]
-        fields.append((key, _node_type(hint, default), _node_default(default)))
+        default = found[rename.get(key, key)]
+        fields.append((key, _node_type(hints.get(rename.get(key, key), Any), default), _node_default(default)))
     fields += [(key, kind, _node_default(default)) for key, kind, default in extra or []]
     return dataclasses.make_dataclass(name, [(k, t, d if isinstance(d, dataclasses.Field) else field(default=d))
                                              for k, t, d in fields])
+
+
+def _type_hints(settings: type | Callable, names: set[str]) -> Dict[str, Any]:
+    """The evaluated annotations of the fields or keyword arguments ``names`` of ``settings``, as
+    :func:`typing.get_type_hints` evaluates them, but only these: another annotation (a return type
+    ``xr.Dataset``) would import its module (:mod:`sensitivity.lazy`) only to be discarded."""
+    hints: Dict[str, Any] = {}
+    if isinstance(settings, type):
+        for base in reversed(settings.__mro__):  # as get_type_hints: a subclass's annotation wins
+            wanted = {k: v for k, v in base.__dict__.get("__annotations__", {}).items() if k in names}
+            if wanted:  # module names first, then the class's own (get_type_hints' order)
+                hints.update(typing.get_type_hints(types.SimpleNamespace(__annotations__=wanted),
+                                                   globalns=dict(vars(base)),
+                                                   localns=vars(sys.modules[base.__module__])))
+        return hints
+    function = inspect.unwrap(settings)
+    wanted = {k: v for k, v in getattr(function, "__annotations__", {}).items() if k in names}
+    return typing.get_type_hints(types.SimpleNamespace(__annotations__=wanted), globalns=function.__globals__)
 
 
 def kinds_schema(name: str, kinds: Dict[str, type]) -> type:
@@ -285,10 +305,16 @@ def _foreign_field(key: str, schemas: Dict[str, type]) -> tuple[str, Any, Any]:
         found = {f.name: f for f in dataclasses.fields(schema)}.get(key)
         if found is None:
             continue
-        hint = typing.get_type_hints(schema).get(key)
+        hint = _hints_of(schema).get(key)
         if dataclasses.is_dataclass(hint) and found.default_factory is not dataclasses.MISSING:
             return key, hint, field(default_factory=found.default_factory)
     return key, Any, field(default=None)
+
+
+@functools.lru_cache(maxsize=None)
+def _hints_of(schema: type) -> Dict[str, Any]:
+    """:func:`typing.get_type_hints` of a workflow's schema, once (:func:`study_schema` reads it for every key)."""
+    return typing.get_type_hints(schema)
 
 
 def own_config(cfg: Any, workflow: str) -> Any:
@@ -318,7 +344,7 @@ def own_config(cfg: Any, workflow: str) -> Any:
         value = OmegaConf.create({key: OmegaConf.to_container(cfg[key])}) if OmegaConf.is_config(cfg[key]) else \
             OmegaConf.create({key: cfg[key]})
         try:
-            OmegaConf.merge(OmegaConf.structured(owners[0][1]), value)
+            OmegaConf.merge(OmegaConf.structured(_key_schema(owners[0][1], key)), value)
         except ConfigKeyError as err:
             full = str(getattr(err, "full_key", "") or err).splitlines()[0]
             raise ConfigError(f"unknown key `{full}`: the {owners[0][0]} config has no such setting"
@@ -329,15 +355,34 @@ def own_config(cfg: Any, workflow: str) -> Any:
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k in own])
 
 
-def register() -> None:
-    """Register every workflow's study schema (:func:`study_schema`) as ``<workflow>_schema`` (idempotent).
+@functools.lru_cache(maxsize=None)
+def _key_schema(schema: type, key: str) -> type:
+    """``schema`` with only its field ``key`` (its type and default): a key of another workflow is checked against
+    the section it owns, without structuring that workflow's whole schema (:func:`own_config`, once per key)."""
+    found = {f.name: f for f in dataclasses.fields(schema)}[key]
+    default = field(default_factory=found.default_factory) if found.default_factory is not dataclasses.MISSING \
+        else field(default=found.default)
+    return dataclasses.make_dataclass(schema.__name__, [(key, _type_hints(schema, {key})[key], default)])
+
+
+#: The workflows whose study schema :func:`register` has put in Hydra's ConfigStore.
+_STORED: set[str] = set()
+
+
+def register(*workflows: str) -> None:
+    """Register the study schema (:func:`study_schema`) of each of ``workflows`` (default: every workflow) as
+    ``<workflow>_schema`` (idempotent).
 
     A workflow module declares its schema as a module attribute ``SCHEMA`` (a dataclass built
-    from the shared parts above); its primary config lists ``<workflow>_schema`` first.
+    from the shared parts above); its primary config lists ``<workflow>_schema`` first. Every workflow's schema
+    is read (a study schema holds the other workflows' keys), but the command line stores only the one it
+    composes: Hydra deep-copies the whole ConfigStore for every config it loads (once per config group under
+    ``--help``), and each stored study schema holds every workflow's sections.
     """
-    if _SCHEMAS:
-        return
-    _SCHEMAS.update({name: module.SCHEMA for name, module in modules() if getattr(module, "SCHEMA", None)})
+    if not _SCHEMAS:
+        _SCHEMAS.update({name: module.SCHEMA for name, module in modules() if getattr(module, "SCHEMA", None)})
     store = ConfigStore.instance()
-    for name in _SCHEMAS:
-        store.store(name=f"{name}_schema", node=study_schema(name, _SCHEMAS))
+    for name in workflows or tuple(_SCHEMAS):
+        if name in _SCHEMAS and name not in _STORED:
+            store.store(name=f"{name}_schema", node=study_schema(name, _SCHEMAS))
+            _STORED.add(name)

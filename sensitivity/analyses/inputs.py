@@ -35,13 +35,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
-from scipy import special
-from scipy.stats import qmc
 
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
 from sensitivity.space import Distribution, ParameterSpace
 from sensitivity.quantiles import quantile_from_normal
+
+special = lazy_import("scipy.special")
+qmc = lazy_import("scipy.stats.qmc")
 
 Sampler = Literal["sobol", "random"]
 SAMPLERS: tuple[str, ...] = ("sobol", "random")

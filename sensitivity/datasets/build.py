@@ -8,13 +8,15 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.errors import DataError
 from sensitivity.labels import parameter_coords, units_attrs
+from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import own_coords
 from sensitivity.outputs import OutputDim, OutputSpec
 from sensitivity.units import quotient
+
+xr = lazy_import("xarray")
 
 
 def jacobian_units(spec: OutputSpec, parameter_units: Sequence[str]) -> tuple[str | None, np.ndarray]:

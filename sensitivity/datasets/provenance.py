@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-import xarray as xr
 
 from sensitivity import __version__
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 CONVENTIONS = "CF-1.8"

@@ -5,10 +5,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.datasets.write import ENCODING_ENGINE
 from sensitivity.errors import DataError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 def by_name(ds: xr.Dataset) -> xr.Dataset:

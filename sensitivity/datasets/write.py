@@ -11,10 +11,11 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-import xarray as xr
-
 from sensitivity.datasets.provenance import content_hash
 from sensitivity.errors import DataError, disk_error
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 ENCODING_ENGINE = "netcdf4"

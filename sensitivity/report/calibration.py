@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
+from sensitivity.lazy import lazy_import
 from sensitivity.report.cells import (checked, flag_counts, interval, meaning, names, number, percent, scalar,
                                       units_at, with_units)
 from sensitivity.report.page import BAD, Cell, Fact, Summary, Table
+
+xr = lazy_import("xarray")
 
 
 def calibration(ds: xr.Dataset) -> Summary:

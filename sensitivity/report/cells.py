@@ -4,9 +4,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-import xarray as xr
 
+from sensitivity.lazy import lazy_import
 from sensitivity.report.page import BAD, GOOD, PLAIN, Cell
+
+xr = lazy_import("xarray")
 
 #: Significant digits of the numbers in the tables.
 DIGITS = 4

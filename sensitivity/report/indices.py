@@ -5,13 +5,15 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import summary_lines
+from sensitivity.lazy import lazy_import
 from sensitivity.plots.indices import AGGREGATED, MEASURES, shown_outputs
 from sensitivity.plots.layout import position_text
 from sensitivity.report.cells import interval, names, number, units_at, with_units
 from sensitivity.report.page import Cell, Fact, Summary, Table
+
+xr = lazy_import("xarray")
 
 #: At most this many positions of the kept dims get a table of aggregated indices.
 MAX_AGGREGATED = 8

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import METHOD_DIM
+from sensitivity.lazy import lazy_import
 from sensitivity.plots.indices import AGGREGATED, MEASURES
 from sensitivity.report import calibration, indices, posterior, propagation, sweep
 from sensitivity.report.page import Summary
+
+xr = lazy_import("xarray")
 
 
 class Kind(NamedTuple):

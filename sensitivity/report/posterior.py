@@ -3,10 +3,12 @@ convergence diagnostics."""
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
+from sensitivity.lazy import lazy_import
 from sensitivity.report.cells import checked, interval, names, number, scalar, units_at
 from sensitivity.report.page import BAD, GOOD, Cell, Fact, Summary, Table
+
+xr = lazy_import("xarray")
 
 #: The central credible interval the table shows when the file holds its quantiles.
 CREDIBLE = (0.025, 0.975)

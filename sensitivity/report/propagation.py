@@ -5,13 +5,15 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.analyses.propagation.verdict import VERDICT_NONLINEAR, summary_lines
+from sensitivity.lazy import lazy_import
 from sensitivity.plots.layout import is_labeled, output_dims, position_text
 from sensitivity.report.cells import checked, names, number, percent, units_at, with_units
 from sensitivity.report.page import BAD, Cell, Fact, Summary, Table
+
+xr = lazy_import("xarray")
 
 #: At most this many outputs get a row in the table of output moments (about: whole labels are shown).
 MAX_ROWS = 16

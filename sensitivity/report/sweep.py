@@ -1,10 +1,12 @@
 """Key numbers of a Jacobian sweep (``sweep.nc``) and of a result of no kind the report knows."""
 from __future__ import annotations
 
-import xarray as xr
 
+from sensitivity.lazy import lazy_import
 from sensitivity.report.cells import names, number, units_at, with_units
 from sensitivity.report.page import BAD, Fact, Summary
+
+xr = lazy_import("xarray")
 
 #: Variables of a sweep that are not the model's outputs.
 NOT_OUTPUTS = ("x", "jacobian")

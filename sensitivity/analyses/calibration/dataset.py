@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration.iteration import Fits, History
 from sensitivity.analyses.calibration.observation_model import ObservationModel
@@ -15,6 +14,9 @@ from sensitivity.analyses.calibration.statistics import (SE_NO_DEGREES_OF_FREEDO
                                                          Posterior, correlation, delta_method_std,
                                                          parameter_interval)
 from sensitivity.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration.dataset import Labels, to_dataset
 from sensitivity.analyses.calibration.iteration import solve
@@ -16,6 +15,9 @@ from sensitivity.analyses.calibration.solvers import (FAILED, GaussNewton, Leven
                                                       TrustRegion)
 from sensitivity.analyses.calibration.statistics import distinct_minima, posterior
 from sensitivity.errors import ConfigError, SensitivityError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 class CalibrationError(SensitivityError, RuntimeError):

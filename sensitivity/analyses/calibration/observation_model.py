@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import linalg
 
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
+
+linalg = lazy_import("scipy.linalg")
 
 
 @dataclass(frozen=True)

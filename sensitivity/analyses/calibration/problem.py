@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+linalg = lazy_import("scipy.linalg")
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.analyses.calibration.iteration import Fits
 from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import Status
+from sensitivity.lazy import lazy_import
+
+stats = lazy_import("scipy.stats")
 
 
 #: :attr:`Posterior.error_status` values: standard errors defined; ``J_w`` rank-deficient at the

@@ -31,13 +31,15 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_units_attrs, cost_units, parameter_coords
+from sensitivity.lazy import lazy_import
 from sensitivity.stored_sweep import StoredSweep, SweepBlock
+
+xr = lazy_import("xarray")
 
 
 @dataclass(frozen=True)

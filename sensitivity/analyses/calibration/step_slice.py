@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration.driver import calibrate
 from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
@@ -39,6 +38,9 @@ from sensitivity.analyses.calibration.solvers import FAILED, Solver, TrustRegion
 from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
 from sensitivity.errors import ConfigError
 from sensitivity.labels import cost_units, parameter_coords, units_attrs
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 @dataclass(frozen=True)

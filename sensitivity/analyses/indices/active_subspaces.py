@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Literal, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
@@ -34,7 +33,10 @@ from sensitivity.analyses.indices.dgsm import sample
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 Normalize = Literal["bounds", "std", "none"]
 NORMALIZE_KINDS: tuple[str, ...] = ("bounds", "std", "none")

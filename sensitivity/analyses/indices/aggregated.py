@@ -33,17 +33,19 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import dataset, design, sobol, sobol_dependent
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import own_coords
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords, common_units
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 Weights = str | Mapping[str, Sequence[float]] | None
 

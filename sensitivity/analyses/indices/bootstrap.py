@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+stats = lazy_import("scipy.stats")
 
 IntervalKind = Literal["percentile", "normal"]
 INTERVAL_KINDS: tuple[str, ...] = ("percentile", "normal")

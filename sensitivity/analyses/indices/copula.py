@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from sensitivity.analyses.inputs import inputs_from_space
+from sensitivity.lazy import lazy_import
 from sensitivity.quantiles import quantile_from_normal
 from sensitivity.space import ParameterSpace
+
+special = lazy_import("scipy.special")
 
 #: Unit-cube points are clipped to [U_MIN, 1 - U_MIN] before Phi^-1, as the propagation samplers do (|z| <= 8.2).
 U_MIN = 2.0**-53

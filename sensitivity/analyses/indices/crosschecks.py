@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Mapping
 
 import numpy as np
-import xarray as xr
-from scipy import stats
 
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, matrix_coords
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
 
 #: ``dgsm_bound_check`` flag values.
 CONSISTENT, WITHIN_INTERVALS, VIOLATION, NO_BOUND = 0, 1, 2, 3

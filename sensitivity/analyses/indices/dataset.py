@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.labels import (axis_coords, common_units, flat_output_labels, output_coords, parameter_coords,
                                 units_attrs)
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
 from sensitivity.units import product, quotient
+
+xr = lazy_import("xarray")
 
 
 def output_axis(m: int, names: Sequence[str] | None, units: Sequence[str] | None) -> dict[str, xr.Variable]:
@@ -28,7 +30,12 @@ def parameter_axis(space: ParameterSpace) -> dict[str, xr.Variable]:
     return parameter_coords(space.names, space.units)
 
 
-BOUND_COORDS: dict[str, xr.Variable] = axis_coords("bound", ["low", "high"])
+def __getattr__(name: str):
+    """``BOUND_COORDS``: the coordinates of the ``bound`` axis (``low``, ``high``), built on first use (module
+    ``__getattr__``, so that importing this module does not import xarray)."""
+    if name == "BOUND_COORDS":
+        return axis_coords("bound", ["low", "high"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def derivative_units(output_units: Sequence[str] | None, parameter_units: Sequence[str]) -> str | None:

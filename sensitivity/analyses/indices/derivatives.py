@@ -22,12 +22,14 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import dataset, design
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import common_units
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 
 def analyze(

@@ -40,14 +40,16 @@ import math
 from typing import Iterable, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import bootstrap, dataset, design, tails
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.space import Parameter, ParameterSpace
+
+xr = lazy_import("xarray")
 
 
 def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int = REPLICATES) -> np.ndarray:

@@ -14,13 +14,15 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import crosschecks, tails
 from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import unstack_output
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 if TYPE_CHECKING:
     from sensitivity.jacobian import CompiledJacobian

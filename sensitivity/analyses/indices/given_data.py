@@ -28,14 +28,16 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
-from scipy import stats
 
 from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
 from sensitivity.analyses.indices.intervals import CONF_LEVEL
+
+xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
 
 
 def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:

@@ -39,12 +39,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.analyses.indices import bootstrap
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
+
+stats = lazy_import("scipy.stats")
 
 IntervalMethod = Literal["rqmc", "bootstrap", "none"]
 INTERVAL_METHODS: tuple[str, ...] = ("rqmc", "bootstrap", "none")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, shapley,
                                           sobol, sobol_dependent)
@@ -27,9 +26,12 @@ from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks, sweep_sample
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputSpec
 from sensitivity.space import ParameterSpace
 from sensitivity.stored_sweep import StoredSweep
+
+xr = lazy_import("xarray")
 
 if TYPE_CHECKING:
     from sensitivity.jacobian import CompiledJacobian

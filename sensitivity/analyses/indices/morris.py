@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import dataset, design
 from sensitivity.analyses.indices.bootstrap import IntervalKind
@@ -30,7 +29,10 @@ from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalPlan, N_RESAMPLES
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import common_units
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 
 def delta(levels: int) -> float:

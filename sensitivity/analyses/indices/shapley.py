@@ -45,15 +45,17 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 import numpy as np
-import xarray as xr
-from scipy import stats
 
 from sensitivity.analyses.indices import dataset
 from sensitivity.analyses.indices.copula import NormalScores
 from sensitivity.analyses.indices.design import Seed, as_values, check_rows, is_correlated
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
 from sensitivity.analyses.indices.intervals import CONF_LEVEL
+
+xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
 
 #: Model runs per part of a random-permutation design (about; whole orders per part).
 PART_ROWS = 1 << 16

@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import bootstrap, dataset, design, tails
 from sensitivity.analyses.indices.bootstrap import IntervalKind
@@ -38,7 +37,10 @@ from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_coords, matrix_coords
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 Groups = Mapping[str, Sequence[str]]
 

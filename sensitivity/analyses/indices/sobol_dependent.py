@@ -39,14 +39,16 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.indices import dataset, design, sobol
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.copula import NormalScores, standard_normal
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 #: The four indices: (variable, which pick-freeze columns, estimator key, long name).
 INDICES: tuple[tuple[str, str, str, str], ...] = (

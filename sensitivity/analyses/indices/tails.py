@@ -29,7 +29,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import xarray as xr
+
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 #: Share of the sum of squared deviations above which the top 0.1 % of points "dominate" it.
 SHARE_LIMIT = 0.3

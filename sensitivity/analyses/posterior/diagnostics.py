@@ -31,7 +31,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import fft, special, stats
+
+from sensitivity.lazy import lazy_import
+
+fft = lazy_import("scipy.fft")
+special = lazy_import("scipy.special")
+stats = lazy_import("scipy.stats")
 
 RHAT_MAX = 1.01
 ESS_MIN = 400.0

@@ -14,7 +14,6 @@ import warnings
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior.density import ModelFn, Prior, Support, log_posterior
@@ -22,7 +21,10 @@ from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, diagno
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
 from sensitivity.errors import ConfigError, SensitivityError
 from sensitivity.labels import matrix_coords, parameter_coords
+from sensitivity.lazy import lazy_import
 from sensitivity.units import product
+
+xr = lazy_import("xarray")
 
 #: R-hat above which the chains are taken not to mix at all (an error unless throw=False).
 RHAT_FAIL = 1.1

@@ -35,11 +35,13 @@ import math
 from typing import Any, Callable
 
 import numpy as np
-from scipy import special as sc
-from scipy import stats
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
 from sensitivity.marginals import Truncated, frozen_parameters, log_mass
+
+sc = lazy_import("scipy.special")
+stats = lazy_import("scipy.stats")
 
 _LOG_2 = math.log(2.0)
 _LOG_PI = math.log(math.pi)

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
-from scipy import special
 
 from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_units_attrs, flat_output_labels, matrix_coords, output_coords, parameter_coords
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
+special = lazy_import("scipy.special")
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: The dim the methods are stacked on (not ``method``: ``ds.sel(method=...)`` is a keyword of xarray's ``sel``).

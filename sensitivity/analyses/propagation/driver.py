@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Literal, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, METHOD_DIM, input_variables
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
@@ -28,8 +27,11 @@ from sensitivity.analyses.propagation.unscented import unscented
 from sensitivity.analyses.propagation.verdict import nonlinearity_verdict
 from sensitivity.errors import ConfigError
 from sensitivity.labels import axis_coords
+from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import unstack_output
 from sensitivity.outputs import OutputSpec
+
+xr = lazy_import("xarray")
 
 Method = Literal["first_order", "second_order", "unscented", "monte_carlo"]
 METHODS: tuple[str, ...] = ("first_order", "second_order", "unscented", "monte_carlo")

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import xarray as xr
-
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValueAndJacobianFn, value_and_jacobian_at_mean
 from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 def first_order(

@@ -29,13 +29,15 @@ import math
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, method_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
 from sensitivity.analyses.inputs import InputUncertainty, Sampler, unit_cube_blocks
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
 from sensitivity.quantiles import sample_quantiles
+
+xr = lazy_import("xarray")
 
 
 def monte_carlo(

@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import input_variables
 from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.stored_sweep import StoredSweep
+
+xr = lazy_import("xarray")
 
 
 def pointwise_std(jacobian: np.ndarray, input_cov: np.ndarray) -> np.ndarray:

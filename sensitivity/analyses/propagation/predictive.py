@@ -35,13 +35,15 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.posterior.diagnostics import effective_sample_size
 from sensitivity.analyses.propagation.dataset import (DEFAULT_QUANTILES, OutputLabels, checked_quantiles,
                                                       method_result)
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 #: Memory for one block of quantile indicators in :func:`autocorrelated_errors` [bytes].
 INDICATOR_BYTES = 16 * 2**20

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import (
@@ -25,6 +24,9 @@ from sensitivity.analyses.propagation.evaluation import (
     value_and_jacobian_at_mean,
 )
 from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 def second_order(

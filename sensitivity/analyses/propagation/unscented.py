@@ -18,12 +18,14 @@ import math
 from typing import Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
 from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 
 def unscented(

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 VERDICT_NOT_ASSESSED, VERDICT_CONSISTENT, VERDICT_NONLINEAR = -1, 0, 1
 #: Rounding allowance of the verdict, in units of eps * |mean| (so exact methods are never flagged).

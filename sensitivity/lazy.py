@@ -1,0 +1,40 @@
+"""Deferred imports of the heavy dependencies (xarray, scipy's submodules): imported on first use, not at import.
+
+The command line imports every workflow module to build the config schemas from the library's settings and
+signatures, and those modules import the library; a config error should not wait for xarray (pandas, dask) and
+scipy.stats to load (~1-2 s), nor for TensorFlow. A module writes ``xr = lazy_import("xarray")`` instead of
+``import xarray as xr``; the first attribute read (``xr.Dataset``) imports the module, through the import system
+(thread-safe, and ``sys.modules`` holds the module only once it is imported).
+"""
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any
+
+
+class LazyModule(types.ModuleType):
+    """A stand-in for module ``name`` that imports it on the first attribute read and then delegates to it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.__dict__["_module"] = None
+
+    def __getattr__(self, attr: str) -> Any:
+        module = self.__dict__["_module"]
+        if module is None:
+            module = importlib.import_module(self.__name__)
+            self.__dict__["_module"] = module
+        return getattr(module, attr)
+
+    def __dir__(self) -> list[str]:
+        return dir(importlib.import_module(self.__name__))
+
+    def __repr__(self) -> str:
+        state = "imported" if self.__dict__["_module"] is not None else "not imported yet"
+        return f"<lazy module {self.__name__!r} ({state})>"
+
+
+def lazy_import(name: str) -> types.ModuleType:
+    """Module ``name`` (``"xarray"``, ``"scipy.stats"``), imported when an attribute of it is first read."""
+    return LazyModule(name)
