@@ -17,10 +17,12 @@ half-widths, the sum of two independent errors' variances.
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
-from scipy import stats
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
 
 #: The dim of an ensemble's members in every result (reserved: no model output may use it).
 MEMBER = "member"

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xarray as xr
 
+from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputSpec
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
 from sensitivity.simulation import Simulator
@@ -28,6 +28,8 @@ from sensitivity.space import ParameterSpace
 from sensitivity.training import validation
 from sensitivity.training.fit import FitResult, Split, fit, split_samples
 from sensitivity.training.report import MemberReport, report_dataset
+
+xr = lazy_import("xarray")
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,15 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.labels import parameter_coords, units_attrs
+from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import own_coords
 from sensitivity.outputs import OutputSpec
 from sensitivity.training.fit import Split
 from sensitivity.training.validation import DerivativeErrors, ValueErrors
+
+xr = lazy_import("xarray")
 
 #: Split labels stored in the ``subset`` variable (CF flag values 0, 1, 2).
 SUBSETS = ("train", "validation", "test")

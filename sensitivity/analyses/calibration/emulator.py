@@ -27,13 +27,15 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration.driver import calibrate
 from sensitivity.analyses.calibration.statistics import minimum_points
 from sensitivity.analyses.callables import ValueAndJacobianFn
 from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 #: Variables of the emulator-variance fit kept (of its best start), renamed ``<name>_emulator``.
 EMULATOR_VARIABLES = ("estimate", "covariance", "standard_error", "parameter_interval", "chi2", "status",

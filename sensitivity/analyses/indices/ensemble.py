@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.ensemble_spread import MEMBER, combined_bounds, member_coords
 from sensitivity.analyses.indices.driver import compute, plan
 from sensitivity.analyses.indices.methods import Intervals, Method
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 if TYPE_CHECKING:
     from sensitivity.ensemble_engine import CompiledEnsemble

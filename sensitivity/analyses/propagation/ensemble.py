@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import xarray as xr
-
 from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
-from sensitivity.analyses.propagation.driver import propagate
-from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.analyses.propagation.driver import propagate
+from sensitivity.analyses.propagation.evaluation import (
+    HessianFn,
+    ValueAndJacobianFn,
+    ValuesFn,
+)
+from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import flat_coords, unstack_output
 from sensitivity.outputs import OutputSpec
+
+xr = lazy_import("xarray")
 
 #: The moments reported per member.
 MOMENTS = ("output_mean", "output_std")

@@ -27,12 +27,14 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
 from sensitivity.errors import DataError
+from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+xr = lazy_import("xarray")
 
 #: A batched map on flat outputs: ``[P, n]`` points -> ``[P, m]`` values.
 FlatFn = Callable[[np.ndarray], np.ndarray]

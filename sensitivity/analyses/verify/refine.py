@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import xarray as xr
 
 from sensitivity.errors import ConfigError
+from sensitivity.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 #: Trains an ensemble on ``(x [N, n], y [N, m])`` and returns its members' values ``[P, n] -> [K, P, m]``.
 FitFn = Callable[[np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]]
