@@ -19,8 +19,8 @@ API (the one way to read a stored sweep)::
         for blk in sweep.blocks(65536, variables=["x", "jacobian"]):    # consecutive, loaded one at a time
             blk.start, blk.stop, blk.data          # positions [start, stop) in the file, an xr.Dataset
             x, values, jac = blk.flat(sweep.output)    # [b, n], [b, m], [b, m, n]; outputs flat in C order
-        sweep.map_to(out_path, fingerprint=key, block=16384, attrs=provenance,   # a resumable, verified
-                     compute=lambda blk: dataset_of(blk))                        # per-sample result
+        sweep.map_to(out_path, BlockAnalysis(dataset_of), fingerprint=key,   # a resumable, verified
+                     attrs=provenance, block=16384)                           # per-sample result
 
 ``map_to`` first checks the file against its checksum record (``sweep.nc.sha256``, :meth:`StoredSweep.verify`;
 a consumer reading ``blocks()`` calls it itself) when there is one,
@@ -46,7 +46,7 @@ import numpy as np
 
 from sensitivity.datasets import (ENCODING_ENGINE, by_name, checksum_path, content_hash, flat_sweep_block,
                                   output_spec_from, verify_checksum)
-from sensitivity.errors import DataError
+from sensitivity.errors import ConfigError, DataError
 from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputSpec
 from sensitivity.record_file import memory_map
@@ -66,6 +66,25 @@ class SweepBlock:
     def flat(self, spec: OutputSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Points ``[b, n]``, values ``[b, m]`` and Jacobians ``[b, m, n]``, outputs flat in C order."""
         return flat_sweep_block(self.data, spec)
+
+
+@dataclass(frozen=True)
+class BlockAnalysis:
+    """An analysis of a stored sweep block by block, as :meth:`StoredSweep.map_to` runs it.
+
+    Attributes
+    ----------
+    compute
+        One block of the sweep -> the labeled result of its samples (``sample`` first).
+    variables
+        The sweep's variables it reads (None: all).
+    name
+        What it is (the progress bar's label).
+    """
+
+    compute: Callable[[SweepBlock], xr.Dataset]
+    variables: Sequence[str] | None = None
+    name: str = ""
 
 
 class StoredSweep:
@@ -173,33 +192,38 @@ class StoredSweep:
                 {k: v for k, v in direct.items() if k in part.data_vars})
         return part.load()
 
-    def map_to(self, path: str | Path, *, fingerprint: str, compute: Callable[[SweepBlock], xr.Dataset],
-               attrs: Mapping[str, Any], block: int = 16384, variables: Sequence[str] | None = None,
-               progress: bool = False, desc: str = "") -> Path:
-        """Write ``compute(block)`` for every block of the sweep to ``path`` through the verified store.
+    def map_to(self, path: str | Path, analysis: BlockAnalysis, *, fingerprint: str, attrs: Mapping[str, Any],
+               block: int = 16384, progress: bool = False) -> Path:
+        """Write ``analysis`` of every block of the sweep to ``path`` through the verified store (memory: one block;
+        a killed run resumes from its finished blocks).
 
         Parameters
         ----------
         path
             The result file; parts in ``<path>.parts/`` until every block is done.
+        analysis
+            What each block becomes (:class:`BlockAnalysis`).
         fingerprint
             Identity of the analysis (its settings and other inputs' hashes); the sweep's content hash
             and ``block`` are added, so a changed sweep or block size never mixes with old parts.
-        compute
-            One block of the sweep -> the labeled result of its samples (``sample`` first).
         attrs
             Global attributes (provenance) of the result.
+        block
+            Sweep points per block (and per part file).
         """
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+            raise ConfigError(f"`block` must be an integer >= 1, got {block!r}")
         self.verify()
-        key = digest(fingerprint, self.content_hash(), block, list(variables or []))
+        variables = analysis.variables
+        key = digest(fingerprint, self.content_hash(), int(block), list(variables or []))
         blocks = [(a, min(a + block, self.size)) for a in range(0, self.size, block)]
         ds = self._ds if variables is None else self._ds[list(variables)]
 
         def one(a: int, b: int) -> xr.Dataset:
-            return compute(SweepBlock(a, b, self._load(ds, a, b)))
+            return analysis.compute(SweepBlock(a, b, self._load(ds, a, b)))
 
         with PartStore(path, key, span=(0, self.size)) as store:
-            run_blocks(store, blocks, one, progress=progress, desc=desc)
+            run_blocks(store, blocks, one, progress=progress, desc=analysis.name)
             return store.finalize(attrs)
 
 

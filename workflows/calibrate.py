@@ -10,7 +10,7 @@ predictive variance at the data added to the observation covariance (``emulator.
 :func:`sensitivity.analyses.calibration.calibrate_ensemble`; Kennedy & O'Hagan 2001). With ``step_slice.enabled``
 (the default) the step map on a 2-D slice through the best estimate is
 written too (``step_slice.nc``, :func:`sensitivity.analyses.calibration.step_slice`); with ``sweep_path`` the
-Gauss-Newton step map of a stored sweep (``step_map.nc``, :func:`sensitivity.analyses.calibration.write_step_map`),
+Gauss-Newton step map of a stored sweep (``step_map.nc``, :func:`sensitivity.analyses.calibration.step_map_analysis`),
 block by block and without evaluating the model.
 """
 from __future__ import annotations
@@ -24,8 +24,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, step_slice, write_step_map)
+    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, step_map_analysis, step_slice)
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.stored_sweep import StoredSweep
 from workflows import build
 from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
                               settings_from)
@@ -40,8 +41,11 @@ SOLVERS = {"trust_region": TrustRegion, "levenberg_marquardt": LevenbergMarquard
 SolverConf = kinds_schema("SolverConf", SOLVERS)
 
 
-StepMapConf = schema_of(write_step_map, "StepMapConf", keys=("damping", "block"),
-                      extra=[("plot_parameters", Optional[List[str]], None)])
+@dataclass
+class StepMapConf(schema_of(StoredSweep.map_to, "BlockConf", keys=("block",)),  # sweep points per block
+                  schema_of(step_map_analysis, "StepMapSettings", keys=("damping",),
+                            extra=[("plot_parameters", Optional[List[str]], None)])):
+    pass
 StepSliceConf = schema_of(step_slice, "StepSliceConf", keys=("points", "damping"), extra=[
     ("enabled", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
 FitConf = schema_of(calibrate, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
@@ -121,13 +125,13 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     from sensitivity.observations import check_path, read_observations, with_true_parameters
     from sensitivity.output_axes import unstack_output
 
-    obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before any work, and the model
     space = build.space_from(cfg)
     solver = solver_from(cfg.solver)
     prior_mean, prior_cov = build.prior_from(cfg.prior, space)
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     starts = starts_from(cfg, space)
     slice_names = slice_parameters_from(cfg.step_slice, space)
+    obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model
     surrogate = build.surrogate_from(cfg, space)
     obs = read_observations(obs_path, surrogate.output)
     jac = build.engine_from(cfg, surrogate)
@@ -279,7 +283,6 @@ def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
     parts stay in ``out_dir``), its figure into ``figures``."""
     from sensitivity.datasets import content_hash, provenance
     from sensitivity.observations import read_observations
-    from sensitivity.stored_sweep import StoredSweep
 
     if not isinstance(cfg.step_map.block, int) or cfg.step_map.block < 1:
         raise ConfigError(f"`step_map.block` must be an integer >= 1, got {cfg.step_map.block!r}")
@@ -302,10 +305,11 @@ def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
                            inputs=[sweep_path, obs.path])
         attrs.update(damping=str(cfg.step_map.damping), rcond=str(cfg.rcond))
         log.info("step_map: %d sweep points in blocks of %d", sweep.size, cfg.step_map.block)
-        path = write_step_map(sweep, obs.values, out, fingerprint=build.fingerprint(cfg.step_map, cfg.rcond,
-                                                                                    content_hash(obs.path)),
-                              attrs=attrs, **obs.errors(), damping=cfg.step_map.damping, rcond=cfg.rcond,
-                              block=cfg.step_map.block, progress=cfg.progress)
+        analysis = step_map_analysis(sweep, obs.values, **obs.errors(), damping=cfg.step_map.damping,
+                                     rcond=cfg.rcond)
+        path = sweep.map_to(out, analysis, fingerprint=build.fingerprint(cfg.step_map, cfg.rcond,
+                                                                         content_hash(obs.path)),
+                            attrs=attrs, block=cfg.step_map.block, progress=cfg.progress)
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.calibration import step_map_figure

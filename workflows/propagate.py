@@ -19,8 +19,9 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from sensitivity.analyses.propagation import pointwise_propagation, propagate
+from sensitivity.analyses.propagation import pointwise_analysis, propagate
 from sensitivity.settings import HESSIAN_MAX_ROWS
+from sensitivity.stored_sweep import StoredSweep
 from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
@@ -45,7 +46,7 @@ class UncertaintyConf:
 PropagationConf = schema_of(propagate, "PropagationConf", keys=(  # methods and their settings
     "methods", "quantiles", "n_samples", "n_replicates", "sampler", "block_size", "max_bytes", "alpha", "beta",
     "kappa", "k_sigma", "rtol"), extra=[("hessian_max_rows", int, HESSIAN_MAX_ROWS)])  # compile_hessian's max_rows
-PointwiseConf = schema_of(pointwise_propagation, "PointwiseConf", keys=("block_size",), rename={"block_size": "block"},
+PointwiseConf = schema_of(StoredSweep.map_to, "PointwiseConf", keys=("block_size",), rename={"block_size": "block"},
                           extra=[("sweep", Optional[str], None)])  # linear propagation through a stored sweep
 
 
@@ -198,7 +199,6 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
 def _pointwise(cfg: DictConfig, inputs, sources: list[str], out_dir: Path) -> Path:
     """Linear sigma_y at every point of a stored sweep -> ``out_dir/local_propagation.nc`` (resumable)."""
     from sensitivity.datasets import provenance
-    from sensitivity.stored_sweep import StoredSweep
 
     with StoredSweep(cfg.pointwise.sweep) as sweep:
         attrs = provenance(title=f"local linear propagation over the sweep {cfg.pointwise.sweep}",
@@ -207,8 +207,8 @@ def _pointwise(cfg: DictConfig, inputs, sources: list[str], out_dir: Path) -> Pa
                            seed=cfg.seed, inputs=[cfg.pointwise.sweep, *sources])
         attrs.update(input_source=_describe(cfg), input_distribution=inputs.description)
         key = build.fingerprint(inputs.names, inputs.covariance.tolist())
-        out = pointwise_propagation(sweep, inputs, out_dir / "local_propagation.nc", attrs=attrs,
-                                    fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
+        out = sweep.map_to(out_dir / "local_propagation.nc", pointwise_analysis(sweep, inputs), attrs=attrs,
+                           fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
     return out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.analyses.calibration import gauss_newton_map, step_map, write_step_map
+from sensitivity.analyses.calibration import gauss_newton_map, step_map, step_map_analysis
 from sensitivity.datasets import record_checksum
 from sensitivity.stored_sweep import StoredSweep
 from sensitivity.errors import ConfigError, DataError
@@ -99,16 +99,17 @@ def test_step_map_of_a_stored_sweep_block_by_block_equals_the_whole_and_a_killed
         return block_map(blk, *args, **kwargs)
 
     monkeypatch.setattr(step_map, "step_map_block", killed_at_second_block)
-    options = dict(fingerprint="key", attrs={"title": "step map"}, sigma=sigma, damping=0.1, block=3)
+    options = dict(fingerprint="key", attrs={"title": "step map"}, block=3)
     with StoredSweep(path) as sweep:
         assert (sweep.size, sweep.parameter_names, sweep.parameter_units) == (7, ("a", "b", "c"), ("s", "s", "s"))
+        analysis = step_map_analysis(sweep, y, sigma=sigma, damping=0.1)
         with pytest.raises(KeyboardInterrupt):
-            write_step_map(sweep, y, tmp_path / "gn.nc", **options)
+            sweep.map_to(tmp_path / "gn.nc", analysis, **options)
         assert not (tmp_path / "gn.nc").exists()
-        resumed = write_step_map(sweep, y, tmp_path / "gn.nc", **options)  # only the missing blocks
+        resumed = sweep.map_to(tmp_path / "gn.nc", analysis, **options)  # only the missing blocks
         assert computed == [0, 3, 6]
         monkeypatch.undo()
-        uninterrupted = write_step_map(sweep, y, tmp_path / "gn_whole.nc", **options)
+        uninterrupted = sweep.map_to(tmp_path / "gn_whole.nc", analysis, **options)
     with xr.open_dataset(resumed) as ds, xr.open_dataset(uninterrupted) as whole_run:
         xr.testing.assert_identical(ds, whole_run)
         whole = gauss_newton_map(values, jac, y, sigma=sigma, damping=0.1)
@@ -125,7 +126,7 @@ def test_step_map_refuses_a_sweep_that_does_not_match_its_checksum(tmp_path):
     record_checksum(path)
     sweep_file(path, np.zeros((4, 3)), values + 1.0, jac)  # changed after its record was written
     with StoredSweep(path) as sweep, pytest.raises(DataError, match="does not match its checksum record sweep.nc"):
-        write_step_map(sweep, y, tmp_path / "gn.nc", fingerprint="key", attrs={}, sigma=sigma)
+        sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y, sigma=sigma), fingerprint="key", attrs={})
     assert not (tmp_path / "gn.nc").exists() and not (tmp_path / "gn.nc.parts").exists()
 
 
@@ -134,4 +135,4 @@ def test_step_map_block_must_be_a_positive_integer(tmp_path, block):
     values, jac, y, _ = random_block(6, n_points=2)
     with StoredSweep(sweep_file(tmp_path / "sweep.nc", np.zeros((2, 3)), values, jac)) as sweep, \
             pytest.raises(ConfigError, match="`block` must be an integer >= 1"):
-        write_step_map(sweep, y, tmp_path / "gn.nc", fingerprint="key", attrs={}, block=block)
+        sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y), fingerprint="key", attrs={}, block=block)

@@ -35,7 +35,7 @@ from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correl
                                                          distinct_minima, equilibrated_svd, identifiability,
                                                          minimum_points, pseudo_inverse_covariance)
 from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_newton_map, step_map_block,
-                                                       write_step_map)
+                                                       step_map_analysis)
 from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
 
 __all__ = [
@@ -68,5 +68,5 @@ __all__ = [
     "slice_box",
     "step_map_block",
     "step_slice",
-    "write_step_map",
+    "step_map_analysis",
 ]

@@ -5,8 +5,8 @@ sweep points (no model call), compute at every point the Gauss-Newton step
 toward the observations, the Levenberg-Marquardt (damped) step, the cost
 decrease each predicts, and the condition number of the weighted Jacobian. All
 points of the block are handled together by stacked :mod:`numpy.linalg` calls;
-:func:`write_step_map` streams a stored sweep through it block by block
-(:meth:`sensitivity.stored_sweep.StoredSweep.map_to`: memory ``O(N m n)`` per block, resumable).
+:func:`step_map_analysis` is that computation block by block, which
+:meth:`sensitivity.stored_sweep.StoredSweep.map_to` streams into a file (memory ``O(N m n)`` per block, resumable).
 
 With the whitened residual ``r = W (F - y)``, whitened Jacobian ``J = W dF/dx``,
 column equilibration ``J_s = J diag(1/c)`` (``c`` the column norms, i.e.
@@ -27,8 +27,7 @@ parameters. J. SIAM 11(2), 431-441. https://doi.org/10.1137/0111030
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from sensitivity.analyses.calibration.statistics import equilibrated_svd
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_units_attrs, cost_units, parameter_coords
 from sensitivity.lazy import lazy_import
-from sensitivity.stored_sweep import StoredSweep, SweepBlock
+from sensitivity.stored_sweep import BlockAnalysis, StoredSweep, SweepBlock
 
 xr = lazy_import("xarray")
 
@@ -222,45 +221,31 @@ def step_map_block(blk: SweepBlock, sweep: StoredSweep, y_obs: np.ndarray, **opt
     return part
 
 
-def write_step_map(
+def step_map_analysis(
     sweep: StoredSweep,
     y_obs: np.ndarray,
-    path: str | Path,
     *,
-    fingerprint: str,
-    attrs: Mapping[str, Any],
     sigma: np.ndarray | float | None = None,
     cov: np.ndarray | None = None,
     mask: np.ndarray | None = None,
     damping: float = 1e-3,
     rcond: float = 1e-8,
-    block: int = 16384,
-    progress: bool = False,
-) -> Path:
-    """Stream ``sweep`` through :func:`step_map_block` into ``path`` (verified, resumable; see ``StoredSweep.map_to``).
+) -> BlockAnalysis:
+    """The step map of ``sweep`` toward ``y_obs`` as a block analysis: :func:`step_map_block` on every block, for
+    :meth:`~sensitivity.stored_sweep.StoredSweep.map_to` to stream into a file (memory ``O(block m n)``,
+    verified, resumable).
 
     Parameters
     ----------
     sweep
-        The stored sweep; refused when it does not match its checksum record.
+        The stored sweep; refused by ``map_to`` when it does not match its checksum record.
     y_obs, sigma, cov, mask, damping, rcond
         As for :func:`gauss_newton_map`, on the sweep's flat outputs (C order).
-    path
-        The step map file; parts in ``<path>.parts/`` until every block is done.
-    fingerprint
-        Identity of the map's settings and observations (the sweep's hash and ``block`` are added).
-    attrs
-        Global attributes (provenance) of the result.
-    block
-        Sweep points per block (memory ``O(block m n)``).
 
     Returns
     -------
-    Path
-        ``path``, with ``gn_step``, ``damped_step``, ``cost``, ... on ``(sample, parameter)`` and the points ``x``.
+    BlockAnalysis
+        Each block -> ``gn_step``, ``damped_step``, ``cost``, ... on ``(sample, parameter)`` and the points ``x``.
     """
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise ConfigError(f"`block` must be an integer >= 1, got {block!r}")
     options = dict(sigma=sigma, cov=cov, mask=mask, damping=damping, rcond=rcond)
-    return sweep.map_to(path, fingerprint=fingerprint, attrs=attrs, block=block, progress=progress,
-                        desc="step map", compute=lambda blk: step_map_block(blk, sweep, y_obs, **options))
+    return BlockAnalysis(lambda blk: step_map_block(blk, sweep, y_obs, **options), name="step map")

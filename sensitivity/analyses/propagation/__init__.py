@@ -20,7 +20,7 @@ deviation, covariance and quantiles as a labeled dataset
 Moment methods report normal-approximation quantiles ``mean + std Phi^-1(p)``; their standard errors
 are NaN (no sampling). :func:`propagate` (:mod:`~sensitivity.analyses.propagation.driver`) runs several
 methods and adds the verdict (:func:`nonlinearity_verdict`) comparing each with Monte Carlo.
-:func:`pointwise_propagation` propagates the same covariance linearly through every Jacobian of a
+:func:`pointwise_analysis` propagates the same covariance linearly through every Jacobian of a
 stored sweep (``sigma_y = sqrt(diag(J S J^T))`` at each point, :func:`pointwise_std`). Through an ensemble
 surrogate, :func:`member_moments` (:mod:`~sensitivity.analyses.propagation.ensemble`) gives every method's mean and
 standard deviation per member, in one propagation of all members.
@@ -38,7 +38,7 @@ from sensitivity.analyses.propagation.ensemble import member_moments, merge_memb
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
 from sensitivity.analyses.propagation.monte_carlo import monte_carlo, replicate_plan
-from sensitivity.analyses.propagation.pointwise import pointwise_propagation, pointwise_std
+from sensitivity.analyses.propagation.pointwise import pointwise_analysis, pointwise_std
 from sensitivity.analyses.propagation.second_order import second_order
 from sensitivity.analyses.propagation.unscented import sigma_points, unscented
 from sensitivity.analyses.propagation.verdict import (
@@ -51,6 +51,6 @@ from sensitivity.analyses.propagation.verdict import (
 __all__ = [
     "DEFAULT_QUANTILES", "METHODS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT", "VERDICT_NONLINEAR",
     "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
-    "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict", "pointwise_propagation", "pointwise_std",
+    "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict", "pointwise_analysis", "pointwise_std",
     "propagate", "replicate_plan", "second_order", "sigma_points", "unscented",
 ]

@@ -1,16 +1,14 @@
 """Pointwise linear propagation: ``sigma_y = sqrt(diag(J S J^T))`` at every point of a stored sweep.
 
-:func:`pointwise_std` is the math on one block of Jacobians. :func:`pointwise_propagation` streams
-a stored sweep (:class:`sensitivity.stored_sweep.StoredSweep`) through it with ``map_to``: each block's
-Jacobians become the linear output standard deviations at every point, written through the verified
-block store, without re-evaluating the model. Memory is one block of
+:func:`pointwise_std` is the math on one block of Jacobians. :func:`pointwise_analysis` applies it to
+every block of a stored sweep (:class:`sensitivity.stored_sweep.StoredSweep`), whose ``map_to`` streams the
+result into a file: each block's Jacobians become the linear output standard deviations at every point,
+written through the verified block store, without re-evaluating the model. Memory is one block of
 Jacobians whatever the sweep size; a killed run resumes from its finished blocks; the result keeps
 the model's own output dims (``time``, ``lat``/``lon`` or ``output``).
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -19,7 +17,7 @@ from sensitivity.analyses.inputs import InputUncertainty
 from sensitivity.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.lazy import lazy_import
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.stored_sweep import BlockAnalysis, StoredSweep
 
 xr = lazy_import("xarray")
 
@@ -48,50 +46,34 @@ def pointwise_std(jacobian: np.ndarray, input_cov: np.ndarray) -> np.ndarray:
     return np.linalg.norm(jac @ chol, axis=-1)
 
 
-def pointwise_propagation(
-    sweep: StoredSweep,
-    inputs: InputUncertainty,
-    path: str | Path,
-    *,
-    attrs: Mapping[str, str],
-    fingerprint: str,
-    block: int = 16384,
-    progress: bool = False,
-) -> Path:
-    """Write ``output_std(sample, *out)`` = ``sqrt(diag(J S J^T))`` for every point of a sweep to ``path``.
+def pointwise_analysis(sweep: StoredSweep, inputs: InputUncertainty) -> BlockAnalysis:
+    """``output_std(sample, *out)`` = ``sqrt(diag(J S J^T))`` at every point of a sweep, as a block analysis for
+    :meth:`~sensitivity.stored_sweep.StoredSweep.map_to` to stream into a file (memory: one block of Jacobians).
 
     Parameters
     ----------
     sweep
         A stored sweep with ``jacobian(sample, *out, parameter)`` [output units / parameter units] and
-        ``x(sample, parameter)``; refused when it does not match its checksum record.
+        ``x(sample, parameter)``; refused by ``map_to`` when it does not match its checksum record.
     inputs
         Input uncertainty; only its covariance ``S`` [units_i * units_j] is used (its mean is recorded).
         Its parameter names must be the sweep's, in any order.
-    path
-        Final netCDF file; parts go to ``<path>.parts/`` until every block is done.
-    attrs
-        Global attributes (provenance) of the final file.
-    fingerprint
-        Identity of the computation (the sweep's hash and ``block`` are added); parts of another
-        computation are refused, not mixed.
-    block
-        Samples per block (and per part file).
-    progress
-        Show a progress bar.
 
     Returns
     -------
-    Path
-        ``path``, holding ``output_std`` [output units], ``x``, ``input_mean`` and ``input_covariance``.
+    BlockAnalysis
+        Each block -> ``output_std`` [output units], ``x``, ``input_mean`` and ``input_covariance``.
+
+    Raises
+    ------
+    DataError
+        The sweep's parameter names (or units) are not the input uncertainty's.
     """
     order = parameter_order(sweep, inputs)
     covariance = input_variables(inputs)
-    out_dims = sweep.output.dim_names
-    return sweep.map_to(path, fingerprint=fingerprint, attrs=attrs, block=block, progress=progress,
-                        desc="pointwise propagation", variables=["x", "jacobian", sweep.output.name],
-                        compute=lambda blk: _block_dataset(blk.data, sweep.output.name, out_dims, order, inputs,
-                                                           covariance))
+    out_dims, name = sweep.output.dim_names, sweep.output.name
+    return BlockAnalysis(lambda blk: _block_dataset(blk.data, name, out_dims, order, inputs, covariance),
+                         variables=["x", "jacobian", name], name="pointwise propagation")
 
 
 def parameter_order(sweep: StoredSweep, inputs: InputUncertainty) -> list[int]:

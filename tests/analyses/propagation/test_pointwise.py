@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.analyses.propagation import pointwise, pointwise_propagation
+from sensitivity.analyses.propagation import pointwise, pointwise_analysis
 from sensitivity.analyses.inputs import gaussian_inputs
 from sensitivity.datasets import record_checksum
 from sensitivity.errors import DataError
@@ -39,12 +39,12 @@ def test_a_killed_pointwise_propagation_resumes_to_the_closed_form_and_the_unint
     options = dict(attrs={"title": "pointwise"}, fingerprint="key", block=4)
     with StoredSweep(path) as sweep:
         with pytest.raises(KeyboardInterrupt):
-            pointwise_propagation(sweep, inputs, tmp_path / "local.nc", **options)
+            sweep.map_to(tmp_path / "local.nc", pointwise_analysis(sweep, inputs), **options)
         assert not (tmp_path / "local.nc").exists()
-        resumed = pointwise_propagation(sweep, inputs, tmp_path / "local.nc", **options)
+        resumed = sweep.map_to(tmp_path / "local.nc", pointwise_analysis(sweep, inputs), **options)
         assert computed == [0, 4, 8]  # the finished first block is not computed again
         monkeypatch.undo()
-        uninterrupted = pointwise_propagation(sweep, inputs, tmp_path / "whole.nc", **options)
+        uninterrupted = sweep.map_to(tmp_path / "whole.nc", pointwise_analysis(sweep, inputs), **options)
     order = [2, 0, 1]  # the inputs' (c, a, b) in the sweep's (a, b, c)
     s = inputs.covariance
     expected = np.sqrt(np.einsum("kmi,ij,kmj->km", jac[:, :, order], s, jac[:, :, order]))
@@ -59,5 +59,5 @@ def test_pointwise_propagation_refuses_a_sweep_changed_after_its_checksum(tmp_pa
     path, points, values, jac, inputs = sweep_and_inputs(tmp_path)
     sweep_file(path, points, values, 2.0 * jac)  # rewritten; the record is the old file's
     with StoredSweep(path) as sweep, pytest.raises(DataError, match="does not match its checksum record sweep.nc"):
-        pointwise_propagation(sweep, inputs, tmp_path / "local.nc", attrs={}, fingerprint="key")
+        sweep.map_to(tmp_path / "local.nc", pointwise_analysis(sweep, inputs), attrs={}, fingerprint="key")
     assert not (tmp_path / "local.nc").exists() and not (tmp_path / "local.nc.parts").exists()
