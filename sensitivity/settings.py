@@ -105,6 +105,11 @@ class TrainSettings:
         Parameters whose natural log the network sees (e.g. those on a log scale; need > 0).
     log_output
         Learn the log of the outputs (needs every training output > 0; good for quantities spanning decades).
+    jacobian_weight
+        Sobolev training (Czarnecki et al. 2017, arXiv:1706.04859): the loss is the value MSE plus this weight times
+        the Jacobian MSE, both on the network's normalised scale (:func:`sensitivity.training.normalised_jacobian`);
+        the targets come from a simulator Jacobian function, else from central differences of the simulator
+        (``2 n`` runs per training and validation sample, :class:`TrainingPlan` ``fd_step``). 0: values only [1].
     """
 
     hidden: tuple[int, ...] = (128, 128)
@@ -115,6 +120,7 @@ class TrainSettings:
     patience: int = 100
     log_inputs: tuple[str, ...] = ()
     log_output: bool = False
+    jacobian_weight: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", tuple(self.hidden))
@@ -127,6 +133,9 @@ class TrainSettings:
         for key in ("learning_rate", "batch_size", "epochs", "patience"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"`{key}` must be > 0, got {getattr(self, key)!r}")
+        weight = self.jacobian_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < float("inf"):
+            raise ConfigError(f"`jacobian_weight` must be a finite number >= 0, got {weight!r}")
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,10 @@ class TrainingPlan:
         Test samples whose Jacobians are checked against float64 central differences of the simulator
         (when one is given) [points].
     fd_step
-        Central-difference step, as a fraction of each parameter's range in the design's unit cube [1].
+        Central-difference step, as a fraction of each parameter's range in the design's unit cube [1]: the step of
+        parameter ``j`` is ``fd_step * (high_j - low_j)``, or ``fd_step * x_j log(high_j / low_j)`` for a
+        ``scale: log`` parameter (:func:`sensitivity.training.unit_cube_scale`). The derivative check and, with
+        ``TrainSettings.jacobian_weight > 0`` and no simulator Jacobian, the Sobolev targets use it.
     members
         Networks ``K`` of the ensemble (1: one model, saved as ``surrogate.keras``; more: an ensemble directory
         ``surrogate.ensemble``, :mod:`sensitivity.ensemble`), trained from seeds ``seed + k``.

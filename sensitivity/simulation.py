@@ -54,3 +54,49 @@ def simulator_from(source: str | Callable[..., Any], kwargs: Mapping[str, Any] |
         return values
 
     return simulate
+
+
+#: A batched simulator Jacobian: ``[N, n]`` float64 points -> ``[N, *out, n]`` float64 ``dy/dx``.
+SimulatorJacobian = Callable[[np.ndarray], np.ndarray]
+
+
+def simulator_jacobian_from(source: str | Callable[..., Any], kwargs: Mapping[str, Any] | None = None, *,
+                            output_shape: tuple[int, ...] | None = None,
+                            what: str = "`training.simulator_jacobian`") -> SimulatorJacobian:
+    """The simulator's Jacobian function ``source`` as a float64 numpy map ``[N, n] -> [N, *out, n]``.
+
+    Parameters
+    ----------
+    source
+        A callable, or ``"package.module:function"`` imported from ``sys.path``.
+    kwargs
+        Keyword arguments bound to it (the simulator's, e.g. ``{"scale": 1.0}``).
+    output_shape
+        The simulator's per-point output shape ``out``; None: only ``[N, ..., n]`` is checked.
+    what
+        How error messages name it (the config key).
+
+    Raises
+    ------
+    ModelError
+        ``source`` cannot be imported, or a call returns another shape than ``[N, *out, n]`` (one line naming
+        ``what``).
+    """
+    from sensitivity.surrogate import import_callable
+
+    target = import_callable(source, what=what) if isinstance(source, str) else source
+    bound = functools.partial(target, **dict(kwargs or {}))
+
+    def jacobian(points: np.ndarray) -> np.ndarray:
+        points = np.asarray(points, dtype=np.float64)
+        values = np.asarray(bound(points), dtype=np.float64)
+        n = points.shape[1]
+        expected = None if output_shape is None else [len(points), *output_shape, n]
+        if (expected is not None and list(values.shape) != expected) or values.ndim < 2 or \
+                values.shape[0] != len(points) or values.shape[-1] != n:
+            shape = f"{expected}" if expected is not None else f"[{len(points)}, *out, {n}]"
+            raise ModelError(f"{what} must return [N, *out, n] = {shape} for {len(points)} points of {n} parameters, "
+                             f"got shape {list(values.shape)}")
+        return values
+
+    return jacobian

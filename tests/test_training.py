@@ -170,3 +170,106 @@ def test_bad_samples_are_named():
         training.fit(x, quadratic(x), split, settings=training.TrainSettings(log_output=True), **kwargs)
     with pytest.raises(ConfigError, match="`activation` must be one of"):
         training.TrainSettings(activation="relu")
+
+
+# --- Sobolev training (issue 24): the Jacobians fitted too --------------------------------------------------------
+
+def test_the_normalised_jacobian_is_the_chain_rule_of_the_transform():
+    """``normalised_jacobian`` against float64 central differences of u -> x -> y -> z, with a log input and a log
+    output (the offsets and scales as the network's)."""
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(-1, 1, 20), rng.uniform(0.1, 10, 20), rng.uniform(2, 3, 20)])
+    names, log_inputs = ("a", "b", "c"), ("b",)
+
+    def f(p):  # [N, 3] -> [N, 2, 2], all > 0
+        a, b, c = p.T
+        return np.stack([np.stack([np.exp(a) * b, b**2 + c], -1), np.stack([c * np.exp(-a), 1 + a**2 * c], -1)], 1)
+
+    def f_jacobian(p):
+        a, b, c = p.T
+        zero, one = np.zeros_like(a), np.ones_like(a)
+        rows = [[np.exp(a) * b, np.exp(a), zero], [zero, 2 * b, one],
+                [-c * np.exp(-a), zero, np.exp(-a)], [2 * a * c, zero, a**2]]
+        return np.stack([np.stack(r, -1) for r in rows], 1).reshape(len(p), 2, 2, 3)
+
+    offset, scale, log_mask = training.input_normalisation(x, names, log_inputs)
+    assert list(log_mask) == [False, True, False]
+    t_y = np.log(f(x).reshape(20, -1))
+    y_offset, y_scale = t_y.mean(axis=0), t_y.std(axis=0)
+    target = training.normalised_jacobian(f_jacobian(x), x, f(x), in_scale=scale, log_mask=log_mask,
+                                          out_scale=y_scale, log_output=True)
+
+    def z_of_u(u):  # the network's view: normalised inputs -> normalised (log) outputs
+        t = u * scale + offset
+        p = np.where(log_mask, np.exp(np.where(log_mask, t, 0.0)), t)
+        return (np.log(f(p).reshape(len(p), -1)) - y_offset) / y_scale
+
+    u = (np.where(log_mask, np.log(np.where(log_mask, x, 1.0)), x) - offset) / scale
+    h = 1e-6
+    reference = np.stack([(z_of_u(u + h * e) - z_of_u(u - h * e)) / (2 * h) for e in np.eye(3)], -1)
+    assert target.shape == (20, 4, 3)
+    np.testing.assert_allclose(target, reference, rtol=1e-7, atol=1e-8)
+
+
+def test_a_bad_simulator_jacobian_shape_is_refused_in_one_line():
+    from sensitivity.errors import ModelError
+    from sensitivity.simulation import simulator_jacobian_from
+
+    wrong = simulator_jacobian_from(lambda p: np.zeros((len(p), 2)), output_shape=(2,))  # [N, out] without n
+    with pytest.raises(ModelError, match=r"`training.simulator_jacobian` must return \[N, \*out, n\] = \[4, 2, 3\]") \
+            as caught:
+        wrong(np.zeros((4, 3)))
+    assert "\n" not in str(caught.value) and "got shape [4, 2]" in str(caught.value)
+    x = np.zeros((10, 3))
+    settings = training.TrainSettings(hidden=(4,), epochs=1, jacobian_weight=1.0)
+    with pytest.raises(DataError, match=r"`simulator_jacobian` must give \[N, \*out, n\] = \[10, 2, 3\]"):
+        training.fit(x, quadratic(x), training.split_samples(10, 0.2, 0.2, 0), names=QUADRATIC_SPACE.names,
+                     units=QUADRATIC_SPACE.units, output=QUADRATIC_OUTPUT, settings=settings, seed=0,
+                     log_every=None, jacobian=np.zeros((10, 3, 2)))
+    with pytest.raises(ConfigError, match="jacobian_weight"):
+        training.TrainSettings(jacobian_weight=-1.0)
+
+
+def test_sobolev_targets_from_differences_of_the_simulator(tmp_path):
+    """Without a simulator Jacobian the driver differences the simulator, and says so in the report."""
+    x = make_grid(QUADRATIC_SPACE, "sobol", n=64, seed=1).points()
+    network = training.TrainSettings(hidden=(8,), epochs=3, jacobian_weight=1.0)
+    trained = training.train_surrogate(x, quadratic(x), tmp_path, space=QUADRATIC_SPACE, output=QUADRATIC_OUTPUT,
+                                       network=network, plan=training.TrainingPlan(members=1, derivative_points=4),
+                                       simulator=quadratic, seed=0)
+    assert trained.report.attrs["jacobian_targets"].startswith("central differences of the simulator")
+    assert len(trained.fits[0].history["val_jacobian_loss"]) == 3
+    with pytest.raises(ConfigError, match="needs a `simulator_jacobian`"):
+        training.train_surrogate(x, quadratic(x), tmp_path, space=QUADRATIC_SPACE, output=QUADRATIC_OUTPUT,
+                                 network=network, plan=training.TrainingPlan(members=1), seed=0)
+
+
+@pytest.mark.slow
+def test_sobolev_training_fits_ishigami_slopes_better_than_plain_training():
+    """Same 256 Ishigami samples, same network and seed: with the exact gradient in the loss the median relative
+    Jacobian error on fresh points is well below plain training's (a scratch run with 1500 epochs: ~0.11 vs ~0.013)."""
+    import math
+
+    import tensorflow as tf
+
+    from tests.helpers.functions import ishigami, ishigami_jacobian, uniform_space
+
+    space = uniform_space(3, -math.pi, math.pi)
+    output = OutputSpec.from_dict({"name": "y", "units": "1"})
+    x = make_grid(space, "sobol", n=256, seed=1).points()
+    split = training.split_samples(len(x), 0.15, 0.1, 0)
+    fresh = make_grid(space, "random", n=400, seed=9).points()
+    errors = {}
+    for weight in (0.0, 1.0):
+        settings = training.TrainSettings(hidden=(64, 64), learning_rate=1e-2, batch_size=32, epochs=800,
+                                          patience=200, jacobian_weight=weight)
+        result = training.fit(x, ishigami(x), split, names=space.names, units=space.units, output=output,
+                              settings=settings, seed=0, log_every=None, jacobian=ishigami_jacobian(x))
+        points = tf.constant(fresh, tf.float32)
+        with tf.GradientTape() as tape:
+            tape.watch(points)
+            values = result.model(points)
+        jacobian = tape.batch_jacobian(values, points).numpy()
+        errors[weight] = np.median(training.derivative_errors(jacobian, ishigami_jacobian(fresh),
+                                                              training.unit_cube_scale(space, fresh)).per_point)
+    assert errors[1.0] < 0.4 * errors[0.0], errors

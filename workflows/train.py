@@ -12,6 +12,10 @@ plus the output variable, or CSV). The saved model carries its normalisation, lo
 transforms, names and units. The report compares the saved model's values on held-out
 samples and, when a simulator is given, its Jacobians with float64 central differences
 of the simulator.
+
+With ``training.jacobian_weight`` > 0 the networks fit the Jacobians too (Sobolev training,
+:mod:`sensitivity.training.fit`): the targets come from ``training.simulator_jacobian`` (called with the
+simulator's ``simulator_kwargs``) when it is given, else from central differences of ``training.simulator``.
 """
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ log = logging.getLogger(__name__)
 
 
 NetworkConf = schema_of(TrainSettings, "NetworkConf", keys=("hidden", "activation", "learning_rate", "batch_size",
-                                                         "epochs", "patience", "log_output"))
+                                                         "epochs", "patience", "log_output",
+                                                         "jacobian_weight"))
 WarnConf = schema_of(Thresholds, "WarnConf", keys=("warn_r2", "warn_jacobian"),
                      rename={"warn_r2": "r2", "warn_jacobian": "jacobian"})
 PlanConf = schema_of(TrainingPlan, "PlanConf")
@@ -44,6 +49,7 @@ PlanConf = schema_of(TrainingPlan, "PlanConf")
 class TrainingConf(NetworkConf, WarnConf, PlanConf):
     simulator: Optional[str] = None          # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
+    simulator_jacobian: Optional[str] = None  # "package.module:function": points [N, n] -> dy/dx [N, *out, n]
     data: Optional[str] = None               # .nc or .csv of samples: trained on instead of simulating the grid
     log_inputs: Optional[List[str]] = None   # null: the parameters with scale: log
     log_every: int = 100                     # one progress line every this many epochs
@@ -77,8 +83,18 @@ def run(cfg: DictConfig) -> Path:
     engine = build.settings(EngineSettings, cfg.jacobian)
     simulator = build.simulator_from(t.simulator, build.plain(t.simulator_kwargs), "`training.simulator`") \
         if t.simulator else None
+    if network.jacobian_weight > 0 and not (t.simulator or t.simulator_jacobian):
+        raise ConfigError("`training.jacobian_weight` > 0 (Sobolev training) needs `training.simulator_jacobian` or "
+                          "`training.simulator` (to difference)")
     x, y, inputs = _samples(cfg, space, simulator)
     output = _output_spec(cfg, y.shape[1:])
+    jacobian = None
+    if t.simulator_jacobian and network.jacobian_weight > 0:
+        build.tensorflow()  # the user's module may import it
+        from sensitivity.simulation import simulator_jacobian_from
+
+        jacobian = simulator_jacobian_from(t.simulator_jacobian, build.plain(t.simulator_kwargs),
+                                           output_shape=tuple(y.shape[1:]), what="`training.simulator_jacobian`")
 
     build.tensorflow()  # after the inputs are known to be good
     from sensitivity.datasets import provenance, write_atomic
@@ -86,13 +102,14 @@ def run(cfg: DictConfig) -> Path:
 
     out_dir = build.output_dir(cfg)
     trained = train_surrogate(x, y, out_dir, space=space, output=output, network=network,
-                              plan=plan, engine=engine, thresholds=thresholds, simulator=simulator, seed=cfg.seed,
+                              plan=plan, engine=engine, thresholds=thresholds, simulator=simulator, simulator_jacobian=jacobian,
+                              seed=cfg.seed,
                               log_every=t.log_every if cfg.progress else None)
     model_path = trained.path
     attrs = provenance(title=f"Training samples and validation of the surrogate {model_path.name}", workflow="train",
                        config_yaml=build.config_yaml(cfg), surrogate_source=str(model_path),
                        surrogate_hash=trained.surrogate.content_hash, seed=cfg.seed, inputs=inputs)
-    attrs.update(simulator=t.simulator or "")
+    attrs.update(simulator=t.simulator or "", simulator_jacobian=t.simulator_jacobian or "")
     report_path = write_atomic(trained.report.assign_attrs(attrs), out_dir / "training.nc")
     for line in trained.summary:
         log.info(line)

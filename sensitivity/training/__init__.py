@@ -2,7 +2,8 @@
 
 The verb is :func:`train_surrogate` (:mod:`.driver`): split, fit, save, reload, validate, report. Its parts:
 
-* :mod:`.fit` — the split of the samples, the network with its scaling layers, the training loop;
+* :mod:`.fit` — the split of the samples, the network with its scaling layers, the training loop (values, or
+  values and Jacobians: Sobolev training, :func:`normalised_jacobian`);
 * :mod:`.validation` — value errors on held-out samples, Jacobian errors against central differences of
   the simulator, warnings and a summary;
 * :mod:`.report` — the samples and the validation report as one labeled dataset (``training.nc``).
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from sensitivity.settings import Thresholds, TrainingPlan, TrainSettings
 from sensitivity.training.driver import TrainedSurrogate, save_model, train_surrogate
-from sensitivity.training.fit import FitResult, Split, build_network, deterministic_ops, fit, split_samples
+from sensitivity.training.fit import (FitResult, Split, build_network, deterministic_ops, fit, input_normalisation,
+                                      normalised_jacobian, split_samples, tangent_scale)
 from sensitivity.training.report import SUBSETS, report_dataset
 from sensitivity.training.validation import (DerivativeErrors, ValueErrors, central_differences, derivative_errors,
                                              fidelity_warnings, summary_lines, unit_cube_scale, value_errors)
@@ -23,6 +25,6 @@ from sensitivity.training.validation import (DerivativeErrors, ValueErrors, cent
 __all__ = [
     "SUBSETS", "DerivativeErrors", "FitResult", "Split", "Thresholds", "TrainSettings", "TrainedSurrogate",
     "TrainingPlan", "ValueErrors", "build_network", "central_differences", "derivative_errors", "deterministic_ops",
-    "fidelity_warnings", "fit", "report_dataset", "save_model", "split_samples", "summary_lines", "train_surrogate",
-    "unit_cube_scale", "value_errors",
+    "fidelity_warnings", "fit", "input_normalisation", "normalised_jacobian", "report_dataset", "save_model", "split_samples", "summary_lines", "tangent_scale",
+    "train_surrogate", "unit_cube_scale", "value_errors",
 ]

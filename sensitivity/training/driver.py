@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from sensitivity.errors import ConfigError
 from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputSpec
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
-from sensitivity.simulation import Simulator
+from sensitivity.simulation import Simulator, SimulatorJacobian
 from sensitivity.space import ParameterSpace
 from sensitivity.training import validation
 from sensitivity.training.fit import FitResult, Split, fit, split_samples
@@ -74,6 +75,7 @@ def train_surrogate(
     engine: EngineSettings = EngineSettings(),
     thresholds: Thresholds = Thresholds(),
     simulator: Simulator | None = None,
+    simulator_jacobian: SimulatorJacobian | None = None,
     seed: int = 0,
     log_every: int | None = None,
 ) -> TrainedSurrogate:
@@ -103,6 +105,11 @@ def train_surrogate(
     simulator
         The batched simulator the samples came from: the test Jacobians are checked against its float64 central
         differences (``plan.derivative_points`` points, ``2 n`` runs each). None: values only.
+    simulator_jacobian
+        ``[M, n] -> [M, *out, n]``: the simulator's Jacobian ``dy/dx``, the targets of Sobolev training
+        (``network.jacobian_weight > 0``). None: those targets are float64 central differences of ``simulator``
+        (steps ``plan.fd_step`` times each parameter's range, :func:`~sensitivity.training.unit_cube_scale`;
+        ``2 n`` runs per training and validation sample).
     seed
         Seeds the split; member ``k`` is trained (and resampled) with seed ``seed + k``.
     log_every
@@ -124,10 +131,11 @@ def train_surrogate(
     log.info("train: %d samples (%d train, %d validation, %d test), %d x MLP %s %s, up to %d epochs", len(x),
              len(split.train), len(split.validation), len(split.test), plan.members, list(network.hidden),
              network.activation, network.epochs)
+    jacobian, targets = _jacobian_targets(x, split, space, network, plan, simulator, simulator_jacobian)
     fits = []
     for k, member_split in enumerate(splits):
         result = fit(x, y, member_split, names=space.names, units=space.units, output=output, settings=network,
-                     seed=seed + k, log_every=log_every)
+                     seed=seed + k, log_every=log_every, jacobian=jacobian)
         log.info("%strained in %.1f s: best validation loss %.3e at epoch %d of %d",
                  f"member {k}: " if plan.members > 1 else "", result.seconds,
                  result.history["val_loss"][result.best_epoch - 1], result.best_epoch, len(result.history["loss"]))
@@ -160,9 +168,34 @@ def train_surrogate(
                        f"the mean's RMSE (median over outputs; 1 is calibrated), spread scale "
                        f"{np.nanmedian(members.scale):.2f} (from the validation samples)")
     report.attrs.update(validation="\n".join(summary), training_seconds=f"{sum(f.seconds for f in fits):.1f}",
-                        best_epoch=" ".join(str(f.best_epoch) for f in fits), members=str(plan.members))
+                        best_epoch=" ".join(str(f.best_epoch) for f in fits), members=str(plan.members),
+                        jacobian_weight=f"{network.jacobian_weight:g}", jacobian_targets=targets)
     warnings = validation.fidelity_warnings(values, derivatives, space.names, thresholds)
     return TrainedSurrogate(path, surrogate, report, tuple(fits), tuple(summary), tuple(warnings))
+
+
+def _jacobian_targets(x: np.ndarray, split: Split, space: ParameterSpace, network: TrainSettings, plan: TrainingPlan,
+                      simulator: Simulator | None, simulator_jacobian: SimulatorJacobian | None
+                      ) -> tuple[np.ndarray | None, str]:
+    """The Sobolev targets ``[N, *out, n]`` (NaN on the test samples, which the fit never reads) and how they were
+    made; ``(None, "none")`` when the values alone are fitted."""
+    if not network.jacobian_weight > 0:
+        return None, "none"
+    rows = np.union1d(split.train, split.validation)
+    if simulator_jacobian is not None:
+        part, how = np.asarray(simulator_jacobian(x[rows]), float), "simulator_jacobian"
+    elif simulator is not None:
+        steps = plan.fd_step * validation.unit_cube_scale(space, x[rows])
+        part = validation.central_differences(simulator, x[rows], steps)
+        how = f"central differences of the simulator, step fd_step={plan.fd_step:g} of each range " \
+              f"({2 * len(rows) * x.shape[1]} runs)"
+    else:
+        raise ConfigError("`jacobian_weight` > 0 (Sobolev training) needs a `simulator_jacobian`, or a `simulator` "
+                          "to difference")
+    log.info("train: Sobolev targets of %d samples from %s", len(rows), how)
+    jacobian = np.full((len(x), *part.shape[1:]), np.nan)
+    jacobian[rows] = part
+    return jacobian, how
 
 
 def _bootstrap(split: Split, seed: int) -> Split:

@@ -6,6 +6,15 @@ The network learns normalised outputs from normalised inputs; the normalisation
 layers of the saved model, together with the parameter and output names and
 units, so ``load_surrogate(path)`` needs nothing else and autodiff returns
 Jacobians in physical units.
+
+Sobolev training (``TrainSettings.jacobian_weight > 0``; Czarnecki et al. 2017, arXiv:1706.04859) fits the
+Jacobians too. The loss sees the network on its normalised scale, ``u = (t_x(x) - a_x) / s_x`` in,
+``z = (t_y(y) - a_y) / s_y`` out (``t`` the identity, or ``log`` for log inputs / a log output), so the target
+Jacobian is carried to that scale by the chain rule (:func:`normalised_jacobian`):
+``dz_o/du_j = (dy_o/dx_j) * (dx_j/du_j) * (dt_y/dy)_o / s_y,o`` with ``dx_j/du_j = s_x,j`` (``x_j s_x,j`` for a log
+input) and ``dt_y/dy = 1`` (``1 / y`` for a log output). The loss is then
+``mean (z - z_target)^2 + jacobian_weight * mean (dz/du - dz/du_target)^2``, the Jacobian mean over samples,
+outputs and parameters; the network's ``dz/du`` is one forward-mode pass per parameter (tangent ``dx/du_j e_j``).
 """
 from __future__ import annotations
 
@@ -47,7 +56,9 @@ class FitResult:
     """A trained model and how the training went.
 
     ``model`` maps physical inputs to physical outputs (scaling layers inside); ``history`` holds the
-    per-epoch ``loss`` and ``val_loss`` (mean squared error of normalised outputs) and ``learning_rate``.
+    per-epoch ``loss`` and ``val_loss`` (mean squared error of normalised outputs, plus ``jacobian_weight`` times
+    that of the normalised Jacobians when Sobolev training) and ``learning_rate``; Sobolev training adds the
+    Jacobian parts alone as ``jacobian_loss`` and ``val_jacobian_loss``.
     """
 
     model: Any
@@ -71,7 +82,8 @@ def split_samples(n: int, validation_fraction: float, test_fraction: float, seed
 
 
 def fit(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], units: Sequence[str],
-        output: OutputSpec, settings: TrainSettings, seed: int, log_every: int | None = 100) -> FitResult:
+        output: OutputSpec, settings: TrainSettings, seed: int, log_every: int | None = 100,
+        jacobian: np.ndarray | None = None) -> FitResult:
     """Train an MLP surrogate of ``y = f(x)``, deterministically for a given ``seed`` on one machine.
 
     Parameters
@@ -93,12 +105,18 @@ def fit(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], uni
         switched on while the network trains, so the same data, seed and machine give the same weights.
     log_every
         Log one progress line every this many epochs (``None``: silent).
+    jacobian
+        ``[N, *output.shape, n]`` simulator Jacobians ``dy/dx`` in physical units, for Sobolev training
+        (``settings.jacobian_weight > 0``, which needs them); only the training and validation rows are read.
 
     Returns
     -------
     FitResult
     """
     x, y = _check_samples(x, y, names, output, settings)
+    sobolev = settings.jacobian_weight > 0
+    if sobolev and jacobian is None:
+        raise ConfigError("`jacobian_weight` > 0 needs the simulator's Jacobians of the samples (`jacobian`)")
     keras.utils.set_random_seed(seed)
     with deterministic_ops():
         z = _normalised_targets(y.reshape(len(y), -1), split.train, settings.log_output)
@@ -106,16 +124,34 @@ def fit(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], uni
                                     settings=settings)
         optimizer = keras.optimizers.Adam(settings.learning_rate)
         optimizer.build(core.trainable_variables)
-        epoch_step = _epoch_function(core, optimizer, settings.batch_size)
         x_train, z_train = (tf.constant(a[split.train], tf.float32) for a in (x, z.values))
         x_val, z_val = (tf.constant(a[split.validation], tf.float32) for a in (x, z.values))
+        if sobolev:
+            _, in_scale, log_mask = input_normalisation(x[split.train], names, settings.log_inputs)
+            dxdu = tangent_scale(x, in_scale, log_mask)
+            target = normalised_jacobian(_check_jacobian(jacobian, x, output, np.concatenate([split.train, split.validation])), x, y, in_scale=in_scale,
+                                         log_mask=log_mask, out_scale=z.scale, log_output=settings.log_output)
+            extra = {key: [tf.constant(a[rows], tf.float32) for a in (dxdu, target)]
+                     for key, rows in (("train", split.train), ("validation", split.validation))}
+            epoch_step = _sobolev_epoch_function(core, optimizer, settings.batch_size, settings.jacobian_weight)
+        else:
+            epoch_step = _epoch_function(core, optimizer, settings.batch_size)
         order = np.random.default_rng(seed)
         stopper = _Plateau(settings)
         history: dict[str, list[float]] = {"loss": [], "val_loss": [], "learning_rate": []}
+        if sobolev:
+            history.update(jacobian_loss=[], val_jacobian_loss=[])
         start = time.perf_counter()
         for epoch in range(1, settings.epochs + 1):
             permutation = tf.constant(order.permutation(len(split.train)), tf.int32)
-            loss, val_loss = (float(v) for v in epoch_step(x_train, z_train, x_val, z_val, permutation))
+            if sobolev:
+                losses = [float(v) for v in epoch_step(x_train, z_train, *extra["train"], x_val, z_val,
+                                                       *extra["validation"], permutation)]
+                loss, val_loss = losses[0], losses[1]
+                history["jacobian_loss"].append(losses[2])
+                history["val_jacobian_loss"].append(losses[3])
+            else:
+                loss, val_loss = (float(v) for v in epoch_step(x_train, z_train, x_val, z_val, permutation))
             history["loss"].append(loss)
             history["val_loss"].append(val_loss)
             history["learning_rate"].append(float(optimizer.learning_rate.numpy()))
@@ -172,6 +208,110 @@ def _epoch_function(core: Any, optimizer: Any, batch_size: int) -> Callable:
     return epoch_step
 
 
+def _sobolev_epoch_function(core: Any, optimizer: Any, batch_size: int, weight: float) -> Callable:
+    """One compiled epoch of Sobolev training: Adam steps on value MSE + ``weight`` x normalised-Jacobian MSE.
+
+    Returns ``(loss, val_loss, jacobian_loss, val_jacobian_loss)`` (training losses averaged over the batches).
+    """
+    weight = tf.constant(float(weight), tf.float32)
+
+    def losses(x: tf.Tensor, z: tf.Tensor, dxdu: tf.Tensor, target: tf.Tensor, training: bool):
+        z_pred, jac = _value_and_normalised_jacobian(core, x, dxdu, training)
+        value_mse = tf.reduce_mean(tf.square(z_pred - z))
+        jacobian_mse = tf.reduce_mean(tf.square(jac - target))
+        return value_mse + weight * jacobian_mse, jacobian_mse
+
+    @tf.function(reduce_retracing=True)
+    def epoch_step(x, z, dxdu, target, x_val, z_val, dxdu_val, target_val, permutation):
+        n = tf.shape(permutation)[0]
+        total, total_jac = tf.constant(0.0), tf.constant(0.0)
+        for start in tf.range(0, n, batch_size):
+            index = permutation[start : start + batch_size]
+            with tf.GradientTape() as tape:
+                loss, jacobian_mse = losses(tf.gather(x, index), tf.gather(z, index), tf.gather(dxdu, index),
+                                            tf.gather(target, index), True)
+            grads = tape.gradient(loss, core.trainable_variables)
+            optimizer.apply_gradients(zip(grads, core.trainable_variables))
+            size = tf.cast(tf.shape(index)[0], tf.float32)
+            total += loss * size
+            total_jac += jacobian_mse * size
+        val_loss, val_jac = losses(x_val, z_val, dxdu_val, target_val, False)
+        count = tf.cast(n, tf.float32)
+        return total / count, val_loss, total_jac / count, val_jac
+
+    return epoch_step
+
+
+def _value_and_normalised_jacobian(core: Any, x: tf.Tensor, dxdu: tf.Tensor, training: bool):
+    """``core(x)`` ``[B, m]`` and ``dz/du`` ``[B, m, n]``: one forward-mode pass per parameter ``j`` of the
+    points repeated ``n`` times, with the tangents ``dx/du_j e_j`` (so the derivative is in the normalised input)."""
+    b, n = tf.shape(x)[0], x.shape[-1]
+    eye = tf.eye(n, dtype=x.dtype)
+    repeated = tf.tile(x, [n, 1])                                                   # [n B, n], block j
+    tangents = tf.reshape(eye[:, None, :] * dxdu[None, :, :], [-1, n])              # block j: dx/du_j e_j
+    with tf.autodiff.ForwardAccumulator(repeated, tangents) as accumulator:
+        z = core(repeated, training=training)
+    jvp = accumulator.jvp(z)                                                        # [n B, m]
+    jac = tf.transpose(tf.reshape(jvp, [n, b, -1]), [1, 2, 0])                     # [B, m, n]
+    return z[:b], jac
+
+
+def input_normalisation(x_train: np.ndarray, names: Sequence[str],
+                        log_inputs: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offset, scale, log_mask)`` ``[n]`` of the network's inputs ``u = (t(x) - offset) / scale``: the training
+    samples' mean and standard deviation of ``t(x)`` (``log x`` where ``log_mask``; a constant input gets scale 1)."""
+    log_mask = np.array([name in log_inputs for name in names])
+    t = np.where(log_mask, np.log(np.where(log_mask, x_train, 1.0)), x_train)
+    scale = t.std(axis=0)
+    return t.mean(axis=0), np.where(scale > 0, scale, 1.0), log_mask
+
+
+def tangent_scale(x: np.ndarray, in_scale: np.ndarray, log_mask: np.ndarray) -> np.ndarray:
+    """``dx/du`` ``[N, n]`` at the points ``x``: ``scale_j``, or ``x_j scale_j`` for a log input."""
+    x = np.asarray(x, float)
+    return np.where(log_mask, x, 1.0) * np.asarray(in_scale, float)
+
+
+def normalised_jacobian(jacobian: np.ndarray, x: np.ndarray, y: np.ndarray, *, in_scale: np.ndarray,
+                        log_mask: np.ndarray, out_scale: np.ndarray, log_output: bool) -> np.ndarray:
+    """Physical Jacobians ``dy/dx`` ``[N, *out, n]`` -> the network's ``dz/du`` ``[N, m, n]`` (outputs flattened).
+
+    With ``u_j = (t_x(x_j) - a_j) / s_x,j`` and ``z_o = (t_y(y_o) - b_o) / s_y,o`` (``t`` the identity or ``log``),
+    the chain rule gives ``dz_o/du_j = dy_o/dx_j * dx_j/du_j * dt_y/dy_o / s_y,o`` where ``dx_j/du_j = s_x,j``
+    (``x_j s_x,j`` for a log input) and ``dt_y/dy = 1`` (``1 / y_o`` for a log output). The offsets drop out.
+
+    Parameters
+    ----------
+    jacobian
+        ``[N, *out, n]`` in output units per parameter unit.
+    x, y
+        ``[N, n]`` points and ``[N, *out]`` outputs there (physical units).
+    in_scale, log_mask
+        ``[n]`` input scales and log flags (:func:`input_normalisation`).
+    out_scale, log_output
+        ``[m]`` output scales (of ``t_y(y)``, flattened) and whether the network learns ``log y``.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = x.shape[1]
+    jac = np.asarray(jacobian, float).reshape(len(x), -1, n)  # [N, m, n]
+    dtdy = 1.0 / y.reshape(len(y), -1) if log_output else np.ones((len(y), jac.shape[1]))
+    return jac * tangent_scale(x, in_scale, log_mask)[:, None, :] * (dtdy / np.asarray(out_scale, float))[:, :, None]
+
+
+def _check_jacobian(jacobian: np.ndarray, x: np.ndarray, output: OutputSpec, rows: np.ndarray) -> np.ndarray:
+    """The Jacobians as float64, refused in one line unless ``[N, *out, n]`` and finite on ``rows`` (those read)."""
+    jac = np.asarray(jacobian, dtype=float)
+    expected = [len(x), *output.shape, x.shape[1]]
+    if list(jac.shape) != expected:
+        raise DataError(f"`simulator_jacobian` must give [N, *out, n] = {expected} (sample, "
+                        f"{', '.join(output.dim_names)}, parameter), got {list(jac.shape)}")
+    bad = ~np.isfinite(jac[rows])
+    if bad.any():
+        raise DataError(f"`simulator_jacobian` holds {int(bad.sum())} non-finite value(s), first at sample "
+                        f"{int(rows[np.argwhere(bad)[0][0]])}")
+    return np.where(np.isfinite(jac), jac, 0.0)  # rows not read (the test samples) may be NaN
+
+
 class _Plateau:
     """Early stopping with best-weight restore, and learning-rate halving on a stalled validation loss.
 
@@ -224,12 +364,9 @@ def build_network(x_train: np.ndarray, out_offset: np.ndarray, out_scale: np.nda
     (``InputScaling -> Dense... -> OutputScaling [-> Reshape]``); ``core`` stops before
     ``OutputScaling`` and is what the loss sees (normalised outputs).
     """
-    log_mask = np.array([name in settings.log_inputs for name in names])
-    t = np.where(log_mask, np.log(np.where(log_mask, x_train, 1.0)), x_train)
-    in_scale = t.std(axis=0)
+    in_offset, in_scale, log_mask = input_normalisation(x_train, names, settings.log_inputs)
     inputs = keras.Input((len(names),), name="parameters")
-    h = InputScaling(t.mean(axis=0), np.where(in_scale > 0, in_scale, 1.0), log_mask, names=names, units=units,
-                     name="input_scaling")(inputs)
+    h = InputScaling(in_offset, in_scale, log_mask, names=names, units=units, name="input_scaling")(inputs)
     for k, width in enumerate(settings.hidden):
         h = keras.layers.Dense(width, activation=settings.activation, name=f"hidden_{k}")(h)
     z = keras.layers.Dense(output.size, name="normalised_output")(h)

@@ -127,3 +127,34 @@ def test_seir_experiment_composes_for_train_and_sweeps_the_shipped_surrogate(com
     with xr.open_dataset(out) as ds:
         assert ds["jacobian"].dims == ("sample", "day", "parameter") and ds.sizes["day"] == seir.DAYS
         assert str(ROOT / "data" / "seir" / "surrogate.keras") in ds.attrs["surrogate"]
+
+
+def quadratic_jacobian(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """``[N, 2, 3]``: the Jacobian of :func:`quadratic` (``scale`` is the simulator's keyword, bound to both)."""
+    x1, x2, x3 = x.T
+    return scale * np.stack([np.stack([2 * x1, 2 * x2, 2 * x3], -1), np.stack([x2, x1 + 2 * x3, 2 * x2], -1)], 1)
+
+
+def wrong_jacobian(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    return np.zeros((len(x), 2))  # forgot the parameter axis
+
+
+SOBOLEV = [*TINY, "training.members=1", "training.epochs=5", "training.jacobian_weight=1.0"]
+
+
+@pytest.mark.slow
+def test_train_sobolev_from_a_simulator_jacobian(compose_config, tmp_path):
+    train.run(compose_config("train", [*SOBOLEV, "training.simulator_jacobian=tests.workflows.test_train:"
+                                                 "quadratic_jacobian"]))
+    with xr.open_dataset(tmp_path / "training.nc") as ds:
+        assert ds.attrs["jacobian_targets"] == "simulator_jacobian" and ds.attrs["jacobian_weight"] == "1"
+        assert ds.attrs["simulator_jacobian"] == "tests.workflows.test_train:quadratic_jacobian"
+
+
+def test_a_simulator_jacobian_of_the_wrong_shape_is_refused(compose_config):
+    from sensitivity.errors import ModelError
+
+    with pytest.raises(ModelError, match=r"^`training.simulator_jacobian` must return \[N, \*out, n\]") as caught:
+        train.run(compose_config("train", [*SOBOLEV, "training.simulator_jacobian=tests.workflows.test_train:"
+                                                     "wrong_jacobian"]))
+    assert "\n" not in str(caught.value)
