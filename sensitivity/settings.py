@@ -187,6 +187,12 @@ class TrainingPlan:
         if isinstance(self.members, bool) or not isinstance(self.members, int) or self.members < 1:
             raise ConfigError(f"`members` must be an integer >= 1, got {self.members!r}")
 
+    @property
+    def saved_name(self) -> str:
+        """What the trained surrogate is saved as: ``surrogate.keras`` (one member) or the ensemble directory
+        ``surrogate.ensemble`` (more)."""
+        return "surrogate.keras" if self.members == 1 else "surrogate.ensemble"
+
 
 @dataclass(frozen=True)
 class Thresholds:

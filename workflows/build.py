@@ -5,7 +5,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -128,9 +128,13 @@ def fingerprint(*parts: Any) -> str:
 RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "recompute")
 
 
-def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = ()):
+def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = (), *,
+               recorded: Mapping[str, str] | None = None):
     """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
     (its run-only keys left out), the content of its input files and of the model's source.
+
+    ``recorded`` gives input files by the checksums recorded beside them (``{path: sha256}``, e.g. a merge's
+    shards, verified as they are read) instead of hashing them again.
 
     Use as ``with build.result_set(cfg, "calibrate", [observations]) as results:`` and write into
     ``results.staging``; ``results.complete`` says the directory holds this computation's set already.
@@ -141,6 +145,7 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
 
     check_study(cfg)  # a bad space or output description is refused before the run directory is touched
     files = {str(p): content_hash(p) for p in (Path(str(i)) for i in inputs if i) if p.is_file()}
+    files.update(recorded or {})
     own = workflow_keys(workflow)  # the other studies' sections an experiment file sets do not change this result
     config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,

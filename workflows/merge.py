@@ -45,6 +45,7 @@ SCHEMA = MergeConf
 def run(cfg: DictConfig) -> Path:
     """Check and merge the runs under ``cfg.input_dir``; return the merged file."""
     from sensitivity.datasets import provenance
+    from sensitivity.datasets.write import recorded_checksum
     from sensitivity.merge import merged_attrs, whole_grid_config
 
     build.check_choice(cfg.format, FORMATS, "format")
@@ -66,7 +67,13 @@ def run(cfg: DictConfig) -> Path:
                        seed=int(ref["seed"]) if str(ref.get("seed", "")).lstrip("-").isdigit() else None,
                        inputs=plan.files, history=str(ref.get("history", "")) or None)
     attrs.update(merged_attrs(plan), merge_config=build.config_yaml(cfg))
-    out = build.output_dir(cfg) / (cfg.file if cfg.format == "netcdf" else Path(cfg.file).with_suffix(".zarr").name)
-    path = merge(plan, out, attrs=attrs, chunk=cfg.chunk or None, format=cfg.format)
-    log.info("merged: %s", path)
-    return path
+    name = cfg.file if cfg.format == "netcdf" else Path(cfg.file).with_suffix(".zarr").name
+    shards = {str(f): recorded_checksum(f) or "unrecorded" for f in plan.files}  # merge() verifies each shard
+    with build.result_set(cfg, "merge", recorded=shards) as results:
+        if results.complete:
+            build.announce_complete(results, "merge")
+            return results.path(name)
+        merge(plan, results.staging / name, attrs=attrs, chunk=cfg.chunk or None, format=cfg.format)
+        results.publish()
+    log.info("merged: %s", results.path(name))
+    return results.path(name)

@@ -86,6 +86,20 @@ def run(cfg: DictConfig) -> Path:
     if network.jacobian_weight > 0 and not (t.simulator or t.simulator_jacobian):
         raise ConfigError("`training.jacobian_weight` > 0 (Sobolev training) needs `training.simulator_jacobian` or "
                           "`training.simulator` (to difference)")
+    with build.result_set(cfg, "train", [cfg.training.data and build.repo_path(cfg.training.data)]) as results:
+        if results.complete:  # the same samples and settings: the published surrogate is this run's
+            build.announce_complete(results, "train")
+            model_path = results.path(plan.saved_name)
+        else:
+            model_path = _train(cfg, space, simulator, network, plan, thresholds, engine, results)
+    if cfg.export_dir:
+        _export([model_path, results.path("training.nc")], Path(cfg.export_dir))
+    return model_path
+
+
+def _train(cfg: DictConfig, space, simulator, network, plan, thresholds, engine, results) -> Path:
+    """Simulate or read the samples, train, save, validate and report into ``results``' staging; publish them."""
+    t = cfg.training
     x, y, inputs = _samples(cfg, space, simulator)
     output = _output_spec(cfg, y.shape[1:])
     jacobian = None
@@ -100,24 +114,22 @@ def run(cfg: DictConfig) -> Path:
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.training import train_surrogate
 
-    out_dir = build.output_dir(cfg)
-    trained = train_surrogate(x, y, out_dir, space=space, output=output, network=network,
+    trained = train_surrogate(x, y, results.staging, space=space, output=output, network=network,
                               plan=plan, engine=engine, thresholds=thresholds, simulator=simulator, simulator_jacobian=jacobian,
                               seed=cfg.seed,
                               log_every=t.log_every if cfg.progress else None)
-    model_path = trained.path
+    model_path = results.path(trained.path.name)  # where it is once published
     attrs = provenance(title=f"Training samples and validation of the surrogate {model_path.name}", workflow="train",
                        config_yaml=build.config_yaml(cfg), surrogate_source=str(model_path),
                        surrogate_hash=trained.surrogate.content_hash, seed=cfg.seed, inputs=inputs)
     attrs.update(simulator=t.simulator or "", simulator_jacobian=t.simulator_jacobian or "")
-    report_path = write_atomic(trained.report.assign_attrs(attrs), out_dir / "training.nc")
+    write_atomic(trained.report.assign_attrs(attrs), results.staging / "training.nc")
     for line in trained.summary:
         log.info(line)
     for message in trained.warnings:
         log.warning(message)
-    log.info("surrogate: %s\nreport: %s", model_path, report_path)
-    if cfg.export_dir:
-        _export([model_path, report_path], Path(cfg.export_dir))
+    results.publish()
+    log.info("surrogate: %s\nreport: %s", model_path, results.path("training.nc"))
     return model_path
 
 

@@ -209,12 +209,12 @@ def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan,
     from sensitivity.ensemble import write_ensemble
 
     if len(fits) == 1:
-        return save_model(fits[0].model, directory / "surrogate.keras")
+        return save_model(fits[0].model, directory / plan.saved_name)
     records = [{"seed": seed + k, "bootstrap": plan.bootstrap, "best_epoch": f.best_epoch} for k, f in enumerate(fits)]
     info: dict[str, Any] = {"trained_by": "sensitivity.training.train_surrogate"}
     if scale is not None:
         info.update(spread_scale=[float(v) for v in scale], spread_scale_from="validation samples")
-    return write_ensemble(directory / "surrogate.ensemble", lambda k, file: fits[k].model.save(file), records, info)
+    return write_ensemble(directory / plan.saved_name, lambda k, file: fits[k].model.save(file), records, info)
 
 
 def _spread_scale(fits: list[FitResult], x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The `train` workflow on composed configs: a tiny simulator run, a dataset run, and clear errors."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 import xarray as xr
 
 import sensitivity
+from sensitivity.datasets.publish import OtherSettings
 from sensitivity.errors import DataError
 from sensitivity.samples import read_samples
 from tests.helpers import ROOT
@@ -51,13 +53,19 @@ def test_train_from_a_dataset(compose_config, tmp_path):
                          coords={"parameter_name": ("parameter", ["x1", "x2", "x3"]),
                                  "output_name": ("output", ["square", "chain"])})
     samples.to_netcdf(tmp_path / "samples.nc")
-    path = train.run(compose_config("train", [*TINY, f"training.data={tmp_path / 'samples.nc'}",
-                                              "training.simulator=null", "training.members=1"],
-                                    output_dir=tmp_path / "out"))
+    overrides = [*TINY, f"training.data={tmp_path / 'samples.nc'}", "training.simulator=null", "training.members=1"]
+    path = train.run(compose_config("train", overrides, output_dir=tmp_path / "out"))
     assert path.name == "surrogate.keras" and sensitivity.load_surrogate(path).n_in == 3
     with xr.open_dataset(tmp_path / "out" / "training.nc") as ds:
         np.testing.assert_array_equal(ds["x"].values, x)
         assert "jacobian_error" not in ds and "samples.nc" in ds.attrs["inputs"]
+    manifest = tmp_path / "out" / "manifest.json"  # published whole (sensitivity.datasets.publish)
+    assert set(json.loads(manifest.read_text())["files"]) == {"surrogate.keras", "training.nc"}
+    written = manifest.stat().st_mtime_ns
+    assert train.run(compose_config("train", overrides, output_dir=tmp_path / "out")) == path  # nothing to do
+    assert manifest.stat().st_mtime_ns == written
+    with pytest.raises(OtherSettings, match="holds a train result of other settings"):
+        train.run(compose_config("train", [*overrides, "training.epochs=3"], output_dir=tmp_path / "out"))
 
 
 @pytest.mark.parametrize("change, match", [
