@@ -142,3 +142,36 @@ def test_a_shape_the_contract_cannot_hold_is_refused_in_one_line(study, run):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "output: each entry of `dims` must be a mapping" in done.stdout + done.stderr
     assert not (study / "outputs" / "sweep").exists()
+
+
+#: One setting of each workflow that changes its result, for the reruns below.
+OTHER_SETTING = {"sweep": "grid.n=32", "calibrate": "starts.n=3", "posterior": "n_chains=3",
+                 "propagate": "propagation.n_samples=2048", "indices": "sobol.n=64", "export": "export.check_points=8",
+                 "merge": "chunk=16", "train": "training.epochs=2"}
+
+
+def test_every_workflow_reruns_its_run_directory_by_the_protocol(study, run, merged_sweeps):
+    """The scalar study's runs above, replayed: with the same settings each workflow finds its complete, verified
+    set and does no work (its manifest is not rewritten); with one other setting it is refused in one line, and
+    the set stays as it was (the run-directory protocol, sensitivity.datasets.publish)."""
+    from sensitivity.datasets.publish import MANIFEST, OtherSettings
+
+    runs = study / "runs" / "scalar"
+    sweep, calibration = runs / "sweep" / "sweep.nc", runs / "calibrate" / "calibration.nc"
+    posterior = runs / "posterior" / "posterior.nc"
+    same = {"sweep": ["grid.through=distribution"], "calibrate": [f"sweep_path={sweep}"],
+            "posterior": [f"calibration={calibration}"],
+            "propagate": ["propagate=calibration", f"uncertainty.path={calibration}", f"posterior.path={posterior}",
+                          f"pointwise.sweep={sweep}"],
+            "indices": [f"dgsm.sweep={sweep}"], "export": [], "merge": [f"input_dir={merged_sweeps / 'scalar'}"],
+            "train": []}
+    for workflow, overrides in same.items():
+        manifest = runs / workflow / MANIFEST
+        assert manifest.is_file(), f"{workflow}: the matrix run above publishes a manifest"
+        written, published = manifest.stat().st_mtime_ns, manifest.read_text()
+        run(workflow, "scalar", *overrides)
+        assert manifest.stat().st_mtime_ns == written, f"{workflow}: a rerun with the same settings did work"
+        with pytest.raises(OtherSettings) as refused:
+            run(workflow, "scalar", *overrides, OTHER_SETTING[workflow])
+        assert "\n" not in str(refused.value) and f"holds a {workflow} result of other settings" in str(refused.value)
+        assert manifest.read_text() == published, f"{workflow}: a refused run changed the set"
