@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from sensitivity.errors import ConfigError
-from sensitivity.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chunk_size, dense_chunk_size,
-                                  jacobian_functions, resolve_mode)
+from sensitivity.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chunk_size, checked_points,
+                                  dense_chunk_size, jacobian_functions, resolve_mode)
 from sensitivity.member_path import MemberChain, member_chain
 from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
 from sensitivity.surrogate import Surrogate, recentred
@@ -117,10 +117,7 @@ class CompiledEnsemble:
         return out
 
     def _check(self, points: np.ndarray) -> np.ndarray:
-        x = np.asarray(points, dtype=self.dtype)
-        if x.ndim != 2 or x.shape[1] != self.surrogate.n_in:
-            raise ConfigError(f"points must have shape [N, {self.surrogate.n_in}], got {list(np.shape(points))}")
-        return x
+        return checked_points(points, self.dtype, self.surrogate.n_in)
 
 
 def compile_ensemble(

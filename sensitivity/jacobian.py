@@ -177,10 +177,15 @@ class CompiledJacobian:
         return self._concretes[fn]
 
     def _check(self, points: np.ndarray) -> np.ndarray:
-        x = np.asarray(points, dtype=self.dtype)
-        if x.ndim != 2 or x.shape[1] != self.surrogate.n_in:
-            raise ConfigError(f"points must have shape [N, {self.surrogate.n_in}], got {list(np.shape(points))}")
-        return x
+        return checked_points(points, self.dtype, self.surrogate.n_in)
+
+
+def checked_points(points: np.ndarray, dtype: Any, n_in: int) -> np.ndarray:
+    """``points`` as an ``[N, n_in]`` array of the engine's ``dtype``; refused in one line otherwise."""
+    x = np.asarray(points, dtype=dtype)
+    if x.ndim != 2 or x.shape[1] != n_in:
+        raise ConfigError(f"points must have shape [N, {n_in}], got {list(np.shape(points))}")
+    return x
 
 
 def compile_jacobian(
