@@ -76,10 +76,7 @@ def run(cfg: DictConfig) -> Path:
     ensemble of ``training.members`` > 1)."""
     t = cfg.training
     space = build.space_from(cfg)
-    log_inputs = t.log_inputs if t.log_inputs is not None else [p.name for p in space.parameters if p.scale == "log"]
-    network = build.settings(TrainSettings, t, log_inputs=tuple(log_inputs))
-    plan = build.settings(TrainingPlan, t)
-    thresholds = Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian)
+    network, plan, thresholds = training_settings(t, space)
     engine = build.settings(EngineSettings, cfg.jacobian)
     simulator = build.simulator_from(t.simulator, build.plain(t.simulator_kwargs), "`training.simulator`") \
         if t.simulator else None
@@ -95,6 +92,14 @@ def run(cfg: DictConfig) -> Path:
     if cfg.export_dir:
         _export([model_path, results.path("training.nc")], Path(cfg.export_dir))
     return model_path
+
+
+def training_settings(t: DictConfig, space) -> tuple[TrainSettings, TrainingPlan, Thresholds]:
+    """The network, plan and warning thresholds of a ``training`` section (this run's, or one recorded in a
+    training.nc)."""
+    log_inputs = t.log_inputs if t.log_inputs is not None else [p.name for p in space.parameters if p.scale == "log"]
+    return (build.settings(TrainSettings, t, log_inputs=tuple(log_inputs)), build.settings(TrainingPlan, t),
+            Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian))
 
 
 def _train(cfg: DictConfig, space, simulator, network, plan, thresholds, engine, results) -> Path:

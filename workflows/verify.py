@@ -10,6 +10,13 @@ surrogate's error there is compared with the analysis's own uncertainty (:mod:`s
 verdict each: the surrogate error below the sampling error, or not. On an ensemble surrogate the members' spread at
 the same points is reported beside the error. Every consumed result is verified first and must have been computed
 with this run's surrogate, space and observations (:mod:`workflows.chain`).
+
+With ``refine.rounds`` > 0 an ensemble surrogate is refined (:func:`sensitivity.analyses.verify.refine`): each round
+adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most, to the samples
+the surrogate was trained on (``refine.training``, default the training.nc beside ``model.source``) and retrains it
+with the settings recorded there (:func:`sensitivity.training.train_surrogate`), until every verdict holds or the
+rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); the last retrained ensemble and its
+training.nc into ``refined/``. The verdicts of the analyses' own variables are the given surrogate's.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from sensitivity.analyses.verify import VerifyPlan
+from sensitivity.analyses.verify import RefinePlan, VerifyPlan
 from workflows import build, chain
 from workflows.schema import ObservationsConf, SurrogateStudyConf, schema_of
 
@@ -29,6 +36,8 @@ log = logging.getLogger(__name__)
 
 
 PlanConf = schema_of(VerifyPlan, "VerifyPlanConf")
+RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
+    ("training", Optional[str], None)])  # the surrogate's training.nc (null: the one beside model.source)
 
 #: Result kinds verify reads, in the order it checks them.
 RESULTS = ("calibration", "posterior", "indices")
@@ -48,6 +57,7 @@ class VerifySectionConf(PlanConf):
 @dataclass
 class VerifyConf(SurrogateStudyConf):
     verify: VerifySectionConf = field(default_factory=VerifySectionConf)
+    refine: RefineConf = field(default_factory=RefineConf)
     observations: ObservationsConf = field(default_factory=ObservationsConf)  # of the calibration / posterior
     seed: int = 0
     output_dir: str = "???"
@@ -71,6 +81,8 @@ def run(cfg: DictConfig) -> Path:
         raise ConfigError("`verify.simulator` ('package.module:function') is required: the model the surrogate "
                           "stands for")
     plan = build.settings(VerifyPlan, v)
+    refining = build.settings(RefinePlan, cfg.refine)
+    training = _training_path(cfg) if refining.rounds else None
     space = build.space_from(cfg)
     needs_obs = any(key in chosen for key in ("calibration", "posterior"))
     if needs_obs and OmegaConf.is_missing(cfg.observations, "path"):
@@ -78,18 +90,25 @@ def run(cfg: DictConfig) -> Path:
     obs_path = check_path(build.repo_path(cfg.observations.path)) if needs_obs else None
     chosen = {key: chain.consumed(cfg, path, f"verify.{key}", observations=obs_path if key != "indices" else None,
                                   space=space) for key, path in chosen.items()}
-    with build.result_set(cfg, "verify", [*chosen.values(), obs_path]) as results:
+    with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
         if results.complete:
             build.announce_complete(results, "verify")
             return results.path("verify.nc")
-        _verify(cfg, space, plan, chosen, obs_path, results.staging)
+        _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training)
         results.publish()
     return results.path("verify.nc")
 
 
+def _training_path(cfg: DictConfig) -> Path:
+    """The training samples refinement starts from: ``refine.training``, or the training.nc beside ``model.source``."""
+    if cfg.refine.training:
+        return build.repo_path(cfg.refine.training)
+    return build.repo_path(cfg.model.source).parent / "training.nc"
+
+
 def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], obs_path: Path | None,
-            out_dir: Path) -> Path:
-    """Run every check -> ``out_dir/verify.nc``."""
+            out_dir: Path, refining: RefinePlan = RefinePlan(), training: Path | None = None) -> Path:
+    """Run every check (and the refinement) -> ``out_dir/verify.nc`` (and ``out_dir/refined/``)."""
     import xarray as xr
 
     from sensitivity.datasets import provenance, write_atomic
@@ -105,17 +124,92 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
     spec = surrogate.output
     ds = unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
         {**flat_coords(spec), **_parameter_coords(space)}), spec)
-    verdicts = {key: int(ds[f"{'sobol' if key == 'indices' else key}_verdict"]) for key in chosen}
+    verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
+    refined = _refine(cfg, space, checks, chosen, refining, training, out_dir) if refining.rounds else None
     ds.attrs.update(provenance(title=f"Verification of {', '.join(chosen)} of {surrogate.source} against the simulator",
                                workflow="verify", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed,
                                inputs=[*chosen.values(), *([obs_path] if obs_path else [])]),
                     simulator=cfg.verify.simulator, verdict="holds" if all(verdicts.values()) else "fails",
                     verdicts=" ".join(f"{k}={'holds' if v else 'fails'}" for k, v in verdicts.items()))
+    if refined is not None:
+        ds = ds.merge(refined.drop_vars("parameter", errors="ignore"), combine_attrs="drop_conflicts")
+        ds.attrs.update(refined.attrs)
     out = write_atomic(ds, out_dir / "verify.nc")
     for key, verdict in verdicts.items():
         log.log(logging.INFO if verdict else logging.WARNING, "verify: %s: %s", key, _summary(ds, key))
     return out
+
+
+def _verdict_variable(key: str) -> str:
+    return f"{'sobol' if key == 'indices' else key}_verdict"
+
+
+def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], refining: RefinePlan, training: Path,
+            out_dir: Path):
+    """Refine the ensemble on the analyses' points, retraining from ``training`` with its recorded settings; the
+    last ensemble (and its training.nc) -> ``out_dir/refined/``. Returns the rounds' dataset."""
+    import shutil
+
+    from sensitivity.analyses.verify import refine
+    from sensitivity.datasets import open_result, provenance, write_atomic
+    from sensitivity.errors import ConfigError
+    from sensitivity.samples import read_samples
+    from sensitivity.settings import EngineSettings
+    from sensitivity.training import train_surrogate
+    from workflows.train import training_settings
+
+    if checks.ensemble is None:
+        raise ConfigError("`refine.rounds` > 0 needs an ensemble surrogate (its members' disagreement chooses the "
+                          f"runs): {cfg.model.source} is one model")
+    training = chain.consumed(cfg, training, "refine.training", surrogate_hash=checks.surrogate.content_hash)
+    with open_result(training) as recorded_ds:
+        recorded = OmegaConf.create(recorded_ds.attrs["config"])
+    output = checks.surrogate.output
+    x, y = read_samples(training, space.names, output, key="refine.training")
+    network, training_plan, thresholds = training_settings(recorded.training, space)
+    engine = build.settings(EngineSettings, cfg.jacobian)
+    candidates = np.vstack([checks.points(key, path) for key, path in chosen.items()])
+    state: dict[str, Any] = {"checks": checks, "trained": None, "round": 0}
+
+    def fit(x_new: np.ndarray, y_new: np.ndarray):
+        state["round"] += 1
+        directory = out_dir / f"refine_round{state['round']}"
+        trained = train_surrogate(x_new, y_new.reshape(len(x_new), *output.shape), directory, space=space,
+                                  output=output, network=network, plan=training_plan, engine=engine,
+                                  thresholds=thresholds, seed=int(recorded.seed),
+                                  simulator=checks.simulator if network.jacobian_weight > 0 else None)
+        if state["trained"] is not None:
+            shutil.rmtree(state["trained"][0])
+        state["trained"] = (directory, trained)
+        state["checks"] = Checks(cfg, space, trained.surrogate, checks.simulator, checks.plan, checks.obs_path,
+                                 checks.cache)
+        log.info("verify: refinement round %d: retrained on %d samples", state["round"], len(x_new))
+        return state["checks"].members
+
+    def check(members) -> bool:
+        current = state["checks"]
+        return all(int(getattr(current, key)(path)[_verdict_variable(key)]) for key, path in chosen.items())
+
+    ds = refine(checks._simulate, fit, check, x, y.reshape(len(x), -1), candidates, rounds=refining.rounds,
+                points_per_round=refining.runs_per_round, initial=checks.members)
+    ds.attrs["refined_surrogate"] = ""
+    if state["trained"] is not None:
+        directory, trained = state["trained"]
+        refined_dir = out_dir / "refined"
+        directory.rename(refined_dir)
+        attrs = provenance(title=f"Training samples and validation of the refined surrogate {trained.path.name}",
+                           workflow="verify", config_yaml=build.config_yaml(cfg),
+                           surrogate_source=f"refined/{trained.path.name}",
+                           surrogate_hash=trained.surrogate.content_hash, seed=int(recorded.seed), inputs=[training])
+        attrs.update(simulator=cfg.verify.simulator, simulator_jacobian="")
+        write_atomic(trained.report.assign_attrs(attrs), refined_dir / "training.nc")
+        ds.attrs.update(refined_surrogate=f"refined/{trained.path.name}",
+                        refined_surrogate_hash=trained.surrogate.content_hash)
+    size, rms = ds["refine_training_size"].values, ds["refine_error_rms"].values
+    log.info("verify: refinement %s after %d round(s): %d -> %d samples, error on the analyses' points %.3g -> %.3g "
+             "(relative rms)", ds.attrs["refine_outcome"], ds.sizes["round"] - 1, size[0], size[-1], rms[0], rms[-1])
+    return ds
 
 
 @dataclass
@@ -128,6 +222,7 @@ class Checks:
     simulator: Any
     plan: VerifyPlan
     obs_path: Path | None
+    cache: dict = field(default_factory=dict)  # the simulator's outputs by point set: a refinement runs it once
 
     def __post_init__(self) -> None:
         self.engine = build.engine_from(self.cfg, self.surrogate)
@@ -137,7 +232,7 @@ class Checks:
         from sensitivity.analyses.verify import verify_calibration
 
         observations = self._observations("calibration")
-        points = build.calibration_minima(path, self.space.names)
+        points = self.points("calibration", path)
         se = _best_standard_error(path, self.space.names)
         _, jacobian = self.engine.flat_value_and_jacobian(points[:1])
         log.info("verify: calibration %s: the simulator at the best fit and %d other minima", path, len(points) - 1)
@@ -146,10 +241,10 @@ class Checks:
 
     def posterior(self, path: Path):
         from sensitivity.analyses.verify import gaussian_log_likelihood, verify_posterior
-        from sensitivity.datasets import open_result, read_draws
+        from sensitivity.datasets import open_result
 
         observations = self._observations("posterior")
-        draws = self.plan.posterior_subset(read_draws(path, self.space.names).values)
+        draws = self.points("posterior", path)
         with open_result(path) as ds:
             mcse = _in_order(ds, "mcse_mean", self.space.names)
             emulator = "emulator" in str(ds.attrs.get("likelihood", ""))
@@ -160,23 +255,48 @@ class Checks:
                                 observations, surrogate=self.engine.flat_values, member_std=self._member_std)
 
     def indices(self, path: Path):
-        from sensitivity.analyses.indices import sobol
         from sensitivity.analyses.verify import verify_sobol
         from sensitivity.datasets import open_result
 
         with open_result(path) as ds:
-            recorded = OmegaConf.create(ds.attrs["config"])
             half = {key: _half_widths(ds, f"sobol_{key}_interval", self.surrogate.output) for key in ("S1", "ST")}
-        replicates = recorded.intervals.replicates if recorded.intervals.method == "rqmc" else 1
-        design = sobol.sample(self.space, recorded.sobol.n, seed=recorded.seed, replicates=replicates)
-        rows = self.plan.design_rows(design, len(self.space))
+        rows = self.points("indices", path)
         log.info("verify: indices %s: the simulator at the first %d base rows of its Sobol' design (%d runs)", path,
                  self.plan.sobol_rows, len(rows))
         return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
                             member_std=self._member_std)
 
+    def points(self, key: str, path: Path) -> np.ndarray:
+        """``[P, n]`` the points the analysis ``key`` (its result ``path``) is verified at."""
+        from sensitivity.datasets import open_result, read_draws
+
+        if key == "calibration":
+            return build.calibration_minima(path, self.space.names)
+        if key == "posterior":
+            return self.plan.posterior_subset(read_draws(path, self.space.names).values)
+        from sensitivity.analyses.indices import sobol
+
+        with open_result(path) as ds:
+            recorded = OmegaConf.create(ds.attrs["config"])
+        replicates = recorded.intervals.replicates if recorded.intervals.method == "rqmc" else 1
+        design = sobol.sample(self.space, recorded.sobol.n, seed=recorded.seed, replicates=replicates)
+        return self.plan.design_rows(design, len(self.space))
+
     def _simulate(self, points: np.ndarray) -> np.ndarray:
-        return self.simulator(points).reshape(len(points), -1)
+        import hashlib
+
+        key = hashlib.sha256(np.ascontiguousarray(points, float).tobytes()).hexdigest()
+        if key not in self.cache:
+            self.cache[key] = self.simulator(points).reshape(len(points), -1)
+        return self.cache[key]
+
+    @property
+    def members(self):
+        """The ensemble's members' values ``[P, n] -> [K, P, m]`` (None for one model)."""
+        if self.ensemble is None:
+            return None
+        k = self.ensemble.members
+        return lambda points: self.ensemble.values(points).reshape(k, len(points), -1).astype(float)
 
     @property
     def _member_std(self):

@@ -59,3 +59,57 @@ def test_nothing_to_verify_and_missing_inputs_are_refused(compose_config, tmp_pa
     with pytest.raises(DataError, match="not found"):
         verify.run(compose_config("verify", ["verify.simulator=sensitivity.simulators.analytic:ishigami",
                                              f"verify.indices={tmp_path / 'indices.nc'}"]))
+
+
+def _ishigami(x: np.ndarray) -> np.ndarray:
+    """The Ishigami function (a = 7, b = 0.1) written here in numpy: the reference the refined surrogate is judged by."""
+    return np.sin(x[:, 0]) + 7.0 * np.sin(x[:, 1]) ** 2 + 0.1 * x[:, 2] ** 4 * np.sin(x[:, 0])
+
+
+def _relative_rms(path, points: np.ndarray) -> float:
+    """The ensemble mean's error at ``points`` against :func:`_ishigami`, relative to the function's spread there."""
+    from sensitivity import load_surrogate
+    from sensitivity.ensemble_engine import compile_ensemble
+
+    mean = compile_ensemble(load_surrogate(path, dtype="float64"), jit_compile=False).values(points).mean(axis=0)
+    truth = _ishigami(points)
+    return float(np.sqrt(((mean.reshape(-1) - truth) ** 2).mean()) / truth.std())
+
+
+@pytest.mark.slow
+def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagree(compose_config, tmp_path):
+    from sensitivity.analyses.indices import sobol
+    from sensitivity.samples import read_samples
+    from workflows import build, train
+
+    common = ["model=ishigami", "space=ishigami", "jacobian=float64", "jacobian.jit_compile=false"]
+    source = train.run(compose_config("train", [
+        *common, "grid.n=48", "training.simulator=sensitivity.simulators.analytic:ishigami", "training.members=3",
+        "training.epochs=1000", "training.hidden=[64,64]", "training.batch_size=16", "training.patience=200",
+        "training.derivative_points=0"], output_dir=tmp_path / "train"))
+    model = [f"model.source={source}", "model.kwargs={}"]
+    result = indices.run(compose_config("indices", [*common, *model, "methods=[sobol]", "sobol.n=256", "plots=false"],
+                                        output_dir=tmp_path / "indices"))
+    cfg = compose_config("verify", [*common, *model, "verify.simulator=sensitivity.simulators.analytic:ishigami",
+                                    f"verify.indices={result}", "verify.sobol_rows=32", "refine.rounds=2",
+                                    "refine.runs_per_round=64"], output_dir=tmp_path / "verify")
+    ds = open_result(verify.run(cfg))
+    # every round recorded: the training size, the verdict, the disagreement, the error, the runs added
+    assert ds.sizes["round"] == 3 and ds.attrs["refine_outcome"] == "budget spent"
+    np.testing.assert_array_equal(ds["refine_training_size"].values, [48, 112, 176])
+    np.testing.assert_array_equal(ds["refine_verdict"].values, [0, 0, 0])
+    assert np.all(ds["refine_member_std_max"].values >= ds["refine_member_std_mean"].values)
+    np.testing.assert_array_equal(np.bincount(ds["refine_added_round"].values), [0, 64, 64])
+    # the analysis's points: the first 32 base rows of the indices' Sobol' design; every run added is one of them
+    points = sobol.sample(build.space_from(cfg), 256, seed=0)[:32 * 5]
+    added = ds["refine_added"].values
+    assert all(np.isclose(points, a).all(axis=1).any() for a in added) and len(np.unique(added, axis=0)) == 128
+    # the refined ensemble, retrained on training.nc's samples and the runs added, is closer to the true function
+    refined = tmp_path / "verify" / ds.attrs["refined_surrogate"]
+    before, after = _relative_rms(source, points), _relative_rms(refined, points)
+    np.testing.assert_allclose(ds["refine_error_rms"].values[[0, -1]], [before, after], rtol=1e-4)
+    assert after < 0.6 * before, (before, after)
+    x, _ = read_samples(tmp_path / "verify" / "refined" / "training.nc", ["x1", "x2", "x3"], None)
+    assert len(x) == 176 and np.isclose(x[:, None], added[None]).all(axis=2).any(axis=0).all()
+    # a rerun finds the complete result set
+    assert verify.run(cfg) == tmp_path / "verify" / "verify.nc"

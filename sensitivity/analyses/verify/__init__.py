@@ -1,7 +1,8 @@
 """Verification of an analysis against the simulator: its surrogate error at the points it depends on, a verdict.
 
 :mod:`.checks` holds one check per analysis (:func:`verify_calibration`, :func:`verify_posterior`,
-:func:`verify_sobol`); :class:`VerifyPlan` says how many of an analysis's points are verified; :func:`refine`
+:func:`verify_sobol`); :class:`VerifyPlan` says how many of an analysis's points are verified (:class:`RefinePlan`: how many runs
+refinement may add); :func:`refine`
 adds simulator runs where an ensemble's members disagree most on those points and retrains, until the verdict
 holds or the rounds are spent.
 """
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from sensitivity.analyses.verify.checks import (VERDICT, gaussian_log_likelihood, verify_calibration,
                                                 verify_posterior, verify_sobol)
-from sensitivity.analyses.verify.plan import VerifyPlan
+from sensitivity.analyses.verify.plan import RefinePlan, VerifyPlan
 from sensitivity.analyses.verify.refine import refine
 
-__all__ = ["VERDICT", "VerifyPlan", "gaussian_log_likelihood", "refine", "verify_calibration", "verify_posterior",
+__all__ = ["VERDICT", "RefinePlan", "VerifyPlan", "gaussian_log_likelihood", "refine", "verify_calibration", "verify_posterior",
            "verify_sobol"]

@@ -1,4 +1,5 @@
-"""How many of an analysis's points :mod:`sensitivity.analyses.verify` runs the simulator at."""
+"""How many of an analysis's points :mod:`sensitivity.analyses.verify` runs the simulator at, and how many rounds of
+runs :func:`~sensitivity.analyses.verify.refine` may add."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,3 +44,25 @@ class VerifyPlan:
             raise ConfigError(f"`sobol_rows` = {self.sobol_rows} exceeds the design's {len(design) // (d + 2)} base "
                               "rows")
         return design[:rows]
+
+
+@dataclass(frozen=True)
+class RefinePlan:
+    """The budget of a refinement (:func:`~sensitivity.analyses.verify.refine`).
+
+    Parameters
+    ----------
+    rounds
+        At most this many rounds of new simulator runs, each followed by a retraining (0: no refinement).
+    runs_per_round
+        Simulator runs added per round, where the ensemble's members disagree most on the analysis's points [runs].
+    """
+
+    rounds: int = 0
+    runs_per_round: int = 16
+
+    def __post_init__(self) -> None:
+        for name, low in (("rounds", 0), ("runs_per_round", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"`{name}` must be an integer >= {low}, got {value!r}")

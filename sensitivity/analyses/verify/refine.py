@@ -23,7 +23,8 @@ CheckFn = Callable[[Callable[[np.ndarray], np.ndarray]], bool]
 
 
 def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: CheckFn, x: np.ndarray, y: np.ndarray,
-           candidates: np.ndarray, *, rounds: int, points_per_round: int) -> xr.Dataset:
+           candidates: np.ndarray, *, rounds: int, points_per_round: int,
+           initial: Callable[[np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
     """Refine an ensemble on the points an analysis depends on.
 
     Parameters
@@ -31,7 +32,8 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
     simulate
         ``[P, n] -> [P, m]``, the simulator (flat outputs).
     fit
-        Trains the ensemble on the samples (:data:`FitFn`); called once before the first round and after each.
+        Trains the ensemble on the samples (:data:`FitFn`); called after each round (and once before the first
+        when no ``initial`` ensemble is given).
     check
         The analysis's verdict on an ensemble (:data:`CheckFn`).
     x, y
@@ -42,6 +44,9 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
         At most this many rounds of new runs (0: only the verdict of the ensemble as given).
     points_per_round
         Simulator runs added per round.
+    initial
+        The members' values ``[P, n] -> [K, P, m]`` of the ensemble already trained on ``(x, y)`` (round 0 judges
+        it as given); None: ``fit(x, y)``.
 
     Returns
     -------
@@ -62,7 +67,7 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
     scale = np.where(scale > 0, scale, 1.0)
     available = np.ones(len(candidates), bool)
     records, added, added_round = [], [], []
-    members = fit(x, y)
+    members = fit(x, y) if initial is None else initial
     for r in range(rounds + 1):
         values = np.asarray(members(candidates), float).reshape(-1, len(candidates), truth.shape[1])
         k = values.shape[0]
