@@ -432,6 +432,8 @@ class RecordStore:
     totals
         Integer per-block counts (passed to :meth:`write_records`) whose sums become global attributes.
 
+    Notes
+    -----
     Records are filled in buffers from :meth:`records`, written in sample order and committed a
     block at a time (:func:`run_records`). The file's SHA-256 runs over its bytes as they are written; when the
     totals are not all zero the header changes at the end and the file is hashed once more. Records

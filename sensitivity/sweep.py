@@ -22,7 +22,6 @@ from typing import Mapping
 
 import netCDF4
 import numpy as np
-import xarray as xr
 
 from sensitivity import __version__
 from sensitivity.datasets import sweep_dataset

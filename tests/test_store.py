@@ -293,7 +293,7 @@ def test_stored_sweep_header_and_blocks(tmp_path):
 
 def test_stored_sweep_map_resumes_and_refuses_a_changed_sweep(tmp_path):
     from sensitivity.datasets import record_checksum
-    from sensitivity.stored_sweep import StoredSweep
+    from sensitivity.stored_sweep import BlockAnalysis, StoredSweep
 
     path, x, jac = stored_sweep_file(tmp_path)
     out = tmp_path / "norm.nc"
@@ -308,15 +308,15 @@ def test_stored_sweep_map_resumes_and_refuses_a_changed_sweep(tmp_path):
         return norm(blk)
 
     with StoredSweep(path) as sweep, pytest.raises(KeyboardInterrupt):
-        sweep.map_to(out, fingerprint="norm", compute=dies_at_20, attrs={}, block=10)
+        sweep.map_to(out, BlockAnalysis(dies_at_20), fingerprint="norm", attrs={}, block=10)
     with StoredSweep(path) as sweep:
-        result = sweep.map_to(out, fingerprint="norm", compute=norm, attrs={"title": "norms"}, block=10)
+        result = sweep.map_to(out, BlockAnalysis(norm), fingerprint="norm", attrs={"title": "norms"}, block=10)
     with xr.open_dataset(result, decode_times=False) as ds:
         np.testing.assert_allclose(ds["norm"].values, np.sqrt(5) * np.arange(1.0, 5.0)[None, :].repeat(50, 0))
         np.testing.assert_array_equal(ds["sample"].values, np.arange(50))
 
     with StoredSweep(path) as sweep, pytest.raises(KeyboardInterrupt):
-        sweep.map_to(tmp_path / "again.nc", fingerprint="norm", compute=dies_at_20, attrs={}, block=10)
+        sweep.map_to(tmp_path / "again.nc", BlockAnalysis(dies_at_20), fingerprint="norm", attrs={}, block=10)
     record_checksum(path)
     with xr.open_dataset(path) as ds:
         changed = ds.load()
@@ -324,7 +324,7 @@ def test_stored_sweep_map_resumes_and_refuses_a_changed_sweep(tmp_path):
     changed.to_netcdf(tmp_path / "changed.nc")
     os.replace(tmp_path / "changed.nc", path)  # another sweep at the same path: its parts are not adopted
     with StoredSweep(path) as sweep, pytest.raises(DataError, match=r"does not match its checksum record sweep.nc"):
-        sweep.map_to(tmp_path / "again.nc", fingerprint="norm", compute=norm, attrs={}, block=10)
+        sweep.map_to(tmp_path / "again.nc", BlockAnalysis(norm), fingerprint="norm", attrs={}, block=10)
     path.with_name("sweep.nc.sha256").unlink()
     with StoredSweep(path) as sweep, pytest.raises(DataError, match="different computation"):
-        sweep.map_to(tmp_path / "again.nc", fingerprint="norm", compute=norm, attrs={}, block=10)
+        sweep.map_to(tmp_path / "again.nc", BlockAnalysis(norm), fingerprint="norm", attrs={}, block=10)

@@ -57,7 +57,7 @@ def test_the_wheel_runs_the_default_study_in_an_empty_folder(installed, tmp_path
     _run([str(installed / "sensitivity"), "run", "progress=false", "plots=false"], cwd=tmp_path, env=env)
     for stage, name in (("sweep", "sweep.nc"), ("calibrate", "calibration.nc"), ("propagate", "propagation.nc"),
                         ("indices", "indices.nc")):
-        assert (tmp_path / "outputs" / "run" / stage / name).is_file(), stage
+        assert (tmp_path / "outputs" / "run" / "seir" / stage / name).is_file(), stage
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs"]
 
 

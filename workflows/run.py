@@ -51,8 +51,9 @@ NOT_PASSED_ON = ("experiment", "hydra", "output_dir", "study", "stages", "force"
 def run(cfg: DictConfig) -> Path:
     """Run every stage in order, then write the study's report (``report.html``); return the run directory.
 
-    Each stage composes its workflow with the study's experiment (``study``, default: this run's), its own
-    overrides, then this run's command-line overrides, into ``<run dir>/<stage>``. A stage whose settings and
+    Each stage composes its workflow with the study's experiment (``study``, default: this run's; a stage whose
+    overrides name an experiment of its own takes that one), its own overrides, then this run's command-line
+    overrides, into ``<run dir>/<stage>``. A stage whose settings and
     inputs are unchanged finds its complete result there and is skipped (logged); a stage they changed replaces
     its result, and so do the stages fed by it (their inputs changed).
     """
@@ -77,7 +78,8 @@ def run(cfg: DictConfig) -> Path:
         missing = [s for s in stage.inputs.values() if s not in results]
         if missing:
             raise ConfigError(f"stage {stage.name!r} takes the result of {missing}, which no earlier stage made")
-        overrides = [*([f"experiment={study}"] if study else []), *stage.overrides, *passed_on,
+        own_experiment = any(o.lstrip("+~").split("=")[0] == "experiment" for o in stage.overrides)
+        overrides = [*([f"experiment={study}"] if study and not own_experiment else []), *stage.overrides, *passed_on,
                      f"output_dir={root / stage.name}", f"progress={cfg.progress}", f"plots={cfg.plots}",
                      "replace_other_settings=true", *(["recompute=true"] if forced(stage.name) else []),
                      *(f"{key}={results[source]}" for key, source in stage.inputs.items())]

@@ -241,7 +241,7 @@ def test_given_data_from_a_stored_sweep_or_a_samples_file(compose_config, tmp_pa
     runs = {}
     for key in ("sweep", "samples"):
         cfg = compose_config("indices", FLOAT64 + ["methods=[given_data]", f"given_data.{key}={path}",
-                                                   "given_data.block=1000", "plots=false"], tmp_path / key)
+                                                   "given_data.block=1000", "plots=false"], tmp_path / f"from_{key}")
         runs[key] = open_result(indices.run(cfg))
         assert json.loads(runs[key].attrs["inputs"]) == {str(path): content_hash(path)}
     ds = runs["sweep"]
