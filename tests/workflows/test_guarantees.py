@@ -169,12 +169,14 @@ def test_a_consumer_refuses_an_edited_result_one_without_its_record_or_of_other_
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_sigint_and_sigterm_end_in_one_line_and_the_rerun_resumes(tmp_path, sig, code, word):
     run_dir = tmp_path / "run"
-    command = CLI + ["sweep", "grid.n=4194304", "jacobian=float64", "plots=false", "progress=false",
-                     f"hydra.run.dir={run_dir}"]
+    command = CLI + ["sweep", "grid.n=4194304", "jacobian=float64", "points_per_part=32768", "plots=false",
+                     "progress=false", f"hydra.run.dir={run_dir}"]  # 128 parts: the first lands early
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not list((run_dir / "sweep.nc.parts").glob("part-*.nc")) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    while not list((run_dir / "sweep.nc.parts").glob("part-*.nc")) and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before its first part was seen: make the grid larger"
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == code, err[-2000:]
