@@ -5,6 +5,11 @@ signatures, and those modules import the library; a config error should not wait
 scipy.stats to load (~1-2 s), nor for TensorFlow. A module writes ``xr = lazy_import("xarray")`` instead of
 ``import xarray as xr``; the first attribute read (``xr.Dataset``) imports the module, through the import system
 (thread-safe, and ``sys.modules`` holds the module only once it is imported).
+
+Why not :class:`importlib.util.LazyLoader` (or scientific-python's ``lazy_loader``, SPEC 1, built on it): on
+Python 3.11, which this package supports, a second thread reading an attribute while the first one loads the module
+can see it half-populated (CPython gh-114763, fixed in 3.12.3 and 3.13), and the sweep's writer thread runs beside
+the computing one. Here the first read goes through :func:`importlib.import_module`, which holds the import lock.
 """
 from __future__ import annotations
 
