@@ -19,6 +19,7 @@ sweep, its own ``<file>.sha256`` record) matches its bytes.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -30,8 +31,12 @@ from sensitivity.datasets.provenance import content_hash
 from sensitivity.datasets.write import verify_checksum, write_text_atomic
 from sensitivity.errors import DataError, disk_error
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "manifest.json"
 LOCK = "results.lock"
+#: The fingerprint of the computation whose unfinished, resumable work (``*.parts``) the directory holds.
+UNFINISHED = "unfinished.fingerprint"
 
 
 class OtherSettings(DataError):
@@ -80,8 +85,10 @@ class ResultSet:
     replace
         A result of other settings in ``directory`` is replaced (its manifest removed first) instead of refused:
         for a directory a pipeline owns (a stage of ``sensitivity run``), where a changed setting recomputes.
+        The unfinished work of an interrupted run of other settings (``*.parts``) is removed too.
     recompute
-        Discard the directory's set even when it is this computation's, and compute it again (``force``).
+        Discard the directory's set and any unfinished work even when they are this computation's, and compute it
+        again (``force``).
 
     Attributes
     ----------
@@ -123,6 +130,8 @@ class ResultSet:
                     f"{self.directory} holds a {previous.get('workflow', '?')} result of other settings; write into "
                     "another run directory (a changed override names a new one) or remove this one")
             self.complete = previous is not None and self._intact(previous)
+            if not self.complete:
+                self._claim_unfinished()
             for stale in self.directory.glob(".staging-*"):  # an interrupted run's: nobody else holds the lock
                 shutil.rmtree(stale, ignore_errors=True)
             self._staging = self.directory / f".staging-{uuid.uuid4().hex[:12]}"
@@ -148,6 +157,23 @@ class ResultSet:
             else:
                 entry.unlink(missing_ok=True)
             Path(f"{entry}.sha256").unlink(missing_ok=True)
+
+    def _claim_unfinished(self) -> None:
+        """Remove the directory's unfinished work (``*.parts``, which the sweep store resumes, and refuses when it is
+        another computation's) when this run recomputes (``recompute``), or replaces results of other settings
+        (``replace``) and the work is not this computation's; where none is left, record this run as the owner of
+        the work it starts."""
+        marker = self.directory / UNFINISHED
+        owner = marker.read_text().strip() if marker.is_file() else None
+        parts = sorted(self.directory.glob("*.parts"))
+        if parts and (self.recompute or (self.replace and owner != self.fingerprint)):
+            log.info("%s: removing the unfinished work of %s (%s)", self.directory,
+                     "an earlier run" if self.recompute else "a run of other settings", ", ".join(p.name for p in parts))
+            for entry in parts:
+                shutil.rmtree(entry, ignore_errors=True)
+            parts = []
+        if not parts:
+            write_text_atomic(self.fingerprint + "\n", marker)
 
     def _intact(self, manifest: Mapping[str, Any]) -> bool:
         return all((self.directory / name).is_file() and content_hash(self.directory / name) == digest
@@ -189,7 +215,9 @@ class ResultSet:
             raise disk_error(self.directory, err) from None
         record = {"workflow": self.workflow, "fingerprint": self.fingerprint, "inputs": dict(self.inputs),
                   "files": {**self._adopted, **digests}}
-        return write_text_atomic(json.dumps(record, indent=1, sort_keys=True) + "\n", manifest)
+        published = write_text_atomic(json.dumps(record, indent=1, sort_keys=True) + "\n", manifest)
+        (self.directory / UNFINISHED).unlink(missing_ok=True)
+        return published
 
 
 def _fsync_directory(directory: Path) -> None:

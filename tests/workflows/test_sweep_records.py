@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from sensitivity.errors import DataError
 from sensitivity.record_file import RecordLayout
 from sensitivity.store import RecordStore
 from tests.helpers import CLI, ROOT
@@ -22,19 +23,27 @@ def values(path) -> xr.Dataset:
         return ds.load().drop_attrs(deep=False)
 
 
-def test_flipped_bytes_in_the_records_are_recomputed(compose_config, tmp_path, monkeypatch, caplog):
-    out = tmp_path / "run"
-    commit = RecordStore.commit
+def interrupted(config, monkeypatch, after: int = 32) -> list[int]:
+    """Run the sweep of ``config`` until the part starting at ``after`` is committed, then stop it (Ctrl-C); return
+    the first samples of the parts this run committed."""
+    commit, committed = RecordStore.commit, []
 
-    def crash_after_two(self, start, stop):
+    def crash(self, start, stop):
         commit(self, start, stop)
-        if start >= 32:
+        committed.append(start)
+        if start >= after:
             raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(RecordStore, "commit", crash_after_two)
+    monkeypatch.setattr(RecordStore, "commit", crash)
     with pytest.raises(KeyboardInterrupt):
-        sweep.run(compose_config("sweep", SMALL, output_dir=out))
+        sweep.run(config)
     monkeypatch.undo()
+    return committed
+
+
+def test_flipped_bytes_in_the_records_are_recomputed(compose_config, tmp_path, monkeypatch, caplog):
+    out = tmp_path / "run"
+    interrupted(compose_config("sweep", SMALL, output_dir=out), monkeypatch)
     records = out / "sweep.nc.parts" / "records.nc"
     raw = bytearray(records.read_bytes())
     layout = RecordLayout.read(bytes(raw))[0]
@@ -48,6 +57,24 @@ def test_flipped_bytes_in_the_records_are_recomputed(compose_config, tmp_path, m
     np.testing.assert_allclose(got["jacobian"].values, ishigami_jacobian(got["x"].values), rtol=1e-12)
     assert subprocess.run(["sha256sum", "-c", "--quiet", "sweep.nc.sha256"], cwd=out).returncode == 0
     assert resumed.stat().st_size == layout.offset(96)  # header, labels and the records: nothing else
+
+
+def test_a_pipeline_stage_replaces_the_unfinished_sweep_of_other_settings(compose_config, tmp_path, monkeypatch):
+    """An interrupted sweep leaves parts. Rerun with its settings, a stage of `sensitivity run`
+    (``replace_other_settings=true``) resumes them; rerun with another grid, a plain run refuses them in one line
+    and a stage removes them and computes the new grid whole (checked against the closed form)."""
+    out, stage = tmp_path / "run", [*SMALL, "replace_other_settings=true"]
+    assert interrupted(compose_config("sweep", stage, output_dir=out), monkeypatch, after=0) == [0]
+    assert interrupted(compose_config("sweep", stage, output_dir=out), monkeypatch, after=32) == [32]  # resumed
+    other = [*stage[1:], "grid.n=64"]
+    with pytest.raises(DataError, match="holds unfinished work of a different computation"):
+        sweep.run(compose_config("sweep", other[:-2] + other[-1:], output_dir=out))
+    published = sweep.run(compose_config("sweep", other, output_dir=out))
+    got = values(published)
+    assert got.sizes["sample"] == 64
+    np.testing.assert_allclose(got["jacobian"].values, ishigami_jacobian(got["x"].values), rtol=1e-12)
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "sweep.nc.sha256"], cwd=out).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "sweep.nc", "sweep.nc.sha256"]
 
 
 @pytest.mark.slow
