@@ -32,3 +32,21 @@ def test_no_config_comment_restates_a_setting():
               for number, line in enumerate(path.read_text().splitlines(), start=1)
               if (match := SETTING.match(line)) and match.group(1) in known]
     assert stated == [], "\n".join(stated)
+
+
+def test_a_schema_sent_to_a_multirun_job_and_back_keeps_its_defaults():
+    """Hydra's submitit launcher sends a job's config, whose structured type is a schema built at run time, by value
+    (cloudpickle); the result's copy of the class coming back is set onto the original. Its fields must keep
+    ``dataclasses.MISSING`` itself (identity is how dataclasses and the code tell "no default factory"), and the
+    class must still construct its defaults. Oracle: a dataclass defined in this file, never pickled."""
+    import cloudpickle
+
+    from workflows.schema import study_schema
+
+    register()
+    schema = study_schema("sweep", _SCHEMAS)
+    assert schema.__module__ == "types"  # built at run time: cloudpickle sends it by value
+    assert cloudpickle.loads(cloudpickle.dumps(schema)) is schema  # and reconciles the copy onto the original
+    for item in dataclasses.fields(schema):
+        assert item.default is dataclasses.MISSING or item.default_factory is dataclasses.MISSING, item.name
+    assert dataclasses.asdict(schema())["grid"] == dataclasses.asdict(_SCHEMAS["sweep"]().grid)

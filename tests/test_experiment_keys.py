@@ -20,10 +20,7 @@ def _leaves(schema: type, prefix: str = "") -> dict[str, Any]:
     hints = typing.get_type_hints(schema)
     for item in dataclasses.fields(schema):
         key, hint = f"{prefix}{item.name}", hints[item.name]
-        # by type, not identity: in the full suite (after the documentation's in-process commands) a schema's
-        # MISSING sentinel has been seen as a copy of dataclasses.MISSING (not reproduced alone; see the note)
-        has_factory = not isinstance(item.default_factory, type(dataclasses.MISSING))
-        default = item.default_factory() if has_factory else item.default
+        default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
         if dataclasses.is_dataclass(default):
             out.update(_leaves(type(default), f"{key}."))
             continue

@@ -20,6 +20,7 @@ only its defaults list, the values that differ for that workflow, and comments.
 from __future__ import annotations
 
 import collections.abc
+import copyreg
 import dataclasses
 import functools
 import inspect
@@ -35,6 +36,17 @@ from hydra.core.config_store import ConfigStore
 from sensitivity.grids import make_grid
 from sensitivity.settings import EngineSettings
 from workflows.registry import modules
+
+# dataclasses' sentinels pickle by name, as the singletons they are. The schemas below are built at run time
+# (make_dataclass), so cloudpickle sends them by value with a multirun job's config (Hydra's submitit launcher) and,
+# when the job's result comes back into this process, sets the returned class's attributes onto the original; its
+# fields then held copies of `dataclasses.MISSING` that `is MISSING` no longer recognised (seen in the test suite
+# after the cluster tutorial's submitit_local multirun, as `'_MISSING_TYPE' object is not callable`).
+for _sentinel_type, _name in ((dataclasses._MISSING_TYPE, lambda obj: "MISSING"),
+                              (dataclasses._HAS_DEFAULT_FACTORY_CLASS, lambda obj: "_HAS_DEFAULT_FACTORY"),
+                              (dataclasses._KW_ONLY_TYPE, lambda obj: "KW_ONLY"),
+                              (dataclasses._FIELD_BASE, lambda obj: obj.name)):
+    copyreg.pickle(_sentinel_type, _name)
 
 _PLAIN = (bool, int, float, str)
 
