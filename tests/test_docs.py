@@ -367,7 +367,7 @@ def readme_blocks() -> list[Block]:
 def test_ci_runs_the_readme_test_command():
     """The README's first block is setup-and-run and setup-and-test; .ci/run runs exactly the second."""
     first, second = [line for line in readme_blocks()[0].text.splitlines() if line.strip()][:2]
-    assert first.endswith(".venv/bin/sensitivity run") and second.endswith(".venv/bin/python -m pytest -q")
+    assert first.endswith(".venv/bin/sensitivity run") and second.endswith(".venv/bin/python -m pytest -q -n 2 --dist loadfile")
     assert second in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
