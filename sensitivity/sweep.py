@@ -18,16 +18,21 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import netCDF4
 import numpy as np
+import xarray as xr
 
 from sensitivity import __version__
 from sensitivity.datasets import sweep_dataset
+from sensitivity.datasets.build import MEMBER_STD
 from sensitivity.grids import Grid, shard_bounds
 from sensitivity.jacobian import CompiledJacobian
 from sensitivity.store import RecordStore, digest, run_records
+
+if TYPE_CHECKING:
+    from sensitivity.ensemble_engine import CompiledEnsemble
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,7 @@ def sweep(
     points_per_part: int | None = None,
     parameter_long_names: list[str] | None = None,
     progress: bool = True,
+    members: CompiledEnsemble | None = None,
 ) -> SweepSummary:
     """Compute values and Jacobians on shard ``shard`` of ``num_shards`` of ``grid`` and write them to ``path``.
 
@@ -103,23 +109,35 @@ def sweep(
         Points per part file (rounded up to whole chunks); about 64 MiB of output when omitted.
     progress
         Show a progress bar (points/s, ETA) that does not garble logging.
+    members
+        The ensemble engine of ``jac``'s surrogate (:func:`~sensitivity.ensemble_engine.compile_ensemble`): the
+        values and Jacobians are then the members' mean, from one evaluation of every member, and the file adds
+        their standard deviation over the members (``ddof=1``) beside each, ``<output>_member_std`` and
+        ``jacobian_member_std``: how much of each derivative is the surrogate's uncertainty.
     """
     start, stop = shard_bounds(grid.size, shard, num_shards)
     step = part_points(jac, points_per_part)
     blocks = [(b, min(b + step, stop)) for b in range(start, stop, step)]
     key = digest(fingerprint, grid.digest(), [start, stop, step], jac.chunk_size, jac.mode, str(jac.dtype),
-                 jac.jit_compile, jac.surrogate.content_hash, __version__)
+                 jac.jit_compile, jac.surrogate.content_hash, __version__, members is not None)
     names, units = jac.surrogate.input_names, jac.surrogate.input_units
     output = jac.surrogate.output
     empty = np.empty((0, *output.shape), jac.dtype)
     template = sweep_dataset(np.arange(0), np.empty((0, len(names))), empty, empty[..., None].repeat(len(names), -1),
                              parameter_names=names, parameter_units=units,
                              parameter_long_names=parameter_long_names, output=output, grid_size=grid.size)
+    if members is not None:
+        template = with_member_std(template, output.name)
 
     def fill(a: int, b: int, records: np.ndarray) -> None:
         points = grid.block(a, b)
         records["sample"], records["x"] = np.arange(a, b), points
-        jac(points, out=(records[output.name], records["jacobian"]))
+        if members is None:
+            jac(points, out=(records[output.name], records["jacobian"]))
+            return
+        values, jacobian = members(points)  # [K, B, *out], [K, B, *out, n]
+        for name, stacked in ((output.name, values), ("jacobian", jacobian)):
+            records[name], records[name + MEMBER_STD] = stacked.mean(axis=0), stacked.std(axis=0, ddof=1)
 
     def check(records: np.ndarray) -> dict[str, int]:  # in the writer thread, beside the next block's engine call
         values, jacobian = records[output.name], records["jacobian"]
@@ -142,6 +160,17 @@ def sweep(
         log.warning("%s: %d non-finite values and %d non-finite Jacobian entries (kept as NaN/Inf, counted in "
                     "attributes nonfinite_values / nonfinite_jacobian)", out, bad_values, bad_jacobian)
     return SweepSummary(out, stop - start, computed, seconds, bad_values, bad_jacobian)
+
+
+def with_member_std(template: xr.Dataset, output: str) -> xr.Dataset:
+    """``template`` with ``<output>_member_std`` and ``jacobian_member_std`` beside the output and the Jacobian: their
+    standard deviation over an ensemble's members, in their units."""
+    for name in (output, "jacobian"):
+        var = template[name]
+        template = template.assign({name + MEMBER_STD: var.copy(data=var.values).assign_attrs(
+            long_name=f"{var.attrs.get('long_name', name)}: standard deviation over the ensemble's members "
+                      "(surrogate uncertainty)")})
+    return template
 
 
 def _nonfinite(a: np.ndarray) -> int:

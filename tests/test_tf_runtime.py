@@ -34,3 +34,19 @@ def test_import_drops_only_the_cuda_absent_lines():
     assert "devices" in done.stdout
     assert not [line for line in done.stderr.splitlines() if any(m in line for m in CUDA_ABSENT_MARKERS)], done.stderr
     assert "after import: still on stderr" in done.stderr
+
+
+@pytest.mark.parametrize("workflow", [["sweep", "grid.n=8"], ["sweep", "experiment=seir_ensemble", "grid.n=8"]])
+def test_a_workflow_imports_tensorflow_only_through_the_quiet_import(workflow, tmp_path):
+    """The sweep imported the engine's modules (and so TensorFlow) before the quiet import: its CUDA probe lines
+    reached the terminal of every default study."""
+    plain = run("import tensorflow as tf; tf.config.list_physical_devices()")
+    if "cudart_stub.cc" not in plain.stderr:
+        pytest.skip("this TensorFlow build or machine prints no CUDA probe lines (a GPU, or a CPU-only wheel)")
+    from tests.helpers import CLI, ROOT
+
+    done = subprocess.run(CLI + [*workflow, "plots=false", "progress=false", f"hydra.run.dir={tmp_path}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not [line for line in done.stderr.splitlines() if any(m in line for m in CUDA_ABSENT_MARKERS)], done.stderr

@@ -87,6 +87,10 @@ def _units_coordinate(spec: OutputSpec) -> str | None:
     return None if spec.units_dim is None else f"{spec.units_dim.name}_units"
 
 
+#: Suffix of the members' standard deviation beside a variable of an ensemble's sweep (:func:`sensitivity.sweep.sweep`).
+MEMBER_STD = "_member_std"
+
+
 def sample_dtype(grid_size: int) -> type:
     """int32 for grids that fit it (CF 1.8 allows no int64), else float64."""
     return np.int32 if grid_size < 2**31 else np.float64
@@ -95,11 +99,13 @@ def sample_dtype(grid_size: int) -> type:
 def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian")) -> OutputSpec:
     """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
 
-    The output variable is the data variable on ``sample`` not named in ``exclude``; its dims after
-    ``sample`` are the output dims (inverse of :func:`sensitivity.output_axes.own_coords`): a dim with a
-    ``<dim>_name`` coordinate is labeled, any other is numeric.
+    The output variable is the data variable on ``sample`` not named in ``exclude`` (nor an ensemble's
+    ``*_member_std`` beside it); its dims after ``sample`` are the output dims (inverse of
+    :func:`sensitivity.output_axes.own_coords`): a dim with a ``<dim>_name`` coordinate is labeled, any other is
+    numeric.
     """
-    candidates = [n for n, v in ds.data_vars.items() if n not in exclude and v.dims[:1] == ("sample",)]
+    candidates = [n for n, v in ds.data_vars.items()
+                  if n not in exclude and not n.endswith(MEMBER_STD) and v.dims[:1] == ("sample",)]
     if len(candidates) != 1:
         raise DataError(f"cannot tell the output variable of the dataset: candidates {candidates}")
     var = ds[candidates[0]]

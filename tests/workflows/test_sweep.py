@@ -33,6 +33,32 @@ def test_sweep_writes_a_labeled_cf_dataset(compose_config, tmp_path):
 
 
 @pytest.mark.slow
+def test_an_ensemble_sweep_carries_the_members_spread_of_every_value_and_derivative(compose_config, tmp_path):
+    """The shipped 5-member SEIR ensemble: values and Jacobians are the members' mean and ``*_member_std`` their
+    standard deviation (ddof=1), each member computed here by its own single-model engine (tested against central
+    differences in tests/test_ensemble.py) and spread about the mean by the ensemble's recorded calibration."""
+    import sensitivity
+
+    cfg = compose_config("sweep", ["experiment=seir_ensemble", "grid.n=40", "jacobian=float64", "plots=false"])
+    path = sweep.run(cfg)
+    assert cf_errors(path) == []
+    ds = open_result(path)
+    ensemble = sensitivity.load_surrogate(ROOT / "data" / "seir" / "surrogate.ensemble", dtype="float64")
+    x = ds["x"].values
+    own = [sensitivity.compile_jacobian(m, jit_compile=False)(x) for m in ensemble.members]
+    scale = np.asarray(ensemble.spread_scale).reshape(ensemble.output.shape)
+    for name, k in (("new_infections", 0), ("jacobian", 1)):
+        stacked = np.stack([result[k] for result in own])
+        mean = stacked.mean(axis=0)
+        spread = scale[..., None] if k else scale  # on the output's axes, also of the derivatives
+        np.testing.assert_allclose(ds[name].values, mean, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ds[f"{name}_member_std"].values, spread * stacked.std(axis=0, ddof=1),
+                                   rtol=1e-8, atol=1e-12)
+        units = {key: value for key, value in ds[name].attrs.items() if key != "long_name"}  # units, or their table
+        assert {key: value for key, value in ds[f"{name}_member_std"].attrs.items() if key != "long_name"} == units
+
+
+@pytest.mark.slow
 def test_field_outputs_keep_their_dims(compose_config):
     cfg = compose_config("sweep", ["experiment=plume", "grid.n=32", "plots=false"])
     ds = xr.open_dataset(sweep.run(cfg))
