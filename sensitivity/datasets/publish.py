@@ -144,6 +144,8 @@ class ResultSet:
     def __exit__(self, *exc: object) -> None:
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
+        if not any(self.directory.glob("*.parts")):  # no unfinished work left to own
+            (self.directory / UNFINISHED).unlink(missing_ok=True)
         self._lock.release()
 
     def _discard(self, manifest: Mapping[str, Any]) -> None:

@@ -66,6 +66,7 @@ def test_a_pipeline_stage_replaces_the_unfinished_sweep_of_other_settings(compos
     out, stage = tmp_path / "run", [*SMALL, "replace_other_settings=true"]
     assert interrupted(compose_config("sweep", stage, output_dir=out), monkeypatch, after=0) == [0]
     assert interrupted(compose_config("sweep", stage, output_dir=out), monkeypatch, after=32) == [32]  # resumed
+    assert (out / "unfinished.fingerprint").is_file()  # the owner of the parts left
     other = [*stage[1:], "grid.n=64"]
     with pytest.raises(DataError, match="holds unfinished work of a different computation"):
         sweep.run(compose_config("sweep", other[:-2] + other[-1:], output_dir=out))
@@ -96,3 +97,17 @@ def test_a_second_concurrent_run_is_refused_while_the_first_writes(tmp_path):
     assert len(message) == 1 and f"pid {first.pid}" in message[0]
     assert first.wait() == 0, first.stderr.read()[-2000:]
     assert subprocess.run(["sha256sum", "-c", "--quiet", "sweep.nc.sha256"], cwd=tmp_path / "run").returncode == 0
+
+
+def test_a_run_that_fails_before_any_work_leaves_its_directory_empty(compose_config, tmp_path, monkeypatch):
+    """A run that fails inside its run directory before any block is written leaves no file behind (nor the
+    owner record of work it never started)."""
+    out = tmp_path / "run"
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the model could not be loaded")
+
+    monkeypatch.setattr(sweep, "_sweep", fails)
+    with pytest.raises(RuntimeError, match="could not be loaded"):
+        sweep.run(compose_config("sweep", SMALL, output_dir=out))
+    assert list(out.iterdir()) == []
