@@ -171,7 +171,14 @@ def test_sigint_and_sigterm_end_in_one_line_and_the_rerun_resumes(tmp_path, sig,
     run_dir = tmp_path / "run"
     command = CLI + ["sweep", "grid.n=4194304", "jacobian=float64", "points_per_part=32768", "plots=false",
                      "progress=false", f"hydra.run.dir={run_dir}"]  # 128 parts: the first lands early
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A process started with SIGINT ignored keeps it ignored (the CLI too, as POSIX has it): a test suite run as a
+    # shell's background job (`... &`) ignores SIGINT, and so would the sweep. Started with a handler in place, which
+    # exec resets to the default, the sweep gets SIGINT whatever the suite's own disposition.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     deadline = time.monotonic() + 300
     while not list((run_dir / "sweep.nc.parts").glob("part-*.nc")) and time.monotonic() < deadline \
             and proc.poll() is None:
