@@ -528,13 +528,14 @@ class RecordStore:
         for block, part, attrs in parts:
             if block[0] != (kept[-1][1] if kept else self.span[0]):
                 break
-            end = self._begin(block[1])
+            end, through = self._begin(block[1]), sha.copy()  # the running hash goes on only over a sound block
             for offset in range(self._begin(block[0]), end, _READ_BYTES):
-                sha.update(os.pread(self._fd, min(_READ_BYTES, end - offset), offset))
-            if sha.hexdigest() != attrs.get("stream_sha256"):
+                through.update(os.pread(self._fd, min(_READ_BYTES, end - offset), offset))
+            if through.hexdigest() != attrs.get("stream_sha256"):
                 log.warning("%s: records [%d, %d) do not match their receipt %s (damaged or missing); they and "
                             "the blocks after them will be recomputed", self.data, *block, part.name)
                 break
+            sha = through
             kept.append(block)
         for block, part, _ in parts[len(kept):]:
             for p in (part, _sidecar(part)):
