@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import netCDF4
 import numpy as np
@@ -27,12 +27,10 @@ import xarray as xr
 from sensitivity import __version__
 from sensitivity.datasets import sweep_dataset
 from sensitivity.datasets.build import MEMBER_STD
+from sensitivity.ensemble_engine import CompiledEnsemble
 from sensitivity.grids import Grid, shard_bounds
 from sensitivity.jacobian import CompiledJacobian
 from sensitivity.store import RecordStore, digest, run_records
-
-if TYPE_CHECKING:
-    from sensitivity.ensemble_engine import CompiledEnsemble
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +60,14 @@ class SweepSummary:
         return self.computed / self.seconds if self.seconds > 0 else float("nan")
 
 
-def part_points(jac: CompiledJacobian, requested: int | None = None) -> int:
+def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None = None) -> int:
     """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of output."""
     if requested is None:
         return _whole_chunks(jac, PART_BYTES)
     return max(1, -(-int(requested) // jac.chunk_size)) * jac.chunk_size
 
 
-def _whole_chunks(jac: CompiledJacobian, size: int) -> int:
+def _whole_chunks(jac: CompiledJacobian | CompiledEnsemble, size: int) -> int:
     """Points in about ``size`` bytes of output, in whole chunks (at least one)."""
     n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
     per_point = np.dtype(jac.dtype).itemsize * (n_in + n_out * (n_in + 1))
@@ -77,7 +75,7 @@ def _whole_chunks(jac: CompiledJacobian, size: int) -> int:
 
 
 def sweep(
-    jac: CompiledJacobian,
+    jac: CompiledJacobian | CompiledEnsemble,
     grid: Grid,
     path: str | Path,
     *,
@@ -88,14 +86,16 @@ def sweep(
     points_per_part: int | None = None,
     parameter_long_names: list[str] | None = None,
     progress: bool = True,
-    members: CompiledEnsemble | None = None,
 ) -> SweepSummary:
     """Compute values and Jacobians on shard ``shard`` of ``num_shards`` of ``grid`` and write them to ``path``.
 
     Parameters
     ----------
     jac
-        The compiled engine.
+        The compiled engine; an ensemble's (:func:`~sensitivity.ensemble_engine.compile_ensemble`) gives the
+        members' mean values and Jacobians, from one evaluation of every member, and beside each their standard
+        deviation over the members (``ddof=1``), ``<output>_member_std`` and ``jacobian_member_std``: how much of
+        each derivative is the surrogate's uncertainty.
     grid
         The design; its points must be in the surrogate's input order.
     path
@@ -109,33 +109,29 @@ def sweep(
         Points per part file (rounded up to whole chunks); about 64 MiB of output when omitted.
     progress
         Show a progress bar (points/s, ETA) that does not garble logging.
-    members
-        The ensemble engine of ``jac``'s surrogate (:func:`~sensitivity.ensemble_engine.compile_ensemble`): the
-        values and Jacobians are then the members' mean, from one evaluation of every member, and the file adds
-        their standard deviation over the members (``ddof=1``) beside each, ``<output>_member_std`` and
-        ``jacobian_member_std``: how much of each derivative is the surrogate's uncertainty.
     """
     start, stop = shard_bounds(grid.size, shard, num_shards)
+    ensemble = isinstance(jac, CompiledEnsemble)
     step = part_points(jac, points_per_part)
     blocks = [(b, min(b + step, stop)) for b in range(start, stop, step)]
     key = digest(fingerprint, grid.digest(), [start, stop, step], jac.chunk_size, jac.mode, str(jac.dtype),
-                 jac.jit_compile, jac.surrogate.content_hash, __version__, members is not None)
+                 jac.jit_compile, jac.surrogate.content_hash, __version__, ensemble)
     names, units = jac.surrogate.input_names, jac.surrogate.input_units
     output = jac.surrogate.output
     empty = np.empty((0, *output.shape), jac.dtype)
     template = sweep_dataset(np.arange(0), np.empty((0, len(names))), empty, empty[..., None].repeat(len(names), -1),
                              parameter_names=names, parameter_units=units,
                              parameter_long_names=parameter_long_names, output=output, grid_size=grid.size)
-    if members is not None:
+    if ensemble:
         template = with_member_std(template, output.name)
 
     def fill(a: int, b: int, records: np.ndarray) -> None:
         points = grid.block(a, b)
         records["sample"], records["x"] = np.arange(a, b), points
-        if members is None:
+        if not ensemble:
             jac(points, out=(records[output.name], records["jacobian"]))
             return
-        values, jacobian = members(points)  # [K, B, *out], [K, B, *out, n]
+        values, jacobian = jac(points)  # every member's: [K, B, *out], [K, B, *out, n]
         for name, stacked in ((output.name, values), ("jacobian", jacobian)):
             records[name], records[name + MEMBER_STD] = stacked.mean(axis=0), stacked.std(axis=0, ddof=1)
 
@@ -167,7 +163,7 @@ def with_member_std(template: xr.Dataset, output: str) -> xr.Dataset:
     standard deviation over an ensemble's members, in their units."""
     for name in (output, "jacobian"):
         var = template[name]
-        template = template.assign({name + MEMBER_STD: var.copy(data=var.values).assign_attrs(
+        template = template.assign({name + MEMBER_STD: var.copy().assign_attrs(
             long_name=f"{var.attrs.get('long_name', name)}: standard deviation over the ensemble's members "
                       "(surrogate uncertainty)")})
     return template

@@ -52,8 +52,8 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     surrogate = build.surrogate_from(cfg, space)  # imports TensorFlow quietly, before the engine's modules do
     from sensitivity.sweep import sweep
 
-    jac = build.engine_from(cfg, surrogate)
     members = build.ensemble_from(cfg, surrogate)  # an ensemble: the members' spread beside values and Jacobians
+    jac = members or build.engine_from(cfg, surrogate)
     start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
     n, m = surrogate.n_in, surrogate.output_size
     check_disk_space(out, (stop - start) * (n + (m + m * n) * (2 if members else 1)) * np.dtype(jac.dtype).itemsize,
@@ -70,8 +70,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
                             space.names, space.units)
     summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
                     num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
-                    parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress,
-                    members=members)
+                    parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
     log.info("sweep done: %d points in %.1f s until the file was published (%.0f Jacobians/s, compilation and "
              "writing included) -> %s", summary.points, summary.seconds, summary.jacobians_per_second, summary.path)
     return summary.path
