@@ -16,7 +16,9 @@ adds ``refine.runs_per_round`` simulator runs among those points, where the memb
 the surrogate was trained on (``refine.training``, default the training.nc beside ``model.source``) and retrains it
 with the settings recorded there (:func:`sensitivity.training.train_surrogate`), until every verdict holds or the
 rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); the last retrained ensemble and its
-training.nc into ``refined/``. The verdicts of the analyses' own variables are the given surrogate's.
+training.nc into ``refined/``. The verdicts of the analyses' own variables are the given surrogate's; the same
+checks of the last retrained ensemble are beside them, every variable prefixed ``refined_`` (``refined_sobol_verdict``,
+``refined_calibration_shift_ratio``, ...).
 """
 from __future__ import annotations
 
@@ -112,7 +114,6 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
     import xarray as xr
 
     from sensitivity.datasets import provenance, write_atomic
-    from sensitivity.output_axes import flat_coords, unstack_output
 
     simulator = build.simulator_from(cfg.verify.simulator, build.plain(cfg.verify.simulator_kwargs),
                                      "`verify.simulator`")
@@ -120,10 +121,7 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
     for key, path in chosen.items():
         chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
     checks = Checks(cfg, space, surrogate, simulator, plan, obs_path)
-    parts = [getattr(checks, key)(path) for key, path in chosen.items()]
-    spec = surrogate.output
-    ds = unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
-        {**flat_coords(spec), **_parameter_coords(space)}), spec)
+    ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], surrogate.output, space)
     verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
     refined = _refine(cfg, space, checks, chosen, refining, training, out_dir) if refining.rounds else None
     ds.attrs.update(provenance(title=f"Verification of {', '.join(chosen)} of {surrogate.source} against the simulator",
@@ -133,12 +131,22 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
                     simulator=cfg.verify.simulator, verdict="holds" if all(verdicts.values()) else "fails",
                     verdicts=" ".join(f"{k}={'holds' if v else 'fails'}" for k, v in verdicts.items()))
     if refined is not None:
-        ds = ds.merge(refined.drop_vars("parameter", errors="ignore"), combine_attrs="drop_conflicts")
+        ds = ds.merge(refined.drop_vars("parameter", errors="ignore"), compat="equals", combine_attrs="drop_conflicts")
         ds.attrs.update(refined.attrs)
     out = write_atomic(ds, out_dir / "verify.nc")
     for key, verdict in verdicts.items():
         log.log(logging.INFO if verdict else logging.WARNING, "verify: %s: %s", key, _summary(ds, key))
     return out
+
+
+def _checks_dataset(parts: list, spec, space):
+    """The checks' datasets (flat outputs) as one, on the model's own output dims and labeled parameters."""
+    import xarray as xr
+
+    from sensitivity.output_axes import flat_coords, unstack_output
+
+    return unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
+        {**flat_coords(spec), **_parameter_coords(space)}), spec)
 
 
 def _verdict_variable(key: str) -> str:
@@ -189,7 +197,8 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
 
     def check(members) -> bool:
         current = state["checks"]
-        return all(int(getattr(current, key)(path)[_verdict_variable(key)]) for key, path in chosen.items())
+        state["parts"] = [getattr(current, key)(path) for key, path in chosen.items()]
+        return all(int(part[_verdict_variable(key)]) for key, part in zip(chosen, state["parts"]))
 
     ds = refine(checks._simulate, fit, check, x, y.reshape(len(x), -1), candidates, rounds=refining.rounds,
                 points_per_round=refining.runs_per_round, initial=checks.members)
@@ -206,10 +215,19 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         write_atomic(trained.report.assign_attrs(attrs), refined_dir / "training.nc")
         ds.attrs.update(refined_surrogate=f"refined/{trained.path.name}",
                         refined_surrogate_hash=trained.surrogate.content_hash)
+        ds = ds.merge(_refined_checks(state["parts"], checks.surrogate.output, space))
     size, rms = ds["refine_training_size"].values, ds["refine_error_rms"].values
     log.info("verify: refinement %s after %d round(s): %d -> %d samples, error on the analyses' points %.3g -> %.3g "
              "(relative rms)", ds.attrs["refine_outcome"], ds.sizes["round"] - 1, size[0], size[-1], rms[0], rms[-1])
     return ds
+
+
+def _refined_checks(parts: list, spec, space):
+    """The last round's checks (the refined ensemble's), every variable prefixed ``refined_``."""
+    ds = _checks_dataset(parts, spec, space)
+    for name, variable in ds.data_vars.items():
+        variable.attrs["long_name"] = f"refined ensemble: {variable.attrs.get('long_name', name)}"
+    return ds.rename({name: f"refined_{name}" for name in ds.data_vars})
 
 
 @dataclass

@@ -66,14 +66,19 @@ def _ishigami(x: np.ndarray) -> np.ndarray:
     return np.sin(x[:, 0]) + 7.0 * np.sin(x[:, 1]) ** 2 + 0.1 * x[:, 2] ** 4 * np.sin(x[:, 0])
 
 
-def _relative_rms(path, points: np.ndarray) -> float:
-    """The ensemble mean's error at ``points`` against :func:`_ishigami`, relative to the function's spread there."""
+def _ensemble_mean(path, points: np.ndarray) -> np.ndarray:
+    """``[P]`` the mean of the ensemble's members at ``points`` (float64)."""
     from sensitivity import load_surrogate
     from sensitivity.ensemble_engine import compile_ensemble
 
-    mean = compile_ensemble(load_surrogate(path, dtype="float64"), jit_compile=False).values(points).mean(axis=0)
+    ensemble = compile_ensemble(load_surrogate(path, dtype="float64"), jit_compile=False)
+    return ensemble.values(points).mean(axis=0).reshape(-1)
+
+
+def _relative_rms(path, points: np.ndarray) -> float:
+    """The ensemble mean's error at ``points`` against :func:`_ishigami`, relative to the function's spread there."""
     truth = _ishigami(points)
-    return float(np.sqrt(((mean.reshape(-1) - truth) ** 2).mean()) / truth.std())
+    return float(np.sqrt(((_ensemble_mean(path, points) - truth) ** 2).mean()) / truth.std())
 
 
 @pytest.mark.slow
@@ -109,6 +114,13 @@ def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagre
     before, after = _relative_rms(source, points), _relative_rms(refined, points)
     np.testing.assert_allclose(ds["refine_error_rms"].values[[0, -1]], [before, after], rtol=1e-4)
     assert after < 0.6 * before, (before, after)
+    # the refined ensemble's own checks beside the given one's, on the same rows: its error against the numpy Ishigami
+    assert int(ds["refined_sobol_verdict"]) == int(ds["refine_verdict"].values[-1])
+    assert ds["refined_sobol_surrogate_rmse"].attrs["long_name"].startswith("refined ensemble: ")
+    for path, variable in ((source, "sobol_surrogate_rmse"), (refined, "refined_sobol_surrogate_rmse")):
+        rmse = np.sqrt(((_ensemble_mean(path, points) - _ishigami(points)) ** 2).mean())
+        np.testing.assert_allclose(float(ds[variable].squeeze()), rmse, rtol=1e-4)
+    assert float(ds["refined_sobol_surrogate_rmse"].squeeze()) < float(ds["sobol_surrogate_rmse"].squeeze())
     x, _ = read_samples(tmp_path / "verify" / "refined" / "training.nc", ["x1", "x2", "x3"], None)
     assert len(x) == 176 and np.isclose(x[:, None], added[None]).all(axis=2).any(axis=0).all()
     # a rerun finds the complete result set
