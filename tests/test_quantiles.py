@@ -72,7 +72,7 @@ def test_a_truncated_family_of_the_space_keeps_its_truncation():
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 1001, 4096])
 def test_sample_quantiles_equal_numpys(n):
     """Sample quantiles from single-rank partitions against numpy.quantile (linear), bit for bit: any sample
-    size, probabilities 0 and 1 and unsorted ones, ties, a constant row, a row with NaN."""
+    size, probabilities 0 and 1 and unsorted ones, ties, a constant row, a row with NaN, float64 or float32."""
     from sensitivity.quantiles import sample_quantiles
 
     rng = np.random.default_rng(n)
@@ -83,3 +83,8 @@ def test_sample_quantiles_equal_numpys(n):
     for p in ([0.05, 0.25, 0.5, 0.75, 0.95], [1.0, 0.0, 0.5], [0.999, 0.001, 0.3, 0.3]):
         expected = np.quantile(columns, p, axis=1)
         np.testing.assert_array_equal(sample_quantiles(columns.copy(), np.array(p)), expected)
+        # float32 rows give numpy's quantiles of their float64 values, interpolated in float64
+        single = columns.astype(np.float32)
+        got = sample_quantiles(single.copy(), np.array(p))
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, np.quantile(single.astype(np.float64), p, axis=1))
