@@ -12,7 +12,9 @@ millions of points. The closed forms below compute the same numbers directly fro
 * triangular (``c``): ``loc + scale sqrt(c p)`` for ``p = Phi(z) < c``,
   else ``loc + scale (1 - sqrt((1 - c) Phi(-z)))``;
 * truncated normal on standardised ``[a, b]``: ``Phi^-1(Phi(a) + Phi(z) (Phi(b) - Phi(a)))``, mirrored
-  (``x -> -x``) so that most of the mass lies at or below 0, and written from the nearer end in each half.
+  (``x -> -x``) so that most of the mass lies at or below 0, and written from the nearer end in each half;
+  ``z`` itself where the truncation is below float64 resolution at every ``z`` (bounds beyond ~8.3 sd
+  and ``|z|`` a few sd inside them, as for a posterior kept inside wide bounds).
 
 Any other marginal uses ``ppf(ndtr(z))`` / ``isf(ndtr(-z))`` of scipy itself. Each closed form evaluates
 one ``Phi`` (of ``-|z|``, the tail that is small) and at most one ``Phi^-1`` per draw.
@@ -110,8 +112,23 @@ def _truncated_left(a: float, b: float, z: np.ndarray) -> np.ndarray:
         mass = hi - lo
         return special.ndtri(np.where(low, lo + t * mass, hi - t * mass))
     mass = 1.0 - special.ndtr(a) - special.ndtr(-b)
+    if mass == 1.0 and _identity_between(a, b, z):
+        return z
     r = special.ndtri(np.where(low, special.ndtr(a) + t * mass, special.ndtr(-b) + t * mass))
     return np.where(low, r, -r)
+
+
+def _identity_between(a: float, b: float, z: np.ndarray) -> bool:
+    """Whether ``Phi(a) + Phi(z)`` rounds to ``Phi(z)`` below the median and ``Phi(-b) + Phi(-z)`` to
+    ``Phi(-z)`` above it, for every ``z``: then the truncation (whose mass rounds to 1) is below float64
+    resolution and the quantile at ``Phi(z)`` is ``z`` itself, without the round trip through ``Phi``.
+
+    A sum ``t + d`` rounds to ``t`` when ``d <= t eps / 8`` (half an ulp of ``t`` is at least ``t eps / 4``).
+    """
+    if z.size == 0:
+        return True
+    eps = np.finfo(float).eps
+    return bool(special.ndtri(8 * special.ndtr(a) / eps) <= z.min() and z.max() <= -special.ndtri(8 * special.ndtr(-b) / eps))
 
 
 def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarray:

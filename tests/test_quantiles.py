@@ -44,6 +44,16 @@ def test_matches_scipy_to_1e12(name):
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=16 * np.finfo(float).eps * np.abs(expected).max())
 
 
+@pytest.mark.parametrize("a, b", [(-10.0, 10.0), (-10.0, 11.0), (-11.4, 8.6), (-8.6, 11.4)])
+def test_truncation_below_float64_resolution(a, b):
+    """Bounds so far out that the truncated mass rounds to 1: the quantile is z itself while every |z| is
+    a few sd inside them (the first two), the closed form otherwise; both against scipy (within |z| <= 4,
+    where scipy's truncnorm keeps 1e-12 for such bounds)."""
+    marginal = stats.truncnorm(a, b, loc=35.0, scale=2.5)
+    z = Z[np.abs(Z) <= 4]
+    np.testing.assert_allclose(quantile_from_normal(marginal, z), scipy_quantile(marginal, z), rtol=1e-12)
+
+
 def test_triangular_upper_tail_by_mirror_symmetry():
     """triang(c) at x is 1 - triang(1 - c) at 1 - x: the upper tail from scipy's accurate lower-tail ppf."""
     c, z = 0.3, np.linspace(0.0, 8.2, 500)
