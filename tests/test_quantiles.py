@@ -98,3 +98,18 @@ def test_sample_quantiles_equal_numpys(n):
         got = sample_quantiles(single.copy(), np.array(p))
         assert got.dtype == np.float64
         np.testing.assert_array_equal(got, np.quantile(single.astype(np.float64), p, axis=1))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sample_quantiles_of_random_sizes_and_probabilities_equal_numpys(seed):
+    """Any plan of partitions and extremes (random sample sizes, up to 12 probabilities with clusters
+    and repeats) gives numpy.quantile bit for bit."""
+    from sensitivity.quantiles import sample_quantiles
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    p = rng.choice(np.concatenate([rng.random(6), rng.random(6) ** 8, [0.0, 1.0, 1.0 - 1e-3, 0.5]]),
+                   size=int(rng.integers(1, 13)))
+    columns = rng.standard_t(3, size=(5, n)).astype(rng.choice([np.float32, np.float64]))
+    expected = np.quantile(columns.astype(np.float64), p, axis=1)
+    np.testing.assert_array_equal(sample_quantiles(columns, p), expected)
