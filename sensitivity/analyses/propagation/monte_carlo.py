@@ -29,8 +29,7 @@ doi:10.1007/978-3-319-91436-7_2.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence, TypeVar
+from typing import Sequence
 
 import numpy as np
 
@@ -42,7 +41,6 @@ from sensitivity.lazy import lazy_import
 from sensitivity.quantiles import sample_quantiles
 
 xr = lazy_import("xarray")
-T = TypeVar("T")
 
 
 def monte_carlo(
@@ -100,8 +98,9 @@ def monte_carlo(
     buffer = np.empty((m, rep_size), probe.dtype)  # one replicate, each output's values contiguous
     for _ in range(n_rep):
         replicate, start = _PooledMoments(m), 0
-        for x, x_outside in _prefetched(_draws(inputs, rep_size, block, sampler, rng)):
-            outside += x_outside
+        for u in unit_cube_blocks(rep_size, inputs.n, block, sampler, rng):
+            x = inputs.from_unit_cube(u)
+            outside += _count_outside(inputs, x)
             y = evaluate(values_fn, x, keep_float32=True)
             buffer[:, start : start + len(x)] = y.T
             replicate.merge_block(y)
@@ -178,27 +177,6 @@ class _Spread:
     def standard_error(self) -> dict[str, np.ndarray]:
         """Standard error of each replicate average: sqrt(sample variance / count)."""
         return {key: np.sqrt(m2 / (self.count - 1) / self.count) for key, m2 in self.m2.items()}
-
-
-def _draws(inputs: InputUncertainty, n_points: int, block: int, sampler: Sampler, rng: np.random.Generator
-           ) -> Iterator[tuple[np.ndarray, int]]:
-    """One replicate's input points ``[block, n]``, block by block, each with its number outside the bounds."""
-    for u in unit_cube_blocks(n_points, inputs.n, block, sampler, rng):
-        x = inputs.from_unit_cube(u)
-        yield x, _count_outside(inputs, x)
-
-
-def _prefetched(items: Iterator[T]) -> Iterator[T]:
-    """``items``, each computed by a worker thread while the caller works on the one before.
-
-    The inverse-CDF transforms of the inputs (numpy and scipy ufuncs, which release the GIL) then run
-    while the model evaluates the previous block, on another core where one is free.
-    """
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(next, items, None)
-        while (item := pending.result()) is not None:
-            pending = pool.submit(next, items, None)
-            yield item
 
 
 def _count_outside(inputs: InputUncertainty, x: np.ndarray) -> int:
