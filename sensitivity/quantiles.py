@@ -12,14 +12,16 @@ millions of points. The closed forms below compute the same numbers directly fro
 * triangular (``c``): ``loc + scale sqrt(c p)`` for ``p = Phi(z) < c``,
   else ``loc + scale (1 - sqrt((1 - c) Phi(-z)))``;
 * truncated normal on standardised ``[a, b]``: ``Phi^-1(Phi(a) + Phi(z) (Phi(b) - Phi(a)))``, mirrored
-  (``x -> -x``) so that most of the mass lies at or below 0, and written from the nearer end in each half.
+  (``x -> -x``) so that most of the mass lies at or below 0, and written from the nearer end in each half;
+  ``z`` itself where the truncation is below float64 resolution at every ``z`` (bounds beyond ~8.3 sd
+  and ``|z|`` a few sd inside them, as for a posterior kept inside wide bounds).
 
 Any other marginal uses ``ppf(ndtr(z))`` / ``isf(ndtr(-z))`` of scipy itself. Each closed form evaluates
 one ``Phi`` (of ``-|z|``, the tail that is small) and at most one ``Phi^-1`` per draw.
 
 The other way round, :func:`sample_quantiles` computes the sample quantiles of many columns (a Monte
 Carlo replicate's outputs) exactly as ``numpy.quantile`` does, but from single-rank partitions of ever
-smaller segments of the rows: numpy's one ``partition`` with all ten ranks of five quantiles at once
+smaller segments of the rows, in a planned order: numpy's one ``partition`` with all ten ranks of five quantiles at once
 took 150 ms on ``[100, 65536]`` float64 rows where one rank took 12 ms.
 
 References
@@ -110,8 +112,23 @@ def _truncated_left(a: float, b: float, z: np.ndarray) -> np.ndarray:
         mass = hi - lo
         return special.ndtri(np.where(low, lo + t * mass, hi - t * mass))
     mass = 1.0 - special.ndtr(a) - special.ndtr(-b)
+    if mass == 1.0 and _identity_between(a, b, z):
+        return z
     r = special.ndtri(np.where(low, special.ndtr(a) + t * mass, special.ndtr(-b) + t * mass))
     return np.where(low, r, -r)
+
+
+def _identity_between(a: float, b: float, z: np.ndarray) -> bool:
+    """Whether ``Phi(a) + Phi(z)`` rounds to ``Phi(z)`` below the median and ``Phi(-b) + Phi(-z)`` to
+    ``Phi(-z)`` above it, for every ``z``: then the truncation (whose mass rounds to 1) is below float64
+    resolution and the quantile at ``Phi(z)`` is ``z`` itself, without the round trip through ``Phi``.
+
+    A sum ``t + d`` rounds to ``t`` when ``d <= t eps / 8`` (half an ulp of ``t`` is at least ``t eps / 4``).
+    """
+    if z.size == 0:
+        return True
+    eps = np.finfo(float).eps
+    return bool(special.ndtri(8 * special.ndtr(a) / eps) <= z.min() and z.max() <= -special.ndtri(8 * special.ndtr(-b) / eps))
 
 
 def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
@@ -120,21 +137,24 @@ def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarr
     Parameters
     ----------
     columns
-        ``[m, N]`` float, C-contiguous: a sample of ``N`` values of each of ``m`` quantities; its rows
-        are partitioned in place.
+        ``[m, N]`` float32 or float64, C-contiguous: a sample of ``N`` values of each of ``m`` quantities;
+        its rows are partitioned in place (float32 rows at half the memory traffic of float64 ones).
     probabilities
         ``[P]`` in ``[0, 1]``.
 
     Returns
     -------
     numpy.ndarray
-        ``[P, m]`` sample quantiles, equal to numpy's ``method="linear"`` (Hyndman & Fan 1996, type 7).
+        ``[P, m]`` float64 sample quantiles, equal to numpy's ``method="linear"`` (Hyndman & Fan 1996,
+        type 7) of the float64 values: the order statistics are interpolated in float64.
 
-    The order statistics needed (ranks ``floor((N - 1) p)`` and the next) are placed by halving: the
-    middle rank by one ``partition`` of the row segment that holds it, then the lower ranks within the
-    segment to its left and the higher ones within the segment to its right, so each value takes part
-    in about ``log2`` of the number of ranks partitions; a rank at a segment's end is its minimum or
-    maximum, no partition. A row holding NaN gives NaN, as in numpy.
+    The order statistics needed (ranks ``floor((N - 1) p)`` and the next) are placed one at a time: a
+    rank by one ``partition`` of the row segment that holds it, then the lower ranks within the segment
+    to its left and the higher ones within the segment to its right; a rank at a segment's end is its
+    minimum or maximum, no partition. Which rank goes first in each segment is planned to minimise the
+    values touched (:func:`_selection_plan`): for the usual 2.5 / 5 / 50 / 95 / 97.5 % it partitions
+    next to the tails first, 15 % faster than halving the list of ranks. A row holding NaN gives NaN,
+    as in numpy.
 
     References
     ----------
@@ -147,8 +167,8 @@ def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarr
     above = np.minimum(below + 1, n - 1)
     undefined = np.isnan(columns.max(axis=1))
     order: dict[int, np.ndarray] = {}
-    _place(columns, sorted(set(below.tolist()) | set(above.tolist())), 0, n, order)
-    lower, upper = np.stack([order[r] for r in below]), np.stack([order[r] for r in above])
+    _place(columns, sorted(set(below.tolist()) | set(above.tolist())), order)
+    lower, upper = (np.stack([order[r] for r in ranks], dtype=float) for ranks in (below, above))
     gamma = (position - below)[:, None]
     diff = upper - lower  # numpy's _lerp: from the nearer end
     result = np.where(gamma >= 0.5, upper - diff * (1 - gamma), lower + diff * gamma)
@@ -156,22 +176,53 @@ def sample_quantiles(columns: np.ndarray, probabilities: np.ndarray) -> np.ndarr
     return result
 
 
-def _place(columns: np.ndarray, ranks: list[int], lo: int, hi: int, order: dict[int, np.ndarray]) -> None:
-    """The order statistics ``ranks`` (sorted, in ``[lo, hi)``) of rows whose segment ``[lo, hi)`` holds
-    exactly their values of those ranks, into ``order``."""
-    while ranks:
-        if ranks[0] == lo:  # the segment's smallest
-            order[ranks.pop(0)] = columns[:, lo:hi].min(axis=1)
-        elif ranks[-1] == hi - 1:  # its largest
-            order[ranks.pop()] = columns[:, lo:hi].max(axis=1)
-        else:
-            middle = len(ranks) // 2
-            rank = ranks[middle]
-            columns[:, lo:hi].partition(rank - lo, axis=1)
+#: Cost of a row segment's minimum or maximum relative to a partition of it, per value (numpy 2.4,
+#: [100, 65536] rows: 0.2 ns against 1.7 ns in float32, 0.45 ns against 2.2 ns in float64).
+_EXTREME_COST = 0.15
+
+
+def _place(columns: np.ndarray, ranks: list[int], order: dict[int, np.ndarray]) -> None:
+    """The order statistics ``ranks`` (sorted, distinct) of each row of ``columns``, into ``order``."""
+    for kind, rank, lo, hi in _selection_plan(tuple(ranks), columns.shape[1]):
+        segment = columns[:, lo:hi]
+        if kind == "partition":
+            segment.partition(rank - lo, axis=1)
             order[rank] = columns[:, rank].copy()
-            _place(columns, ranks[:middle], lo, rank, order)
-            _place(columns, ranks[middle + 1 :], rank + 1, hi, order)
-            return
+        else:
+            order[rank] = segment.min(axis=1) if kind == "min" else segment.max(axis=1)
+
+
+def _selection_plan(ranks: tuple[int, ...], n: int) -> list[tuple[str, int, int, int]]:
+    """The cheapest order of steps ``(kind, rank, lo, hi)`` placing ``ranks`` (sorted) of ``n`` values.
+
+    Each step finds one rank within the row segment ``[lo, hi)`` bounded by the partitions before it:
+    a ``"partition"`` there (which splits it for the ranks on either side), or its ``"min"`` / ``"max"``
+    when the rank is the segment's first / last (which moves nothing). Costs are the segment lengths (an
+    extreme at ``_EXTREME_COST`` per value); the plan is the minimum over the choice of each step, by
+    dynamic programming over the sub-lists of ranks and their segments: for tail quantiles it partitions
+    next to the ends first, so that the inner ranks are found in short segments.
+    """
+    k = len(ranks)
+    best: dict[tuple[int, int, int, int], tuple[float, list]] = {}
+
+    def plan(i: int, j: int, lo: int, hi: int) -> tuple[float, list]:  # ranks[i..j], all in [lo, hi)
+        if i > j:
+            return 0.0, []
+        if (i, j, lo, hi) not in best:
+            options = []
+            if ranks[i] == lo:  # an extreme moves nothing: the other ranks stay in the whole segment
+                cost, steps = plan(i + 1, j, lo, hi)
+                options.append((cost + _EXTREME_COST * (hi - lo), [("min", ranks[i], lo, hi), *steps]))
+            if ranks[j] == hi - 1:
+                cost, steps = plan(i, j - 1, lo, hi)
+                options.append((cost + _EXTREME_COST * (hi - lo), [("max", ranks[j], lo, hi), *steps]))
+            for p in range(i, j + 1):
+                (left, left_steps), (right, right_steps) = plan(i, p - 1, lo, ranks[p]), plan(p + 1, j, ranks[p] + 1, hi)
+                options.append((hi - lo + left + right, [("partition", ranks[p], lo, hi), *left_steps, *right_steps]))
+            best[i, j, lo, hi] = min(options, key=lambda option: option[0])
+        return best[i, j, lo, hi]
+
+    return plan(0, k - 1, 0, n)[1]
 
 
 def _scipy(marginal: Any, z: np.ndarray) -> np.ndarray:

@@ -44,6 +44,16 @@ def test_matches_scipy_to_1e12(name):
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=16 * np.finfo(float).eps * np.abs(expected).max())
 
 
+@pytest.mark.parametrize("a, b", [(-10.0, 10.0), (-10.0, 11.0), (-11.4, 8.6), (-8.6, 11.4)])
+def test_truncation_below_float64_resolution(a, b):
+    """Bounds so far out that the truncated mass rounds to 1: the quantile is z itself while every |z| is
+    a few sd inside them (the first two), the closed form otherwise; both against scipy (within |z| <= 4,
+    where scipy's truncnorm keeps 1e-12 for such bounds)."""
+    marginal = stats.truncnorm(a, b, loc=35.0, scale=2.5)
+    z = Z[np.abs(Z) <= 4]
+    np.testing.assert_allclose(quantile_from_normal(marginal, z), scipy_quantile(marginal, z), rtol=1e-12)
+
+
 def test_triangular_upper_tail_by_mirror_symmetry():
     """triang(c) at x is 1 - triang(1 - c) at 1 - x: the upper tail from scipy's accurate lower-tail ppf."""
     c, z = 0.3, np.linspace(0.0, 8.2, 500)
@@ -72,7 +82,7 @@ def test_a_truncated_family_of_the_space_keeps_its_truncation():
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 1001, 4096])
 def test_sample_quantiles_equal_numpys(n):
     """Sample quantiles from single-rank partitions against numpy.quantile (linear), bit for bit: any sample
-    size, probabilities 0 and 1 and unsorted ones, ties, a constant row, a row with NaN."""
+    size, probabilities 0 and 1 and unsorted ones, ties, a constant row, a row with NaN, float64 or float32."""
     from sensitivity.quantiles import sample_quantiles
 
     rng = np.random.default_rng(n)
@@ -83,3 +93,23 @@ def test_sample_quantiles_equal_numpys(n):
     for p in ([0.05, 0.25, 0.5, 0.75, 0.95], [1.0, 0.0, 0.5], [0.999, 0.001, 0.3, 0.3]):
         expected = np.quantile(columns, p, axis=1)
         np.testing.assert_array_equal(sample_quantiles(columns.copy(), np.array(p)), expected)
+        # float32 rows give numpy's quantiles of their float64 values, interpolated in float64
+        single = columns.astype(np.float32)
+        got = sample_quantiles(single.copy(), np.array(p))
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, np.quantile(single.astype(np.float64), p, axis=1))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sample_quantiles_of_random_sizes_and_probabilities_equal_numpys(seed):
+    """Any plan of partitions and extremes (random sample sizes, up to 12 probabilities with clusters
+    and repeats) gives numpy.quantile bit for bit."""
+    from sensitivity.quantiles import sample_quantiles
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    p = rng.choice(np.concatenate([rng.random(6), rng.random(6) ** 8, [0.0, 1.0, 1.0 - 1e-3, 0.5]]),
+                   size=int(rng.integers(1, 13)))
+    columns = rng.standard_t(3, size=(5, n)).astype(rng.choice([np.float32, np.float64]))
+    expected = np.quantile(columns.astype(np.float64), p, axis=1)
+    np.testing.assert_array_equal(sample_quantiles(columns, p), expected)

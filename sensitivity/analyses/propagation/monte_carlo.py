@@ -2,10 +2,13 @@
 
 Plain Monte Carlo or randomised QMC (Owen-scrambled Sobol) from the full input distribution, in
 ``R`` independent replicates of ``N_r`` points, each evaluated in blocks. Memory is bounded by one
-replicate of outputs (``N_r * m`` floats, ``N_r`` chosen from ``max_bytes``) and one ``m x m``
-covariance, whatever the total number of samples:
+replicate of outputs (``N_r * m`` floats, ``N_r`` chosen from ``max_bytes``; float32 when the model
+returns float32, as a float32 surrogate does, since the order statistics are the same numbers) and
+one ``m x m`` covariance, whatever the total number of samples:
 
-* mean and covariance are pooled over replicates with the update of Chan, Golub & LeVeque (1983);
+* mean and covariance are pooled over blocks, then over replicates, with the update of Chan, Golub &
+  LeVeque (1983): each block of outputs is centred on its own mean in float64 and its scatter matrix
+  is one BLAS product, while the block is still in cache;
 * quantiles are the average of the replicates' sample quantiles (the batch-quantile estimator:
   its bias, ``O(1 / N_r)``, is far below its standard error, ``O(1 / sqrt(R N_r))``, for the
   replicate sizes used here, and it needs no second pass or per-sample state such as P^2); each
@@ -85,23 +88,27 @@ def monte_carlo(
     """
     probabilities = checked_quantiles(quantiles)
     rng = np.random.default_rng(seed)
-    m = evaluate(values_fn, inputs.mean[None, :]).shape[1]
+    probe = evaluate(values_fn, inputs.mean[None, :], keep_float32=True)
+    m = probe.shape[1]
     outputs = OutputLabels.of(m, output_names, output_units)
     n_rep, rep_size = replicate_plan(n_samples, n_replicates, m, max_bytes, power_of_two=sampler == "sobol")
     block = min(_checked_positive_int(block_size, "block_size"), rep_size)
     pooled, spread = _PooledMoments(m), _Spread()
     outside = 0
-    buffer = np.empty((m, rep_size))  # one replicate, each output's values contiguous
+    buffer = np.empty((m, rep_size), probe.dtype)  # one replicate, each output's values contiguous
     for _ in range(n_rep):
-        start = 0
+        replicate, start = _PooledMoments(m), 0
         for u in unit_cube_blocks(rep_size, inputs.n, block, sampler, rng):
             x = inputs.from_unit_cube(u)
-            outside += int(inputs.outside_bounds(x).sum())
-            buffer[:, start : start + len(x)] = evaluate(values_fn, x).T
+            outside += _count_outside(inputs, x)
+            y = evaluate(values_fn, x, keep_float32=True)
+            buffer[:, start : start + len(x)] = y.T
+            replicate.merge_block(y)
             start += len(x)
-        mean, cov, q = _replicate_statistics(buffer, probabilities)
-        pooled.merge(rep_size, mean, cov * (rep_size - 1))
-        spread.add(mean=mean, std=np.sqrt(np.diag(cov)), covariance=cov, quantile=q)
+        q = sample_quantiles(buffer, probabilities)  # reorders each output's values
+        cov = replicate.covariance
+        pooled.merge(rep_size, replicate.mean, replicate.scatter)
+        spread.add(mean=replicate.mean, std=np.sqrt(np.diag(cov)), covariance=cov, quantile=q)
     result = method_result(pooled.mean, pooled.covariance, probabilities, outputs, outside / (n_rep * rep_size),
                            quantile_values=spread.mean["quantile"], se=spread.standard_error())
     result.attrs.update(n_samples=n_rep * rep_size, n_replicates=n_rep, sampler=sampler)
@@ -128,16 +135,6 @@ def replicate_plan(n_samples: int, n_replicates: int, m: int, max_bytes: int, *,
     return n_samples // size, size
 
 
-def _replicate_statistics(values: np.ndarray, probabilities: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Mean, covariance (ddof 1) and quantiles of one replicate ``values [m, N]``; centres and reorders
-    ``values`` in place."""
-    mean = values.mean(axis=1)
-    values -= mean[:, None]
-    cov = np.dot(values, values.T) / (values.shape[1] - 1)
-    q = sample_quantiles(values, probabilities) + mean  # reorders each output's values: last
-    return mean, cov, q
-
-
 class _PooledMoments:
     """Streaming mean and scatter matrix, merged group by group (Chan, Golub & LeVeque 1983)."""
 
@@ -150,6 +147,13 @@ class _PooledMoments:
         self.scatter += scatter + np.outer(delta, delta) * (self.count * count / total)
         self.mean += delta * (count / total)
         self.count = total
+
+    def merge_block(self, values: np.ndarray) -> None:
+        """Merge a block of ``values [K, m]`` (any float dtype), centred on its own mean in float64."""
+        centred = values.astype(float)  # a float64 copy
+        mean = np.ones(len(values)) @ centred / len(values)  # BLAS: a third of the time of mean(axis=0)
+        centred -= mean
+        self.merge(len(values), mean, centred.T @ centred)  # BLAS syrk
 
     @property
     def covariance(self) -> np.ndarray:
@@ -173,6 +177,14 @@ class _Spread:
     def standard_error(self) -> dict[str, np.ndarray]:
         """Standard error of each replicate average: sqrt(sample variance / count)."""
         return {key: np.sqrt(m2 / (self.count - 1) / self.count) for key, m2 in self.m2.items()}
+
+
+def _count_outside(inputs: InputUncertainty, x: np.ndarray) -> int:
+    """Number of points ``x [K, n]`` outside the inputs' bounds; two column reductions when none is."""
+    if inputs.bounds is None or ((x.min(axis=0) >= inputs.bounds[:, 0]).all()
+                                 and (x.max(axis=0) <= inputs.bounds[:, 1]).all()):
+        return 0
+    return int(inputs.outside_bounds(x).sum())
 
 
 def _checked_positive_int(value: int, what: str) -> int:

@@ -172,19 +172,22 @@ def test_plain_monte_carlo_standard_errors_match_sigma_over_sqrt_n(gaussian, rng
     assert ds.attrs["n_samples"] == 2**14 and ds.attrs["n_replicates"] == 16
 
 
-def test_streaming_statistics_equal_numpy_on_the_whole_sample(gaussian, rng):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_streaming_statistics_equal_numpy_on_the_whole_sample(gaussian, rng, dtype):
+    """Against numpy on the float64 values the model returned: a float32 model's values are kept and
+    partitioned in float32, their moments accumulated and their quantiles interpolated in float64."""
     model = random_quadratic(rng, 3, 3, curvature=0.3)
     seen = []
 
     def recording(x):
-        seen.append(model.values(x))
+        seen.append(model.values(x).astype(dtype))
         return seen[-1]
 
     m, rep_size = 3, 256
     ds = monte_carlo(gaussian, recording, n_samples=2**13, n_replicates=4, block_size=64,
                      max_bytes=8 * m * rep_size, seed=9, quantiles=(0.1, 0.5))
     assert ds.attrs["n_replicates"] == 32  # the memory cap split 2^13 samples into 32 replicates of 256
-    y = np.concatenate(seen[1:])  # the first call learns m at the mean
+    y = np.concatenate(seen[1:]).astype(np.float64)  # the first call learns m at the mean
     np.testing.assert_allclose(ds.output_mean.values, y.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(ds.output_covariance.values, np.cov(y.T), rtol=1e-10)
     reps = y.reshape(32, rep_size, m)
