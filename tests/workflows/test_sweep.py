@@ -65,10 +65,14 @@ def test_an_ensemble_sweep_with_store_members_stores_each_members_own_values_and
     own single-model engine output (spread about the mean by the ensemble's recorded calibration, as the engine
     returns them), their mean and ddof=1 std the stored mean and ``*_member_std``; CF-clean."""
     import sensitivity
+    from sensitivity.datasets.publish import OtherSettings
 
-    cfg = compose_config("sweep", ["experiment=seir_ensemble", "grid.n=24", "jacobian=float64", "plots=false",
-                                   "store_members=true"])
-    path = sweep.run(cfg)
+    common = ["experiment=seir_ensemble", "grid.n=24", "jacobian=float64", "plots=false"]
+    without = open_result(sweep.run(compose_config("sweep", common)))
+    assert "jacobian_member_std" in without and "jacobian_member" not in without  # off by default
+    with pytest.raises(OtherSettings):  # the option is part of the run directory's fingerprint
+        sweep.run(compose_config("sweep", [*common, "store_members=true"]))
+    path = sweep.run(compose_config("sweep", [*common, "store_members=true", "replace_other_settings=true"]))
     assert cf_errors(path) == []
     ds = open_result(path)
     ensemble = sensitivity.load_surrogate(ROOT / "data" / "seir" / "surrogate.ensemble", dtype="float64")
