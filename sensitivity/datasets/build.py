@@ -103,9 +103,9 @@ def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian"))
     """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
 
     The output variable is the data variable on ``sample`` not named in ``exclude`` (nor an ensemble's
-    ``<variable>_member_std`` or ``<variable>_member`` beside another variable); its dims after ``sample`` are the output dims (inverse of
-    :func:`sensitivity.output_axes.own_coords`): a dim with a ``<dim>_name`` coordinate is labeled, any other is
-    numeric.
+    ``<variable>_member_std`` or ``<variable>_member`` beside another variable); its dims after ``sample`` are the
+    output dims (inverse of :func:`sensitivity.output_axes.own_coords`): a dim with a ``<dim>_name`` coordinate is
+    labeled, any other is numeric.
     """
     beside = {n + suffix for n in ds.data_vars for suffix in (MEMBER_STD, PER_MEMBER)}
     candidates = [n for n, v in ds.data_vars.items()

@@ -141,7 +141,7 @@ def test_step_map_block_must_be_a_positive_integer(tmp_path, block):
 
 
 def random_members(seed, k=4, n_points=7, m=9):
-    """Each of ``k`` members' values ``[k, N, m]`` and Jacobians ``[k, N, m, 3]``, the points, observations and sigma."""
+    """Each of ``k`` members' values ``[k, N, m]`` and Jacobians ``[k, N, m, 3]``, points, observations, sigma."""
     rng = np.random.default_rng(seed)
     values, jac, y, sigma = random_block(seed, n_points=k * n_points, m=m)
     return (values.reshape(k, n_points, m), jac.reshape(k, n_points, m, 3), rng.uniform(size=(n_points, 3)), y,
@@ -150,8 +150,8 @@ def random_members(seed, k=4, n_points=7, m=9):
 
 def test_step_map_of_an_ensemble_sweep_reports_the_spread_of_each_members_own_steps(tmp_path):
     """Oracle: at every point and for each member, numpy's least-squares solution and the closed-form damped step of
-    that member's own whitened Jacobian and residual; the member mean and std (ddof=1) over them. The mean-J step is
-    the step of the members' mean, as without members."""
+    that member's own whitened Jacobian and residual; the member mean and std (ddof=1) over them. The mean-J step
+    is the step of the members' mean, as without members."""
     values, jac, points, y, sigma = random_members(8)
     lam = 0.2
     path = ensemble_sweep_file(tmp_path / "sweep.nc", points, values, jac)

@@ -189,12 +189,12 @@ def test_step_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, 
 
 
 @pytest.mark.slow
-def test_a_users_step_map_of_an_ensemble_sweep_with_store_members_reports_the_spread_of_the_members_steps(tmp_path):
-    """As a user: in a folder from ``sensitivity init``, ``sensitivity sweep store_members=true`` of the shipped 5-member
-    SEIR ensemble, then ``sensitivity calibrate fit=false sweep_path=...``. Oracle: each member's own single-model
-    engine (spread about the mean by the ensemble's recorded calibration, as the engine returns the members), numpy's
-    least-squares and the closed-form damped step of its whitened Jacobian at every point, and numpy's std (ddof=1)
-    over the members; the dataset is CF-clean."""
+def test_a_users_step_map_of_a_sweep_with_store_members_reports_the_spread_of_the_members_steps(tmp_path):
+    """As a user: in a folder from ``sensitivity init``, ``sensitivity sweep store_members=true`` of the shipped
+    5-member SEIR ensemble, then ``sensitivity calibrate fit=false sweep_path=...``. Oracle: each member's own
+    single-model engine (spread about the mean by the ensemble's recorded calibration, as the engine returns the
+    members), numpy's least-squares and the closed-form damped step of its whitened Jacobian at every point, and
+    numpy's std (ddof=1) over the members; the dataset is CF-clean."""
     import sensitivity
     from tests.helpers import CLI
 

@@ -60,9 +60,9 @@ def test_an_ensemble_sweep_carries_the_members_spread_of_every_value_and_derivat
 
 
 @pytest.mark.slow
-def test_an_ensemble_sweep_with_store_members_stores_each_members_own_values_and_derivatives(compose_config):
-    """``store_members=true``: ``<output>_member`` and ``jacobian_member`` on ``(sample, member, ...)`` are each member's
-    own single-model engine output (spread about the mean by the ensemble's recorded calibration, as the engine
+def test_an_ensemble_sweep_with_store_members_stores_each_members_values_and_derivatives(compose_config):
+    """``store_members=true``: ``<output>_member`` and ``jacobian_member`` on ``(sample, member, ...)`` are each
+    member's own single-model engine output (spread about the mean by the ensemble's recorded calibration, as the engine
     returns them), their mean and ddof=1 std the stored mean and ``*_member_std``; CF-clean."""
     import sensitivity
     from sensitivity.datasets.publish import OtherSettings

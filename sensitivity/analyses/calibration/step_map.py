@@ -39,6 +39,7 @@ import numpy as np
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
+from sensitivity.datasets.build import PER_MEMBER
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_units_attrs, cost_units, parameter_coords
 from sensitivity.lazy import lazy_import
@@ -299,4 +300,7 @@ def step_map_analysis(
         std (:func:`member_spread`).
     """
     options = dict(sigma=sigma, cov=cov, mask=mask, damping=damping, rcond=rcond)
-    return BlockAnalysis(lambda blk: step_map_block(blk, sweep, y_obs, **options), name="step map")
+    read = [sweep.output.name, "jacobian"]  # not the members' std of an ensemble's sweep: half its bytes
+    read += [name + PER_MEMBER for name in read] if sweep.members else []
+    return BlockAnalysis(lambda blk: step_map_block(blk, sweep, y_obs, **options), variables=["x", *read],
+                         name="step map")
