@@ -11,6 +11,10 @@ as it writes: each byte is copied once out of TensorFlow, written once and
 hashed once, and no step after the loop reads the data again. The store's
 fingerprint adds to the caller's the grid's content, the shard's range, the part
 layout and the engine (mode, dtype, chunk size, XLA).
+
+An ensemble's sweep stores the members' mean and standard deviation; with ``store_members`` also each
+member's values and Jacobians on a ``member`` dim (``K`` times the data), what a per-member analysis of
+the stored sweep (the step map's spread of steps, :mod:`sensitivity.analyses.calibration.step_map`) reads.
 """
 from __future__ import annotations
 
@@ -26,8 +30,10 @@ import xarray as xr
 
 from sensitivity import __version__
 from sensitivity.datasets import sweep_dataset
-from sensitivity.datasets.build import MEMBER_STD
+from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
+from sensitivity.datasets.build import MEMBER_STD, PER_MEMBER
 from sensitivity.ensemble_engine import CompiledEnsemble
+from sensitivity.errors import ConfigError
 from sensitivity.grids import Grid, shard_bounds
 from sensitivity.jacobian import CompiledJacobian
 from sensitivity.store import RecordStore, digest, run_records
@@ -60,17 +66,19 @@ class SweepSummary:
         return self.computed / self.seconds if self.seconds > 0 else float("nan")
 
 
-def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None = None) -> int:
-    """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of output."""
+def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None = None, copies: int = 1) -> int:
+    """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of output
+    (``copies`` of the values and Jacobians per point)."""
     if requested is None:
-        return _whole_chunks(jac, PART_BYTES)
+        return _whole_chunks(jac, PART_BYTES, copies)
     return max(1, -(-int(requested) // jac.chunk_size)) * jac.chunk_size
 
 
-def _whole_chunks(jac: CompiledJacobian | CompiledEnsemble, size: int) -> int:
-    """Points in about ``size`` bytes of output, in whole chunks (at least one)."""
+def _whole_chunks(jac: CompiledJacobian | CompiledEnsemble, size: int, copies: int = 1) -> int:
+    """Points in about ``size`` bytes of output (``copies`` of the values and Jacobians per point), in whole chunks
+    (at least one)."""
     n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
-    per_point = np.dtype(jac.dtype).itemsize * (n_in + n_out * (n_in + 1))
+    per_point = np.dtype(jac.dtype).itemsize * (n_in + copies * n_out * (n_in + 1))
     return max(1, -(-max(1, size // per_point) // jac.chunk_size)) * jac.chunk_size
 
 
@@ -85,6 +93,7 @@ def sweep(
     num_shards: int = 1,
     points_per_part: int | None = None,
     parameter_long_names: list[str] | None = None,
+    store_members: bool = False,
     progress: bool = True,
 ) -> SweepSummary:
     """Compute values and Jacobians on shard ``shard`` of ``num_shards`` of ``grid`` and write them to ``path``.
@@ -107,15 +116,22 @@ def sweep(
         layout and the engine are added here. Parts with another fingerprint are refused, not mixed.
     points_per_part
         Points per part file (rounded up to whole chunks); about 64 MiB of output when omitted.
+    store_members
+        Also store each member's values and Jacobians, ``<output>_member(sample, member, *out)`` and
+        ``jacobian_member(sample, member, *out, parameter)`` (an ensemble's engine only: ``K`` times the data).
     progress
         Show a progress bar (points/s, ETA) that does not garble logging.
     """
     start, stop = shard_bounds(grid.size, shard, num_shards)
     ensemble = isinstance(jac, CompiledEnsemble)
-    step = part_points(jac, points_per_part)
+    if store_members and not ensemble:
+        raise ConfigError(f"`store_members` needs an ensemble surrogate (several members), and "
+                          f"{jac.surrogate.source} is one model")
+    copies = 1 + ensemble + (jac.members if store_members else 0)
+    step = part_points(jac, points_per_part, copies)
     blocks = [(b, min(b + step, stop)) for b in range(start, stop, step)]
     key = digest(fingerprint, grid.digest(), [start, stop, step], jac.chunk_size, jac.mode, str(jac.dtype),
-                 jac.jit_compile, jac.surrogate.content_hash, __version__, ensemble)
+                 jac.jit_compile, jac.surrogate.content_hash, __version__, ensemble, bool(store_members))
     names, units = jac.surrogate.input_names, jac.surrogate.input_units
     output = jac.surrogate.output
     empty = np.empty((0, *output.shape), jac.dtype)
@@ -124,6 +140,8 @@ def sweep(
                              parameter_long_names=parameter_long_names, output=output, grid_size=grid.size)
     if ensemble:
         template = with_member_std(template, output.name)
+    if store_members:
+        template = with_members(template, output.name, jac.members)
 
     def fill(a: int, b: int, records: np.ndarray) -> None:
         points = grid.block(a, b)
@@ -134,12 +152,17 @@ def sweep(
         values, jacobian = jac(points)  # every member's: [K, B, *out], [K, B, *out, n]
         for name, stacked in ((output.name, values), ("jacobian", jacobian)):
             records[name], records[name + MEMBER_STD] = stacked.mean(axis=0), stacked.std(axis=0, ddof=1)
+            if store_members:
+                records[name + PER_MEMBER] = np.moveaxis(stacked, 0, 1)  # sample first: [B, K, *out(, n)]
 
     def check(records: np.ndarray) -> dict[str, int]:  # in the writer thread, beside the next block's engine call
         values, jacobian = records[output.name], records["jacobian"]
         bad_values = _nonfinite(values)
-        if bad_values:  # no derivative where the value itself is undefined
+        if bad_values:  # no derivative where the value itself is undefined (nor where a member's is)
             jacobian[~np.isfinite(values)] = np.nan
+            if store_members:
+                members = records[output.name + PER_MEMBER]
+                records["jacobian" + PER_MEMBER][~np.isfinite(members)] = np.nan
         return {"nonfinite_values": bad_values, "nonfinite_jacobian": _nonfinite(jacobian)}
 
     t0 = time.perf_counter()
@@ -166,6 +189,17 @@ def with_member_std(template: xr.Dataset, output: str) -> xr.Dataset:
         template = template.assign({name + MEMBER_STD: var.copy().assign_attrs(
             long_name=f"{var.attrs.get('long_name', name)}: standard deviation over the ensemble's members "
                       "(surrogate uncertainty)")})
+    return template
+
+
+def with_members(template: xr.Dataset, output: str, k: int) -> xr.Dataset:
+    """``template`` with ``<output>_member`` and ``jacobian_member``: each of the ``k`` members' values and Jacobians on
+    a ``member`` dim after ``sample``, in their units."""
+    template = template.assign_coords(member_coords(k))
+    for name in (output, "jacobian"):
+        var = template[name]
+        template = template.assign({name + PER_MEMBER: var.expand_dims({MEMBER: k}, axis=1).assign_attrs(
+            long_name=f"{var.attrs.get('long_name', name)}: each member of the ensemble")})
     return template
 
 

@@ -314,3 +314,28 @@ def test_the_report_of_sensitivity_run_opens_in_a_browser_with_every_figure(brow
         assert image["visible"] and image["shown"] > 0, image
     data = screenshot.read_bytes()
     assert data.startswith(PNG) and int.from_bytes(data[16:20], "big") == 1280
+
+
+def test_the_step_map_summary_of_an_ensemble_sweep_with_its_members_has_the_median_std_of_the_steps(tmp_path):
+    """Oracle: numpy's median over the points of the stored ``gn_step_member_std`` (tested against per-member
+    least squares in tests/analyses/test_calibration_step_map.py); a step map without it has no such line."""
+    from sensitivity.analyses.calibration import step_map_analysis
+    from sensitivity.report.calibration import step_map
+    from sensitivity.stored_sweep import StoredSweep
+    from tests.helpers.blocks import ensemble_sweep_file
+
+    rng = np.random.default_rng(3)
+    values, jac = rng.standard_normal((3, 5, 8)), rng.standard_normal((3, 5, 8, 3))
+    label = "median std of the Gauss-Newton step over the members"
+    for store in (True, False):
+        with StoredSweep(ensemble_sweep_file(tmp_path / f"{store}.nc", rng.uniform(size=(5, 3)), values, jac,
+                                             store_members=store)) as sweep:
+            out = sweep.map_to(tmp_path / f"gn_{store}.nc", step_map_analysis(sweep, rng.standard_normal(8)),
+                               fingerprint="key", attrs={})
+        ds = xr.open_dataset(out)
+        facts = {fact.label: fact.value for fact in step_map(ds).facts}
+        if store:
+            median = np.median(ds["gn_step_member_std"].values, axis=0)
+            assert facts[label] == ", ".join(f"{name} [s] {v:.4g}" for name, v in zip("abc", median))
+        else:
+            assert label not in facts

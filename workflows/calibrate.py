@@ -24,7 +24,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, step_map_analysis, step_slice)
+    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, member_steps_note, step_map_analysis,
+    step_slice)
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.stored_sweep import StoredSweep
 from workflows import build
@@ -304,7 +305,11 @@ def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
                            surrogate_hash=sweep.surrogate_hash,
                            inputs=[sweep_path, obs.path])
         attrs.update(damping=str(cfg.step_map.damping), rcond=str(cfg.rcond))
-        log.info("step_map: %d sweep points in blocks of %d", sweep.size, cfg.step_map.block)
+        note = member_steps_note(sweep)
+        if note:
+            attrs["member_steps"] = note
+        log.info("step_map: %d sweep points in blocks of %d%s", sweep.size, cfg.step_map.block,
+                 f"; ensemble members: {note}" if note else "")
         analysis = step_map_analysis(sweep, obs.values, **obs.errors(), damping=cfg.step_map.damping,
                                      rcond=cfg.rcond)
         path = sweep.map_to(out, analysis, fingerprint=build.fingerprint(cfg.step_map, cfg.rcond,

@@ -56,8 +56,8 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     jac = members or build.engine_from(cfg, surrogate)
     start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
     n, m = surrogate.n_in, surrogate.output_size
-    check_disk_space(out, (stop - start) * (n + (m + m * n) * (2 if members else 1)) * np.dtype(jac.dtype).itemsize,
-                     "this sweep")
+    copies = 1 + bool(members) + (surrogate.n_members if cfg.store_members else 0)
+    check_disk_space(out, (stop - start) * (n + (m + m * n) * copies) * np.dtype(jac.dtype).itemsize, "this sweep")
     log.info("sweep: %d points of %s grid, %s mode, %s, chunk %d%s -> %s", grid.size, cfg.grid.kind, jac.mode,
              jac.dtype, jac.chunk_size, f", the spread of {surrogate.n_members} members" if members else "", out)
     attrs = provenance(title=f"Jacobian sweep of {surrogate.source}", workflow="sweep",
@@ -70,7 +70,8 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
                             space.names, space.units)
     summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
                     num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
-                    parameter_long_names=[p.long_name for p in space.parameters], progress=cfg.progress)
+                    parameter_long_names=[p.long_name for p in space.parameters],
+                    store_members=cfg.store_members, progress=cfg.progress)
     log.info("sweep done: %d points in %.1f s until the file was published (%.0f Jacobians/s, compilation and "
              "writing included) -> %s", summary.points, summary.seconds, summary.jacobians_per_second, summary.path)
     return summary.path

@@ -89,6 +89,9 @@ def _units_coordinate(spec: OutputSpec) -> str | None:
 
 #: Suffix of the members' standard deviation beside a variable of an ensemble's sweep (:func:`sensitivity.sweep.sweep`).
 MEMBER_STD = "_member_std"
+#: Suffix of each member's values of a variable, on a ``member`` dim after ``sample``, in an ensemble's sweep that
+#: stores them (``store_members``).
+PER_MEMBER = "_member"
 
 
 def sample_dtype(grid_size: int) -> type:
@@ -100,12 +103,13 @@ def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian"))
     """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
 
     The output variable is the data variable on ``sample`` not named in ``exclude`` (nor an ensemble's
-    ``*_member_std`` beside it); its dims after ``sample`` are the output dims (inverse of
-    :func:`sensitivity.output_axes.own_coords`): a dim with a ``<dim>_name`` coordinate is labeled, any other is
-    numeric.
+    ``<variable>_member_std`` or ``<variable>_member`` beside another variable); its dims after ``sample`` are the
+    output dims (inverse of :func:`sensitivity.output_axes.own_coords`): a dim with a ``<dim>_name`` coordinate is
+    labeled, any other is numeric.
     """
+    beside = {n + suffix for n in ds.data_vars for suffix in (MEMBER_STD, PER_MEMBER)}
     candidates = [n for n, v in ds.data_vars.items()
-                  if n not in exclude and not n.endswith(MEMBER_STD) and v.dims[:1] == ("sample",)]
+                  if n not in exclude and n not in beside and v.dims[:1] == ("sample",)]
     if len(candidates) != 1:
         raise DataError(f"cannot tell the output variable of the dataset: candidates {candidates}")
     var = ds[candidates[0]]
@@ -127,12 +131,16 @@ def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian"))
     return OutputSpec(name=str(var.name), units=units, dims=tuple(dims), long_name=var.attrs.get("long_name", ""))
 
 
-def flat_sweep_block(block: xr.Dataset, spec: OutputSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Points ``[N, n]``, values ``[N, m]`` and Jacobians ``[N, m, n]`` of a sweep block, outputs flat in C order."""
-    n_points = block.sizes["sample"]
+def flat_sweep_block(block: xr.Dataset, spec: OutputSpec, members: bool = False,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points ``[N, n]``, values ``[N, m]`` and Jacobians ``[N, m, n]`` of a sweep block, outputs flat in C order;
+    with ``members``, each member's (``<output>_member``, ``jacobian_member``): ``[N, K, m]`` and ``[N, K, m, n]``."""
+    lead = ("sample", "member") if members else ("sample",)
+    suffix = PER_MEMBER if members else ""
+    shape = tuple(block.sizes[d] for d in lead)
     out = list(spec.dim_names)
-    values = block[spec.name].transpose("sample", *out).values.reshape(n_points, spec.size)
-    jacobian = block["jacobian"].transpose("sample", *out, "parameter").values.reshape(n_points, spec.size, -1)
+    values = block[spec.name + suffix].transpose(*lead, *out).values.reshape(*shape, spec.size)
+    jacobian = block["jacobian" + suffix].transpose(*lead, *out, "parameter").values.reshape(*shape, spec.size, -1)
     return block["x"].transpose("sample", "parameter").values, values, jacobian
 
 

@@ -78,11 +78,18 @@ def step_slice(ds: xr.Dataset) -> Summary:
 
 
 def step_map(ds: xr.Dataset) -> Summary:
-    """Gauss-Newton steps at every sweep point: how many points, and where the weighted Jacobian is rank-deficient."""
+    """Gauss-Newton steps at every sweep point: how many points, where the weighted Jacobian is rank-deficient, and
+    of an ensemble's sweep that stores its members, the median over the points of the members' std of the step."""
     n = ds.sizes["parameter"]
     deficient = int((ds["rank"] < n).sum())
     facts = [Fact("sweep points", number(ds.sizes["sample"])),
              Fact("points with a rank-deficient weighted Jacobian", f"{deficient} (rank < {n})",
                   BAD if deficient else ""),
              Fact("median condition number", number(float(np.nanmedian(ds["condition_number"].values))))]
+    if "gn_step_member_std" in ds:
+        spread = ds["gn_step_member_std"]
+        median = np.nanmedian(spread.transpose("sample", "parameter").values, axis=0)
+        facts.append(Fact("median std of the Gauss-Newton step over the members", ", ".join(
+            f"{with_units(name, units_at(spread, {'parameter': j}))} {number(median[j])}"
+            for j, name in enumerate(names(ds, "parameter")))))
     return Summary(facts)

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.analyses.calibration import gauss_newton_map, step_map, step_map_analysis
+from sensitivity.analyses.calibration import gauss_newton_map, member_steps_note, step_map, step_map_analysis
 from sensitivity.datasets import record_checksum
 from sensitivity.stored_sweep import StoredSweep
 from sensitivity.errors import ConfigError, DataError
-from tests.helpers.blocks import sweep_file
+from tests.helpers.blocks import ensemble_sweep_file, sweep_file
+from tests.helpers.cf import cf_errors
 
 
 def random_block(seed, n_points=7, m=9, n=3):
@@ -136,3 +137,60 @@ def test_step_map_block_must_be_a_positive_integer(tmp_path, block):
     with StoredSweep(sweep_file(tmp_path / "sweep.nc", np.zeros((2, 3)), values, jac)) as sweep, \
             pytest.raises(ConfigError, match="`block` must be an integer >= 1"):
         sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y), fingerprint="key", attrs={}, block=block)
+
+
+
+def random_members(seed, k=4, n_points=7, m=9):
+    """Each of ``k`` members' values ``[k, N, m]`` and Jacobians ``[k, N, m, 3]``, points, observations, sigma."""
+    rng = np.random.default_rng(seed)
+    values, jac, y, sigma = random_block(seed, n_points=k * n_points, m=m)
+    return (values.reshape(k, n_points, m), jac.reshape(k, n_points, m, 3), rng.uniform(size=(n_points, 3)), y,
+            sigma)
+
+
+def test_step_map_of_an_ensemble_sweep_reports_the_spread_of_each_members_own_steps(tmp_path):
+    """Oracle: at every point and for each member, numpy's least-squares solution and the closed-form damped step of
+    that member's own whitened Jacobian and residual; the member mean and std (ddof=1) over them. The mean-J step
+    is the step of the members' mean, as without members."""
+    values, jac, points, y, sigma = random_members(8)
+    lam = 0.2
+    path = ensemble_sweep_file(tmp_path / "sweep.nc", points, values, jac)
+    with StoredSweep(path) as sweep:
+        assert (sweep.members, sweep.member_std) == (4, True) and "4 members" in member_steps_note(sweep)
+        out = sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y, sigma=sigma, damping=lam),
+                           fingerprint="key", attrs={"title": "step map"}, block=3)  # blocks of 3, 3, 1 points
+    assert cf_errors(out) == []
+    ds = xr.open_dataset(out)
+    mean = gauss_newton_map(values.mean(0), jac.mean(0), y, sigma=sigma, damping=lam)
+    np.testing.assert_allclose(ds["gn_step"].values, mean.step, rtol=1e-10)
+    steps = np.zeros((2, *values.shape[:2], 3))  # (Gauss-Newton, damped), member, point, parameter
+    for k, i in np.ndindex(*values.shape[:2]):
+        j = jac[k, i] / sigma[:, None]
+        r = (values[k, i] - y) / sigma
+        steps[0, k, i] = np.linalg.lstsq(j, -r, rcond=None)[0]
+        steps[1, k, i] = np.linalg.solve(j.T @ j + lam * np.diag(np.diag(j.T @ j)), -j.T @ r)
+    cost = 0.5 * np.sum(((values - y) / sigma) ** 2, axis=2)
+    for name, each in (("gn_step", steps[0]), ("damped_step", steps[1]), ("cost", cost)):
+        np.testing.assert_allclose(ds[f"{name}_member_mean"].values, each.mean(axis=0), rtol=1e-9)
+        np.testing.assert_allclose(ds[f"{name}_member_std"].values, each.std(axis=0, ddof=1), rtol=1e-9)
+        for stat in ("mean", "std"):
+            var = ds[f"{name}_member_{stat}"]
+            assert var.dims == ds[name].dims and var.attrs["long_name"].startswith(ds[name].attrs["long_name"])
+            assert {a: v for a, v in var.attrs.items() if a != "long_name"} == \
+                   {a: v for a, v in ds[name].attrs.items() if a != "long_name"}
+    assert ds["gn_step_member_std"].attrs["units"] == "s" and ds["cost_member_std"].attrs["units"] == "1"
+
+
+def test_step_map_of_an_ensemble_sweep_without_its_members_says_what_they_need(tmp_path):
+    values, jac, points, y, sigma = random_members(9)
+    path = ensemble_sweep_file(tmp_path / "sweep.nc", points, values, jac, store_members=False)
+    with StoredSweep(path) as sweep:
+        assert (sweep.members, sweep.member_std) == (0, True) and "store_members=true" in member_steps_note(sweep)
+        out = sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y, sigma=sigma), fingerprint="key",
+                           attrs={})
+    ds = xr.open_dataset(out)
+    assert not [name for name in ds.data_vars if "member" in str(name)]
+    np.testing.assert_allclose(ds["gn_step"].values, gauss_newton_map(values.mean(0), jac.mean(0), y,
+                                                                      sigma=sigma).step, rtol=1e-10)
+    with StoredSweep(sweep_file(tmp_path / "one.nc", points, values[0], jac[0])) as one:
+        assert (one.members, one.member_std, member_steps_note(one)) == (0, False, None)

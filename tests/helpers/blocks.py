@@ -23,7 +23,27 @@ def block_dataset(a: int, b: int) -> xr.Dataset:
 
 def sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.ndarray) -> Path:
     """A sweep file of the given arrays (parameters a, b, c in s; output y in m on a ``time`` axis in days)."""
-    spec = OutputSpec(name="y", units="m", dims=(OutputDim("day", tuple(range(values.shape[1])), "day"),))
-    ds = sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=["a", "b", "c"],
-                       parameter_units=["s", "s", "s"], parameter_long_names=None, output=spec)
+    return write_atomic(_sweep_block(points, values, jacobian), path)
+
+
+def ensemble_sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.ndarray,
+                        store_members: bool = True) -> Path:
+    """An ensemble's sweep file of each member's values ``[K, N, m]`` and Jacobians ``[K, N, m, n]``: their mean,
+    std (ddof=1) and, with ``store_members``, the members' own (the layout of :func:`sensitivity.sweep.sweep`)."""
+    from sensitivity.sweep import with_member_std, with_members
+
+    ds = with_member_std(_sweep_block(points, values.mean(0), jacobian.mean(0)), "y")
+    stacked = {"y": values, "jacobian": jacobian}
+    if store_members:
+        ds = with_members(ds, "y", len(values))
+    for name, each in stacked.items():
+        ds[name + "_member_std"] = ds[name + "_member_std"].copy(data=each.std(axis=0, ddof=1))
+        if store_members:
+            ds[name + "_member"] = ds[name + "_member"].copy(data=np.moveaxis(each, 0, 1))
     return write_atomic(ds, path)
+
+
+def _sweep_block(points: np.ndarray, values: np.ndarray, jacobian: np.ndarray) -> xr.Dataset:
+    spec = OutputSpec(name="y", units="m", dims=(OutputDim("day", tuple(range(values.shape[1])), "day"),))
+    return sweep_dataset(np.arange(len(points)), points, values, jacobian, parameter_names=["a", "b", "c"],
+                         parameter_units=["s", "s", "s"], parameter_long_names=None, output=spec)

@@ -188,6 +188,53 @@ def test_step_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, 
     assert cf_errors(path) == []
 
 
+@pytest.mark.slow
+def test_a_users_step_map_of_a_sweep_with_store_members_reports_the_spread_of_the_members_steps(tmp_path):
+    """As a user: in a folder from ``sensitivity init``, ``sensitivity sweep store_members=true`` of the shipped
+    5-member SEIR ensemble, then ``sensitivity calibrate fit=false sweep_path=...``. Oracle: each member's own
+    single-model engine (spread about the mean by the ensemble's recorded calibration, as the engine returns the
+    members), numpy's least-squares and the closed-form damped step of its whitened Jacobian at every point, and
+    numpy's std (ddof=1) over the members; the dataset is CF-clean."""
+    import sensitivity
+    from tests.helpers import CLI
+
+    study = tmp_path / "study"
+    assert subprocess.run(CLI + ["init", str(study)], capture_output=True, text=True).returncode == 0
+    common = ["experiment=seir_ensemble", "jacobian=float64", "plots=false", "progress=false"]
+    done = subprocess.run(CLI + ["sweep", *common, "grid.n=12", "store_members=true", "output_dir=runs/sweep"],
+                          capture_output=True, text=True, cwd=study)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sweep_path = study / "runs" / "sweep" / "sweep.nc"
+    done = subprocess.run(CLI + ["calibrate", *common, "fit=false", f"sweep_path={sweep_path}", "step_map.block=5",
+                                 "step_map.damping=0.01", "output_dir=runs/step_map"],
+                          capture_output=True, text=True, cwd=study)
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = study / "runs" / "step_map" / "step_map.nc"
+    assert cf_errors(path) == []
+    ds = open_result(path)
+    assert "5 members" in ds.attrs["member_steps"]
+    ensemble = sensitivity.load_surrogate(ROOT / "data" / "seir" / "surrogate.ensemble", dtype="float64")
+    own = [sensitivity.compile_jacobian(m, jit_compile=False)(ds["x"].values) for m in ensemble.members]
+    values, jac = (np.stack([result[k] for result in own]) for k in (0, 1))  # [K, N, day], [K, N, day, n]
+    scale = np.asarray(ensemble.spread_scale).reshape(ensemble.output.shape)
+    values = values.mean(0) + scale * (values - values.mean(0))
+    jac = jac.mean(0) + scale[:, None] * (jac - jac.mean(0))
+    obs = xr.open_dataset(ROOT / "data" / "seir" / "observations.nc")
+    keep = np.isfinite(obs["observed"].values)
+    y, sigma = obs["observed"].values[keep], obs["sigma"].values[keep]
+    steps = np.zeros((2, *values.shape[:2], jac.shape[-1]))
+    for k, i in np.ndindex(*values.shape[:2]):
+        j = jac[k, i][keep] / sigma[:, None]
+        r = (values[k, i][keep] - y) / sigma
+        steps[0, k, i] = np.linalg.lstsq(j, -r, rcond=None)[0]
+        steps[1, k, i] = np.linalg.solve(j.T @ j + 0.01 * np.diag(np.diag(j.T @ j)), -j.T @ r)
+    cost = 0.5 * np.sum(((values[..., keep] - y) / sigma) ** 2, axis=-1)
+    for name, each in (("gn_step", steps[0]), ("damped_step", steps[1]), ("cost", cost)):
+        np.testing.assert_allclose(ds[f"{name}_member_mean"].values, each.mean(axis=0), rtol=1e-8)
+        np.testing.assert_allclose(ds[f"{name}_member_std"].values, each.std(axis=0, ddof=1), rtol=1e-8)
+    assert ds["gn_step_member_std"].attrs["units_coordinate"] == "parameter_units"  # day-1, day, 1, ...
+
+
 def bad_file(tmp_path, case):
     """An observation file with one defect, the overrides of its model, and the expected message."""
     if case == "unknown output name":

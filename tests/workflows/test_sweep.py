@@ -12,6 +12,7 @@ import pytest
 import xarray as xr
 
 from sensitivity.datasets import open_result
+from sensitivity.errors import ConfigError
 from tests.helpers import CLI, ROOT
 from tests.helpers.cf import cf_errors
 from tests.helpers.functions import ishigami_jacobian
@@ -56,6 +57,47 @@ def test_an_ensemble_sweep_carries_the_members_spread_of_every_value_and_derivat
                                    rtol=1e-8, atol=1e-12)
         units = {key: value for key, value in ds[name].attrs.items() if key != "long_name"}  # units, or their table
         assert {key: value for key, value in ds[f"{name}_member_std"].attrs.items() if key != "long_name"} == units
+
+
+@pytest.mark.slow
+def test_an_ensemble_sweep_with_store_members_stores_each_members_values_and_derivatives(compose_config):
+    """``store_members=true``: ``<output>_member`` and ``jacobian_member`` on ``(sample, member, ...)`` are each
+    member's own single-model engine output (spread about the mean by the ensemble's recorded calibration, as the engine
+    returns them), their mean and ddof=1 std the stored mean and ``*_member_std``; CF-clean."""
+    import sensitivity
+    from sensitivity.datasets.publish import OtherSettings
+
+    common = ["experiment=seir_ensemble", "grid.n=24", "jacobian=float64", "plots=false"]
+    without = open_result(sweep.run(compose_config("sweep", common)))
+    assert "jacobian_member_std" in without and "jacobian_member" not in without  # off by default
+    with pytest.raises(OtherSettings):  # the option is part of the run directory's fingerprint
+        sweep.run(compose_config("sweep", [*common, "store_members=true"]))
+    path = sweep.run(compose_config("sweep", [*common, "store_members=true", "replace_other_settings=true"]))
+    assert cf_errors(path) == []
+    ds = open_result(path)
+    ensemble = sensitivity.load_surrogate(ROOT / "data" / "seir" / "surrogate.ensemble", dtype="float64")
+    own = [sensitivity.compile_jacobian(m, jit_compile=False)(ds["x"].values) for m in ensemble.members]
+    scale = np.asarray(ensemble.spread_scale).reshape(ensemble.output.shape)
+    assert ds.sizes["member"] == len(ensemble.members) == 5
+    for name, k in (("new_infections", 0), ("jacobian", 1)):
+        stacked = np.stack([result[k] for result in own])  # [K, N, *out(, n)]
+        mean = stacked.mean(axis=0)
+        members = mean + (scale[..., None] if k else scale) * (stacked - mean)
+        stored = ds[f"{name}_member"]
+        assert stored.dims == (ds[name].dims[0], "member", *ds[name].dims[1:])
+        np.testing.assert_allclose(np.moveaxis(stored.values, 1, 0), members, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ds[name].values, stored.mean("member").values, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(ds[f"{name}_member_std"].values, stored.std("member", ddof=1).values,
+                                   rtol=1e-10, atol=1e-14)
+        units = {key: value for key, value in ds[name].attrs.items() if key != "long_name"}
+        assert {key: value for key, value in stored.attrs.items() if key != "long_name"} == units
+
+
+def test_store_members_of_one_model_is_refused_in_one_line(compose_config, tmp_path):
+    cfg = compose_config("sweep", ["grid.n=16", "plots=false", "store_members=true"])
+    with pytest.raises(ConfigError, match="`store_members` needs an ensemble surrogate") as info:
+        sweep.run(cfg)
+    assert "\n" not in str(info.value) and not (tmp_path / "sweep.nc").exists()
 
 
 @pytest.mark.slow

@@ -34,8 +34,8 @@ from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, G
 from sensitivity.analyses.calibration.statistics import (EquilibratedSVD, correlation, delta_method_std,
                                                          distinct_minima, equilibrated_svd, identifiability,
                                                          minimum_points, pseudo_inverse_covariance)
-from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_newton_map, step_map_block,
-                                                       step_map_analysis)
+from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_newton_map, member_steps_note,
+                                                       step_map_block, step_map_analysis)
 from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
 
 __all__ = [
@@ -67,6 +67,7 @@ __all__ = [
     "pseudo_inverse_covariance",
     "slice_box",
     "step_map_block",
+    "member_steps_note",
     "step_slice",
     "step_map_analysis",
 ]

@@ -19,6 +19,12 @@ Marquardt's scaling ``D = diag(J^T J)``) and ``J_s = U S V^T``:
   ``(J^T J + lam D) dx = -J^T r``; predicted decrease
   ``(|U^T r|^2 - |lam (S^2 + lam)^{-1} U^T r|^2) / 2``.
 
+A sweep of an ensemble that stores each member's values and Jacobians (``store_members``) also gets the steps
+and cost of each member's own ``F`` and ``dF/dx``, reported as their mean and standard deviation over the
+``K`` members (``ddof=1``): ``gn_step_member_mean``/``_member_std``, ``damped_step_member_*``,
+``cost_member_*``; the std is how much the step depends on which member of the surrogate one believes.
+The mean-``J`` step beside them is the step of the ensemble's prediction (the members' mean).
+
 References
 ----------
 Marquardt, D. W. (1963). An algorithm for least-squares estimation of nonlinear
@@ -33,6 +39,7 @@ import numpy as np
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
+from sensitivity.datasets.build import PER_MEMBER
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.labels import axis_units_attrs, cost_units, parameter_coords
 from sensitivity.lazy import lazy_import
@@ -218,7 +225,50 @@ def step_map_block(blk: SweepBlock, sweep: StoredSweep, y_obs: np.ndarray, **opt
     part = result.to_dataset(sweep.parameter_names, sweep.parameter_units, output_units=sweep.output.flat_units())
     part = part.assign_coords(sample=blk.data["sample"])
     part["x"] = xr.Variable(("sample", "parameter"), x, blk.data["x"].attrs)
+    if sweep.members:
+        part = part.assign(member_spread(blk, sweep, part, y_obs, **options))
     return part
+
+
+#: The step map's variables whose spread over the members :func:`member_spread` reports.
+MEMBER_SPREAD = {"gn_step": "step", "damped_step": "damped_step", "cost": "cost"}
+
+
+def member_spread(blk: SweepBlock, sweep: StoredSweep, part: xr.Dataset, y_obs: np.ndarray,
+                  **options: Any) -> dict[str, xr.Variable]:
+    """Mean and standard deviation (``ddof=1``) over the members of the steps and cost of each member's own values
+    and Jacobians stored in the block (a sweep with :attr:`~sensitivity.stored_sweep.StoredSweep.members`).
+
+    ``part`` is the block's mean-``J`` step map (:func:`step_map_block`), whose variables lend their dims and
+    units; returns ``<variable>_member_mean`` and ``<variable>_member_std`` for each of :data:`MEMBER_SPREAD`.
+    """
+    _, values, jacobian = blk.flat(sweep.output, members=True)  # [N, K, m], [N, K, m, n]
+    n_points, k = values.shape[:2]
+    each = gauss_newton_map(values.reshape(n_points * k, -1), jacobian.reshape(n_points * k, *jacobian.shape[2:]),
+                            y_obs, output_names=sweep.output.flat_names(), **options)
+    out = {}
+    for name, field in MEMBER_SPREAD.items():
+        per_member = getattr(each, field)
+        stacked = per_member.reshape(n_points, k, *per_member.shape[1:])
+        var = part[name].variable
+        for stat, data, what in (("mean", stacked.mean(axis=1), "mean"),
+                                 ("std", stacked.std(axis=1, ddof=1), "standard deviation (ddof=1)")):
+            long_name = f"{var.attrs['long_name']}: {what} over the {k} members' own values and Jacobians"
+            out[f"{name}_member_{stat}"] = xr.Variable(var.dims, data, {**var.attrs, "long_name": long_name})
+    return out
+
+
+def member_steps_note(sweep: StoredSweep) -> str | None:
+    """What the step map of ``sweep`` says of the ensemble's members: the per-member variables it has, or, for a
+    sweep with only the members' spread of the Jacobian, that per-member steps need ``store_members``;
+    None for a sweep of one model."""
+    if sweep.members:
+        return (f"the Gauss-Newton and damped steps and the cost of each of the {sweep.members} members' own values "
+                "and Jacobians: their mean and std over the members in *_member_mean, *_member_std")
+    if sweep.member_std:
+        return ("none per member: the sweep stores the members' spread of the Jacobian (jacobian_member_std), not each "
+                "member's values and Jacobians; sweep with store_members=true for the spread of the steps")
+    return None
 
 
 def step_map_analysis(
@@ -245,7 +295,12 @@ def step_map_analysis(
     Returns
     -------
     BlockAnalysis
-        Each block -> ``gn_step``, ``damped_step``, ``cost``, ... on ``(sample, parameter)`` and the points ``x``.
+        Each block -> ``gn_step``, ``damped_step``, ``cost``, ... on ``(sample, parameter)`` and the points ``x``;
+        for a sweep that stores each member's values and Jacobians, also their steps' and cost's member mean and
+        std (:func:`member_spread`).
     """
     options = dict(sigma=sigma, cov=cov, mask=mask, damping=damping, rcond=rcond)
-    return BlockAnalysis(lambda blk: step_map_block(blk, sweep, y_obs, **options), name="step map")
+    read = [sweep.output.name, "jacobian"]  # not the members' std of an ensemble's sweep: half its bytes
+    read += [name + PER_MEMBER for name in read] if sweep.members else []
+    return BlockAnalysis(lambda blk: step_map_block(blk, sweep, y_obs, **options), variables=["x", *read],
+                         name="step map")
