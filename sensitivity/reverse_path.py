@@ -69,8 +69,11 @@ import tensorflow as tf
 
 from sensitivity.dense_path import Block, affine, fold, linear, reproduces, with_slope
 
-#: Bytes of the largest cotangent block of one chunk (see :meth:`ConvChain.chunk_size`).
-BLOCK_BYTES = 8 * 2**20
+#: Bytes of the largest cotangent block of one chunk with the kept tensors (see :meth:`ConvChain.chunk_size`):
+#: the last-level cache of the development machine (32 MiB). On the ``cnn`` and ``deep`` shapes of
+#: ``benchmarks/bench_jacobian.py`` it gives chunks of 64 points, the fastest of 16-128 in one interleaved run
+#: (1.2x the 16 points of 8 MiB on both; 128, past the cache, 0.6-0.75x).
+BLOCK_BYTES = 32 * 2**20
 #: Bounds on the automatic chunk size [points]: the blocks of a conv chain are large per point, so a
 #: cache-sized chunk is smaller than the engine's lower bound for MLPs.
 MIN_CHUNK, MAX_CHUNK = 8, 1024

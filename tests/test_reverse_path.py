@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 
 import sensitivity
+from sensitivity import reverse_path
 from sensitivity.dense_path import layer_steps
 from sensitivity.errors import ConfigError
-from sensitivity.reverse_path import BLOCK_BYTES, MIN_CHUNK, conv_chain
+from sensitivity.reverse_path import BLOCK_BYTES, MAX_CHUNK, MIN_CHUNK, conv_chain
 from tests.helpers.models import sequential
 from tests.helpers.references import central_differences
 
@@ -211,9 +212,9 @@ def test_a_wrapper_with_other_derivatives_is_caught():
     assert np.all(jac(RNG.normal(size=(3, 40)))[1] == 0)
 
 
-def test_chunk_from_block_and_memory_budget():
-    """The largest cotangent block and the kept tensors of a chunk fit BLOCK_BYTES (twice the chunk would not),
-    and a small memory budget lowers the chunk to the bound."""
+def test_chunk_from_block_and_memory_budget(monkeypatch):
+    """The largest cotangent block and the kept tensors of a chunk fit BLOCK_BYTES (twice the chunk would not, below
+    MAX_CHUNK), and a small memory budget lowers the chunk to the bound."""
     field, layers = CHAINS["cnn2d"]
     net = field_model(field, layers, "float32")
     chain = conv_chain(layer_steps(net, "float32"), net, 144, "float32")
@@ -223,6 +224,9 @@ def test_chunk_from_block_and_memory_budget():
     # derivative (8)
     per_point = 4 * (5 * 5 * 5 * 4 * 4 + 5 * 5 * 4 * 4 * 4 + 5 * 5 * 6 + 8)
     chunk = chain.chunk_size(4, 1024.0)
-    assert chunk * per_point <= BLOCK_BYTES < 2 * chunk * per_point
+    assert chunk == min(MAX_CHUNK, 1 << (BLOCK_BYTES // per_point).bit_length() - 1)
     assert chain.chunk_size(4, 0.001) == MIN_CHUNK
     assert sensitivity.compile_jacobian(load(net, "float32")).chunk_size == chunk
+    monkeypatch.setattr(reverse_path, "BLOCK_BYTES", 2**20)  # a block that binds below MAX_CHUNK
+    small = chain.chunk_size(4, 1024.0)
+    assert small < MAX_CHUNK and small * per_point <= 2**20 < 2 * small * per_point
