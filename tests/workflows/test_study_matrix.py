@@ -40,7 +40,8 @@ def study(tmp_path_factory):
 
 @pytest.fixture
 def run(study, monkeypatch):
-    """``run(workflow, shape, *overrides)``: compose as the command line does and run; returns the result path."""
+    """``run(workflow, shape, *overrides, into=workflow)``: compose as the command line does and run in
+    ``runs/<shape>/<into>``; returns the result path."""
     from workflows.cli import _compose
     from workflows.runner import run_workflow
     from workflows.schema import register
@@ -49,8 +50,8 @@ def run(study, monkeypatch):
     monkeypatch.chdir(study)
     monkeypatch.syspath_prepend(str(study))
 
-    def _run(workflow: str, shape: str, *overrides: str):
-        out = study / "runs" / shape / workflow
+    def _run(workflow: str, shape: str, *overrides: str, into: str | None = None):
+        out = study / "runs" / shape / (into or workflow)
         cfg = _compose(workflow, [f"experiment={shape}", f"output_dir={out}", *overrides], str(study / "conf"))
         return run_workflow(workflow, cfg)
 
@@ -119,6 +120,21 @@ def test_every_workflow_on_a_study_of_this_shape(study, run, merged_sweeps, shap
     with open_result(trained.parent / "training.nc") as ds:
         assert own_dims(ds["y"] if "y" in ds else next(v for n, v in ds.data_vars.items()
                                                         if v.dims[:1] == ("sample",) and n != "x"), shape) == dims
+
+    # the trained ensemble's sweep with each member's values and Jacobians, and the step map's member spread
+    ensemble = [f"model.source={trained}", "model.output=null"]
+    members = run("sweep", shape, *ensemble, "store_members=true", into="members_sweep")
+    with open_result(members) as ds:
+        name = next(n for n, v in ds.data_vars.items() if n != "x" and not n.startswith("jacobian")
+                    and not n.endswith(("_member", "_member_std")))
+        each = ds[f"{name}_member"]
+        assert each.dims == ("sample", "member", *ds[name].dims[1:]) and own_dims(each, shape) == dims
+        np.testing.assert_allclose(ds[name].values, each.values.mean(axis=1), rtol=1e-5, atol=1e-6)
+        assert ds["jacobian_member"].dims == ("sample", "member", *ds["jacobian"].dims[1:])
+    step_map = run("calibrate", shape, *ensemble, "fit=false", f"sweep_path={members}", into="members_step_map")
+    with open_result(step_map) as ds:
+        assert ds["gn_step_member_std"].dims == ("sample", "parameter") and ds.sizes["sample"] == 64
+        assert np.isfinite(ds["gn_step_member_std"].values).all()
 
     written = sorted((study / "runs" / shape).rglob("*.nc"))
     assert len(written) >= 9
