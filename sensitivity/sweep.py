@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import netCDF4
 import numpy as np
 import xarray as xr
 
 from sensitivity import __version__
-from sensitivity.datasets import sweep_dataset
 from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
+from sensitivity.datasets import sweep_dataset
 from sensitivity.datasets.build import MEMBER_STD, PER_MEMBER
 from sensitivity.ensemble_engine import CompiledEnsemble
 from sensitivity.errors import ConfigError
@@ -66,19 +66,26 @@ class SweepSummary:
         return self.computed / self.seconds if self.seconds > 0 else float("nan")
 
 
-def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None = None, copies: int = 1) -> int:
-    """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of output
-    (``copies`` of the values and Jacobians per point)."""
+def point_bytes(jac: CompiledJacobian | CompiledEnsemble, store_members: bool = False) -> int:
+    """Bytes a sweep by ``jac`` stores per point: the point, its values and Jacobians, for an ensemble their
+    members' std beside them and, with ``store_members``, each member's own."""
+    ensemble = isinstance(jac, CompiledEnsemble)
+    copies = 1 + ensemble + (jac.members if store_members and ensemble else 0)
+    n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
+    return np.dtype(jac.dtype).itemsize * (n_in + copies * n_out * (n_in + 1))
+
+
+def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None = None,
+                store_members: bool = False) -> int:
+    """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of what the sweep
+    stores (:func:`point_bytes`)."""
     if requested is None:
-        return _whole_chunks(jac, PART_BYTES, copies)
+        return _whole_chunks(jac, PART_BYTES, point_bytes(jac, store_members))
     return max(1, -(-int(requested) // jac.chunk_size)) * jac.chunk_size
 
 
-def _whole_chunks(jac: CompiledJacobian | CompiledEnsemble, size: int, copies: int = 1) -> int:
-    """Points in about ``size`` bytes of output (``copies`` of the values and Jacobians per point), in whole chunks
-    (at least one)."""
-    n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
-    per_point = np.dtype(jac.dtype).itemsize * (n_in + copies * n_out * (n_in + 1))
+def _whole_chunks(jac: CompiledJacobian | CompiledEnsemble, size: int, per_point: int) -> int:
+    """Points in about ``size`` bytes at ``per_point`` bytes each, in whole chunks (at least one)."""
     return max(1, -(-max(1, size // per_point) // jac.chunk_size)) * jac.chunk_size
 
 
@@ -127,8 +134,7 @@ def sweep(
     if store_members and not ensemble:
         raise ConfigError(f"`store_members` needs an ensemble surrogate (several members), and "
                           f"{jac.surrogate.source} is one model")
-    copies = 1 + ensemble + (jac.members if store_members else 0)
-    step = part_points(jac, points_per_part, copies)
+    step = part_points(jac, points_per_part, store_members)
     blocks = [(b, min(b + step, stop)) for b in range(start, stop, step)]
     key = digest(fingerprint, grid.digest(), [start, stop, step], jac.chunk_size, jac.mode, str(jac.dtype),
                  jac.jit_compile, jac.surrogate.content_hash, __version__, ensemble, bool(store_members))
@@ -169,8 +175,8 @@ def sweep(
     attrs = {**attrs, "shard": f"{shard} of {num_shards}", "sample_range": f"{start} {stop}"}
     with RecordStore(path, key, (start, stop), template=template, attrs=attrs,
                      totals=("nonfinite_values", "nonfinite_jacobian")) as store:
-        computed = run_records(store, blocks, fill, check, slice_size=_whole_chunks(jac, SLICE_BYTES),
-                               progress=progress, desc="sweep")
+        slice_size = _whole_chunks(jac, SLICE_BYTES, point_bytes(jac, store_members))
+        computed = run_records(store, blocks, fill, check, slice_size=slice_size, progress=progress, desc="sweep")
         out = store.finalize()
     seconds = time.perf_counter() - t0  # until the file is published: the throughput a user gets
     with netCDF4.Dataset(out) as nc:

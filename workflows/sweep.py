@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
 from omegaconf import DictConfig
 
 from workflows import build
@@ -50,14 +49,12 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     from sensitivity.grids import shard_bounds
 
     surrogate = build.surrogate_from(cfg, space)  # imports TensorFlow quietly, before the engine's modules do
-    from sensitivity.sweep import sweep
+    from sensitivity.sweep import point_bytes, sweep
 
     members = build.ensemble_from(cfg, surrogate)  # an ensemble: the members' spread beside values and Jacobians
     jac = members or build.engine_from(cfg, surrogate)
     start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
-    n, m = surrogate.n_in, surrogate.output_size
-    copies = 1 + bool(members) + (surrogate.n_members if cfg.store_members else 0)
-    check_disk_space(out, (stop - start) * (n + (m + m * n) * copies) * np.dtype(jac.dtype).itemsize, "this sweep")
+    check_disk_space(out, (stop - start) * point_bytes(jac, cfg.store_members), "this sweep")
     log.info("sweep: %d points of %s grid, %s mode, %s, chunk %d%s -> %s", grid.size, cfg.grid.kind, jac.mode,
              jac.dtype, jac.chunk_size, f", the spread of {surrogate.n_members} members" if members else "", out)
     attrs = provenance(title=f"Jacobian sweep of {surrogate.source}", workflow="sweep",
