@@ -112,6 +112,17 @@ def test_each_layer_alone_against_float64_autodiff(name):
     check_exact(net, RNG.normal(size=(20, math.prod(field))), dtype)
 
 
+@pytest.mark.parametrize("pool", [L.MaxPooling2D(2), L.MaxPooling2D(2, padding="same"), L.MaxPooling1D(3)])
+def test_max_pool_ties_go_to_the_first_maximum_as_in_tf(pool):
+    """Fields of small integers tie within most windows: the fast path's cotangent goes where TF's gradient puts
+    it (the first maximum in row-major order), exactly."""
+    field = (5, 5, 2) if "2D" in type(pool).__name__ else (7, 2)
+    net = field_model(field, [pool, L.Flatten()])
+    x = RNG.integers(0, 2, size=(16, math.prod(field))).astype(float)
+    jac = check_exact(net, x)
+    assert np.all(np.abs(jac.flat_value_and_jacobian(x)[1]).sum(-1) == 1)  # one input per pooled output
+
+
 CHAINS = {
     # the issue's CNN in small: the input conv and its pool fused into one per-point operator, a 'same' conv
     # with batch normalisation, a Dense head folded
