@@ -26,9 +26,9 @@ back to back under the same machine load (the median of the rounds is printed). 
 
 ``--baseline DIR`` runs every child a second time with ``PYTHONPATH=DIR`` (another checkout of this
 repository, e.g. ``git worktree add /tmp/base <commit>``), interleaved with this tree's, and prints both
-columns: before and after, in one run. On a machine shared with other jobs, ``OPENBLAS_NUM_THREADS=1``
-keeps OpenBLAS's spinning threads from slowing the Monte Carlo covariance by an order of magnitude;
-the printout names the setting and the load.
+columns: before and after, in one run. The Monte Carlo loop holds numpy's BLAS to one thread itself; on a
+machine shared with other jobs, ``OPENBLAS_NUM_THREADS=1`` keeps OpenBLAS's spinning threads out of the
+other sections too (and out of a baseline that predates that); the printout names the setting and the load.
 
 Usage: python benchmarks/bench_workflows.py [--only sweep scan mc posterior sobol openturns]
        [--rounds 3] [--baseline DIR] [--dir /tmp] [--scan-max 22]
