@@ -9,8 +9,8 @@ naming the callable, never a broadcasting accident further down.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Iterator
 
 import numpy as np
 from threadpoolctl import threadpool_limits
