@@ -18,6 +18,7 @@ from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarni
                                             gaussian_prior, initial_points, sample_posterior, space_prior)
 from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
+from sensitivity.errors import ConfigError
 from sensitivity.space import ParameterSpace
 from tests.helpers.cf import cf_errors
 from workflows.init import FILES
@@ -35,8 +36,9 @@ def _check_moments(ds, mean, std, k=4.0, rtol=0.10):
     np.testing.assert_allclose(got_std, std, rtol=rtol)
 
 
-@pytest.mark.parametrize("algorithm", ["nuts", "chees", "snaper"])
-def test_linear_gaussian_conjugate_posterior(tmp_path, algorithm):
+@pytest.mark.parametrize("algorithm, groups", [("nuts", 1), ("chees", 1), ("snaper", 1), ("nuts", 2)])
+def test_linear_gaussian_conjugate_posterior(tmp_path, algorithm, groups):
+    """With ``chain_groups=2``, 5 chains advance as groups of 3 and 2 in two threads: the same posterior."""
     rng = np.random.default_rng(1)
     n, m = 3, 20
     a = rng.normal(size=(m, n))
@@ -48,12 +50,14 @@ def test_linear_gaussian_conjugate_posterior(tmp_path, algorithm):
     mean = cov @ (a.T @ (y / sigma**2) + np.linalg.solve(cov_p, mu_p))
     model = lambda x: tf.matmul(x, tf.constant(a.T))  # noqa: E731
     obs = ObservationModel.from_arrays(y, sigma=sigma)
-    start = initial_points(mean[None], mean, cov, Support.of(None, None, n, list("abc")), 4, seed=0)
-    sampler = NUTS(num_draws=1000, num_warmup=400, algorithm=algorithm)
+    chains = 4 if groups == 1 else 5
+    start = initial_points(mean[None], mean, cov, Support.of(None, None, n, list("abc")), chains, seed=0)
+    sampler = NUTS(num_draws=1000, num_warmup=400, algorithm=algorithm, chain_groups=groups)
     ds = sample_posterior(model, obs, gaussian_prior(mu_p, cov_p), start, laplace_mean=mean, laplace_cov=cov,
                           sampler=sampler, seed=3, parameter_names=list("abc"), parameter_units=["1", "m", "s"])
     _check_moments(ds, mean, np.sqrt(np.diag(cov)))
-    assert ds["draws"].dims == ("chain", "draw", "parameter") and ds.sizes["chain"] == 4
+    assert ds["draws"].dims == ("chain", "draw", "parameter") and ds.sizes["chain"] == chains
+    assert len({tuple(ds["draws"].values[c, -1]) for c in range(chains)}) == chains  # every chain its own path
     np.testing.assert_allclose(ds["laplace_covariance"].values, cov)
     assert ds["posterior_mean"].attrs["units_coordinate"] == "parameter_units"
     assert cf_errors(write_atomic(ds, tmp_path / "posterior.nc")) == []
@@ -133,6 +137,14 @@ def test_space_prior_of_truncated_scipy_families():
                           bounds=space.bounds, sampler=SAMPLER, seed=4, parameter_names=space.names)
     _check_moments(ds, mean, std)
     assert "gumbel_r(loc=2, scale=0.5) truncated to [0, 6]" in ds.attrs["prior"]
+
+
+@pytest.mark.parametrize("algorithm", ["chees", "snaper"])
+def test_chain_groups_need_nuts(algorithm):
+    with pytest.raises(ConfigError, match=f"`chain_groups` = 2 needs algorithm 'nuts', got '{algorithm}'"):
+        NUTS(algorithm=algorithm, chain_groups=2)
+    with pytest.raises(ConfigError, match="`chain_groups` must be an integer >= 1, got 0"):
+        NUTS(chain_groups=0)
 
 
 def test_improper_flat_posterior_is_refused():
