@@ -139,6 +139,41 @@ def test_space_prior_of_truncated_scipy_families():
     assert "gumbel_r(loc=2, scale=0.5) truncated to [0, 6]" in ds.attrs["prior"]
 
 
+def test_an_interrupt_stops_every_chain_group_at_its_next_block():
+    """Ctrl-C during a run in 2 groups is raised in the caller at once, and each group's thread ends at its next
+    block of transitions instead of running on through its window (4,000 blocks each here)."""
+    import os
+    import signal
+    import threading
+
+    from sensitivity.analyses.posterior import log_posterior, run_nuts
+
+    obs = ObservationModel.from_arrays(np.zeros(2), sigma=np.ones(2))
+    posterior = log_posterior(lambda x: x, obs, gaussian_prior(np.zeros(2), np.eye(2)),
+                              Support.of(None, None, 2, ["a", "b"]))
+    start = np.array([[0.1, 0.2], [0.2, -0.1], [-0.3, 0.0], [0.0, 0.3]])
+    run_nuts(posterior, start, NUTS(num_warmup=0, num_draws=100, chain_groups=2))  # compiles blocks of 100
+    (key, (bootstrap, advance)), = [(k, f) for k, f in posterior.compiled.items() if k[0] == "block"]
+    calls, at_interrupt = [], []
+
+    def counted(*args):
+        calls.append(1)
+        return advance(*args)
+
+    def interrupt():
+        at_interrupt.append(len(calls))
+        os.kill(os.getpid(), signal.SIGINT)  # to the process, as Ctrl-C
+
+    posterior.compiled[key] = bootstrap, counted
+    timer = threading.Timer(2.0, interrupt)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_nuts(posterior, start, NUTS(num_warmup=0, num_draws=400_000, chain_groups=2))
+    timer.join()
+    assert at_interrupt[0] > 0 and len(calls) - at_interrupt[0] <= 2  # at most the block each group was in
+    assert [t.name for t in threading.enumerate() if t.name.startswith("nuts")] == []
+
+
 @pytest.mark.parametrize("algorithm", ["chees", "snaper"])
 def test_chain_groups_need_nuts(algorithm):
     with pytest.raises(ConfigError, match=f"`chain_groups` = 2 needs algorithm 'nuts', got '{algorithm}'"):

@@ -45,7 +45,8 @@ arXiv:2110.11576.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -259,6 +260,8 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         results = bootstrap(state, *args)
         states, traces = [], []
         for b in range(n_steps_total // block):
+            if stop.is_set():  # another group failed or the run was interrupted: end this thread at a block
+                raise RuntimeError("NUTS: stopped with another chain group")
             out = advance(state, results, *args, tf.constant([seed, seed_tag + b], tf.int32))
             state, results = out.all_states[-1], out.final_kernel_results
             if sampler.algorithm == "snaper" and (b + 1) * block == n_adapt and draw_length != 1.0:
@@ -272,6 +275,7 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
                 [np.concatenate([t[i] for t in traces])[skip:] for i in range(len(traces[0]))], state)
 
     groups = [g for g in np.array_split(np.arange(len(x0)), sampler.chain_groups) if g.size]
+    stop = threading.Event()
 
     def in_groups(states, *args, seed_tag, **kwargs):
         """``window`` for every group of chains side by side, one thread each (TensorFlow releases the GIL);
@@ -283,7 +287,15 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
             parts = [one(0)]
         else:
             with ThreadPoolExecutor(len(groups), thread_name_prefix="nuts") as pool:
-                parts = list(pool.map(one, range(len(groups))))
+                futures = [pool.submit(one, g) for g in range(len(groups))]
+                try:  # woken every 0.2 s, so that a Ctrl-C delivered to any thread is raised here
+                    done, running = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
+                    while running and not any(f.exception() for f in done):
+                        done, running = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
+                    parts = [f.result() for f in futures]
+                except BaseException:  # an error or Ctrl-C: the other groups stop at their next block
+                    stop.set()
+                    raise
         draws = np.concatenate([d for d, _, _ in parts], axis=1)
         traces = [np.concatenate(ts, axis=1) if ts[0].ndim > 1 else np.stack(ts, axis=1)  # [draw, chain or group]
                   for ts in zip(*[t for _, t, _ in parts])]
