@@ -139,13 +139,9 @@ def test_space_prior_of_truncated_scipy_families():
     assert "gumbel_r(loc=2, scale=0.5) truncated to [0, 6]" in ds.attrs["prior"]
 
 
-def test_an_interrupt_stops_every_chain_group_at_its_next_block():
-    """Ctrl-C during a run in 2 groups is raised in the caller at once, and each group's thread ends at its next
-    block of transitions instead of running on through its window (4,000 blocks each here)."""
-    import os
-    import signal
-    import threading
-
+def _counted_groups_run(fail=None):
+    """A 2-D Gaussian posterior in 2 groups of 2 chains whose compiled block function counts its calls and,
+    with ``fail(seed_tag, calls)`` true, raises in that call: ``(posterior, start, calls)``."""
     from sensitivity.analyses.posterior import log_posterior, run_nuts
 
     obs = ObservationModel.from_arrays(np.zeros(2), sigma=np.ones(2))
@@ -154,17 +150,34 @@ def test_an_interrupt_stops_every_chain_group_at_its_next_block():
     start = np.array([[0.1, 0.2], [0.2, -0.1], [-0.3, 0.0], [0.0, 0.3]])
     run_nuts(posterior, start, NUTS(num_warmup=0, num_draws=100, chain_groups=2))  # compiles blocks of 100
     (key, (bootstrap, advance)), = [(k, f) for k, f in posterior.compiled.items() if k[0] == "block"]
-    calls, at_interrupt = [], []
+    calls = []
 
     def counted(*args):
         calls.append(1)
+        if fail is not None and fail(int(args[-1].numpy()[1]), len(calls)):
+            raise ValueError("the model failed in group 1")
         return advance(*args)
+
+    posterior.compiled[key] = bootstrap, counted
+    return posterior, start, calls
+
+
+def test_an_interrupt_stops_every_chain_group_at_its_next_block():
+    """Ctrl-C during a run in 2 groups is raised in the caller at once, and each group's thread ends at its next
+    block of transitions instead of running on through its window (4,000 blocks each here)."""
+    import os
+    import signal
+    import threading
+
+    from sensitivity.analyses.posterior import run_nuts
+
+    posterior, start, calls = _counted_groups_run()
+    at_interrupt = []
 
     def interrupt():
         at_interrupt.append(len(calls))
         os.kill(os.getpid(), signal.SIGINT)  # to the process, as Ctrl-C
 
-    posterior.compiled[key] = bootstrap, counted
     timer = threading.Timer(2.0, interrupt)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
@@ -172,6 +185,15 @@ def test_an_interrupt_stops_every_chain_group_at_its_next_block():
     timer.join()
     assert at_interrupt[0] > 0 and len(calls) - at_interrupt[0] <= 2  # at most the block each group was in
     assert [t.name for t in threading.enumerate() if t.name.startswith("nuts")] == []
+
+
+def test_a_failing_chain_group_raises_its_own_error_and_stops_the_other():
+    from sensitivity.analyses.posterior import run_nuts
+
+    posterior, start, calls = _counted_groups_run(fail=lambda tag, n: tag >= 1 << 24 and n > 20)  # group 1
+    with pytest.raises(ValueError, match="the model failed in group 1"):
+        run_nuts(posterior, start, NUTS(num_warmup=0, num_draws=400_000, chain_groups=2))
+    assert len(calls) < 40  # the other group stopped at its next block, not after its 4,000
 
 
 @pytest.mark.parametrize("algorithm", ["chees", "snaper"])

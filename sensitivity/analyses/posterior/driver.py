@@ -253,7 +253,8 @@ def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units
                                {**cov_attrs, "long_name": "Laplace (calibration) covariance of the parameters"}),
         "converged": ((), np.int8(not failed), one("1 when R-hat < 1.01, ESS > 400 and no divergence")),
         "n_divergent": ((), np.int32(chains.divergent.sum()), one("divergent transitions after warm-up")),
-        "step_size": ((), chains.step_size, one("adapted leapfrog step in the preconditioned space (geometric mean over the chain groups)")),
+        "step_size": ((), chains.step_size,
+                      one("adapted leapfrog step in the preconditioned space (geometric mean over the chain groups)")),
     }
     coords = {
         "chain": ("chain", np.arange(c, dtype=np.int32), one("chain index")),

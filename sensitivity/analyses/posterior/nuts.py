@@ -292,6 +292,9 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
                     done, running = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
                     while running and not any(f.exception() for f in done):
                         done, running = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
+                    for f in done:  # a group's own error first, not another's stop
+                        if f.exception() is not None:
+                            raise f.exception()
                     parts = [f.result() for f in futures]
                 except BaseException:  # an error or Ctrl-C: the other groups stop at their next block
                     stop.set()

@@ -53,9 +53,11 @@ def evaluate_ahead(values_fn: ValuesFn, blocks: Iterable[np.ndarray], *, keep_fl
     (``benchmarks/bench_workflows.py --only mc``), so the consumer's numpy work fills the idle core instead
     of following each model call. Meanwhile numpy's BLAS runs on one thread (``threadpoolctl``): a second
     one would only spin against the model's threads (Monte Carlo of the demo surrogate: 2.35x the bare
-    evaluations with OpenBLAS's default two threads, 1.70x with one). ``values_fn`` is called from that one thread only, one block at a time,
-    and must return a new array per call (it is read after the next call has started). An error in the
-    model is raised here, at its block; the blocks not yet evaluated are dropped.
+    evaluations with OpenBLAS's default two threads, 1.70x with one), until the generator is exhausted or
+    closed (use it in ``contextlib.closing`` when it may not be). ``values_fn`` is called from that one
+    thread only, one block at a time, and must return a new array per call (it is read after the next
+    call has started). An error in the model is raised here, at its block; the blocks not yet evaluated
+    are dropped.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="values_fn") as pool, threadpool_limits(1, "blas"):
         pending: deque = deque()

@@ -33,6 +33,7 @@ doi:10.1007/978-3-319-91436-7_2.
 from __future__ import annotations
 
 import math
+from contextlib import closing
 from typing import Sequence
 
 import numpy as np
@@ -103,17 +104,18 @@ def monte_carlo(
     points = (inputs.from_unit_cube(u) for _ in range(n_rep)
               for u in unit_cube_blocks(rep_size, inputs.n, block, sampler, rng))
     replicate, start = _PooledMoments(m), 0
-    for x, y in evaluate_ahead(values_fn, points, keep_float32=True):
-        outside += _count_outside(inputs, x)
-        buffer[:, start : start + len(x)] = y.T
-        replicate.merge_block(y)
-        start += len(x)
-        if start == rep_size:  # a replicate complete: its blocks sum to rep_size
-            q = sample_quantiles(buffer, probabilities)  # reorders each output's values
-            cov = replicate.covariance
-            pooled.merge(rep_size, replicate.mean, replicate.scatter)
-            spread.add(mean=replicate.mean, std=np.sqrt(np.diag(cov)), covariance=cov, quantile=q)
-            replicate, start = _PooledMoments(m), 0
+    with closing(evaluate_ahead(values_fn, points, keep_float32=True)) as evaluated:  # closed on an error too
+        for x, y in evaluated:
+            outside += _count_outside(inputs, x)
+            buffer[:, start : start + len(x)] = y.T
+            replicate.merge_block(y)
+            start += len(x)
+            if start == rep_size:  # a replicate complete: its blocks sum to rep_size
+                q = sample_quantiles(buffer, probabilities)  # reorders each output's values
+                cov = replicate.covariance
+                pooled.merge(rep_size, replicate.mean, replicate.scatter)
+                spread.add(mean=replicate.mean, std=np.sqrt(np.diag(cov)), covariance=cov, quantile=q)
+                replicate, start = _PooledMoments(m), 0
     result = method_result(pooled.mean, pooled.covariance, probabilities, outputs, outside / (n_rep * rep_size),
                            quantile_values=spread.mean["quantile"], se=spread.standard_error())
     result.attrs.update(n_samples=n_rep * rep_size, n_replicates=n_rep, sampler=sampler)
