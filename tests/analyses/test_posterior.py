@@ -178,11 +178,15 @@ def test_an_interrupt_stops_every_chain_group_at_its_next_block():
         at_interrupt.append(len(calls))
         os.kill(os.getpid(), signal.SIGINT)  # to the process, as Ctrl-C
 
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest-xdist's workers ignore SIGINT
     timer = threading.Timer(2.0, interrupt)
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        run_nuts(posterior, start, NUTS(num_warmup=0, num_draws=400_000, chain_groups=2))
-    timer.join()
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            run_nuts(posterior, start, NUTS(num_warmup=0, num_draws=400_000, chain_groups=2))
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert at_interrupt[0] > 0 and len(calls) - at_interrupt[0] <= 2  # at most the block each group was in
     assert [t.name for t in threading.enumerate() if t.name.startswith("nuts")] == []
 
