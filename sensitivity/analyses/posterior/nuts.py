@@ -279,7 +279,8 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
 
     def in_groups(states, *args, seed_tag, **kwargs):
         """``window`` for every group of chains side by side, one thread each (TensorFlow releases the GIL);
-        the groups' states, traces and final states joined on the chain axis, and each group's last step."""
+        the groups' states and traces joined on the chain axis (a trace shared by a group's chains, such as its
+        step size, on a group axis), their final states, and the geometric mean of their last step sizes."""
         def one(g):
             return window(states[g], *args, seed_tag=seed_tag + (g << 24), **kwargs)
 
