@@ -2,7 +2,9 @@
 
 The posterior of the calibration problem (same surrogate, observations and prior) is sampled by many
 TensorFlow Probability NUTS chains at once, started from the calibration's distinct minima and
-overdispersed draws of its Laplace approximation, which also preconditions the sampler. The prior is the
+overdispersed draws of its Laplace approximation, which also preconditions the sampler (a rank-deficient
+calibration has none: then the extra starts are uniform over the bounds, and the warm-up alone sets the
+sampler's metric; where the Gaussian approximation fails outright, the posterior is what remains). The prior is the
 calibration's own (``prior_source: calibration``, the default: the Gaussian ``prior.*`` it was fitted with,
 or flat within the bounds), so the posterior and its Laplace approximation describe one target; or the
 space's marginals (``prior_source: space``), or flat within the bounds (``prior_source: flat``).
@@ -81,7 +83,12 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
     from sensitivity.observations import read_observations
 
-    laplace = read_estimate(calibration, names=space.names)
+    laplace = read_estimate(calibration, names=space.names, finite_covariance=False)
+    covariance = laplace.covariance if np.isfinite(laplace.covariance).all() else None
+    if covariance is None:
+        log.warning("posterior: %s has no covariance (a rank-deficient fit: the data do not determine every "
+                    "parameter); the chains start at its minima and uniformly over the bounds, and the sampler's "
+                    "metric comes from the warm-up alone", calibration.name)
     minima = build.calibration_minima(calibration, space.names)
     prior = prior_of(cfg, space, calibration)
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
@@ -95,7 +102,7 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
         log.info("posterior: the %d-member ensemble's predictive variance joins the observation covariance",
                  surrogate.n_members)
     support = Support.of(space.bounds, log_mask, len(space), space.names)
-    start = initial_points(minima, support.interior(laplace.mean), laplace.covariance, support, cfg.n_chains,
+    start = initial_points(minima, support.interior(laplace.mean), covariance, support, cfg.n_chains,
                            spread=cfg.spread, seed=cfg.seed)
     out = out_dir / "posterior.nc"
     log.info("posterior: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s", cfg.n_chains,
@@ -103,7 +110,7 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PosteriorWarning)
         ds = sample_posterior(surrogate.fn, observations, prior, start, bounds=space.bounds, log_parameters=log_mask,
-                              laplace_mean=laplace.mean, laplace_cov=laplace.covariance,
+                              laplace_mean=laplace.mean, laplace_cov=covariance,
                               sampler=sampler, seed=cfg.seed, parameter_names=space.names,
                               parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
                               model_dtype=cfg.model_dtype, members=members)

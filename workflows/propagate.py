@@ -106,6 +106,8 @@ def run(cfg: DictConfig) -> Path:
 
 def inputs_from(cfg: DictConfig, space):
     """The input uncertainty of ``cfg.uncertainty`` and the result files it was read from."""
+    import numpy as np
+
     from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
     from sensitivity.datasets import read_estimate
     from sensitivity.errors import ConfigError, DataError
@@ -125,7 +127,12 @@ def inputs_from(cfg: DictConfig, space):
 
         draws = posterior_draws(u.path, space)
         return draws_inputs(draws.values, space.names, space.units, space.bounds), [u.path]
-    estimate = read_estimate(u.path, u.estimate, u.covariance, u.start, names=space.names)
+    estimate = read_estimate(u.path, u.estimate, u.covariance, u.start, names=space.names, finite_covariance=False)
+    if not np.isfinite(estimate.covariance).all():
+        raise DataError(f"uncertainty.path={u.path}: `{u.covariance}` is not finite (a rank-deficient fit: the data "
+                        "do not determine every parameter), so there is no Gaussian to propagate; sample the "
+                        f"posterior (sensitivity posterior calibration={u.path}) and propagate its draws "
+                        "(propagate=posterior uncertainty.path=<its posterior.nc>)")
     if estimate.units is not None and estimate.units != space.units:
         raise DataError(f"{u.path}: parameter units {estimate.units} are not the space's {space.units}")
     make = truncated_gaussian_inputs if u.truncate else gaussian_inputs

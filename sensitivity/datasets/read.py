@@ -68,7 +68,8 @@ class Estimate(NamedTuple):
 
 
 def read_estimate(path: str | Path, estimate: str = "estimate", covariance: str = "covariance",
-                  start: int | None = None, names: Sequence[str] | None = None) -> Estimate:
+                  start: int | None = None, names: Sequence[str] | None = None,
+                  finite_covariance: bool = True) -> Estimate:
     """Read an estimate ``(parameter)`` and its covariance ``(parameter_i, parameter_j)`` by variable name.
 
     Parameters
@@ -82,12 +83,15 @@ def read_estimate(path: str | Path, estimate: str = "estimate", covariance: str 
         Which start to read.
     names
         Return the parameters in this order (e.g. a space's); every name must be in the file.
+    finite_covariance
+        Refuse a non-finite covariance (NaN from a rank-deficient fit); with False it is returned as stored,
+        for a caller that can do without it (the posterior sampler).
 
     Raises
     ------
     DataError
-        Missing file or variable, wrong dims, no usable start, or a non-finite estimate or covariance
-        (e.g. NaN from a rank-deficient fit).
+        Missing file or variable, wrong dims, no usable start, or a non-finite estimate or (with
+        ``finite_covariance``) covariance, e.g. NaN from a rank-deficient fit.
     """
     with open_result(path) as ds:
         for name in (estimate, covariance):
@@ -105,7 +109,7 @@ def read_estimate(path: str | Path, estimate: str = "estimate", covariance: str 
         units = [str(u) for u in ds["parameter_units"].values] if "parameter_units" in ds.coords else None
         result = Estimate([str(n) for n in ds["parameter_name"].values], units, mean.values.astype(float),
                           cov.values.astype(float), Path(path))
-    for name, values in ((estimate, result.mean), (covariance, result.covariance)):
+    for name, values in ((estimate, result.mean), *([(covariance, result.covariance)] if finite_covariance else [])):
         if not np.isfinite(values).all():
             raise DataError(f"{path}: `{name}` has non-finite entries (a failed or rank-deficient fit?): "
                             f"{np.array2string(values, precision=4, threshold=20)}")

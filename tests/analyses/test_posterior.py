@@ -407,3 +407,18 @@ def test_float32_model_inside_the_float64_density():
     np.testing.assert_allclose(lp32.numpy(), expected, rtol=1e-5)
     with pytest.raises(ConfigError, match="`model_dtype` must be"):
         log_posterior(model, observations, flat_prior(), support, model_dtype="float16")
+
+
+def test_starts_without_a_covariance_are_uniform_over_the_bounds():
+    """A rank-deficient calibration has no covariance: after the minima, the starts are uniform over the box
+    (in log x for a log parameter), by Kolmogorov-Smirnov against scipy's uniform and log-uniform; a parameter
+    without finite bounds is refused."""
+    support = Support.of(np.array([[0.0, 2.0], [0.01, 100.0]]), np.array([False, True]), 2, ["a", "k"])
+    starts = initial_points(np.array([[1.0, 1.0]]), np.array([1.0, 1.0]), None, support, 2001, seed=4)
+    np.testing.assert_array_equal(starts[0], [1.0, 1.0])
+    assert support.inside(starts).all()
+    assert stats.kstest(starts[1:, 0], stats.uniform(0.0, 2.0).cdf).pvalue > 1e-3
+    assert stats.kstest(starts[1:, 1], stats.loguniform(0.01, 100.0).cdf).pvalue > 1e-3
+    open_side = Support.of(np.array([[0.0, 2.0], [-np.inf, 1.0]]), None, 2, ["a", "b"])
+    with pytest.raises(ConfigError, match="parameter 1 has no finite bounds"):
+        initial_points(np.array([[1.0, 0.0]]), np.array([1.0, 0.0]), None, open_side, 3)

@@ -45,16 +45,17 @@ def initial_points(minima: np.ndarray, mean: np.ndarray, cov: np.ndarray, suppor
     """``[n_chains, n]`` chain starts: the distinct minima first, then overdispersed Laplace draws.
 
     The extra starts are drawn from ``N(mean, spread^2 cov)`` and redrawn (up to 100 times) until strictly
-    inside the support, so that R-hat can detect chains that forget where they started only slowly.
+    inside the support, so that R-hat can detect chains that forget where they started only slowly. Without
+    a covariance (``cov`` None: a rank-deficient fit has none) they are drawn uniformly over the bounds.
 
     Parameters
     ----------
     minima
         ``[M, n]`` the calibration's distinct minima, best first (only the first ``n_chains`` are used).
     mean, cov
-        The Laplace approximation [parameter units].
+        The Laplace approximation [parameter units]; ``cov`` None where it is undefined.
     support
-        Bounds and log parameters.
+        Bounds and log parameters; finite bounds where ``cov`` is None.
     n_chains
         Number of chains (>= 2).
     spread
@@ -66,6 +67,8 @@ def initial_points(minima: np.ndarray, mean: np.ndarray, cov: np.ndarray, suppor
         raise ConfigError(f"`n_chains` must be an integer >= 2, got {n_chains!r}")
     rng = np.random.default_rng(seed)
     minima = support.interior(np.asarray(minima, float).reshape(-1, len(mean))[:n_chains])
+    if cov is None:
+        return np.vstack([minima, _uniform_starts(support, n_chains - len(minima), rng)])
     w, v = np.linalg.eigh(0.5 * (cov + cov.T))
     root = v * np.sqrt(np.maximum(w, 0.0))
     extra = np.empty((n_chains - len(minima), len(mean)))
@@ -77,6 +80,23 @@ def initial_points(minima: np.ndarray, mean: np.ndarray, cov: np.ndarray, suppor
         else:
             extra[i] = support.interior(mean)
     return np.vstack([minima, extra])
+
+
+def _uniform_starts(support: Support, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``[count, n]`` starts uniform over the bounds (the log parameters' in ``log x``), a thousandth of each
+    range off its ends."""
+    logged = support.log_mask
+    with np.errstate(divide="ignore"):
+        low = np.where(logged, np.log(np.maximum(support.lower, 0.0)), support.lower)
+        high = np.where(logged, np.log(support.upper), support.upper)
+    unbounded = ~(np.isfinite(low) & np.isfinite(high))
+    if unbounded.any():
+        raise ConfigError(f"the chains have no Laplace covariance to start from (a rank-deficient calibration) and "
+                          f"parameter {int(np.flatnonzero(unbounded)[0])} has no finite bounds to draw starts in "
+                          "(a log parameter: bounds > 0): give it bounds in the space")
+    margin = 1e-3 * (high - low)
+    u = rng.uniform(low + margin, high - margin, (count, low.size))
+    return np.where(logged, np.exp(u), u)
 
 
 def sample_posterior(
@@ -116,7 +136,8 @@ def sample_posterior(
         ``[n]`` bool: parameters that must stay > 0 and move in ``log x``.
     laplace_mean, laplace_cov
         The calibration's Gaussian approximation: preconditions the sampler and is stored beside the
-        posterior's moments. Without them the sampler is not preconditioned.
+        posterior's moments. ``laplace_mean`` alone (a rank-deficient fit has no covariance) is stored, and
+        the sampler is not preconditioned, as without either: its metric comes from the warm-up alone.
     sampler
         :class:`~sensitivity.analyses.posterior.nuts.NUTS` settings.
     seed
@@ -153,9 +174,10 @@ def sample_posterior(
     n = np.shape(initial)[-1]
     names = list(parameter_names) if parameter_names is not None else [f"p{j}" for j in range(n)]
     support = Support.of(bounds, log_parameters, n, names)
-    if (laplace_mean is None) != (laplace_cov is None):
-        raise ConfigError("give both `laplace_mean` and `laplace_cov`, or neither")
-    posterior = log_posterior(model, observations, prior, support, center=laplace_mean, covariance=laplace_cov,
+    if laplace_cov is not None and laplace_mean is None:
+        raise ConfigError("`laplace_cov` needs `laplace_mean` (the estimate it is the covariance of)")
+    posterior = log_posterior(model, observations, prior, support,
+                              center=None if laplace_cov is None else laplace_mean, covariance=laplace_cov,
                               model_dtype=model_dtype, members=members)
     if prior.kind == "flat":
         check_proper(posterior, np.asarray(initial, float)[0], names)
