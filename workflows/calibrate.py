@@ -264,7 +264,7 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
              cfg.step_slice.points, space.names[pair[0]], space.names[pair[1]])
     result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_slice.points,
                         **obs.errors(), log_parameters=log_mask, damping=cfg.step_slice.damping, rcond=cfg.rcond,
-                        solver=solver, values=jac.flat_values)
+                        solver=solver, values=jac.flat_values, parameter_names=space.names)
     sliced = result.to_dataset(space.names, space.units, output_units=surrogate.output.flat_units())
     sliced.attrs.update(provenance(
         title=f"Step map on the {sliced.attrs['slice_parameters']} slice through the best estimate",

@@ -63,6 +63,27 @@ def test_basin_of_the_best_minimum_is_the_half_plane_it_lies_in():
     np.testing.assert_allclose(mesh_b + out.steps.step[:, 1], 0.0, atol=1e-12)
 
 
+def test_a_log_parameter_slice_starts_on_its_bound():
+    """A slice clipped at a log parameter's lower bound has grid points on it, where exp(log(0.01)) rounds
+    above 0.01: every fit starts there and reaches the closed-form minimum of F = x inside the box."""
+    assert np.exp(np.log(0.01)) > 0.01  # the rounding this is about
+    y, sigma = np.array([0.02, 0.5]), 0.01
+    out = step_slice(linear_model(np.eye(2)), y, y.copy(), (0, 1), np.array([[0.01, 0.1], [0.1, 1.0]]), points=5,
+                     sigma=sigma, log_parameters=np.array([True, True]), parameter_names=["k", "porosity"])
+    assert out.grid_a[0] == 0.01 and out.grid_b[0] == 0.1
+    np.testing.assert_allclose(out.fit, np.broadcast_to(y, out.fit.shape), rtol=1e-6)
+    assert out.in_basin.all()
+
+
+def test_a_start_outside_a_log_parameters_bounds_is_named():
+    from sensitivity.analyses.calibration import calibrate
+
+    with pytest.raises(ConfigError, match=r"`starts`: 'k' = 0.005 at start 0 is outside its bounds \[0.01, 0.1\]"):
+        calibrate(linear_model(np.eye(2)), np.array([0.02, 0.5]), np.array([[0.005, 0.5]]), sigma=0.01,
+                  bounds=np.array([[0.01, 0.1], [0.1, 1.0]]), log_parameters=np.array([True, True]),
+                  parameter_names=["k", "porosity"])
+
+
 def test_dataset_is_labelled_per_parameter():
     y = np.array([1.0, 0.0, 0.5])
     out = step_slice(two_minima, y, np.array([1.0, 0.0, 0.5]), (1, 0), np.array([[-1.0, 1.0], [0.2, 2.2]]),

@@ -114,10 +114,14 @@ def check_starts(starts, problem: Problem, names: list[str]) -> np.ndarray:
     if bad.any():
         k, j = np.argwhere(bad)[0]
         raise ConfigError(f"`starts`: {names[j]!r} is not finite at start {k}: {x[k, j]}")
-    lo, hi = problem.from_internal(problem.lower), problem.from_internal(problem.upper)
-    outside = (x < lo) | (x > hi) | (problem.log_mask & (x <= 0))
+    # compared in the solver's variables, where the bounds are held: a start on a log parameter's bound is
+    # inside, though exp(log(low)) may round above low
+    with np.errstate(invalid="ignore"):
+        z = problem.to_internal(np.where(problem.log_mask & (x <= 0), np.nan, x))
+    outside = np.isnan(z) | (z < problem.lower) | (z > problem.upper)
     if outside.any():
         k, j = np.argwhere(outside)[0]
-        low = f"{lo[j]}" + (" (exclusive, log parameter)" if problem.log_mask[j] else "")
-        raise ConfigError(f"`starts`: {names[j]!r} = {x[k, j]} at start {k} is outside its bounds [{low}, {hi[j]}]")
+        lo, hi = problem.from_internal(problem.lower)[j], problem.from_internal(problem.upper)[j]
+        low = f"{lo:.10g}" + (" (exclusive, log parameter)" if problem.log_mask[j] and lo == 0 else "")
+        raise ConfigError(f"`starts`: {names[j]!r} = {x[k, j]} at start {k} is outside its bounds [{low}, {hi:.10g}]")
     return x

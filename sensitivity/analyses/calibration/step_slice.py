@@ -185,6 +185,7 @@ def step_slice(
     basin_rtol: float = 1e-3,
     solver: Solver = TrustRegion(),
     values: ValuesFn | None = None,
+    parameter_names: Sequence[str] | None = None,
 ) -> StepSlice:
     """Cost, steps and basin of the best minimum on a factorial grid over two parameters through ``center``.
 
@@ -213,6 +214,8 @@ def step_slice(
         minimum in both parameters.
     solver
         Settings of the fits from the grid points.
+    parameter_names
+        ``[n]`` names of the parameters, for the fits' errors (``p0``, ``p1``, ... without them).
     """
     center = np.asarray(center, dtype=float)
     n = center.size
@@ -243,6 +246,7 @@ def step_slice(
     starts = np.vstack([center[None, columns], mesh])
     fits = calibrate(sub_model, y_obs, starts, sigma=sigma, cov=cov, mask=mask, bounds=box, log_parameters=log_mask,
                      solver=solver, throw=False, record_history=False, rcond=rcond,
+                     parameter_names=None if parameter_names is None else [parameter_names[j] for j in columns],
                      values=None if values is None else (lambda p2: values(embed(p2))))
     estimate, status = fits["estimate"].values, fits["status"].values
     best = estimate[0]
