@@ -92,6 +92,8 @@ def run(cfg: DictConfig) -> Path:
     obs_path = check_path(build.repo_path(cfg.observations.path)) if needs_obs else None
     chosen = {key: chain.consumed(cfg, path, f"verify.{key}", observations=obs_path if key != "indices" else None,
                                   space=space) for key, path in chosen.items()}
+    if "indices" in chosen:
+        _check_sobol_intervals(chosen["indices"])
     with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
         if results.complete:
             build.announce_complete(results, "verify")
@@ -99,6 +101,21 @@ def run(cfg: DictConfig) -> Path:
         _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training)
         results.publish()
     return results.path("verify.nc")
+
+
+def _check_sobol_intervals(path: Path) -> None:
+    """Refuse, before any simulator run, an indices.nc without the Sobol' intervals its check compares with."""
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import ConfigError
+
+    with open_result(path) as ds:
+        if "sobol_S1_interval" in ds and "sobol_ST_interval" in ds:
+            return
+        methods = OmegaConf.create(ds.attrs.get("config", "{}")).get("methods")
+    listed = ", ".join(map(str, methods)) if OmegaConf.is_list(methods) else methods
+    raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
+                      f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
+                      "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
 
 
 def _training_path(cfg: DictConfig) -> Path:
@@ -351,11 +368,8 @@ def _in_order(ds, variable: str, names: list[str]) -> np.ndarray:
 
 
 def _half_widths(ds, variable: str, spec) -> np.ndarray:
-    """``[d, m]`` half-widths of an index's sampling interval on the model's flat outputs."""
-    from sensitivity.errors import DataError
-
-    if variable not in ds:
-        raise DataError(f"indices: no `{variable}` (Sobol' indices with sampling intervals are needed to verify them)")
+    """``[d, m]`` half-widths of an index's sampling interval on the model's flat outputs (checked present by
+    :func:`_check_sobol_intervals`)."""
     interval = ds[variable].transpose("parameter", *spec.dim_names, "bound").values
     return 0.5 * (interval[..., 1] - interval[..., 0]).reshape(interval.shape[0], -1)
 

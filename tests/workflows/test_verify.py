@@ -61,6 +61,22 @@ def test_nothing_to_verify_and_missing_inputs_are_refused(compose_config, tmp_pa
                                              f"verify.indices={tmp_path / 'indices.nc'}"]))
 
 
+def test_indices_without_sobol_intervals_are_refused_before_the_simulator_runs(compose_config, tmp_path):
+    common = ["jacobian=float64", "jacobian.jit_compile=false"]
+    result = indices.run(compose_config("indices", [*common, "methods=[local, morris]", "plots=false"],
+                                        output_dir=tmp_path / "indices"))
+    cfg = compose_config("verify", [*common, "verify.simulator=tests.workflows.test_verify:_never_run",
+                                    f"verify.indices={result}"], output_dir=tmp_path / "verify")
+    with pytest.raises(ConfigError, match=r"`verify.indices`: .* holds no Sobol' indices with sampling intervals .*"
+                                          r"its methods: local, morris\): .* run indices with `sobol` among"):
+        verify.run(cfg)
+    assert not (tmp_path / "verify").exists() or not any((tmp_path / "verify").glob("*.nc"))
+
+
+def _never_run(x: np.ndarray) -> np.ndarray:
+    raise AssertionError("the simulator ran before the indices were checked")
+
+
 def _ishigami(x: np.ndarray) -> np.ndarray:
     """The Ishigami function (a = 7, b = 0.1) written here in numpy: the reference the refined surrogate is judged by."""
     return np.sin(x[:, 0]) + 7.0 * np.sin(x[:, 1]) ** 2 + 0.1 * x[:, 2] ** 4 * np.sin(x[:, 0])
