@@ -165,12 +165,15 @@ def compile_ensemble(
     traces = {"jacobian": 0, "values": 0}
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
 
-    def counted(name: str, f: Callable) -> Callable:
-        def call(x: tf.Tensor) -> Any:
-            traces[name] += 1
-            out = f(x)
-            return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return call
+    # two functions of their own code, not one wrapper's closures: TF counts traces per code object, and would
+    # take the first traces of both for retracing (a warning in every calibration of an ensemble)
+    def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
+        traces["values"] += 1
+        return (values_fn(x),)
+
+    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        traces["jacobian"] += 1
+        return tuple(jacobian_fn(x))
 
     xla = True if jit_compile is None else jit_compile
 
@@ -179,8 +182,7 @@ def compile_ensemble(
         full = tf.function(f, input_signature=signature, jit_compile=True, reduce_retracing=False) if xla else plain
         return {True: full, False: plain}
 
-    functions = {"values": compile_fn(counted("values", values_fn)),
-                 "jacobian": compile_fn(counted("jacobian", jacobian_fn))}
+    functions = {"values": compile_fn(values_only), "jacobian": compile_fn(value_and_jacobian)}
     itemsize = np.dtype(surrogate.dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
         chunk_size = dense_chunk_size([k * w for w in chain.widths], n_in, n_out, resolved, itemsize,
