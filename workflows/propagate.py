@@ -142,15 +142,16 @@ def inputs_from(cfg: DictConfig, space):
         raise DataError(f"uncertainty.path={u.path}: {err}") from None
 
 
-def posterior_draws(path: str, space):
-    """The draws of a ``posterior.nc`` in the space's parameter order, checked against its units."""
+def posterior_draws(path: str, space, warn: bool = True):
+    """The draws of a ``posterior.nc`` in the space's parameter order, checked against its units; ``warn``: log
+    the chains' failed convergence checks (once per file a run reads)."""
     from sensitivity.datasets import read_draws
     from sensitivity.errors import DataError
 
     draws = read_draws(path, space.names)
     if draws.units is not None and draws.units != space.units:
         raise DataError(f"{path}: parameter units {draws.units} are not the space's {space.units}")
-    if not draws.converged:
+    if warn and not draws.converged:
         log.warning("%s: the chains failed convergence checks (%s): the predictive inherits their error",
                     path, draws.diagnostics)
     return draws
@@ -167,10 +168,11 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     jac = build.engine_from(cfg, surrogate)
     p, spec = cfg.propagation, surrogate.output
     hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
-    draws_path = cfg.posterior.path or (cfg.uncertainty.path if cfg.uncertainty.source == "posterior" else None)
+    inputs_path = cfg.uncertainty.path if cfg.uncertainty.source == "posterior" else None
+    draws_path = cfg.posterior.path or inputs_path
     draws = None
     if draws_path:
-        stacked = posterior_draws(draws_path, space)
+        stacked = posterior_draws(draws_path, space, warn=draws_path != inputs_path)  # inputs_from warned of it
         draws = stacked.values.reshape(stacked.n_chains, -1, len(space.names))
         sources = list(dict.fromkeys([*sources, draws_path]))
     settings = dict(methods=list(p.methods), quantiles=list(p.quantiles), alpha=p.alpha, beta=p.beta, kappa=p.kappa,

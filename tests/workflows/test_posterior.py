@@ -52,6 +52,19 @@ def test_posterior_draws_through_the_model(compose_config, tmp_path):
     assert (by_method(ds, "first_order")["nonlinear"].values == 0).all()  # linear: the moments agree
 
 
+def test_unconverged_chains_are_reported_once(compose_config, tmp_path, caplog):
+    """Draws whose chains failed their checks are the inputs and the reference of one run: one warning, naming
+    the file and its diagnostics."""
+    draws = np.random.default_rng(2).uniform(-1, 1, (2, 50, 6))
+    path = write_posterior(tmp_path / "posterior.nc", [f"p{i}" for i in range(6)], draws, converged=0)
+    overrides = [*linear_model(), *space(SIX), *FAST, "propagate=posterior", f"uncertainty.path={path}",
+                 "propagation.methods=[first_order]", "plots=false"]
+    with caplog.at_level("WARNING", logger="workflows.propagate"):
+        propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out"))
+    reports = [r.getMessage() for r in caplog.records if "failed convergence checks" in r.getMessage()]
+    assert len(reports) == 1 and str(path) in reports[0] and "R-hat 1.2 >= 1.01" in reports[0], reports
+
+
 def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp_path):
     """`propagate=calibration posterior.path=...`: the four methods propagate the calibration's Gaussian and
     the fifth, `posterior`, the draws; the draws' mean is far from the Gaussian's, so against the posterior
