@@ -1,6 +1,7 @@
 """Figures of an uncertainty propagation: output bands per method, and where the linear answer fails."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +125,7 @@ def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names
         return
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_ylim(0.0, max(2.0 * float(np.nanmax(gap, initial=0.0)), 1e-2))
-    ax.set_title(_counts(flags, names), fontsize="small")
+    ax.set_title(textwrap.fill(_counts(flags, names), 48), fontsize="small")  # fits a panel of three a row
     ax.set_ylabel(f"|method - {_reference(ds)}|\n/ its std (x: flagged)", fontsize="small")
 
 
