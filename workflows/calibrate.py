@@ -135,6 +135,10 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     obs_path = check_path(build.repo_path(cfg.observations.path))  # fail before loading the model
     surrogate = build.surrogate_from(cfg, space)
     obs = read_observations(obs_path, surrogate.output)
+    if prior_cov is not None and obs.sigma is None and obs.cov is None:
+        raise ConfigError(f"`prior`: a prior needs the observations' errors, and observations.path={obs_path} has no "
+                          "`sigma` or `cov` variable (the noise is then unknown, estimated from the residuals); add "
+                          "one (docs/how-to/observations.md) or drop `prior`")
     jac = build.engine_from(cfg, surrogate)
     step_engine = None
     if cfg.step_dtype is not None and cfg.step_dtype != jac.dtype:

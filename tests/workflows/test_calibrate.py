@@ -156,6 +156,18 @@ def test_gaussian_prior_gives_the_closed_form_posterior(compose_config, tmp_path
     np.testing.assert_allclose(ds["prior_std"].values, [0.05, 2.0])
 
 
+def test_a_prior_with_observations_of_unknown_noise_is_refused_by_field(compose_config, tmp_path):
+    path, y, _ = linear_observations(tmp_path)
+    bare = tmp_path / "no_sigma.csv"
+    pd.read_csv(path).drop(columns="sigma").to_csv(bare, index=False)
+    cfg = compose_config("calibrate", [*LINEAR, f"observations.path={bare}", "prior.std={p: 0.05, q: 2.0}"],
+                         output_dir=tmp_path / "out")
+    with pytest.raises(ConfigError, match=r"`prior`: a prior needs the observations' errors, and "
+                                          r"observations.path=.*no_sigma.csv has no `sigma` or `cov` variable"):
+        calibrate.run(cfg)
+    assert not (tmp_path / "out" / "calibration.nc").exists()
+
+
 def test_step_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, tmp_path):
     sweep_cfg = compose_config("sweep", [*DECAY_OVERRIDES, "grid.n=50", "jacobian=float64", *FAST],
                                output_dir=tmp_path / "sweep")
