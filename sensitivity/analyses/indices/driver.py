@@ -172,7 +172,9 @@ def cross_checks(results: Mapping[str, xr.Dataset], top_k: int) -> xr.Dataset:
 
 
 def ranking_measures(results: Mapping[str, xr.Dataset]) -> dict[str, xr.DataArray]:
-    """The ``(parameter, output)`` importance measures available in ``results``, larger = more important."""
+    """The ``(parameter, output)`` importance measures available in ``results``, larger = more important; a measure
+    undefined everywhere (the DGSM bound of dependent inputs: no Poincare constant of their joint law) ranks nothing
+    and is left out."""
     sources = {
         "sobol_ST": ("sobol", "ST"),
         "dgsm_bound": ("dgsm", "sobol_total_bound"),
@@ -183,7 +185,7 @@ def ranking_measures(results: Mapping[str, xr.Dataset]) -> dict[str, xr.DataArra
     }
     measures = {}
     for measure, (result, variable) in sources.items():
-        if result in results and variable in results[result]:
+        if result in results and variable in results[result] and results[result][variable].notnull().any():
             da = results[result][variable]
             measures[measure] = abs(da) if measure.startswith("local") else da
     return measures

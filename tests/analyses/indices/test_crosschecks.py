@@ -88,3 +88,18 @@ def test_mismatched_inputs_are_clear_errors():
         crosschecks.rankings({"a": measure(np.ones((3, 1)))})
     with pytest.raises(DataError, match=r"measures\['b'\]"):
         crosschecks.rankings({"a": measure(np.ones((3, 1))), "b": measure(np.ones((2, 1)))})
+
+
+def test_a_measure_undefined_everywhere_is_left_out_of_the_rankings():
+    """The DGSM bound of dependent inputs is NaN throughout: it ranks nothing, so it takes no part in the
+    agreement (which would read NaN against every other measure); the others' tau is scipy's."""
+    from sensitivity.analyses.indices.driver import ranking_measures
+
+    rng = np.random.default_rng(1)
+    st, shapley = rng.uniform(size=(5, 2)), rng.uniform(size=(5, 2))
+    results = {"dgsm": xr.Dataset({"sobol_total_bound": measure(np.full((5, 2), np.nan))}),
+               "sobol": xr.Dataset({"ST": measure(st)}), "shapley": xr.Dataset({"effect": measure(shapley)})}
+    measures = ranking_measures(results)
+    assert list(measures) == ["sobol_ST", "shapley_effect"]
+    tau = crosschecks.rankings(measures).kendall_tau.sel(measure_i=0, measure_j=1).values
+    np.testing.assert_allclose(tau, [stats.kendalltau(st[:, k], shapley[:, k]).statistic for k in range(2)])
