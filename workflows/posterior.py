@@ -7,7 +7,7 @@ calibration has none: then the extra starts are uniform over the bounds, and the
 sampler's metric; where the Gaussian approximation fails outright, the posterior is what remains). The prior is the
 calibration's own (``prior_source: calibration``, the default: the Gaussian ``prior.*`` it was fitted with,
 or flat within the bounds), so the posterior and its Laplace approximation describe one target; or the
-space's marginals (``prior_source: space``), or flat within the bounds (``prior_source: flat``).
+space's marginals (``prior_source: space``; without the space's correlation, with a warning), or flat within the bounds (``prior_source: flat``).
 Convergence checks that fail are logged as warnings and recorded in the file; chains that do not mix end
 the run with an error. On an ensemble surrogate the likelihood is the members' mean with their predictive
 variance added to the observation covariance (``emulator_variance``, Kennedy & O'Hagan 2001).
@@ -153,6 +153,9 @@ def prior_of(cfg: DictConfig, space, calibration: Path):
     if cfg.prior_source != "calibration":
         if given[0] is not None:
             raise ConfigError(f"`prior.*` sets a Gaussian prior, but prior_source={cfg.prior_source}: give one of them")
+        if cfg.prior_source == "space" and space.correlation is not None:
+            log.warning("posterior: prior_source=space takes the space's marginals only; its `space.correlation` (a "
+                        "Gaussian copula for propagation and the indices) is not part of the prior")
         return space_prior(space) if cfg.prior_source == "space" else flat_prior()
     recorded = read_prior(calibration, space.names)
     if given[0] is not None and (recorded is None or not all(

@@ -175,3 +175,16 @@ def test_a_rank_deficient_calibration_is_sampled_where_its_gaussian_is_undefined
     with pytest.raises(Exception, match="no Gaussian to propagate; sample the posterior"):
         propagate.run(compose_config("propagate", [*common, "propagate=calibration", f"uncertainty.path={fitted}"],
                                      output_dir=tmp_path / "propagate"))
+
+
+def test_a_space_prior_says_it_leaves_the_spaces_correlation_out(compose_config, tmp_path, caplog):
+    from workflows import build
+
+    corr = "space.correlation=[[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 1.0]]"
+    for overrides, warned in (([corr], True), ([], False)):
+        cfg = compose_config("posterior", ["prior_source=space", *overrides])
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="workflows.posterior"):
+            prior = posterior.prior_of(cfg, build.space_from(cfg), tmp_path / "unused.nc")
+        assert prior.kind == "space"
+        assert any("`space.correlation`" in r.getMessage() for r in caplog.records) == warned
