@@ -1,16 +1,16 @@
 """Workflow `posterior`: the calibration's posterior by NUTS with exact gradients -> posterior.nc.
 
-The posterior of the calibration problem (same surrogate, observations and prior) is sampled by many
-TensorFlow Probability NUTS chains at once, started from the calibration's distinct minima and
-overdispersed draws of its Laplace approximation, which also preconditions the sampler (a rank-deficient
-calibration has none: then the extra starts are uniform over the bounds, and the warm-up alone sets the
-sampler's metric; where the Gaussian approximation fails outright, the posterior is what remains). The prior is the
-calibration's own (``prior_source: calibration``, the default: the Gaussian ``prior.*`` it was fitted with,
-or flat within the bounds), so the posterior and its Laplace approximation describe one target; or the
-space's marginals (``prior_source: space``; without the space's correlation, with a warning), or flat within the bounds (``prior_source: flat``).
-Convergence checks that fail are logged as warnings and recorded in the file; chains that do not mix end
-the run with an error. On an ensemble surrogate the likelihood is the members' mean with their predictive
-variance added to the observation covariance (``emulator_variance``, Kennedy & O'Hagan 2001).
+The posterior of the calibration problem (same surrogate, observations and prior) is sampled by many TensorFlow
+Probability NUTS chains at once, started from the calibration's distinct minima and overdispersed draws of its
+Laplace approximation, which also preconditions the sampler (a rank-deficient calibration has none: then the extra
+starts are uniform over the bounds, and the warm-up alone sets the sampler's metric; where the Gaussian
+approximation fails outright, the posterior is what remains). The prior is the calibration's own (``prior_source:
+calibration``, the default: the Gaussian ``prior.*`` it was fitted with, or flat within the bounds), so the
+posterior and its Laplace approximation describe one target; or the space's marginals (``prior_source: space``;
+without the space's correlation, with a warning), or flat within the bounds (``prior_source: flat``). Convergence
+checks that fail are logged as warnings and recorded in the file; chains that do not mix end the run with an error.
+On an ensemble surrogate the likelihood is the members' mean with their predictive variance added to the observation
+covariance (``emulator_variance``, Kennedy & O'Hagan 2001).
 """
 from __future__ import annotations
 

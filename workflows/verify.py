@@ -235,7 +235,8 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         ds = ds.merge(_refined_checks(state["parts"], checks.surrogate.output, space))
     size, rms = ds["refine_training_size"].values, ds["refine_error_rms"].values
     log.info("verify: refinement %s after %d round(s): %d -> %d samples, rms error on the analyses' points %.3g -> "
-             "%.3g of the outputs' spread over those points", ds.attrs["refine_outcome"], ds.sizes["round"] - 1, size[0], size[-1], rms[0], rms[-1])
+             "%.3g of the outputs' spread over those points", ds.attrs["refine_outcome"], ds.sizes["round"] - 1,
+             size[0], size[-1], rms[0], rms[-1])
     return ds
 
 
