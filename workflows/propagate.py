@@ -253,6 +253,6 @@ def _log_verdict(ds, can_truncate: bool) -> None:
     """Log the verdict's summary: a warning per failed method and where model evaluations left the bounds."""
     from sensitivity.analyses.propagation.verdict import summary_lines
 
-    hint = " (uncertainty.truncate=true keeps the posterior inside them)" if can_truncate else ""
+    hint = " (uncertainty.truncate=true keeps the draws inside them)" if can_truncate else ""
     for severity, line in summary_lines(ds, bounds_hint=hint):
         log.log(logging.WARNING if severity == "warning" else logging.INFO, line)

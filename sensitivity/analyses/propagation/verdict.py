@@ -89,7 +89,8 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
     """``(severity, line)`` pairs summing up a :func:`~sensitivity.analyses.propagation.propagate` result.
 
     A ``"warning"`` per failed method and per method with more than 1% of its model evaluations
-    outside the parameter bounds (followed by ``bounds_hint``); an ``"info"`` line per assessed method:
+    outside the parameter bounds (followed by ``bounds_hint``, a remedy for the sampling methods: truncating the
+    inputs keeps draws inside, not the unscented transform's sigma points); an ``"info"`` line per assessed method:
     on how many outputs it disagrees with the verdict's reference (``monte_carlo`` or ``posterior``), and the
     largest gap in units of the reference's std.
     """
@@ -102,7 +103,7 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
             lines.append(("warning", f"{name} failed: {ds['status_message'].values[i]}"))
         if outside > 0.01:
             lines.append(("warning", f"{name}: {100 * outside:.0f}% of model evaluations outside the parameter "
-                                     f"bounds{bounds_hint}"))
+                                     f"bounds{'' if name == 'unscented' else bounds_hint}"))
         flags = ds["nonlinear"].values[i]
         if (flags < 0).all():
             continue
