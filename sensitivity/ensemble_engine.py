@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from sensitivity.errors import ConfigError
 from sensitivity.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chunk_size, checked_points,
-                                  dense_chunk_size, jacobian_functions, resolve_mode)
+                                  chunk_functions, dense_chunk_size, jacobian_functions, resolve_mode)
 from sensitivity.member_path import MemberChain, member_chain
 from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
 from sensitivity.surrogate import Surrogate, recentred
@@ -165,8 +165,6 @@ def compile_ensemble(
     traces = {"jacobian": 0, "values": 0}
     signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
 
-    # two functions of their own code, not one wrapper's closures: TF counts traces per code object, and would
-    # take the first traces of both for retracing (a warning in every calibration of an ensemble)
     def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
         traces["values"] += 1
         return (values_fn(x),)
@@ -177,12 +175,8 @@ def compile_ensemble(
 
     xla = True if jit_compile is None else jit_compile
 
-    def compile_fn(f: Callable) -> dict[bool, Any]:
-        plain = tf.function(f, input_signature=signature, jit_compile=False, reduce_retracing=False)
-        full = tf.function(f, input_signature=signature, jit_compile=True, reduce_retracing=False) if xla else plain
-        return {True: full, False: plain}
-
-    functions = {"values": compile_fn(values_only), "jacobian": compile_fn(value_and_jacobian)}
+    functions = {"values": chunk_functions(values_only, signature, xla),
+                 "jacobian": chunk_functions(value_and_jacobian, signature, xla)}
     itemsize = np.dtype(surrogate.dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
         chunk_size = dense_chunk_size([k * w for w in chain.widths], n_in, n_out, resolved, itemsize,

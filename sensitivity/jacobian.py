@@ -257,14 +257,8 @@ def compile_jacobian(
         traces["jacobian"] += 1
         return flat_jacobian(x)
 
-    def compile_fn(f: Callable) -> dict[bool, tf.types.experimental.PolymorphicFunction]:
-        """``{full chunk: fn, shorter: fn}``: one function, or an XLA one for full chunks and a plain one."""
-        plain = tf.function(f, input_signature=signature, jit_compile=False, reduce_retracing=False)
-        xla = tf.function(f, input_signature=signature, jit_compile=True, reduce_retracing=False)
-        return {True: xla if jit_compile else plain, False: plain}
-
-    value_fn = compile_fn(values_only)
-    jacobian_fn = compile_fn(value_and_jacobian)
+    value_fn = chunk_functions(values_only, signature, jit_compile)
+    jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile)
     if chain is not None:  # read off the weights: no trace before the first call
         activation = sum(chain.widths)
     else:
@@ -282,6 +276,22 @@ def compile_jacobian(
         raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
     return CompiledJacobian(surrogate, resolved, path, jit_compile, surrogate.dtype, chunk_size, activation,
                             jacobian_fn, value_fn, traces, path_reason=reason)
+
+
+def chunk_functions(f: Callable, signature: list[tf.TensorSpec],
+                    jit_compile: bool) -> dict[bool, tf.types.experimental.PolymorphicFunction]:
+    """``{full chunk: fn, shorter: fn}`` of an engine function: an XLA one for full chunks (with ``jit_compile``)
+    and a plain one, each traced once for its fixed ``signature``.
+
+    TensorFlow's frequent-tracing detector counts traces per code object, across every engine of a process (a study
+    compiles one or more per stage), and would take each new engine's single trace for retracing; the functions
+    never retrace (``trace_count``, tested), so its warning is switched off for them.
+    """
+    plain = tf.function(f, input_signature=signature, jit_compile=False, reduce_retracing=False)
+    xla = tf.function(f, input_signature=signature, jit_compile=True, reduce_retracing=False) if jit_compile else plain
+    for fn in (plain, xla):
+        fn._omit_frequent_tracing_warning = True  # noqa: SLF001 - TF's own switch (polymorphic_function.py)
+    return {True: xla, False: plain}
 
 
 def resolve_mode(mode: Mode, n_in: int, n_out: int) -> str:
