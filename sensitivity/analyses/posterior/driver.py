@@ -40,8 +40,8 @@ class PosteriorWarning(UserWarning):
     """The chains failed a convergence check (R-hat, ESS or divergences)."""
 
 
-def initial_points(minima: np.ndarray, mean: np.ndarray, cov: np.ndarray, support: Support, n_chains: int, *,
-                   spread: float = 2.0, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+def initial_points(minima: np.ndarray, mean: np.ndarray, cov: np.ndarray | None, support: Support, n_chains: int,
+                   *, spread: float = 2.0, seed: int | np.random.Generator | None = 0) -> np.ndarray:
     """``[n_chains, n]`` chain starts: the distinct minima first, then overdispersed Laplace draws.
 
     The extra starts are drawn from ``N(mean, spread^2 cov)`` and redrawn (up to 100 times) until strictly
