@@ -49,7 +49,17 @@ def main(argv: list[str] | None = None) -> None:
     if os.getcwd() not in sys.path:  # `model.source=mymodule:fn` from the folder holding mymodule.py
         sys.path.insert(0, os.getcwd())
     module = importlib.import_module(WORKFLOWS[name])
-    _hydra_main(name, _user_config_dir(_positional(module, overrides)))
+    _hydra_main(name, _user_config_dir(_positional(module, _multirun_first(overrides))))
+
+
+#: Hydra's flags that take no value and may stand anywhere on a command line (argparse stops reading the
+#: overrides at the first flag, so ``sensitivity sweep a=1 -m b=2`` would leave ``b=2`` unread).
+_VALUELESS_FLAGS = ("-m", "--multirun")
+
+
+def _multirun_first(overrides: list[str]) -> list[str]:
+    """``-m`` / ``--multirun`` moved ahead of the overrides, wherever the user wrote it."""
+    return [o for o in overrides if o in _VALUELESS_FLAGS] + [o for o in overrides if o not in _VALUELESS_FLAGS]
 
 
 def _user_config_dir(overrides: list[str]) -> list[str]:

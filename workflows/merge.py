@@ -77,3 +77,13 @@ def run(cfg: DictConfig) -> Path:
         results.publish()
     log.info("merged: %s", results.path(name))
     return results.path(name)
+
+
+def study_of(cfg: DictConfig) -> list[str]:
+    """The overrides choosing the study (``experiment=``, ``model=``, ``space=``) that every shard was run with,
+    for the next command's hint."""
+    from workflows.runner import STUDY_KEYS
+
+    runs = find_runs(Path(cfg.input_dir).expanduser(), cfg.file)
+    shared = set.intersection(*(set(r.overrides) for r in runs)) if runs else set()
+    return [o for o in (runs[0].overrides if runs else ()) if o in shared and o.split("=")[0] in STUDY_KEYS]

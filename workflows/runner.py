@@ -51,14 +51,23 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
 
     register(name)  # a launcher's job process (submitit) runs the task without the command line's set-up
     module = importlib.import_module(WORKFLOWS[name])
-    result = Path(module.run(own_config(cfg, name)))
+    own = own_config(cfg, name)
+    result = Path(module.run(own))
     if overrides is not None:
-        announce(name, cfg, result, overrides)
+        study = [o for o in overrides if o.split("=")[0] in STUDY_KEYS]
+        if not study and hasattr(module, "study_of"):  # merge: the study its shards were run with
+            study = module.study_of(own)
+        announce(name, cfg, result, study)
     return result
 
 
-def announce(name: str, cfg: Any, result: Path, overrides: list[str]) -> None:
-    """Log the result's path (relative to the working directory when inside it) and the next command."""
+#: The overrides that choose the study, repeated in the suggested next command.
+STUDY_KEYS = ("experiment", "model", "space")
+
+
+def announce(name: str, cfg: Any, result: Path, study: list[str]) -> None:
+    """Log the result's path (relative to the working directory when inside it) and the next command, with the
+    overrides ``study`` that chose the study."""
     shown = _shown(result)
     log.info("result: %s", shown)
     run_dir = Path(str(cfg.output_dir))
@@ -68,7 +77,6 @@ def announce(name: str, cfg: Any, result: Path, overrides: list[str]) -> None:
     template = NEXT.get(name)
     if template is None:
         return
-    study = [o for o in overrides if o.split("=")[0] in ("experiment", "model", "space")]
     from omegaconf import OmegaConf
 
     given = OmegaConf.select(cfg, "observations.path", default=None, throw_on_missing=False) if \

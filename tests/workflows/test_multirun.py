@@ -80,6 +80,25 @@ def test_local_multirun_then_merge_equals_one_process_and_a_failed_shard_reruns_
 
 
 @pytest.mark.slow
+def test_multirun_flag_after_the_overrides_and_the_merge_hint_repeats_the_study(tmp_path):
+    """``-m`` written after an override still launches the multirun (argparse alone would leave the overrides
+    after it unread), and merge's next command names the shards' study, so that it runs as printed."""
+    multirun, work = tmp_path / "multirun", tmp_path / "work"
+    work.mkdir()
+    launched = subprocess.run(CLI + ["sweep", "experiment=ishigami", "-m", "grid.shard=0,1", "grid.num_shards=2",
+                                     *GRID, f"hydra.sweep.dir={multirun}"], cwd=work, capture_output=True, text=True)
+    assert launched.returncode == 0, launched.stderr[-2000:]
+    assert len(list(multirun.glob("*/sweep.nc"))) == 2
+    merged = subprocess.run(CLI + ["merge", str(multirun)], cwd=work, capture_output=True, text=True)
+    assert merged.returncode == 0, merged.stderr[-2000:]
+    hint = re.search(r"next: sensitivity (.*)", merged.stdout + merged.stderr).group(1).split()
+    assert hint[:2] == ["indices", "experiment=ishigami"], hint
+    followed = subprocess.run(CLI + hint + ["methods=[dgsm]", "plots=false", "progress=false"], cwd=work,
+                              capture_output=True, text=True)
+    assert followed.returncode == 0, followed.stderr[-2000:]
+
+
+@pytest.mark.slow
 def test_a_config_sweep_merges_along_its_swept_keys(compose_config, tmp_path):
     multirun = tmp_path / "multirun"
     for n in (48, 32):
