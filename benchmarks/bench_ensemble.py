@@ -6,7 +6,7 @@ Shapes (float32, random weights, each member its own input/output scaling like a
   C   256 -> [256]x3 tanh -> 4     (reverse mode)
 Contenders, interleaved round by round (best of --rounds passes over --points points each):
   one member        ``compile_jacobian(member)(x)``: the dense path of one network
-  ensemble          ``compile_ensemble(ensemble)(x)``: all K members, stacked kernels, one call per chunk
+  ensemble          ``compile_ensemble(ensemble)(x)``: all K members' dense chains in turn, one call per chunk
   K engines         ``compile_jacobian(member_k)(x)`` for k = 1..K, one after the other
   ensemble mean     ``compile_jacobian(ensemble)(x)``: the mean's Jacobian (what every analysis of an ensemble
                     compiles), on the same stacked chain
@@ -16,9 +16,9 @@ K x (one member's GFLOP/s) / (the machine's matmul peak) times one member's time
 arithmetic floor beside the measured ratio at each problem size (--points, and a calibration-sized batch of 64
 points), with the nominal cost of bench_jacobian.py (2 x MACs x (1 + tangents) per Jacobian) and the matmul peak
 measured in the same run. Beside it they print the ratio of the members' layer matmuls alone (the dense path's
-matmuls at that size and nothing else, the K members' stacked as one batched matmul per layer against one
-member's, under XLA, each on its engine's chunk): what the arithmetic costs on this machine's kernels at that
-size, before any other work.
+matmuls at that size and nothing else, the K members' 2-D matmuls in turn in one call against one member's,
+under XLA, each on its engine's chunk): what the arithmetic costs on this machine's kernels at that size,
+before any other work.
 Where either exceeds the target, the target is out of this machine's reach.
 
 Usage: python benchmarks/bench_ensemble.py [--shapes seir A C] [--members 5] [--points 8192] [--rounds 5]
@@ -79,14 +79,14 @@ def best_of(fn, x: np.ndarray, rounds: int) -> float:
 
 
 def bare_matmuls(shape: str, k: int, tangents: int, single_points: int, stacked_points: int, rounds: int) -> float:
-    """Time per point of ``k`` members' layer matmuls alone, stacked, over one member's: what the arithmetic
+    """Time per point of ``k`` members' layer matmuls alone, in one call, over one member's: what the arithmetic
     itself costs on this machine's kernels.
 
     Each call is nothing but the matmuls of the dense path on one chunk: a block of ``points x (1 + tangents)``
     rows (values and tangents, or cotangents) through every layer, ``[rows, w_i] @ [w_i, w_(i+1)]``, under XLA;
-    one member's as plain matmuls on ``single_points`` points, the ensemble's as one batched matmul ``[k, rows,
-    w_i] @ [k, w_i, w_(i+1)]`` per layer (what the member path runs) on ``stacked_points``: the chunk each engine
-    runs at that size. Interleaved, best of ``rounds`` x 10 calls each.
+    one member's on ``single_points`` points, the ensemble's ``k`` members' in turn on ``stacked_points`` (what
+    the member path runs): the chunk each engine runs at that size. Interleaved, best of ``rounds`` x 10 calls
+    each.
     """
     import tensorflow as tf
 
@@ -94,14 +94,18 @@ def bare_matmuls(shape: str, k: int, tangents: int, single_points: int, stacked_
     widths = [n_in, *hidden, n_out]
     rng = np.random.default_rng(0)
     kernels = [tf.constant(rng.normal(size=(k, a, b)).astype("float32")) for a, b in zip(widths, widths[1:])]
-    stacked_block = tf.constant(rng.normal(size=(k, stacked_points * (1 + tangents), n_in)).astype("float32"))
+    stacked_block = tf.constant(rng.normal(size=(stacked_points * (1 + tangents), n_in)).astype("float32"))
     single_block = tf.constant(rng.normal(size=(single_points * (1 + tangents), n_in)).astype("float32"))
 
     @tf.function(jit_compile=True)
-    def stacked(h):
-        for w in kernels:
-            h = tf.matmul(h, w)
-        return h
+    def stacked(x):
+        outputs = []
+        for member in range(k):
+            h = x
+            for w in kernels:
+                h = tf.matmul(h, w[member])
+            outputs.append(h)
+        return tf.stack(outputs)
 
     @tf.function(jit_compile=True)
     def single(h):

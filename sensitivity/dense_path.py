@@ -144,19 +144,17 @@ class DenseChain:
 
 
 class Block:
-    """The tangent block ``[B, t, width]`` of a chain (cotangents in reverse mode), built one step at a time
-    (``[K, B, t, width]`` with stacked kernels ``[K, k, h]``: the members of an ensemble, :mod:`sensitivity.member_path`).
+    """The tangent block ``[B, t, width]`` of a chain (cotangents in reverse mode), built one step at a time.
 
     While no kernel has been met the map is diagonal, ``diag(scale)``; the first kernel makes the block a
     broadcast of it. With a folded kernel ``fold`` (:func:`fold`), the first kernel waits for the slopes
     that follow it and the second one makes the block in one matmul (:func:`_unfold`).
     """
 
-    def __init__(self, fold: tf.Tensor | None, tangent_axis: int = 1) -> None:
+    def __init__(self, fold: tf.Tensor | None) -> None:
         self.scale: tf.Tensor | None = None  # [B, t], the diagonal before the first kernel (None: identity)
         self.block: tf.Tensor | None = None
         self._fold, self._between, self._waiting = fold, None, False
-        self._axis = tangent_axis  # where the tangents sit in the block: after the batch axes
 
     def kernel(self, kernel: tf.Tensor) -> None:
         """Apply the kernel ``[width, width']`` of an affine step (``W`` forward, ``W^T`` in reverse)."""
@@ -165,7 +163,7 @@ class Block:
         elif self.block is None and self._fold is not None:
             self._waiting = True
         elif self.block is None:  # diag(scale) W: a broadcast, no matmul
-            kernel = tf.expand_dims(kernel, -3)  # [1, k, h], or [K, 1, k, h] with a member axis
+            kernel = tf.expand_dims(kernel, -3)  # [1, k, h]
             self.block = kernel if self.scale is None else self.scale[..., None] * kernel
         else:
             self.block = _right_matmul(self.block, kernel)
@@ -184,7 +182,7 @@ class Block:
         elif self.block is None:
             self.scale = slope if self.scale is None else self.scale * slope
         else:
-            self.block = self.block * tf.expand_dims(slope, self._axis)
+            self.block = self.block * slope[:, None]
 
 
 def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> DenseChain | None:
@@ -423,13 +421,8 @@ def affine(h: tf.Tensor, step: tuple[tf.Tensor, tf.Tensor | None, tf.Tensor]) ->
 
 
 def _right_matmul(stack: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
-    """``[B, t, k] @ [k, h] -> [B, t, h]`` as one 2-D matmul (a batched one would broadcast the kernel); with a
-    member axis (:mod:`sensitivity.member_path`), ``[K, B, t, k] @ [K, k, h] -> [K, B, t, h]`` as one batched
-    matmul of ``K`` 2-D ones."""
+    """``[B, t, k] @ [k, h] -> [B, t, h]`` as one 2-D matmul (a batched one would broadcast the kernel)."""
     shape = tf.shape(stack)
-    if kernel.shape.rank == 3:
-        flat = tf.matmul(tf.reshape(stack, [kernel.shape[0], -1, stack.shape[-1]]), kernel)
-        return tf.reshape(flat, [shape[0], shape[1], stack.shape[2], kernel.shape[-1]])
     flat = tf.matmul(tf.reshape(stack, [-1, stack.shape[-1]]), kernel)
     return tf.reshape(flat, [shape[0], stack.shape[1], kernel.shape[-1]])
 

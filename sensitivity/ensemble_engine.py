@@ -5,8 +5,8 @@
 ``[K, B, n_out]`` and Jacobians ``[K, B, n_out, n_in]`` of all ``K`` members at a batch of points, fed in
 chunks like :class:`~sensitivity.jacobian.CompiledJacobian` (full chunks through XLA, a shorter one without, so
 it never retraces). Members of one MLP architecture take the member path (:mod:`sensitivity.member_path`:
-stacked kernels, one batched matmul per layer); other ensembles stack each member's own engine function
-(:func:`~sensitivity.jacobian.jacobian_functions`) inside the same compiled call.
+each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
+function (:func:`~sensitivity.jacobian.jacobian_functions`) inside the same compiled call.
 
 The results come back member-major, ``[K, N, *out]`` and ``[K, N, *out, n_in]``
 (:meth:`CompiledEnsemble.__call__`), or as the flat member-major views the analyses stack into one output
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 class CompiledEnsemble:
     """Every member's values and Jacobians, compiled once and evaluated in fixed-size chunks.
 
-    Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (stacked kernels) or
+    Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (the members' dense chains) or
     ``"stacked"`` (each member's own function in one call), ``path_reason`` says why.
     """
 
@@ -152,7 +152,7 @@ def compile_ensemble(
         raise ConfigError(f"`path` 'dense' needs members that are Keras MLPs of one architecture; "
                           f"{surrogate.source} is not: {chain}")
     if isinstance(chain, MemberChain):
-        kind, reason = "member", f"{k} members as a batch axis of the dense path (stacked kernels [{k}, ...])"
+        kind, reason = "member", f"{k} members' dense chains in turn, in one call"
         values_fn, jacobian_fn = chain.values, chain.forward if resolved == "forward" else chain.reverse
     else:
         kind, reason = "stacked", f"each member's own function in one call ({chain})"
@@ -179,7 +179,7 @@ def compile_ensemble(
                  "jacobian": chunk_functions(value_and_jacobian, signature, xla)}
     itemsize = np.dtype(surrogate.dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
-        chunk_size = dense_chunk_size([k * w for w in chain.widths], n_in, n_out, resolved, itemsize,
+        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, itemsize,
                                       DENSE_BLOCK_BYTES)
     elif chunk_size is None:  # the activations of every member, read off the traced values function
         chunk_size = auto_chunk_size(_activation_size(functions["values"][False], n_in), n_in, n_out, resolved,

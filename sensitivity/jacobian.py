@@ -346,18 +346,17 @@ def _chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain | No
 
 
 def ensemble_chain(surrogate: Surrogate, mode: str) -> tuple[Any, str]:
-    """The ensemble mean of ``surrogate``'s members as one chain of stacked kernels
+    """The ensemble mean of ``surrogate``'s members as one chain, each member's dense chain in turn
     (:class:`~sensitivity.member_path.MeanChain`), and a sentence saying why; ``None`` and the reason where the
-    members do not stack (the engine then differentiates the mean by autodiff)."""
+    members are not MLPs of one architecture (the engine then differentiates the mean by autodiff)."""
     from sensitivity.member_path import MeanChain, member_chain
 
     k = surrogate.n_members
     chain = member_chain(surrogate.members, surrogate.n_in, surrogate.dtype)
     if isinstance(chain, str):
-        return None, f"an ensemble of {k} whose members do not stack: {chain}"
+        return None, f"an ensemble of {k} whose members are not MLPs of one architecture: {chain}"
     tangents = f"{surrogate.n_in} tangents" if mode == "forward" else f"{surrogate.output_size} cotangents"
-    return MeanChain(chain), (f"the mean of {k} members, each member's {tangents} as one block through stacked "
-                              f"kernels [{k}, ...] (one batched matmul per layer)")
+    return MeanChain(chain), f"the mean of {k} members, each member's {tangents} as one block through its dense chain"
 
 
 def _layer_names(steps: list[tuple[str, Any]]) -> str:
