@@ -175,8 +175,9 @@ def compile_ensemble(
 
     xla = True if jit_compile is None else jit_compile
 
-    functions = {"values": chunk_functions(values_only, signature, xla),
-                 "jacobian": chunk_functions(value_and_jacobian, signature, xla)}
+    own = isinstance(chain, MemberChain)  # the project's chains: no AutoGraph (see chunk_functions)
+    functions = {"values": chunk_functions(values_only, signature, xla, autograph=not own),
+                 "jacobian": chunk_functions(value_and_jacobian, signature, xla, autograph=not own)}
     itemsize = np.dtype(surrogate.dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
         chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, itemsize,

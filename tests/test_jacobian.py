@@ -322,3 +322,25 @@ def test_out_receives_every_chunk_in_the_callers_layout():
     np.testing.assert_allclose(records["jacobian"], ishigami_jacobian(x), **TOL["float64"])
     with pytest.raises(ConfigError, match=r"`out` must be arrays of shapes \[\[200, 1\], \[200, 1, 3\]\]"):
         jac(x, out=(records["y"], records["jacobian"][:100]))
+
+
+def test_a_python_model_with_tensor_dependent_control_flow_keeps_autograph():
+    """The engine traces its own layer chains without AutoGraph, but a user's model function on the autodiff path
+    keeps it: a Python ``if`` on a tensor (here, a guard that never fires) would fail to trace without it. (Reverse
+    mode without XLA: neither XLA nor forward mode's ``vectorized_map`` of ``ForwardAccumulator`` takes the
+    ``tf.cond`` that AutoGraph makes of it.)"""
+    def guarded(x):
+        if tf.reduce_max(tf.abs(x)) > 1e6:  # AutoGraph turns this into tf.cond
+            return tf.zeros_like(x)
+        return tf.sin(x) * x[:, :1]
+
+    jac = sensitivity.compile_jacobian(load(guarded, 2, "float64"), "reverse", chunk_size=4, jit_compile=False)
+    assert jac.path == "autodiff"
+    x = np.random.default_rng(0).uniform(-1, 1, (6, 2))  # a full chunk and a short one
+    values, jacobian = jac(x)
+    expected = np.zeros((6, 2, 2))  # d(sin(x_j) x_0)/dx_k
+    expected[:, 0, 0] = np.cos(x[:, 0]) * x[:, 0] + np.sin(x[:, 0])
+    expected[:, 1, 0] = np.sin(x[:, 1])
+    expected[:, 1, 1] = np.cos(x[:, 1]) * x[:, 0]
+    np.testing.assert_allclose(values, np.sin(x) * x[:, :1], rtol=1e-12)
+    np.testing.assert_allclose(jacobian, expected, rtol=1e-12, atol=1e-14)
