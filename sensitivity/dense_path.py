@@ -298,6 +298,19 @@ def chain_of(steps: list[tuple[str, Any]], fn: Callable, n_in: int, dtype: str) 
         "the layer chain does not reproduce the model's values on probe points"
 
 
+def flat_outputs(chain: DenseChain, dtype: str) -> DenseChain:
+    """``chain`` without a last ``Reshape`` or ``Flatten`` (the engine's outputs are flat: C-order reshapes of
+    the flat outputs are the identity), e.g. the ``output_shape`` layer of a trained field surrogate; its folded
+    kernels are those of the steps that remain."""
+    steps = list(chain.steps)
+    while steps and steps[-1][0] == "linear" and type(steps[-1][1][2]).__name__ in ("Reshape", "Flatten"):
+        steps.pop()
+    if len(steps) == len(chain.steps):
+        return chain
+    return DenseChain(tuple(steps), chain.widths[: len(chain.widths) - (len(chain.steps) - len(steps))],
+                      *_folds(steps, dtype))
+
+
 def _folds(steps: list[tuple[str, Any]], dtype: str) -> tuple[tf.Tensor | None, tf.Tensor | None]:
     """The folded first two kernels (forward mode) and last two (reverse mode, as ``W^T``) of the chain
     ``steps`` (:func:`fold`), each where both are affine steps with elementwise steps between them."""

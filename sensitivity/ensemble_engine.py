@@ -154,9 +154,11 @@ def compile_ensemble(
     if isinstance(chain, MemberChain):
         kind, reason = "member", f"{k} members' dense chains in turn, in one call"
         values_fn, jacobian_fn = chain.values, chain.forward if resolved == "forward" else chain.reverse
+        autograph = False  # the project's own chains (see chunk_functions)
     else:
         kind, reason = "stacked", f"each member's own function in one call ({chain})"
         values_fn, jacobian_fn = _stacked_functions(members, resolved)
+        autograph = True
     if surrogate.spread_scale:
         values_fn, jacobian_fn = _recentring(values_fn, jacobian_fn, np.asarray(surrogate.spread_scale),
                                              surrogate.dtype)
@@ -175,9 +177,8 @@ def compile_ensemble(
 
     xla = True if jit_compile is None else jit_compile
 
-    own = isinstance(chain, MemberChain)  # the project's chains: no AutoGraph (see chunk_functions)
-    functions = {"values": chunk_functions(values_only, signature, xla, autograph=not own),
-                 "jacobian": chunk_functions(value_and_jacobian, signature, xla, autograph=not own)}
+    functions = {"values": chunk_functions(values_only, signature, xla, autograph),
+                 "jacobian": chunk_functions(value_and_jacobian, signature, xla, autograph)}
     itemsize = np.dtype(surrogate.dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
         chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, itemsize,

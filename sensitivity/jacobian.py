@@ -257,8 +257,9 @@ def compile_jacobian(
         traces["jacobian"] += 1
         return flat_jacobian(x)
 
-    value_fn = chunk_functions(values_only, signature, jit_compile, autograph=chain is None)
-    jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph=chain is None)
+    autograph = chain is None  # a user's model function; the project's own chains need no AutoGraph
+    value_fn = chunk_functions(values_only, signature, jit_compile, autograph)
+    jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
     if chain is not None:  # read off the weights: no trace before the first call
         activation = sum(chain.widths)
     else:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from sensitivity.dense_path import DenseChain, _folds, chain_of, layer_steps
+from sensitivity.dense_path import DenseChain, chain_of, flat_outputs, layer_steps
 
 #: A member chain's chunk is that of one member over this share (see :attr:`MemberChain.widths`).
 CHUNK_SHARE = 2
@@ -116,7 +116,7 @@ def member_chain(members: Sequence[Any], n_in: int, dtype: str) -> MemberChain |
         chain = steps if isinstance(steps, str) else chain_of(steps, member.fn, n_in, dtype)
         if isinstance(chain, str):
             return f"member {k}: {chain}"
-        chain = _flat_outputs(chain, dtype)
+        chain = flat_outputs(chain, dtype)
         if not chain.reversible:
             return f"member {k} has convolution or reshaping layers (the member axis is for MLPs)"
         chains.append(chain)
@@ -125,18 +125,6 @@ def member_chain(members: Sequence[Any], n_in: int, dtype: str) -> MemberChain |
         if _layout(chain) != layout:
             return f"member {k} has another architecture than member 0 ({_layout(chain)} vs {layout})"
     return MemberChain(tuple(chains))
-
-
-def _flat_outputs(chain: DenseChain, dtype: str) -> DenseChain:
-    """``chain`` without a last ``Reshape`` or ``Flatten`` (the engine's outputs are flat: C-order reshapes of
-    the flat outputs are the identity), e.g. the ``output_shape`` layer of a trained field surrogate."""
-    steps = list(chain.steps)
-    while steps and steps[-1][0] == "linear" and type(steps[-1][1][2]).__name__ in ("Reshape", "Flatten"):
-        steps.pop()
-    if len(steps) == len(chain.steps):
-        return chain
-    return DenseChain(tuple(steps), chain.widths[: len(chain.widths) - (len(chain.steps) - len(steps))],
-                      *_folds(steps, dtype))
 
 
 def _layout(chain: DenseChain) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
