@@ -237,6 +237,22 @@ class ParameterSpace:
                 raise ConfigError(f"space: parameter #{i} ({record.get('name', '?')!r}): {err}") from None
         return cls(tuple(parameters), None if correlation is None else np.asarray(correlation, dtype=float))
 
+    def records(self) -> dict[str, Any]:
+        """The space as a config node, ``{parameters: [...], correlation: ...}`` of plain values: the inverse of
+        :meth:`from_records` (every bound and nominal written out, as derived), so a space read from another
+        source (a SALib problem file) is recorded in a result's config as the space it computed with."""
+        def record(p: Parameter) -> dict[str, Any]:
+            d = p.distribution
+            distribution = {"kind": d.kind, **{k: float(v) for k, v in d.params.items()}}
+            if d.truncate is not None:
+                distribution["truncate"] = [None if t is None else float(t) for t in d.truncate]
+            return {"name": p.name, "units": p.units, "low": float(p.low), "high": float(p.high),
+                    "nominal": float(p.nominal), "long_name": p.long_name, "scale": p.scale,
+                    "distribution": distribution}
+
+        return {"parameters": [record(p) for p in self.parameters],
+                "correlation": None if self.correlation is None else np.asarray(self.correlation).tolist()}
+
     @property
     def names(self) -> list[str]:
         """Parameter names in input order."""

@@ -72,3 +72,22 @@ def test_nominal_defaults_and_distributions():
 def test_a_bad_correlation_is_named_in_one_line(correlation, message):
     with pytest.raises(ConfigError, match=message):
         ParameterSpace.from_records([rec(), rec(name="gamma")], correlation=correlation)
+
+
+def test_records_are_the_inverse_of_from_records():
+    """Every kind of marginal, a truncation open on one side, a log scale and a correlation survive the round trip
+    through plain config values (YAML-safe: no numpy scalars, tuples or distribution objects)."""
+    import yaml
+
+    space = ParameterSpace.from_records([
+        {"name": "Q", "units": "m3 s-1", "distribution": {"kind": "gumbel_r", "loc": 1013, "scale": 558,
+                                                          "truncate": [500, 3000]}},
+        {"name": "Ks", "units": "1", "distribution": {"kind": "norm", "loc": 30, "scale": 8, "truncate": [15, None]}},
+        {"name": "E", "units": "Pa", "scale": "log", "distribution": {"kind": "lognormal", "median": 2e11,
+                                                                       "sigma_log": 0.05}},
+        {"name": "Zv", "units": "m", "low": 49, "high": 51, "long_name": "valley level"},
+    ], correlation=[[1, 0.3, 0, 0], [0.3, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+    node = yaml.safe_load(yaml.safe_dump(space.records()))
+    again = ParameterSpace.from_records(node["parameters"], node["correlation"])
+    assert again.parameters == space.parameters
+    np.testing.assert_array_equal(again.correlation, space.correlation)

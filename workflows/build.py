@@ -215,9 +215,23 @@ def space_from_problem_file(cfg: DictConfig) -> ParameterSpace | None:
         return None
     from sensitivity.salib import read_problem
 
-    space = read_problem(Path(str(path)).expanduser())
-    log.info("space: %d parameters from SALib problem %s", len(space), path)
-    return space
+    return read_problem(Path(str(path)).expanduser())
+
+
+def with_space_file(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with its ``space`` replaced by the space of the SALib problem file ``cfg.space_file`` when one is
+    set (``space_file`` kept), else ``cfg`` itself: the space a run computes with is then the one its result
+    records in its config, fingerprints (an edited problem file reruns the stages it feeds) and is compared with
+    by the runs that consume it (:func:`workflows.chain.consumed`)."""
+    space = space_from_problem_file(cfg)
+    if space is None or "space" not in cfg:
+        return cfg
+    log.info("space: %d parameters from SALib problem %s", len(space), cfg.space_file)
+    from workflows.schema import SpaceConf
+
+    resolved = cfg.copy()
+    resolved.space = OmegaConf.merge(OmegaConf.structured(SpaceConf), space.records())
+    return resolved
 
 
 def repo_path(path: str | Path) -> Path:

@@ -47,11 +47,12 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
         The command-line overrides, to repeat ``experiment=`` in the suggested next command; None: no
         announcement (a stage of ``sensitivity run``).
     """
+    from workflows.build import with_space_file
     from workflows.schema import own_config, register
 
     register(name)  # a launcher's job process (submitit) runs the task without the command line's set-up
     module = importlib.import_module(WORKFLOWS[name])
-    own = own_config(cfg, name)
+    own = with_space_file(own_config(cfg, name))
     result = Path(module.run(own))
     if overrides is not None:
         study = [o for o in overrides if o.split("=")[0] in STUDY_KEYS]

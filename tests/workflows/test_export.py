@@ -89,3 +89,29 @@ def test_cli_error_is_one_line(tmp_path):
                          text=True, cwd=ROOT)
     assert out.returncode == 2 and "export: SALib problem file not found: missing.json" in out.stderr + out.stdout
     assert not (tmp_path / "jacobian_model").exists() and not (tmp_path / "export.nc").exists()
+
+
+def test_a_salib_problem_file_is_the_space_its_results_record_and_are_checked_against(compose_config, tmp_path):
+    """A study whose space is a problem file: the sweep records the file's space (not the config's default one),
+    a stage that consumes it accepts it, and an edited file is a new computation, not the stored sweep."""
+    import yaml
+
+    from sensitivity.errors import SensitivityError
+    from workflows.runner import run_workflow
+
+    problem_path = tmp_path / "problem.json"
+    problem_path.write_text(json.dumps(PROBLEM))
+    study = ["jacobian=float64", "plots=false", f"space_file={problem_path}"]
+    swept = run_workflow("sweep", compose_config("sweep", [*study, "grid.n=64"], output_dir=tmp_path / "sweep"))
+    with xr.open_dataset(swept) as ds:
+        recorded = yaml.safe_load(ds.attrs["config"])["space"]["parameters"]
+    assert [(p["name"], p["low"], p["high"]) for p in recorded] == \
+        [(name, *bounds) for name, bounds in zip(PROBLEM["names"], PROBLEM["bounds"])]
+    propagated = run_workflow("propagate", compose_config("propagate", [*study, f"pointwise.sweep={swept}",
+                                                                        "propagation.n_samples=1024", "propagation.n_replicates=4"],
+                                                          output_dir=tmp_path / "propagate"))
+    assert propagated.is_file()
+
+    problem_path.write_text(json.dumps({**PROBLEM, "bounds": [[-1.0, 1.0], [0.0, 2.0], [-2.0, 3.0]]}))
+    with pytest.raises(SensitivityError, match="result of other settings"):  # not the stored sweep of the old space
+        run_workflow("sweep", compose_config("sweep", [*study, "grid.n=64"], output_dir=tmp_path / "sweep"))
