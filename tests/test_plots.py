@@ -355,3 +355,43 @@ def test_importing_the_figure_modules_keeps_the_callers_backend():
         assert matplotlib.get_backend() == "svg"
     finally:
         matplotlib.use(before)
+
+
+def test_past_ten_parameters_the_index_figures_show_the_most_influential(drawn, tmp_path):
+    """A field of 14 inputs, y = w . x on uniforms: the total Sobol' index of input i is w_i^2 / sum w^2 (closed
+    form), so the four inputs of weight 0.1 are the ones left out of every figure, which says so."""
+    from sensitivity.analyses import indices
+    from sensitivity.datasets import write_atomic
+    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.plots.indices import indices_figures
+    from sensitivity.space import ParameterSpace
+    from sensitivity.surrogate import load_surrogate
+
+    weak = [2, 5, 9, 12]
+    weights = np.array([0.1 if i in weak else 1.0 + i for i in range(14)])
+    names = [f"cell{i}" for i in range(14)]
+    space = ParameterSpace.from_records([{"name": n, "units": "mm", "low": 0.0, "high": 1.0} for n in names])
+    surrogate = load_surrogate(lambda x: x @ weights[:, None], input_names=names, input_units=space.units,
+                               dtype="float64", output={"name": "discharge", "units": "m3 s-1"})
+    jac = compile_jacobian(surrogate, jit_compile=False)
+    ds = indices.compute(jac, space, {"sobol": indices.Sobol(n=256, convergence_start=64),
+                                      "dgsm": indices.Dgsm(n=256), "active_subspaces": indices.ActiveSubspaces(n=256)},
+                         intervals=indices.Intervals("rqmc", replicates=4, n_resamples=50))
+    indices_figures(write_atomic(ds, tmp_path / "indices.nc"), tmp_path)
+    strong = [n for i, n in enumerate(names) if i not in weak]
+    note = "the 10 of 14 parameters of largest total Sobol' index"
+    bars = drawn["indices_bars.png"]
+    assert all(ticks(ax) == strong for ax in bars.panels) and note in bars.suptitle
+    assert ticks(drawn["indices_ranking.png"].panels[0]) == strong
+    spectrum = drawn["indices_active_subspace.png"]
+    assert ticks(spectrum.panels[1]) == strong and note in spectrum.suptitle
+
+    from sensitivity.grids import make_grid
+    from sensitivity.plots.sweep import sweep_figure
+    from sensitivity.sweep import sweep
+
+    swept = sweep(jac, make_grid(space, "sobol", n=32, seed=0), tmp_path / "sweep.nc", attrs={}, fingerprint="figures",
+                  progress=False).path
+    sweep_figure(swept, tmp_path / "sweep.png")  # dy/dx x range = w_i on every point
+    d = drawn["sweep.png"]
+    assert d.legend == strong and "the 10 of 14 parameters of largest median |dy/dx| x range" in d.suptitle

@@ -29,6 +29,8 @@ doi:10.1214/aos/1031594731.
 """
 from __future__ import annotations
 
+import itertools
+
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -143,7 +145,8 @@ class CopulaInputs(InputUncertainty):
 
     @property
     def description(self) -> str:
-        kinds = ", ".join(m.dist.name for m in self.marginals)
+        runs = [(kind, len(list(run))) for kind, run in itertools.groupby(m.dist.name for m in self.marginals)]
+        kinds = ", ".join(kind if count == 1 else f"{kind} x {count}" for kind, count in runs)  # uniform x 64
         copula = "independent" if self.copula_cholesky is None else "Gaussian copula"
         return f"marginals ({kinds}), {copula}"
 

@@ -46,6 +46,8 @@ AGGREGATED: tuple[tuple[str, str], ...] = (("S1", "S1"), ("ST", "ST"), ("S1_full
 INDEX_DIMS = ("direction", "group", "n_samples", "measure", "measure_i", "measure_j", "quantity", "component")
 #: At most this many outputs get a row of bars.
 MAX_SHOWN = 8
+#: What ranks the parameters when there are more than :data:`MAX_PARAMETERS`: the first present.
+INFLUENCE = (*TOTAL, "aggregated_ST", "aggregated_ST_ind", "sobol_S1", "local_sigma_normalized")
 
 
 def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
@@ -130,6 +132,17 @@ def _where(ds: xr.Dataset) -> str:
     return "; at the output of largest variance" + (" per panel" if plan.total > 1 else "") + plan.note
 
 
+def shown_parameters(ds: xr.Dataset) -> tuple[xr.Dataset, str]:
+    """``ds`` on the parameters its figures show (:func:`sensitivity.plots.layout.most_influential` of the first
+    measure of :data:`INFLUENCE` present), and the note their titles carry; every figure of one ``indices.nc``
+    shows the same parameters."""
+    measure = next((v for v in INFLUENCE if v in ds and "parameter" in ds[v].dims), None)
+    if measure is None:
+        return ds, ""
+    shown, note = lay.most_influential(ds[measure], ds[measure].attrs.get("long_name", measure))
+    return ds.isel(parameter=shown), note
+
+
 def _fmt(value: object) -> str:
     return f"{value:g}" if isinstance(value, (float, np.floating, int, np.integer)) else str(value)
 
@@ -145,6 +158,7 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     if not present:
         return None
     rows = shown_outputs(ds)
+    ds, shown = shown_parameters(ds)
     names = _names(ds)
     fig, axes = lay.grid(len(rows), len(present), size=(3.0, 2.5))
     x = np.arange(len(names))
@@ -164,13 +178,15 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
             unit = lay.units(da)
             if unit and unit != "1":
                 ax.set_ylabel(f"[{unit}]", fontsize="small")
-    fig.suptitle(f"sensitivity indices by method (whiskers: confidence intervals){_where(ds)}", fontsize="medium")
+    fig.suptitle(f"sensitivity indices by method (whiskers: confidence intervals){_where(ds)}{shown}",
+                 fontsize="medium")
     return lay.save(fig, figure_path)
 
 
 def ranking_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     """Ranks of the parameters by each measure, and Kendall's tau between measures, for the first shown output."""
     index, label = shown_outputs(ds)[0]
+    ds, shown = shown_parameters(ds)
     measures, names = _names(ds, "measure"), _names(ds)
     rank = ds["rank"].isel(index).transpose("measure", "parameter").values
     tau = ds["kendall_tau"].isel(index).transpose("measure_i", "measure_j").values
@@ -180,7 +196,7 @@ def ranking_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         ax0.text(j, i, _fmt(v), ha="center", va="center", color="w", fontsize="small")
     lay.category_ticks(ax0, names)
     ax0.set_yticks(range(len(measures)), measures)
-    ax0.set_title(f"parameter rank (1 = most important)\n{label}", fontsize="medium")
+    ax0.set_title(f"parameter rank (1 = most important)\n{label}{shown}", fontsize="medium")
     fig.colorbar(im, ax=ax0)
     im = ax1.imshow(tau, cmap="RdBu", vmin=-1, vmax=1)
     ax1.set_xticks(range(len(measures)), measures, rotation=45, ha="right")
@@ -199,7 +215,8 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         panels.append(("active_subspace_quantity", {"quantity": 0}, str(ds["quantity_name"].values[0])))
     fig, axes = plt.subplots(2, len(panels), figsize=(max(6.0, 4.0 * len(panels)), 6), squeeze=False,
                              constrained_layout=True)
-    names = _names(ds)
+    shown_ds, shown = shown_parameters(ds)
+    names = _names(shown_ds)
     for c, (prefix, index, label) in enumerate(panels):
         values = ds[f"{prefix}_eigenvalue"].isel(index).transpose("direction").values
         k = np.arange(1, len(values) + 1)
@@ -211,11 +228,12 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         axes[0, c].set_xticks(k)
         axes[0, c].set_xlabel("eigenvalue index")
         axes[0, c].set_title(label, fontsize="medium")
-        vector = ds[f"{prefix}_eigenvector"].isel(index).isel(direction=0).transpose("parameter").values
+        vector = shown_ds[f"{prefix}_eigenvector"].isel(index).isel(direction=0).transpose("parameter").values
         axes[1, c].bar(range(len(names)), vector)
         lay.category_ticks(axes[1, c], names)
         axes[1, c].set_title("leading direction w1", fontsize="medium")
-    fig.suptitle("active subspace: eigenvalues of E[grad f grad f^T] (band: confidence interval)", fontsize="medium")
+    fig.suptitle(f"active subspace: eigenvalues of E[grad f grad f^T] (band: confidence interval){shown}",
+                 fontsize="medium")
     return lay.save(fig, figure_path)
 
 
@@ -229,10 +247,11 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     present = [m for m in MEASURES if m[0] in ds and not m[0].startswith("local")]
     if not present:  # the local method alone: its bars are the whole story
         return None
+    ds, shown = shown_parameters(ds)
     names = _names(ds)
     plan = _plan(ds[present[0][0]])
     if plan.kind == "map":
-        return _total_maps(ds, plan, present, names, figure_path)
+        return _total_maps(ds, plan, present, names, figure_path, shown)
     fig, axes = lay.grid(len(present), len(plan.panels), size=(4.2, 2.4), sharex=True)
     for r, (var, interval, title) in enumerate(present):
         for c, panel in enumerate(plan.panels):
@@ -252,12 +271,12 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     for ax in axes[-1]:
         lay.format_x(ax, ds, plan, plan.panels[0])
     lay.legend(fig, list(axes.ravel()), title="parameter")
-    fig.suptitle(f"indices resolved along {lay.coord_label(ds, plan.x)} (bands: confidence intervals){plan.note}",
-                 fontsize="medium")
+    fig.suptitle(f"indices resolved along {lay.coord_label(ds, plan.x)} (bands: confidence intervals){plan.note}"
+                 f"{shown}", fontsize="medium")
     return lay.save(fig, figure_path)
 
 
-def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], figure_path: Path) -> Path:
+def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], figure_path: Path, shown: str) -> Path:
     """Maps of the total index per parameter (columns) and label panel (rows), on one colour scale."""
     var, _, title = next((m for m in present if m[0] in TOTAL), present[0])
     da = ds[var]
@@ -269,7 +288,7 @@ def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], fig
             mesh = lay.draw_map(ax, lay.select(da, panel).isel(parameter=j), plan, cmap="viridis", vmin=0.0, vmax=top)
             ax.set_title(", ".join(x for x in (name, panel.title) if x), fontsize="medium")
     fig.colorbar(mesh, ax=list(axes.ravel()), label=lay.quantity_label(title, lay.units(da)))
-    fig.suptitle(f"{title} over the output field, per parameter{plan.note}", fontsize="medium")
+    fig.suptitle(f"{title} over the output field, per parameter{plan.note}{shown}", fontsize="medium")
     return lay.save(fig, figure_path)
 
 
@@ -277,6 +296,7 @@ def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     """Grouped bars per parameter of every index of dependent inputs present, with intervals, per shown output."""
     present = [m for m in DEPENDENT if m[0] in ds]
     rows = shown_outputs(ds)
+    ds, shown = shown_parameters(ds)
     names = _names(ds)
     width = min(16.0, max(6.0, 0.25 * len(names) * len(present) + 2))
     fig, axes = plt.subplots(len(rows), 1, figsize=(width, 3.2 * len(rows)), squeeze=False, constrained_layout=True)
@@ -290,7 +310,7 @@ def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
         ax.set_ylabel(label, fontsize="small")
     axes[0, 0].legend(fontsize="small", ncol=min(len(present), 4))
     inputs = ds.attrs.get("shapley_inputs") or ds.attrs.get("sobol_dependent_inputs", "")
-    fig.suptitle(f"indices of {inputs} inputs (whiskers: confidence intervals)", fontsize="medium")
+    fig.suptitle(f"indices of {inputs} inputs (whiskers: confidence intervals){shown}", fontsize="medium")
     return lay.save(fig, figure_path)
 
 
@@ -302,6 +322,7 @@ def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     over = str(ds.attrs.get("aggregated_over", "")).split()
     kept = {d: 0 for d in ds["aggregated_variance"].dims}
     at = ", ".join(f"{d}={_fmt(ds[d].values[0]) if d in ds.coords else 0}" for d in kept)
+    ds, shown = shown_parameters(ds)
     names, keys = _names(ds), [(k, label) for k, label in AGGREGATED if f"aggregated_{k}" in ds]
     components = _names(ds, "component")
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.6), constrained_layout=True)
@@ -329,17 +350,20 @@ def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     axes[2].legend(fontsize="small")
     axes[2].set_title(f"{key} of each principal component", fontsize="medium")
     _loadings(axes[3], ds["aggregated_pca_loading"].isel(kept), over, components, fig)
-    fig.suptitle("aggregated and PCA-based indices" + (f" at {at}" if at else ""), fontsize="medium")
+    fig.suptitle("aggregated and PCA-based indices" + (f" at {at}" if at else "") + shown, fontsize="medium")
     return lay.save(fig, figure_path)
 
 
 def _loadings(ax: plt.Axes, loading: xr.DataArray, over: list[str], components: list[str], fig: plt.Figure) -> None:
     """Principal directions over one dim (lines, bars for labels) or the leading one over two (a map)."""
-    if len(over) == 2:
-        numeric = all(d in loading.coords and loading[d].dtype.kind in "iuf" for d in over)
-        extent = [*loading[over[1]].values[[0, -1]], *loading[over[0]].values[[0, -1]]] if numeric else None
+    if len(over) == 2:  # one cell per output; each axis ticked with its labels or coordinate values
         im = ax.imshow(loading.isel(component=0).transpose(*over).values, origin="lower", cmap="RdBu_r",
-                       extent=extent, aspect="auto")
+                       aspect="auto")
+        for axis, dim in ((ax.xaxis, over[1]), (ax.yaxis, over[0])):
+            values = loading[f"{dim}_name"].values if f"{dim}_name" in loading.coords else \
+                loading[dim].values if dim in loading.coords else np.arange(loading.sizes[dim])
+            step = max(1, len(values) // 8)
+            axis.set_ticks(range(0, len(values), step), [_fmt(v) for v in values[::step]])
         ax.set_xlabel(over[1])
         ax.set_ylabel(over[0])
         fig.colorbar(im, ax=ax, shrink=0.8)

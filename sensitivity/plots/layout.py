@@ -44,6 +44,9 @@ MAX_COLUMNS = 3
 MAX_CATEGORIES = 16
 #: Category labels stay horizontal while their total length is at most this many characters.
 HORIZONTAL_CHARS = 48
+#: At most this many parameters get a bar, a line or a map (one colour each of matplotlib's cycle); past it, the
+#: most influential ones (:func:`most_influential`), and the figure's title says so.
+MAX_PARAMETERS = 10
 
 Kind = Literal["points", "lines", "map"]
 _ACROSS = {"lon", "longitude"}
@@ -296,6 +299,24 @@ def format_x(ax: plt.Axes, obj: xr.DataArray | xr.Dataset, layout: Layout, panel
     names = [labels(obj, layout.x)[i] for i in categories(layout, panel, obj)] if layout.x else [panel.title or ""]
     category_ticks(ax, names)
     ax.set_xlim(-0.6, len(names) - 0.4)
+
+
+def most_influential(magnitude: xr.DataArray, measure: str) -> tuple[np.ndarray, str]:
+    """The parameters a figure shows, in input order, and the note its title carries ("" when all are shown).
+
+    Every parameter up to :data:`MAX_PARAMETERS`; past it (a field of inputs: 64 rainfall cells), the
+    :data:`MAX_PARAMETERS` of largest ``|magnitude|`` (on ``parameter`` and any output dims), each output's
+    divided by its largest over the parameters so that no output's size decides, then the largest over the
+    outputs. ``measure`` names it in the note.
+    """
+    n = magnitude.sizes["parameter"]
+    if n <= MAX_PARAMETERS:
+        return np.arange(n), ""
+    magnitude = abs(magnitude)
+    largest = magnitude.max("parameter")
+    score = (magnitude / largest.where(largest > 0)).max([d for d in magnitude.dims if d != "parameter"])
+    order = np.argsort(-np.nan_to_num(score.transpose("parameter").values, nan=-np.inf), kind="stable")
+    return np.sort(order[:MAX_PARAMETERS]), f"; the {MAX_PARAMETERS} of {n} parameters of largest {measure}"
 
 
 def category_ticks(ax: plt.Axes, names: Sequence[str]) -> None:

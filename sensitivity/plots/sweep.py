@@ -37,11 +37,13 @@ def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 2
     jac = ds["jacobian"]
     output = ds[next(v for v in ds.data_vars if v not in ("x", "jacobian"))]
     scaled = jac * (ds["x"].max("sample") - ds["x"].min("sample"))
-    names = lay.labels(ds, "parameter")
+    shown, note = lay.most_influential(np.abs(scaled).median("sample"), "median |dy/dx| x range")
+    scaled = scaled.isel(parameter=shown)
+    names = [lay.labels(ds, "parameter")[k] for k in shown]
     plan = lay.plan(output, lay.output_dims(output))
     n = ds.sizes["sample"]
     if plan.kind == "map":
-        return _maps(np.abs(scaled).median("sample"), output, plan, names, n, figure_path)
+        return _maps(np.abs(scaled).median("sample"), output, plan, names, n, figure_path, note)
     bands = scaled.quantile(list(QUANTILES), dim="sample").transpose("quantile", "parameter", ...)
     fig, axes = lay.wrapped(len(plan.panels))
     shift = lay.offsets(len(names))
@@ -61,12 +63,12 @@ def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 2
         ax.set_title(panel.title, fontsize="medium")
     lay.legend(fig, axes, title="parameter")
     fig.suptitle(f"{output.attrs.get('long_name', output.name)}: derivative x parameter range over {n} sweep "
-                 f"points, median and 5-95 %{plan.note}", fontsize="medium")
+                 f"points, median and 5-95 %{plan.note}{note}", fontsize="medium")
     return lay.save(fig, figure_path)
 
 
 def _maps(median: xr.DataArray, output: xr.DataArray, plan: lay.Layout, names: list[str], n: int,
-          figure_path: str | Path) -> Path:
+          figure_path: str | Path, note: str) -> Path:
     """Median ``|dy/dx| x range`` per parameter (columns) and label panel (rows), one colour scale per row."""
     fig, axes = lay.grid(len(plan.panels), len(names), size=(3.6, 3.0))
     for row, panel in zip(axes, plan.panels):
@@ -77,5 +79,5 @@ def _maps(median: xr.DataArray, output: xr.DataArray, plan: lay.Layout, names: l
             ax.set_title(", ".join(t for t in (name, panel.title) if t), fontsize="medium")
         fig.colorbar(mesh, ax=list(row), label=lay.quantity_label("|dy/dx| x range of x", lay.units(output, panel)))
     fig.suptitle(f"{output.attrs.get('long_name', output.name)}: median |derivative| x parameter range over {n} "
-                 f"sweep points{plan.note}", fontsize="medium")
+                 f"sweep points{plan.note}{note}", fontsize="medium")
     return lay.save(fig, figure_path)
