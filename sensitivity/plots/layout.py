@@ -22,6 +22,8 @@ figure, whatever the output's shape (:mod:`sensitivity.outputs` states the contr
 At most ``max_panels`` panels are drawn (the first ones, in C order of the labels);
 :attr:`Layout.note` says how many there were. Several lines in one panel get a legend
 (:func:`legend`): on the panel when there is one, else one for the figure below the panels.
+At most :data:`MAX_PARAMETERS` parameters get a line, a bar or a map: past it (a field of inputs),
+the most influential ones (:func:`most_influential`), which the title says.
 """
 from __future__ import annotations
 
