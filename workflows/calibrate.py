@@ -212,12 +212,19 @@ def _log_summary(ds, seconds: float) -> None:
         for j, name in enumerate(ds["parameter_name"].values):
             truth, inside = ds["true_parameter"].values[j], ds["true_in_interval"].values[j]
             if np.isfinite(truth):
-                log.info("  true %s = %.6g is %s the %.0f%% interval", name, truth,
-                         "inside" if inside == 1 else "OUTSIDE", 100 * float(ds.attrs.get("level", "nan")))
-        log.info("calibrate: %d of %d true parameters inside their intervals", int((ds["true_in_interval"] == 1).sum()),
-                 int(np.isfinite(ds["true_parameter"].values).sum()))
+                log.info("  true %s = %.6g %s the %.0f%% interval", name, truth, _verdict(inside),
+                         100 * float(ds.attrs.get("level", "nan")))
+        unknown = int(((ds["true_in_interval"] < 0) & np.isfinite(ds["true_parameter"])).sum())
+        log.info("calibrate: %d of %d true parameters inside their intervals%s", int((ds["true_in_interval"] == 1).sum()),
+                 int(np.isfinite(ds["true_parameter"].values).sum()),
+                 f" ({unknown} without an interval, not checked)" if unknown else "")
     if "estimate_emulator" in ds:
         _log_emulator(ds)
+
+
+def _verdict(inside: int) -> str:
+    """A ``true_in_interval`` flag in words: 1 inside, 0 outside, -1 no interval to check against (NaN bounds)."""
+    return {1: "is inside", 0: "is OUTSIDE"}.get(int(inside), "is not checked against (no interval)")
 
 
 def _log_emulator(ds) -> None:
@@ -227,7 +234,8 @@ def _log_emulator(ds) -> None:
     truth = ds["true_parameter"].values if "true_parameter" in ds else np.full(ds.sizes["parameter"], np.nan)
     for j, name in enumerate(ds["parameter_name"].values):
         low, high = ds["parameter_interval_emulator"].values[j]
-        inside = "" if not np.isfinite(truth[j]) else f"  true {'inside' if low <= truth[j] <= high else 'OUTSIDE'}"
+        checked = -1 if not np.isfinite(low + high) else int(low <= truth[j] <= high)
+        inside = "" if not np.isfinite(truth[j]) else f"  true {_verdict(checked)}"
         members = ds["estimate_member"].values[:, j]
         log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  members %.6g .. %.6g%s", name, ds["estimate_emulator"].values[j],
                  ds["standard_error_emulator"].values[j], low, high, np.nanmin(members), np.nanmax(members), inside)

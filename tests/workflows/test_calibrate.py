@@ -306,10 +306,10 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     # leaves every output unchanged, so standard errors are undefined and the run must say so.
     obs_path = tmp_path / "observations.nc"
     xr.Dataset({"observed": ("day", 2.0 * TIMES), "sigma": ("day", np.full(TIMES.size, SIGMA))},
-               coords={"day": TIMES}).to_netcdf(obs_path)
+               coords={"day": TIMES}, attrs={"true_parameters": '{"a": 1.0, "b": 2.0}'}).to_netcdf(obs_path)
     cfg = compose_config("calibrate", [*PRODUCT_OVERRIDES, f"observations.path={obs_path}", "starts.n=4", *FAST],
                          output_dir=tmp_path / "out")
-    with caplog.at_level("WARNING", logger="workflows.calibrate"):
+    with caplog.at_level("INFO", logger="workflows.calibrate"):
         path = calibrate.run(cfg)
     ds = open_result(path)
     best = int(ds["best_start"])
@@ -323,4 +323,7 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     np.testing.assert_allclose([float(v) for v in values.strip("()").split(",")], direction, rtol=1e-3)
     assert "underdetermined: 5 of 5 starts rank-deficient" in caplog.text
     assert "has no standard errors (rank_deficient); the data do not determine d(a, b) ~" in caplog.text
+    assert (ds["true_in_interval"].values == -1).all()  # no interval: the truth is not checked, nor called outside
+    assert "true a = 1 is not checked against (no interval)" in caplog.text and "OUTSIDE" not in caplog.text
+    assert "0 of 2 true parameters inside their intervals (2 without an interval, not checked)" in caplog.text
     assert cf_errors(path) == []
