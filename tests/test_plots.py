@@ -395,3 +395,26 @@ def test_past_ten_parameters_the_index_figures_show_the_most_influential(drawn, 
     sweep_figure(swept, tmp_path / "sweep.png")  # dy/dx x range = w_i on every point
     d = drawn["sweep.png"]
     assert d.legend == strong and "the 10 of 14 parameters of largest median |dy/dx| x range" in d.suptitle
+
+
+def test_past_ten_parameters_the_posterior_figures_show_the_slowest_to_mix(drawn, tmp_path):
+    """14 parameters, four of them of large ESS: the pair and trace plots show the other ten (10 x 10 panels, not
+    14 x 14), each named in its row, and their titles say why."""
+    from sensitivity.plots.posterior import posterior_figures
+
+    n, fast = 14, [1, 6, 7, 13]
+    names = [f"cell{i}" for i in range(n)]
+    ess = np.array([5000.0 if i in fast else 300.0 + i for i in range(n)])
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset({"draws": (("chain", "draw", "parameter"), rng.standard_normal((2, 50, n))),
+                     "divergent": (("chain", "draw"), np.zeros((2, 50), np.int8)), "n_divergent": 0,
+                     "rhat": ("parameter", np.ones(n)), "ess_bulk": ("parameter", ess), "ess_tail": ("parameter", ess),
+                     "laplace_mean": ("parameter", np.zeros(n)), "laplace_covariance": (("parameter", "p2"), np.eye(n))},
+                    coords={"parameter_name": ("parameter", names), "parameter_units": ("parameter", ["mm"] * n)})
+    ds.to_netcdf(tmp_path / "posterior.nc")
+    posterior_figures(tmp_path / "posterior.nc", tmp_path)
+    slow = [f"{name} [mm]" for i, name in enumerate(names) if i not in fast]
+    pairs, trace = drawn["posterior_pairs.png"], drawn["posterior_trace.png"]
+    note = "the 10 of 14 parameters of smallest ESS (slowest to mix)"
+    assert len(pairs.panels) == 100 and [ax.get_xlabel() for ax in pairs.panels[-10:]] == slow and note in pairs.suptitle
+    assert [ax.get_ylabel() for ax in trace.panels] == slow and note in trace.suptitle

@@ -116,20 +116,33 @@ def convergence_figure(ds: xr.Dataset, figure_path: str | Path, max_starts: int 
 
 
 def correlation_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
-    """Parameter correlation matrix of the best fit, with identifiabilities in the labels."""
+    """Parameter correlation matrix of the best fit, with identifiabilities in the labels.
+
+    Up to :data:`~sensitivity.plots.layout.MAX_PARAMETERS` parameters each cell carries its value; past it (a field
+    of inputs) the matrix is a map of at most 12 x 11 inches with every k-th parameter named. A best start without
+    a covariance (rank-deficient) draws an empty matrix whose title says why.
+    """
     best = ds.isel(start=_best(ds))
     corr = best["correlation"].values
-    names = [f"{n} ({i:.2f})" for n, i in zip(ds["parameter_name"].values, best["identifiability"].values)]
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.5 + 0.9 * len(names)), max(4.5, 1.0 + 0.8 * len(names))),
+    n = len(corr)
+    plain = [str(name) for name in ds["parameter_name"].values]
+    names = [f"{name} ({i:.2f})" for name, i in zip(plain, best["identifiability"].values)]
+    fig, ax = plt.subplots(figsize=(min(12.0, max(5.5, 1.5 + 0.9 * n)), min(11.0, max(4.5, 1.0 + 0.8 * n))),
                            constrained_layout=True)
     im = ax.imshow(corr, cmap="RdBu_r", vmin=-1, vmax=1)
-    for (i, j), value in np.ndenumerate(corr):
-        if np.isfinite(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="small",
-                    color="w" if abs(value) > 0.6 else "k")
-    ax.set_xticks(range(len(names)), [str(n) for n in ds["parameter_name"].values], rotation=45, ha="right")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_title("parameter correlation (identifiability)", fontsize="medium")
+    if n <= lay.MAX_PARAMETERS:
+        for (i, j), value in np.ndenumerate(corr):
+            if np.isfinite(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="small",
+                        color="w" if abs(value) > 0.6 else "k")
+    step = max(1, -(-n // 32))  # at most 32 names per axis
+    ax.set_xticks(range(0, n, step), plain[::step], rotation=45, ha="right")
+    ax.set_yticks(range(0, n, step), names[::step])
+    title = "parameter correlation (identifiability)"
+    if not np.isfinite(corr).any():
+        status = best["standard_error_status"]
+        title += f"\nnone: the best start has no covariance ({status.attrs['flag_meanings'].split()[int(status)]})"
+    ax.set_title(title, fontsize="medium")
     fig.colorbar(im, ax=ax)
     return lay.save(fig, figure_path)
 

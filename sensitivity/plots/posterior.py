@@ -22,6 +22,21 @@ def posterior_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
     return [pair_figure(ds, out_dir / "posterior_pairs.png"), trace_figure(ds, out_dir / "posterior_trace.png")]
 
 
+def shown_parameters(ds: xr.Dataset) -> tuple[np.ndarray, str]:
+    """The parameters both figures show, in input order, and the note their titles carry.
+
+    Every parameter up to :data:`sensitivity.plots.layout.MAX_PARAMETERS`; past it (64 of a field), the
+    ones slowest to mix, of smallest ESS (the least of bulk and tail; NaN first): the traces a reader must check,
+    and the pairs whose geometry slows the chains. A pair plot of every one of 64 parameters is 4,096 panels.
+    """
+    n, limit = ds.sizes["parameter"], lay.MAX_PARAMETERS
+    if n <= limit:
+        return np.arange(n), ""
+    ess = np.minimum(ds["ess_bulk"].values, ds["ess_tail"].values)
+    slowest = np.argsort(np.nan_to_num(ess, nan=-np.inf), kind="stable")[:limit]
+    return np.sort(slowest), f"; the {limit} of {n} parameters of smallest ESS (slowest to mix)"
+
+
 def _labels(ds: xr.Dataset) -> list[str]:
     units = ds["parameter_units"].values if "parameter_units" in ds.coords else [""] * ds.sizes["parameter"]
     return [f"{n} [{u}]" if u else str(n) for n, u in zip(ds["parameter_name"].values, units)]
@@ -29,10 +44,11 @@ def _labels(ds: xr.Dataset) -> list[str]:
 
 def pair_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     """Histograms on the diagonal, draws below it, with the Laplace mean and its 95 % ellipse per pair."""
-    draws = ds["draws"].values.reshape(-1, ds.sizes["parameter"])
+    shown, note = shown_parameters(ds)
+    draws = ds["draws"].values.reshape(-1, ds.sizes["parameter"])[:, shown]
     show = draws[np.linspace(0, len(draws) - 1, min(MAX_POINTS, len(draws))).astype(int)]
-    mean, cov = ds["laplace_mean"].values, ds["laplace_covariance"].values
-    n, labels = draws.shape[1], _labels(ds)
+    mean, cov = ds["laplace_mean"].values[shown], ds["laplace_covariance"].values[np.ix_(shown, shown)]
+    n, labels = draws.shape[1], [_labels(ds)[k] for k in shown]
     radius = np.sqrt(stats.chi2.ppf(0.95, 2))
     fig, axes = plt.subplots(n, n, figsize=(2.0 * n + 1, 2.0 * n + 1), constrained_layout=True, squeeze=False)
     for i in range(n):
@@ -63,16 +79,17 @@ def pair_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
                 ax.set_ylabel(labels[i], fontsize=8)
             ax.tick_params(labelsize=6)
     fig.suptitle(f"posterior draws ({ds.sizes['chain']} chains x {ds.sizes['draw']}) and the Laplace\n"
-                 "approximation (orange: mean, 95 % ellipse, normal density)", fontsize=9)
+                 f"approximation (orange: mean, 95 % ellipse, normal density){note}", fontsize=9)
     return lay.save(fig, figure_path)
 
 
 def trace_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     """Every chain's draws per parameter, divergent transitions marked, R-hat and ESS in the titles."""
-    n, labels = ds.sizes["parameter"], _labels(ds)
+    shown, note = shown_parameters(ds)
+    n, labels = len(shown), _labels(ds)
     fig, axes = plt.subplots(n, 1, figsize=(9, 1.6 * n + 0.6), sharex=True, constrained_layout=True, squeeze=False)
     draws, divergent = ds["draws"].values, ds["divergent"].values.astype(bool)
-    for j, ax in enumerate(axes[:, 0]):
+    for j, ax in zip(shown, axes[:, 0]):
         for c in range(ds.sizes["chain"]):
             ax.plot(draws[c, :, j], lw=0.4, alpha=0.7)
             d = np.flatnonzero(divergent[c])
@@ -82,6 +99,6 @@ def trace_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
                      f"tail {float(ds['ess_tail'][j]):.0f}", fontsize=7, loc="right")
         ax.tick_params(labelsize=6)
     axes[-1, 0].set_xlabel("draw (after warm-up)")
-    fig.suptitle(f"trace of {ds.sizes['chain']} chains; red ticks: divergent transitions ({int(ds['n_divergent'])})",
-                 fontsize=9)
+    fig.suptitle(f"trace of {ds.sizes['chain']} chains; red ticks: divergent transitions ({int(ds['n_divergent'])})"
+                 f"{note}", fontsize=9)
     return lay.save(fig, figure_path)

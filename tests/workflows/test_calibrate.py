@@ -301,7 +301,7 @@ def test_cli_reports_a_bad_observation_file_in_one_line(tmp_path):
 
 
 def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_records_it(compose_config, tmp_path,
-                                                                                     caplog):
+                                                                                     caplog, monkeypatch):
     # y = a b t: only the product a b = 2 is determined; at an estimate (a, b) the step d(a, b) ~ (a, -b)
     # leaves every output unchanged, so standard errors are undefined and the run must say so.
     obs_path = tmp_path / "observations.nc"
@@ -326,4 +326,12 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     assert (ds["true_in_interval"].values == -1).all()  # no interval: the truth is not checked, nor called outside
     assert "true a = 1 is not checked against (no interval)" in caplog.text and "OUTSIDE" not in caplog.text
     assert "0 of 2 true parameters inside their intervals (2 without an interval, not checked)" in caplog.text
+
+    from sensitivity.plots import calibration as figures
+
+    drawn = []
+    monkeypatch.setattr(figures.lay, "save", lambda fig, path, **_: drawn.append(fig.axes[0].get_title()) or path)
+    figures.correlation_figure(ds, tmp_path / "correlation.png")  # an empty matrix says why it is empty
+    assert drawn == ["parameter correlation (identifiability)\nnone: the best start has no covariance "
+                     "(rank_deficient)"]
     assert cf_errors(path) == []
