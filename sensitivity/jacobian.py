@@ -42,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from sensitivity.dense_path import DenseChain, chain_of, layer_steps
-from sensitivity.errors import ConfigError
+from sensitivity.errors import ConfigError, ModelError
 from sensitivity.reverse_path import ConvChain, conv_chain
 from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice, check_memory_budget
 from sensitivity.surrogate import Surrogate
@@ -164,10 +164,26 @@ class CompiledJacobian:
         ``benchmarks/bench_jacobian.py``, 8 chunks of 1024 points, the second copy cost ~7 % of the time).
         """
         rows = len(chunk)
-        results = self._concrete(fns[rows == self.chunk_size])(tf.constant(chunk, dtype=self.dtype))
+        x, fn = tf.constant(chunk, dtype=self.dtype), fns[rows == self.chunk_size]
+        first_xla = fn is not fns[False] and fn not in self._concretes
+        results = self._first_xla_call(fns, x) if first_xla else self._concrete(fn)(x)
         out_shape, n_in = self.surrogate.output.shape, self.surrogate.n_in
         shapes = [(rows, *out_shape), (rows, *out_shape, n_in)]
         return [(np.asarray(r) if view else r.numpy()).reshape(s) for r, s in zip(results, shapes)]
+
+    def _first_xla_call(self, fns: dict[bool, tf.types.experimental.PolymorphicFunction], x: tf.Tensor) -> Any:
+        """The first full chunk through XLA. Where XLA cannot compile or run the model (a user's function with
+        a Python ``if`` on a tensor, which AutoGraph makes a ``tf.cond``, fails under XLA with "Incompatible
+        shapes"), a warning, and the plain function for this chunk and every later one: a sweep larger than one
+        chunk does not fail at its first full chunk for what the plain function computes."""
+        try:
+            return self._concrete(fns[True])(x)
+        except tf.errors.OpError as err:
+            reason = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+            log.warning("%s: XLA failed on the first full chunk of %d points (%s); continuing without XLA "
+                        "(jacobian.jit_compile=false skips the attempt)", self.surrogate.source, len(x), reason[:160])
+            fns[True] = fns[False]
+            return self._concrete(fns[False])(x)
 
     def _concrete(self, fn: tf.types.experimental.PolymorphicFunction) -> Callable:
         """The one concrete function of ``fn`` (fixed signature): calling it skips the argument binding
@@ -260,6 +276,16 @@ def compile_jacobian(
     autograph = chain is None  # a user's model function; the project's own chains need no AutoGraph
     value_fn = chunk_functions(values_only, signature, jit_compile, autograph)
     jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
+    failure = _forward_failure(jacobian_fn[False]) if chain is None and resolved == "forward" else None
+    if failure and mode == "forward":
+        raise ModelError(f"{surrogate.source}: forward mode cannot vectorise the model's tangents ({failure}); set "
+                         "jacobian.mode=reverse, or write a branch on a tensor as tf.where")
+    if failure:  # "auto" chose forward: reverse mode takes the model's control flow
+        log.warning("%s: forward mode cannot vectorise the model's tangents (%s); reverse mode instead",
+                    surrogate.source, failure)
+        resolved, traces["jacobian"] = "reverse", 0
+        flat_jacobian = _functions(surrogate, resolved, None)[1]
+        jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
     if chain is not None:  # read off the weights: no trace before the first call
         activation = sum(chain.widths)
     else:
@@ -299,6 +325,24 @@ def chunk_functions(f: Callable, signature: list[tf.TensorSpec], jit_compile: bo
     for fn in (plain, xla):
         fn._omit_frequent_tracing_warning = True  # noqa: SLF001 - TF's own switch (polymorphic_function.py)
     return {True: xla, False: plain}
+
+
+def _forward_failure(jacobian_fn: tf.types.experimental.PolymorphicFunction) -> str | None:
+    """Trace the autodiff path's forward-mode Jacobian now (the trace its first call would make); the first line
+    of the error when ``tf.vectorized_map`` cannot take the model's tangents (a ``tf.cond`` of ``ForwardAccumulator``
+    tangents: "Attempted to stack a variant-dtype tensor"), else None. TensorFlow's own log of the failed op (a
+    200-line ERROR of its node definition) is held back: the engine reports the failure in one line."""
+    tf_log = logging.getLogger("tensorflow")
+    level = tf_log.level
+    tf_log.setLevel(logging.CRITICAL)
+    try:
+        jacobian_fn.get_concrete_function()
+    except (ValueError, TypeError, NotImplementedError) as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        return (lines[-1] if lines else type(err).__name__)[:160]
+    finally:
+        tf_log.setLevel(level)
+    return None
 
 
 def resolve_mode(mode: Mode, n_in: int, n_out: int) -> str:

@@ -344,3 +344,41 @@ def test_a_python_model_with_tensor_dependent_control_flow_keeps_autograph():
     expected[:, 1, 1] = np.cos(x[:, 1]) * x[:, 0]
     np.testing.assert_allclose(values, np.sin(x) * x[:, :1], rtol=1e-12)
     np.testing.assert_allclose(jacobian, expected, rtol=1e-12, atol=1e-14)
+
+
+def _guarded(x):
+    """sin(x) x_0 on [B, 2] -> [B, 3] (n_in < n_out: auto picks forward), behind a guard that never fires: AutoGraph
+    makes a tf.cond of the Python ``if``, which neither XLA nor forward mode's vectorized_map takes."""
+    if tf.reduce_max(tf.abs(x)) > 1e6:
+        return tf.zeros_like(tf.concat([x, x[:, :1]], axis=1))
+    return tf.concat([tf.sin(x) * x[:, :1], x[:, 1:] ** 2], axis=1)
+
+
+def _guarded_jacobian(x):
+    expected = np.zeros((len(x), 3, 2))  # d(sin(x_j) x_0)/dx_k, d(x_1^2)/dx_1
+    expected[:, 0, 0] = np.cos(x[:, 0]) * x[:, 0] + np.sin(x[:, 0])
+    expected[:, 1, 0] = np.sin(x[:, 1])
+    expected[:, 1, 1] = np.cos(x[:, 1]) * x[:, 0]
+    expected[:, 2, 1] = 2 * x[:, 1]
+    return expected
+
+
+def test_a_model_whose_control_flow_forward_mode_cannot_vectorise_takes_reverse_mode_or_a_clear_error(caplog):
+    """mode auto: reverse mode, with a warning that says why; mode forward: a one-line error naming the fix. And
+    XLA, which cannot run the tf.cond at the first full chunk, gives way to the plain function with a warning
+    instead of failing the call ("Incompatible shapes: [4] vs. [0]")."""
+    from sensitivity.errors import ModelError
+
+    model = load(_guarded, 2, "float64", output={"name": "y", "names": ["a", "b", "c"]})
+    with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
+        jac = sensitivity.compile_jacobian(model, "auto", chunk_size=4, jit_compile=True)
+    assert jac.mode == "reverse" and "forward mode cannot vectorise the model's tangents" in caplog.text
+    x = np.random.default_rng(0).uniform(-1, 1, (10, 2))  # two full chunks (XLA's first one fails) and a short one
+    with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
+        values, jacobian = jac(x)
+    assert "XLA failed on the first full chunk of 4 points" in caplog.text
+    np.testing.assert_allclose(jacobian, _guarded_jacobian(x), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(values[:, 2], x[:, 1] ** 2, rtol=1e-12)
+    with pytest.raises(ModelError, match=r"forward mode cannot vectorise the model's tangents \(.*\); set "
+                                         r"jacobian.mode=reverse"):
+        sensitivity.compile_jacobian(model, "forward", chunk_size=4, jit_compile=False)
