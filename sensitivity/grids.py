@@ -200,16 +200,21 @@ def to_space(space: ParameterSpace, unit: np.ndarray, through: Through = "bounds
     """Map unit-cube points to the space: :func:`to_bounds`, or through each parameter's quantile function.
 
     With ``through="distribution"`` column ``j`` becomes ``F_j^-1(F_j(low_j) + u (F_j(high_j) - F_j(low_j)))``,
-    the marginal restricted to the parameter's bounds, so every point is a valid grid point.
-    Inputs are taken as independent: a space with a correlation matrix is refused.
+    the marginal restricted to the parameter's bounds, so every point is a valid grid point. A space with a
+    correlation matrix ``R`` couples the columns first through its Gaussian copula, as every sampler of the
+    inputs does: ``u <- Phi(Phi^-1(u) L^T)`` with ``L L^T = R`` (the normal scores of a low-discrepancy net,
+    correlated by ``L``, stay a low-discrepancy sample of the copula).
     """
     if through == "bounds":
         return to_bounds(space, unit)
+    from scipy import stats
+
     from sensitivity.marginals import truncated
 
     if space.correlation is not None and not np.allclose(space.correlation, np.eye(len(space))):
-        raise ConfigError("grid.through=distribution maps each parameter on its own; the space has a correlation "
-                          "matrix (use the indices or propagate samplers, which apply the copula)")
+        tiny = np.finfo(float).eps / 2  # the quantiles 0 and 1 of a net map to finite scores
+        scores = stats.norm.ppf(np.clip(unit, tiny, 1.0 - tiny)) @ np.linalg.cholesky(space.correlation).T
+        unit = stats.norm.cdf(scores)
     columns = []
     for j, p in enumerate(space.parameters):
         inside = truncated(p.frozen_distribution(), (p.low, p.high), f"parameter {p.name!r}")

@@ -65,10 +65,11 @@ def check_sweep_sample(sweep: StoredSweep, space: ParameterSpace, spec: OutputSp
                 "in the others)")
         raise DataError(f"{path}: a {grid.get('kind', 'unrecorded')!r} grid is not {what}; {method} needs a sweep on "
                         f"one of {list(grids)}")
-    if is_correlated(space):
-        raise DataError(f"{path}: a sweep grid samples independent inputs, but the space has a correlation matrix; "
-                        f"{method} of a correlated space needs its own sample of the copula")
     through = grid.get("through", "bounds")
+    if is_correlated(space) and (through != "distribution" or not np.allclose(
+            np.asarray((config.get("space") or {}).get("correlation") or np.eye(len(space)), float), space.correlation)):
+        raise DataError(f"{path}: the sweep drew its inputs without the space's correlation matrix; {method} of a "
+                        "correlated space needs a sweep with grid.through=distribution and that correlation")
     swept = _recorded_space(recorded)
     for p in space.parameters:
         rec = swept.parameters[swept.index(p.name)] if swept is not None and p.name in swept.names else None
