@@ -406,3 +406,22 @@ def test_every_method_is_built_by_keyword_from_its_own_section(compose_config):
                 value = cfg[name][item.name]
                 assert getattr(built, item.name) == (list(value) if hasattr(value, "__len__") and
                                                      not isinstance(value, str) else value), (name, item.name)
+
+
+def test_a_constant_output_gets_nan_indices_and_a_warning_not_a_failed_run(compose_config, tmp_path, caplog):
+    """y = x W^T + c with W's second row 0: output q is c everywhere (a field's boundary cell, a series' initial
+    value). Its variance-based and sigma-normalised indices are 0 / 0 (NaN), its DGSM nu and Morris mu* 0, and
+    the other output keeps the linear model's exact first-order indices, w_i^2 var_i / sum_j w_j^2 var_j."""
+    w, widths = np.array([1.0, -2.0, 0.5]), np.array([2.0, 2.0, 2.0])  # the LINEAR space's ranges
+    cfg = compose_config("indices", FLOAT64 + [o.replace("[[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]",
+                                                         "[[1.0, -2.0, 0.5], [0.0, 0.0, 0.0]]") for o in LINEAR] + [
+        "sobol.n=1024", "dgsm.n=256", "active_subspaces.n=256", "local.sigma_points=256", "morris.trajectories=8",
+        "plots=false"])
+    with caplog.at_level("WARNING", logger="workflows.indices"):
+        ds = open_result(indices.run(cfg))
+    q = {"output": 1}
+    assert np.isnan(ds.sobol_S1.isel(q)).all() and np.isnan(ds.local_sigma_normalized.isel(q)).all()
+    np.testing.assert_array_equal(ds.dgsm_nu.isel(q), 0.0)
+    share = w**2 * widths**2 / 12
+    np.testing.assert_allclose(ds.sobol_S1.isel(output=0), share / share.sum(), atol=0.02)
+    assert "1 of 2 outputs are constant over the input sample (output=q)" in caplog.text

@@ -144,7 +144,8 @@ def _output_spread(
         sample = design.as_values(output_sample, what="output_sample")
         if sample.shape[1] != m or sample.shape[0] < 2:
             raise DataError(f"`output_sample` must have shape [N >= 2, {m}], got {list(sample.shape)}")
-        sigma_y = sample.std(axis=0, ddof=1)
+        spread = sample.std(axis=0, ddof=1)  # an output constant over the sample (a field's fixed cell): NaN
+        return np.where(spread > 0, spread, np.nan)
     return None if sigma_y is None else _checked_positive(sigma_y, "sigma_y", names, allow_zero=False)
 
 

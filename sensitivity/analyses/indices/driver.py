@@ -123,7 +123,7 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     significantly, else ``"info"``), one ``"info"`` line on the ranking agreement, and a ``"warning"``
     per method whose sample flags an output's tail (:mod:`~sensitivity.analyses.indices.tails`).
     """
-    lines = tail_lines(ds)
+    lines = tail_lines(ds) + constant_lines(ds)
     if "dgsm_bound_check" in ds:
         lines.append(("warning" if ds.attrs.get("dgsm_bound_violations") else "info",
                       f"DGSM bound >= total Sobol' index: {ds.attrs['dgsm_bound_violations']} violations, "
@@ -138,6 +138,31 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
                      for j in range(i + 1, len(names))]
         lines.append(("info", "ranking agreement (Kendall tau-b, mean over outputs): " + ", ".join(pairs)))
     return lines
+
+
+def constant_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """A ``"warning"`` when outputs do not vary over the input sample (a field's cell fixed by a boundary
+    condition, a series' initial value): their variance-based and sigma-normalised indices are NaN (0 / 0), their
+    derivative-based ones 0. Names up to five, by the first variance the methods computed."""
+    variance = next((ds[v] for v in ("sobol_variance", "dgsm_variance", "sobol_dependent_variance", "shapley_variance")
+                     if v in ds), None)
+    if variance is None or not (variance == 0).any():
+        return []
+    constant = np.atleast_1d(variance.values == 0).ravel()  # C order, as np.unravel_index reads it
+    names = [", ".join(f"{d}={_label(ds, d, i)}" for d, i in zip(variance.dims, np.unravel_index(k, variance.shape)))
+             for k in np.flatnonzero(constant)]
+    shown = "; ".join(names[:5]) + ("; ..." if len(names) > 5 else "")
+    return [("warning", f"{int(constant.sum())} of {constant.size} outputs are constant over the input sample "
+                        f"({shown}): their Sobol', DGSM-bound and sigma-normalised indices are NaN")]
+
+
+def _label(ds: xr.Dataset, dim: str, index: int) -> str:
+    """The label of position ``index`` on ``dim``: its ``<dim>_name`` or coordinate value, else the index."""
+    for key in (f"{dim}_name", dim):
+        if key in ds.coords:
+            value = ds[key].values[index]
+            return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
+    return str(index)
 
 
 def tail_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
@@ -166,7 +191,7 @@ def cross_checks(results: Mapping[str, xr.Dataset], top_k: int) -> xr.Dataset:
     if "dgsm" in results and "sobol" in results:
         parts.append(crosschecks.dgsm_bound(results["dgsm"], results["sobol"]))
     measures = ranking_measures(results)
-    if len(measures) >= 2:
+    if len(measures) >= 2 and next(iter(measures.values())).sizes["parameter"] >= 2:  # one parameter: no ranking
         parts.append(crosschecks.rankings(measures, top_k=top_k))
     return xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override") if parts else xr.Dataset()
 
