@@ -185,7 +185,9 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
 
         for figure in calibration_figures(path, out_dir):
             log.info("figure: %s", figure.name)
-    if cfg.step_slice.enabled:
+    if cfg.step_slice.enabled and len(space) < 2:
+        log.info("step_slice: none, a slice needs two parameters and the space has one")
+    elif cfg.step_slice.enabled:
         step_slice_of(cfg, ds, path, jac, obs, space, log_mask, solver, slice_names, surrogate)
     return path
 

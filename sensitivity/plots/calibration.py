@@ -179,6 +179,8 @@ def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple
         a, b = names.index(parameters[0]), names.index(parameters[1])
     with np.errstate(divide="ignore"):
         colour = np.log10(np.where(np.isfinite(ds["condition_number"].values), ds["condition_number"].values, np.nan))
+    if len(names) == 1:
+        return _step_line(ds, x[:, 0], step[:, 0], names[0], figure_path)
     spread = np.nanmax(x, axis=0) - np.nanmin(x, axis=0)
     spread = np.where(spread > 0, spread, 1.0)
     length = np.hypot(step[:, a] / spread[a], step[:, b] / spread[b])  # in fractions of the plotted range
@@ -195,6 +197,20 @@ def step_map_figure(path: str | Path, figure_path: str | Path, parameters: tuple
     ax.set_ylabel(_label(ds["x"].isel(parameter=b), names[b]))
     ax.set_title(f"damped Gauss-Newton steps at {ds.sizes['sample']} sweep points "
                  f"(drawn at most {max_arrow:.0%} of the range long)", fontsize="medium")
+    return lay.save(fig, figure_path)
+
+
+def _step_line(ds: xr.Dataset, x: np.ndarray, step: np.ndarray, name: str, figure_path: str | Path) -> Path:
+    """One parameter: the damped step against the parameter, where it crosses zero (downwards) a minimum's basin
+    ends in its fixed point."""
+    order = np.argsort(x)
+    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    ax.plot(x[order], step[order], ".-", ms=3, lw=0.8)
+    ax.axhline(0.0, color="0.5", lw=0.6)
+    ax.set_xlabel(_label(ds["x"].isel(parameter=0), name))
+    ax.set_ylabel(f"damped Gauss-Newton step of {name}")
+    ax.set_title(f"damped Gauss-Newton steps at {ds.sizes['sample']} sweep points (zero: a fixed point)",
+                 fontsize="medium")
     return lay.save(fig, figure_path)
 
 

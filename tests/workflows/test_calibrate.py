@@ -335,3 +335,27 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     assert drawn == ["parameter correlation (identifiability)\nnone: the best start has no covariance "
                      "(rank_deficient)"]
     assert cf_errors(path) == []
+
+
+def test_a_one_parameter_fit_has_its_estimate_a_step_line_and_no_slice(compose_config, tmp_path, caplog):
+    """y = w p on three outputs: the weighted least-squares estimate sum(w y / s^2) / sum(w^2 / s^2) and its standard
+    error 1 / sqrt(sum(w^2 / s^2)) (closed forms); the 2-D step slice is skipped, not the run's failure (it ended
+    the run after the fit before), and the step map of a sweep is a line of steps along the one parameter."""
+    w, sigma = np.array([1.0, 2.0, -0.5]), np.array([0.1, 0.2, 0.1])
+    y = w * 0.8 + sigma * np.random.default_rng(3).standard_normal(3)
+    obs_path = tmp_path / "one.csv"
+    pd.DataFrame({"output": ["a", "b", "c"], "value": y, "sigma": sigma}).to_csv(obs_path, index=False)
+    study = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+             f"+model.kwargs.weights={w[:, None].tolist()}", "model.output={name: y, units: m, names: [a, b, c]}",
+             "space.parameters=[{name: p, units: '1', low: -2.0, high: 2.0}]", "jacobian=float64", *FAST]
+    swept = sweep.run(compose_config("sweep", [*study, "grid.n=64"], tmp_path / "sweep"))
+    cfg = compose_config("calibrate", [*study, f"observations.path={obs_path}", f"sweep_path={swept}", "starts.n=4",
+                                       "step_dtype=null", "plots=true"], tmp_path / "fit")
+    with caplog.at_level("INFO", logger="workflows.calibrate"):
+        ds = open_result(calibrate.run(cfg))
+    best = int(ds["best_start"])
+    precision = (w**2 / sigma**2).sum()
+    np.testing.assert_allclose(ds["estimate"].values[best, 0], (w * y / sigma**2).sum() / precision, rtol=1e-9)
+    np.testing.assert_allclose(ds["standard_error"].values[best, 0], precision**-0.5, rtol=1e-6)
+    assert "step_slice: none, a slice needs two parameters and the space has one" in caplog.text
+    assert (tmp_path / "fit" / "step_map.png").exists() and not (tmp_path / "fit" / "step_slice.nc").exists()
