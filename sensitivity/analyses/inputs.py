@@ -30,7 +30,6 @@ doi:10.1214/aos/1031594731.
 from __future__ import annotations
 
 import itertools
-
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
