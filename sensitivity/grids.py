@@ -207,14 +207,13 @@ def to_space(space: ParameterSpace, unit: np.ndarray, through: Through = "bounds
     """
     if through == "bounds":
         return to_bounds(space, unit)
-    from scipy import stats
+    from scipy import special
 
+    from sensitivity.analyses.indices.copula import standard_normal
     from sensitivity.marginals import truncated
 
     if space.correlation is not None and not np.allclose(space.correlation, np.eye(len(space))):
-        tiny = np.finfo(float).eps / 2  # the quantiles 0 and 1 of a net map to finite scores
-        scores = stats.norm.ppf(np.clip(unit, tiny, 1.0 - tiny)) @ np.linalg.cholesky(space.correlation).T
-        unit = stats.norm.cdf(scores)
+        unit = special.ndtr(standard_normal(unit) @ np.linalg.cholesky(space.correlation).T)
     columns = []
     for j, p in enumerate(space.parameters):
         inside = truncated(p.frozen_distribution(), (p.low, p.high), f"parameter {p.name!r}")
