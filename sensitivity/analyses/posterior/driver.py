@@ -208,9 +208,13 @@ def check_proper(posterior, at: np.ndarray, names: Sequence[str]) -> None:
     The Hessian of the log-posterior at ``at`` (float64, by autodiff) is eigen-decomposed; an eigenvalue
     below ``1e-10`` of the largest whose eigenvector loads on a parameter with an infinite bound means the
     data do not confine that parameter, and a flat prior does not either: the posterior cannot be normalised.
+    A space bounded on every side is proper under a flat prior, so it needs no Hessian.
     """
     import tensorflow as tf
 
+    open_ = ~(np.isfinite(posterior.support.lower) & np.isfinite(posterior.support.upper))
+    if not open_.any():
+        return
     x = tf.constant(at[None], tf.float64)
     with tf.GradientTape() as outer:
         outer.watch(x)
@@ -220,7 +224,6 @@ def check_proper(posterior, at: np.ndarray, names: Sequence[str]) -> None:
         grad = inner.gradient(lp, x)
     hessian = outer.jacobian(grad, x).numpy().reshape(at.size, at.size)
     w, v = np.linalg.eigh(-0.5 * (hessian + hessian.T))
-    open_ = ~(np.isfinite(posterior.support.lower) & np.isfinite(posterior.support.upper))
     flat = w <= _IMPROPER_RTOL * max(w.max(), 0.0)
     loose = [names[j] for j in np.flatnonzero(open_) if (np.abs(v[j, flat]) > 1e-3).any()]
     if loose:
