@@ -24,8 +24,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, member_steps_note, step_map_analysis,
-    step_slice)
+    GaussNewton, LevenbergMarquardt, Status, TrustRegion, calibrate, calibrate_ensemble, member_steps_note,
+    step_map_analysis, step_slice)
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.stored_sweep import StoredSweep
 from workflows import build
@@ -196,8 +196,8 @@ def _log_summary(ds, seconds: float) -> None:
     """Best fit, statuses, minima, and the true-parameter check, one line each."""
     best = int(ds["best_start"])
     status = ds["status"].values
-    log.info("calibrate: %d starts in %.2f s: %d converged, %d distinct minima; best start %d: chi2 %.4g, "
-             "reduced chi2 %.4g, condition number %.3g", status.size, seconds, int((status > 0).sum()),
+    log.info("calibrate: %d starts in %.2f s: %s, %d distinct minima; best start %d: chi2 %.4g, "
+             "reduced chi2 %.4g, condition number %.3g", status.size, seconds, _status_counts(status),
              int(ds["n_minima"]), best, float(ds["chi2"][best]), float(ds["reduced_chi2"][best]),
              float(ds["condition_number"][best]))
     if ds.attrs.get("underdetermined", "no") != "no":
@@ -222,6 +222,17 @@ def _log_summary(ds, seconds: float) -> None:
                  f" ({unknown} without an interval, not checked)" if unknown else "")
     if "estimate_emulator" in ds:
         _log_emulator(ds)
+
+
+def _status_counts(status: np.ndarray) -> str:
+    """How the starts ended, in words: ``63 converged (63 rank-deficient), 2 at max_iter``."""
+    singular = int((status == Status.SINGULAR).sum())
+    converged = int((status > 0).sum()) + singular
+    words = [f"{converged} converged" + (f" ({singular} rank-deficient)" if singular else "")]
+    for flag, what in ((Status.MAX_ITER, "at max_iter"), (Status.NON_FINITE, "non-finite")):
+        if (status == flag).any():
+            words.append(f"{int((status == flag).sum())} {what}")
+    return ", ".join(words)
 
 
 def _verdict(inside: int) -> str:

@@ -359,3 +359,14 @@ def test_a_one_parameter_fit_has_its_estimate_a_step_line_and_no_slice(compose_c
     np.testing.assert_allclose(ds["standard_error"].values[best, 0], precision**-0.5, rtol=1e-6)
     assert "step_slice: none, a slice needs two parameters and the space has one" in caplog.text
     assert (tmp_path / "fit" / "step_map.png").exists() and not (tmp_path / "fit" / "step_slice.nc").exists()
+
+
+def test_the_summary_counts_rank_deficient_fits_as_converged():
+    """A rank-deficient fit converged (status SINGULAR): 63 of them and 2 at max_iter read as such, not '0 converged'."""
+    from sensitivity.analyses.calibration import Status
+    from workflows.calibrate import _status_counts
+
+    status = np.array([Status.SINGULAR] * 63 + [Status.MAX_ITER] * 2)
+    assert _status_counts(status) == "63 converged (63 rank-deficient), 2 at max_iter"
+    status = np.array([Status.GTOL, Status.FTOL, Status.NON_FINITE])
+    assert _status_counts(status) == "2 converged, 1 non-finite"
