@@ -117,7 +117,7 @@ def rankings(measures: Mapping[str, xr.DataArray], *, top_k: int = 3) -> xr.Data
     if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k <= n:
         raise ConfigError(f"`top_k` must be an integer in [1, {n}], got {top_k!r}")
 
-    ranks = stats.rankdata(-values, axis=1, method="average", nan_policy="propagate")
+    ranks = stats.rankdata(-values, axis=1, method="average", nan_policy="omit")  # a NaN measure: a NaN rank
     top = np.argsort(-values, axis=1, kind="stable")[:, :top_k]  # [M, k, m]
     member = np.zeros(values.shape, dtype=bool)
     np.put_along_axis(member, top, True, axis=1)
@@ -144,12 +144,16 @@ def _kendall_tau_b(values: np.ndarray) -> np.ndarray:
 
     ``tau_b = sum_{i<j} s^a_ij s^b_ij / sqrt(sum_{i<j} |s^a_ij| sum_{i<j} |s^b_ij|)`` with
     ``s_ij = sign(v_i - v_j)``: concordant minus discordant pairs over the geometric mean
-    of the untied pair counts. NaN when a measure is constant or NaN.
+    of the untied pair counts, over the parameters both measures have (pairwise complete: a parameter
+    without a DGSM bound, a NaN, leaves the others' ranking to compare). NaN when a measure is constant,
+    or fewer than two parameters have both.
     """
     n = values.shape[1]
     i, j = np.triu_indices(n, 1)
-    signs = np.sign(values[:, i] - values[:, j])  # [M, pairs, m]
+    differences = values[:, i] - values[:, j]  # [M, pairs, m]
+    valid = np.isfinite(differences).astype(np.float64)
+    signs = np.sign(np.nan_to_num(differences, nan=0.0, posinf=0.0, neginf=0.0))
     concord = np.einsum("apm,bpm->abm", signs, signs)
-    untied = np.abs(signs).sum(axis=1)  # [M, m]
+    untied = np.einsum("apm,bpm->abm", np.abs(signs), valid)  # a's untied pairs among those b has too
     with np.errstate(divide="ignore", invalid="ignore"):
-        return concord / np.sqrt(untied[:, None] * untied[None, :])
+        return concord / np.sqrt(untied * np.swapaxes(untied, 0, 1))

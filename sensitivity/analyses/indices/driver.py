@@ -123,7 +123,7 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     significantly, else ``"info"``), one ``"info"`` line on the ranking agreement, and a ``"warning"``
     per method whose sample flags an output's tail (:mod:`~sensitivity.analyses.indices.tails`).
     """
-    lines = tail_lines(ds) + constant_lines(ds)
+    lines = tail_lines(ds) + constant_lines(ds) + poincare_lines(ds)
     if "dgsm_bound_check" in ds:
         lines.append(("warning" if ds.attrs.get("dgsm_bound_violations") else "info",
                       f"DGSM bound >= total Sobol' index: {ds.attrs['dgsm_bound_violations']} violations, "
@@ -154,6 +154,18 @@ def constant_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     shown = "; ".join(names[:5]) + ("; ..." if len(names) > 5 else "")
     return [("warning", f"{int(constant.sum())} of {constant.size} outputs are constant over the input sample "
                         f"({shown}): their Sobol', DGSM-bound and sigma-normalised indices are NaN")]
+
+
+def poincare_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """An ``"info"`` line naming the independent inputs without a Poincare constant, whose DGSM bound is NaN."""
+    if "dgsm_poincare_constant" not in ds or ds.attrs.get("dgsm_inputs") != "independent":
+        return []
+    missing = ds["parameter_name"].values[np.isnan(ds["dgsm_poincare_constant"].values)]
+    if not missing.size:
+        return []
+    return [("info", f"dgsm: no Poincare constant for {', '.join(map(str, missing))} (the families and supports "
+                     "that have one: sensitivity.analyses.indices.dgsm), so no bound on their total Sobol' "
+                     "index; their nu is computed")]
 
 
 def _label(ds: xr.Dataset, dim: str, index: int) -> str:

@@ -103,3 +103,24 @@ def test_a_measure_undefined_everywhere_is_left_out_of_the_rankings():
     assert list(measures) == ["sobol_ST", "shapley_effect"]
     tau = crosschecks.rankings(measures).kendall_tau.sel(measure_i=0, measure_j=1).values
     np.testing.assert_allclose(tau, [stats.kendalltau(st[:, k], shapley[:, k]).statistic for k in range(2)])
+
+
+def test_a_parameter_without_a_measure_leaves_the_others_ranked():
+    """A lognormal input has no Poincare constant, so its DGSM bound is NaN: tau-b, ranks and top-k are those of
+    the parameters both measures have (scipy on the complete pairs), not NaN for every output."""
+    rng = np.random.default_rng(2)
+    a, b = rng.uniform(size=(6, 3)), rng.uniform(size=(6, 3))
+    a[5] = np.nan  # the last parameter has no bound on any output
+    b[0, 2] = np.nan  # and the first none for the third output of the other measure
+    ds = crosschecks.rankings({"a": measure(a), "b": measure(b)}, top_k=2)
+    for k in range(3):
+        both = np.isfinite(a[:, k]) & np.isfinite(b[:, k])
+        expected = stats.kendalltau(a[both, k], b[both, k], variant="b").statistic
+        assert float(ds.kendall_tau.sel(measure_i=0, measure_j=1, output=k)) == pytest.approx(expected, abs=1e-12)
+        expected_self = stats.kendalltau(b[np.isfinite(b[:, k]), k], b[np.isfinite(b[:, k]), k]).statistic
+        assert float(ds.kendall_tau.sel(measure_i=1, measure_j=1, output=k)) == pytest.approx(expected_self)
+    ranks = ds["rank"].sel(measure=0).values
+    assert np.isnan(ranks[5]).all()
+    np.testing.assert_array_equal(ranks[:5, 0], stats.rankdata(-a[:5, 0]))
+    top = set(np.argsort(-a[:5, 0])[:2]) & set(np.argsort(-b[:, 0])[:2])
+    assert float(ds.top_k_agreement.sel(measure_i=0, measure_j=1, output=0)) == len(top) / 2
