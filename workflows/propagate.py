@@ -178,8 +178,14 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     settings = dict(methods=list(p.methods), quantiles=list(p.quantiles), alpha=p.alpha, beta=p.beta, kappa=p.kappa,
                     n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler, block_size=p.block_size,
                     max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol, draws=draws)
+    # the posterior predictive judges the methods only when they propagate an approximation of that posterior
+    reference = "posterior" if draws is not None and cfg.uncertainty.source != "space" else "monte_carlo"
+    if draws is not None and reference != "posterior":
+        log.info("propagate: the posterior predictive of %s stands beside the space's distributions, a different "
+                 "input uncertainty, so the verdict's reference is monte_carlo (propagate=calibration or "
+                 "propagate=posterior judges the methods against it)", draws_path)
     ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
-                   hessian=hessian, output=spec, **settings)
+                   hessian=hessian, output=spec, reference=reference, **settings)
     ensemble = build.ensemble_from(cfg, surrogate)
     if ensemble is not None:  # every method's mean and std per member, the same samples through all members
         from sensitivity.analyses.propagation import member_moments, merge_members
@@ -189,7 +195,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
                                  value_and_jacobian=ensemble.stacked_value_and_jacobian,
                                  hessian=_member_hessian(cfg, surrogate) if hessian is not None else None, **settings)
         ds = merge_members(ds, members)
-    if draws_path:
+    if reference == "posterior":
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,

@@ -91,6 +91,25 @@ def test_posterior_predictive_beside_the_calibration_methods(compose_config, tmp
     assert set(json.loads(ds.attrs["inputs"])) == {str(calibration), str(path)}
 
 
+def test_posterior_predictive_beside_the_spaces_distributions_judges_nothing(compose_config, tmp_path, caplog):
+    """`propagate=space posterior.path=...`: the methods propagate the space's distributions (a prior), the draws
+    are another distribution, so Monte Carlo is the verdict's reference: the moment methods of a linear model
+    agree with it, while the posterior predictive (W mean(draws) + c) stands beside them, not judged."""
+    names = [f"p{i}" for i in range(6)]
+    draws = 0.5 + 0.1 * np.random.default_rng(1).standard_normal((4, 300, 6))
+    path = write_posterior(tmp_path / "posterior.nc", names, draws)
+    overrides = [*linear_model(), *space(SIX), *FAST, f"posterior.path={path}",
+                 "propagation.methods=[first_order, monte_carlo]", "plots=false"]
+    with caplog.at_level("INFO", logger="workflows.propagate"):
+        ds = open_result(propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out")))
+    assert ds["nonlinear"].attrs["verdict_reference"] == "monte_carlo"
+    np.testing.assert_allclose(by_method(ds, "posterior")["output_mean"].values,
+                               W @ draws.reshape(-1, 6).mean(axis=0) + C, rtol=1e-10)
+    assert (by_method(ds, "first_order")["nonlinear"].values == 0).all()
+    assert (by_method(ds, "posterior")["nonlinear"].values == -1).all()
+    assert any("a different input uncertainty" in r.getMessage() for r in caplog.records)
+
+
 def test_sample_needs_a_calibration(compose_config):
     with pytest.raises(ConfigError, match="`calibration` is required"):
         posterior.run(compose_config("posterior", ["observations.path=data/seir/observations.nc"]))

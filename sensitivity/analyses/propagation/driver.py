@@ -60,6 +60,7 @@ def propagate(
     k_sigma: float = 3.0,
     rtol: float = 0.05,
     draws: np.ndarray | None = None,
+    reference: str | None = None,
 ) -> xr.Dataset:
     """Propagate ``inputs`` with several methods and compare them with Monte Carlo.
 
@@ -93,6 +94,11 @@ def propagate(
         (else ``monte_carlo``). When ``inputs`` are these draws' empirical distribution, ``monte_carlo``'s
         standard errors include the draws' own (autocorrelated) error
         (:func:`~sensitivity.analyses.propagation.predictive.with_chain_error`).
+    reference
+        The verdict's reference method; None: ``posterior`` with ``draws``, else ``monte_carlo``. Give
+        ``monte_carlo`` when ``inputs`` are not an approximation of that posterior (the space's distributions,
+        a prior): the posterior predictive then stands beside the methods without judging them. A reference
+        that is not among the methods leaves every method not assessed.
 
     Returns
     -------
@@ -103,6 +109,9 @@ def propagate(
         (the model's dims in place of ``output`` when ``output`` is given).
     """
     _check_methods(methods, values_fn, value_and_jacobian, hessian)
+    reference = reference or ("posterior" if draws is not None else "monte_carlo")
+    if reference not in (*METHODS, "posterior") or (reference == "posterior" and draws is None):
+        raise ConfigError(f"`reference` must be one of {list(METHODS)}, or 'posterior' with draws, got {reference!r}")
     if output is not None:
         output_names = output.flat_names() if output_names is None else output_names
         output_units = output.flat_units() if output_units is None else output_units
@@ -135,11 +144,10 @@ def propagate(
                    compat="override", join="override")
     ds = ds.assign_coords(axis_coords(METHOD_DIM, list(methods)))
     ds = ds.assign(input_variables(inputs))
-    reference = "posterior" if draws is not None else "monte_carlo"
     ds = nonlinearity_verdict(ds, reference=reference, k_sigma=k_sigma, rtol=rtol)
-    ds["nonlinear"].attrs["verdict_reference_description"] = (
-        "the posterior predictive: every MCMC draw through the model" if draws is not None else
-        f"Monte Carlo of the input uncertainty ({inputs.description})")
+    ds["nonlinear"].attrs["verdict_reference_description"] = {
+        "posterior": "the posterior predictive: every MCMC draw through the model",
+        "monte_carlo": f"Monte Carlo of the input uncertainty ({inputs.description})"}.get(reference, reference)
     ds.attrs.update(
         input_distribution=inputs.description,
         unscented_alpha=float(alpha), unscented_beta=float(beta), unscented_kappa=float(kappa),

@@ -42,7 +42,8 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
     -------
     xarray.Dataset
         ``ds`` with ``output_mean_discrepancy``, ``output_std_discrepancy`` [1] and ``nonlinear`` (flags -1
-        not_assessed: the reference itself, a failed method or no reference; 0 consistent;
+        not_assessed: the reference itself, a failed method, no reference, or the posterior predictive
+        when it is not the reference (the draws of another distribution than the methods'); 0 consistent;
         1 nonlinear) on ``(propagation_method, output)``.
     """
     if not (isinstance(k_sigma, (int, float)) and k_sigma > 0):
@@ -60,7 +61,7 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
         band_mean = k_sigma * ref["output_mean_se"].values + rtol * scale + floor
         band_std = k_sigma * ref["output_std_se"].values + rtol * scale + floor
         for i, name in enumerate(names):
-            if name == reference or ds["status"].values[i] != STATUS_OK or ref["status"].values != STATUS_OK:
+            if name in (reference, "posterior") or ds["status"].values[i] != STATUS_OK or ref["status"].values != STATUS_OK:
                 continue
             d_mean = ds["output_mean"].values[i] - ref["output_mean"].values
             d_std = ds["output_std"].values[i] - scale
