@@ -129,6 +129,8 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     space = build.space_from(cfg)
     solver = solver_from(cfg.solver)
     prior_mean, prior_cov = build.prior_from(cfg.prior, space)
+    if cfg.prior.from_space:
+        log.info("calibrate: prior from the space, %s", _space_prior_words(space))
     log_mask = build.log_mask_from(build.plain(cfg.log_parameters), space)
     starts = starts_from(cfg, space)
     slice_names = slice_parameters_from(cfg.step_slice, space)
@@ -201,7 +203,9 @@ def _log_summary(ds, seconds: float) -> None:
              int(ds["n_minima"]), best, float(ds["chi2"][best]), float(ds["reduced_chi2"][best]),
              float(ds["condition_number"][best]))
     if ds.attrs.get("underdetermined", "no") != "no":
-        log.warning("calibrate: underdetermined: %s", ds.attrs["underdetermined"])
+        log.warning("calibrate: underdetermined: %s%s", ds.attrs["underdetermined"],
+                    "" if "prior_covariance" in ds else "; a prior (prior.std, or prior.from_space=true: the space's "
+                    "distributions) determines the fit")
     if best >= 0 and int(ds["standard_error_status"][best]) != 0:
         log.warning("calibrate: best start %d has no standard errors (%s); the data do not determine %s",
                     best, ds["standard_error_status"].attrs["flag_meanings"].split()[int(ds["standard_error_status"][best])],
@@ -222,6 +226,18 @@ def _log_summary(ds, seconds: float) -> None:
                  f" ({unknown} without an interval, not checked)" if unknown else "")
     if "estimate_emulator" in ds:
         _log_emulator(ds)
+
+
+def _space_prior_words(space) -> str:
+    """``normal x 25 as they are, lognorm (recharge) by its mean and std``: which marginals the Gaussian prior
+    of ``prior.from_space`` is exact for."""
+    kinds = [p.distribution.scipy_form(p.low, p.high)[0] for p in space.parameters]
+    exact = [n for n, k, p in zip(space.names, kinds, space.parameters)
+             if k == "norm" and not np.isfinite(p.frozen_distribution().support()).any()]
+    other = [f"{k} ({n})" for n, k, p in zip(space.names, kinds, space.parameters) if n not in exact]
+    words = ([f"normal x {len(exact)} as they are"] if exact else []) + (
+        [", ".join(other) + " by mean and std (a Gaussian with the same first two moments)"] if other else [])
+    return "; ".join(words) + ("" if space.correlation is None else ", correlated by space.correlation")
 
 
 def _status_counts(status: np.ndarray) -> str:
@@ -257,6 +273,11 @@ def _log_emulator(ds) -> None:
 # ----------------------------------------------------------------------------- the step maps
 
 
+def _has_prior(prior: DictConfig) -> bool:
+    """Whether ``cfg.prior`` sets a prior (the step maps leave it out)."""
+    return bool(build.plain(prior.std)) or prior.cov is not None or bool(prior.from_space)
+
+
 def slice_parameters_from(node: DictConfig, space) -> list[str] | None:
     """The two parameters of ``step_slice.parameters`` (checked), or None for the two least identifiable."""
     names = build.plain(node.parameters)
@@ -282,7 +303,7 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
                                                                   "singular_vector")))
             if names is None else (space.index(names[0]), space.index(names[1])))
     box = slice_box(center, space.bounds, pair, cfg.step_slice.width)
-    if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
+    if _has_prior(cfg.prior):
         log.warning("step_slice: the slice ignores the prior (cost and steps of the data misfit only)")
     out = calibration_path.with_name("step_slice.nc")
     log.info("step_slice: %d x %d grid over %s and %s through the best estimate", cfg.step_slice.points,
@@ -321,7 +342,7 @@ def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
         if pair is not None and (len(pair) != 2 or any(p not in names for p in pair)):
             raise ConfigError(f"`step_map.plot_parameters` must name two of {names}, got {pair}")
         obs = read_observations(build.repo_path(cfg.observations.path), sweep.output)
-        if build.plain(cfg.prior.std) or cfg.prior.cov is not None:
+        if _has_prior(cfg.prior):
             log.warning("step_map: the step map ignores the prior (steps of the data misfit only)")
         out = out_dir / "step_map.nc"
         attrs = provenance(title=f"Gauss-Newton step map of {sweep_path.name} toward {obs.path.name}",

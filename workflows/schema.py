@@ -206,12 +206,14 @@ class ObservationsConf:
 
 @dataclass
 class PriorConf:
-    """A Gaussian prior of the calibration problem (calibrate, posterior): off while `std` and `cov` are null."""
+    """A Gaussian prior of the calibration problem (calibrate, posterior): off while `std` and `cov` are null and
+    `from_space` is false."""
 
     # typed Any: OmegaConf cannot merge a dict override into a None or an empty typed Dict node
     mean: Any = None  # name -> value
     std: Any = None  # name -> standard deviation
     cov: Optional[List[List[float]]] = None
+    from_space: bool = False  # the space's distributions: each marginal's mean and std, the space's correlation
 
 
 @dataclass

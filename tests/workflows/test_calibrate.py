@@ -156,6 +156,27 @@ def test_gaussian_prior_gives_the_closed_form_posterior(compose_config, tmp_path
     np.testing.assert_allclose(ds["prior_std"].values, [0.05, 2.0])
 
 
+def test_the_prior_from_the_space_is_its_marginals_moments_and_correlation(compose_config, tmp_path):
+    """`prior.from_space`: p ~ N(1.1, 0.05), q ~ U(-10, 10) (mean 0, std 20 / sqrt 12), correlation 0.3, as the
+    Gaussian prior D R D: estimate and covariance are the linear MAP closed forms."""
+    path, y, sigma = linear_observations(tmp_path)
+    space = ("space={parameters: [{name: p, units: '1', distribution: {kind: norm, loc: 1.1, scale: 0.05}}, "
+             "{name: q, units: '1', low: -10.0, high: 10.0}], correlation: [[1.0, 0.3], [0.3, 1.0]]}")
+    overrides = [o for o in LINEAR if not o.startswith("space.")] + [space, f"observations.path={path}",
+                                                                    "prior.from_space=true"]
+    ds = xr.open_dataset(calibrate.run(compose_config("calibrate", overrides)))
+    std = np.array([0.05, 20 / np.sqrt(12)])
+    prior_cov = np.array([[1.0, 0.3], [0.3, 1.0]]) * np.outer(std, std)
+    jw, yw = LINEAR_W / sigma[:, None], y / sigma
+    precision = np.linalg.inv(prior_cov)
+    cov = np.linalg.inv(jw.T @ jw + precision)
+    np.testing.assert_allclose(ds["prior_covariance"].values, prior_cov, rtol=1e-12)
+    np.testing.assert_allclose(ds["covariance"].values[0], cov, rtol=1e-9)
+    np.testing.assert_allclose(ds["estimate"].values[0], cov @ (jw.T @ yw + precision @ [1.1, 0.0]), rtol=1e-9)
+    with pytest.raises(ConfigError, match=r"`prior.from_space` takes the prior from the space: drop `prior.mean`"):
+        calibrate.run(compose_config("calibrate", [*overrides, "prior.std={p: 1.0, q: 1.0}"], output_dir=tmp_path / "b"))
+
+
 def test_a_prior_with_observations_of_unknown_noise_is_refused_by_field(compose_config, tmp_path):
     path, y, _ = linear_observations(tmp_path)
     bare = tmp_path / "no_sigma.csv"
