@@ -5,6 +5,7 @@ itself uses), so a string accepted here is one the CF conventions accept.
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import cf_units
@@ -30,19 +31,64 @@ def check_units(units: object, *, where: str) -> str:
 
 
 def quotient(numerator: str, denominator: str) -> str:
-    """Units of ``numerator / denominator``, e.g. of a derivative d(output)/d(parameter)."""
+    """Units of ``numerator / denominator``, e.g. of a derivative d(output)/d(parameter): ``m mm-1 h`` for
+    ``m`` over ``mm h-1``; ``(a)/(b)`` when either is not a plain product of powers."""
     if denominator.strip() == "1":
         return numerator
-    return f"({numerator})/({denominator})"
+    powers = _powers(denominator)
+    inverse = None if powers is None else (1.0 / powers[0], {k: -v for k, v in powers[1].items()})
+    return _combined(numerator, inverse, f"({numerator})/({denominator})")
 
 
 def product(a: str, b: str) -> str:
-    """Units of ``a * b``."""
+    """Units of ``a * b``: ``m2`` for ``m`` times ``m``, ``1e-10 day-2`` for ``1e-5 day-1`` squared;
+    ``(a) (b)`` when either is not a plain product of powers."""
     if a.strip() == "1":
         return b
     if b.strip() == "1":
         return a
-    return f"({a}) ({b})"
+    return _combined(a, _powers(b), f"({a}) ({b})")
+
+
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_POWER = re.compile(r"^([A-Za-z_]+)(?:\^|\*\*)?(-?\d+)?$")
+
+
+def _powers(units: str) -> tuple[float, dict[str, int]] | None:
+    """``(factor, {symbol: power})`` of a units string made of a number and ``symbol[power]`` terms separated by
+    spaces or ``.`` (``1e-5 day-1``, ``m.s-1``); None for anything else (``/``, parentheses, ``since``)."""
+    factor, powers = 1.0, {}
+    for word in units.split():
+        for term in [word] if _NUMBER.match(word) else word.split("."):
+            if _NUMBER.match(term):
+                factor *= float(term)
+                continue
+            match = _POWER.match(term)
+            if match is None or match.group(1) == "since":
+                return None
+            powers[match.group(1)] = powers.get(match.group(1), 0) + int(match.group(2) or 1)
+    return factor, powers
+
+
+def _combined(a: str, b: tuple[float, dict[str, int]] | None, fallback: str) -> str:
+    """``a`` times the powers ``b`` as one plain string, checked by UDUNITS to equal ``fallback``; else ``fallback``."""
+    first = _powers(a)
+    if first is None or b is None:
+        return fallback
+    powers = dict(first[1])
+    for symbol, power in b[1].items():
+        powers[symbol] = powers.get(symbol, 0) + power
+    factor = first[0] * b[0]
+    terms = [f"{factor:.15g}"] if factor != 1.0 else []
+    terms += [symbol + ("" if power == 1 else str(power)) for symbol, power in powers.items() if power]
+    combined = " ".join(terms) or "1"
+    try:
+        same = abs(cf_units.Unit(combined).convert(1.0, cf_units.Unit(fallback)) - 1.0) < 1e-12
+    except ValueError:
+        same = False
+    return combined if same else fallback
+
+
 
 
 def convert(values: np.ndarray, source: str | None, target: str, *, where: str) -> np.ndarray:

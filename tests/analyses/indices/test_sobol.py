@@ -142,7 +142,7 @@ def test_labels_and_units():
     x = sobol.sample(ISHIGAMI, 64, seed=0)
     ds = sobol.analyze(two_outputs(x), ISHIGAMI, n_resamples=10, seed=0, output_names=["a", "b"], output_units=["m", "m"])
     assert list(ds.output_name.values) == ["a", "b"] and list(ds.parameter_name.values) == ["x0", "x1", "x2"]
-    assert ds.S1.attrs["units"] == "1" and ds.variance.attrs["units"] == "(m) (m)"
+    assert ds.S1.attrs["units"] == "1" and ds.variance.attrs["units"] == "m2"
     assert all("long_name" in v.attrs for v in ds.data_vars.values())
 
 

@@ -230,7 +230,7 @@ def test_propagate_dataset_contract(gaussian, rng, tmp_path):
     assert ds.output_quantile.dims == ("propagation_method", "quantile", "output")
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs, name
-    assert ds.output_mean.attrs["units"] == "1" and ds.input_covariance.attrs["units"] == "(m) (m)"
+    assert ds.output_mean.attrs["units"] == "1" and ds.input_covariance.attrs["units"] == "m2"
     assert ds.status.values.tolist() == [0, 0, 0, 0]
     assert ds.attrs["monte_carlo_n_samples"] == 2**14
     path = tmp_path / "propagation.nc"
