@@ -61,7 +61,8 @@ def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_si
         band_mean = k_sigma * ref["output_mean_se"].values + rtol * scale + floor
         band_std = k_sigma * ref["output_std_se"].values + rtol * scale + floor
         for i, name in enumerate(names):
-            if name in (reference, "posterior") or ds["status"].values[i] != STATUS_OK or ref["status"].values != STATUS_OK:
+            judged = name not in (reference, "posterior")  # the predictive is the reference, or another law
+            if not judged or ds["status"].values[i] != STATUS_OK or ref["status"].values != STATUS_OK:
                 continue
             d_mean = ds["output_mean"].values[i] - ref["output_mean"].values
             d_std = ds["output_std"].values[i] - scale
