@@ -127,6 +127,29 @@ def test_poincare_constants_bound_the_optimal_constant(distribution, exact):
         assert constant == pytest.approx(optimal, rel=1e-4)
 
 
+def test_spectral_constant_equals_the_closed_forms():
+    """Uniform on [0, L]: L^2 / pi^2; the exponential of rate r truncated to [0, L]: 1 / (r^2 / 4 + pi^2 / L^2)
+    (its Neumann eigenfunctions e^(r x / 2) (cos, sin)(k pi x / L)); from above, within 1e-6."""
+    length, rate = 3.0, 1.3
+    truncated = lambda x: rate * np.exp(-rate * x) / (1 - np.exp(-rate * length))  # noqa: E731
+    for pdf, exact in ((lambda x: np.full_like(x, 1 / length), length**2 / math.pi**2),
+                       (truncated, 1 / (rate**2 / 4 + math.pi**2 / length**2))):
+        constant = dgsm.spectral_constant(pdf, 0.0, length)
+        assert exact <= constant <= exact * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("distribution", [
+    Distribution("lognorm", {"s": 0.8, "scale": 1.0}, truncate=(0.0, 3.0)),     # not log-concave
+    Distribution("beta", {"a": 0.7, "b": 2.0, "loc": -0.5, "scale": 4.0}, truncate=(0.0, 3.0)),  # pole cut off
+])
+def test_a_bounded_density_without_a_closed_form_gets_its_optimal_constant(distribution):
+    """No closed-form bound, but a density finite and positive on [0, 3]: the optimal constant, against the
+    consistent-mass elements of :func:`_optimal_poincare_constant` (another discretisation)."""
+    parameter = Parameter("x", "1", 0.0, 3.0, distribution=distribution)
+    optimal = _optimal_poincare_constant(parameter.frozen_distribution().pdf, 0.0, 3.0, cells=2000)
+    assert dgsm.poincare_constant(parameter) == pytest.approx(optimal, rel=1e-5)
+
+
 def test_lognormal_and_correlated_inputs_give_no_bound():
     lognormal = Parameter("k", "1", 0.1, 10.0, distribution=Distribution("lognormal", {"median": 1.0, "sigma_log": 0.5}))
     assert math.isnan(dgsm.poincare_constant(lognormal))
