@@ -212,8 +212,10 @@ def _log_summary(ds, seconds: float) -> None:
                     str(ds["unidentified"].values[best]) or "the noise level (no degrees of freedom left)")
     for j, name in enumerate(ds["parameter_name"].values):
         low, high = ds["parameter_interval"].values[best, j]
-        log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  identifiability %.3f", name, ds["estimate"].values[best, j],
-                 ds["standard_error"].values[best, j], low, high, ds["identifiability"].values[best, j])
+        reduction = (f"  data shrink the prior std by {100 * ds['prior_std_reduction'].values[best, j]:.0f}%"
+                     if "prior_std_reduction" in ds else "")
+        log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  identifiability %.3f%s", name, ds["estimate"].values[best, j],
+                 ds["standard_error"].values[best, j], low, high, ds["identifiability"].values[best, j], reduction)
     if "true_parameter" in ds:
         for j, name in enumerate(ds["parameter_name"].values):
             truth, inside = ds["true_parameter"].values[j], ds["true_in_interval"].values[j]

@@ -83,6 +83,10 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
         data["prior_mean"] = (("parameter",), problem.prior_mean, units.param("prior mean"))
         data["prior_std"] = (("parameter",), np.sqrt(np.diag(prior_cov)), units.param("prior standard deviation"))
         data["prior_covariance"] = (("parameter_i", "parameter_j"), prior_cov, units.param_squared("prior covariance"))
+        with np.errstate(invalid="ignore"):  # what the data add to the prior, per parameter
+            reduction = 1.0 - data["standard_error"][1] / data["prior_std"][1]
+        data["prior_std_reduction"] = (("start", "parameter"), reduction, _one(
+            "reduction of the prior standard deviation by the data: 1 - standard error / prior std"))
     if history is not None:
         data.update(_history_vars(history, units, damping_label))
     k, n = fits.x.shape
