@@ -382,3 +382,18 @@ def test_bad_solver_settings(bad):
 def test_model_with_wrong_shapes_is_a_model_error():
     with pytest.raises(ModelError, match=r"values \[1, 12\]"):
         calibrate(lambda p: (np.zeros((1, 3)), np.zeros((1, 3, 4))), np.ones(12), np.ones((1, 4)))
+
+
+def test_identifiability_relative_to_a_prior_is_where_the_data_outweigh_it():
+    """J_w = diag(10, 0.1): the data pin the first parameter to 0.1 and the second to 10 (standard deviations). With
+    prior stds (1, 1) the data outweigh the prior on the first only (scaled singular values 10 and 0.1): (1, 0);
+    with (1, 100) on both (10 and 10): (1, 1); a 45-degree rotation of the data shares one direction: (0.5, 0.5).
+    The equilibrated measure without a prior says (1, 1) for all of them."""
+    from sensitivity.analyses.calibration.statistics import prior_scaled_identifiability
+
+    jac = np.array([[[10.0, 0.0], [0.0, 0.1]]])
+    np.testing.assert_allclose(prior_scaled_identifiability(jac, np.array([1.0, 1.0])), [[1.0, 0.0]], atol=1e-12)
+    np.testing.assert_allclose(prior_scaled_identifiability(jac, np.array([1.0, 100.0])), [[1.0, 1.0]], atol=1e-12)
+    rotated = np.array([[[10.0, 10.0], [0.1, -0.1]]]) / np.sqrt(2)
+    np.testing.assert_allclose(prior_scaled_identifiability(rotated, np.array([1.0, 1.0])), [[0.5, 0.5]], atol=1e-12)
+    assert np.isnan(prior_scaled_identifiability(np.full((1, 2, 2), np.nan), np.ones(2))).all()

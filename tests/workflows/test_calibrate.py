@@ -174,6 +174,8 @@ def test_the_prior_from_the_space_is_its_marginals_moments_and_correlation(compo
     np.testing.assert_allclose(ds["covariance"].values[0], cov, rtol=1e-9)
     np.testing.assert_allclose(ds["estimate"].values[0], cov @ (jw.T @ yw + precision @ [1.1, 0.0]), rtol=1e-9)
     np.testing.assert_allclose(ds["prior_std_reduction"].values[0], 1 - np.sqrt(np.diag(cov)) / std, rtol=1e-9)
+    _, s, vt = np.linalg.svd(jw * std)  # relative to the prior: scaled by its stds, where the data outweigh it
+    np.testing.assert_allclose(ds["identifiability"].values[0], ((s >= 1)[:, None] * vt**2).sum(axis=0), atol=1e-9)
     with pytest.raises(ConfigError, match=r"`prior.from_space` takes the prior from the space: drop `prior.mean`"):
         calibrate.run(compose_config("calibrate", [*overrides, "prior.std={p: 1.0, q: 1.0}"],
                                      output_dir=tmp_path / "b"))

@@ -192,7 +192,10 @@ def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float
         "rank": (("start",), post.data_rank.astype(np.int32), _one("numerical rank of the weighted data Jacobian")),
         "condition_number": (("start",), post.condition_number,
                              _one("condition number of the column-equilibrated weighted data Jacobian")),
-        "identifiability": (ps, post.identifiability, _one("parameter identifiability (Doherty and Hunt 2009)")),
+        "identifiability": (ps, post.identifiability, _one(
+            "parameter identifiability (Doherty and Hunt 2009)" if problem.prior_mean is None else
+            "parameter identifiability relative to the prior (Doherty and Hunt 2009; parameters scaled by their "
+            "prior std, solution space where the data outweigh the prior)")),
         "standard_error_status": (("start",), post.error_status, {
             "long_name": "whether the standard errors are defined (rank_deficient: see unidentified)",
             "flag_values": np.array([SE_OK, SE_RANK_DEFICIENT, SE_NO_DEGREES_OF_FREEDOM], np.int8),

@@ -129,6 +129,37 @@ def identifiability(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
     return np.einsum("kj,kji->ki", keep.astype(float), svd.vt**2)
 
 
+def prior_scaled_identifiability(jacobian: np.ndarray, prior_std: np.ndarray) -> np.ndarray:
+    """Per-parameter identifiability in [0, 1] relative to a prior (Doherty and Hunt, 2009).
+
+    The parameters are scaled by their prior standard deviations, ``G = J_w diag(prior_std)``, and the solution
+    space is spanned by the right singular vectors of ``G`` whose singular value is at least 1: the directions in
+    which the data inform more than the prior does (exactly so for a diagonal prior). ``id_i = sum_{s_j >= 1}
+    V_ij^2``: 1 when the data outweigh the prior on the parameter alone, 0 when they leave it to the prior,
+    whatever its units; unlike :func:`identifiability`, a parameter that the data move by a tiny fraction of its
+    prior width is not identifiable.
+
+    Parameters
+    ----------
+    jacobian
+        ``[K, m, n]`` whitened *data* Jacobians (without prior rows); an entry with a non-finite number gives NaN.
+    prior_std
+        ``[n]`` prior standard deviations, in the parameters' units.
+
+    Returns
+    -------
+    ``[K, n]`` identifiability (dimensionless).
+    """
+    jac = np.asarray(jacobian, dtype=float)
+    k, _, n = jac.shape
+    finite = np.all(np.isfinite(jac), axis=(1, 2))
+    out = np.full((k, n), np.nan)
+    if finite.any():
+        _, s, vt = np.linalg.svd(jac[finite] * np.asarray(prior_std, dtype=float), full_matrices=False)
+        out[finite] = np.einsum("kj,kji->ki", (s >= 1.0).astype(float), vt**2)
+    return out
+
+
 def null_space(svd: EquilibratedSVD, rank: np.ndarray) -> np.ndarray:
     """``[K, n, n]`` parameter directions the data do not determine, in physical parameter units.
 
@@ -264,9 +295,14 @@ def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
     covariance = np.where((rank == n)[:, None, None], band_cov, np.nan)
     data_svd = full_svd if problem.prior_whitening is None else equilibrated_svd(jx[:, :m_o])
     data_rank = data_svd.rank(rcond)
+    if problem.prior_whitening is None:
+        ident = identifiability(data_svd, data_rank)
+    else:  # relative to the prior: what the data add to it
+        prior_cov = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
+        ident = prior_scaled_identifiability(jx[:, :m_o], np.sqrt(np.diag(prior_cov)))
     return Posterior(chi2=chi2, dof=dof, n_observed=m_o, known_noise=obs.known_noise, residual_variance=s2,
                      covariance=covariance, band_covariance=band_cov, rank=rank, data_svd=data_svd,
-                     data_rank=data_rank, identifiability=identifiability(data_svd, data_rank),
+                     data_rank=data_rank, identifiability=ident,
                      condition_number=data_svd.condition_number(), neg2_log_likelihood=neg2,
                      n_fitted=n + (0 if obs.known_noise else 1), null_space=null_space(full_svd, rank))
 
