@@ -418,3 +418,35 @@ def test_past_ten_parameters_the_posterior_figures_show_the_slowest_to_mix(drawn
     note = "the 10 of 14 parameters of smallest ESS (slowest to mix)"
     assert len(pairs.panels) == 100 and [ax.get_xlabel() for ax in pairs.panels[-10:]] == slow and note in pairs.suptitle
     assert [ax.get_ylabel() for ax in trace.panels] == slow and note in trace.suptitle
+
+
+def test_a_field_of_inputs_is_mapped_cell_by_cell_per_output_label(tmp_path):
+    """Parameters f_0 .. f_5 on a 2 x 3 grid (C order) and one other: per site, the map of ST is its
+    variance-weighted mean over time, sum_t V ST / sum_t V, and Morris mu* the plain mean; a shape that does not
+    fit the parameters fails naming the field."""
+    from sensitivity.errors import ConfigError
+    from sensitivity.fields import field_cells
+    from sensitivity.plots.fields import field_maps
+    from sensitivity.plots.indices import indices_figures
+
+    rng = np.random.default_rng(0)
+    names = ["other", *[f"f_{i}" for i in range(6)]]
+    st, mu, variance = rng.uniform(size=(7, 2, 4)), rng.uniform(size=(7, 2, 4)), rng.uniform(1, 2, size=(2, 4))
+    dims = ("parameter", "site", "t")
+    ds = xr.Dataset({"sobol_ST": (dims, st), "morris_mu_star": (dims, mu), "sobol_variance": (dims[1:], variance)},
+                    coords={"parameter_name": ("parameter", names), "site_name": ("site", ["up", "down"]),
+                            "t": ("t", np.arange(4.0))})
+    cells = field_cells(names, {"f": [2, 3]})["f"]
+    np.testing.assert_array_equal(cells, np.arange(1, 7))
+    maps = {(title, label): values for title, label, values in field_maps(ds, cells, [2, 3])}
+    for k, site in enumerate(["up", "down"]):
+        weighted = (st[1:, k] * variance[k]).sum(axis=1) / variance[k].sum()
+        np.testing.assert_allclose(maps[("Sobol' total ST", f"site = {site}")], weighted.reshape(2, 3), rtol=1e-12)
+        np.testing.assert_allclose(maps[("Morris mu*", f"site = {site}")], mu[1:, k].mean(axis=1).reshape(2, 3))
+    with pytest.raises(ConfigError, match=r"input_fields.f: shape \[2, 2\] needs 4 parameters named f_\*, the space "
+                                          r"has 6"):
+        field_cells(names, {"f": [2, 2]})
+    path = tmp_path / "indices.nc"
+    ds.to_netcdf(path)
+    figures = indices_figures(path, tmp_path, {"f": [2, 3]})
+    assert tmp_path / "indices_field_f.png" in figures and (tmp_path / "indices_field_f.png").stat().st_size > 0

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from sensitivity.analyses import indices
 from sensitivity.errors import ConfigError
+from sensitivity.fields import field_cells
 from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
@@ -52,6 +53,9 @@ class IndicesConf(PlanConf, SurrogateStudyConf):
     sobol_dependent: SobolDependentConf = field(default_factory=SobolDependentConf)
     aggregated: AggregatedConf = field(default_factory=AggregatedConf)
     given_data: GivenDataConf = field(default_factory=GivenDataConf)
+    # fields of inputs mapped in a figure: {name: shape}, the parameters <name>_* in C order (sensitivity.fields);
+    # typed Any: OmegaConf cannot merge a dict override into an empty typed Dict node
+    input_fields: Any = None
     output_dir: str = "???"
     progress: bool = True
     plots: bool = True
@@ -63,6 +67,7 @@ SCHEMA = IndicesConf
 def run(cfg: DictConfig) -> Path:
     """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
     space = build.space_from(cfg)
+    field_cells(space.names, build.plain(cfg.input_fields) or {})  # a field that does not fit fails first
     chosen = list(cfg.methods)
     for name in chosen:
         build.check_choice(name, indices.METHODS, "methods")
@@ -119,7 +124,7 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
         build.file_backend()
         from sensitivity.plots.indices import indices_figures
 
-        for figure in indices_figures(out, out_dir):
+        for figure in indices_figures(out, out_dir, build.plain(cfg.input_fields) or {}):
             log.info("figure: %s", figure.name)
     return out
 

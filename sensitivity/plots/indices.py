@@ -5,12 +5,15 @@ and PCA-based indices of a whole output."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
 from sensitivity.plots import layout as lay
+from sensitivity.fields import field_cells
+from sensitivity.plots.fields import field_figure
 
 #: Per-output importance measures, in panel order: (variable, its interval or None, panel title).
 MEASURES: tuple[tuple[str, str | None, str], ...] = (
@@ -50,13 +53,16 @@ MAX_SHOWN = 8
 INFLUENCE = (*TOTAL, "aggregated_ST", "aggregated_ST_ind", "sobol_S1", "local_sigma_normalized")
 
 
-def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
+def indices_figures(path: str | Path, out_dir: str | Path,
+                    input_fields: Mapping[str, Sequence[int]] | None = None) -> list[Path]:
     """Write every figure that ``indices.nc`` supports into ``out_dir``; return their paths.
 
     ``indices_bars.png`` and ``indices_ranking.png`` always (when the methods exist),
     ``indices_active_subspace.png`` with active subspaces, ``indices_resolved.png`` for an output with a
     numeric dim (lines along a series, or maps of the total index over a field), ``indices_dependent.png``
-    with Shapley effects or dependent Sobol' indices, and ``indices_aggregated.png`` with aggregated indices.
+    with Shapley effects or dependent Sobol' indices, ``indices_aggregated.png`` with aggregated indices, and
+    ``indices_field_<name>.png`` per field of inputs in ``input_fields`` (``{name: shape}``: maps of the indices of
+    its parameters ``<name>_*``, :mod:`sensitivity.plots.fields`).
     """
     out_dir = Path(out_dir)
     with xr.open_dataset(path) as ds:
@@ -73,6 +79,8 @@ def indices_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
         figures.append(dependent_figure(ds, out_dir / "indices_dependent.png"))
     if "aggregated_pca_loading" in ds:
         figures.append(aggregated_figure(ds, out_dir / "indices_aggregated.png"))
+    for name, cells in field_cells(_names(ds), input_fields or {}).items():
+        figures.append(field_figure(ds, name, cells, input_fields[name], out_dir / f"indices_field_{name}.png"))
     return [f for f in figures if f is not None]
 
 
