@@ -112,8 +112,8 @@ def calibrate(
         ``singular_vector``, ``rank``, ``condition_number``, ``identifiability``,
         ``minimum``; scalars ``best_start`` and ``n_minima``. With a prior, ``prior_mean``, ``prior_std``,
         ``prior_covariance`` and per start ``prior_std_reduction``, ``1 - standard error / prior std``: what the
-        data add to the prior (0: nothing; identifiability, from the data Jacobian equilibrated by columns, says
-        whether a parameter is determined apart from the others, not by how much).
+        data add to the prior (0: nothing); ``identifiability`` is then relative to the prior
+        (:func:`~sensitivity.analyses.calibration.statistics.prior_scaled_identifiability`).
 
         Covariance ``(J^T W J + P^{-1})^{-1}`` (``P`` the prior covariance), times ``s^2``
         when the noise is unknown; NaN when the weighted Jacobian (with prior rows)
