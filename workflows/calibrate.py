@@ -231,7 +231,7 @@ def _log_summary(ds, seconds: float) -> None:
 
 
 def _space_prior_words(space) -> str:
-    """``normal x 25 as they are, lognorm (recharge) by its mean and std``: which marginals the Gaussian prior
+    """``normal x 25 as they are; lognorm (recharge) by mean and std (...)``: which marginals the Gaussian prior
     of ``prior.from_space`` is exact for."""
     kinds = [p.distribution.scipy_form(p.low, p.high)[0] for p in space.parameters]
     exact = [n for n, k, p in zip(space.names, kinds, space.parameters)
