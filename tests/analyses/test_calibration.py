@@ -301,6 +301,17 @@ def test_distinct_minima_and_best_start():
     assert ds["cost"].values[int(ds["best_start"])] == ds["cost"].values.min()
 
 
+def test_minima_near_zero_group_on_the_bounds_width():
+    """Two fits of one minimum end 1e-5 apart at 6e-4, a third at -0.75: relative to their magnitudes alone
+    (rtol 1e-4: 6e-8) the first two read as distinct minima; relative to the bounds' width (2: 2e-4) as one."""
+    from sensitivity.analyses.calibration.statistics import distinct_minima
+
+    estimates = np.array([[6.06e-4, 1.0], [6.16e-4, 1.0], [-0.75, 1.0]])
+    cost, ok = np.array([46.2272177, 46.2272177, 46.9]), np.ones(3, bool)
+    np.testing.assert_array_equal(distinct_minima(estimates, cost, ok, 1e-4), [0, 1, 2])
+    np.testing.assert_array_equal(distinct_minima(estimates, cost, ok, 1e-4, scale=np.array([2.0, 2.0])), [0, 0, 1])
+
+
 @pytest.mark.parametrize("known", [True, False])
 def test_aic_bic_are_the_gaussian_log_likelihood(known):
     model, y, sigma, truth = problem(10)

@@ -86,7 +86,8 @@ def calibrate(
     level
         Probability of the parameter intervals and the output band.
     minima_rtol
-        Relative tolerance for grouping final estimates into distinct minima.
+        Relative tolerance for grouping final estimates into distinct minima: every parameter within
+        ``minima_rtol`` times the larger of the two magnitudes and its bounds' width.
     record_history
         Keep the per-iteration history (memory ``K * iterations * n``).
     values
@@ -163,7 +164,8 @@ def calibrate(
     if throw and not ok.any():
         counts = {Status(s).name: int(c) for s, c in zip(*np.unique(fits.status, return_counts=True))}
         raise CalibrationError(f"calibrate: all {len(ok)} starts failed ({counts}); see `status` with throw=False")
-    minimum = distinct_minima(fits.x, fits.cost, ok, minima_rtol)
+    width = np.zeros(n) if bounds is None else np.diff(np.asarray(bounds, dtype=float), axis=1)[:, 0]
+    minimum = distinct_minima(fits.x, fits.cost, ok, minima_rtol, scale=np.where(np.isfinite(width), width, 0.0))
     labels = Labels(names, parameter_units, onames, output_units)
     settings = {"solver": repr(solver), "rcond": rcond, "level": level}
     return to_dataset(problem, fits, history if record_history else None, post, x0, minimum, labels, settings,

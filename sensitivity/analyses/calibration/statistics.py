@@ -314,11 +314,13 @@ def minimum_points(estimate: np.ndarray, cost: np.ndarray, label: np.ndarray) ->
     return np.asarray(estimate)[found].reshape(-1, np.shape(estimate)[-1])
 
 
-def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float) -> np.ndarray:
+def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float,
+                    scale: np.ndarray | None = None) -> np.ndarray:
     """Label each start with the index of its minimum, minima numbered by increasing cost.
 
     Two estimates belong to the same minimum when every parameter agrees within
-    ``rtol`` relative to the larger magnitude. Greedy in order of cost: the
+    ``rtol`` times the larger of their magnitudes and the parameter's ``scale`` (its bounds' width), so that
+    estimates near zero (a log-conductivity of 0.0006) group as well as large ones. Greedy in order of cost: the
     lowest-cost start not yet labeled founds a minimum and takes every unlabeled
     start that agrees with it (cost ``O(K x minima)``).
 
@@ -332,6 +334,8 @@ def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rto
         ``[K]`` bool, starts to cluster (others get -1).
     rtol
         Relative tolerance (dimensionless).
+    scale
+        ``[n]`` a parameter's own scale, in its units (0: the magnitudes alone); None: zeros.
 
     Returns
     -------
@@ -342,7 +346,8 @@ def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rto
     while pending.size:
         founder = estimates[pending[0]]
         rest = estimates[pending]
-        close = np.all(np.abs(rest - founder) <= rtol * np.maximum(np.abs(rest), np.abs(founder)), axis=1)
+        size = np.maximum(np.maximum(np.abs(rest), np.abs(founder)), 0.0 if scale is None else scale)
+        close = np.all(np.abs(rest - founder) <= rtol * size, axis=1)
         close[0] = True
         labels[pending[close]] = labels.max() + 1
         pending = pending[~close]
