@@ -209,7 +209,8 @@ def _log_summary(ds, seconds: float) -> None:
     if best >= 0 and int(ds["standard_error_status"][best]) != 0:
         log.warning("calibrate: best start %d has no standard errors (%s); the data do not determine %s",
                     best, ds["standard_error_status"].attrs["flag_meanings"].split()[int(ds["standard_error_status"][best])],
-                    str(ds["unidentified"].values[best]) or "the noise level (no degrees of freedom left)")
+                    _short_directions(str(ds["unidentified"].values[best]))
+                    or "the noise level (no degrees of freedom left)")
     for j, name in enumerate(ds["parameter_name"].values):
         low, high = ds["parameter_interval"].values[best, j]
         reduction = (f"  data shrink the prior std by {100 * ds['prior_std_reduction'].values[best, j]:.0f}%"
@@ -228,6 +229,21 @@ def _log_summary(ds, seconds: float) -> None:
                  f" ({unknown} without an interval, not checked)" if unknown else "")
     if "estimate_emulator" in ds:
         _log_emulator(ds)
+
+
+def _short_directions(text: str, components: int = 5, directions: int = 3) -> str:
+    """The ``unidentified`` text of a start for the log: its first ``directions`` directions, each by its
+    ``components`` largest components (``d(k04 +1, k44 -0.94, ...; 19 more)``); the dataset keeps them whole."""
+    parts = [p for p in text.split("; ") if " ~ " in p]
+    shown = []
+    for part in parts[:directions]:
+        names, values = (side.strip()[side.strip().index("(") + 1:-1].split(", ") for side in part.split(" ~ "))
+        order = sorted(range(len(names)), key=lambda i: -abs(float(values[i])))
+        rest = len(names) - components
+        shown.append(f"d({', '.join(f'{names[i]} {values[i]}' for i in order[:components])}"
+                     + (f"; {rest} more)" if rest > 0 else ")"))
+    more = len(parts) - directions
+    return "; ".join(shown) + (f"; {more} more directions (`unidentified` in calibration.nc)" if more > 0 else "")
 
 
 def _space_prior_words(space) -> str:

@@ -3,6 +3,7 @@ linear model, the Gauss-Newton map of a stored sweep against numpy, CF output, b
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -347,7 +348,9 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     assert name == "d(a, b)"
     np.testing.assert_allclose([float(v) for v in values.strip("()").split(",")], direction, rtol=1e-3)
     assert "underdetermined: 5 of 5 starts rank-deficient" in caplog.text
-    assert "has no standard errors (rank_deficient); the data do not determine d(a, b) ~" in caplog.text
+    line = next(r.getMessage() for r in caplog.records if "has no standard errors" in r.getMessage())
+    shown = re.search(r"\(rank_deficient\); the data do not determine d\((\w) \+1, (\w) [+-][\d.]+\)", line)
+    assert shown and {shown.group(1), shown.group(2)} == {"a", "b"}, line
     assert (ds["true_in_interval"].values == -1).all()  # no interval: the truth is not checked, nor called outside
     assert "true a = 1 is not checked against (no interval)" in caplog.text and "OUTSIDE" not in caplog.text
     assert "0 of 2 true parameters inside their intervals (2 without an interval, not checked)" in caplog.text
@@ -395,3 +398,16 @@ def test_the_summary_counts_rank_deficient_fits_as_converged():
     assert _status_counts(status) == "63 converged (63 rank-deficient), 2 at max_iter"
     status = np.array([Status.GTOL, Status.FTOL, Status.NON_FINITE])
     assert _status_counts(status) == "2 converged, 1 non-finite"
+
+
+def test_the_log_names_an_unidentified_direction_by_its_largest_components():
+    """64 cells: the log shows each direction's five largest components and how many it leaves to the file."""
+    from workflows.calibrate import _short_directions
+
+    names = [f"k{i}" for i in range(8)]
+    values = ["+0.01", "-0.9", "+1", "+0.2", "-0.3", "+0.05", "+0.6", "-0.002"]
+    text = f"d({', '.join(names)}) ~ ({', '.join(values)})"
+    assert _short_directions(text) == "d(k2 +1, k1 -0.9, k6 +0.6, k4 -0.3, k3 +0.2; 3 more)"
+    assert _short_directions("; ".join([text] * 4)).endswith("; 1 more directions (`unidentified` in calibration.nc)")
+    assert _short_directions("d(a, b) ~ (+1, -0.5)") == "d(a +1, b -0.5)"
+    assert _short_directions("") == ""
