@@ -41,6 +41,9 @@ grid:
   through: distribution         # drawn from the inputs' distributions (DGSM and pointwise propagation read the sweep)
 sobol:
   n: 4096                       # indices: the Sobol' design
+# input_fields: {rain: [8, 8]}  # indices: maps of the indices of a field of inputs named rain_* (row by row)
+# observations: {path: observations.nc}   # calibrate and posterior (docs/how-to/observations.md)
+# prior: {from_space: true}     # calibrate: the inputs' distributions as the prior, for a fit the data underdetermine
 stages:                         # sensitivity run experiment=study
   - name: sweep
     workflow: sweep
