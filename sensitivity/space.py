@@ -268,6 +268,15 @@ class ParameterSpace:
         """``[n, 2]`` array of (low, high) in physical units."""
         return np.array([[p.low, p.high] for p in self.parameters], dtype=float)
 
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean ``[n]`` and covariance ``[n, n]`` of the inputs: each marginal's mean and standard deviation (scipy,
+        after truncation), correlated by :attr:`correlation`. The joint law's own when every marginal is normal;
+        otherwise the copula's correlation stands for theirs. NaN where a marginal has no finite moment."""
+        mean = np.array([p.frozen_distribution().mean() for p in self.parameters], dtype=float)
+        std = np.array([p.frozen_distribution().std() for p in self.parameters], dtype=float)
+        correlation = np.eye(len(mean)) if self.correlation is None else np.asarray(self.correlation, dtype=float)
+        return mean, correlation * np.outer(std, std)
+
     @property
     def nominal(self) -> np.ndarray:
         """``[n]`` nominal point in physical units."""

@@ -254,14 +254,19 @@ def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray |
     """Prior mean ``[n]`` and covariance ``[n, n]`` of ``cfg.prior`` (None, None when off).
 
     ``prior.from_space``: the Gaussian with each marginal's mean and standard deviation (truncation included)
-    and the space's correlation, :func:`space_moments`.
+    and the space's correlation, :meth:`sensitivity.space.ParameterSpace.moments`.
     """
     mean, std, cov = plain(node.mean) or {}, plain(node.std) or {}, plain(node.cov)
     if node.get("from_space", False):
         if mean or std or cov is not None:
             raise ConfigError("`prior.from_space` takes the prior from the space: drop `prior.mean`, `prior.std` and "
                               "`prior.cov`, or set prior.from_space=false")
-        return space_moments(space)
+        mean, cov = space.moments()
+        bad = [n for n, m, v in zip(space.names, mean, np.diag(cov))
+               if not (np.isfinite(m) and np.isfinite(v) and v > 0)]
+        if bad:
+            raise ConfigError(f"`prior.from_space`: the distributions of {bad} have no finite mean and positive std")
+        return mean, cov
     for key, table in (("prior.mean", mean), ("prior.std", std)):
         for name in table:
             if name not in space.names:
@@ -282,19 +287,6 @@ def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray |
         if not value > 0:
             raise ConfigError(f"`prior.std` for {name!r} must be > 0, got {value}")
     return center, np.diag([float(std[n]) ** 2 for n in space.names])
-
-
-def space_moments(space) -> tuple[np.ndarray, np.ndarray]:
-    """Mean ``[n]`` and covariance ``[n, n]`` of the space's inputs: each marginal's mean and standard deviation
-    (scipy, after truncation), correlated by ``space.correlation``. The joint law itself when every marginal is
-    normal; otherwise the Gaussian with its first two moments (the copula's correlation taken as theirs)."""
-    mean = np.array([p.frozen_distribution().mean() for p in space.parameters], dtype=float)
-    std = np.array([p.frozen_distribution().std() for p in space.parameters], dtype=float)
-    bad = [n for n, m, s in zip(space.names, mean, std) if not (np.isfinite(m) and np.isfinite(s) and s > 0)]
-    if bad:
-        raise ConfigError(f"`prior.from_space`: the distributions of {bad} have no finite mean and positive std")
-    correlation = np.eye(len(mean)) if space.correlation is None else np.asarray(space.correlation, dtype=float)
-    return mean, correlation * np.outer(std, std)
 
 
 def _unknown(key: str, name: str, space) -> None:

@@ -79,7 +79,7 @@ def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Post
             **_fit_vars(fits, x0, minimum, units),
             **_statistics_vars(problem, fits, post, settings["level"], units)}
     if problem.prior_mean is not None:
-        prior_cov = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
+        prior_cov = problem.prior_covariance
         data["prior_mean"] = (("parameter",), problem.prior_mean, units.param("prior mean"))
         data["prior_std"] = (("parameter",), np.sqrt(np.diag(prior_cov)), units.param("prior standard deviation"))
         data["prior_covariance"] = (("parameter_i", "parameter_j"), prior_cov, units.param_squared("prior covariance"))

@@ -33,6 +33,13 @@ class Problem:
     prior_mean: np.ndarray | None  # [n] physical
     prior_whitening: np.ndarray | None  # [n, n] inverse Cholesky factor of the prior covariance
 
+    @property
+    def prior_covariance(self) -> np.ndarray | None:
+        """``[n, n]`` the prior covariance (physical units), None without a prior."""
+        if self.prior_whitening is None:
+            return None
+        return np.linalg.inv(self.prior_whitening.T @ self.prior_whitening)
+
     def from_internal(self, z: np.ndarray) -> np.ndarray:
         """Physical parameters ``x`` of the solver's variables ``z`` (``exp`` for log parameters)."""
         return _from_log(z, self.log_mask)

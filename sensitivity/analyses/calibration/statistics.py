@@ -298,8 +298,7 @@ def posterior(problem: Problem, fits: Fits, rcond: float) -> Posterior:
     if problem.prior_whitening is None:
         ident = identifiability(data_svd, data_rank)
     else:  # relative to the prior: what the data add to it
-        prior_cov = np.linalg.inv(problem.prior_whitening.T @ problem.prior_whitening)
-        ident = prior_scaled_identifiability(jx[:, :m_o], np.sqrt(np.diag(prior_cov)))
+        ident = prior_scaled_identifiability(jx[:, :m_o], np.sqrt(np.diag(problem.prior_covariance)))
     return Posterior(chi2=chi2, dof=dof, n_observed=m_o, known_noise=obs.known_noise, residual_variance=s2,
                      covariance=covariance, band_covariance=band_cov, rank=rank, data_svd=data_svd,
                      data_rank=data_rank, identifiability=ident,
