@@ -9,17 +9,20 @@ a scalar ``y[B]``, a named vector with a unit per name, a series on ``day``, ``s
 from __future__ import annotations
 
 import importlib
+import pickle
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import xarray as xr
 
 import sensitivity.plots
 from sensitivity.plots import layout as lay
+from tests.helpers.legible import illegible
 from tests.helpers.shapes import DAYS, LAT, LON, SHAPES, results
 
 DAY = "day of the season [day]"
@@ -106,13 +109,19 @@ def study(request, tmp_path_factory):
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """``{file name: Drawn}`` of every figure written through :func:`sensitivity.plots.layout.save`."""
+    """``{file name: Drawn}`` of every figure written through :func:`sensitivity.plots.layout.save`; each one
+    must be legible as written (:func:`tests.helpers.legible.illegible`)."""
     figures: dict[str, Drawn] = {}
     save = lay.save
 
     def record(fig, figure_path, dpi=110):
-        figures[Path(figure_path).name] = Drawn.of(fig)
-        return save(fig, figure_path, dpi=30)  # written all the same, at a resolution that renders fast
+        figures[Path(figure_path).name] = Drawn.of(fig)  # its text as the figure module set it
+        written = pickle.loads(pickle.dumps(fig))  # written all the same (its text fitted), at a fast resolution
+        path = save(written, figure_path, dpi=30)
+        plt.close(fig)
+        problems = illegible(written)
+        assert not problems, f"{Path(figure_path).name}: " + "; ".join(problems)
+        return path
 
     monkeypatch.setattr(lay, "save", record)
     return figures
@@ -268,6 +277,25 @@ def test_posterior_figures_are_parameter_only(drawn, tmp_path):
     labels = ["a [m]", "k [day-1]", "c [m]"]
     assert len(pairs.panels) == 9 and [ax.get_xlabel() for ax in pairs.panels[-3:]] == labels
     assert [ax.get_ylabel() for ax in trace.panels] == labels
+
+
+def test_figures_of_three_dims_with_long_names_stay_legible(drawn, tmp_path):
+    """A map per year of a (year, lat, lon) output whose names are a real study's length: every figure is
+    written, and the ``drawn`` fixture finds each legible (no title or label outside the figure or over
+    another's)."""
+    from sensitivity.plots.calibration import calibration_figures
+    from sensitivity.plots.indices import indices_figures
+    from sensitivity.plots.propagation import propagation_figure
+    from sensitivity.plots.sweep import sweep_figure
+
+    paths = results("cube", tmp_path / "run")
+    sweep_figure(paths["sweep"], tmp_path / "sweep.png")
+    calibration_figures(paths["calibration"], tmp_path)
+    propagation_figure(paths["propagation"], tmp_path / "propagation.png")
+    indices_figures(paths["indices"], tmp_path)
+    assert {"sweep.png", "calibration_fit.png", "propagation.png", "indices_bars.png", "indices_resolved.png"} <= set(
+        drawn)
+    assert "year = 2050 year" in drawn["propagation.png"].panels[0].get_title()  # the middle year is mapped
 
 
 # ----------------------------------------------------------------------------- the layout beyond the five shapes

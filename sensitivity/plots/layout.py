@@ -28,6 +28,7 @@ the most influential ones (:func:`most_influential`), which the title says.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping, Sequence
@@ -35,6 +36,7 @@ from typing import Literal, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
+from matplotlib import ticker
 
 from sensitivity.outputs import RESERVED_DIMS
 
@@ -370,9 +372,67 @@ def legend(fig: plt.Figure, axes: Sequence[plt.Axes], **kwargs) -> None:
         fig.legend(handles, texts, loc="outside lower center", ncol=min(len(texts), 6), fontsize="small", **kwargs)
 
 
+_GROUPED_DIGITS = re.compile(r"(\d) (?=\d{3}\b)")  # "100 000": one word, never wrapped between its groups
+
+
+def fit_text(fig: plt.Figure, rounds: int = 3) -> None:
+    """Wrap every title and axis label wider than its room, so that none leaves the figure or runs into its
+    neighbour's, whatever the length of a study's names and long names; thin numeric x ticks whose labels
+    run into each other.
+
+    The room of the figure's title is the figure's width; of a panel's title and x label, the panel's width;
+    of its y label (a colorbar's label included), the panel's height. A too-long line is wrapped at word
+    boundaries to the share of its characters that fits (a number grouped by spaces, ``100 000``, stays
+    whole); numeric x ticks whose labels overlap are halved in number (category ticks keep theirs). The
+    constrained layout then re-flows the panels, so the check runs again, at most ``rounds`` times.
+    """
+    import textwrap
+
+    def wrap(text, room: float, renderer) -> bool:
+        width = text.get_window_extent(renderer).width if text.get_rotation() in (0.0, 180.0) else \
+            text.get_window_extent(renderer).height
+        if not text.get_text().strip() or width <= room or room <= 0:
+            return False
+        lines = text.get_text().split("\n")
+        chars = max(8, int(max(len(line) for line in lines) * room / width * 0.95))
+        wrapped = "\n".join(textwrap.fill(_GROUPED_DIGITS.sub("\\1\u00a0", line), chars, break_on_hyphens=False)
+                            .replace("\u00a0", " ") for line in lines)
+        if wrapped == text.get_text():
+            return False
+        text.set_text(wrapped)
+        return True
+
+    def thin_ticks(axis, renderer) -> bool:
+        """Halve the number of numeric ticks whose labels run into each other (categories keep theirs)."""
+        if isinstance(axis.get_major_locator(), ticker.FixedLocator):
+            return False
+        shown = [t.get_window_extent(renderer) for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+        if not any(a.x1 > b.x0 for a, b in zip(shown, shown[1:])):
+            return False
+        axis.set_major_locator(ticker.MaxNLocator(nbins=max(2, len(shown) // 2)))
+        return True
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)  # a vector backend's has none
+    for _ in range(rounds):
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        changed = fig._suptitle is not None and wrap(fig._suptitle, 0.98 * fig.bbox.width, renderer)
+        for ax in fig.axes:
+            box = ax.get_window_extent(renderer)
+            for text in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label):
+                changed |= wrap(text, max(box.width, 0.98 * fig.bbox.width / 8), renderer)
+            changed |= wrap(ax.yaxis.label, box.height, renderer)
+            changed |= thin_ticks(ax.xaxis, renderer)
+        if not changed:
+            return
+
+
 def save(fig: plt.Figure, figure_path: str | Path, dpi: int = 110) -> Path:
-    """Write ``fig`` as a PNG and close it."""
+    """Write ``fig`` as a PNG, its text wrapped to fit (:func:`fit_text`), and close it."""
     figure_path = Path(figure_path)
+    fit_text(fig)
     fig.savefig(figure_path, dpi=dpi)
     plt.close(fig)
     return figure_path

@@ -36,6 +36,14 @@ SPECS = {
     "field": OutputSpec("height", "m", (OutputDim("lat", LAT, "degrees_north", "latitude"),
                                         OutputDim("lon", LON, "degrees_east", "longitude")), "surface height"),
 }
+#: Beyond the five: three numeric dims with the long names of a real study (a map per year), for the figures'
+#: legibility; not among :data:`SHAPES`.
+YEARS = (2000.0, 2050.0, 2100.0)
+SPECS["cube"] = OutputSpec("warming", "K", (
+    OutputDim("year", YEARS, "year", "year of the emission scenario"),
+    OutputDim("lat", LAT, "degrees_north", "latitude of the grid cell centre"),
+    OutputDim("lon", LON, "degrees_east", "longitude of the grid cell centre")),
+    "surface air temperature change since the pre-industrial mean")
 
 
 def space() -> ParameterSpace:
@@ -69,8 +77,12 @@ def model(shape: str):
         a, k, c = (x[:, j, None, None] for j in range(3))
         return a * tf.exp(-k * (lat - 4.0)) * tf.cos(lon) + c * lon
 
+    def cube(x):
+        growth = tf.constant(YEARS, tf.float64)[None, :, None, None] / 2000.0
+        return growth * field(x)[:, None]
+
     return {"scalar": scalar, "named": named, "series": series, "labels_by_series": labels_by_series,
-            "field": field}[shape]
+            "field": field, "cube": cube}[shape]
 
 
 def engine(shape: str):
