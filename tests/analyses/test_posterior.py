@@ -8,6 +8,8 @@ the chains' ESS), standard deviations within 10 %.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import yaml
@@ -231,6 +233,7 @@ def test_chains_that_do_not_mix_are_reported():
     with pytest.warns(PosteriorWarning, match="R-hat"):
         ds = sample_posterior(model, obs, prior, start, sampler=sampler, parameter_names=["x"], throw=False)
     assert int(ds["converged"]) == 0 and "R-hat" in ds.attrs["diagnostics"]
+    assert "longer chains (nuts.num_draws)" in ds.attrs["diagnostics"]  # the remedy, with its config key
 
 
 def test_diagnostics_on_autoregressive_chains():
@@ -419,6 +422,11 @@ def test_starts_without_a_covariance_are_uniform_over_the_bounds():
     assert support.inside(starts).all()
     assert stats.kstest(starts[1:, 0], stats.uniform(0.0, 2.0).cdf).pvalue > 1e-3
     assert stats.kstest(starts[1:, 1], stats.loguniform(0.01, 100.0).cdf).pvalue > 1e-3
+    negative = Support.of(np.array([[-2.0, -0.5], [0.01, 100.0]]), np.array([False, True]), 2, ["aerosol", "k"])
+    with warnings.catch_warnings():  # a linear parameter below zero: no log of it, and no RuntimeWarning
+        warnings.simplefilter("error")
+        starts = initial_points(np.array([[-1.0, 1.0]]), np.array([1.0, 1.0]), None, negative, 200, seed=4)
+    assert negative.inside(starts).all()
     open_side = Support.of(np.array([[0.0, 2.0], [-np.inf, 1.0]]), None, 2, ["a", "b"])
     with pytest.raises(ConfigError, match="parameter 1 has no finite bounds"):
         initial_points(np.array([[1.0, 0.0]]), np.array([1.0, 0.0]), None, open_side, 3)

@@ -80,12 +80,15 @@ def problems(diag: Diagnostics, names: list[str], divergences: int, total: int) 
     for j, name in enumerate(names):
         bad = []
         if not diag.rhat[j] < RHAT_MAX:
-            bad.append(f"R-hat {diag.rhat[j]:.3f} >= {RHAT_MAX}")
+            bad.append(f"R-hat {diag.rhat[j]:.4f} >= {RHAT_MAX}")  # 4 digits: 1.0102, not "1.010 >= 1.01"
         ess = min(diag.ess_bulk[j], diag.ess_tail[j])
         if not ess >= ESS_MIN:
             bad.append(f"ESS {ess:.0f} < {ESS_MIN:.0f} (bulk {diag.ess_bulk[j]:.0f}, tail {diag.ess_tail[j]:.0f})")
         if bad:
             lines.append(f"{name}: " + ", ".join(bad))
+    if any(not r < RHAT_MAX for r in diag.rhat):
+        lines.append("R-hat: the chains disagree; longer chains (nuts.num_draws) or a longer warm-up "
+                     "(nuts.num_warmup) bring them together")
     if divergences:
         lines.append(f"{divergences} of {total} transitions diverged: the posterior has regions the step size "
                      "cannot resolve (raise target_accept), draws may be biased")

@@ -86,7 +86,7 @@ def _uniform_starts(support: Support, count: int, rng: np.random.Generator) -> n
     """``[count, n]`` starts uniform over the bounds (the log parameters' in ``log x``), a thousandth of each
     range off its ends."""
     logged = support.log_mask
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # np.where takes the log of the linear ones too
         low = np.where(logged, np.log(np.maximum(support.lower, 0.0)), support.lower)
         high = np.where(logged, np.log(support.upper), support.upper)
     unbounded = ~(np.isfinite(low) & np.isfinite(high))
