@@ -332,6 +332,21 @@ def test_a_third_numeric_dim_is_held_at_its_middle_and_named_in_the_title():
     assert (lambda p: (p.y, p.x))(lay.plan(generic, ["depth", "distance"])) == ("depth", "distance")
 
 
+def test_observations_are_held_where_most_of_them_are():
+    """Observations of days 1 and 3 only, most on day 3: a figure of them holds the day at 3, not at the
+    unobserved middle; where two days have as many, at the one nearer the middle."""
+    coords = {"day": _numeric("day", [1, 2, 3, 4, 5], "day"), "lat": _numeric("lat", [5, 6], "degrees_north"),
+              "lon": _numeric("lon", [0, 1], "degrees_east")}
+    observed = _array(coords, ["day", "lat", "lon"]).astype(bool)
+    observed[0, 0, 0] = observed[2] = True
+    plan = lay.plan(observed, lay.output_dims(observed), shown=observed)
+    assert [p.title for p in plan.panels] == ["day = 3 day"]
+    observed[4] = observed[0] = True
+    assert [p.index["day"] for p in lay.plan(observed, lay.output_dims(observed), shown=observed).panels] == [2]
+    observed[2, 0, 0] = False
+    assert [p.title for p in lay.plan(observed, lay.output_dims(observed), shown=observed).panels] == ["day = 1 day"]
+
+
 def test_a_cf_time_axis_is_drawn_against_its_dates():
     times = xr.DataArray(np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[ns]"), dims="time",
                          attrs={"long_name": "date"})

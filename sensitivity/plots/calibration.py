@@ -40,7 +40,7 @@ def fit_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     """
     best = ds.isel(start=_best(ds))
     obs = ds["y_obs"]
-    plan = lay.plan(obs, lay.output_dims(obs))
+    plan = lay.plan(obs, lay.output_dims(obs), shown=obs.notnull())
     low, high = _bounds(best["prediction_band"])
     level = ds["prediction_band"].attrs.get("long_name", "band").split(" ")[0]
     quantity = ds.attrs.get("output_long_name", "output")

@@ -11,7 +11,7 @@ figure, whatever the output's shape (:mod:`sensitivity.outputs` states the contr
 - two numeric dims are a map (kind ``"map"``, drawn by :func:`draw_map` with a colorbar):
   longitude (or, failing a CF latitude/longitude pair, the last dim) across, latitude (the first)
   up; more than two: the last two are mapped (CF orders dims T, Z, Y, X) and the others held at
-  their middle value, which every panel title states;
+  their middle value (or, for observations, where most are), which every panel title states;
 - named scalars (labeled dims only, kind ``"points"``): the last labeled dim is a categorical x
   axis with its labels as tick labels, horizontal while they fit; labels whose units differ
   (``d_units``) go to separate panels, one per unit, so a panel's y axis has one unit, and at most
@@ -151,7 +151,7 @@ def position_text(obj: xr.DataArray | xr.Dataset, index: Mapping[str, int]) -> s
 
 # ----------------------------------------------------------------------------- the plan
 def plan(obj: xr.DataArray | xr.Dataset, dims: Sequence[str], *, categories: bool = True,
-         max_panels: int = MAX_PANELS) -> Layout:
+         max_panels: int = MAX_PANELS, shown: xr.DataArray | None = None) -> Layout:
     """Lay out the model's output ``dims`` of ``obj`` (see the module notes).
 
     Parameters
@@ -165,6 +165,10 @@ def plan(obj: xr.DataArray | xr.Dataset, dims: Sequence[str], *, categories: boo
         output a panel of its own (False).
     max_panels
         At most this many panels.
+    shown
+        True where an output has something to show (an observation): a held dim is then held at the position
+        with the most, the middle one among equals, so that a figure of observations held at a year does not
+        show a year without any.
     """
     labeled = [d for d in dims if is_labeled(obj, d)]
     numeric = [d for d in dims if d not in labeled]
@@ -179,7 +183,8 @@ def plan(obj: xr.DataArray | xr.Dataset, dims: Sequence[str], *, categories: boo
         kind, x = "points", labeled[-1] if categories and labeled else None
     split = [d for d in labeled if d != x]
     groups = _unit_groups(obj, x) if kind == "points" and x is not None else [(None, "")]
-    fixed = {d: obj.sizes[d] // 2 for d in held}
+    fixed = {d: _held_at(obj.sizes[d], None if shown is None else shown.sum([e for e in shown.dims if e != d]))
+             for d in held}
     panels = []
     for combo in itertools.product(*[range(obj.sizes[d]) for d in split]):
         index = {**dict(zip(split, combo)), **fixed}
@@ -189,6 +194,15 @@ def plan(obj: xr.DataArray | xr.Dataset, dims: Sequence[str], *, categories: boo
                 title = ", ".join(t for t in (title, f"outputs in {units}") if t)
             panels.append(Panel(title, index, members))
     return Layout(kind, tuple(panels[:max_panels]), x, y, len(panels))
+
+
+def _held_at(size: int, counts: xr.DataArray | None) -> int:
+    """Where a held dim of ``size`` positions is held: the middle, or the position of most ``counts`` nearest it."""
+    if counts is None:
+        return size // 2
+    counts = counts.values
+    best = np.flatnonzero(counts == counts.max())
+    return int(best[np.argmin(np.abs(best - size // 2))])
 
 
 def _map_axes(obj: xr.DataArray | xr.Dataset, dims: list[str]) -> tuple[str, str]:
