@@ -264,6 +264,29 @@ def test_indices_figures(study, drawn, tmp_path):
     assert [ax.get_xlabel() for ax in d.panels[-n_panels:]] == [DAY] * n_panels
 
 
+def test_an_ensembles_combined_interval_is_drawn_beside_the_sampling_one(drawn, tmp_path):
+    """An ensemble's ``<index>_combined_interval`` (sampling and surrogate error): a grey whisker per
+    parameter from its low to its high bound, over the black one, and the title says so."""
+    from sensitivity.plots.indices import bars_figure
+
+    paths = results("series", tmp_path / "run")
+    with xr.open_dataset(paths["indices"]) as ds:
+        ds = ds.load()
+    half = ds["sobol_ST_interval"].diff("bound").squeeze("bound", drop=True)
+    ds["sobol_ST_combined_interval"] = ds["sobol_ST_interval"] + half * xr.DataArray([-1.0, 1.0], dims="bound")
+    ds = ds.assign(member_seed=("member", np.arange(5)))  # 5 members
+    bars_figure(ds, tmp_path / "indices_bars.png")
+    d = drawn["indices_bars.png"]
+    assert "grey: combined with the surrogate's error over 5 members" in d.suptitle
+    ax = next(ax for ax in d.panels if ax.get_title().startswith("Sobol' total ST"))
+    index = {"day": int(ax.get_title().split("day = ")[1].split()[0]) - 1}
+    (grey,) = [c for c in ax.collections if c.get_alpha() == 0.3]
+    low, high = ds["sobol_ST_combined_interval"].isel(index).transpose("parameter", "bound").values.T
+    np.testing.assert_allclose([seg[:, 1].min() for seg in grey.get_segments()], np.minimum(
+        low, ds["sobol_ST"].isel(index).values), rtol=1e-6)
+    np.testing.assert_allclose([seg[:, 1].max() for seg in grey.get_segments()], high, rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- posterior
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:posterior chains failed convergence checks")  # 4 x 30 draws, on purpose

@@ -176,17 +176,18 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
             da = ds[var].isel(index)
             value = da.transpose("parameter").values
             value = np.abs(value) if var.startswith("local") else value
-            err = None
-            if interval is not None and interval in ds:
-                low, high = ds[interval].isel(index).transpose("parameter", "bound").values.T
-                err = np.vstack([np.clip(value - low, 0, None), np.clip(high - value, 0, None)])
-            ax.bar(x, value, yerr=err, capsize=3, color=f"C{c}")
+            ax.bar(x, value, yerr=_whiskers(ds, interval, index, value), capsize=3, color=f"C{c}")
+            surrogate = _whiskers(ds, f"{var}_combined_interval", index, value)
+            if surrogate is not None:  # an ensemble: the interval that carries the members' spread too
+                ax.errorbar(x, value, yerr=surrogate, fmt="none", ecolor="0.25", elinewidth=7, alpha=0.3)
             lay.category_ticks(ax, names)
             ax.set_title(f"{title}\n{label}" if label else title, fontsize="small")
             unit = lay.units(da)
             if unit and unit != "1":
                 ax.set_ylabel(f"[{unit}]", fontsize="small")
-    fig.suptitle(f"sensitivity indices by method (whiskers: confidence intervals){_where(ds)}{shown}",
+    members = ds.sizes.get("member", 0)
+    combined = f", grey: combined with the surrogate's error over {members} members" if members else ""
+    fig.suptitle(f"sensitivity indices by method (whiskers: confidence intervals{combined}){_where(ds)}{shown}",
                  fontsize="medium")
     return lay.save(fig, figure_path)
 
@@ -396,8 +397,12 @@ def _bars(ax: plt.Axes, x: np.ndarray, ds: xr.Dataset, var: str, interval: str, 
           color: str, label: str) -> None:
     """Bars of ``var`` per parameter at ``index``, with whiskers from ``interval`` when the dataset has it."""
     value = ds[var].isel(index).transpose("parameter").values
-    err = None
-    if interval in ds:
-        low, high = ds[interval].isel(index).transpose("parameter", "bound").values.T
-        err = np.vstack([np.clip(value - low, 0, None), np.clip(high - value, 0, None)])
-    ax.bar(x, value, width, yerr=err, capsize=2, color=color, label=label)
+    ax.bar(x, value, width, yerr=_whiskers(ds, interval, index, value), capsize=2, color=color, label=label)
+
+
+def _whiskers(ds: xr.Dataset, interval: str | None, index: dict[str, int], value: np.ndarray) -> np.ndarray | None:
+    """``[2, n_parameter]`` distances of ``interval``'s bounds below and above ``value`` (None without it)."""
+    if interval is None or interval not in ds:
+        return None
+    low, high = ds[interval].isel(index).transpose("parameter", "bound").values.T
+    return np.vstack([np.clip(value - low, 0, None), np.clip(high - value, 0, None)])
