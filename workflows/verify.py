@@ -3,7 +3,7 @@
 
 Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
 posterior.nc, ``verify.indices``: indices.nc, any of them) and the simulator (``verify.simulator``, a batched
-``package.module:function`` as for ``train``), the simulator is run at the points each result depends on: the
+``package.module:function`` as for ``train``; left null, the one the surrogate's training.nc records), the simulator is run at the points each result depends on: the
 calibration's best fit and distinct minima, an evenly spaced subset of the posterior draws (``verify.draws``), the
 first base rows of the Sobol' design (``verify.sobol_rows``, redrawn from the indices' recorded settings). The
 surrogate's error there is compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sensitivity.analyses.verify import RefinePlan, VerifyPlan
 from workflows import build, chain
@@ -49,7 +49,8 @@ RESULTS = ("calibration", "posterior", "indices")
 class VerifySectionConf(PlanConf):
     """What is verified against which simulator."""
 
-    simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
+    simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy); null:
+    # the simulator the surrogate's training.nc records (refine.training, or beside model.source)
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
     calibration: Optional[str] = None  # a calibration.nc: its best fit and distinct minima
     posterior: Optional[str] = None  # a posterior.nc: a subset of its draws
@@ -80,8 +81,7 @@ def run(cfg: DictConfig) -> Path:
         raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior` and/or `verify.indices` "
                           "(result files of analyses of this surrogate)")
     if not v.simulator:
-        raise ConfigError("`verify.simulator` ('package.module:function') is required: the model the surrogate "
-                          "stands for")
+        _simulator_of_training(cfg)
     plan = build.settings(VerifyPlan, v)
     refining = build.settings(RefinePlan, cfg.refine)
     training = _training_path(cfg) if refining.rounds else None
@@ -116,6 +116,29 @@ def _check_sobol_intervals(path: Path) -> None:
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
+
+
+def _simulator_of_training(cfg: DictConfig) -> None:
+    """``verify.simulator`` left null: set it (and its kwargs) to the simulator the surrogate was trained on, as
+    its ``training.nc`` (:func:`_training_path`) records it; a one-line error when none is recorded."""
+    import xarray as xr
+
+    from sensitivity.errors import ConfigError
+
+    path = _training_path(cfg)
+    name, config = None, "{}"
+    if path.is_file():
+        with xr.open_dataset(path) as ds:
+            name, config = ds.attrs.get("simulator"), ds.attrs.get("config", "{}")
+    if not name:
+        raise ConfigError("`verify.simulator` ('package.module:function') is required: the model the surrogate "
+                          f"stands for (left null, the one the surrogate's training.nc records: "
+                          f"{f'{path} records none' if path.is_file() else 'no training.nc beside model.source'})")
+    kwargs = OmegaConf.select(OmegaConf.create(config), "training.simulator_kwargs", default={})
+    with open_dict(cfg):
+        cfg.verify.simulator, cfg.verify.simulator_kwargs = name, kwargs
+    log.info("verify: the simulator the surrogate was trained on, %s (recorded by %s); verify.simulator chooses "
+             "another", name, path)
 
 
 def _training_path(cfg: DictConfig) -> Path:
@@ -393,6 +416,19 @@ def _summary(ds, key: str) -> str:
         return (f"{'holds' if ratio.max() <= 1 else 'FAILS'}: reweighting to the simulator moves the posterior mean "
                 f"by at most {ratio.max():.2f} Monte Carlo standard errors (importance ESS "
                 f"{float(ds['posterior_importance_ess']):.2f} per draw)")
-    worst = max(float(np.nanmax(ds[f"sobol_{k}_error_ratio"].values)) for k in ("S1", "ST"))
+    ratios = {k: ds[f"sobol_{k}_error_ratio"] for k in ("S1", "ST")}
+    index = max(ratios, key=lambda k: float(ratios[k].max()))
+    worst = float(ratios[index].max())
+    within = float(np.mean(np.concatenate([(r.values <= 1).ravel() for r in ratios.values()])))
     return (f"{'holds' if worst <= 1 else 'FAILS'}: the surrogate's Sobol' indices differ from the simulator's by at "
-            f"most {worst:.2f} sampling half-widths")
+            f"most {worst:.2f} sampling half-widths ({_where_largest(ratios[index], index)}); {within:.0%} of the "
+            f"(index, parameter, output) triples within one")
+
+
+def _where_largest(ratio, index: str) -> str:
+    """``ST of cloud at year = 2000, lat = 0``: where ``ratio`` (on parameter and the output dims) is largest (a
+    single output named by its parameter alone)."""
+    at = ratio.isel({d: int(i) for d, i in zip(ratio.dims, np.unravel_index(int(ratio.argmax()), ratio.shape))})
+    where = [f"{d} = {at[f'{d}_name'].item() if f'{d}_name' in at.coords else at[d].item()}"
+             for d in ratio.dims if d != "parameter" and ratio.sizes[d] > 1]
+    return f"{index} of {at['parameter_name'].item()}" + (f" at {', '.join(where)}" if where else "")

@@ -34,7 +34,7 @@ def test_a_calibration_is_verified_by_the_shift_the_simulator_makes(compose_conf
     assert verify.run(cfg) == tmp_path / "verify" / "verify.nc"
 
 
-def test_sobol_indices_are_verified_on_the_first_rows_of_their_design(compose_config, tmp_path):
+def test_sobol_indices_are_verified_on_the_first_rows_of_their_design(compose_config, tmp_path, caplog):
     common = ["jacobian=float64", "jacobian.jit_compile=false"]
     result = indices.run(compose_config("indices", [*common, "methods=[sobol]", "sobol.n=1024", "plots=false"],
                                         output_dir=tmp_path / "indices"))
@@ -49,12 +49,19 @@ def test_sobol_indices_are_verified_on_the_first_rows_of_their_design(compose_co
     # a = 3 instead of 7: the x2 term's share of the variance falls from 0.44 to ~0.13
     assert int(other["sobol_verdict"]) == 0
     assert float(other["sobol_S1_error"].isel(parameter=1, output=0)) > 0.2
+    # the log names the worst index and parameter, and the share within one half-width
+    ratios = {k: other[f"sobol_{k}_error_ratio"].values[:, 0] for k in ("S1", "ST")}
+    index = max(ratios, key=lambda k: ratios[k].max())
+    name = str(other["parameter_name"].values[int(np.argmax(ratios[index]))])
+    within = np.mean(np.concatenate(list(ratios.values())) <= 1)
+    assert f"sampling half-widths ({index} of {name}); {within:.0%} of the (index, parameter, output) triples" in \
+        caplog.text
 
 
 def test_nothing_to_verify_and_missing_inputs_are_refused(compose_config, tmp_path):
     with pytest.raises(ConfigError, match="nothing to verify"):
         verify.run(compose_config("verify", ["verify.simulator=sensitivity.simulators.analytic:ishigami"]))
-    with pytest.raises(ConfigError, match="verify.simulator"):
+    with pytest.raises(ConfigError, match="verify.simulator.*no training.nc beside model.source"):
         verify.run(compose_config("verify", [f"verify.indices={tmp_path / 'indices.nc'}"]))
     with pytest.raises(DataError, match="not found"):
         verify.run(compose_config("verify", ["verify.simulator=sensitivity.simulators.analytic:ishigami",
@@ -111,10 +118,11 @@ def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagre
     model = [f"model.source={source}", "model.kwargs={}"]
     result = indices.run(compose_config("indices", [*common, *model, "methods=[sobol]", "sobol.n=256", "plots=false"],
                                         output_dir=tmp_path / "indices"))
-    cfg = compose_config("verify", [*common, *model, "verify.simulator=sensitivity.simulators.analytic:ishigami",
+    cfg = compose_config("verify", [*common, *model,  # no verify.simulator: the one training.nc records
                                     f"verify.indices={result}", "verify.sobol_rows=32", "refine.rounds=2",
                                     "refine.runs_per_round=64"], output_dir=tmp_path / "verify")
     ds = open_result(verify.run(cfg))
+    assert ds.attrs["simulator"] == "sensitivity.simulators.analytic:ishigami"
     # every round recorded: the training size, the verdict, the disagreement, the error, the runs added
     assert ds.sizes["round"] == 3 and ds.attrs["refine_outcome"] == "budget spent"
     np.testing.assert_array_equal(ds["refine_training_size"].values, [48, 112, 176])
