@@ -207,3 +207,24 @@ def test_a_space_prior_says_it_leaves_the_spaces_correlation_out(compose_config,
             prior = posterior.prior_of(cfg, build.space_from(cfg), tmp_path / "unused.nc")
         assert prior.kind == "space"
         assert any("`space.correlation`" in r.getMessage() for r in caplog.records) == warned
+
+
+def test_one_group_of_many_chains_on_a_multicore_cpu_is_told_of_chain_groups(monkeypatch, caplog):
+    """16 NUTS chains as one group on 4 cores: the log names nuts.chain_groups=4; 2 groups, 4 chains, ChEES, or
+    one core: no hint."""
+    import logging
+    import os
+
+    from sensitivity.analyses.posterior import NUTS
+    from workflows.posterior import _advise_chain_groups
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    with caplog.at_level(logging.INFO, logger="workflows.posterior"):
+        _advise_chain_groups(NUTS(), 16)
+        assert "on this CPU's 4 cores nuts.chain_groups=4 would run them side by side" in caplog.text
+        caplog.clear()
+        for sampler, chains in ((NUTS(chain_groups=2), 16), (NUTS(), 4), (NUTS(algorithm="chees"), 16)):
+            _advise_chain_groups(sampler, chains)
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+        _advise_chain_groups(NUTS(), 16)
+    assert "chain_groups" not in caplog.text

@@ -163,9 +163,10 @@ def poincare_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     missing = ds["parameter_name"].values[np.isnan(ds["dgsm_poincare_constant"].values)]
     if not missing.size:
         return []
+    its = "its" if missing.size == 1 else "their"
     return [("info", f"dgsm: no Poincare constant for {', '.join(map(str, missing))} (the families and supports "
-                     "that have one: sensitivity.analyses.indices.dgsm), so no bound on their total Sobol' "
-                     "index; their nu is computed")]
+                     f"that have one: sensitivity.analyses.indices.dgsm), so no bound on {its} total Sobol' "
+                     f"index; {its} nu is computed")]
 
 
 def _label(ds: xr.Dataset, dim: str, index: int) -> str:
