@@ -3,11 +3,11 @@
 
 Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
 posterior.nc, ``verify.indices``: indices.nc, any of them) and the simulator (``verify.simulator``, a batched
-``package.module:function`` as for ``train``; left null, the one the surrogate's training.nc records), the simulator is run at the points each result depends on: the
-calibration's best fit and distinct minima, an evenly spaced subset of the posterior draws (``verify.draws``), the
-first base rows of the Sobol' design (``verify.sobol_rows``, redrawn from the indices' recorded settings). The
-surrogate's error there is compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a
-verdict each: the surrogate error below the sampling error, or not. On an ensemble surrogate the members' spread at
+``package.module:function`` as for ``train``; left null, the one the surrogate's training.nc records), the
+simulator is run at the points each result depends on: the calibration's best fit and distinct minima, an evenly
+spaced subset of the posterior draws (``verify.draws``), the first base rows of the Sobol' design
+(``verify.sobol_rows``, redrawn from the indices' recorded settings). The surrogate's error there is compared with
+the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below the sampling error, or not. On an ensemble surrogate the members' spread at
 the same points is reported beside the error. Every consumed result is verified first and must have been computed
 with this run's surrogate, space and observations (:mod:`workflows.chain`).
 
@@ -416,10 +416,11 @@ def _summary(ds, key: str) -> str:
         return (f"{'holds' if ratio.max() <= 1 else 'FAILS'}: reweighting to the simulator moves the posterior mean "
                 f"by at most {ratio.max():.2f} Monte Carlo standard errors (importance ESS "
                 f"{float(ds['posterior_importance_ess']):.2f} per draw)")
-    ratios = {k: ds[f"sobol_{k}_error_ratio"] for k in ("S1", "ST")}
+    ratios = {k: ds[f"sobol_{k}_error_ratio"].fillna(-np.inf) for k in ("S1", "ST")}  # NaN: a constant output
     index = max(ratios, key=lambda k: float(ratios[k].max()))
     worst = float(ratios[index].max())
-    within = float(np.mean(np.concatenate([(r.values <= 1).ravel() for r in ratios.values()])))
+    judged = np.concatenate([r.values.ravel() for r in ratios.values()])
+    within = float(np.mean(judged[np.isfinite(judged)] <= 1))
     return (f"{'holds' if worst <= 1 else 'FAILS'}: the surrogate's Sobol' indices differ from the simulator's by at "
             f"most {worst:.2f} sampling half-widths ({_where_largest(ratios[index], index)}); {within:.0%} of the "
             f"(index, parameter, output) triples within one")
