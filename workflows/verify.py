@@ -7,9 +7,10 @@ posterior.nc, ``verify.indices``: indices.nc, any of them) and the simulator (``
 simulator is run at the points each result depends on: the calibration's best fit and distinct minima, an evenly
 spaced subset of the posterior draws (``verify.draws``), the first base rows of the Sobol' design
 (``verify.sobol_rows``, redrawn from the indices' recorded settings). The surrogate's error there is compared with
-the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below the sampling error, or not. On an ensemble surrogate the members' spread at
-the same points is reported beside the error. Every consumed result is verified first and must have been computed
-with this run's surrogate, space and observations (:mod:`workflows.chain`).
+the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
+the sampling error, or not. On an ensemble surrogate the members' spread at the same points is reported beside the
+error. Every consumed result is verified first and must have been computed with this run's surrogate, space and
+observations (:mod:`workflows.chain`).
 
 With ``refine.rounds`` > 0 an ensemble surrogate is refined (:func:`sensitivity.analyses.verify.refine`): each round
 adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most, to the samples
