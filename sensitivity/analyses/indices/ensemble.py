@@ -25,6 +25,7 @@ indices is mostly the surrogate's; the same idea for kriging surrogates is Le Gr
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -35,6 +36,8 @@ from sensitivity.analyses.indices.driver import compute, plan
 from sensitivity.analyses.indices.methods import Intervals, Method
 from sensitivity.lazy import lazy_import
 from sensitivity.space import ParameterSpace
+
+log = logging.getLogger(__name__)
 
 xr = lazy_import("xarray")
 
@@ -68,8 +71,13 @@ def compute_ensemble(
         designs = plan(space, methods, seed=seed, intervals=intervals, top_k=top_k)
     options = {"seed": seed, "intervals": intervals, "top_k": top_k, "designs": designs}
     shared = _Evaluations(ensemble)
+    log.info("indices of the ensemble mean, then of each of its %d members on the same evaluations",
+             ensemble.members)
     mean = compute(_View(shared, None), space, methods, **options)
-    members = [compute(_View(shared, k), space, methods, **options) for k in range(ensemble.members)]
+    members = []
+    for k in range(ensemble.members):
+        log.info("indices of member %d of %d", k + 1, ensemble.members)
+        members.append(compute(_View(shared, k), space, methods, **options))
     return with_member_spread(mean, members, intervals.conf_level)
 
 
