@@ -140,3 +140,12 @@ def cost_units(output_units: str | Sequence[str] | None, *, whitened: bool) -> d
     if one is not None:
         return {"units": product(one, one)}
     return {"units_note": "unweighted sum over outputs in different units (no noise given): no single unit"}
+
+
+def position_label(ds: xr.Dataset | xr.DataArray, dim: str, index: int) -> str:
+    """The label of position ``index`` on ``dim``: its ``<dim>_name`` or coordinate value, else the index."""
+    for key in (f"{dim}_name", dim):
+        if key in ds.coords:
+            value = ds[key].values[index]
+            return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
+    return str(index)

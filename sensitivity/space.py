@@ -272,8 +272,9 @@ class ParameterSpace:
         """Mean ``[n]`` and covariance ``[n, n]`` of the inputs: each marginal's mean and standard deviation (scipy,
         after truncation), correlated by :attr:`correlation`. The joint law's own when every marginal is normal;
         otherwise the copula's correlation stands for theirs. NaN where a marginal has no finite moment."""
-        mean = np.array([p.frozen_distribution().mean() for p in self.parameters], dtype=float)
-        std = np.array([p.frozen_distribution().std() for p in self.parameters], dtype=float)
+        marginals = [p.frozen_distribution() for p in self.parameters]
+        mean = np.array([m.mean() for m in marginals], dtype=float)
+        std = np.array([m.std() for m in marginals], dtype=float)
         correlation = np.eye(len(mean)) if self.correlation is None else np.asarray(self.correlation, dtype=float)
         return mean, correlation * np.outer(std, std)
 

@@ -430,7 +430,9 @@ def _summary(ds, key: str) -> str:
 def _where_largest(ratio, index: str) -> str:
     """``ST of cloud at year = 2000, lat = 0``: where ``ratio`` (on parameter and the output dims) is largest (a
     single output named by its parameter alone)."""
-    at = ratio.isel({d: int(i) for d, i in zip(ratio.dims, np.unravel_index(int(ratio.argmax()), ratio.shape))})
-    where = [f"{d} = {at[f'{d}_name'].item() if f'{d}_name' in at.coords else at[d].item()}"
-             for d in ratio.dims if d != "parameter" and ratio.sizes[d] > 1]
-    return f"{index} of {at['parameter_name'].item()}" + (f" at {', '.join(where)}" if where else "")
+    from sensitivity.labels import position_label
+
+    at = dict(zip(ratio.dims, (int(i) for i in np.unravel_index(int(ratio.argmax()), ratio.shape))))
+    where = [f"{d} = {position_label(ratio, d, i)}" for d, i in at.items() if d != "parameter" and ratio.sizes[d] > 1]
+    shown = f"{index} of {position_label(ratio, 'parameter', at['parameter'])}"
+    return shown + (f" at {', '.join(where)}" if where else "")

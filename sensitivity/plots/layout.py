@@ -398,49 +398,61 @@ def fit_text(fig: plt.Figure, rounds: int = 3) -> None:
     of its y label (a colorbar's label included), the panel's height. A too-long line is wrapped at word
     boundaries to the share of its characters that fits (a number grouped by spaces, ``100 000``, stays
     whole); numeric x ticks whose labels overlap are halved in number (category ticks keep theirs). The
-    constrained layout then re-flows the panels, so the check runs again, at most ``rounds`` times.
+    constrained layout then re-flows the panels (laid out, not rendered), so the check runs again, at most
+    ``rounds`` times; its last layout is kept (the engine is switched off), so writing the figure does not
+    lay it out once more.
     """
+    engine = fig.get_layout_engine()
+    for done in range(rounds + 1):
+        if engine is None:
+            fig.draw_without_rendering()
+        else:  # the layout alone (text extents and panel positions), without drawing every artist
+            engine.execute(fig)
+        if done == rounds or not _fit_once(fig):  # laid out for the text as it is now
+            break
+    if engine is not None:  # that layout holds: writing the figure need not redo it
+        fig.set_layout_engine("none")
+
+
+def _fit_once(fig: plt.Figure) -> bool:
+    """One pass of :func:`fit_text` over the laid-out figure; True if any text or ticks changed."""
+    changed = fig._suptitle is not None and _wrap_to(fig._suptitle, 0.98 * fig.bbox.width)
+    for ax in fig.axes:
+        box = ax.get_window_extent()
+        for text in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label):
+            changed |= _wrap_to(text, max(box.width, 0.98 * fig.bbox.width / 8))
+        changed |= _wrap_to(ax.yaxis.label, box.height)
+        changed |= _thin_ticks(ax.xaxis)
+    return changed
+
+
+def _wrap_to(text, room: float) -> bool:
+    """Wrap ``text`` (a matplotlib Text) to ``room`` pixels along its direction; True if it changed."""
     import textwrap
 
-    def wrap(text, room: float, renderer) -> bool:
-        width = text.get_window_extent(renderer).width if text.get_rotation() in (0.0, 180.0) else \
-            text.get_window_extent(renderer).height
-        if not text.get_text().strip() or width <= room or room <= 0:
-            return False
-        lines = text.get_text().split("\n")
-        chars = max(8, int(max(len(line) for line in lines) * room / width * 0.95))
-        wrapped = "\n".join(textwrap.fill(_GROUPED_DIGITS.sub("\\1\u00a0", line), chars, break_on_hyphens=False)
-                            .replace("\u00a0", " ") for line in lines)
-        if wrapped == text.get_text():
-            return False
-        text.set_text(wrapped)
-        return True
+    extent = text.get_window_extent()
+    width = extent.width if text.get_rotation() in (0.0, 180.0) else extent.height
+    if not text.get_text().strip() or width <= room or room <= 0:
+        return False
+    lines = text.get_text().split("\n")
+    chars = max(8, int(max(len(line) for line in lines) * room / width * 0.95))
+    wrapped = "\n".join(textwrap.fill(_GROUPED_DIGITS.sub("\\1\u00a0", line), chars, break_on_hyphens=False)
+                        .replace("\u00a0", " ") for line in lines)
+    if wrapped == text.get_text():
+        return False
+    text.set_text(wrapped)
+    return True
 
-    def thin_ticks(axis, renderer) -> bool:
-        """Halve the number of numeric ticks whose labels run into each other (categories keep theirs)."""
-        if isinstance(axis.get_major_locator(), ticker.FixedLocator):
-            return False
-        shown = [t.get_window_extent(renderer) for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
-        if not any(a.x1 > b.x0 for a, b in zip(shown, shown[1:])):
-            return False
-        axis.set_major_locator(ticker.MaxNLocator(nbins=max(2, len(shown) // 2)))
-        return True
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)  # a vector backend's has none
-    for _ in range(rounds):
-        canvas.draw()
-        renderer = canvas.get_renderer()
-        changed = fig._suptitle is not None and wrap(fig._suptitle, 0.98 * fig.bbox.width, renderer)
-        for ax in fig.axes:
-            box = ax.get_window_extent(renderer)
-            for text in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label):
-                changed |= wrap(text, max(box.width, 0.98 * fig.bbox.width / 8), renderer)
-            changed |= wrap(ax.yaxis.label, box.height, renderer)
-            changed |= thin_ticks(ax.xaxis, renderer)
-        if not changed:
-            return
+def _thin_ticks(axis) -> bool:
+    """Halve the number of numeric ticks whose labels run into each other (categories keep theirs)."""
+    if isinstance(axis.get_major_locator(), ticker.FixedLocator):
+        return False
+    shown = [t.get_window_extent() for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+    if not any(a.x1 > b.x0 for a, b in zip(shown, shown[1:])):
+        return False
+    axis.set_major_locator(ticker.MaxNLocator(nbins=max(2, len(shown) // 2)))
+    return True
 
 
 def save(fig: plt.Figure, figure_path: str | Path, dpi: int = 110) -> Path:

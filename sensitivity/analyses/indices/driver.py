@@ -18,6 +18,7 @@ import numpy as np
 from sensitivity.analyses.indices import crosschecks, tails
 from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
 from sensitivity.errors import ConfigError, DataError
+from sensitivity.labels import position_label
 from sensitivity.lazy import lazy_import
 from sensitivity.output_axes import unstack_output
 from sensitivity.space import ParameterSpace
@@ -149,7 +150,8 @@ def constant_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     if variance is None or not (variance == 0).any():
         return []
     constant = np.atleast_1d(variance.values == 0).ravel()  # C order, as np.unravel_index reads it
-    names = [", ".join(f"{d}={_label(ds, d, i)}" for d, i in zip(variance.dims, np.unravel_index(k, variance.shape)))
+    names = [", ".join(f"{d}={position_label(ds, d, i)}"
+                       for d, i in zip(variance.dims, np.unravel_index(k, variance.shape)))
              for k in np.flatnonzero(constant)]
     shown = "; ".join(names[:5]) + ("; ..." if len(names) > 5 else "")
     return [("warning", f"{int(constant.sum())} of {constant.size} outputs are constant over the input sample "
@@ -167,15 +169,6 @@ def poincare_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     return [("info", f"dgsm: no Poincare constant for {', '.join(map(str, missing))} (the families and supports "
                      f"that have one: sensitivity.analyses.indices.dgsm), so no bound on {its} total Sobol' "
                      f"index; {its} nu is computed")]
-
-
-def _label(ds: xr.Dataset, dim: str, index: int) -> str:
-    """The label of position ``index`` on ``dim``: its ``<dim>_name`` or coordinate value, else the index."""
-    for key in (f"{dim}_name", dim):
-        if key in ds.coords:
-            value = ds[key].values[index]
-            return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
-    return str(index)
 
 
 def tail_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
