@@ -17,7 +17,8 @@ netCDF
 CSV
     One row per observed value: a column per output dim holding its coordinate (``time``,
     or ``output`` holding the output name), a ``value`` column and an optional ``sigma``
-    column.
+    column. On a CF time axis (``days since <epoch>``) the coordinate may be an ISO 8601 date
+    (``2021-03-01``): it is converted to the axis's numbers.
 
 Files may cover a subset of the model's outputs, in any order: the result is laid out in the
 model's flat (C) order with NaN where nothing was observed. Every inconsistency is a one-line
@@ -36,7 +37,7 @@ from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.errors import DataError
 from sensitivity.lazy import lazy_import
 from sensitivity.outputs import OutputDim, OutputSpec
-from sensitivity.units import convert, scale
+from sensitivity.units import convert, instants, scale
 
 xr = lazy_import("xarray")
 
@@ -276,7 +277,8 @@ def _read_csv(path: Path, spec: OutputSpec):
         raise DataError(f"observations file {path}: unknown column(s) {unknown}; expected {dims + list(CSV_COLUMNS)}")
     if len(table) == 0:
         raise DataError(f"observations file {path}: no rows")
-    positions = tuple(_match(path, d, table[d.name].to_numpy(), f"column `{d.name}`") for d in spec.dims)
+    positions = tuple(_match(path, d, _csv_coordinates(path, d, table[d.name]), f"column `{d.name}`")
+                      for d in spec.dims)
     flat = np.ravel_multi_index(positions, spec.shape)
     _check_unique(path, flat, spec)
     values = np.full(spec.size, np.nan)
@@ -286,6 +288,24 @@ def _read_csv(path: Path, spec: OutputSpec):
         sigma = np.full(spec.size, np.nan)
         sigma[flat] = _numeric(path, table["sigma"], "sigma")
     return values, sigma, None, {}
+
+
+def _csv_coordinates(path: Path, dim: OutputDim, column) -> np.ndarray:
+    """A CSV column's coordinates along ``dim``: on a CF time axis (``days since 2021-01-01``), dates and times
+    in ISO 8601 (``2021-03-01``, ``2021-03-01T06:00``, with or without a UTC offset) become the axis's numbers;
+    anything else is matched as it is."""
+    import pandas as pd
+
+    if dim.is_labels or column.dtype.kind != "O" or " since " not in dim.units:
+        return column.to_numpy()
+    dates = pd.to_datetime(column, format="ISO8601", errors="coerce", utc=True)
+    bad = dates.isna() & column.notna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(f"observations file {path}: column `{dim.name}` must hold dates (ISO 8601, e.g. 2021-03-01) "
+                        f"or numbers in the model's {dim.units!r}, got {column.iloc[row]!r} in data row {row + 1}")
+    return instants(dates.dt.tz_convert(None).to_numpy("datetime64[us]"), dim.units,
+                    where=f"observations file {path}: column `{dim.name}`")
 
 
 def _numeric(path: Path, column, name: str) -> np.ndarray:

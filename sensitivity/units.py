@@ -105,6 +105,16 @@ def convert(values: np.ndarray, source: str | None, target: str, *, where: str) 
     return np.asarray(a.convert(np.asarray(values, dtype=float), b), dtype=float)
 
 
+def instants(dates: np.ndarray, target: str, *, where: str) -> np.ndarray:
+    """Instants (``datetime64``) as numbers of the CF time axis ``target`` (``<unit> since <epoch>``), in the
+    standard calendar the datasets' time axes carry: ``2021-03-01`` is 59.0 in ``days since 2021-01-01``."""
+    unit = _unit(target, where)
+    if not unit.is_time_reference():
+        raise DataError(f"{where}: holds dates, but the model's axis has units {target!r}, not '<unit> since <epoch>'")
+    seconds = (dates.astype("datetime64[us]") - np.datetime64("1970-01-01", "us")) / np.timedelta64(1, "s")
+    return np.asarray(cf_units.Unit("seconds since 1970-01-01", calendar="standard").convert(seconds, unit), float)
+
+
 def scale(source: str | None, target: str, *, where: str) -> float:
     """Factor that takes a *difference* (a standard deviation) from ``source`` to ``target`` units."""
     zero, one = convert(np.array([0.0, 1.0]), source, target, where=where)

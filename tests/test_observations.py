@@ -186,6 +186,44 @@ def test_a_cf_time_axis_is_matched_by_its_numbers_not_decoded(tmp_path):
     assert obs.values[1] == 5.0 and obs.values[3] == 6.0 and obs.n_observed == 2
 
 
+GAUGED = OutputSpec.from_dict({"name": "discharge", "units": "mm day-1", "dims": [
+    {"name": "station", "values": ["upper", "lower"]},
+    {"name": "time", "values": {"start": 0, "stop": 365}, "units": "days since 2021-01-01"}]})
+
+
+def test_csv_dates_on_a_cf_time_axis_become_its_numbers(tmp_path):
+    import datetime as dt
+
+    dates = ["2021-03-01", "2021-12-31", "2021-01-01T00:00", "2021-07-04T01:00+01:00"]
+    rows = {"station": ["upper", "lower", "lower", "upper"], "time": dates, "value": [1.0, 2.0, 3.0, 4.0]}
+    obs = read_observations(write_csv(tmp_path, rows), GAUGED)
+    epoch = dt.datetime(2021, 1, 1, tzinfo=dt.timezone.utc)
+    instants = [dt.datetime.fromisoformat(d) for d in dates]
+    instants = [t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc) for t in instants]
+    days = [(t - epoch) / dt.timedelta(days=1) for t in instants]
+    assert days == [59.0, 364.0, 0.0, 184.0]  # the UTC offset counts: 01:00+01:00 is midnight UTC
+    values = obs.values.reshape(2, 365)
+    assert values[0, 59] == 1.0 and values[1, 364] == 2.0 and values[1, 0] == 3.0 and values[0, 184] == 4.0
+    assert obs.n_observed == 4
+
+
+@pytest.mark.parametrize(("date", "message"), [
+    ("2021-13-01", "column `time` must hold dates (ISO 8601, e.g. 2021-03-01) or numbers in the model's 'days since "
+                   "2021-01-01', got '2021-13-01' in data row 2"),
+    ("2021-03-01T12:00", "time=59.5 in column `time` is not an output coordinate"),
+    ("2022-01-01", "time=365 in column `time` is not an output coordinate")])
+def test_csv_dates_that_are_not_on_the_axis_are_refused(tmp_path, date, message):
+    rows = {"station": ["upper", "upper"], "time": ["2021-01-05", date], "value": [1.0, 2.0]}
+    with pytest.raises(DataError) as info:
+        read_observations(write_csv(tmp_path, rows), GAUGED)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_csv_dates_on_an_axis_that_is_not_a_time_axis_are_refused(tmp_path):
+    with pytest.raises(DataError, match="column `day` must be numeric like the model's 'day' coordinate"):
+        read_observations(write_csv(tmp_path, {"day": ["2021-01-02"], "value": [1.0]}), SERIES)
+
+
 def test_observed_and_time_units_are_converted_to_the_model_units(tmp_path):
     spec = OutputSpec.from_dict({"name": "cases", "units": "1e-5 day-1", "dims": [
         {"name": "day", "values": {"start": 1, "stop": 11}, "units": "day"}]})
