@@ -27,7 +27,8 @@ import tensorflow as tf
 
 from sensitivity.errors import ConfigError
 from sensitivity.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chunk_size, checked_points,
-                                  chunk_functions, dense_chunk_size, jacobian_functions, resolve_mode)
+                                  chunk_functions, dense_chunk_size, jacobian_functions, resolve_mode,
+                                  settings_text)
 from sensitivity.member_path import MemberChain, member_chain
 from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
 from sensitivity.surrogate import Surrogate, recentred
@@ -53,6 +54,11 @@ class CompiledEnsemble:
     _functions: dict[str, dict[bool, Any]] = field(repr=False)
     _traces: dict[str, int] = field(repr=False)
     path_reason: str = ""
+
+    @property
+    def settings(self) -> str:
+        """The engine's settings as the datasets' ``engine`` attribute records them."""
+        return settings_text(self)
 
     @property
     def trace_count(self) -> int:

@@ -119,7 +119,7 @@ class JacobianModule(tf.Module):
         self.output_names = strings(meta["output_names"])
         self.output_units = strings(meta["output_units"])
         self.metadata_json = tf.Variable(json.dumps(meta, sort_keys=True), trainable=False)
-        flat_values, flat_jacobian = jacobian_functions(s, jac.mode)
+        flat_values, flat_jacobian = jacobian_functions(s, jac.mode, jac.forward_form)
         signature = [tf.TensorSpec([None, n_in], s.dtype, name="x")]
         compiled = lambda f: tf.function(f, input_signature=signature, jit_compile=jac.jit_compile,
                                          reduce_retracing=False)

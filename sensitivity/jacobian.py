@@ -21,7 +21,12 @@ forward mode pushes all ``n_in`` unit tangents through the model at once
 (``ForwardAccumulator`` inside ``vectorized_map``); reverse mode pulls all
 ``n_out`` cotangents back at once (``GradientTape.batch_jacobian``). The cost of
 each is proportional to the number of tangents, so ``mode="auto"`` picks forward
-when ``n_in <= n_out``. The chunk size follows from a memory budget and the
+when ``n_in <= n_out``. A model whose tangents TensorFlow cannot carry forward (a
+``tf.scan`` or ``tf.while_loop`` over time steps: its TensorList state has no
+forward-mode rule) gets forward mode by double reverse: each column ``J e_i`` as
+the gradient, with respect to the cotangent ``u``, of the reverse pass
+``u^T J`` (Townsend 2017), about three passes per input instead of one reverse
+pass per output. The chunk size follows from a memory budget and the
 model's per-point activation size measured on its traced graph, so memory stays
 bounded whatever the number of points.
 
@@ -29,11 +34,14 @@ References
 ----------
 Griewank, A. & Walther, A. (2008), Evaluating Derivatives, 2nd ed., SIAM,
 doi:10.1137/1.9780898717761 (forward vs reverse cost).
+Townsend, J. (2017), A new trick for calculating Jacobian vector products,
+https://j-towns.github.io/2017/06/12/A-new-trick.html (forward mode by double reverse).
 """
 from __future__ import annotations
 
 import logging
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -62,6 +70,8 @@ DENSE_BLOCK_BYTES = 8 * 2**20
 #: better): on the conv surrogate of ``benchmarks/bench_jacobian.py --chunks --shapes conv --rounds 3``,
 #: chunks of 256 points (20 MiB blocks) were the fastest of 64-1024, XLA or not; 32 MiB picks 256.
 CONV_BLOCK_BYTES = 32 * 2**20
+#: How the autodiff path's forward mode runs (see :attr:`CompiledJacobian.forward_form`).
+FORWARD_FORMS = ("vectorized", "double reverse")
 
 
 @dataclass
@@ -72,6 +82,8 @@ class CompiledJacobian:
     ``values [N, *out]`` and ``jacobian [N, *out, n_in]`` in physical units (d output / d parameter).
     ``path`` is ``"dense"`` or ``"autodiff"``; ``path_reason`` says why, and on the dense path through
     which layers (in reverse mode through a conv chain: each layer's transpose, in the cotangents' order).
+    ``forward_form`` is how the autodiff path's forward mode runs: ``"vectorized"`` (``ForwardAccumulator``
+    in ``vectorized_map``) or ``"double reverse"`` (see the module docstring).
     """
 
     surrogate: Surrogate
@@ -86,6 +98,12 @@ class CompiledJacobian:
     _traces: dict[str, int] = field(repr=False)
     _concretes: dict = field(default_factory=dict, repr=False)
     path_reason: str = ""
+    forward_form: str = "vectorized"
+
+    @property
+    def settings(self) -> str:
+        """The engine's settings as the datasets' ``engine`` attribute records them."""
+        return settings_text(self)
 
     @property
     def trace_count(self) -> int:
@@ -196,6 +214,14 @@ class CompiledJacobian:
         return checked_points(points, self.dtype, self.surrogate.n_in)
 
 
+def settings_text(engine: Any) -> str:
+    """``mode=... dtype=... jit_compile=... chunk_size=...`` of a compiled engine (one model or an ensemble), the
+    form of its forward mode included where it is not the vectorised one."""
+    form = getattr(engine, "forward_form", "vectorized")
+    mode = engine.mode + (f" ({form})" if engine.mode == "forward" and form != "vectorized" else "")
+    return f"mode={mode} dtype={engine.dtype} jit_compile={engine.jit_compile} chunk_size={engine.chunk_size}"
+
+
 def checked_points(points: np.ndarray, dtype: Any, n_in: int) -> np.ndarray:
     """``points`` as an ``[N, n_in]`` array of the engine's ``dtype``; refused in one line otherwise."""
     x = np.asarray(points, dtype=dtype)
@@ -276,16 +302,27 @@ def compile_jacobian(
     autograph = chain is None  # a user's model function; the project's own chains need no AutoGraph
     value_fn = chunk_functions(values_only, signature, jit_compile, autograph)
     jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
-    failure = _forward_failure(jacobian_fn[False]) if chain is None and resolved == "forward" else None
-    if failure and mode == "forward":
-        raise ModelError(f"{surrogate.source}: forward mode cannot vectorise the model's tangents ({failure}); set "
-                         "jacobian.mode=reverse, or write a branch on a tensor as tf.where")
-    if failure:  # "auto" chose forward: reverse mode takes the model's control flow
-        log.warning("%s: forward mode cannot vectorise the model's tangents (%s); reverse mode instead",
-                    surrogate.source, failure)
-        resolved, traces["jacobian"] = "reverse", 0
-        flat_jacobian = _functions(surrogate, resolved, None)[1]
+    failure = _trace_failure(jacobian_fn[False]) if chain is None and resolved == "forward" else None
+    forward_form = "vectorized"
+    if failure:  # the model's tangents cannot be carried forward: the same columns by double reverse
+        flat_jacobian, traces["jacobian"] = _functions(surrogate, resolved, None, "double reverse")[1], 0
         jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
+        second = _trace_failure(jacobian_fn[False]) or _reverse_disagreement(surrogate, jacobian_fn[False])
+        if second is None:
+            forward_form = "double reverse"
+            log.warning("%s: forward mode cannot carry the model's tangents (%s); forward mode by double reverse "
+                        "instead (each column J e_i as the gradient of a reverse pass: ~3 passes per input)",
+                        surrogate.source, failure)
+        elif mode == "forward":
+            raise ModelError(f"{surrogate.source}: forward mode cannot carry the model's tangents ({failure}), nor "
+                             f"differentiate its reverse pass ({second}); set jacobian.mode=reverse, or write a "
+                             "branch on a tensor as tf.where")
+        else:  # "auto" chose forward: reverse mode takes the model's control flow
+            log.warning("%s: forward mode cannot carry the model's tangents (%s), nor differentiate its reverse pass "
+                        "(%s); reverse mode instead", surrogate.source, failure, second)
+            resolved, traces["jacobian"] = "reverse", 0
+            flat_jacobian = _functions(surrogate, resolved, None)[1]
+            jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
     if chain is not None:  # read off the weights: no trace before the first call
         activation = sum(chain.widths)
     else:
@@ -302,7 +339,7 @@ def compile_jacobian(
     elif not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
     return CompiledJacobian(surrogate, resolved, path, jit_compile, surrogate.dtype, chunk_size, activation,
-                            jacobian_fn, value_fn, traces, path_reason=reason)
+                            jacobian_fn, value_fn, traces, path_reason=reason, forward_form=forward_form)
 
 
 def chunk_functions(f: Callable, signature: list[tf.TensorSpec], jit_compile: bool,
@@ -327,22 +364,61 @@ def chunk_functions(f: Callable, signature: list[tf.TensorSpec], jit_compile: bo
     return {True: xla, False: plain}
 
 
-def _forward_failure(jacobian_fn: tf.types.experimental.PolymorphicFunction) -> str | None:
-    """Trace the autodiff path's forward-mode Jacobian now (the trace its first call would make); the first line
-    of the error when ``tf.vectorized_map`` cannot take the model's tangents (a ``tf.cond`` of ``ForwardAccumulator``
-    tangents: "Attempted to stack a variant-dtype tensor"), else None. TensorFlow's own log of the failed op (a
-    200-line ERROR of its node definition) is held back: the engine reports the failure in one line."""
+def _trace_failure(jacobian_fn: tf.types.experimental.PolymorphicFunction) -> str | None:
+    """Trace an autodiff path's forward-mode Jacobian now (the trace its first call would make); the last line
+    of the error when TensorFlow cannot build it, else None: ``tf.vectorized_map`` cannot take the model's tangents
+    (a ``tf.cond`` of ``ForwardAccumulator`` tangents: "Required handle data not set"), or ``ForwardAccumulator``
+    cannot carry them (a ``tf.scan``: "`dtype` variant is not compatible"). TensorFlow's own log of the failed op
+    (a 200-line ERROR of its node definition) is held back: the engine reports the failure in one line."""
     tf_log = logging.getLogger("tensorflow")
     level = tf_log.level
     tf_log.setLevel(logging.CRITICAL)
     try:
         jacobian_fn.get_concrete_function()
-    except (ValueError, TypeError, NotImplementedError) as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        return (lines[-1] if lines else type(err).__name__)[:160]
+    except (ValueError, TypeError, NotImplementedError, LookupError) as err:
+        return _message(err)
     finally:
         tf_log.setLevel(level)
     return None
+
+
+def _reverse_disagreement(surrogate: Surrogate, jacobian_fn: tf.types.experimental.PolymorphicFunction,
+                          points: int = 2) -> str | None:
+    """Run the double-reverse Jacobian on ``points`` probe points and check it against one plain reverse pass:
+    ``w^T J`` for a random cotangent ``w`` must be the gradient of ``w^T y``. None when they agree; else what
+    went wrong: an op of the reverse pass that fails when it runs (a ``tf.numpy_function``), or a gradient that is
+    not linear in its cotangent (a custom gradient that stops it), which would give wrong columns silently."""
+    rng = np.random.default_rng(12345)
+    x = tf.constant(rng.uniform(0.5, 2.0, (points, surrogate.n_in)), surrogate.dtype)
+    w = tf.constant(rng.standard_normal((points, surrogate.output_size)), surrogate.dtype)
+
+    @tf.function
+    def pulled(x: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reshape(surrogate.fn(x), [points, -1])
+        return tape.gradient(y, x, output_gradients=w, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    try:
+        jacobian = jacobian_fn(x)[1].numpy()
+        expected = pulled(x).numpy()
+    except (ValueError, TypeError, NotImplementedError, LookupError, tf.errors.OpError) as err:
+        return _message(err)
+    got = np.einsum("bo,boi->bi", w.numpy(), jacobian)
+    rtol = 1e-4 if surrogate.dtype == "float32" else 1e-9
+    if not np.allclose(got, expected, rtol=rtol, atol=rtol * np.nanmax(np.abs(expected), initial=0.0),
+                       equal_nan=True):
+        return ("its columns disagree with a reverse pass at probe points (a gradient not linear in its "
+                "cotangent, e.g. a custom gradient that stops it)")
+    return None
+
+
+def _message(err: Exception) -> str:
+    """TensorFlow's error in one line: its last line that is not a node name (``[[{{node ...}}]]``, ``[Op:...]``),
+    cut to 160 characters."""
+    text = re.sub(r"\s*(\[\[.*?\]\]|\[Op:[^\]]*\])", "", str(getattr(err, "message", err)))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:160]
 
 
 def resolve_mode(mode: Mode, n_in: int, n_out: int) -> str:
@@ -352,7 +428,7 @@ def resolve_mode(mode: Mode, n_in: int, n_out: int) -> str:
     return ("forward" if n_in <= n_out else "reverse") if mode == "auto" else mode
 
 
-def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Callable]:
+def jacobian_functions(surrogate: Surrogate, mode: str, forward_form: str = "vectorized") -> tuple[Callable, Callable]:
     """The untraced TF functions the engine compiles: flat values, and flat values with the Jacobian.
 
     Parameters
@@ -364,6 +440,9 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
         pulled back at once); see :func:`resolve_mode`. A Keras MLP takes the dense path
         (:mod:`sensitivity.dense_path`), anything else ``ForwardAccumulator`` in ``vectorized_map`` or
         ``GradientTape.batch_jacobian``.
+    forward_form
+        How the autodiff path's forward mode runs: ``"vectorized"`` or ``"double reverse"``
+        (:attr:`CompiledJacobian.forward_form`).
 
     Returns
     -------
@@ -371,7 +450,7 @@ def jacobian_functions(surrogate: Surrogate, mode: str) -> tuple[Callable, Calla
     ``x -> (y [B, n_out], dy/dx [B, n_out, n_in])``, to be wrapped in ``tf.function`` (by
     :func:`compile_jacobian`, or by :mod:`sensitivity.export` for a standalone SavedModel).
     """
-    return _functions(surrogate, mode, _chain(surrogate, mode)[0])
+    return _functions(surrogate, mode, _chain(surrogate, mode)[0], forward_form)
 
 
 def _chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain | None, str]:
@@ -419,7 +498,8 @@ def _layer_names(steps: list[tuple[str, Any]]) -> str:
     return ", ".join(name if count == 1 else f"{name} x{count}" for name, count in names.items())
 
 
-def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | ConvChain | None) -> tuple[Callable, Callable]:
+def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | ConvChain | None,
+               forward_form: str = "vectorized") -> tuple[Callable, Callable]:
     """:func:`jacobian_functions` with the dense chain of ``surrogate`` (or ``None``) already found."""
     if mode not in ("forward", "reverse"):
         raise ConfigError(f"`mode` must be 'forward' or 'reverse' here, got {mode!r}")
@@ -439,13 +519,34 @@ def _functions(surrogate: Surrogate, mode: str, chain: DenseChain | ConvChain | 
         ys, jvps = tf.vectorized_map(directional, tf.eye(n_in, dtype=x.dtype))  # [n_in, B, n_out] each
         return ys[0], tf.transpose(jvps, [1, 2, 0])
 
+    def forward_by_double_reverse(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        # copy i of each point carries the unit tangent e_i; the reverse pass u -> u^T J is linear in the
+        # cotangent u, so its gradient with respect to u along e_i is J e_i (the value of u does not matter)
+        batch = tf.shape(x)[0]
+        copies = tf.repeat(x, n_in, axis=0)  # [B n_in, n_in]
+        zero = tf.UnconnectedGradients.ZERO
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                inner.watch(copies)
+                ys = flat_values(copies)
+            cotangents = tf.zeros_like(ys)
+            outer.watch(cotangents)
+            pulled = inner.gradient(ys, copies, output_gradients=cotangents, unconnected_gradients=zero)
+        tangents = tf.tile(tf.eye(n_in, dtype=x.dtype), [batch, 1])
+        jvps = outer.gradient(pulled, cotangents, output_gradients=tangents, unconnected_gradients=zero)
+        return ys[::n_in], tf.transpose(tf.reshape(jvps, [batch, n_in, n_out]), [0, 2, 1])
+
     def reverse(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = flat_values(x)
         return y, tape.batch_jacobian(y, x)
 
-    return flat_values, (forward if mode == "forward" else reverse)
+    if mode == "reverse":
+        return flat_values, reverse
+    if forward_form not in FORWARD_FORMS:
+        raise ConfigError(f"`forward_form` must be one of {FORWARD_FORMS}, got {forward_form!r}")
+    return flat_values, (forward if forward_form == "vectorized" else forward_by_double_reverse)
 
 
 def auto_chunk_size(activation_size: int, n_in: int, n_out: int, mode: str, itemsize: int,
@@ -479,18 +580,28 @@ def dense_chunk_size(widths: list[int], n_in: int, n_out: int, mode: str, itemsi
 
 
 def _activation_size(value_fn: tf.types.experimental.PolymorphicFunction, n_in: int) -> int:
-    """Numbers per point held by the model's intermediate tensors, read off its traced graph.
+    """Numbers per point held by the model's intermediate tensors, read off its traced graph (see
+    :func:`_graph_activation`)."""
+    return max(_graph_activation(value_fn.get_concrete_function().graph), n_in)
 
-    Sums the per-row sizes of every op output whose leading dimension is the (unknown) batch.
-    """
-    graph = value_fn.get_concrete_function().graph
+
+def _graph_activation(graph: tf.Graph) -> int:
+    """Per-row sizes of every op output of ``graph`` whose leading dimension is the (unknown) batch; a while
+    loop's body (a ``tf.scan`` over time steps) counts once per iteration where its trip count is a constant,
+    since reverse mode keeps every iteration's tensors (a 365-day scan of a bucket model: 79 numbers per point
+    per day, 9x the rest of its graph)."""
     total = 0
     for op in graph.get_operations():
         for out in op.outputs:
             shape = out.shape
             if shape.rank and shape.rank >= 1 and shape[0] is None and shape[1:].is_fully_defined():
                 total += int(np.prod(shape[1:].as_list(), dtype=np.int64))
-    return max(total, n_in)
+        if op.type in ("While", "StatelessWhile"):  # while_v2's inputs: loop counter, maximum iterations, ...
+            trips = tf.get_static_value(op.inputs[1])
+            body = graph._get_function(op.get_attr("body").name)  # noqa: SLF001 - the body's FuncGraph
+            if trips is not None and int(trips) > 0 and body is not None:
+                total += int(trips) * _graph_activation(body.graph)
+    return total
 
 
 def _chunks(x: np.ndarray, size: int) -> Iterator[tuple[int, np.ndarray]]:

@@ -363,22 +363,122 @@ def _guarded_jacobian(x):
     return expected
 
 
-def test_a_model_whose_control_flow_forward_mode_cannot_vectorise_takes_reverse_mode_or_a_clear_error(caplog):
-    """mode auto: reverse mode, with a warning that says why; mode forward: a one-line error naming the fix. And
-    XLA, which cannot run the tf.cond at the first full chunk, gives way to the plain function with a warning
-    instead of failing the call ("Incompatible shapes: [4] vs. [0]")."""
+def test_a_model_whose_control_flow_forward_mode_cannot_vectorise_takes_forward_mode_by_double_reverse(caplog):
+    """mode auto and forward: forward mode by double reverse, with a warning that says why, under XLA."""
+    model = load(_guarded, 2, "float64", output={"name": "y", "names": ["a", "b", "c"]})
+    x = np.random.default_rng(0).uniform(-1, 1, (10, 2))  # two full chunks and a short one
+    for mode in ("auto", "forward"):
+        with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
+            jac = sensitivity.compile_jacobian(model, mode, chunk_size=4, jit_compile=True)
+            values, jacobian = jac(x)
+        assert (jac.mode, jac.forward_form) == ("forward", "double reverse")
+        assert "forward mode cannot carry the model's tangents" in caplog.text
+        assert "forward mode by double reverse instead" in caplog.text and "mode=forward (double reverse)" in jac.settings
+        np.testing.assert_allclose(jacobian, _guarded_jacobian(x), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(values[:, 2], x[:, 1] ** 2, rtol=1e-12)
+        caplog.clear()
+
+
+RAIN = np.array([3.0, 0.0, 5.0, 1.0, 0.0, 2.0])
+#: float64 central differences hold ~1e-9 of the scale (round-off eps/h with h = 1e-6)
+FD_TOL = {"float64": dict(rtol=1e-7, atol=1e-8), "float32": TOL["float32"]}
+
+
+def _reservoir(x, identity=tf.identity):
+    """A nonlinear reservoir stepped by tf.scan (whose TensorList state ForwardAccumulator cannot carry): storage
+    s_0 = a, outflow q_t = k s_t^2 / (1 + s_t), s_{t+1} = s_t - q_t + rain_t; x = [k, a] -> q [B, 6]."""
+    k, a = identity(x[:, :1]), x[:, 1:]
+
+    def step(state, rain):
+        s, _ = state
+        q = k * s**2 / (1 + s)
+        return s - q + rain, q
+
+    _, q = tf.scan(step, tf.constant(RAIN, x.dtype), initializer=(a, tf.zeros_like(a)))
+    return tf.transpose(q[:, :, 0])
+
+
+def _reservoir_numpy(x):
+    k, s = x[:, 0], x[:, 1].copy()
+    out = []
+    for rain in RAIN:
+        q = k * s**2 / (1 + s)
+        out.append(q)
+        s = s - q + rain
+    return np.stack(out, axis=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_time_stepping_model_in_tf_scan_gets_forward_mode_by_double_reverse(dtype, caplog):
+    """A hydrologist's bucket model as tf.scan over days: forward mode's tangents cannot go through its loop, so
+    the columns come by double reverse (2 inputs, 6 outputs: forward mode is the cheaper one), checked against
+    float64 central differences of the same model in numpy."""
+    model = load(_reservoir, 2, dtype, output={"name": "q", "names": [f"d{t}" for t in range(6)]})
+    with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
+        jac = sensitivity.compile_jacobian(model, "auto", chunk_size=8, jit_compile=False)
+    assert (jac.mode, jac.forward_form) == ("forward", "double reverse") and "`dtype` <dtype: 'variant'>" in caplog.text
+    x = np.random.default_rng(3).uniform([0.05, 0.5], [0.3, 4.0], (11, 2))
+    values, jacobian = jac(x)
+    np.testing.assert_allclose(values, _reservoir_numpy(x), **TOL[dtype])
+    np.testing.assert_allclose(jacobian, central_differences(_reservoir_numpy, x), **FD_TOL[dtype])
+    assert jac.trace_count == 1  # the probe's trace is the one every later call reuses
+
+
+@tf.custom_gradient
+def _cotangent_stopped(k):
+    """The identity, with a gradient that passes the cotangent on but stops it: right as a first derivative, not
+    differentiable with respect to its cotangent (double reverse would see zero columns)."""
+    return tf.identity(k), lambda u: tf.stop_gradient(u)
+
+
+def test_a_model_whose_reverse_pass_double_reverse_cannot_differentiate_takes_reverse_mode_or_a_clear_error(caplog):
+    """The probe catches columns that would be silently wrong: mode auto takes reverse mode, with a warning that
+    says why; mode forward is a one-line error naming the fix. And XLA, which cannot compile the reverse pass
+    through the loop at the first full chunk, gives way to the plain function with a warning instead of failing
+    the call."""
     from sensitivity.errors import ModelError
 
-    model = load(_guarded, 2, "float64", output={"name": "y", "names": ["a", "b", "c"]})
+    model = load(lambda x: _reservoir(x, _cotangent_stopped), 2, "float64",
+                 output={"name": "q", "names": [f"d{t}" for t in range(6)]})
     with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
         jac = sensitivity.compile_jacobian(model, "auto", chunk_size=4, jit_compile=True)
-    assert jac.mode == "reverse" and "forward mode cannot vectorise the model's tangents" in caplog.text
-    x = np.random.default_rng(0).uniform(-1, 1, (10, 2))  # two full chunks (XLA's first one fails) and a short one
+    assert jac.mode == "reverse" and "its columns disagree with a reverse pass at probe points" in caplog.text
+    assert "reverse mode instead" in caplog.text
+    x = np.random.default_rng(3).uniform([0.05, 0.5], [0.3, 4.0], (11, 2))  # two full chunks and a short one
     with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
-        values, jacobian = jac(x)
+        jacobian = jac(x)[1]
     assert "XLA failed on the first full chunk of 4 points" in caplog.text
-    np.testing.assert_allclose(jacobian, _guarded_jacobian(x), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(values[:, 2], x[:, 1] ** 2, rtol=1e-12)
-    with pytest.raises(ModelError, match=r"forward mode cannot vectorise the model's tangents \(.*\); set "
-                                         r"jacobian.mode=reverse"):
-        sensitivity.compile_jacobian(model, "forward", chunk_size=4, jit_compile=False)
+    np.testing.assert_allclose(jacobian, central_differences(_reservoir_numpy, x), **FD_TOL["float64"])
+    with pytest.raises(ModelError, match=r"forward mode cannot carry the model's tangents \(.*\), nor differentiate "
+                                         r"its reverse pass \(.*\); set jacobian.mode=reverse") as info:
+        sensitivity.compile_jacobian(model, "forward", chunk_size=8, jit_compile=False)
+    assert "\n" not in str(info.value)
+
+
+def _reservoir_of(steps):
+    """:func:`_reservoir` over ``steps`` days of rain."""
+    rain = np.resize(RAIN, steps)
+
+    def f(x):
+        k, a = x[:, :1], x[:, 1:]
+
+        def step(state, r):
+            s, _ = state
+            q = k * s**2 / (1 + s)
+            return s - q + r, q
+
+        _, q = tf.scan(step, tf.constant(rain, x.dtype), initializer=(a, tf.zeros_like(a)))
+        return tf.transpose(q[:, :, 0])
+    return f
+
+
+def test_the_activation_of_a_scan_counts_every_step_so_the_chunk_keeps_to_the_memory_budget():
+    """Reverse mode (and double reverse) keeps every iteration's tensors of a tf.scan: the measured activation
+    grows by at least the step's own tensors per step (s, s^2, k s^2, 1 + s, q, s - q, s - q + r: 7 numbers per
+    point), exactly linearly in the number of steps; the loop-blind count grew by 3 per step (the stacked outputs)."""
+    sizes = {}
+    for steps in (6, 12, 18):
+        names = [f"d{t}" for t in range(steps)]
+        model = load(_reservoir_of(steps), 2, "float64", output={"name": "q", "names": names})
+        sizes[steps] = sensitivity.compile_jacobian(model, "reverse").activation_size
+    assert sizes[12] - sizes[6] == sizes[18] - sizes[12] >= 6 * 7

@@ -175,8 +175,7 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                        surrogate_hash=surrogate.content_hash, seed=cfg.starts.seed, inputs=[obs.path])
     ds.attrs = {**{k: str(v) for k, v in ds.attrs.items() if k != "title"}, **attrs,
-                "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} "
-                          f"step_dtype={(step_engine or jac).dtype}",
+                "engine": f"{jac.settings} step_dtype={(step_engine or jac).dtype}",
                 "output_variable": surrogate.output.name, "output_long_name": surrogate.output.long_name,
                 "fit_seconds": f"{seconds:.3f}"}
     path = write_atomic(ds, out)

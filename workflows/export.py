@@ -164,7 +164,7 @@ def _write_summary(cfg: DictConfig, jac, space, points: np.ndarray, check, path:
                        seed=cfg.export.check_seed, inputs=[cfg.pest.calibration] if cfg.pest.calibration else [])
     summary = check.summary()
     attrs.update({
-        "engine": f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}",
+        "engine": jac.settings,
         "export_path": str(Path(check.path).resolve()),
         "export_check": json.dumps(summary, sort_keys=True, default=float),
         "export_passed": int(summary["passed"]),

@@ -61,7 +61,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                        surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed,
                        inputs=[cfg.grid.path] if cfg.grid.kind == "file" else [])
-    attrs["engine"] = f"mode={jac.mode} dtype={jac.dtype} jit_compile={jac.jit_compile} chunk_size={jac.chunk_size}"
+    attrs["engine"] = jac.settings
     # what changes the bytes as configured; the library adds the grid's content, layout and resolved engine
     key = build.fingerprint(cfg.model, cfg.space, cfg.grid, cfg.jacobian, cfg.points_per_part, surrogate.content_hash,
                             space.names, space.units)
