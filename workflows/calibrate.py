@@ -216,6 +216,13 @@ def _log_summary(ds, seconds: float) -> None:
                      if "prior_std_reduction" in ds else "")
         log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  identifiability %.3f%s", name, ds["estimate"].values[best, j],
                  ds["standard_error"].values[best, j], low, high, ds["identifiability"].values[best, j], reduction)
+    held = [(name, ds["at_bound"].values[best, j]) for j, name in enumerate(ds["parameter_name"].values)
+            if best >= 0 and ds["at_bound"].values[best, j]]
+    if held:
+        log.warning("calibrate: best start %d holds %s, where the fit would go beyond it: its standard "
+                    "error and interval are the unconstrained curvature's (the posterior stage samples within the "
+                    "bounds)", best, ", ".join(f"{name} on its {'lower' if side < 0 else 'upper'} bound"
+                                                for name, side in held))
     if "true_parameter" in ds:
         for j, name in enumerate(ds["parameter_name"].values):
             truth, inside = ds["true_parameter"].values[j], ds["true_in_interval"].values[j]

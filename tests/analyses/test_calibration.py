@@ -166,6 +166,8 @@ def test_bounds_are_respected_and_match_scipy():
     assert (ds["status"].values > 0).all()
     np.testing.assert_allclose(ds["estimate"].values, np.broadcast_to(ref.x, (2, 4)), rtol=1e-7)
     assert ds["estimate"].values[0, 1] == bounds[1, 1]  # held on the active bound
+    np.testing.assert_array_equal(ds["at_bound"].values, np.broadcast_to(ref.active_mask, (2, 4)))  # scipy's flags
+    assert ref.active_mask.tolist() == [0, 1, 0, 0]
     history = ds["history_parameter"].values
     ok = np.isfinite(history[..., 0])
     assert (history[ok] >= bounds[:, 0]).all() and (history[ok] <= bounds[:, 1]).all()

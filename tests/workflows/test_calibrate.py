@@ -389,6 +389,25 @@ def test_a_one_parameter_fit_has_its_estimate_a_step_line_and_no_slice(compose_c
     assert (tmp_path / "fit" / "step_map.png").exists() and not (tmp_path / "fit" / "step_slice.nc").exists()
 
 
+def test_an_estimate_held_on_a_bound_is_flagged_and_named_in_the_log(compose_config, tmp_path, caplog):
+    """y = w p with the data at p = 0.8 and p's bounds [-2, 0.5]: the fit holds p on its upper bound, where the
+    least-squares minimum of a linear model lies beyond it, and the run says so (at_bound 1, one warning line)."""
+    w, sigma = np.array([1.0, 2.0, -0.5]), np.array([0.1, 0.2, 0.1])
+    obs_path = tmp_path / "one.csv"
+    pd.DataFrame({"output": ["a", "b", "c"], "value": w * 0.8, "sigma": sigma}).to_csv(obs_path, index=False)
+    study = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+             f"+model.kwargs.weights={w[:, None].tolist()}", "model.output={name: y, units: m, names: [a, b, c]}",
+             "space.parameters=[{name: p, units: '1', low: -2.0, high: 0.5}]", "jacobian=float64", *FAST]
+    cfg = compose_config("calibrate", [*study, f"observations.path={obs_path}", "starts.n=4", "step_dtype=null"],
+                         tmp_path / "fit")
+    with caplog.at_level("INFO", logger="workflows.calibrate"):
+        ds = open_result(calibrate.run(cfg))
+    best = int(ds["best_start"])
+    assert ds["estimate"].values[best, 0] == 0.5 and ds["at_bound"].values[best, 0] == 1
+    assert f"best start {best} holds p on its upper bound, where the fit would go beyond it" in caplog.text
+    assert cf_errors(ds.encoding["source"]) == []
+
+
 def test_the_summary_counts_rank_deficient_fits_as_converged():
     """A rank-deficient fit converged (status SINGULAR): 63 of them and 2 at max_iter read as such, not '0 converged'."""
     from sensitivity.analyses.calibration import Status

@@ -160,6 +160,16 @@ def _fit_vars(fits: Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) ->
     }
 
 
+def at_bound(problem: Problem, estimate: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """``[K, n]`` int8: -1 where an estimate sits on its lower bound, 1 on its upper, 0 inside (or NaN), within
+    ``rtol`` of the bounds' width in the solver's variables (log for log parameters), where the solver holds it."""
+    z = problem.to_internal(np.where(np.isfinite(estimate), estimate, 1.0))
+    width = np.where(np.isfinite(problem.upper - problem.lower), problem.upper - problem.lower, 1.0)
+    low = np.isfinite(estimate) & (z - problem.lower <= rtol * width)
+    high = np.isfinite(estimate) & (problem.upper - z <= rtol * width)
+    return np.where(low, -1, np.where(high, 1, 0)).astype(np.int8)
+
+
 def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float, units: _Units) -> dict:
     obs = problem.observations
     failed = (fits.status == Status.NON_FINITE)
@@ -178,6 +188,10 @@ def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float
         "bic": (("start",), post.bic, _one("Bayesian information criterion -2 ln L + k ln m")),
         "covariance": (pij, post.covariance, units.param_squared("parameter covariance (NaN when rank-deficient)")),
         "standard_error": (ps, se, units.param("standard error of the estimate")),
+        "at_bound": (ps, at_bound(problem, estimate), {
+            "long_name": "estimate held on a bound of the parameter (its standard error and interval are those of "
+                         "the unconstrained curvature there: the fit would go beyond the bound)",
+            "flag_values": np.array([-1, 0, 1], np.int8), "flag_meanings": "lower inside upper"}),
         "correlation": (pij, correlation(post.covariance), _one("parameter correlation")),
         "parameter_interval": (ps + ("bound",), parameter_interval(estimate, se, problem.log_mask, q),
                                units.param(f"{level:.0%} interval of the parameter (symmetric in log x for "
