@@ -50,7 +50,6 @@ import mmap
 import os
 import shutil
 import socket
-import sys
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -62,6 +61,7 @@ from sensitivity.datasets import (ENCODING_ENGINE, checksum_path, content_hash, 
                                   write_atomic, write_bytes_atomic, write_text_atomic)
 from sensitivity.errors import DataError, disk_error
 from sensitivity.lazy import lazy_import
+from sensitivity.progress import progress_bar
 from sensitivity.record_file import Header, RecordLayout, encode, read_layout
 
 xr = lazy_import("xarray")
@@ -366,14 +366,10 @@ def _pipeline(blocks: Sequence[Block], todo: Sequence[Block], units: Sequence[Bl
     A write that fails stops every write queued after it (nothing may land past a failed unit); the error is
     raised in the computing thread at its next wait.
     """
-    from tqdm import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
     total = sum(b - a for a, b in blocks)
     computed = 0
-    with ThreadPoolExecutor(max_workers=1) as pool, logging_redirect_tqdm(), \
-            tqdm(total=total, initial=total - sum(b - a for a, b in todo), unit="pt", unit_scale=True,
-                 disable=not progress, desc=desc, file=sys.stderr) as bar:
+    with ThreadPoolExecutor(max_workers=1) as pool, progress_bar(
+            total, initial=total - sum(b - a for a, b in todo), unit="pt", enabled=progress, desc=desc) as bar:
         pending: deque[Future] = deque()
         failed: list[BaseException] = []
 

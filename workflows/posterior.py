@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from workflows import build, chain
 from sensitivity.analyses.posterior import NUTS, initial_points, sample_posterior
+from sensitivity.progress import progress_bar
 from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -124,13 +125,15 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     log.info("posterior: %d NUTS chains x (%d warm-up + %d draws), %d distinct minima, prior %s", cfg.n_chains,
              sampler.num_warmup, sampler.num_draws, len(minima), prior.description())
     _advise_chain_groups(sampler, cfg.n_chains)
-    with warnings.catch_warnings(record=True) as caught:
+    transitions = cfg.n_chains * (sampler.num_warmup + sampler.num_draws)
+    with warnings.catch_warnings(record=True) as caught, \
+            progress_bar(transitions, desc="NUTS", unit="step", enabled=cfg.progress) as bar:
         warnings.simplefilter("always", PosteriorWarning)
         ds = sample_posterior(surrogate.fn, observations, prior, start, bounds=space.bounds, log_parameters=log_mask,
                               laplace_mean=laplace.mean, laplace_cov=covariance,
                               sampler=sampler, seed=cfg.seed, parameter_names=space.names,
                               parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
-                              model_dtype=cfg.model_dtype, members=members)
+                              model_dtype=cfg.model_dtype, members=members, progress=bar.update)
     for warning in caught:
         log.warning("%s", warning.message)
     ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),

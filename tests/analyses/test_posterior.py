@@ -164,6 +164,22 @@ def _counted_groups_run(fail=None):
     return posterior, start, calls
 
 
+def test_progress_counts_every_chain_transition_of_both_windows_and_groups():
+    """4 chains in 2 groups, 100 warm-up (two windows: the metric is re-estimated halfway) + 60 draws: the progress
+    callback, called from the groups' threads once per compiled block, adds up to 4 x 160 transitions, each call a
+    whole block of a group's chains."""
+    from sensitivity.analyses.posterior import log_posterior, run_nuts
+
+    obs = ObservationModel.from_arrays(np.zeros(2), sigma=np.ones(2))
+    posterior = log_posterior(lambda x: x, obs, gaussian_prior(np.zeros(2), np.eye(2)),
+                              Support.of(None, None, 2, ["a", "b"]))
+    start = np.array([[0.1, 0.2], [0.2, -0.1], [-0.3, 0.0], [0.0, 0.3]])
+    counted = []
+    chains = run_nuts(posterior, start, NUTS(num_warmup=100, num_draws=60, chain_groups=2), progress=counted.append)
+    assert chains.draws.shape == (4, 60, 2) and sum(counted) == 4 * 160
+    assert len(set(counted)) == 1 and counted[0] % 2 == 0  # every call: one block of a group's 2 chains
+
+
 def test_an_interrupt_stops_every_chain_group_at_its_next_block():
     """Ctrl-C during a run in 2 groups is raised in the caller at once, and each group's thread ends at its next
     block of transitions instead of running on through its window (4,000 blocks each here)."""

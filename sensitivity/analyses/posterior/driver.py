@@ -11,7 +11,7 @@ approximation it started from. Chains that did not converge are never summarised
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -117,6 +117,7 @@ def sample_posterior(
     jit_compile: bool = True,
     model_dtype: str = "float64",
     members: ModelFn | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> xr.Dataset:
     """Draw from ``p(x | y)`` with many NUTS chains at once; return draws, diagnostics and summaries.
 
@@ -154,6 +155,9 @@ def sample_posterior(
         An ensemble's members ``x -> [K, B, ...]``: the likelihood carries their predictive variance as emulator
         variance (see :func:`~sensitivity.analyses.posterior.density.log_posterior`); the dataset's attribute
         ``likelihood`` says which was sampled.
+    progress
+        Called with the chain transitions each compiled block completes (see
+        :func:`~sensitivity.analyses.posterior.nuts.run_nuts`).
 
     Returns
     -------
@@ -181,7 +185,7 @@ def sample_posterior(
                               model_dtype=model_dtype, members=members)
     if prior.kind == "flat":
         check_proper(posterior, np.asarray(initial, float)[0], names)
-    chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=jit_compile)
+    chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=jit_compile, progress=progress)
     diag = diagnose(chains.draws)
     n_div = int(chains.divergent.sum())
     failed = problems(diag, names, n_div, chains.divergent.size)

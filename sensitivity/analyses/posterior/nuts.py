@@ -48,7 +48,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -136,7 +136,7 @@ class Chains(NamedTuple):
 
 
 def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(), *,
-             seed: int = 0, jit_compile: bool = True) -> Chains:
+             seed: int = 0, jit_compile: bool = True, progress: Callable[[int], object] | None = None) -> Chains:
     """Sample ``C`` chains from ``initial [C, n]`` (physical units, strictly inside the support) at once.
 
     Parameters
@@ -151,6 +151,9 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
         Seed of TFP's stateless sampling (the run is reproducible).
     jit_compile
         Compile the block function (every transition of the run) with XLA.
+    progress
+        Called with the number of chain transitions each compiled block completes (``C (warm-up + draws)`` in
+        all), from the chain groups' threads: a progress bar's ``update``.
     """
     import time
 
@@ -264,6 +267,8 @@ def run_nuts(posterior: LogPosterior, initial: np.ndarray, sampler: NUTS = NUTS(
                 raise RuntimeError("NUTS: stopped with another chain group")
             out = advance(state, results, *args, tf.constant([seed, seed_tag + b], tf.int32))
             state, results = out.all_states[-1], out.final_kernel_results
+            if progress is not None:
+                progress(block * int(state.shape[0]))
             if sampler.algorithm == "snaper" and (b + 1) * block == n_adapt and draw_length != 1.0:
                 length = unnest.get_innermost(results, "averaged_max_trajectory_length")
                 results = unnest.replace_innermost(results, averaged_max_trajectory_length=draw_length * length)
