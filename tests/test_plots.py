@@ -226,6 +226,33 @@ def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
     assert "no nonlinearity verdict: monte_carlo is not among the methods" in d.suptitle
 
 
+def test_propagation_on_a_cf_time_axis_draws_its_verdict_against_the_dates(drawn, tmp_path):
+    """A gauge series on ``days since 2021-01-01`` (decoded to dates when the file is read): the verdict panel's
+    lines are drawn at the dates (adding a marker offset to them was a crash), one per flagged method."""
+    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.analyses.propagation import propagate
+    from sensitivity.datasets import write_atomic
+    from sensitivity.outputs import OutputSpec
+    from sensitivity.plots.propagation import propagation_figure
+    from tests.helpers.shapes import space
+
+    spec = OutputSpec.from_dict({"name": "discharge", "units": "mm day-1", "dims": [
+        {"name": "station", "values": ["upper", "lower"]},
+        {"name": "time", "values": {"start": 0, "stop": 5}, "units": "days since 2021-01-01"}]})
+    weights = np.random.default_rng(0).standard_normal((spec.size, 3))
+    ds = propagate(inputs_from_space(space()), values_fn=lambda x: np.exp(x @ weights.T),
+                   value_and_jacobian=lambda x: (np.exp(x @ weights.T), np.exp(x @ weights.T)[..., None] * weights),
+                   methods=["first_order", "monte_carlo"], output=spec, n_samples=2**10, n_replicates=4, seed=1)
+    propagation_figure(write_atomic(ds, tmp_path / "propagation.nc"), tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    verdicts = [ax for ax in d.panels if ax.get_ylabel().startswith("|method - monte_carlo|")]
+    assert len(verdicts) == 2 and d.legend == ["first_order", "monte_carlo"]
+    dates = np.arange("2021-01-01", "2021-01-06", dtype="datetime64[D]")
+    for ax in verdicts:
+        line = ax.get_lines()[0]
+        np.testing.assert_array_equal(np.asarray(line.get_xdata(), "datetime64[D]"), dates)
+
+
 # ----------------------------------------------------------------------------- indices
 #: Titles naming the output of each row of the index bar chart.
 ROWS = {"scalar": ["output = level"], "named": ["output = H", "output = Q", "output = R"], "series": ["day = "],

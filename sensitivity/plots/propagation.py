@@ -109,15 +109,16 @@ def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names
     gap = lay.along_x(_gap(ds), plan, panel)
     flags = lay.along_x(ds["nonlinear"], plan, panel)
     x = lay.x_positions(ds["output_mean"], plan, panel)
-    shift = lay.offsets(len(names)) if plan.kind == "points" else np.zeros(len(names))
+    shift = lay.offsets(len(names))
     shown = False
     for i, name in enumerate(names):
         if (flags[i] < 0).all():  # the reference itself, or a failed method
             ax.plot([], [], label=name)  # keeps each method's colour
             continue
-        line, = ax.plot(x + shift[i], gap[i], "o" if plan.kind == "points" else "-", label=name, markersize=4)
+        at = x + shift[i] if plan.kind == "points" else x  # a line's x may be a CF time axis's dates
+        line, = ax.plot(at, gap[i], "o" if plan.kind == "points" else "-", label=name, markersize=4)
         bad = flags[i] == 1
-        ax.plot(x[bad] + shift[i], gap[i][bad], "x", color=line.get_color(), markersize=8, markeredgewidth=1.5)
+        ax.plot(at[bad], gap[i][bad], "x", color=line.get_color(), markersize=8, markeredgewidth=1.5)
         shown = True
     if not shown:  # a verdict elsewhere, none for these outputs
         ax.text(0.5, 0.5, "no verdict for these outputs", ha="center", va="center", transform=ax.transAxes,
