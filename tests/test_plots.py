@@ -253,6 +253,37 @@ def test_propagation_on_a_cf_time_axis_draws_its_verdict_against_the_dates(drawn
         np.testing.assert_array_equal(np.asarray(line.get_xdata(), "datetime64[D]"), dates)
 
 
+def test_a_method_far_off_the_reference_runs_beyond_the_axes_and_is_named(drawn, tmp_path):
+    """An unscented transform whose sigma points left the inputs' bounds gave bands 10^4 times Monte Carlo's and
+    flattened every other method to a line at 0: the axes keep to the bands near the reference, the title names
+    the one left beyond."""
+    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.analyses.propagation import propagate
+    from sensitivity.datasets import write_atomic
+    from sensitivity.plots.propagation import propagation_figure
+    from tests.helpers.shapes import SPECS, space
+
+    spec = SPECS["labels_by_series"]
+    weights = np.random.default_rng(0).standard_normal((spec.size, 3))
+    ds = propagate(inputs_from_space(space()), values_fn=lambda x: x @ weights.T,
+                   value_and_jacobian=lambda x: (x @ weights.T, np.broadcast_to(weights, (len(x), *weights.shape))),
+                   methods=["first_order", "monte_carlo"], output=spec, n_samples=2**10, n_replicates=4, seed=1)
+    wild = ds["propagation_method_name"].values == "first_order"
+    for var in ("output_mean", "output_quantile"):
+        ds[var] = ds[var].where(~xr.DataArray(wild, dims="propagation_method"), ds[var] * 1e4)
+    propagation_figure(write_atomic(ds, tmp_path / "propagation.nc"), tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert "first_order beyond the axes (scaled to the bands near monte_carlo)" in d.suptitle
+    reference = ds["output_quantile"].sel(propagation_method=int(np.flatnonzero(~wild)[0]))
+    tops = [ax for ax in d.panels if not ax.get_ylabel().startswith("|method")]
+    for ax, species in zip(tops, range(2)):
+        band = reference.isel(species=species)
+        height = float(band.max() - band.min())
+        low, high = ax.get_ylim()
+        assert float(band.min()) - height <= low <= float(band.min()) and float(band.max()) <= high
+        assert high <= float(band.max()) + height
+
+
 # ----------------------------------------------------------------------------- indices
 #: Titles naming the output of each row of the index bar chart.
 ROWS = {"scalar": ["output = level"], "named": ["output = H", "output = Q", "output = R"], "series": ["day = "],

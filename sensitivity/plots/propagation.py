@@ -46,7 +46,8 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     rows = -(-len(plan.panels) // cols)
     fig, axes = lay.grid(per * rows, cols, size=(4.4, 2.3 if per == 2 else 3.0), height_ratios=[3, 2][:per] * rows)
     shift = lay.offsets(len(names))
-    tops = []
+    tops, off_axes = [], set()
+    reference = names.index(_reference(ds)) if _reference(ds) in names else None
     for k, panel in enumerate(plan.panels):
         top = axes[per * (k // cols), k % cols]
         tops.append(top)
@@ -59,6 +60,11 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
                 top.plot(x, lo[i], x, hi[i], color=line.get_color(), lw=0.7, ls="--")
             else:
                 top.errorbar(x + shift[i], m[i], yerr=[m[i] - lo[i], hi[i] - m[i]], fmt="o", capsize=3, label=name)
+        if reference is not None:
+            limits, off = _limits(lo, hi, reference)
+            if limits is not None:
+                top.set_ylim(*limits)
+                off_axes.update(names[i] for i in off)
         top.set_ylabel(lay.quantity_label(quantity, lay.units(mean, panel, plan)))
         top.set_title(panel.title, fontsize="medium")
         lay.format_x(top, mean, plan, panel)
@@ -71,10 +77,31 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         for r in range(per):
             axes[per * (k // cols) + r, k % cols].remove()
     lay.legend(fig, tops, title="method")
-    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{plan.note}\n" +
+    beyond = (f"; {', '.join(sorted(off_axes))} beyond the axes (scaled to the bands near {_reference(ds)})"
+              if off_axes else "")
+    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{plan.note}{beyond}\n" +
                  (f"below: nonlinearity verdict against {_reference(ds)}, {_counts(flags, names)}" if per == 2 else
                   _no_verdict(ds)), fontsize="medium")
     return lay.save(fig, figure_path)
+
+
+def _limits(low: np.ndarray, high: np.ndarray, reference: int, spread: float = 3.0
+            ) -> tuple[tuple[float, float] | None, list[int]]:
+    """y-limits of a panel of bands ``low, high [method, x]`` that a method far off the reference cannot flatten:
+    every band within ``spread`` times the height of the reference's band of it, with a 5 % margin, and the methods
+    left beyond; ``(None, [])`` when every band is within (the axes scale themselves)."""
+    ref_low, ref_high = np.nanmin(low[reference], initial=np.inf), np.nanmax(high[reference], initial=-np.inf)
+    height = ref_high - ref_low
+    if not np.isfinite(height) or height <= 0:
+        return None, []
+    bottom, top = ref_low - spread * height, ref_high + spread * height
+    lows, highs = np.nanmin(low, axis=1, initial=np.inf), np.nanmax(high, axis=1, initial=-np.inf)
+    within = (lows >= bottom) & (highs <= top) | ~np.isfinite(lows)
+    if within.all():
+        return None, []
+    shown_low, shown_high = lows[within].min(initial=ref_low), highs[within].max(initial=ref_high)
+    margin = 0.05 * (shown_high - shown_low)
+    return (shown_low - margin, shown_high + margin), [int(i) for i in np.flatnonzero(~within)]
 
 
 def _no_verdict(ds: xr.Dataset) -> str:
