@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import cf_units
 import numpy as np
 
 from sensitivity.errors import ConfigError
@@ -143,9 +144,18 @@ def cost_units(output_units: str | Sequence[str] | None, *, whitened: bool) -> d
 
 
 def position_label(ds: xr.Dataset | xr.DataArray, dim: str, index: int) -> str:
-    """The label of position ``index`` on ``dim``: its ``<dim>_name`` or coordinate value, else the index."""
+    """The label of position ``index`` on ``dim``: its ``<dim>_name`` or coordinate value, else the index; on a
+    CF time axis its date (``2021-08-23``, with the time of day where it is not midnight), decoded or not."""
     for key in (f"{dim}_name", dim):
         if key in ds.coords:
             value = ds[key].values[index]
+            units = str(ds[key].attrs.get("units", ""))
+            if " since " in units and isinstance(value, (int, float, np.number)):  # any CF calendar (cftime)
+                calendar = str(ds[key].attrs.get("calendar", "standard"))
+                date = cf_units.Unit(units, calendar=calendar).num2date(float(value)).isoformat(timespec="seconds")
+                return date.removesuffix("T00:00:00")
+            if isinstance(value, np.datetime64):
+                midnight = value == value.astype("datetime64[D]")
+                return str(np.datetime_as_string(value, unit="D" if midnight else "s"))
             return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
     return str(index)

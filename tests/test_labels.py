@@ -51,3 +51,24 @@ def test_step_map_cost_without_noise_scales_with_the_square_of_the_output_unit()
     np.testing.assert_allclose(gauss_newton_map(1e3 * values, 1e3 * jac, 1e3 * y, sigma=100.0).cost,
                                gauss_newton_map(values, jac, y, sigma=0.1).cost, rtol=1e-12)
     assert whitened["cost"].attrs["units"] == "1"
+
+
+def test_a_position_on_a_cf_time_axis_is_labelled_by_its_date_in_its_calendar():
+    """Day 234 of 'days since 2021-01-01' is 23 August (datetime arithmetic), day 59.25 the 1st of March at 06:00; in
+    a 360-day calendar (twelve 30-day months) day 59 is 30 February; a decoded axis gives the same labels."""
+    import datetime as dt
+
+    import xarray as xr
+
+    from sensitivity.labels import position_label
+
+    days = [0.0, 234.0, 59.25]
+    da = xr.DataArray(np.zeros(3), dims="time", coords={"time": ("time", days, {"units": "days since 2021-01-01"})})
+    expected = [(dt.datetime(2021, 1, 1) + dt.timedelta(days=d)).isoformat() for d in days]
+    assert expected == ["2021-01-01T00:00:00", "2021-08-23T00:00:00", "2021-03-01T06:00:00"]
+    labels = [e.removesuffix("T00:00:00") for e in expected]
+    assert [position_label(da, "time", i) for i in range(3)] == labels
+    assert [position_label(xr.decode_cf(da.to_dataset(name="v")), "time", i) for i in range(3)] == labels
+    days_360 = xr.DataArray(np.zeros(2), dims="time", coords={"time": (
+        "time", [59.0, 60.0], {"units": "days since 2021-01-01", "calendar": "360_day"})})
+    assert [position_label(days_360, "time", i) for i in range(2)] == ["2021-02-30", "2021-03-01"]

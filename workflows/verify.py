@@ -432,7 +432,7 @@ def _where_largest(ratio, index: str) -> str:
     single output named by its parameter alone)."""
     from sensitivity.labels import position_label
 
-    at = dict(zip(ratio.dims, (int(i) for i in np.unravel_index(int(ratio.argmax()), ratio.shape))))
+    at = dict(zip(ratio.dims, (int(i) for i in np.unravel_index(int(np.argmax(ratio.values)), ratio.shape))))
     where = [f"{d} = {position_label(ratio, d, i)}" for d, i in at.items() if d != "parameter" and ratio.sizes[d] > 1]
     shown = f"{index} of {position_label(ratio, 'parameter', at['parameter'])}"
     return shown + (f" at {', '.join(where)}" if where else "")

@@ -149,3 +149,19 @@ def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagre
     assert len(x) == 176 and np.isclose(x[:, None], added[None]).all(axis=2).any(axis=0).all()
     # a rerun finds the complete result set
     assert verify.run(cfg) == tmp_path / "verify" / "verify.nc"
+
+
+def test_the_worst_sobol_pair_is_named_by_parameter_label_and_date(recwarn):
+    """A ratio on (parameter, station, time): its largest entry, put at (k_slow, lower, day 234), is named by the
+    parameter, the station's label and the date (the index 234 and an xarray FutureWarning were logged before)."""
+    import xarray as xr
+
+    from workflows.verify import _where_largest
+
+    ratio = np.zeros((2, 3, 365))
+    ratio[1, 2, 234] = 5.0
+    da = xr.DataArray(ratio, dims=("parameter", "station", "time"), coords={
+        "parameter_name": ("parameter", ["smax", "k_slow"]), "station_name": ("station", ["upper", "middle", "lower"]),
+        "time": ("time", np.arange(365.0), {"units": "days since 2021-01-01"})})
+    assert _where_largest(da, "ST") == "ST of k_slow at station = lower, time = 2021-08-23"
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]
