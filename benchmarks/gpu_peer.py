@@ -16,10 +16,13 @@ such a machine as it is:
     memory bandwidth (read + write of an XLA scaling of 1 GiB), and each Jacobian rate as % of them: FLOPs
     2 x MACs x (1 + tangents) and bytes 4 x (1 + tangents) x (numbers of the input and of every layer's output)
     + the Jacobian per Jacobian, as ``bench_jacobian.py`` counts them.
-It also records whether TensorFlow is importable there.
+It also records whether TensorFlow is importable there. ``--members K`` (issue 24) times instead, on the MLPs, the
+Jacobians of a K-member ensemble (K networks of the shape, their weights stacked on a member axis, one
+``jit(vmap(vmap(jacfwd|jacrev)))`` over members and points) beside one member's on the same points, on the device:
+whether the hardware leaves one member's work room for K at under 2x its time.
 
 Usage: python benchmarks/gpu_peer.py [--shapes A B C cnn deep] [--points 65536 1048576] [--field-points 65536]
-       [--rounds 5] [--matmul 4096 8192]
+       [--rounds 5] [--matmul 4096 8192] [--members 5]
 """
 from __future__ import annotations
 
@@ -86,6 +89,39 @@ def field_network(name: str, seed: int = 0) -> list:
     return layers + [dense(32, 1, "linear")]
 
 
+def ensemble_ratio(name: str, members: int, points: int, rounds: int) -> None:
+    """Print Jacobians/s of one member of MLP ``name`` and of ``members`` members at once (weights stacked on a
+    member axis, one jitted call), on the device, and the time ratio: all members / one member."""
+    import jax
+    import jax.numpy as jnp
+
+    n_in, hidden, n_out, mode = SHAPES[name]
+    nets = [network(n_in, hidden, n_out, seed=k) for k in range(members)]
+    names = [params[2] for _, params in nets[0]]
+    stacked = [(jnp.stack([net[i][1][0] for net in nets]), jnp.stack([net[i][1][1] for net in nets]))
+               for i in range(len(names))]
+    act = jax_layers.activations()
+
+    def apply(params, x):  # one member at one point
+        for (kernel, bias), activation in zip(params, names):
+            x = act[activation](x @ kernel + bias)
+        return x
+
+    derivative = getattr(jax, mode)
+    one = jax.jit(jax.vmap(derivative(lambda x: apply([(w[0], b[0]) for w, b in stacked], x))))
+    every = jax.jit(jax.vmap(lambda params, x: jax.vmap(derivative(lambda p: apply(params, p)))(x), in_axes=(0, None)))
+    points = min(points, MAX_OUTPUT_BYTES // (4 * n_in * n_out * members))
+    x = jax.random.uniform(jax.random.PRNGKey(1), (points, n_in), jnp.float32)
+    for k in (0, members - 1):  # the stacked call computes each member's own Jacobians
+        alone = jax.vmap(derivative(jax_layers.function(nets[k])))(x[:8])
+        if not np.allclose(every(stacked, x[:8])[k], alone, rtol=1e-3, atol=1e-5):
+            raise RuntimeError(f"{name}: member {k} of the stacked call differs from the member alone")
+    t_one = best_seconds(lambda: one(x).block_until_ready(), rounds)
+    t_all = best_seconds(lambda: every(stacked, x).block_until_ready(), rounds)
+    print(f"  {name} {mode} {points:>8} points: one member {points / t_one:>14,.0f} Jacobians/s, {members} members "
+          f"{members * points / t_all:>14,.0f}/s: {members} members take {t_all / t_one:.2f}x one member's time")
+
+
 def numbers_per_point(net: list, n_in: int) -> int:
     """Numbers per point of the input and of every layer's output: the blocks a pass reads and writes."""
     import jax
@@ -137,6 +173,7 @@ def main() -> None:
     parser.add_argument("--field-points", type=int, default=65536, help="points per timed pass of cnn and deep")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--matmul", type=int, nargs="+", default=[4096, 8192], help="square matmul sizes for the peak")
+    parser.add_argument("--members", type=int, default=0, help="time a K-member ensemble against one member instead")
     args = parser.parse_args()
 
     import jax
@@ -148,6 +185,14 @@ def main() -> None:
     except ImportError as error:
         print(f"tensorflow not importable here: {error}")
     print(f"jax {jax.__version__}, devices {jax.devices()}")
+    if args.members:
+        for precision in ("default", "highest"):
+            with jax.default_matmul_precision(precision):
+                print(f"[{precision}] {args.members}-member ensembles against one member:")
+                for name in (s for s in args.shapes if s in SHAPES):
+                    for points in args.points:
+                        ensemble_ratio(name, args.members, points, args.rounds)
+        return
     block = jnp.ones(2 ** 28, jnp.float32)
     scale = jax.jit(lambda v: v * 1.5)
     bandwidth = 2 * block.nbytes / best_seconds(lambda: scale(block).block_until_ready(), args.rounds) / 1e9
