@@ -315,11 +315,14 @@ def contenders(model, n_in: int, n_out: int, x: np.ndarray, forward: bool) -> di
     return out
 
 
-def naive_rate(model, n_in: int, seconds: float = 2.0) -> float:
+def naive_rate(model, n_in: int, seconds: float = 2.0, point: np.ndarray | None = None) -> float:
+    """Jacobians/s of a fresh eager ``GradientTape().jacobian`` per point (at ``point``, default the origin), at
+    least one call and at least ``seconds`` of them."""
     import tensorflow as tf
 
-    point, calls, t0 = tf.constant(np.zeros((1, n_in), "float32")), 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    point = np.zeros(n_in) if point is None else point
+    point, calls, t0 = tf.constant(np.asarray(point, "float32")[None]), 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - t0 < seconds:
         with tf.GradientTape() as tape:
             tape.watch(point)
             y = model(point)

@@ -32,6 +32,8 @@ import_tensorflow()
 
 import numpy as np  # noqa: E402
 
+from bench_jacobian import naive_rate  # noqa: E402
+
 DAYS, STATIONS, N_IN = 365, 3, 5
 #: A plausible parameter point (smax mm, k_fast day-1, k_slow day-1, split, pet_factor) and the spread around it.
 CENTRE = np.array([180.0, 0.45, 0.03, 0.6, 1.05])
@@ -92,19 +94,6 @@ def jax_model(rain: np.ndarray, pet: np.ndarray):
     return f
 
 
-def naive_rate(response, seconds: float = 2.0) -> float:
-    import tensorflow as tf
-
-    point, calls, t0 = tf.constant(CENTRE[None].astype("float32")), 0, time.perf_counter()
-    while calls == 0 or time.perf_counter() - t0 < seconds:
-        with tf.GradientTape() as tape:
-            tape.watch(point)
-            y = response(point)
-        tape.jacobian(y, point).numpy()
-        calls += 1
-    return calls / (time.perf_counter() - t0)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1024)
@@ -145,7 +134,7 @@ def main() -> None:
             t0 = time.perf_counter()
             fn()
             rates[name] = max(rates[name], args.points / (time.perf_counter() - t0))
-    rates["naive loop (eager tape.jacobian per point)"] = naive_rate(response)
+    rates["naive loop (eager tape.jacobian per point)"] = naive_rate(response, N_IN, point=CENTRE)
     first = next(iter(rates))
     print(f"\nbucket model as tf.scan: {N_IN} -> {STATIONS} x {DAYS} outputs, {args.points} points, float32, best of "
           f"{args.rounds}")

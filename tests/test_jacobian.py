@@ -384,9 +384,9 @@ RAIN = np.array([3.0, 0.0, 5.0, 1.0, 0.0, 2.0])
 FD_TOL = {"float64": dict(rtol=1e-7, atol=1e-8), "float32": TOL["float32"]}
 
 
-def _reservoir(x, identity=tf.identity):
+def _reservoir(x, identity=tf.identity, rain=RAIN):
     """A nonlinear reservoir stepped by tf.scan (whose TensorList state ForwardAccumulator cannot carry): storage
-    s_0 = a, outflow q_t = k s_t^2 / (1 + s_t), s_{t+1} = s_t - q_t + rain_t; x = [k, a] -> q [B, 6]."""
+    s_0 = a, outflow q_t = k s_t^2 / (1 + s_t), s_{t+1} = s_t - q_t + rain_t; x = [k, a] -> q [B, days]."""
     k, a = identity(x[:, :1]), x[:, 1:]
 
     def step(state, rain):
@@ -394,7 +394,7 @@ def _reservoir(x, identity=tf.identity):
         q = k * s**2 / (1 + s)
         return s - q + rain, q
 
-    _, q = tf.scan(step, tf.constant(RAIN, x.dtype), initializer=(a, tf.zeros_like(a)))
+    _, q = tf.scan(step, tf.constant(rain, x.dtype), initializer=(a, tf.zeros_like(a)))
     return tf.transpose(q[:, :, 0])
 
 
@@ -455,23 +455,6 @@ def test_a_model_whose_reverse_pass_double_reverse_cannot_differentiate_takes_re
     assert "\n" not in str(info.value)
 
 
-def _reservoir_of(steps):
-    """:func:`_reservoir` over ``steps`` days of rain."""
-    rain = np.resize(RAIN, steps)
-
-    def f(x):
-        k, a = x[:, :1], x[:, 1:]
-
-        def step(state, r):
-            s, _ = state
-            q = k * s**2 / (1 + s)
-            return s - q + r, q
-
-        _, q = tf.scan(step, tf.constant(rain, x.dtype), initializer=(a, tf.zeros_like(a)))
-        return tf.transpose(q[:, :, 0])
-    return f
-
-
 def test_the_activation_of_a_scan_counts_every_step_so_the_chunk_keeps_to_the_memory_budget():
     """Reverse mode (and double reverse) keeps every iteration's tensors of a tf.scan: the measured activation
     grows by at least the step's own tensors per step (s, s^2, k s^2, 1 + s, q, s - q, s - q + r: 7 numbers per
@@ -479,6 +462,7 @@ def test_the_activation_of_a_scan_counts_every_step_so_the_chunk_keeps_to_the_me
     sizes = {}
     for steps in (6, 12, 18):
         names = [f"d{t}" for t in range(steps)]
-        model = load(_reservoir_of(steps), 2, "float64", output={"name": "q", "names": names})
+        model = load(lambda x, rain=np.resize(RAIN, steps): _reservoir(x, rain=rain), 2, "float64",
+                     output={"name": "q", "names": names})
         sizes[steps] = sensitivity.compile_jacobian(model, "reverse").activation_size
     assert sizes[12] - sizes[6] == sizes[18] - sizes[12] >= 6 * 7
