@@ -96,7 +96,7 @@ def _limits(low: np.ndarray, high: np.ndarray, reference: int, spread: float = 3
         return None, []
     bottom, top = ref_low - spread * height, ref_high + spread * height
     lows, highs = np.nanmin(low, axis=1, initial=np.inf), np.nanmax(high, axis=1, initial=-np.inf)
-    within = (lows >= bottom) & (highs <= top) | ~np.isfinite(lows)
+    within = ((lows >= bottom) & (highs <= top)) | ~np.isfinite(lows)  # a method without a band here: nothing
     if within.all():
         return None, []
     shown_low, shown_high = lows[within].min(initial=ref_low), highs[within].max(initial=ref_high)

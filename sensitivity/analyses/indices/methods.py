@@ -131,7 +131,8 @@ class Context:
         """
         if n not in self._samples:
             points = dgsm.sample(self.space, n, seed=self.seed, replicates=self.intervals.replicates_of(qmc=True))
-            self._samples[n] = (points, *timed(f"Jacobians at an input sample of {n} points", self.model.jacobian, points))
+            self._samples[n] = (points, *timed(f"Jacobians at an input sample of {n} points", self.model.jacobian,
+                                               points))
         return self._samples[n]
 
     def analysis_kwargs(self, *, qmc: bool = True) -> dict[str, Any]:
