@@ -238,6 +238,7 @@ def compile_jacobian(
     chunk_size: int | None = EngineSettings.chunk_size,
     memory_budget_mb: float = EngineSettings.memory_budget_mb,
     path: PathChoice = EngineSettings.path,
+    probe_points: np.ndarray | None = None,
 ) -> CompiledJacobian:
     """Compile the values-and-Jacobian function of ``surrogate``.
 
@@ -265,6 +266,10 @@ def compile_jacobian(
         dense whenever :mod:`sensitivity.dense_path` (forward mode, MLPs in reverse mode) or
         :mod:`sensitivity.reverse_path` (reverse mode through convolutions) recognises and verifies the
         model. The choice and its reason are logged (INFO) and kept in ``path_reason``.
+    probe_points
+        ``[k, n_in]`` points inside the model's domain (a space's nominal point) where forward mode by double
+        reverse, when the model needs it, is checked against a plain reverse pass; default: two points drawn
+        uniformly from [0.5, 2] in every input, which a model may not be defined at (then the check says so).
 
     Returns
     -------
@@ -307,7 +312,8 @@ def compile_jacobian(
     if failure:  # the model's tangents cannot be carried forward: the same columns by double reverse
         flat_jacobian, traces["jacobian"] = _functions(surrogate, resolved, None, "double reverse")[1], 0
         jacobian_fn = chunk_functions(value_and_jacobian, signature, jit_compile, autograph)
-        second = _trace_failure(jacobian_fn[False]) or _reverse_disagreement(surrogate, jacobian_fn[False])
+        second = _trace_failure(jacobian_fn[False]) or _reverse_disagreement(surrogate, jacobian_fn[False],
+                                                                              probe_points)
         if second is None:
             forward_form = "double reverse"
             log.warning("%s: forward mode cannot carry the model's tangents (%s); forward mode by double reverse "
@@ -383,13 +389,16 @@ def _trace_failure(jacobian_fn: tf.types.experimental.PolymorphicFunction) -> st
 
 
 def _reverse_disagreement(surrogate: Surrogate, jacobian_fn: tf.types.experimental.PolymorphicFunction,
-                          points: int = 2) -> str | None:
-    """Run the double-reverse Jacobian on ``points`` probe points and check it against one plain reverse pass:
-    ``w^T J`` for a random cotangent ``w`` must be the gradient of ``w^T y``. None when they agree; else what
-    went wrong: an op of the reverse pass that fails when it runs (a ``tf.numpy_function``), or a gradient that is
-    not linear in its cotangent (a custom gradient that stops it), which would give wrong columns silently."""
+                          probe_points: np.ndarray | None) -> str | None:
+    """Run the double-reverse Jacobian at ``probe_points`` (see :func:`compile_jacobian`) and check it against one
+    plain reverse pass: ``w^T J`` for a random cotangent ``w`` must be the gradient of ``w^T y``. None when they
+    agree; else what went wrong: an op of the reverse pass that fails when it runs (a ``tf.numpy_function``), or a
+    gradient that is not linear in its cotangent (a custom gradient that stops it), which would give wrong columns
+    silently. Where the model is not finite at any probe point the check cannot be made, and a warning says so."""
     rng = np.random.default_rng(12345)
-    x = tf.constant(rng.uniform(0.5, 2.0, (points, surrogate.n_in)), surrogate.dtype)
+    probe = rng.uniform(0.5, 2.0, (2, surrogate.n_in)) if probe_points is None else np.atleast_2d(probe_points)
+    points = len(probe)
+    x = tf.constant(checked_points(probe, surrogate.dtype, surrogate.n_in))
     w = tf.constant(rng.standard_normal((points, surrogate.output_size)), surrogate.dtype)
 
     @tf.function
@@ -405,6 +414,11 @@ def _reverse_disagreement(surrogate: Surrogate, jacobian_fn: tf.types.experiment
     except (ValueError, TypeError, NotImplementedError, LookupError, tf.errors.OpError) as err:
         return _message(err)
     got = np.einsum("bo,boi->bi", w.numpy(), jacobian)
+    if not np.isfinite(expected).any():
+        log.warning("%s: forward mode by double reverse could not be checked against a reverse pass: the model is "
+                    "not finite at the probe points%s", surrogate.source,
+                    "" if probe_points is not None else " (pass probe_points inside its domain)")
+        return None
     rtol = 1e-4 if surrogate.dtype == "float32" else 1e-9
     if not np.allclose(got, expected, rtol=rtol, atol=rtol * np.nanmax(np.abs(expected), initial=0.0),
                        equal_nan=True):

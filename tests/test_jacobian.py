@@ -466,3 +466,23 @@ def test_the_activation_of_a_scan_counts_every_step_so_the_chunk_keeps_to_the_me
                      output={"name": "q", "names": names})
         sizes[steps] = sensitivity.compile_jacobian(model, "reverse").activation_size
     assert sizes[12] - sizes[6] == sizes[18] - sizes[12] >= 6 * 7
+
+
+def test_the_double_reverse_check_needs_points_where_the_model_is_defined(caplog):
+    """A reservoir defined for k < 0.3 only (sqrt(0.3 - k)), with the cotangent-stopping gradient: at the default
+    probe points (k in [0.5, 2]) the model is NaN, the check cannot be made and a warning says so; at probe points
+    inside its domain (a space's nominal point, as the workflows pass) the wrong columns are caught."""
+    def limited(x):
+        return _reservoir(x, _cotangent_stopped) * tf.sqrt(0.3 - x[:, :1])
+
+    model = load(limited, 2, "float64", output={"name": "q", "names": [f"d{t}" for t in range(6)]})
+    with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
+        blind = sensitivity.compile_jacobian(model, "auto", jit_compile=False)
+    assert blind.forward_form == "double reverse"
+    assert "could not be checked against a reverse pass: the model is not finite at the probe points (pass " \
+           "probe_points inside its domain)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sensitivity.jacobian"):
+        checked = sensitivity.compile_jacobian(model, "auto", jit_compile=False,
+                                               probe_points=np.array([[0.1, 1.0], [0.2, 2.0]]))
+    assert checked.mode == "reverse" and "its columns disagree with a reverse pass" in caplog.text

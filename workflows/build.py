@@ -73,13 +73,16 @@ def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = N
                           trusted=cfg.model.trusted)
 
 
-def engine_from(cfg: DictConfig, surrogate):
-    """Compile the Jacobian engine with ``cfg.jacobian``."""
+def engine_from(cfg: DictConfig, surrogate, space: ParameterSpace):
+    """Compile the Jacobian engine with ``cfg.jacobian``; a fallback form of forward mode is checked at the
+    space's nominal point and at 70 % of every range (points where the model is defined)."""
     from sensitivity.jacobian import compile_jacobian
 
     j = cfg.jacobian
+    low, high = space.bounds.T
+    probe = np.stack([space.nominal, low + 0.7 * (high - low)])
     return compile_jacobian(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
-                            memory_budget_mb=j.memory_budget_mb)
+                            memory_budget_mb=j.memory_budget_mb, probe_points=probe)
 
 
 def ensemble_from(cfg: DictConfig, surrogate):

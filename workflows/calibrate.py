@@ -141,10 +141,10 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
         raise ConfigError(f"`prior`: a prior needs the observations' errors, and observations.path={obs_path} has no "
                           "`sigma` or `cov` variable (the noise is then unknown, estimated from the residuals); add "
                           "one (docs/how-to/observations.md) or drop `prior`")
-    jac = build.engine_from(cfg, surrogate)
+    jac = build.engine_from(cfg, surrogate, space)
     step_engine = None
     if cfg.step_dtype is not None and cfg.step_dtype != jac.dtype:
-        step_engine = build.engine_from(cfg, build.surrogate_from(cfg, space, dtype=cfg.step_dtype))
+        step_engine = build.engine_from(cfg, build.surrogate_from(cfg, space, dtype=cfg.step_dtype), space)
     out = out_dir / "calibration.nc"
     log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s)", len(starts),
              obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype)

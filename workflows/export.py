@@ -101,7 +101,7 @@ def _export(cfg: DictConfig, space, points: np.ndarray, pest_point: np.ndarray |
         chain.consumed(cfg, cfg.pest.calibration, "pest.calibration", surrogate_hash=surrogate.content_hash)
     from sensitivity.export import RELOAD_SNIPPET, export_jacobian
 
-    jac = build.engine_from(cfg, surrogate)
+    jac = build.engine_from(cfg, surrogate, space)
     target = out / opts.name
     log.info("export: %s mode, %s, jit_compile=%s, hessian=%s", jac.mode, jac.dtype, jac.jit_compile, opts.hessian)
     check = export_jacobian(jac, target, hessian=opts.hessian, check_points=points, rtol=opts.rtol,

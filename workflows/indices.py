@@ -106,7 +106,7 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
             indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,
                                surrogate.output, surrogate.content_hash)
     ensemble = build.ensemble_from(cfg, surrogate)
-    jac = ensemble or build.engine_from(cfg, surrogate)
+    jac = ensemble or build.engine_from(cfg, surrogate, space)
     log.info("indices: %s on %s (%d parameters, %d outputs%s), %s mode, %s", ", ".join(chosen), surrogate.source,
              len(space), surrogate.output_size, f", {surrogate.n_members} members" if ensemble else "", jac.mode,
              jac.dtype)

@@ -165,7 +165,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     for key in ("uncertainty.path", "posterior.path"):  # computed with this surrogate
         if OmegaConf.select(cfg, key):
             chain.consumed(cfg, OmegaConf.select(cfg, key), key, surrogate_hash=surrogate.content_hash)
-    jac = build.engine_from(cfg, surrogate)
+    jac = build.engine_from(cfg, surrogate, space)
     p, spec = cfg.propagation, surrogate.output
     hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
     inputs_path = cfg.uncertainty.path if cfg.uncertainty.source == "posterior" else None

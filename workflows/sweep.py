@@ -52,7 +52,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     from sensitivity.sweep import point_bytes, sweep
 
     members = build.ensemble_from(cfg, surrogate)  # an ensemble: the members' spread beside values and Jacobians
-    jac = members or build.engine_from(cfg, surrogate)
+    jac = members or build.engine_from(cfg, surrogate, space)
     start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
     check_disk_space(out, (stop - start) * point_bytes(jac, cfg.store_members), "this sweep")
     log.info("sweep: %d points of %s grid, %s mode, %s, chunk %d%s -> %s", grid.size, cfg.grid.kind, jac.mode,

@@ -285,7 +285,7 @@ class Checks:
     cache: dict = field(default_factory=dict)  # the simulator's outputs by point set: a refinement runs it once
 
     def __post_init__(self) -> None:
-        self.engine = build.engine_from(self.cfg, self.surrogate)
+        self.engine = build.engine_from(self.cfg, self.surrogate, self.space)
         self.ensemble = build.ensemble_from(self.cfg, self.surrogate)
 
     def calibration(self, path: Path):
