@@ -72,6 +72,9 @@ DENSE_BLOCK_BYTES = 8 * 2**20
 CONV_BLOCK_BYTES = 32 * 2**20
 #: How the autodiff path's forward mode runs (see :attr:`CompiledJacobian.forward_form`).
 FORWARD_FORMS = ("vectorized", "double reverse")
+#: What TensorFlow raises when it cannot build a model's derivative (a missing gradient, a forward-mode rule or a
+#: vectorisation it lacks); running one adds ``tf.errors.OpError``.
+_BUILD_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError)
 
 
 @dataclass
@@ -381,7 +384,7 @@ def _trace_failure(jacobian_fn: tf.types.experimental.PolymorphicFunction) -> st
     tf_log.setLevel(logging.CRITICAL)
     try:
         jacobian_fn.get_concrete_function()
-    except (ValueError, TypeError, NotImplementedError, LookupError) as err:
+    except _BUILD_ERRORS as err:
         return _message(err)
     finally:
         tf_log.setLevel(level)
@@ -411,7 +414,7 @@ def _reverse_disagreement(surrogate: Surrogate, jacobian_fn: tf.types.experiment
     try:
         jacobian = jacobian_fn(x)[1].numpy()
         expected = pulled(x).numpy()
-    except (ValueError, TypeError, NotImplementedError, LookupError, tf.errors.OpError) as err:
+    except (*_BUILD_ERRORS, tf.errors.OpError) as err:
         return _message(err)
     got = np.einsum("bo,boi->bi", w.numpy(), jacobian)
     if not np.isfinite(expected).any():

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import cf_units
 import numpy as np
 
 from sensitivity.errors import ConfigError
 from sensitivity.lazy import lazy_import
-from sensitivity.units import product
+from sensitivity.units import instant_text, product
 
 xr = lazy_import("xarray")
 
@@ -150,10 +149,8 @@ def position_label(ds: xr.Dataset | xr.DataArray, dim: str, index: int) -> str:
         if key in ds.coords:
             value = ds[key].values[index]
             units = str(ds[key].attrs.get("units", ""))
-            if " since " in units and isinstance(value, (int, float, np.number)):  # any CF calendar (cftime)
-                calendar = str(ds[key].attrs.get("calendar", "standard"))
-                date = cf_units.Unit(units, calendar=calendar).num2date(float(value)).isoformat(timespec="seconds")
-                return date.removesuffix("T00:00:00")
+            if " since " in units and isinstance(value, (int, float, np.number)):
+                return instant_text(value, units, str(ds[key].attrs.get("calendar", "standard")))
             if isinstance(value, np.datetime64):
                 midnight = value == value.astype("datetime64[D]")
                 return str(np.datetime_as_string(value, unit="D" if midnight else "s"))

@@ -115,6 +115,13 @@ def instants(dates: np.ndarray, target: str, *, where: str) -> np.ndarray:
     return np.asarray(cf_units.Unit("seconds since 1970-01-01", calendar="standard").convert(seconds, unit), float)
 
 
+def instant_text(value: float, units: str, calendar: str = "standard") -> str:
+    """The instant ``value`` of the CF time axis ``units`` in ISO 8601, in its ``calendar`` (any CF calendar): its
+    date (``2021-08-23``), with the time of day where it is not midnight; the inverse of :func:`instants`."""
+    date = cf_units.Unit(units, calendar=calendar).num2date(float(value)).isoformat(timespec="seconds")
+    return date.removesuffix("T00:00:00")
+
+
 def scale(source: str | None, target: str, *, where: str) -> float:
     """Factor that takes a *difference* (a standard deviation) from ``source`` to ``target`` units."""
     zero, one = convert(np.array([0.0, 1.0]), source, target, where=where)

@@ -11,7 +11,7 @@ from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import STATUS_MESSAGES, Status
 from sensitivity.analyses.calibration.statistics import (SE_NO_DEGREES_OF_FREEDOM, SE_OK, SE_RANK_DEFICIENT,
-                                                         Posterior, correlation, delta_method_std,
+                                                         Posterior, at_bound, correlation, delta_method_std,
                                                          parameter_interval)
 from sensitivity.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
 from sensitivity.lazy import lazy_import
@@ -158,16 +158,6 @@ def _fit_vars(fits: Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) ->
         "model_output": (("start", "output"), np.where(failed[:, None], np.nan, fits.values),
                          units.out("model output at the estimate")),
     }
-
-
-def at_bound(problem: Problem, estimate: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
-    """``[K, n]`` int8: -1 where an estimate sits on its lower bound, 1 on its upper, 0 inside (or NaN), within
-    ``rtol`` of the bounds' width in the solver's variables (log for log parameters), where the solver holds it."""
-    z = problem.to_internal(np.where(np.isfinite(estimate), estimate, 1.0))
-    width = np.where(np.isfinite(problem.upper - problem.lower), problem.upper - problem.lower, 1.0)
-    low = np.isfinite(estimate) & (z - problem.lower <= rtol * width)
-    high = np.isfinite(estimate) & (problem.upper - z <= rtol * width)
-    return np.where(low, -1, np.where(high, 1, 0)).astype(np.int8)
 
 
 def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float, units: _Units) -> dict:

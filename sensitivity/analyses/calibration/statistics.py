@@ -1,4 +1,4 @@
-"""Statistics at the estimates: covariance, standard errors, identifiability, bands, distinct minima.
+"""Statistics at the estimates: covariance, standard errors, identifiability, bands, distinct minima, bounds held.
 
 The linear algebra (:func:`equilibrated_svd` and the functions of its result) takes a stack
 ``[K, m, n]`` of *weighted* (whitened) Jacobians ``J_w = W^{1/2} dF/dx`` — one per fit or per
@@ -360,3 +360,13 @@ def parameter_interval(estimate: np.ndarray, se: np.ndarray, log_mask: np.ndarra
         low = np.where(log_mask, estimate / factor, estimate - q * se)
         high = np.where(log_mask, estimate * factor, estimate + q * se)
     return np.stack([low, high], axis=-1)
+
+
+def at_bound(problem: Problem, estimate: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """``[K, n]`` int8: -1 where an estimate sits on its lower bound, 1 on its upper, 0 inside (or NaN), within
+    ``rtol`` of the bounds' width in the solver's variables (log for log parameters), where the solver holds it."""
+    z = problem.to_internal(np.where(np.isfinite(estimate), estimate, 1.0))
+    width = np.where(np.isfinite(problem.upper - problem.lower), problem.upper - problem.lower, 1.0)
+    low = np.isfinite(estimate) & (z - problem.lower <= rtol * width)
+    high = np.isfinite(estimate) & (problem.upper - z <= rtol * width)
+    return np.where(low, -1, np.where(high, 1, 0)).astype(np.int8)
