@@ -29,6 +29,7 @@ _DISTRIBUTION_PARAMS: dict[str, tuple[str, ...]] = {
     "triangular": ("mode",),
 }
 _ON_BOUNDS = ("uniform", "truncnormal", "triangular")
+_LOG_FAMILIES = ("lognorm", "loguniform", "reciprocal")  # laws of log x on x > 0 (without a loc shift)
 
 #: Quantiles that stand in for an infinite end of the support where a grid needs finite bounds.
 BOUND_QUANTILES: tuple[float, float] = (0.001, 0.999)
@@ -63,6 +64,13 @@ class Distribution:
     def needs_bounds(self) -> bool:
         """True for the original kinds defined on the parameter's bounds (``low``, ``high`` required)."""
         return self.kind in _ON_BOUNDS and (self.kind != "uniform" or not self.params)
+
+    @property
+    def of_log(self) -> bool:
+        """True for a law of ``log x`` with its support on ``x > 0``: ``lognorm`` (``lognormal``), ``loguniform``
+        (``reciprocal``), without a ``loc`` shift. Such an input is fitted and sampled in ``log x`` by default."""
+        name, params = self.scipy_form(1.0, 2.0)
+        return name in _LOG_FAMILIES and not params.get("loc", 0.0)
 
     def scipy_form(self, low: float | None = None, high: float | None = None) -> tuple[str, dict[str, float]]:
         """``(scipy name, its parameters)`` of the untruncated law; ``low``/``high`` for :attr:`needs_bounds`."""

@@ -317,9 +317,14 @@ def simulator_from(source: str, kwargs: dict[str, Any], what: str):
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:
-    """``[n]`` bool: parameters fitted in log space (``names``, or the ``scale: log`` ones)."""
+    """``[n]`` bool: parameters fitted in log space: ``names``, or by default the ``scale: log`` ones and those whose
+    distribution is a law of ``log x`` (lognormal, log-uniform: :attr:`~sensitivity.space.Distribution.of_log`).
+
+    A positive scale parameter identified through ratios or products (a clearance over a volume, a rate times a
+    period) has a posterior ridge whose width grows with its distance from zero in ``x`` but is constant in
+    ``log x``, where one step size resolves it."""
     if names is None:
-        return np.array([p.scale == "log" for p in space.parameters])
+        return np.array([p.scale == "log" or (p.distribution.of_log and p.low > 0) for p in space.parameters])
     mask = np.zeros(len(space), bool)
     for name in names:
         if name not in space.names:

@@ -228,3 +228,28 @@ def test_one_group_of_many_chains_on_a_multicore_cpu_is_told_of_chain_groups(mon
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
         _advise_chain_groups(NUTS(), 16)
     assert "chain_groups" not in caplog.text
+
+
+def test_lognormal_and_log_uniform_inputs_are_fitted_and_sampled_in_log_x_by_default():
+    """The default `log_parameters` (null): `scale: log`, and the inputs whose law is one of log x on x > 0 (lognormal,
+    log-uniform, not shifted by a loc, not truncated at 0); an explicit list, even empty, is taken as it is."""
+    from sensitivity.space import ParameterSpace
+    from workflows.build import log_mask_from
+
+    def law(kind, **params):
+        return {"kind": kind, **params}
+
+    records = [
+        {"name": "cl", "units": "L h-1", "distribution": law("lognorm", s=0.3, scale=5.0)},
+        {"name": "k", "units": "day-1", "distribution": law("loguniform", a=0.005, b=0.1)},
+        {"name": "v", "units": "L", "distribution": {**law("lognormal", median=50.0, sigma_log=0.2)}},
+        {"name": "shifted", "units": "1", "distribution": law("lognorm", s=0.3, loc=-1.0, scale=2.0)},
+        {"name": "at_zero", "units": "1", "distribution": {**law("lognorm", s=0.3, scale=2.0), "truncate": [0.0, 9.0]}},
+        {"name": "f", "units": "1", "distribution": law("beta", a=8, b=2)},
+        {"name": "q", "units": "1", "low": 1.0, "high": 100.0, "scale": "log"},
+        {"name": "u", "units": "1", "low": 1.0, "high": 100.0},
+    ]
+    space = ParameterSpace.from_records(records)
+    np.testing.assert_array_equal(log_mask_from(None, space), [1, 1, 1, 0, 0, 0, 1, 0])
+    np.testing.assert_array_equal(log_mask_from([], space), np.zeros(8, bool))
+    np.testing.assert_array_equal(log_mask_from(["u"], space), [0, 0, 0, 0, 0, 0, 0, 1])
