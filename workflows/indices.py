@@ -64,8 +64,9 @@ class IndicesConf(PlanConf, SurrogateStudyConf):
 SCHEMA = IndicesConf
 
 
-def run(cfg: DictConfig) -> Path:
-    """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
+def check(cfg: DictConfig) -> tuple[Any, list[str], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Check every setting before any model loads (``sensitivity run`` checks its indices stage with it before
+    the study's first stage); return ``(space, chosen, methods, options, designs)``."""
     space = build.space_from(cfg)
     field_cells(space.names, build.plain(cfg.input_fields) or {})  # a field that does not fit fails first
     chosen = list(cfg.methods)
@@ -76,15 +77,20 @@ def run(cfg: DictConfig) -> Path:
     c, b = cfg.intervals, cfg.bootstrap
     options = {"seed": cfg.seed, "top_k": cfg.top_k,
                "intervals": indices.Intervals(**build.plain(c), **build.plain(b))}
-    designs = indices.plan(space, methods, **options)  # every setting checked before the model loads
+    return space, chosen, methods, options, indices.plan(space, methods, **options)
+
+
+def run(cfg: DictConfig) -> Path:
+    """Compute the indices described by ``cfg``; return the path of ``indices.nc``."""
+    space, chosen, methods, options, designs = check(cfg)
     accepts = {"dgsm": ("DGSM", indices.SAMPLING_GRIDS), "given_data": ("given-data indices", indices.RANK_GRIDS)}
-    sweeps = {f"{name}.sweep": (cfg[name].sweep, check) for name, check in accepts.items()
+    sweeps = {f"{name}.sweep": (cfg[name].sweep, grids) for name, grids in accepts.items()
               if name in chosen and cfg[name].sweep}
     for key, (sweep, _) in sweeps.items():  # verified here; its space and surrogate by check_sweep_sample below
         chain.consumed(cfg, sweep, key)
     samples = cfg.given_data.samples if "given_data" in chosen else None
-    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples,
-                          cfg.grid.path if points is not None and cfg.grid.kind == "file" else None) if p]
+    grid_file = cfg.grid.path if "local" in chosen and cfg.local.across_grid and cfg.grid.kind == "file" else None
+    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples, grid_file) if p]
     with build.result_set(cfg, "indices", inputs) as results:
         if results.complete:
             build.announce_complete(results, "indices")

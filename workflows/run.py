@@ -61,7 +61,7 @@ def run(cfg: DictConfig) -> Path:
 
     from sensitivity.report import render_report
     from workflows.registry import WORKFLOWS
-    from workflows.runner import run_workflow
+    from workflows.runner import check_workflow, run_workflow
     from workflows.schema import register
 
     if not cfg.stages:
@@ -70,20 +70,30 @@ def run(cfg: DictConfig) -> Path:
     study, passed_on = _study_and_overrides(cfg)
     forced = _forced(cfg)
     root = build.output_dir(cfg)
+
+    def overrides_of(stage, inputs: list[str]) -> list[str]:
+        own_experiment = any(o.lstrip("+~").split("=")[0] == "experiment" for o in stage.overrides)
+        return [*([f"experiment={study}"] if study and not own_experiment else []), *stage.overrides, *passed_on,
+                f"output_dir={root / stage.name}", f"progress={cfg.progress}", f"plots={cfg.plots}",
+                "replace_other_settings=true", *(["recompute=true"] if forced(stage.name) else []), *inputs]
+
+    made: set[str] = set()
+    for stage in cfg.stages:  # every stage's settings, before the first one runs
+        if stage.workflow not in WORKFLOWS or stage.workflow == "run":
+            raise ConfigError(f"stages: unknown workflow {stage.workflow!r} in stage {stage.name!r}")
+        missing = [s for s in stage.inputs.values() if s not in made]
+        if missing:
+            raise ConfigError(f"stage {stage.name!r} takes the result of {missing}, which no earlier stage made")
+        made.add(stage.name)
+        register(stage.workflow)  # its `<workflow>_schema` (the command line stores only this run's)
+        try:
+            check_workflow(stage.workflow, compose(config_name=stage.workflow, overrides=overrides_of(stage, [])))
+        except ConfigError as error:
+            raise ConfigError(f"stage {stage.name!r}: {error}") from error
     results: dict[str, Path] = {}
     commands: dict[str, str] = {}
     for stage in cfg.stages:
-        if stage.workflow not in WORKFLOWS or stage.workflow == "run":
-            raise ConfigError(f"stages: unknown workflow {stage.workflow!r} in stage {stage.name!r}")
-        missing = [s for s in stage.inputs.values() if s not in results]
-        if missing:
-            raise ConfigError(f"stage {stage.name!r} takes the result of {missing}, which no earlier stage made")
-        own_experiment = any(o.lstrip("+~").split("=")[0] == "experiment" for o in stage.overrides)
-        overrides = [*([f"experiment={study}"] if study and not own_experiment else []), *stage.overrides, *passed_on,
-                     f"output_dir={root / stage.name}", f"progress={cfg.progress}", f"plots={cfg.plots}",
-                     "replace_other_settings=true", *(["recompute=true"] if forced(stage.name) else []),
-                     *(f"{key}={results[source]}" for key, source in stage.inputs.items())]
-        register(stage.workflow)  # its `<workflow>_schema` (the command line stores only this run's)
+        overrides = overrides_of(stage, [f"{key}={results[source]}" for key, source in stage.inputs.items()])
         stage_cfg = compose(config_name=stage.workflow, overrides=overrides)
         log.info("stage %s: sensitivity %s %s", stage.name, stage.workflow,
                  " ".join([*stage.overrides, *passed_on]))

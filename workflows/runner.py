@@ -62,6 +62,18 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
     return result
 
 
+def check_workflow(name: str, cfg: Any) -> None:
+    """Check workflow ``name``'s settings in the composed ``cfg`` without running it: its ``check``, where it has
+    one (``sensitivity run`` checks every stage so before its first stage runs)."""
+    from workflows.build import with_space_file
+    from workflows.schema import own_config, register
+
+    register(name)
+    module = importlib.import_module(WORKFLOWS[name])
+    if hasattr(module, "check"):
+        module.check(with_space_file(own_config(cfg, name)))
+
+
 #: The overrides that choose the study, repeated in the suggested next command.
 STUDY_KEYS = ("experiment", "model", "space")
 

@@ -100,3 +100,18 @@ def test_a_kill_mid_pipeline_then_a_rerun_equals_an_uninterrupted_run(tmp_path):
         for name in (n for n in files if n.endswith(".nc")):
             xr.testing.assert_allclose(data_of(killed / stage / name), data_of(clean / stage / name), rtol=0,
                                        atol=0)
+
+
+def test_a_setting_that_a_later_stage_refuses_stops_the_study_before_its_first_stage(tmp_path):
+    """Correlated inputs with Sobol' sampling (which assumes independence): the indices stage refuses them, and the
+    study says so, naming the stage, before the sweep (its first stage) runs: exit 2, one error line, no stage's
+    folder."""
+    study = study_folder(tmp_path)
+    done = subprocess.run(CLI + ["run", "experiment=study", *SMALL, "space.correlation=[[1,0.5,0],[0.5,1,0],[0,0,1]]",
+                                 "hydra.run.dir=out"], cwd=study, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = done.stdout + done.stderr
+    errors = [line for line in said.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "stage 'indices': " in errors[0] and "assumes independent inputs" in errors[0]
+    assert [p.name for p in (study / "out").iterdir() if p.is_dir()] == [".hydra"]  # Hydra's own record
+    assert "stage sweep" not in said
