@@ -9,7 +9,9 @@ full grid, and every point keeps its global index as its ``sample`` coordinate.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import threading
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -80,8 +82,9 @@ class FactorialGrid(Grid):
 class QmcGrid(Grid):
     """Scrambled Sobol' or Halton sequence mapped to the bounds (log-scaled parameters geometrically).
 
-    Blocks are drawn by fast-forwarding a freshly seeded engine, so any block equals the
-    corresponding rows of the whole sequence.
+    The engine is seeded and scrambled once; a block that starts where the last one ended continues it,
+    any other start rewinds it (``reset``) and fast-forwards, so any block equals the corresponding rows of
+    the whole sequence and a sweep's consecutive slices cost no rebuild each.
     """
 
     space: ParameterSpace
@@ -94,19 +97,21 @@ class QmcGrid(Grid):
     def __post_init__(self) -> None:
         check_grid_size(self.size, self.kind, len(self.space))
 
-    def _engine(self) -> qmc.QMCEngine:
-        cls = qmc.Sobol if self.kind == "sobol" else qmc.Halton
-        return cls(d=len(self.space), scramble=self.scramble, rng=np.random.default_rng(self.seed))
+    _engine: qmc.QMCEngine | None = field(default=None, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def block(self, start: int, stop: int) -> np.ndarray:
-        engine = self._engine()
-        if start:
-            engine.fast_forward(start)
-        import warnings
-
-        with warnings.catch_warnings():  # scipy warns when n is not a power of 2; sizes are the user's choice
-            warnings.simplefilter("ignore", UserWarning)
-            unit = engine.random(stop - start)
+        with self._lock:
+            if self._engine is None:
+                cls = qmc.Sobol if self.kind == "sobol" else qmc.Halton
+                self._engine = cls(d=len(self.space), scramble=self.scramble, rng=np.random.default_rng(self.seed))
+            if self._engine.num_generated != start:
+                self._engine.reset()
+                if start:
+                    self._engine.fast_forward(start)
+            with warnings.catch_warnings():  # scipy warns when n is not a power of 2; sizes are the user's choice
+                warnings.simplefilter("ignore", UserWarning)
+                unit = self._engine.random(stop - start)
         return to_space(self.space, unit, self.through)
 
 
@@ -189,11 +194,11 @@ def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
 def to_bounds(space: ParameterSpace, unit: np.ndarray) -> np.ndarray:
     """Map points of the unit hypercube to the bounds (geometrically for ``scale="log"`` parameters)."""
     low, high = space.bounds.T
-    log = np.array([p.scale == "log" for p in space.parameters])
-    linear = low + unit * (high - low)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        geometric = np.exp(np.log(np.where(log, low, 1.0)) + unit * np.log(np.where(log, high / low, 1.0)))
-    return np.clip(np.where(log, geometric, linear), low, high)
+    points = low + unit * (high - low)
+    for j, p in enumerate(space.parameters):
+        if p.scale == "log":  # low > 0 (checked by the space)
+            points[:, j] = np.exp(np.log(low[j]) + unit[:, j] * np.log(high[j] / low[j]))
+    return np.clip(points, low, high, out=points)
 
 
 def to_space(space: ParameterSpace, unit: np.ndarray, through: Through = "bounds") -> np.ndarray:

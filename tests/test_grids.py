@@ -51,6 +51,15 @@ def test_sobol_is_scipy_sequence_mapped_to_bounds():
     np.testing.assert_array_equal(np.sort(np.floor(lhs[:, 0] / 2 * 50)), np.arange(50))
 
 
+@pytest.mark.parametrize("kind, engine", [("sobol", "Sobol"), ("halton", "Halton")])
+def test_blocks_in_any_order_are_rows_of_scipys_sequence(kind, engine):
+    """The grid's engine continues consecutive blocks and rewinds for any other start."""
+    unit = getattr(qmc, engine)(3, scramble=True, rng=np.random.default_rng(5)).random(256)
+    grid = make_grid(SPACE, kind, n=256, seed=5)
+    for a, b in [(200, 256), (10, 50), (50, 60), (60, 61), (0, 3), (255, 256)]:
+        np.testing.assert_allclose(grid.block(a, b)[:, 0], 2 * unit[a:b, 0], rtol=1e-15)
+
+
 @pytest.mark.parametrize("size, shards", [(1000, 8), (7, 3), (5, 5), (4, 4)])
 def test_shards_concatenate_to_the_grid(size, shards):
     grid = make_grid(SPACE, "sobol", n=size)
