@@ -32,7 +32,7 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
 
@@ -41,10 +41,10 @@ import yaml  # noqa: E402
 from scipy import optimize  # noqa: E402
 
 from sensitivity.analyses.calibration import LevenbergMarquardt, TrustRegion, calibrate  # noqa: E402
-from sensitivity.grids import make_grid  # noqa: E402
-from sensitivity.jacobian import compile_jacobian  # noqa: E402
-from sensitivity.space import ParameterSpace  # noqa: E402
-from sensitivity.surrogate import load_surrogate  # noqa: E402
+from sensitivity.sweep.designs import make_grid  # noqa: E402
+from sensitivity.engine.jacobian import compile_jacobian  # noqa: E402
+from sensitivity.inputs.space import ParameterSpace  # noqa: E402
+from sensitivity.surrogates.load import load_surrogate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEIR = ROOT / "data" / "seir"
@@ -53,7 +53,7 @@ TOL = 1e-10
 
 def seir_problem(dtype: str = "float64"):
     """The demo surrogate in ``dtype``, its space and its shipped observations."""
-    from sensitivity.observations import read_observations
+    from sensitivity.analyses.calibration.observations import read_observations
     from sensitivity.simulators.seir import output_spec, space
 
     # the output as the config declares it (`day`), which the stored model predates (`time`)

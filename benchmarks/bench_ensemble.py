@@ -36,7 +36,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()
 
@@ -52,7 +52,7 @@ def member(shape: str, seed: int):
     """One member: scaling layers with their own offsets, random weights."""
     import keras
 
-    from sensitivity.scaling import InputScaling, OutputScaling
+    from sensitivity.surrogates.scaling import InputScaling, OutputScaling
 
     n_in, hidden, n_out, activation = SHAPES[shape]
     keras.utils.set_random_seed(seed)
@@ -129,8 +129,8 @@ def measure(shape: str, k: int, n_points: int, rounds: int,
     size, the nominal FLOPs of one member's Jacobian, and per size the ratio of the bare matmuls
     (:func:`bare_matmuls`, at each engine's chunk)."""
     import sensitivity
-    from sensitivity.ensemble import write_ensemble
-    from sensitivity.ensemble_engine import compile_ensemble
+    from sensitivity.surrogates.ensemble import write_ensemble
+    from sensitivity.engine.ensemble import compile_ensemble
 
     models = [member(shape, seed) for seed in range(k)]
     path = write_ensemble(directory / f"{shape}.ensemble", lambda i, file: models[i].save(file),

@@ -1,7 +1,7 @@
 """Reload time and Jacobians/s of the exported SavedModel against the in-process engine, side by side.
 
 The model is the 8 -> [256]*3 tanh -> 64 MLP of bench_jacobian.py (forward mode, XLA, float32). It is
-exported with :func:`sensitivity.export.export_jacobian`, whose check reloads it in a fresh
+exported with :func:`sensitivity.interop.export.export_jacobian`, whose check reloads it in a fresh
 ``python -I -S`` process that cannot import this package and times ``tf.saved_model.load`` and the
 reloaded ``value_and_jacobian`` on one chunk of the engine's size; the in-process engine is timed
 on the same chunk in this process. Best of repeats over ``--seconds`` each. Printed, never asserted.
@@ -21,7 +21,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
 
@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 import sensitivity  # noqa: E402
 from bench_jacobian import mlp  # noqa: E402
-from sensitivity.export import export_jacobian  # noqa: E402
+from sensitivity.interop.export import export_jacobian  # noqa: E402
 
 
 def main() -> None:

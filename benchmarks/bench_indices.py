@@ -43,7 +43,7 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
 
@@ -52,12 +52,12 @@ import numpy as np  # noqa: E402
 from SALib.analyze import sobol as salib_analyze  # noqa: E402
 from SALib.sample import sobol as salib_sample  # noqa: E402
 
-import sensitivity.scaling  # noqa: E402,F401  (registers the scaling layers a trained surrogate holds)
+import sensitivity.surrogates.scaling  # noqa: E402,F401  (registers the scaling layers a trained surrogate holds)
 from sensitivity.analyses.indices import shapley, sobol  # noqa: E402
-from sensitivity.jacobian import compile_jacobian  # noqa: E402
+from sensitivity.engine.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.simulators import seir  # noqa: E402
-from sensitivity.space import ParameterSpace  # noqa: E402
-from sensitivity.surrogate import load_surrogate  # noqa: E402
+from sensitivity.inputs.space import ParameterSpace  # noqa: E402
+from sensitivity.surrogates.load import load_surrogate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "seir" / "surrogate.keras"

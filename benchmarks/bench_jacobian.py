@@ -56,7 +56,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
 
@@ -457,8 +457,8 @@ def step_profile(name: str, rounds: int) -> None:
     import tensorflow as tf
 
     import sensitivity
-    from sensitivity.dense_path import layer_steps
-    from sensitivity.reverse_path import conv_chain
+    from sensitivity.engine.dense_path import layer_steps
+    from sensitivity.engine.reverse_path import conv_chain
 
     model = cnn_net() if name == "cnn" else deep_net()
     n_in = model.input_shape[-1]

@@ -32,13 +32,13 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
 
 import numpy as np  # noqa: E402
 
-from sensitivity.analyses.inputs import truncated_gaussian_inputs  # noqa: E402
+from sensitivity.inputs.uncertainty import truncated_gaussian_inputs  # noqa: E402
 from sensitivity.analyses.propagation import (  # noqa: E402
     first_order,
     monte_carlo,
@@ -46,10 +46,10 @@ from sensitivity.analyses.propagation import (  # noqa: E402
     second_order,
     unscented,
 )
-from sensitivity.hessian import compile_hessian  # noqa: E402
-from sensitivity.jacobian import compile_jacobian  # noqa: E402
-from sensitivity.space import Parameter, ParameterSpace  # noqa: E402
-from sensitivity.surrogate import load_surrogate  # noqa: E402
+from sensitivity.engine.hessian import compile_hessian  # noqa: E402
+from sensitivity.engine.jacobian import compile_jacobian  # noqa: E402
+from sensitivity.inputs.space import Parameter, ParameterSpace  # noqa: E402
+from sensitivity.surrogates.load import load_surrogate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "seir" / "surrogate.keras"

@@ -38,7 +38,7 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()  # TensorFlow without the CUDA-probe lines of its wheel on a machine with no GPU
 
@@ -73,11 +73,11 @@ def main() -> None:
     from sensitivity.analyses.calibration import ObservationModel, calibrate
     from sensitivity.analyses.posterior import NUTS, Support, diagnose, initial_points, log_posterior, run_nuts
     from sensitivity.analyses.posterior import space_prior
-    from sensitivity.jacobian import compile_jacobian
-    from sensitivity.observations import read_observations
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.analyses.calibration.observations import read_observations
     from sensitivity.simulators.seir import output_spec
     from sensitivity.simulators.seir import space as seir_space
-    from sensitivity.surrogate import load_surrogate
+    from sensitivity.surrogates.load import load_surrogate
 
     space = seir_space()
     model = load_surrogate(str(SEIR / "surrogate.keras"), input_names=space.names, input_units=space.units,

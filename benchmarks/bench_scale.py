@@ -4,11 +4,11 @@ Model: an MLP 8 -> [64, 64] tanh -> 16 (float32, forward mode), grid: scrambled 
 Each step runs in a fresh process so its peak RSS (``getrusage``) is its own:
 
 1. ``--shards`` shards of the grid, one after the other, each streamed to disk by
-   :func:`sensitivity.sweep.sweep` (what every job of ``sensitivity sweep -m grid.shard=...`` does);
+   :func:`sensitivity.sweep.stream.sweep` (what every job of ``sensitivity sweep -m grid.shard=...`` does);
    after every 4th part the in-memory engine is timed on one chunk, so the two throughputs are
    compared in pairs measured back to back under the same machine load (:class:`PairedTimer`);
-2. :mod:`sensitivity.merge` checks the shards and writes one netCDF file chunked along ``sample``;
-3. a pass over the merged file block by block (:meth:`sensitivity.stored_sweep.StoredSweep.blocks`, as the
+2. :mod:`sensitivity.sweep.merge` checks the shards and writes one netCDF file chunked along ``sample``;
+3. a pass over the merged file block by block (:meth:`sensitivity.sweep.stored.StoredSweep.blocks`, as the
    analyses that consume a sweep read it) computing mean |J| per output and parameter.
 
 Usage: python benchmarks/bench_scale.py [--points 10000000] [--shards 2] [--dir /tmp] [--keep]
@@ -43,7 +43,7 @@ def engine():
     from bench_jacobian import mlp
 
     import sensitivity
-    from sensitivity.space import ParameterSpace
+    from sensitivity.inputs.space import ParameterSpace
 
     model = mlp(N_IN, HIDDEN, N_OUT)
     space = ParameterSpace.from_records([dict(name=f"p{i}", units="1", low=-1, high=1) for i in range(N_IN)])
@@ -79,7 +79,7 @@ class PairedTimer:
         self._last = None
 
     def install(self) -> None:
-        from sensitivity.store import RecordStore
+        from sensitivity.store.blocks import RecordStore
 
         commit, finalize = RecordStore.commit, RecordStore.finalize
         timer = self
@@ -109,8 +109,8 @@ class PairedTimer:
 def child_sweep(n: int, shard: int, shards: int, path: str) -> dict:
     import numpy as np
 
-    from sensitivity.grids import make_grid
-    from sensitivity.sweep import sweep
+    from sensitivity.sweep.designs import make_grid
+    from sensitivity.sweep.stream import sweep
 
     jac, space = engine()
     grid = make_grid(space, "sobol", n=n)
@@ -131,7 +131,7 @@ def child_sweep(n: int, shard: int, shards: int, path: str) -> dict:
 
 
 def child_merge(root: str, path: str) -> dict:
-    from sensitivity.merge import merge, plan_merge
+    from sensitivity.sweep.merge import merge, plan_merge
     from workflows.multirun import find_runs
 
     t0 = time.perf_counter()
@@ -143,7 +143,7 @@ def child_merge(root: str, path: str) -> dict:
 def child_read(path: str) -> dict:
     import numpy as np
 
-    from sensitivity.stored_sweep import StoredSweep
+    from sensitivity.sweep.stored import StoredSweep
 
     t0, total, n = time.perf_counter(), None, 0
     with StoredSweep(path) as sweep:

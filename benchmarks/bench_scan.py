@@ -26,7 +26,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()
 

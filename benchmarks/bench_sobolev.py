@@ -26,17 +26,17 @@ import time
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
 import numpy as np  # noqa: E402
 
 from sensitivity import training  # noqa: E402
-from sensitivity.grids import make_grid  # noqa: E402
-from sensitivity.outputs import OutputSpec  # noqa: E402
+from sensitivity.sweep.designs import make_grid  # noqa: E402
+from sensitivity.outputs.spec import OutputSpec  # noqa: E402
 from sensitivity.simulators import seir  # noqa: E402
-from sensitivity.space import ParameterSpace  # noqa: E402
+from sensitivity.inputs.space import ParameterSpace  # noqa: E402
 
 A, B, FD_STEP = 7.0, 0.1, 1e-3
 

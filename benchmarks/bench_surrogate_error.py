@@ -33,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from sensitivity.tf_runtime import import_tensorflow  # noqa: E402
+from sensitivity.runtime.tf_import import import_tensorflow  # noqa: E402
 
 import_tensorflow()
 
@@ -57,9 +57,9 @@ def true_indices() -> dict[str, np.ndarray]:
 
 def ishigami_study(reference: int):
     """``(space, output, simulate, network, truth)`` of the Ishigami test (``truth``: ``{S1, ST}: [d, 1]``)."""
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
     from sensitivity.settings import TrainSettings
-    from sensitivity.space import ParameterSpace
+    from sensitivity.inputs.space import ParameterSpace
 
     space = ParameterSpace.from_records([{"name": f"x{i}", "units": "1", "low": -np.pi, "high": np.pi}
                                          for i in (1, 2, 3)])
@@ -94,8 +94,8 @@ STUDIES = {"ishigami": ishigami_study, "seir": seir_study}
 def one_run(study, n: int, seed: int, members: int, sobol_n: int, directory: Path) -> dict[str, float]:
     from sensitivity import training
     from sensitivity.analyses import indices
-    from sensitivity.ensemble_engine import compile_ensemble
-    from sensitivity.grids import make_grid
+    from sensitivity.engine.ensemble import compile_ensemble
+    from sensitivity.sweep.designs import make_grid
     from sensitivity.settings import TrainingPlan
 
     space, output, simulate, network, truth = study

@@ -4,7 +4,7 @@ Every measurement runs in a fresh child process (its own peak RSS, no state from
 child, a workflow and its core alternate round by round, so each ratio compares two timings taken
 back to back under the same machine load (the median of the rounds is printed). Sections (``--only``):
 
-* ``sweep``: :func:`sensitivity.sweep.sweep` (what ``sensitivity sweep`` runs once the model is loaded:
+* ``sweep``: :func:`sensitivity.sweep.stream.sweep` (what ``sensitivity sweep`` runs once the model is loaded:
   the engine, the record store, the checksum, the published file) against the engine alone computing
   the same Jacobians in memory (``jac(points)``, block by block), on the demo surrogate
   (``data/seir/surrogate.keras``, 6 -> 100 days) and a wide MLP 8 -> [256]x3 tanh -> 64, at 2^18 and
@@ -68,7 +68,7 @@ def _written() -> int:
 def _engine(model: str):
     """The compiled engine and parameter space of ``model`` ("demo" or "wide")."""
     import sensitivity
-    from sensitivity.space import ParameterSpace
+    from sensitivity.inputs.space import ParameterSpace
 
     if model == "demo":
         from sensitivity.simulators import seir
@@ -90,8 +90,8 @@ def _engine(model: str):
 def child_sweep(model: str, n: int, rounds: int, folder: str) -> dict:
     """``rounds`` pairs (engine alone, sweep), alternating which goes first."""
     import sensitivity
-    from sensitivity.grids import make_grid
-    from sensitivity.sweep import part_points, sweep
+    from sensitivity.sweep.designs import make_grid
+    from sensitivity.sweep.stream import part_points, sweep
 
     jac, space = _engine(model)
     grid = make_grid(space, "sobol", n=n, seed=0)
@@ -128,8 +128,8 @@ def child_sweep(model: str, n: int, rounds: int, folder: str) -> dict:
 
 def child_scan(n: int, folder: str) -> dict:
     """One sweep of the demo surrogate over ``n`` points, after the engine's warm-up."""
-    from sensitivity.grids import make_grid
-    from sensitivity.sweep import sweep
+    from sensitivity.sweep.designs import make_grid
+    from sensitivity.sweep.stream import sweep
 
     jac, space = _engine("demo")
     grid = make_grid(space, "sobol", n=n, seed=0)
@@ -147,7 +147,7 @@ def _posterior_inputs(space):
     """N(nominal, S) kept inside the bounds: std 5 % of each range, correlation 0.3 between neighbours."""
     import numpy as np
 
-    from sensitivity.analyses.inputs import truncated_gaussian_inputs
+    from sensitivity.inputs.uncertainty import truncated_gaussian_inputs
 
     std = 0.05 * (space.bounds[:, 1] - space.bounds[:, 0])
     corr = np.eye(len(space)) + 0.3 * (np.eye(len(space), k=1) + np.eye(len(space), k=-1))
@@ -188,7 +188,7 @@ def child_posterior() -> dict:
     import numpy as np
 
     from sensitivity.analyses.propagation import predictive
-    from sensitivity.hessian import compile_hessian
+    from sensitivity.engine.hessian import compile_hessian
 
     jac, space = _engine("demo")
     rng = np.random.default_rng(0)
@@ -247,7 +247,7 @@ def child_openturns(n: int, rounds: int) -> dict:
     import numpy as np
     import openturns as ot
 
-    from sensitivity.analyses.inputs import gaussian_inputs
+    from sensitivity.inputs.uncertainty import gaussian_inputs
     from sensitivity.analyses.propagation import first_order, monte_carlo
 
     ot.Log.Show(ot.Log.NONE)  # its covariance of 100 outputs from 6 inputs is singular, which it warns about

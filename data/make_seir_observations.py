@@ -14,8 +14,8 @@ import xarray as xr
 import yaml
 
 from sensitivity.datasets import provenance, write_atomic
-from sensitivity.output_axes import own_coords
-from sensitivity.labels import parameter_coords
+from sensitivity.outputs.axes import own_coords
+from sensitivity.outputs.labels import parameter_coords
 from sensitivity.simulators import seir
 
 SETTINGS = {"truth": seir.TRUE_PARAMETERS, "relative_noise": 0.1, "floor": 1.0, "observed_days": 70, "seed": 20240601}

@@ -17,16 +17,16 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from sensitivity.errors import ConfigError, DataError, ModelError, SensitivityError  # noqa: E402
-from sensitivity.space import Distribution, Parameter, ParameterSpace  # noqa: E402
+from sensitivity.inputs.space import Distribution, Parameter, ParameterSpace  # noqa: E402
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_surrogate": "sensitivity.surrogate",
-    "Surrogate": "sensitivity.surrogate",
-    "OutputSpec": "sensitivity.surrogate",
-    "compile_jacobian": "sensitivity.jacobian",
-    "CompiledJacobian": "sensitivity.jacobian",
+    "load_surrogate": "sensitivity.surrogates.load",
+    "Surrogate": "sensitivity.surrogates.load",
+    "OutputSpec": "sensitivity.surrogates.load",
+    "compile_jacobian": "sensitivity.engine.jacobian",
+    "CompiledJacobian": "sensitivity.engine.jacobian",
     "select": "sensitivity.datasets",
     "open_result": "sensitivity.datasets",
 }
@@ -36,7 +36,7 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        from sensitivity.tf_runtime import import_tensorflow
+        from sensitivity.runtime.tf_import import import_tensorflow
 
         import_tensorflow()
 

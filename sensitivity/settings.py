@@ -2,8 +2,8 @@
 
 The command line builds its config schemas from these classes (:func:`workflows.schema.schema_of`), so
 composing a config or printing ``sensitivity --help`` does not import TensorFlow (seconds, and its log lines);
-the modules that run them, :mod:`sensitivity.jacobian`, :mod:`sensitivity.training` and
-:mod:`sensitivity.export`, take their settings and defaults from here.
+the modules that run them, :mod:`sensitivity.engine.jacobian`, :mod:`sensitivity.training` and
+:mod:`sensitivity.interop.export`, take their settings and defaults from here.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sensitivity.errors import ConfigError
 ACTIVATIONS = ("gelu", "tanh", "silu", "softplus", "elu")
 
 Mode = Literal["auto", "forward", "reverse"]
-#: Differentiation modes of the Jacobian engine (see :func:`sensitivity.jacobian.resolve_mode`).
+#: Differentiation modes of the Jacobian engine (see :func:`sensitivity.engine.jacobian.resolve_mode`).
 MODES: tuple[str, ...] = get_args(Mode)
 PathChoice = Literal["auto", "dense", "autodiff"]
 #: Paths of the Jacobian engine: the dense path (MLPs; conv chains, with pooling in reverse mode), generic
@@ -25,13 +25,13 @@ PATHS: tuple[str, ...] = get_args(PathChoice)
 Dtype = Literal["float32", "float64"]
 #: Compute dtypes of a surrogate and its engines.
 DTYPES: tuple[str, ...] = get_args(Dtype)
-#: Working memory of the compiled Hessian (:func:`sensitivity.hessian.compile_hessian`): rows of the expanded batch.
+#: Working memory of the compiled Hessian (:func:`sensitivity.engine.hessian.compile_hessian`): rows of the expanded batch.
 HESSIAN_MAX_ROWS = 16384
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """How :func:`sensitivity.jacobian.compile_jacobian` compiles a surrogate's values and Jacobian.
+    """How :func:`sensitivity.engine.jacobian.compile_jacobian` compiles a surrogate's values and Jacobian.
 
     Parameters
     ----------
@@ -39,7 +39,7 @@ class EngineSettings:
         ``"forward"`` (cost ~ n_in tangents), ``"reverse"`` (cost ~ n_out cotangents) or ``"auto"``:
         forward when ``n_in <= n_out``. One of :data:`MODES`.
     dtype
-        Compute dtype of the surrogate, hence of the engine (:func:`sensitivity.surrogate.load_surrogate`);
+        Compute dtype of the surrogate, hence of the engine (:func:`sensitivity.surrogates.load.load_surrogate`);
         one of :data:`DTYPES`.
     jit_compile
         Compile full chunks with XLA; ``None``: the engine's choice (XLA for full chunks; shorter chunks never
@@ -51,8 +51,8 @@ class EngineSettings:
         Working memory allowed for one chunk [MiB]: intermediate tangents plus outputs (autodiff path).
     path
         ``"dense"`` (a Keras MLP, or a chain with convolutions, and in reverse mode max pooling too),
-        ``"autodiff"`` (any model) or ``"auto"``: dense whenever :mod:`sensitivity.dense_path` (or in reverse
-        mode through convolutions :mod:`sensitivity.reverse_path`) recognises the model. One of :data:`PATHS`.
+        ``"autodiff"`` (any model) or ``"auto"``: dense whenever :mod:`sensitivity.engine.dense_path` (or in reverse
+        mode through convolutions :mod:`sensitivity.engine.reverse_path`) recognises the model. One of :data:`PATHS`.
     """
 
     mode: Mode = "auto"
@@ -158,14 +158,14 @@ class TrainingPlan:
         ``TrainSettings.jacobian_weight > 0`` and no simulator Jacobian, the Sobolev targets use it.
     members
         Networks ``K`` of the ensemble (1: one model, saved as ``surrogate.keras``; more: an ensemble directory
-        ``surrogate.ensemble``, :mod:`sensitivity.ensemble`), trained from seeds ``seed + k``.
+        ``surrogate.ensemble``, :mod:`sensitivity.surrogates.ensemble`), trained from seeds ``seed + k``.
     bootstrap
         Train each member of an ensemble on its own bootstrap resample of the training samples (drawn with
         replacement; validation and test samples are shared), so that the members' spread carries the
         sampling error of the data as well as that of the initialisation.
     calibrate_spread
         Scale an ensemble's spread, per output, so that on the validation samples the predictive variance
-        ``(1 + 1/K) s^2`` of the members matches the ensemble mean's squared error (:mod:`sensitivity.ensemble`;
+        ``(1 + 1/K) s^2`` of the members matches the ensemble mean's squared error (:mod:`sensitivity.surrogates.ensemble`;
         recorded in the manifest as ``spread_scale``). Deep ensembles are often over-confident; the test samples
         then check the calibrated spread against the errors it did not see.
     """
@@ -204,7 +204,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class ExportSettings:
-    """How :func:`sensitivity.export.export_jacobian` exports and checks a compiled Jacobian.
+    """How :func:`sensitivity.interop.export.export_jacobian` exports and checks a compiled Jacobian.
 
     Parameters
     ----------

@@ -104,7 +104,7 @@ def test_help_and_config_composition_do_not_import_tensorflow(args):
     assert proc.stdout.splitlines()[-1] == "imported: []"
 
 
-#: Modules a config error, ``--cfg job`` and ``init`` must not import (sensitivity.lazy defers the last three).
+#: Modules a config error, ``--cfg job`` and ``init`` must not import (sensitivity.runtime.lazy defers the last three).
 HEAVY = ("tensorflow", "keras", "tensorflow_probability", "scipy.stats", "xarray", "netCDF4")
 
 

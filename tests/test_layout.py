@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import ast
+import shutil
+
+import pytest
 
 from tests.helpers import ROOT
 
@@ -45,7 +48,7 @@ def test_math_in_the_analyses_does_not_write_files():
 
 def test_the_analyses_packages_import_each_other_without_a_cycle():
     """Each study's package may use another's, never both ways (the shared input distributions live a level up,
-    in ``sensitivity.analyses.inputs``); function-local imports count too."""
+    in ``sensitivity.inputs.uncertainty``); function-local imports count too."""
     analyses = ROOT / "sensitivity" / "analyses"
     packages = sorted(p.name for p in analyses.iterdir() if (p / "__init__.py").is_file())
     uses = {name: {other for path in (analyses / name).rglob("*.py") for module in imported_modules(path)
@@ -53,3 +56,78 @@ def test_the_analyses_packages_import_each_other_without_a_cycle():
             for name in packages}
     cycles = [(a, b) for a in packages for b in uses[a] if a in uses[b]]
     assert cycles == [], uses
+
+
+#: The library's wings by floor: a module may import the wings of lower floors, never its own floor's others nor
+#: a higher one (docs/architecture.md draws it). ``sensitivity`` is the public face: the wings take only
+#: ``__version__`` from it.
+FLOORS = (
+    ("errors",),
+    ("units", "settings"),
+    ("runtime",),
+    ("inputs", "outputs"),
+    ("datasets",),
+    ("store", "surrogates"),
+    ("engine",),
+    ("sweep", "interop", "simulators", "plots"),
+    ("training", "analyses"),
+)
+
+
+def wing_of(module):
+    """The wing a dotted ``sensitivity.*`` module name belongs to (``None`` outside the library)."""
+    parts = module.split(".")
+    if parts[0] != "sensitivity":
+        return None
+    return parts[1] if len(parts) > 1 else "sensitivity"
+
+
+def upward_imports(library):
+    """Every import in ``library`` (a ``sensitivity/`` tree) of a wing on the importer's floor or above, and every
+    name the wings take from the public face other than ``__version__``; function-local imports count."""
+    floor = {wing: level for level, wings in enumerate(FLOORS) for wing in wings}
+    found = []
+    for path in sorted(library.rglob("*.py")):
+        relative = path.relative_to(library)
+        own = relative.parts[0].removesuffix(".py")
+        if own == "__init__":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "sensitivity":
+                found += [f"{relative}: sensitivity.{a.name}" for a in node.names if a.name != "__version__"]
+                continue
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                wing = wing_of(name)
+                if wing in (None, "sensitivity", own):
+                    continue
+                if wing not in floor or floor[wing] >= floor.get(own, -1):
+                    found.append(f"{relative}: {name}")
+    return found
+
+
+def test_the_library_wings_import_only_the_floors_below():
+    assert sorted(p.name.removesuffix(".py") for p in (ROOT / "sensitivity").iterdir()
+                  if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file())) == sorted(
+        wing for wings in FLOORS for wing in wings)
+    assert upward_imports(ROOT / "sensitivity") == []
+
+
+@pytest.mark.parametrize("importer, line", [
+    ("inputs/space.py", "from sensitivity.analyses.indices import sobol"),
+    ("engine/jacobian.py", "    from sensitivity.sweep.stream import sweep  # deferred"),
+    ("inputs/space.py", "import sensitivity.outputs.spec"),
+    ("store/blocks.py", "from sensitivity import load_surrogate"),
+])
+def test_an_upward_import_is_caught(tmp_path, importer, line):
+    """The rule fails on an import that climbs: a copy of the library with one such line added is refused."""
+    library = tmp_path / "sensitivity"
+    shutil.copytree(ROOT / "sensitivity", library, ignore=shutil.ignore_patterns("__pycache__"))
+    assert upward_imports(library) == []
+    target = library / importer
+    body = target.read_text()
+    if line.startswith(" "):
+        line = "def _added():\n" + line + "\n"
+    target.write_text(body + "\n" + line + "\n")
+    assert len(upward_imports(library)) == 1

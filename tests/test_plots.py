@@ -211,7 +211,7 @@ def test_propagation_figure(study, drawn, tmp_path):
 def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
     """The moment methods alone (no Monte Carlo to judge them by) on a linear ``species x day`` model."""
     from sensitivity.analyses.propagation import propagate
-    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.datasets import write_atomic
     from sensitivity.plots.propagation import propagation_figure
     from tests.helpers.shapes import SPECS, space
@@ -229,10 +229,10 @@ def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
 def test_propagation_on_a_cf_time_axis_draws_its_verdict_against_the_dates(drawn, tmp_path):
     """A gauge series on ``days since 2021-01-01`` (decoded to dates when the file is read): the verdict panel's
     lines are drawn at the dates (adding a marker offset to them was a crash), one per flagged method."""
-    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.analyses.propagation import propagate
     from sensitivity.datasets import write_atomic
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
     from sensitivity.plots.propagation import propagation_figure
     from tests.helpers.shapes import space
 
@@ -257,7 +257,7 @@ def test_a_method_far_off_the_reference_runs_beyond_the_axes_and_is_named(drawn,
     """An unscented transform whose sigma points left the inputs' bounds gave bands 10^4 times Monte Carlo's and
     flattened every other method to a line at 0: the axes keep to the bands near the reference, the title names
     the one left beyond."""
-    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.analyses.propagation import propagate
     from sensitivity.datasets import write_atomic
     from sensitivity.plots.propagation import propagation_figure
@@ -486,10 +486,10 @@ def test_past_ten_parameters_the_index_figures_show_the_most_influential(drawn, 
     form), so the four inputs of weight 0.1 are the ones left out of every figure, which says so."""
     from sensitivity.analyses import indices
     from sensitivity.datasets import write_atomic
-    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.plots.indices import indices_figures
-    from sensitivity.space import ParameterSpace
-    from sensitivity.surrogate import load_surrogate
+    from sensitivity.inputs.space import ParameterSpace
+    from sensitivity.surrogates.load import load_surrogate
 
     weak = [2, 5, 9, 12]
     weights = np.array([0.1 if i in weak else 1.0 + i for i in range(14)])
@@ -510,9 +510,9 @@ def test_past_ten_parameters_the_index_figures_show_the_most_influential(drawn, 
     spectrum = drawn["indices_active_subspace.png"]
     assert ticks(spectrum.panels[1]) == strong and note in spectrum.suptitle
 
-    from sensitivity.grids import make_grid
+    from sensitivity.sweep.designs import make_grid
     from sensitivity.plots.sweep import sweep_figure
-    from sensitivity.sweep import sweep
+    from sensitivity.sweep.stream import sweep
 
     swept = sweep(jac, make_grid(space, "sobol", n=32, seed=0), tmp_path / "sweep.nc", attrs={}, fingerprint="figures",
                   progress=False).path
@@ -549,7 +549,7 @@ def test_a_field_of_inputs_is_mapped_cell_by_cell_per_output_label(tmp_path):
     variance-weighted mean over time, sum_t V ST / sum_t V, and Morris mu* the plain mean; a shape that does not
     fit the parameters fails naming the field."""
     from sensitivity.errors import ConfigError
-    from sensitivity.fields import field_cells
+    from sensitivity.inputs.fields import field_cells
     from sensitivity.plots.fields import field_maps
     from sensitivity.plots.indices import indices_figures
 

@@ -6,7 +6,7 @@ import pytest
 from scipy.optimize import brentq
 
 from sensitivity.errors import ConfigError
-from sensitivity.grids import make_grid
+from sensitivity.sweep.designs import make_grid
 from sensitivity.simulators import seir
 
 RNG = np.random.default_rng(11)
@@ -95,7 +95,7 @@ def test_synthetic_observations_follow_the_documented_noise_model():
 
 
 def test_space_and_output_match_the_configs(compose_config):
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
     from workflows import build
 
     cfg = compose_config("sweep", ["experiment=seir"])

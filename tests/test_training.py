@@ -7,9 +7,9 @@ import pytest
 import sensitivity
 from sensitivity import training
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.grids import make_grid
-from sensitivity.outputs import OutputSpec
-from sensitivity.space import ParameterSpace
+from sensitivity.sweep.designs import make_grid
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.references import central_differences
 
 QUADRATIC_SPACE = ParameterSpace.from_records(
@@ -213,7 +213,7 @@ def test_the_normalised_jacobian_is_the_chain_rule_of_the_transform():
 
 def test_a_bad_simulator_jacobian_shape_is_refused_in_one_line():
     from sensitivity.errors import ModelError
-    from sensitivity.simulation import simulator_jacobian_from
+    from sensitivity.surrogates.simulator import simulator_jacobian_from
 
     wrong = simulator_jacobian_from(lambda p: np.zeros((len(p), 2)), output_shape=(2,))  # [N, out] without n
     with pytest.raises(ModelError, match=r"`training.simulator_jacobian` must return \[N, \*out, n\] = \[4, 2, 3\]") \

@@ -12,8 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sensitivity import __version__
 from sensitivity.errors import ConfigError
-from sensitivity.grids import Grid, make_grid
-from sensitivity.space import ParameterSpace
+from sensitivity.sweep.designs import Grid, make_grid
+from sensitivity.inputs.space import ParameterSpace
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def check_study(cfg: DictConfig) -> None:
     """Build what a config describes that needs no TensorFlow, the parameter space and the model's output
     description, so that a bad one fails in one line before any work (the command line calls this before Hydra
     makes the run directory); each workflow builds them again where it uses them."""
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
     from sensitivity.settings import check_memory_budget
 
     if "jacobian" in cfg:
@@ -44,7 +44,7 @@ def check_study(cfg: DictConfig) -> None:
     if "space" in cfg:
         space = space_from(cfg)
         if "grid" in cfg and cfg.grid.kind in ("sobol", "halton", "lhs", "random"):
-            from sensitivity.grids import check_grid_size
+            from sensitivity.sweep.designs import check_grid_size
 
             check_grid_size(cfg.grid.n, cfg.grid.kind, len(space))
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
@@ -52,10 +52,10 @@ def check_study(cfg: DictConfig) -> None:
 
 
 def tensorflow() -> None:
-    """Import TensorFlow quietly (:func:`sensitivity.tf_runtime.import_tensorflow`), once every check of the config
+    """Import TensorFlow quietly (:func:`sensitivity.runtime.tf_import.import_tensorflow`), once every check of the config
     that needs no TensorFlow has passed: each workflow calls this (through :func:`surrogate_from`) where it first
     needs a model, so a bad config fails in about a second."""
-    from sensitivity.tf_runtime import import_tensorflow
+    from sensitivity.runtime.tf_import import import_tensorflow
 
     import_tensorflow()
 
@@ -63,7 +63,7 @@ def tensorflow() -> None:
 def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = None):
     """Load ``cfg.model`` with the space's names and units, in ``dtype`` (default ``cfg.jacobian.dtype``)."""
     tensorflow()
-    from sensitivity.surrogate import load_surrogate
+    from sensitivity.surrogates.load import load_surrogate
 
     source = cfg.model.source
     if not (":" in source and not Path(source).exists()):
@@ -76,7 +76,7 @@ def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = N
 def engine_from(cfg: DictConfig, surrogate, space: ParameterSpace):
     """Compile the Jacobian engine with ``cfg.jacobian``; a fallback form of forward mode is checked at the
     space's nominal point and at 70 % of every range (points where the model is defined)."""
-    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.engine.jacobian import compile_jacobian
 
     j = cfg.jacobian
     low, high = space.bounds.T
@@ -87,10 +87,10 @@ def engine_from(cfg: DictConfig, surrogate, space: ParameterSpace):
 
 def ensemble_from(cfg: DictConfig, surrogate):
     """Compile every member's values and Jacobians of an ensemble surrogate in one engine, with ``cfg.jacobian``
-    (:func:`sensitivity.ensemble_engine.compile_ensemble`); None for a single model."""
+    (:func:`sensitivity.engine.ensemble.compile_ensemble`); None for a single model."""
     if surrogate.n_members < 2:
         return None
-    from sensitivity.ensemble_engine import compile_ensemble
+    from sensitivity.engine.ensemble import compile_ensemble
 
     j = cfg.jacobian
     return compile_ensemble(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
@@ -211,12 +211,12 @@ def check_choice(value: Any, choices: tuple, key: str) -> None:
 
 
 def space_from_problem_file(cfg: DictConfig) -> ParameterSpace | None:
-    """The space of the SALib problem file ``cfg.space_file`` (JSON or YAML, see :mod:`sensitivity.salib`),
+    """The space of the SALib problem file ``cfg.space_file`` (JSON or YAML, see :mod:`sensitivity.interop.salib`),
     or None when no such key is set (it may be absent from a workflow's schema)."""
     path = OmegaConf.select(cfg, "space_file", default=None)
     if not path:
         return None
-    from sensitivity.salib import read_problem
+    from sensitivity.interop.salib import read_problem
 
     return read_problem(Path(str(path)).expanduser())
 
@@ -257,7 +257,7 @@ def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray |
     """Prior mean ``[n]`` and covariance ``[n, n]`` of ``cfg.prior`` (None, None when off).
 
     ``prior.from_space``: the Gaussian with each marginal's mean and standard deviation (truncation included)
-    and the space's correlation, :meth:`sensitivity.space.ParameterSpace.moments`.
+    and the space's correlation, :meth:`sensitivity.inputs.space.ParameterSpace.moments`.
     """
     mean, std, cov = plain(node.mean) or {}, plain(node.std) or {}, plain(node.cov)
     if node.get("from_space", False):
@@ -308,17 +308,17 @@ def calibration_minima(path: Path, names: list[str]) -> np.ndarray:
 
 
 def simulator_from(source: str, kwargs: dict[str, Any], what: str):
-    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.simulation.simulator_from`), imported
+    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.surrogates.simulator.simulator_from`), imported
     after TensorFlow (the user's module may import it); ``what`` names its config key in errors."""
     tensorflow()
-    from sensitivity.simulation import simulator_from as library_simulator
+    from sensitivity.surrogates.simulator import simulator_from as library_simulator
 
     return library_simulator(source, kwargs, what=what)
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:
     """``[n]`` bool: parameters fitted in log space: ``names``, or by default the ``scale: log`` ones and those whose
-    distribution is a law of ``log x`` (lognormal, log-uniform: :attr:`~sensitivity.space.Distribution.of_log`).
+    distribution is a law of ``log x`` (lognormal, log-uniform: :attr:`~sensitivity.inputs.space.Distribution.of_log`).
 
     A positive scale parameter identified through ratios or products (a clearance over a volume, a rate times a
     period) has a posterior ridge whose width grows with its distance from zero in ``x`` but is constant in

@@ -1,6 +1,6 @@
 """Workflow `calibrate`: fit parameters to observations from many starts at once -> calibration.nc.
 
-The observations (netCDF or CSV, see :mod:`sensitivity.observations`) are aligned to the model's
+The observations (netCDF or CSV, see :mod:`sensitivity.analyses.calibration.observations`) are aligned to the model's
 outputs; every start of the ``starts`` design (64 Sobol' points by default, plus the nominal point) is fitted
 together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
@@ -27,7 +27,7 @@ from sensitivity.analyses.calibration import (
     GaussNewton, LevenbergMarquardt, Status, TrustRegion, calibrate, calibrate_ensemble, member_steps_note,
     step_map_analysis, step_slice)
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.sweep.stored import StoredSweep
 from workflows import build
 from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
                               settings_from)
@@ -123,8 +123,8 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     import time
 
     from sensitivity.datasets import index_string_dims, provenance, write_atomic
-    from sensitivity.observations import check_path, read_observations, with_true_parameters
-    from sensitivity.output_axes import unstack_output
+    from sensitivity.analyses.calibration.observations import check_path, read_observations, with_true_parameters
+    from sensitivity.outputs.axes import unstack_output
 
     space = build.space_from(cfg)
     solver = solver_from(cfg.solver)
@@ -353,7 +353,7 @@ def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
     """Gauss-Newton steps at every point of ``cfg.sweep_path`` -> ``out_dir/step_map.nc`` (chunked, resumable: its
     parts stay in ``out_dir``), its figure into ``figures``."""
     from sensitivity.datasets import content_hash, provenance
-    from sensitivity.observations import read_observations
+    from sensitivity.analyses.calibration.observations import read_observations
 
     if not isinstance(cfg.step_map.block, int) or cfg.step_map.block < 1:
         raise ConfigError(f"`step_map.block` must be an integer >= 1, got {cfg.step_map.block!r}")

@@ -66,7 +66,7 @@ def _same_space(attrs: dict, space: Any) -> bool:
     """Whether the space recorded in a result's config is ``space`` (what changes a result: names, units, bounds,
     scales, distributions, correlation); True when the result records none (nothing to compare)."""
     from sensitivity.errors import ConfigError
-    from sensitivity.space import ParameterSpace
+    from sensitivity.inputs.space import ParameterSpace
 
     config = yaml.safe_load(attrs.get("config") or "null") or {}
     records = (config.get("space") or {}).get("parameters")

@@ -3,14 +3,14 @@
 Writes into the run directory:
 
 * ``<export.name>/`` — a SavedModel with ``value``, ``jacobian``, ``value_and_jacobian`` (and
-  ``hessian``) reloadable by TensorFlow alone (:mod:`sensitivity.export`), checked after writing in a
+  ``hessian``) reloadable by TensorFlow alone (:mod:`sensitivity.interop.export`), checked after writing in a
   fresh process that cannot import this package;
 * ``export.nc`` — the check points (``export.check_points``, default 256 random points) with the engine's values
   and Jacobians, and the check results
   (errors, reload time, throughputs) as attributes;
-* ``problem.json`` — the parameter space as a SALib problem (:mod:`sensitivity.salib`);
+* ``problem.json`` — the parameter space as a SALib problem (:mod:`sensitivity.interop.salib`);
 * with ``pest.calibration`` or ``pest.point``: ``<pest.name>.jcb`` (PEST JCO binary) and
-  ``<pest.name>.unc`` (observation noise) at that point (:mod:`sensitivity.pest`).
+  ``<pest.name>.unc`` (observation noise) at that point (:mod:`sensitivity.interop.pest`).
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
-from sensitivity.grids import make_grid
-from sensitivity.pest import calibration_point, write_pest_at
+from sensitivity.sweep.designs import make_grid
+from sensitivity.interop.pest import calibration_point, write_pest_at
 from sensitivity.settings import ExportSettings
 from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
@@ -64,7 +64,7 @@ SCHEMA = ExportConf
 def _problem_file(name: str | None, space) -> str | None:
     """``export.problem_file``, or None (with a warning) for a space SALib cannot describe: the problem file is an
     extra beside the exported Jacobian, so a space of other scipy families exports without it."""
-    from sensitivity.salib import check_problem_form
+    from sensitivity.interop.salib import check_problem_form
 
     if not name:
         return None
@@ -99,7 +99,7 @@ def _export(cfg: DictConfig, space, points: np.ndarray, pest_point: np.ndarray |
     surrogate = build.surrogate_from(cfg, space)
     if cfg.pest.calibration is not None:
         chain.consumed(cfg, cfg.pest.calibration, "pest.calibration", surrogate_hash=surrogate.content_hash)
-    from sensitivity.export import RELOAD_SNIPPET, export_jacobian
+    from sensitivity.interop.export import RELOAD_SNIPPET, export_jacobian
 
     jac = build.engine_from(cfg, surrogate, space)
     target = out / opts.name
@@ -116,7 +116,7 @@ def _export(cfg: DictConfig, space, points: np.ndarray, pest_point: np.ndarray |
              RELOAD_SNIPPET.format(path=(final / opts.name).resolve(), n_in=surrogate.n_in, dtype=jac.dtype))
     _write_summary(cfg, jac, space, points, check, out / "export.nc")
     if problem_file:
-        from sensitivity.salib import write_problem
+        from sensitivity.interop.salib import write_problem
 
         log.info("SALib problem: %s", write_problem(space, out / problem_file).name)
     if pest_point is not None:

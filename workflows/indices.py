@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from sensitivity.analyses import indices
 from sensitivity.errors import ConfigError
-from sensitivity.fields import field_cells
+from sensitivity.inputs.fields import field_cells
 from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
@@ -53,7 +53,7 @@ class IndicesConf(PlanConf, SurrogateStudyConf):
     sobol_dependent: SobolDependentConf = field(default_factory=SobolDependentConf)
     aggregated: AggregatedConf = field(default_factory=AggregatedConf)
     given_data: GivenDataConf = field(default_factory=GivenDataConf)
-    # fields of inputs mapped in a figure: {name: shape}, the parameters <name>_* in C order (sensitivity.fields);
+    # fields of inputs mapped in a figure: {name: shape}, the parameters <name>_* in C order (sensitivity.inputs.fields);
     # typed Any: OmegaConf cannot merge a dict override into an empty typed Dict node
     input_fields: Any = None
     output_dir: str = "???"
@@ -106,7 +106,7 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
 
     surrogate = build.surrogate_from(cfg, space)
     for key, (sweep, (label, grids)) in sweeps.items():
-        from sensitivity.stored_sweep import StoredSweep
+        from sensitivity.sweep.stored import StoredSweep
 
         with indices.in_section(key, StoredSweep, sweep) as stored:
             indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from sensitivity.merge import MissingShards, merge, plan_merge
+from sensitivity.sweep.merge import MissingShards, merge, plan_merge
 from workflows import build
 from workflows.multirun import find_runs, rerun_command
 from workflows.schema import schema_of
@@ -46,7 +46,7 @@ def run(cfg: DictConfig) -> Path:
     """Check and merge the runs under ``cfg.input_dir``; return the merged file."""
     from sensitivity.datasets import provenance
     from sensitivity.datasets.write import recorded_checksum
-    from sensitivity.merge import merged_attrs, whole_grid_config
+    from sensitivity.sweep.merge import merged_attrs, whole_grid_config
 
     build.check_choice(cfg.format, FORMATS, "format")
     root = Path(cfg.input_dir).expanduser()

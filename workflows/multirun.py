@@ -1,10 +1,10 @@
-"""Hydra's multirun on disk: its job directories as :class:`~sensitivity.merge.Run` objects, and the command that
+"""Hydra's multirun on disk: its job directories as :class:`~sensitivity.sweep.merge.Run` objects, and the command that
 reruns missing shards.
 
 A multirun (``sensitivity sweep -m grid.shard=range(0,8) grid.num_shards=8``) leaves one job directory per
 shard, ``<multirun>/<job>/sweep.nc``, with the job's overrides in ``.hydra/overrides.yaml`` and the
 workflow it ran in ``.hydra/hydra.yaml``. That layout is Hydra's, so it is read here, in the application;
-the library (:mod:`sensitivity.merge`) checks and merges the runs whatever launched them.
+the library (:mod:`sensitivity.sweep.merge`) checks and merges the runs whatever launched them.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from sensitivity.errors import DataError
-from sensitivity.merge import MissingShards, Run, split_override
+from sensitivity.sweep.merge import MissingShards, Run, split_override
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from workflows import build, chain
 from sensitivity.analyses.posterior import NUTS, initial_points, sample_posterior
-from sensitivity.progress import progress_bar
+from sensitivity.runtime.progress import progress_bar
 from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def _advise_chain_groups(sampler, n_chains: int) -> None:
 def run(cfg: DictConfig) -> Path:
     """Sample the posterior of the calibration ``cfg.calibration``; return the path of ``posterior.nc``."""
     from sensitivity.errors import ConfigError
-    from sensitivity.observations import check_path
+    from sensitivity.analyses.calibration.observations import check_path
 
     for key in ("calibration", "observations.path"):
         if OmegaConf.is_missing(cfg, key) if key == "calibration" else OmegaConf.is_missing(cfg.observations, "path"):
@@ -98,7 +98,7 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     from sensitivity.analyses.calibration import ObservationModel
     from sensitivity.analyses.posterior import PosteriorWarning, Support
     from sensitivity.datasets import content_hash, provenance, read_estimate, write_atomic
-    from sensitivity.observations import read_observations
+    from sensitivity.analyses.calibration.observations import read_observations
 
     laplace = read_estimate(calibration, names=space.names, finite_covariance=False)
     covariance = laplace.covariance if np.isfinite(laplace.covariance).all() else None

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.propagation import pointwise_analysis, propagate
 from sensitivity.settings import HESSIAN_MAX_ROWS
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.sweep.stored import StoredSweep
 from workflows import build, chain
 from workflows.schema import SurrogateStudyConf, schema_of
 
@@ -75,7 +75,7 @@ SCHEMA = PropagateConf
 def run(cfg: DictConfig) -> Path:
     """Run the propagation described by ``cfg``; return the path of ``propagation.nc``
     (``local_propagation.nc`` when only pointwise propagation was asked for)."""
-    from sensitivity.analyses.inputs import SAMPLERS
+    from sensitivity.inputs.uncertainty import SAMPLERS
     from sensitivity.analyses.propagation import METHODS
     from sensitivity.errors import ConfigError
 
@@ -108,7 +108,7 @@ def inputs_from(cfg: DictConfig, space):
     """The input uncertainty of ``cfg.uncertainty`` and the result files it was read from."""
     import numpy as np
 
-    from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
+    from sensitivity.inputs.uncertainty import gaussian_inputs, inputs_from_space, truncated_gaussian_inputs
     from sensitivity.datasets import read_estimate
     from sensitivity.errors import ConfigError, DataError
 
@@ -123,7 +123,7 @@ def inputs_from(cfg: DictConfig, space):
         raise ConfigError(f"`uncertainty.path` must name a {u.source} result ({u.source}.nc) when "
                           f"uncertainty.source={u.source}, got null")
     if u.source == "posterior":
-        from sensitivity.analyses.inputs import draws_inputs
+        from sensitivity.inputs.uncertainty import draws_inputs
 
         draws = posterior_draws(u.path, space)
         return draws_inputs(draws.values, space.names, space.units, space.bounds), [u.path]
@@ -228,16 +228,16 @@ def _pointwise(cfg: DictConfig, inputs, sources: list[str], out_dir: Path) -> Pa
 
 
 def _hessian(cfg: DictConfig, surrogate):
-    from sensitivity.hessian import compile_hessian
+    from sensitivity.engine.hessian import compile_hessian
 
     return compile_hessian(surrogate.fn, surrogate.n_in, output_size=surrogate.output_size,
                            dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)
 
 
 def _member_hessian(cfg: DictConfig, surrogate):
-    """The compiled Hessian of every member side by side (:func:`sensitivity.ensemble_engine.stacked_model`)."""
-    from sensitivity.ensemble_engine import stacked_model
-    from sensitivity.hessian import compile_hessian
+    """The compiled Hessian of every member side by side (:func:`sensitivity.engine.ensemble.stacked_model`)."""
+    from sensitivity.engine.ensemble import stacked_model
+    from sensitivity.engine.hessian import compile_hessian
 
     return compile_hessian(stacked_model(surrogate), surrogate.n_in, output_size=surrogate.n_members *
                            surrogate.output_size, dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)

@@ -5,7 +5,7 @@ workflow, the overrides that set it up, and which earlier stage's result feeds w
 stage writes into its own subdirectory of the run dir (``outputs/run/<study>/<stage>``) through the
 run-directory protocol (:mod:`sensitivity.datasets.publish`), so each result stands alone with its provenance and
 manifest, and a rerun skips every stage whose settings, inputs (by checksum), model and package version are
-unchanged. The study's report (:func:`sensitivity.report.render_report`) is written last, into the run dir.
+unchanged. The study's report (:func:`workflows.report.render_report`) is written last, into the run dir.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def run(cfg: DictConfig) -> Path:
     """
     from hydra import compose
 
-    from sensitivity.report import render_report
+    from workflows.report import render_report
     from workflows.registry import WORKFLOWS
     from workflows.runner import check_workflow, run_workflow
     from workflows.schema import register

@@ -6,12 +6,12 @@ before any work starts.
 
 Adding a config key: a setting the library takes has its default in ONE place, the library's
 frozen settings dataclass or the keyword argument of the library function that takes it
-(e.g. :class:`~sensitivity.settings.EngineSettings`, :func:`~sensitivity.grids.make_grid`).
+(e.g. :class:`~sensitivity.settings.EngineSettings`, :func:`~sensitivity.sweep.designs.make_grid`).
 Add the field or keyword there (with its numpydoc), and the config node built by
 :func:`schema_of` from that class or function picks it up with its default; pass it on in the
 workflow's ``*_from`` helper. The settings of a module that imports TensorFlow live in :mod:`sensitivity.settings`,
 so that composing a config never imports it; the library modules the schemas read take xarray and scipy through
-:func:`sensitivity.lazy.lazy_import`, so that composing one imports neither (``tests/test_cli.py`` checks both). Only a key that the library does not take (an output path, a
+:func:`sensitivity.runtime.lazy.lazy_import`, so that composing one imports neither (``tests/test_cli.py`` checks both). Only a key that the library does not take (an output path, a
 switch of the workflow itself) is declared here or in the workflow module, with its default.
 ``conf/`` YAML never repeats a default: a config-group option is a preset that sets the values
 it changes (commented examples of the other keys are welcome), and a primary config lists
@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from sensitivity.grids import make_grid
+from sensitivity.sweep.designs import make_grid
 from sensitivity.settings import EngineSettings
 from workflows.registry import modules
 
@@ -124,7 +124,7 @@ def schema_of(settings: type | Callable, name: str, *, keys: tuple[str, ...] | N
 def _type_hints(settings: type | Callable, names: set[str]) -> Dict[str, Any]:
     """The evaluated annotations of the fields or keyword arguments ``names`` of ``settings``, as
     :func:`typing.get_type_hints` evaluates them, but only these: another annotation (a return type
-    ``xr.Dataset``) would import its module (:mod:`sensitivity.lazy`) only to be discarded."""
+    ``xr.Dataset``) would import its module (:mod:`sensitivity.runtime.lazy`) only to be discarded."""
     hints: Dict[str, Any] = {}
     if isinstance(settings, type):
         for base in reversed(settings.__mro__):  # as get_type_hints: a subclass's annotation wins
@@ -163,7 +163,7 @@ def settings_from(settings: type, node: Any) -> Dict[str, Any]:
 class ParameterConf:
     name: str
     units: str
-    low: Optional[float] = None    # derived from `distribution` when omitted (sensitivity.space.Parameter)
+    low: Optional[float] = None    # derived from `distribution` when omitted (sensitivity.inputs.space.Parameter)
     high: Optional[float] = None
     nominal: Optional[float] = None
     long_name: str = ""

@@ -1,7 +1,7 @@
 """Workflow `sweep`: values and Jacobians of a surrogate over a parameter grid -> sweep.nc.
 
 The sweep store writes ``sweep.nc`` in place in the run directory (resumable, locked, fingerprinted, its
-checksum recorded as it is written: :mod:`sensitivity.store`); the run's result set
+checksum recorded as it is written: :mod:`sensitivity.store.blocks`); the run's result set
 (:mod:`sensitivity.datasets.publish`) then adopts it with the figure under one manifest, so a rerun with the same
 settings does no work.
 """
@@ -23,7 +23,7 @@ SCHEMA = SweepConf
 def run(cfg: DictConfig) -> Path:
     """Run the sweep described by ``cfg``; return the path of ``sweep.nc``."""
     from sensitivity.datasets.write import recorded_checksum
-    from sensitivity.grids import shard_bounds
+    from sensitivity.sweep.designs import shard_bounds
 
     space = build.space_from(cfg)
     grid = build.grid_from(cfg, space)
@@ -46,10 +46,10 @@ def run(cfg: DictConfig) -> Path:
 def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     """Compute the sweep into ``out`` through the sweep store (resuming the verified parts of an interrupted run)."""
     from sensitivity.datasets import check_disk_space, provenance
-    from sensitivity.grids import shard_bounds
+    from sensitivity.sweep.designs import shard_bounds
 
     surrogate = build.surrogate_from(cfg, space)  # imports TensorFlow quietly, before the engine's modules do
-    from sensitivity.sweep import point_bytes, sweep
+    from sensitivity.sweep.stream import point_bytes, sweep
 
     members = build.ensemble_from(cfg, surrogate)  # an ensemble: the members' spread beside values and Jacobians
     jac = members or build.engine_from(cfg, surrogate, space)

@@ -3,7 +3,7 @@ and training.nc (samples + validation report).
 
 With ``training.members`` K > 1 (the default, 5) K networks are trained from seeds ``seed + k`` on bootstrap
 resamples of the training samples and saved as one ensemble directory with a manifest of their hashes
-(:mod:`sensitivity.ensemble`), which every workflow loads as ``model.source`` like one model.
+(:mod:`sensitivity.surrogates.ensemble`), which every workflow loads as ``model.source`` like one model.
 
 The samples come from a simulator run on the ``grid`` design (``training.simulator``,
 a batched ``package.module:function`` mapping ``[N, n]`` parameters to ``[N, *out]``
@@ -29,7 +29,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.samples import read_samples
+from sensitivity.sweep.from_file import read_samples
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
@@ -110,7 +110,7 @@ def _train(cfg: DictConfig, space, simulator, network, plan, thresholds, engine,
     jacobian = None
     if t.simulator_jacobian and network.jacobian_weight > 0:
         build.tensorflow()  # the user's module may import it
-        from sensitivity.simulation import simulator_jacobian_from
+        from sensitivity.surrogates.simulator import simulator_jacobian_from
 
         jacobian = simulator_jacobian_from(t.simulator_jacobian, build.plain(t.simulator_kwargs),
                                            output_shape=tuple(y.shape[1:]), what="`training.simulator_jacobian`")
@@ -157,14 +157,14 @@ def _samples(cfg: DictConfig, space, simulator) -> tuple[np.ndarray, np.ndarray,
 
 
 def _declared_output(cfg: DictConfig):
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
 
     return OutputSpec.from_dict(build.plain(cfg.model.output)) if cfg.model.output is not None else None
 
 
 def _output_spec(cfg: DictConfig, shape: tuple[int, ...]):
     """``model.output``, checked against the samples' per-point shape (generic labels when not given)."""
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
 
     spec = _declared_output(cfg)
     if spec is None:

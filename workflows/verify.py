@@ -74,7 +74,7 @@ SCHEMA = VerifyConf
 def run(cfg: DictConfig) -> Path:
     """Verify the analyses named in ``cfg.verify``; return the path of ``verify.nc``."""
     from sensitivity.errors import ConfigError
-    from sensitivity.observations import check_path
+    from sensitivity.analyses.calibration.observations import check_path
 
     v = cfg.verify
     chosen = {key: build.repo_path(v[key]) for key in RESULTS if v[key]}
@@ -184,7 +184,7 @@ def _checks_dataset(parts: list, spec, space):
     """The checks' datasets (flat outputs) as one, on the model's own output dims and labeled parameters."""
     import xarray as xr
 
-    from sensitivity.output_axes import flat_coords, unstack_output
+    from sensitivity.outputs.axes import flat_coords, unstack_output
 
     return unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
         {**flat_coords(spec), **_parameter_coords(space)}), spec)
@@ -203,7 +203,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
     from sensitivity.analyses.verify import refine
     from sensitivity.datasets import open_result, provenance, write_atomic
     from sensitivity.errors import ConfigError
-    from sensitivity.samples import read_samples
+    from sensitivity.sweep.from_file import read_samples
     from sensitivity.settings import EngineSettings
     from sensitivity.training import train_surrogate
     from workflows.train import training_settings
@@ -373,7 +373,7 @@ class Checks:
 
     def _observations(self, what: str):
         from sensitivity.analyses.calibration import ObservationModel
-        from sensitivity.observations import read_observations
+        from sensitivity.analyses.calibration.observations import read_observations
 
         obs = read_observations(self.obs_path, self.surrogate.output)
         return ObservationModel.from_arrays(obs.values, **obs.errors())
@@ -400,7 +400,7 @@ def _half_widths(ds, variable: str, spec) -> np.ndarray:
 
 
 def _parameter_coords(space) -> dict:
-    from sensitivity.labels import parameter_coords
+    from sensitivity.outputs.labels import parameter_coords
 
     return parameter_coords(space.names, space.units)
 
@@ -430,7 +430,7 @@ def _summary(ds, key: str) -> str:
 def _where_largest(ratio, index: str) -> str:
     """``ST of cloud at year = 2000, lat = 0``: where ``ratio`` (on parameter and the output dims) is largest (a
     single output named by its parameter alone)."""
-    from sensitivity.labels import position_label
+    from sensitivity.outputs.labels import position_label
 
     at = dict(zip(ratio.dims, (int(i) for i in np.unravel_index(int(np.argmax(ratio.values)), ratio.shape))))
     where = [f"{d} = {position_label(ratio, d, i)}" for d, i in at.items() if d != "parameter" and ratio.sizes[d] > 1]

@@ -2,7 +2,7 @@
 
 ``values_fn: [K, n] -> [K, m]`` (outputs at ``K`` points), ``value_and_jacobian: [K, n] -> ([K, m], [K, m, n])``
 (outputs and d output / d parameter [output units / parameter units]) and ``hessian: [K, n] -> [K, m, n, n]``.
-A compiled surrogate (:mod:`sensitivity.jacobian`, :mod:`sensitivity.hessian`) provides them; any numpy
+A compiled surrogate (:mod:`sensitivity.engine.jacobian`, :mod:`sensitivity.engine.hessian`) provides them; any numpy
 function of that shape will do. Each analysis checks what they return (e.g.
 :mod:`~sensitivity.analyses.propagation.evaluation`, :mod:`~sensitivity.analyses.calibration.model_calls`).
 """

@@ -1,7 +1,7 @@
 """Labeled datasets built from arrays: the sweep's layout, Jacobian units, a stored output's description.
 
-Integer index dims with names as non-dimension coordinates (:mod:`sensitivity.labels`), the model's
-own output dims (:mod:`sensitivity.output_axes`), ``long_name`` and ``units`` on every variable.
+Integer index dims with names as non-dimension coordinates (:mod:`sensitivity.outputs.labels`), the model's
+own output dims (:mod:`sensitivity.outputs.axes`), ``long_name`` and ``units`` on every variable.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from sensitivity.errors import DataError
-from sensitivity.labels import parameter_coords, units_attrs
-from sensitivity.lazy import lazy_import
-from sensitivity.output_axes import own_coords
-from sensitivity.outputs import OutputDim, OutputSpec
+from sensitivity.outputs.labels import parameter_coords, units_attrs
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.axes import own_coords
+from sensitivity.outputs.spec import OutputDim, OutputSpec
 from sensitivity.units import quotient
 
 xr = lazy_import("xarray")
@@ -87,7 +87,7 @@ def _units_coordinate(spec: OutputSpec) -> str | None:
     return None if spec.units_dim is None else f"{spec.units_dim.name}_units"
 
 
-#: Suffix of the members' standard deviation beside a variable of an ensemble's sweep (:func:`sensitivity.sweep.sweep`).
+#: Suffix of the members' standard deviation beside a variable of an ensemble's sweep (:func:`sensitivity.sweep.stream.sweep`).
 MEMBER_STD = "_member_std"
 #: Suffix of each member's values of a variable, on a ``member`` dim after ``sample``, in an ensemble's sweep that
 #: stores them (``store_members``).
@@ -104,7 +104,7 @@ def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian"))
 
     The output variable is the data variable on ``sample`` not named in ``exclude`` (nor an ensemble's
     ``<variable>_member_std`` or ``<variable>_member`` beside another variable); its dims after ``sample`` are the
-    output dims (inverse of :func:`sensitivity.output_axes.own_coords`): a dim with a ``<dim>_name`` coordinate is
+    output dims (inverse of :func:`sensitivity.outputs.axes.own_coords`): a dim with a ``<dim>_name`` coordinate is
     labeled, any other is numeric.
     """
     beside = {n + suffix for n in ds.data_vars for suffix in (MEMBER_STD, PER_MEMBER)}
@@ -147,7 +147,7 @@ def flat_sweep_block(block: xr.Dataset, spec: OutputSpec, members: bool = False,
 def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
     """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
     with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
-    from sensitivity.labels import axis_coords
+    from sensitivity.outputs.labels import axis_coords
 
     for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:
         names = [str(v) for v in ds[dim].values]

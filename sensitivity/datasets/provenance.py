@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 
 from sensitivity import __version__
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

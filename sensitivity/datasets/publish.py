@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from sensitivity.datasets.provenance import content_hash
+from sensitivity.datasets.run_lock import RunLock
 from sensitivity.datasets.write import verify_checksum, write_text_atomic
 from sensitivity.errors import DataError, disk_error
 
@@ -111,7 +112,6 @@ class ResultSet:
         self.directory = Path(self.directory)
 
     def __enter__(self) -> ResultSet:
-        from sensitivity.store import RunLock  # the store writes through this package: imported when used
 
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import numpy as np
 
 from sensitivity.datasets.write import ENCODING_ENGINE
 from sensitivity.errors import DataError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from sensitivity.datasets.provenance import content_hash
 from sensitivity.errors import DataError, disk_error
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

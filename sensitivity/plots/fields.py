@@ -2,7 +2,7 @@
 
 A field of inputs is a set of parameters named ``<field>_<cell>`` (``logk_00`` .. ``logk_44``) in the space's
 order, laid out in C order on a grid of ``shape`` (``input_fields: {logk: [5, 5]}`` in the indices workflow;
-:mod:`sensitivity.fields`). Each
+:mod:`sensitivity.inputs.fields`). Each
 map shows one total-effect measure per cell, aggregated over the model's outputs: per label of its first labeled
 output dim (a well, a species) when it has one, over every other output dim. Variance-based indices are aggregated
 with the outputs' variances as weights (the aggregated index of Gamboa et al. 2013, doi:10.1214/14-EJS895, of

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.plots import layout as lay
-from sensitivity.fields import field_cells
+from sensitivity.inputs.fields import field_cells
 from sensitivity.plots.fields import field_figure
 
 #: Per-output importance measures, in panel order: (variable, its interval or None, panel title).

@@ -1,7 +1,7 @@
 """Where a result goes in a figure: panels and axes from the model's own output dims.
 
 Every figure module lays out the model's outputs through :func:`plan`, so one rule holds in every
-figure, whatever the output's shape (:mod:`sensitivity.outputs` states the contract):
+figure, whatever the output's shape (:mod:`sensitivity.outputs.spec` states the contract):
 
 - a *labeled* dim (``species = [prey, predator]``; in a dataset an integer index dim ``d`` with
   its labels in ``d_name``) gives one panel per label: small multiples titled ``species = prey``,
@@ -38,7 +38,7 @@ import numpy as np
 import xarray as xr
 from matplotlib import ticker
 
-from sensitivity.outputs import RESERVED_DIMS
+from sensitivity.outputs.spec import RESERVED_DIMS
 
 #: At most this many panels per figure (the first ones).
 MAX_PANELS = 12

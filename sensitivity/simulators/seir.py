@@ -29,8 +29,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from sensitivity.errors import ConfigError, ModelError
-from sensitivity.outputs import OutputDim, OutputSpec
-from sensitivity.space import Parameter, ParameterSpace
+from sensitivity.outputs.spec import OutputDim, OutputSpec
+from sensitivity.inputs.space import Parameter, ParameterSpace
 
 #: Parameter names in input order.
 NAMES = ("beta", "incubation_period", "infectious_period", "initial_infected", "intervention_day",

@@ -3,7 +3,7 @@
 The sequence a notebook and the ``train`` workflow share: the samples are split (train / validation /
 test, :func:`~sensitivity.training.fit.split_samples`), the network is fitted
 (:func:`~sensitivity.training.fit.fit`), saved through a temporary file renamed into place, loaded back
-exactly as any analysis will load it (:func:`sensitivity.surrogate.load_surrogate`), and judged on the
+exactly as any analysis will load it (:func:`sensitivity.surrogates.load.load_surrogate`), and judged on the
 held-out test samples: values against the samples, and, with a simulator, Jacobians against float64
 central differences of the simulator (:mod:`~sensitivity.training.validation`). The result carries the
 reloaded surrogate and the report dataset (:func:`~sensitivity.training.report.report_dataset`); the caller
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
-from sensitivity.outputs import OutputSpec
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.spec import OutputSpec
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
-from sensitivity.simulation import Simulator, SimulatorJacobian
-from sensitivity.space import ParameterSpace
+from sensitivity.surrogates.simulator import Simulator, SimulatorJacobian
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.training import validation
 from sensitivity.training.fit import FitResult, Split, fit, split_samples
 from sensitivity.training.report import MemberReport, report_dataset
@@ -89,7 +89,7 @@ def train_surrogate(
         ``[N, *output.shape]`` simulator outputs in physical units.
     directory
         Where to write ``surrogate.keras`` (``plan.members == 1``) or the ensemble directory
-        ``surrogate.ensemble`` (:mod:`sensitivity.ensemble`), replaced atomically.
+        ``surrogate.ensemble`` (:mod:`sensitivity.surrogates.ensemble`), replaced atomically.
     space
         The parameters: names and units stored in the model; bounds and scales of the derivative check.
     output
@@ -121,8 +121,8 @@ def train_surrogate(
         The errors reported are the ensemble mean's (the model every analysis uses); for an ensemble the report
         adds each member's test RMSE and the members' spread (:class:`~sensitivity.training.report.MemberReport`).
     """
-    from sensitivity.ensemble_engine import compile_ensemble
-    from sensitivity.surrogate import load_surrogate
+    from sensitivity.engine.ensemble import compile_ensemble
+    from sensitivity.surrogates.load import load_surrogate
 
     split = split_samples(len(x), plan.validation_fraction, plan.test_fraction, seed)
     splits = [split] if plan.members == 1 or not plan.bootstrap else \
@@ -206,7 +206,7 @@ def _bootstrap(split: Split, seed: int) -> Split:
 
 def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan, scale: np.ndarray | None) -> Path:
     """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest."""
-    from sensitivity.ensemble import write_ensemble
+    from sensitivity.surrogates.ensemble import write_ensemble
 
     if len(fits) == 1:
         return save_model(fits[0].model, directory / plan.saved_name)

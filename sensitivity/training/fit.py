@@ -2,7 +2,7 @@
 
 The network learns normalised outputs from normalised inputs; the normalisation
 (and log transforms of chosen inputs and of the outputs) lives in the
-:class:`~sensitivity.scaling.InputScaling` / :class:`~sensitivity.scaling.OutputScaling`
+:class:`~sensitivity.surrogates.scaling.InputScaling` / :class:`~sensitivity.surrogates.scaling.OutputScaling`
 layers of the saved model, together with the parameter and output names and
 units, so ``load_surrogate(path)`` needs nothing else and autodiff returns
 Jacobians in physical units.
@@ -30,8 +30,8 @@ import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
 
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.outputs import OutputSpec
-from sensitivity.scaling import InputScaling, OutputScaling
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.surrogates.scaling import InputScaling, OutputScaling
 from sensitivity.settings import TrainSettings
 
 log = logging.getLogger(__name__)

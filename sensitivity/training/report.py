@@ -6,10 +6,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sensitivity.labels import parameter_coords, units_attrs
-from sensitivity.lazy import lazy_import
-from sensitivity.output_axes import own_coords
-from sensitivity.outputs import OutputSpec
+from sensitivity.outputs.labels import parameter_coords, units_attrs
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.axes import own_coords
+from sensitivity.outputs.spec import OutputSpec
 from sensitivity.training.fit import Split
 from sensitivity.training.validation import DerivativeErrors, ValueErrors
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.settings import Thresholds
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def unit_cube_scale(space: ParameterSpace, points: np.ndarray) -> np.ndarray:
     """``dx/du`` at ``points`` for the design's unit-cube coordinates ``u``: ``[K, n]``.
 
     The bound width for linear parameters and ``x log(high / low)`` for ``scale="log"`` ones,
-    i.e. the derivative of :func:`sensitivity.grids.to_bounds`.
+    i.e. the derivative of :func:`sensitivity.sweep.designs.to_bounds`.
     """
     x = np.asarray(points, float)
     low, high = space.bounds.T

@@ -7,7 +7,7 @@ import xarray as xr
 
 from sensitivity.analyses.calibration import gauss_newton_map, member_steps_note, step_map, step_map_analysis
 from sensitivity.datasets import record_checksum
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.sweep.stored import StoredSweep
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers.blocks import ensemble_sweep_file, sweep_file
 from tests.helpers.cf import cf_errors

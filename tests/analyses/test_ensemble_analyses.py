@@ -10,11 +10,11 @@ import sensitivity
 from sensitivity.analyses import indices
 from sensitivity.analyses.calibration import calibrate_ensemble
 from sensitivity.analyses.calibration.emulator import shrunk_covariance
-from sensitivity.analyses.ensemble_spread import spread_factor
-from sensitivity.analyses.inputs import gaussian_inputs
+from sensitivity.outputs.members import spread_factor
+from sensitivity.inputs.uncertainty import gaussian_inputs
 from sensitivity.analyses.propagation import member_moments
-from sensitivity.ensemble import write_ensemble
-from sensitivity.ensemble_engine import compile_ensemble
+from sensitivity.surrogates.ensemble import write_ensemble
+from sensitivity.engine.ensemble import compile_ensemble
 from tests.helpers.functions import uniform_space
 from tests.helpers.models import linear_members
 

@@ -21,7 +21,7 @@ from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarni
 from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
 from sensitivity.errors import ConfigError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.cf import cf_errors
 from workflows.init import FILES
 
@@ -308,8 +308,8 @@ def test_demo_posterior_quantiles_match_emcee():
     from sensitivity import load_surrogate
     from sensitivity.analyses.calibration import calibrate
     from sensitivity.analyses.posterior import Support, log_posterior
-    from sensitivity.jacobian import compile_jacobian
-    from sensitivity.observations import read_observations
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.analyses.calibration.observations import read_observations
     from sensitivity.simulators.seir import output_spec
     from sensitivity.simulators.seir import space as seir_space
     from tests.helpers import ROOT
@@ -368,8 +368,8 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
     from sensitivity import load_surrogate
     from sensitivity.analyses.calibration import calibrate
     from sensitivity.analyses.posterior import Support, log_posterior
-    from sensitivity.jacobian import compile_jacobian
-    from sensitivity.observations import read_observations
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.analyses.calibration.observations import read_observations
     from sensitivity.simulators.seir import output_spec
     from sensitivity.simulators.seir import space as seir_space
     from tests.helpers import ROOT

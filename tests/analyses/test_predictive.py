@@ -75,7 +75,7 @@ def test_monte_carlo_of_the_draws_carries_their_autocorrelated_error():
     """``propagate=posterior``: Monte Carlo resamples the draws, so its mean cannot be known better than the
     draws' own, ``s / sqrt(ESS)`` with the AR(1) closed form ``ESS = N (1 - rho) / (1 + rho)``, however many
     resamples (2^16 here, twice the draws: their i.i.d. error alone would be ``sqrt(3) * sqrt(2)`` too small)."""
-    from sensitivity.analyses.inputs import draws_inputs
+    from sensitivity.inputs.uncertainty import draws_inputs
     from sensitivity.analyses.propagation import propagate
 
     x = ar1(np.random.default_rng(2), 2)

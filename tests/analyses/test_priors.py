@@ -1,6 +1,6 @@
 """The posterior's priors (sensitivity.analyses.posterior.priors) against scipy.stats, family by family.
 
-For every family of the table, on the marginal the space builds (``sensitivity.marginals.marginal``:
+For every family of the table, on the marginal the space builds (``sensitivity.inputs.marginals.marginal``:
 untruncated, truncated below, above and on both sides), the TF log-density equals scipy's ``logpdf``
 to 1e-10 at points from the 1e-12 to the 1 - 1e-12 quantile, at the ends of the support and outside it
 (``-inf``); its autodiff gradient equals float64 central differences of scipy's ``logpdf``. A
@@ -23,8 +23,8 @@ from scipy import integrate, stats
 
 from sensitivity.analyses.posterior.priors import FAMILIES, check_prior_families, describe, log_density
 from sensitivity.errors import ConfigError
-from sensitivity.marginals import Truncated, marginal
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.marginals import Truncated, marginal
+from sensitivity.inputs.space import ParameterSpace
 from workflows.init import FILES
 
 tf = pytest.importorskip("tensorflow")
@@ -257,7 +257,7 @@ def test_family_without_a_tf_log_density_is_refused():
 def test_the_check_imports_no_tensorflow():
     """The family table and the check run when the config is read, before TensorFlow is imported."""
     script = ("import sys\nfrom sensitivity.analyses.posterior.priors import check_prior_families\n"
-              "from sensitivity.space import ParameterSpace\n"
+              "from sensitivity.inputs.space import ParameterSpace\n"
               "check_prior_families(ParameterSpace.from_records([{'name': 'c', 'units': '1', 'distribution': "
               "{'kind': 'gumbel_r', 'loc': 2.0, 'scale': 0.5, 'truncate': [0.0, 6.0]}}]))\n"
               "print('imported:', sorted({'tensorflow', 'tensorflow_probability'} & set(sys.modules)))\n")

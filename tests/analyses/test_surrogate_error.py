@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensitivity.grids import make_grid
-from sensitivity.outputs import OutputSpec
-from sensitivity.space import ParameterSpace
+from sensitivity.sweep.designs import make_grid
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.calibration_models import TIMES, decay_numpy
 from tests.helpers.functions import ishigami, ishigami_indices, uniform_space
 
@@ -41,7 +41,7 @@ def covers(interval: np.ndarray, truth: np.ndarray) -> np.ndarray:
 @pytest.mark.slow
 def test_ishigami_combined_intervals_hold_the_true_indices_and_shrink_with_more_runs(tmp_path):
     from sensitivity.analyses import indices
-    from sensitivity.ensemble_engine import compile_ensemble
+    from sensitivity.engine.ensemble import compile_ensemble
 
     space = uniform_space(3, -np.pi, np.pi)
     output = OutputSpec.from_dict({"name": "y", "units": "1", "names": ["ishigami"]})
@@ -67,8 +67,8 @@ def test_ishigami_combined_intervals_hold_the_true_indices_and_shrink_with_more_
 def test_emulator_variance_covers_the_truth_where_the_plain_calibration_of_an_undertrained_surrogate_does_not(
         tmp_path):
     from sensitivity.analyses.calibration import calibrate_ensemble
-    from sensitivity.ensemble_engine import compile_ensemble
-    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.engine.ensemble import compile_ensemble
+    from sensitivity.engine.jacobian import compile_jacobian
 
     space = ParameterSpace.from_records([dict(name="a", units="1", low=0.5, high=5.0),
                                          dict(name="k", units="1", low=0.02, high=1.0),
@@ -94,8 +94,8 @@ def test_emulator_variance_covers_the_truth_where_the_plain_calibration_of_an_un
 @pytest.mark.slow
 def test_on_the_seir_simulator_the_emulator_variance_covers_the_truth_the_plain_calibration_misses(tmp_path):
     from sensitivity.analyses.calibration import calibrate_ensemble
-    from sensitivity.ensemble_engine import compile_ensemble
-    from sensitivity.jacobian import compile_jacobian
+    from sensitivity.engine.ensemble import compile_ensemble
+    from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.simulators import seir
 
     space = seir.space()
@@ -122,9 +122,9 @@ def test_on_the_seir_simulator_the_emulator_variance_covers_the_truth_the_plain_
 @pytest.mark.slow
 def test_on_the_seir_simulator_refinement_reduces_the_error_where_the_analysis_looks(tmp_path):
     from sensitivity.analyses.verify import refine
-    from sensitivity.ensemble_engine import compile_ensemble
+    from sensitivity.engine.ensemble import compile_ensemble
     from sensitivity.simulators import seir
-    from sensitivity.space import ParameterSpace
+    from sensitivity.inputs.space import ParameterSpace
 
     space = seir.space()
     truth = np.array([seir.TRUE_PARAMETERS[name] for name in seir.NAMES])

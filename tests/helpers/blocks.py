@@ -7,7 +7,7 @@ import numpy as np
 import xarray as xr
 
 from sensitivity.datasets import sweep_dataset, write_atomic
-from sensitivity.outputs import OutputDim, OutputSpec
+from sensitivity.outputs.spec import OutputDim, OutputSpec
 
 #: Samples of the computation and its blocks (the last one short).
 SPAN = (3, 40)
@@ -29,8 +29,8 @@ def sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.
 def ensemble_sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.ndarray,
                         store_members: bool = True) -> Path:
     """An ensemble's sweep file of each member's values ``[K, N, m]`` and Jacobians ``[K, N, m, n]``: their mean,
-    std (ddof=1) and, with ``store_members``, the members' own (the layout of :func:`sensitivity.sweep.sweep`)."""
-    from sensitivity.sweep import with_member_std, with_members
+    std (ddof=1) and, with ``store_members``, the members' own (the layout of :func:`sensitivity.sweep.stream.sweep`)."""
+    from sensitivity.sweep.stream import with_member_std, with_members
 
     ds = with_member_std(_sweep_block(points, values.mean(0), jacobian.mean(0)), "y")
     stacked = {"y": values, "jacobian": jacobian}

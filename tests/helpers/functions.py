@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 
 def uniform_space(n: int, low: float, high: float, units: str = "1") -> ParameterSpace:

@@ -27,7 +27,7 @@ def linear_members(weights, biases, names: list[str], output: dict) -> list[kera
     scaling layers: an ensemble whose every index, moment and fit has a closed form."""
     import numpy as np
 
-    from sensitivity.scaling import InputScaling, OutputScaling
+    from sensitivity.surrogates.scaling import InputScaling, OutputScaling
 
     models = []
     for w, b in zip(np.asarray(weights, float), np.asarray(biases, float)):

@@ -1,6 +1,6 @@
 """One tiny model per output shape, and the result datasets the library verbs make of it.
 
-The five shapes of the output contract (:mod:`sensitivity.outputs`): a scalar ``y[B]``, a named
+The five shapes of the output contract (:mod:`sensitivity.outputs.spec`): a scalar ``y[B]``, a named
 vector (``output = [H, Q, R]`` with a unit per name), a series (``day``), labels by numbers
 (``species x day``) and a 2-D field (``lat x lon``). Every model is a smooth function of three
 parameters ``a [m]``, ``k [day-1]``, ``c [m]``; :func:`results` writes ``sweep.nc``,
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from sensitivity.outputs import OutputDim, OutputSpec
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.spec import OutputDim, OutputSpec
+from sensitivity.inputs.space import ParameterSpace
 
 SHAPES = ("scalar", "named", "series", "labels_by_series", "field")
 
@@ -87,8 +87,8 @@ def model(shape: str):
 
 def engine(shape: str):
     """The compiled float64 engine of ``shape`` (no XLA: the tests compile many small models)."""
-    from sensitivity.jacobian import compile_jacobian
-    from sensitivity.surrogate import load_surrogate
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.surrogates.load import load_surrogate
 
     s = space()
     spec = SPECS[shape]
@@ -113,8 +113,8 @@ def _attrs(workflow: str, jac) -> dict[str, str]:
 
 
 def _sweep(jac, out_dir: Path) -> Path:
-    from sensitivity.grids import make_grid
-    from sensitivity.sweep import sweep
+    from sensitivity.sweep.designs import make_grid
+    from sensitivity.sweep.stream import sweep
 
     grid = make_grid(space(), "sobol", n=32, seed=0)
     return sweep(jac, grid, out_dir / "sweep.nc", attrs=_attrs("sweep", jac), fingerprint="figures",
@@ -125,7 +125,7 @@ def _calibration(jac, out_dir: Path) -> Path:
     """A fit to the model at :data:`TRUTH` plus 2 % noise, one observation missing."""
     from sensitivity.analyses.calibration import calibrate
     from sensitivity.datasets import index_string_dims, write_atomic
-    from sensitivity.output_axes import unstack_output
+    from sensitivity.outputs.axes import unstack_output
 
     s, spec = space(), jac.surrogate.output
     clean = jac.flat_values(TRUTH[None, :])[0]
@@ -145,7 +145,7 @@ def _calibration(jac, out_dir: Path) -> Path:
 
 def _propagation(jac, out_dir: Path) -> Path:
     from sensitivity.analyses.propagation import propagate
-    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.datasets import write_atomic
 
     spec = jac.surrogate.output

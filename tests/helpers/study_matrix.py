@@ -1,6 +1,6 @@
 """A scientist's own study of every output shape, written into a folder made by ``sensitivity init``.
 
-For each of the five shapes of the output contract (:mod:`sensitivity.outputs`) the study has what a
+For each of the five shapes of the output contract (:mod:`sensitivity.outputs.spec`) the study has what a
 user writes: a model (TF, in the study's ``matrix_models.py``, with a numpy twin as the simulator that
 ``train`` learns), ``conf/model/<shape>.yaml``, one experiment file ``conf/experiment/<shape>.yaml``
 that holds the settings of every workflow (small sizes), and observations ``obs_<shape>.nc`` at a known

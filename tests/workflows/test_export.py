@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from sensitivity.datasets import record_checksum, write_atomic
-from sensitivity.salib import read_problem
+from sensitivity.interop.salib import read_problem
 from tests.helpers import ROOT
 from tests.helpers.cf import cf_errors
 from tests.helpers.functions import ishigami_jacobian

@@ -113,7 +113,7 @@ def test_linear_model_is_exact(compose_config, tmp_path):
 
 
 # The series' dim is `day` (CF's checker wants a dim named `time` to carry standard_name time and
-# units '<unit> since <epoch>'; sensitivity.outputs refuses a `time` dim without them).
+# units '<unit> since <epoch>'; sensitivity.outputs.spec refuses a `time` dim without them).
 DECAY = ["model=function", "model.source=tests.helpers.models:decay",
          "model.output={name: signal, long_name: decaying signal, units: '1',"
          " dims: [{name: day, values: {start: 0, stop: 10, step: 1}, units: day, long_name: day of the series}]}",

@@ -8,7 +8,7 @@ import xarray as xr
 
 from sensitivity.datasets import open_result, record_checksum
 from sensitivity.errors import ConfigError
-from sensitivity.labels import parameter_coords
+from sensitivity.outputs.labels import parameter_coords
 from tests.helpers.calibration_models import LINEAR, LINEAR_W, linear_observations
 from tests.helpers.propagation import FAST, SIX, C, W, by_method, linear_model, sha256, space
 from workflows import calibrate, posterior, propagate
@@ -233,7 +233,7 @@ def test_one_group_of_many_chains_on_a_multicore_cpu_is_told_of_chain_groups(mon
 def test_lognormal_and_log_uniform_inputs_are_fitted_and_sampled_in_log_x_by_default():
     """The default `log_parameters` (null): `scale: log`, and the inputs whose law is one of log x on x > 0 (lognormal,
     log-uniform, not shifted by a loc, not truncated at 0); an explicit list, even empty, is taken as it is."""
-    from sensitivity.space import ParameterSpace
+    from sensitivity.inputs.space import ParameterSpace
     from workflows.build import log_mask_from
 
     def law(kind, **params):

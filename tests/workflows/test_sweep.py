@@ -37,7 +37,7 @@ def test_sweep_writes_a_labeled_cf_dataset(compose_config, tmp_path):
 def test_an_ensemble_sweep_carries_the_members_spread_of_every_value_and_derivative(compose_config, tmp_path):
     """The shipped 5-member SEIR ensemble: values and Jacobians are the members' mean and ``*_member_std`` their
     standard deviation (ddof=1), each member computed here by its own single-model engine (tested against central
-    differences in tests/test_ensemble.py) and spread about the mean by the ensemble's recorded calibration."""
+    differences in tests/engine/test_ensemble.py) and spread about the mean by the ensemble's recorded calibration."""
     import sensitivity
 
     cfg = compose_config("sweep", ["experiment=seir_ensemble", "grid.n=40", "jacobian=float64", "plots=false"])

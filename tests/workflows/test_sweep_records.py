@@ -13,8 +13,8 @@ import pytest
 import xarray as xr
 
 from sensitivity.errors import DataError
-from sensitivity.record_file import RecordLayout
-from sensitivity.store import RecordStore
+from sensitivity.store.record_file import RecordLayout
+from sensitivity.store.blocks import RecordStore
 from tests.helpers import CLI, ROOT
 from tests.helpers.functions import ishigami_jacobian
 from workflows import sweep

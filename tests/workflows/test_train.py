@@ -12,7 +12,7 @@ import xarray as xr
 import sensitivity
 from sensitivity.datasets.publish import OtherSettings
 from sensitivity.errors import DataError
-from sensitivity.samples import read_samples
+from sensitivity.sweep.from_file import read_samples
 from tests.helpers import ROOT
 from workflows import train
 
@@ -90,7 +90,7 @@ def test_mismatched_datasets_are_named(compose_config, tmp_path, change, match):
 
 
 def test_csv_samples_and_missing_columns(tmp_path):
-    from sensitivity.outputs import OutputSpec
+    from sensitivity.outputs.spec import OutputSpec
 
     output = OutputSpec.from_dict({"name": "y", "units": "1", "names": ["square", "chain"]})
     (tmp_path / "s.csv").write_text("x1,x2,x3,square,chain\n0.1,0.2,0.3,0.14,0.14\n0.0,0.5,0.1,0.26,0.1\n")

@@ -92,7 +92,7 @@ def _ishigami(x: np.ndarray) -> np.ndarray:
 def _ensemble_mean(path, points: np.ndarray) -> np.ndarray:
     """``[P]`` the mean of the ensemble's members at ``points`` (float64)."""
     from sensitivity import load_surrogate
-    from sensitivity.ensemble_engine import compile_ensemble
+    from sensitivity.engine.ensemble import compile_ensemble
 
     ensemble = compile_ensemble(load_surrogate(path, dtype="float64"), jit_compile=False)
     return ensemble.values(points).mean(axis=0).reshape(-1)
@@ -107,7 +107,7 @@ def _relative_rms(path, points: np.ndarray) -> float:
 @pytest.mark.slow
 def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagree(compose_config, tmp_path):
     from sensitivity.analyses.indices import sobol
-    from sensitivity.samples import read_samples
+    from sensitivity.sweep.from_file import read_samples
     from workflows import build, train
 
     common = ["model=ishigami", "space=ishigami", "jacobian=float64", "jacobian.jit_compile=false"]

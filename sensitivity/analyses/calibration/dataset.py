@@ -13,8 +13,8 @@ from sensitivity.analyses.calibration.solvers import STATUS_MESSAGES, Status
 from sensitivity.analyses.calibration.statistics import (SE_NO_DEGREES_OF_FREEDOM, SE_OK, SE_RANK_DEFICIENT,
                                                          Posterior, at_bound, correlation, delta_method_std,
                                                          parameter_interval)
-from sensitivity.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
-from sensitivity.lazy import lazy_import
+from sensitivity.outputs.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
@@ -31,7 +31,7 @@ class Labels:
 
 @dataclass(frozen=True)
 class _Units:
-    """CF attributes of variables on the parameter or output axis (:func:`sensitivity.labels.units_attrs`)."""
+    """CF attributes of variables on the parameter or output axis (:func:`sensitivity.outputs.labels.units_attrs`)."""
 
     labels: Labels
     known_noise: bool

@@ -15,7 +15,7 @@ from sensitivity.analyses.calibration.solvers import (FAILED, GaussNewton, Leven
                                                       TrustRegion)
 from sensitivity.analyses.calibration.statistics import distinct_minima, posterior
 from sensitivity.errors import ConfigError, SensitivityError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

@@ -10,7 +10,7 @@ through an emulator: the observations ``y = f(x) + e``, ``e ~ N(0, C_obs)``, and
 so where the emulator is unsure of the simulator's output at the data, the data say less about ``x`` (their
 model discrepancy term is not modelled here). For an ensemble of ``K`` members with outputs ``f_k(x)``, ``m`` is
 their mean and ``C_emu(x) = (1 + 1/K) S(x)`` (the predictive covariance of a new member, as in
-:mod:`sensitivity.analyses.ensemble_spread`), spread calibrated by the ensemble's ``spread_scale`` where it has
+:mod:`sensitivity.outputs.members`), spread calibrated by the ensemble's ``spread_scale`` where it has
 one, with ``S`` the members' sample covariance with its correlations shrunk toward zero
 (:func:`shrunk_covariance`): the raw sample covariance has rank ``K - 1`` and would declare the surrogate exact
 in every other direction of the outputs. Its dependence on ``x`` is handled as in iteratively reweighted least squares: ``C_emu`` is evaluated at the
@@ -31,9 +31,9 @@ import numpy as np
 from sensitivity.analyses.calibration.driver import calibrate
 from sensitivity.analyses.calibration.statistics import minimum_points
 from sensitivity.analyses.callables import ValueAndJacobianFn
-from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
+from sensitivity.outputs.members import MEMBER, member_coords
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

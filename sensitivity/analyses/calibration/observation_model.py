@@ -12,9 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from sensitivity.covariance import checked_covariance
+from sensitivity.inputs.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 linalg = lazy_import("scipy.linalg")
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sensitivity.analyses.calibration.observation_model import ObservationModel
-from sensitivity.covariance import checked_covariance
+from sensitivity.inputs.covariance import checked_covariance
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 linalg = lazy_import("scipy.linalg")
 

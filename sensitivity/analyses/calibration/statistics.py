@@ -33,7 +33,7 @@ import numpy as np
 from sensitivity.analyses.calibration.iteration import Fits
 from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import Status
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 stats = lazy_import("scipy.stats")
 

@@ -6,7 +6,7 @@ toward the observations, the Levenberg-Marquardt (damped) step, the cost
 decrease each predicts, and the condition number of the weighted Jacobian. All
 points of the block are handled together by stacked :mod:`numpy.linalg` calls;
 :func:`step_map_analysis` is that computation block by block, which
-:meth:`sensitivity.stored_sweep.StoredSweep.map_to` streams into a file (memory ``O(N m n)`` per block, resumable).
+:meth:`sensitivity.sweep.stored.StoredSweep.map_to` streams into a file (memory ``O(N m n)`` per block, resumable).
 
 With the whitened residual ``r = W (F - y)``, whitened Jacobian ``J = W dF/dx``,
 column equilibration ``J_s = J diag(1/c)`` (``c`` the column norms, i.e.
@@ -41,9 +41,9 @@ from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import equilibrated_svd
 from sensitivity.datasets.build import PER_MEMBER
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import axis_units_attrs, cost_units, parameter_coords
-from sensitivity.lazy import lazy_import
-from sensitivity.stored_sweep import BlockAnalysis, StoredSweep, SweepBlock
+from sensitivity.outputs.labels import axis_units_attrs, cost_units, parameter_coords
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.sweep.stored import BlockAnalysis, StoredSweep, SweepBlock
 
 xr = lazy_import("xarray")
 
@@ -91,7 +91,7 @@ class GaussNewtonMap:
         """The block as a labeled dataset on ``(sample_dim, parameter)``.
 
         ``output_units`` (one string, or per flat output) give the cost's units with unknown noise:
-        the squared output units (:func:`sensitivity.labels.cost_units`); whitened costs are ``1``.
+        the squared output units (:func:`sensitivity.outputs.labels.cost_units`); whitened costs are ``1``.
         """
         n = self.step.shape[1]
         names = list(parameter_names) if parameter_names is not None else [f"p{i}" for i in range(n)]
@@ -212,7 +212,7 @@ def step_map_block(blk: SweepBlock, sweep: StoredSweep, y_obs: np.ndarray, **opt
     Parameters
     ----------
     blk
-        Samples of ``sweep`` (:meth:`~sensitivity.stored_sweep.StoredSweep.blocks`); their stored values
+        Samples of ``sweep`` (:meth:`~sensitivity.sweep.stored.StoredSweep.blocks`); their stored values
         and Jacobians are used, the model is not called.
     sweep
         The stored sweep the block comes from (its output spec and parameter labels).
@@ -237,7 +237,7 @@ MEMBER_SPREAD = {"gn_step": "step", "damped_step": "damped_step", "cost": "cost"
 def member_spread(blk: SweepBlock, sweep: StoredSweep, part: xr.Dataset, y_obs: np.ndarray,
                   **options: Any) -> dict[str, xr.Variable]:
     """Mean and standard deviation (``ddof=1``) over the members of the steps and cost of each member's own values
-    and Jacobians stored in the block (a sweep with :attr:`~sensitivity.stored_sweep.StoredSweep.members`).
+    and Jacobians stored in the block (a sweep with :attr:`~sensitivity.sweep.stored.StoredSweep.members`).
 
     ``part`` is the block's mean-``J`` step map (:func:`step_map_block`), whose variables lend their dims and
     units; returns ``<variable>_member_mean`` and ``<variable>_member_std`` for each of :data:`MEMBER_SPREAD`.
@@ -282,7 +282,7 @@ def step_map_analysis(
     rcond: float = 1e-8,
 ) -> BlockAnalysis:
     """The step map of ``sweep`` toward ``y_obs`` as a block analysis: :func:`step_map_block` on every block, for
-    :meth:`~sensitivity.stored_sweep.StoredSweep.map_to` to stream into a file (memory ``O(block m n)``,
+    :meth:`~sensitivity.sweep.stored.StoredSweep.map_to` to stream into a file (memory ``O(block m n)``,
     verified, resumable).
 
     Parameters

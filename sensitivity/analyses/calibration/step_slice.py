@@ -37,8 +37,8 @@ from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.solvers import FAILED, Solver, TrustRegion
 from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
 from sensitivity.errors import ConfigError
-from sensitivity.labels import cost_units, parameter_coords, units_attrs
-from sensitivity.lazy import lazy_import
+from sensitivity.outputs.labels import cost_units, parameter_coords, units_attrs
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
@@ -84,7 +84,7 @@ class StepSlice:
 
         One variable per quantity and parameter (``gn_step_a``, ``gn_step_b``, ...), each in that
         parameter's units, so that every variable has a single CF unit. ``output_units`` give the
-        cost's units with unknown noise (:func:`sensitivity.labels.cost_units`).
+        cost's units with unknown noise (:func:`sensitivity.outputs.labels.cost_units`).
         """
         names = list(parameter_names)
         units = list(parameter_units) if parameter_units is not None else [None] * len(names)

@@ -14,7 +14,7 @@ Methods, each with ``sample`` (where it has its own design) and ``analyze`` on a
 (points and input checks), :mod:`~sensitivity.analyses.indices.bootstrap` (resampling and intervals),
 :mod:`~sensitivity.analyses.indices.intervals` (randomised-QMC, bootstrap or no intervals),
 :mod:`~sensitivity.analyses.indices.tails` (heavy-tail checks of the outputs),
-:mod:`~sensitivity.analyses.indices.copula` (the space's Gaussian copula in normal scores),
+:mod:`~sensitivity.inputs.copula` (the space's Gaussian copula in normal scores),
 :mod:`~sensitivity.analyses.indices.dataset` (labels and units).
 
 The driver runs them on a compiled surrogate: settings objects in
@@ -33,7 +33,6 @@ from sensitivity.analyses.indices import (
     active_subspaces,
     aggregated,
     bootstrap,
-    copula,
     crosschecks,
     dataset,
     derivatives,
@@ -84,7 +83,7 @@ __all__ = [
     "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm",
     "FlatModel", "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley",
     "Sobol", "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
-    "compute", "compute_ensemble", "copula", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
+    "compute", "compute_ensemble", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
     "in_section", "intervals", "morris", "plan", "ranking_measures", "shapley", "sobol", "sobol_dependent",
     "summary_lines", "sweep_blocks", "sweep_sample", "tails", "timed", "with_member_spread",
 ]

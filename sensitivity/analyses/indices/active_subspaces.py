@@ -32,9 +32,9 @@ from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.dgsm import sample
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_coords
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.labels import axis_coords
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 

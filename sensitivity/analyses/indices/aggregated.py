@@ -38,12 +38,12 @@ from sensitivity.analyses.indices import dataset, design, sobol, sobol_dependent
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
-from sensitivity.lazy import lazy_import
-from sensitivity.output_axes import own_coords
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.axes import own_coords
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_coords, common_units
-from sensitivity.outputs import OutputSpec
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.labels import axis_coords, common_units
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 

@@ -18,8 +18,8 @@ from typing import Mapping
 import numpy as np
 
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import axis_coords, matrix_coords
-from sensitivity.lazy import lazy_import
+from sensitivity.outputs.labels import axis_coords, matrix_coords
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 stats = lazy_import("scipy.stats")

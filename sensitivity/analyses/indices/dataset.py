@@ -10,10 +10,10 @@ from typing import Sequence
 
 import numpy as np
 
-from sensitivity.labels import (axis_coords, common_units, flat_output_labels, output_coords, parameter_coords,
+from sensitivity.outputs.labels import (axis_coords, common_units, flat_output_labels, output_coords, parameter_coords,
                                 units_attrs)
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.units import product, quotient
 
 xr = lazy_import("xarray")

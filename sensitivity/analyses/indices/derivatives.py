@@ -25,9 +25,9 @@ import numpy as np
 
 from sensitivity.analyses.indices import dataset, design
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import common_units
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.labels import common_units
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 

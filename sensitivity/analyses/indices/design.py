@@ -2,7 +2,7 @@
 
 A design is a set of points in the unit cube (a scrambled Sobol' sequence, :func:`sobol_base`) mapped
 to physical parameter values through the space's input distribution (:func:`to_distribution`; not
-:func:`sensitivity.grids.to_bounds`, which maps the unit cube linearly, or geometrically on log scale,
+:func:`sensitivity.sweep.designs.to_bounds`, which maps the unit cube linearly, or geometrically on log scale,
 onto the bounds). The checks turn the model's values ``[N, m]`` and Jacobians ``[N, m, n]`` into
 float64 arrays of the right shape, and refuse settings (a non-power-of-two size, correlated inputs)
 an estimator cannot use.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensitivity.analyses.inputs import inputs_from_space, unit_cube_blocks
+from sensitivity.inputs.uncertainty import inputs_from_space, unit_cube_blocks
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 Seed = int | np.random.Generator | None
 

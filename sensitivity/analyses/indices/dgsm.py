@@ -51,8 +51,8 @@ from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.errors import DataError
-from sensitivity.lazy import lazy_import
-from sensitivity.space import Parameter, ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import Parameter, ParameterSpace
 
 xr = lazy_import("xarray")
 

@@ -4,7 +4,7 @@ A sweep grid maps its unit-cube design linearly onto the bounds, so a ``sobol``,
 or ``random`` sweep is a sample of the independent uniform distribution on the bounds
 (:func:`check_sweep_sample`); its Jacobians and values then feed
 :func:`~sensitivity.analyses.indices.dgsm.analyze_blocks` block by block, streamed by
-:class:`sensitivity.stored_sweep.StoredSweep` (:func:`sweep_blocks`), and its points and values
+:class:`sensitivity.sweep.stored.StoredSweep` (:func:`sweep_blocks`), and its points and values
 (:func:`sweep_sample`) the given-data indices of :mod:`~sensitivity.analyses.indices.given_data`.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 
 from sensitivity.analyses.indices.design import is_correlated
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.outputs import OutputSpec
-from sensitivity.space import ParameterSpace
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.sweep.stored import StoredSweep
 
 #: Grid kinds whose points are draws of a uniform distribution on the bounds (a sweep usable for DGSM).
 SAMPLING_GRIDS: tuple[str, ...] = ("sobol", "halton", "lhs", "random")

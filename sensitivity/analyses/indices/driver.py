@@ -5,7 +5,7 @@
 cross-checks of :mod:`~sensitivity.analyses.indices.crosschecks` (DGSM bound against the total
 Sobol' index, ranking agreement), combines everything into one dataset with every variable prefixed
 by its method (``sobol_S1``, ``dgsm_nu``, ...; :func:`combine_results`), and puts the results back
-on the model's own output dims (:func:`sensitivity.output_axes.unstack_output`), so a time series gets
+on the model's own output dims (:func:`sensitivity.outputs.axes.unstack_output`), so a time series gets
 ``sobol_S1(parameter, time)``.
 """
 from __future__ import annotations
@@ -18,15 +18,15 @@ import numpy as np
 from sensitivity.analyses.indices import crosschecks, tails
 from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import position_label
-from sensitivity.lazy import lazy_import
-from sensitivity.output_axes import unstack_output
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.labels import position_label
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.axes import unstack_output
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 
 if TYPE_CHECKING:
-    from sensitivity.jacobian import CompiledJacobian
+    from sensitivity.engine.jacobian import CompiledJacobian
 
 MethodName = Literal["local", "dgsm", "sobol", "morris", "active_subspaces", "shapley", "sobol_dependent", "aggregated",
                      "given_data"]
@@ -75,7 +75,7 @@ def compute(
     Parameters
     ----------
     engine
-        The compiled surrogate (:func:`sensitivity.jacobian.compile_jacobian`).
+        The compiled surrogate (:func:`sensitivity.engine.jacobian.compile_jacobian`).
     space
         The parameter space with the input distributions.
     methods

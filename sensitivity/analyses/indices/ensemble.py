@@ -2,7 +2,7 @@
 
 :func:`compute_ensemble` runs :func:`~sensitivity.analyses.indices.driver.compute` on the ensemble mean (the
 surrogate every other analysis uses) and on each member, from ONE evaluation of every member at every design
-(:class:`~sensitivity.ensemble_engine.CompiledEnsemble`; the mean and the members read the same values and
+(:class:`~sensitivity.engine.ensemble.CompiledEnsemble`; the mean and the members read the same values and
 Jacobians), so each index has ``K + 1`` estimates on one design. Beside each index ``X`` of the ensemble mean
 that has a sampling interval ``X_interval`` (randomised QMC or bootstrap, :mod:`.intervals`) it adds, as
 separate variables:
@@ -15,7 +15,7 @@ separate variables:
     their standard deviation (``ddof=1``): how much of the index is the surrogate;
 ``X_combined_interval(..., bound)``
     the sampling interval widened by the surrogate's
-    (:func:`~sensitivity.analyses.ensemble_spread.combined_bounds`): each side's half-width the root sum of
+    (:func:`~sensitivity.outputs.members.combined_bounds`): each side's half-width the root sum of
     squares of the sampling half-width and ``t_{K-1} sqrt(1 + 1/K) X_surrogate_std``.
 
 The members share the designs, so their sampling errors are strongly correlated and the spread of their
@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from sensitivity.analyses.ensemble_spread import MEMBER, combined_bounds, member_coords
+from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
 from sensitivity.analyses.indices.driver import compute, plan
 from sensitivity.analyses.indices.methods import Intervals, Method
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 
 log = logging.getLogger(__name__)
 
 xr = lazy_import("xarray")
 
 if TYPE_CHECKING:
-    from sensitivity.ensemble_engine import CompiledEnsemble
+    from sensitivity.engine.ensemble import CompiledEnsemble
 
 
 def compute_ensemble(
@@ -58,7 +58,7 @@ def compute_ensemble(
     """The indices of the ensemble mean with every member's, their spread and the combined intervals.
 
     Parameters are those of :func:`~sensitivity.analyses.indices.driver.compute`, with the compiled ensemble
-    (:func:`sensitivity.ensemble_engine.compile_ensemble`) in place of one engine.
+    (:func:`sensitivity.engine.ensemble.compile_ensemble`) in place of one engine.
 
     Returns
     -------

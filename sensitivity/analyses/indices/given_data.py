@@ -32,8 +32,8 @@ import numpy as np
 from sensitivity.analyses.indices import bootstrap, dataset, design
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.analyses.indices.intervals import CONF_LEVEL
 
 xr = lazy_import("xarray")
@@ -44,7 +44,7 @@ def sample(space: ParameterSpace, n: int, *, seed: Seed = None) -> np.ndarray:
     """``[n, d]`` i.i.d. draws of the input distribution (the space's copula), when no data are at hand."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 16:
         raise ConfigError(f"`n` must be an integer >= 16, got {n!r}")
-    from sensitivity.analyses.inputs import inputs_from_space
+    from sensitivity.inputs.uncertainty import inputs_from_space
 
     return inputs_from_space(space).sample(int(n), seed=seed, sampler="random")
 

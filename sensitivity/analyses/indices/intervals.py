@@ -44,7 +44,7 @@ from sensitivity.analyses.indices import bootstrap
 from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 stats = lazy_import("scipy.stats")
 

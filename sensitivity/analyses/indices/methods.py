@@ -26,15 +26,15 @@ from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks, sweep_sample
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.lazy import lazy_import
-from sensitivity.outputs import OutputSpec
-from sensitivity.space import ParameterSpace
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.sweep.stored import StoredSweep
 
 xr = lazy_import("xarray")
 
 if TYPE_CHECKING:
-    from sensitivity.jacobian import CompiledJacobian
+    from sensitivity.engine.jacobian import CompiledJacobian
 
 log = logging.getLogger(__name__)
 
@@ -400,7 +400,7 @@ class GivenData:
     From the points and values of a stored ``sweep`` file on a ``random`` or ``lhs`` grid (read ``block``
     points at a time; see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that
     is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output
-    variable, or CSV: :func:`sensitivity.samples.read_samples`), with no model runs; with neither, from
+    variable, or CSV: :func:`sensitivity.sweep.from_file.read_samples`), with no model runs; with neither, from
     ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every first-order index). The
     error is over ``intervals.replicates`` random batches of the points.
     """
@@ -425,7 +425,7 @@ class GivenData:
             with StoredSweep(self.sweep) as sweep:
                 points, values = timed(f"given_data: read {self.sweep}", sweep_sample, sweep, self.block)
         elif self.samples is not None:
-            from sensitivity.samples import read_samples
+            from sensitivity.sweep.from_file import read_samples
 
             points, values = read_samples(Path(self.samples), ctx.space.names, ctx.model.spec,
                                           key="given_data.samples")

@@ -13,7 +13,7 @@ per full range ``b - a``), as in SALib's ``analyze.morris``. Over ``r`` trajecto
 Inputs must be independent. The design visits the quantiles 0 and 1, so a marginal that is
 unbounded on a side (normal, lognormal, gamma ...) is truncated to the parameter's bounds
 (``low``/``high``: given, or derived from the distribution, the 0.1 % / 99.9 % quantile of an
-open side, see :class:`sensitivity.space.Parameter`); bounded marginals (uniform, truncated on
+open side, see :class:`sensitivity.inputs.space.Parameter`); bounded marginals (uniform, truncated on
 both sides, beta, triangular) are used as they are.
 """
 from __future__ import annotations
@@ -28,9 +28,9 @@ from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalPlan, N_RESAMPLES
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import common_units
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.labels import common_units
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 

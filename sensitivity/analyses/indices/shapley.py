@@ -14,7 +14,7 @@ It is defined for dependent inputs, every ``Sh_i >= 0`` and ``sum_i Sh_i = 1``; 
 Estimation (Song et al. 2016, Algorithm 1; Iooss & Prieur 2019, doi:10.1615/Int.J.UncertaintyQuantification.2019027950):
 ``V`` from ``n_variance`` draws of the inputs; each cost ``c(J)`` as the mean over ``n_outer`` draws of
 ``x_{-J}`` of the sample variance (``ddof=1``, unbiased) of ``n_inner`` draws of ``x_J`` given ``x_{-J}``. The
-conditional draws are exact under the copula (:mod:`~sensitivity.analyses.indices.copula`: the Cholesky
+conditional draws are exact under the copula (:mod:`~sensitivity.inputs.copula`: the Cholesky
 factor of ``R`` in the order ``(-J, J)``, keeping the first scores and redrawing the last). Two designs:
 
 exact permutations
@@ -47,11 +47,11 @@ from typing import Callable, Literal, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import dataset
-from sensitivity.analyses.indices.copula import NormalScores
+from sensitivity.inputs.copula import NormalScores
 from sensitivity.analyses.indices.design import Seed, as_values, check_rows, is_correlated
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.analyses.indices.intervals import CONF_LEVEL
 
 xr = lazy_import("xarray")

@@ -21,7 +21,7 @@ correlated inputs ``S1_full`` can exceed ``S1_ind`` (an input that does nothing 
 correlated input that acts), and none of them need sum to 1.
 
 Estimation. Under the space's Gaussian copula both Rosenblatt parts are linear in the normal scores
-``z ~ N(0, R)`` (:mod:`~sensitivity.analyses.indices.copula`): with ``x_i`` first, ``z_i`` and the residual
+``z ~ N(0, R)`` (:mod:`~sensitivity.inputs.copula`): with ``x_i`` first, ``z_i`` and the residual
 ``w = z_{-i} - R_{-i,i} z_i`` are independent; with ``x_i`` last, ``z_{-i}`` and the residual
 ``e_i = z_i - b_i^T z_{-i}`` (``b_i = R_{-i,-i}^-1 R_{-i,i}``) are. ``sample`` draws two independent
 matrices ``A``, ``B`` of scores and, per input, the points
@@ -42,11 +42,11 @@ import numpy as np
 
 from sensitivity.analyses.indices import dataset, design, sobol
 from sensitivity.analyses.indices.bootstrap import IntervalKind
-from sensitivity.analyses.indices.copula import NormalScores, standard_normal
+from sensitivity.inputs.copula import NormalScores, standard_normal
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 

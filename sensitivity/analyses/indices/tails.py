@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

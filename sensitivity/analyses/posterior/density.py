@@ -37,7 +37,7 @@ import numpy as np
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior.priors import check_prior_families, describe, log_density
 from sensitivity.errors import ConfigError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 _PRECONDITIONER_DRAWS = 4096  # Laplace draws whose moments in u space precondition the sampler
 _MIN_INSIDE = 64  # fewer draws inside the bounds: no preconditioning
@@ -59,7 +59,7 @@ class Prior:
     marginals
         Per parameter the frozen :mod:`scipy.stats` marginal (``kind="space"``): a family of
         :data:`~sensitivity.analyses.posterior.priors.FAMILIES`, or a
-        :class:`~sensitivity.marginals.Truncated` one.
+        :class:`~sensitivity.inputs.marginals.Truncated` one.
     mean, cov
         ``[n]`` and ``[n, n]`` of a Gaussian prior.
     """
@@ -79,7 +79,7 @@ class Prior:
 def space_prior(space: ParameterSpace) -> Prior:
     """The space's marginal distributions, the very objects propagation samples, as the prior.
 
-    Each parameter's :meth:`~sensitivity.space.Parameter.frozen_distribution`: a scipy family with its
+    Each parameter's :meth:`~sensitivity.inputs.space.Parameter.frozen_distribution`: a scipy family with its
     shapes, ``loc`` and ``scale``, truncated where the space truncates it (uniform on the bounds where no
     distribution is given). The space's copula correlation, meant for propagation, is not a prior belief
     and is ignored.
@@ -226,7 +226,7 @@ def log_posterior(model: ModelFn, observations: ObservationModel, prior: Prior, 
         model is about 2.7x cheaper per gradient on CPU for the demo MLP; its outputs differ by about 1e-6
         relative, which moves the demo's log-density by about 1e-4 near the mode (README "Posterior sampling").
     members
-        An ensemble's members ``x [B, n] -> [K, B, ...]`` (:meth:`sensitivity.surrogate.Surrogate.member_fn`): the
+        An ensemble's members ``x [B, n] -> [K, B, ...]`` (:meth:`sensitivity.surrogates.load.Surrogate.member_fn`): the
         likelihood is then the members' mean with their predictive variance ``v(x) = (1 + 1/K) s^2(x)`` added to
         the observation covariance, ``y | x ~ N(mean(x), C_obs + diag v(x))`` (Kennedy & O'Hagan 2001,
         doi:10.1111/1467-9868.00294), whose ``log det`` depends on ``x`` and is kept. Diagonal: with few members

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 fft = lazy_import("scipy.fft")
 special = lazy_import("scipy.special")

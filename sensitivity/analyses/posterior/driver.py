@@ -20,8 +20,8 @@ from sensitivity.analyses.posterior.density import ModelFn, Prior, Support, log_
 from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, diagnose, problems
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
 from sensitivity.errors import ConfigError, SensitivityError
-from sensitivity.labels import matrix_coords, parameter_coords
-from sensitivity.lazy import lazy_import
+from sensitivity.outputs.labels import matrix_coords, parameter_coords
+from sensitivity.runtime.lazy import lazy_import
 from sensitivity.units import product
 
 xr = lazy_import("xarray")

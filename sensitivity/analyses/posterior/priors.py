@@ -1,8 +1,8 @@
 """The space's marginals as float64 TensorFlow log-densities: the posterior's prior.
 
 The prior of a parameter is the very marginal that propagation and the indices sample from: the frozen
-:mod:`scipy.stats` object of :meth:`sensitivity.space.Parameter.frozen_distribution` (a scipy family with its
-shapes, ``loc`` and ``scale``, optionally truncated on either side, see :mod:`sensitivity.marginals`). Its
+:mod:`scipy.stats` object of :meth:`sensitivity.inputs.space.Parameter.frozen_distribution` (a scipy family with its
+shapes, ``loc`` and ``scale``, optionally truncated on either side, see :mod:`sensitivity.inputs.marginals`). Its
 log-density is, for ``z = (x - loc) / scale``,
 
     log p(x) = f(z; shapes) - log(scale) - log M,
@@ -11,7 +11,7 @@ with ``f`` the family's standard log-density in closed form, written as scipy's 
 (``xlogy``, ``log1p``, ``expm1`` where scipy uses them, so the tails keep their relative accuracy) and
 every term that depends on the shapes only (``betaln``, ``gammaln``, a truncated normal's mass, ...)
 computed once in float64 by :mod:`scipy.special`; ``M = P(lower <= X <= upper)`` the mass a truncation
-keeps, computed once by :func:`sensitivity.marginals.log_mass` (``M = 1`` untruncated). The gradient is
+keeps, computed once by :func:`sensitivity.inputs.marginals.log_mass` (``M = 1`` untruncated). The gradient is
 autodiff of the closed form.
 
 Outside the (truncated) support the log-density is ``-inf``; at a finite end of the support it is scipy's
@@ -37,8 +37,8 @@ from typing import Any, Callable
 import numpy as np
 
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
-from sensitivity.marginals import Truncated, frozen_parameters, log_mass
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.marginals import Truncated, frozen_parameters, log_mass
 
 sc = lazy_import("scipy.special")
 stats = lazy_import("scipy.stats")
@@ -211,7 +211,7 @@ def check_prior_families(space: Any) -> None:
     Parameters
     ----------
     space
-        A :class:`~sensitivity.space.ParameterSpace`.
+        A :class:`~sensitivity.inputs.space.ParameterSpace`.
 
     Raises
     ------
@@ -251,7 +251,7 @@ def log_density(marginal: Any) -> Callable[[Any], Any]:
     ----------
     marginal
         A frozen :mod:`scipy.stats` distribution of a family in :data:`FAMILIES`, or a
-        :class:`sensitivity.marginals.Truncated` one (as :meth:`~sensitivity.space.Distribution.frozen` returns).
+        :class:`sensitivity.inputs.marginals.Truncated` one (as :meth:`~sensitivity.inputs.space.Distribution.frozen` returns).
 
     Returns
     -------

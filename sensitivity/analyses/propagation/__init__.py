@@ -1,6 +1,6 @@
 """Uncertainty propagation through a batched model, four methods side by side, with a linearity verdict.
 
-Given input uncertainty (:mod:`sensitivity.analyses.inputs`, shared with the indices and the posterior) with
+Given input uncertainty (:mod:`sensitivity.inputs.uncertainty`, shared with the indices and the posterior) with
 mean ``mu`` and
 covariance ``S``, and a model ``f: [K, n] -> [K, m]`` evaluated in batches
 (:mod:`~sensitivity.analyses.propagation.evaluation`), each method returns the output mean, standard

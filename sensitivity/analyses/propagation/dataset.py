@@ -12,10 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.inputs.uncertainty import InputUncertainty
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_units_attrs, flat_output_labels, matrix_coords, output_coords, parameter_coords
-from sensitivity.lazy import lazy_import
+from sensitivity.outputs.labels import axis_units_attrs, flat_output_labels, matrix_coords, output_coords, parameter_coords
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 special = lazy_import("scipy.special")

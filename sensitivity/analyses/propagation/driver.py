@@ -8,8 +8,8 @@ the propagated input mean and covariance, and adds the linearity verdict
 fifth method ``posterior`` pushes them through the model
 (:func:`~sensitivity.analyses.propagation.predictive.posterior_predictive`) and becomes the verdict's
 reference: the moment methods and Monte Carlo of the (Gaussian) input uncertainty are then judged
-against the posterior predictive. Given the model's :class:`~sensitivity.outputs.OutputSpec`, the result is
-put back on the model's own output dims (:func:`~sensitivity.output_axes.unstack_output`).
+against the posterior predictive. Given the model's :class:`~sensitivity.outputs.spec.OutputSpec`, the result is
+put back on the model's own output dims (:func:`~sensitivity.outputs.axes.unstack_output`).
 """
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ import numpy as np
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, METHOD_DIM, input_variables
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
-from sensitivity.analyses.inputs import InputUncertainty, Sampler
+from sensitivity.inputs.uncertainty import InputUncertainty, Sampler
 from sensitivity.analyses.propagation.monte_carlo import monte_carlo
 from sensitivity.analyses.propagation.second_order import second_order
 from sensitivity.analyses.propagation.unscented import unscented
 from sensitivity.analyses.propagation.verdict import nonlinearity_verdict
 from sensitivity.errors import ConfigError
-from sensitivity.labels import axis_coords
-from sensitivity.lazy import lazy_import
-from sensitivity.output_axes import unstack_output
-from sensitivity.outputs import OutputSpec
+from sensitivity.outputs.labels import axis_coords
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.axes import unstack_output
+from sensitivity.outputs.spec import OutputSpec
 
 xr = lazy_import("xarray")
 

@@ -2,7 +2,7 @@
 
 :func:`member_moments` propagates the input uncertainty once through all ``K`` members at once: the members'
 outputs side by side are one model of ``K m`` outputs (the member-major views of
-:class:`~sensitivity.ensemble_engine.CompiledEnsemble`, column ``k m + j`` member ``k``'s output ``j``), so
+:class:`~sensitivity.engine.ensemble.CompiledEnsemble`, column ``k m + j`` member ``k``'s output ``j``), so
 every method (first/second order, unscented, Monte Carlo, the posterior predictive) evaluates each sample once
 for all members, on the same samples. Their means and standard deviations go back onto a ``member`` axis; their
 spread over the members, beside the Monte Carlo standard errors of the ensemble mean's propagation, says how
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sensitivity.analyses.ensemble_spread import MEMBER, member_coords
-from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.outputs.members import MEMBER, member_coords
+from sensitivity.inputs.uncertainty import InputUncertainty
 from sensitivity.analyses.propagation.driver import propagate
 from sensitivity.analyses.propagation.evaluation import (
     HessianFn,
     ValueAndJacobianFn,
     ValuesFn,
 )
-from sensitivity.lazy import lazy_import
-from sensitivity.output_axes import flat_coords, unstack_output
-from sensitivity.outputs import OutputSpec
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.axes import flat_coords, unstack_output
+from sensitivity.outputs.spec import OutputSpec
 
 xr = lazy_import("xarray")
 
@@ -52,7 +52,7 @@ def member_moments(
         The model's output description (``m`` outputs per member).
     values_fn, value_and_jacobian, hessian
         The members side by side: ``[N, n] -> [N, K m]`` (and ``[N, K m, n]``, ``[N, K m, n, n]``), member-major
-        (:meth:`~sensitivity.ensemble_engine.CompiledEnsemble.stacked_values`).
+        (:meth:`~sensitivity.engine.ensemble.CompiledEnsemble.stacked_values`).
     **settings
         Any other keyword of :func:`~sensitivity.analyses.propagation.driver.propagate` (methods, Monte Carlo
         settings, seed, draws, ...).

@@ -16,7 +16,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from sensitivity.analyses.callables import HessianFn, ValueAndJacobianFn, ValuesFn
-from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.inputs.uncertainty import InputUncertainty
 from sensitivity.errors import ModelError
 
 __all__ = ["HessianFn", "ValueAndJacobianFn", "ValuesFn", "checked_array", "evaluate", "evaluate_ahead",

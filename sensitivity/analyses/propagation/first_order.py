@@ -8,8 +8,8 @@ from typing import Sequence
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValueAndJacobianFn, value_and_jacobian_at_mean
-from sensitivity.analyses.inputs import InputUncertainty
-from sensitivity.lazy import lazy_import
+from sensitivity.inputs.uncertainty import InputUncertainty
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

@@ -13,7 +13,7 @@ one ``m x m`` covariance, whatever the total number of samples:
   its bias, ``O(1 / N_r)``, is far below its standard error, ``O(1 / sqrt(R N_r))``, for the
   replicate sizes used here, and it needs no second pass or per-sample state such as P^2); each
   replicate's are exact (numpy's linear interpolation) from a few single-rank partitions of each
-  output's contiguous values (:func:`sensitivity.quantiles.sample_quantiles`), no sort;
+  output's contiguous values (:func:`sensitivity.inputs.quantiles.sample_quantiles`), no sort;
 * the model runs on a worker thread up to three blocks ahead of this numpy work
   (:func:`~sensitivity.analyses.propagation.evaluation.evaluate_ahead`), which fills the core a
   compiled surrogate leaves idle: 1.4-1.5x the bare evaluations on the demo, against 1.9-2.2x in turn
@@ -40,10 +40,10 @@ import numpy as np
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, method_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate, evaluate_ahead
-from sensitivity.analyses.inputs import InputUncertainty, Sampler, unit_cube_blocks
+from sensitivity.inputs.uncertainty import InputUncertainty, Sampler, unit_cube_blocks
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
-from sensitivity.quantiles import sample_quantiles
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.quantiles import sample_quantiles
 
 xr = lazy_import("xarray")
 

@@ -1,7 +1,7 @@
 """Pointwise linear propagation: ``sigma_y = sqrt(diag(J S J^T))`` at every point of a stored sweep.
 
 :func:`pointwise_std` is the math on one block of Jacobians. :func:`pointwise_analysis` applies it to
-every block of a stored sweep (:class:`sensitivity.stored_sweep.StoredSweep`), whose ``map_to`` streams the
+every block of a stored sweep (:class:`sensitivity.sweep.stored.StoredSweep`), whose ``map_to`` streams the
 result into a file: each block's Jacobians become the linear output standard deviations at every point,
 written through the verified block store, without re-evaluating the model. Memory is one block of
 Jacobians whatever the sweep size; a killed run resumes from its finished blocks; the result keeps
@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from sensitivity.analyses.propagation.dataset import input_variables
-from sensitivity.analyses.inputs import InputUncertainty
-from sensitivity.covariance import checked_covariance
+from sensitivity.inputs.uncertainty import InputUncertainty
+from sensitivity.inputs.covariance import checked_covariance
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.lazy import lazy_import
-from sensitivity.stored_sweep import BlockAnalysis, StoredSweep
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.sweep.stored import BlockAnalysis, StoredSweep
 
 xr = lazy_import("xarray")
 
@@ -48,7 +48,7 @@ def pointwise_std(jacobian: np.ndarray, input_cov: np.ndarray) -> np.ndarray:
 
 def pointwise_analysis(sweep: StoredSweep, inputs: InputUncertainty) -> BlockAnalysis:
     """``output_std(sample, *out)`` = ``sqrt(diag(J S J^T))`` at every point of a sweep, as a block analysis for
-    :meth:`~sensitivity.stored_sweep.StoredSweep.map_to` to stream into a file (memory: one block of Jacobians).
+    :meth:`~sensitivity.sweep.stored.StoredSweep.map_to` to stream into a file (memory: one block of Jacobians).
 
     Parameters
     ----------

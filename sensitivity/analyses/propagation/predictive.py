@@ -41,7 +41,7 @@ from sensitivity.analyses.propagation.dataset import (DEFAULT_QUANTILES, OutputL
                                                       method_result)
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

@@ -23,8 +23,8 @@ from sensitivity.analyses.propagation.evaluation import (
     checked_array,
     value_and_jacobian_at_mean,
 )
-from sensitivity.analyses.inputs import InputUncertainty
-from sensitivity.lazy import lazy_import
+from sensitivity.inputs.uncertainty import InputUncertainty
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
@@ -46,7 +46,7 @@ def second_order(
     Parameters
     ----------
     hessian
-        ``points [K, n] -> hessians [K, m, n, n]``, e.g. :func:`sensitivity.hessian.compile_hessian`.
+        ``points [K, n] -> hessians [K, m, n, n]``, e.g. :func:`sensitivity.engine.hessian.compile_hessian`.
     """
     probabilities = checked_quantiles(quantiles)
     value, jac = value_and_jacobian_at_mean(value_and_jacobian, inputs)

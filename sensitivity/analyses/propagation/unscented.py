@@ -21,9 +21,9 @@ import numpy as np
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
-from sensitivity.analyses.inputs import InputUncertainty
+from sensitivity.inputs.uncertainty import InputUncertainty
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

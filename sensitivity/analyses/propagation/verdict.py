@@ -5,7 +5,7 @@ import numpy as np
 
 from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

@@ -31,8 +31,8 @@ import numpy as np
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
 from sensitivity.errors import DataError
-from sensitivity.lazy import lazy_import
-from sensitivity.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.inputs.space import ParameterSpace
 
 xr = lazy_import("xarray")
 

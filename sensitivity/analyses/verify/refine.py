@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from sensitivity.errors import ConfigError
-from sensitivity.lazy import lazy_import
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 

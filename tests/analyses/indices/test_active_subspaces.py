@@ -7,7 +7,7 @@ import pytest
 
 from sensitivity.analyses.indices import active_subspaces, dgsm
 from sensitivity.errors import ConfigError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.functions import ishigami_jacobian, linear_jacobian, uniform_space
 
 

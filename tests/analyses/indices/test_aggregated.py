@@ -13,8 +13,8 @@ import pytest
 
 from sensitivity.analyses.indices import aggregated
 from sensitivity.errors import ConfigError
-from sensitivity.outputs import OutputDim, OutputSpec
-from sensitivity.space import ParameterSpace
+from sensitivity.outputs.spec import OutputDim, OutputSpec
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.units import product
 
 A = np.random.default_rng(7).normal(size=(12, 3)) * np.array([1.0, 2.0, 0.5])  # [lat x lon, parameter]

@@ -8,7 +8,7 @@ from scipy import stats
 
 from sensitivity.analyses.indices import crosschecks, dgsm, sobol
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.labels import output_coords, parameter_coords
+from sensitivity.outputs.labels import output_coords, parameter_coords
 from tests.helpers.functions import sobol_g, sobol_g_jacobian, uniform_space
 
 

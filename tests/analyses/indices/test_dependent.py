@@ -15,9 +15,10 @@ import math
 import numpy as np
 import pytest
 
-from sensitivity.analyses.indices import copula, given_data, shapley, sobol, sobol_dependent
+from sensitivity.analyses.indices import given_data, shapley, sobol, sobol_dependent
+from sensitivity.inputs import copula
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.functions import ishigami, ishigami_indices, uniform_space
 
 MU = np.array([1.0, -2.0, 0.5])

@@ -10,8 +10,8 @@ from scipy import linalg
 from sensitivity.analyses.indices import dgsm, sweep_blocks
 from sensitivity.datasets import record_checksum
 from sensitivity.errors import DataError
-from sensitivity.space import Distribution, Parameter, ParameterSpace
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.inputs.space import Distribution, Parameter, ParameterSpace
+from sensitivity.sweep.stored import StoredSweep
 from tests.helpers.blocks import sweep_file
 from tests.helpers.functions import (
     ishigami,

@@ -8,7 +8,7 @@ from SALib.analyze import morris as salib_morris
 
 from sensitivity.analyses.indices import morris
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.space import Distribution, Parameter, ParameterSpace
+from sensitivity.inputs.space import Distribution, Parameter, ParameterSpace
 from tests.helpers.functions import ishigami, linear, uniform_space
 
 ISHIGAMI = uniform_space(3, -np.pi, np.pi)
@@ -73,7 +73,7 @@ def test_bad_inputs_are_clear_errors():
 
 
 def test_a_lognormal_is_screened_within_the_bounds():
-    from sensitivity.space import BOUND_QUANTILES
+    from sensitivity.inputs.space import BOUND_QUANTILES
 
     space = ParameterSpace((Parameter("k", "1", distribution=Distribution("lognorm", {"s": 0.5, "scale": 2.0})),))
     x = morris.sample(space, 8, levels=4, seed=1)[:, 0]

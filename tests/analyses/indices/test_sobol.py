@@ -10,7 +10,7 @@ from SALib.sample import sobol as salib_sample
 
 from sensitivity.analyses.indices import sobol
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.functions import ishigami, ishigami_indices, linear, sobol_g, sobol_g_indices, uniform_space
 
 ISHIGAMI = uniform_space(3, -np.pi, np.pi)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space, pearson_under_copula, unit_cube_blocks
+from sensitivity.inputs.uncertainty import gaussian_inputs, inputs_from_space, pearson_under_copula, unit_cube_blocks
 from sensitivity.errors import ConfigError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 RECORDS = [
     {"name": "a", "units": "1", "low": 0.0, "high": 2.0},  # uniform

@@ -15,9 +15,9 @@ import xarray as xr
 from scipy import special
 
 from sensitivity.analyses.propagation import METHODS, first_order, monte_carlo, pointwise_std, propagate, second_order, unscented
-from sensitivity.analyses.inputs import gaussian_inputs, inputs_from_space
+from sensitivity.inputs.uncertainty import gaussian_inputs, inputs_from_space
 from sensitivity.errors import ConfigError, ModelError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 K_SIGMA = 5.0
 MOMENT_METHODS = ("first_order", "second_order", "unscented")

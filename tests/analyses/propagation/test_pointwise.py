@@ -6,10 +6,10 @@ import pytest
 import xarray as xr
 
 from sensitivity.analyses.propagation import pointwise, pointwise_analysis
-from sensitivity.analyses.inputs import gaussian_inputs
+from sensitivity.inputs.uncertainty import gaussian_inputs
 from sensitivity.datasets import record_checksum
 from sensitivity.errors import DataError
-from sensitivity.stored_sweep import StoredSweep
+from sensitivity.sweep.stored import StoredSweep
 from tests.helpers.blocks import sweep_file
 
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.inputs import truncated_gaussian_inputs
+from sensitivity.inputs.uncertainty import truncated_gaussian_inputs
 from sensitivity.errors import ConfigError
-from sensitivity.space import ParameterSpace
+from sensitivity.inputs.space import ParameterSpace
 
 
 def box(low: list[float], high: list[float]) -> ParameterSpace:

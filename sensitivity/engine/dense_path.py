@@ -1,0 +1,470 @@
+"""The engine's fast path for chains of linear layers and elementwise maps (Keras MLPs and conv nets).
+
+A multilayer perceptron with input/output scaling is a chain ``x -> e_0 -> A_1 -> e_1 -> ... -> A_L -> e_L``
+of affine maps ``A_k(h) = h W_k + b_k`` and elementwise maps ``e_k`` (activations, :mod:`sensitivity.surrogates.scaling`
+layers). Its Jacobian is the matrix chain
+
+    J(x) = D_L W_L^T D_{L-1} ... W_1^T D_0,     D_k = diag(e_k'(z_k)),
+
+so forward mode carries the ``n_in`` tangents of every point as one ``[B n_in, h]`` block through each
+``W_k`` (one large matmul per layer, no per-tangent bookkeeping), and reverse mode carries the ``n_out``
+cotangents through ``W_k^T`` the same way. The first product of the chain needs no matmul (``D W`` is a
+broadcast), and reverse mode ends in the ``[B, n_out, n_in]`` layout the engine returns, with no transpose.
+Where the result is small (:data:`FOLD_BYTES`), the first two kernels of the chain are folded into one:
+the tangents after the second, ``diag(c) W_1 diag(s) W_2`` per point (``c``, ``s`` elementwise derivatives),
+are ``c_i (s F)[i, j]`` with ``F[k, i, j] = W_1[i, k] W_2[k, j]`` computed once (:func:`fold`), one
+``[B, k] @ [k, t h]`` matmul with no tangent block built before it (reverse mode: the last two ``W^T``).
+The elementwise derivatives ``e_k'`` come from autodiff of each map (one cheap ``[B, h]`` gradient), so
+any elementwise activation works and the scaling stays inside, in physical units.
+
+The same holds for any chain of linear maps ``L_k`` (convolutions, reshapes, upsampling, padding, cropping,
+average pooling) and elementwise maps (activations, batch normalisation in inference): forward mode applies each layer's own linear op to the tangents folded into the batch
+axis, one ``[B n_in, ...]`` block (the JVP of a linear map is the map itself), and multiplies by the
+elementwise derivatives in between (a one-filter convolution, the usual last layer of a field surrogate, runs
+as a matmul and a sum of shifted slices, see :func:`_shift_add`). Reverse mode through such a chain, and
+through max pooling, is :mod:`sensitivity.engine.reverse_path` (each op's transpose, from the same steps).
+
+Detection is structural and then verified: :func:`layer_steps` reads a Keras model whose layers are
+only ``InputLayer``, ``Dense``, ``Conv1D/2D/3D``, the linear reshaping and pooling layers (:data:`_LINEAR`),
+max pooling, elementwise activations, batch normalisation, the scaling layers and inference no-ops
+(dropout, noise), applied in sequence; :func:`chain_of` builds the chain, whose values must reproduce the
+surrogate's own on probe points, or the engine keeps its generic path.
+
+References
+----------
+Griewank, A. & Walther, A. (2008), Evaluating Derivatives, 2nd ed., SIAM, ch. 3 (tangent propagation,
+vector mode) and ch. 9 (Jacobian accumulation by matrix chains), doi:10.1137/1.9780898717761.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+#: Keras layers the fast path understands: elementwise ones (batch normalisation in inference is a per-channel
+#: scale and shift), and no-ops (in inference).
+_ELEMENTWISE = ("Activation", "InputScaling", "OutputScaling", "ReLU", "LeakyReLU", "ELU", "PReLU",
+                "BatchNormalization")
+_NO_OP = ("InputLayer", "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
+          "GaussianNoise", "AlphaDropout", "ActivityRegularization")
+#: Layers that are linear maps of each point (applied as they are, to values and to folded tangents alike).
+_LINEAR = tuple(f"{kind}{rank}D" for kind in ("UpSampling", "ZeroPadding", "Cropping", "AveragePooling",
+                                               "GlobalAveragePooling") for rank in (1, 2, 3)) + (
+    "Reshape", "Flatten", "Permute")
+_CONV = ("Conv1D", "Conv2D", "Conv3D")
+#: Max pooling: piecewise linear, with a reverse mode only (:mod:`sensitivity.engine.reverse_path`).
+_MAX_POOL = tuple(f"{kind}{rank}D" for kind in ("MaxPooling", "GlobalMaxPooling") for rank in (1, 2, 3))
+#: Activations that are not elementwise (their derivative is not a diagonal).
+_NOT_ELEMENTWISE = ("softmax", "log_softmax")
+#: Largest folded kernel of the first two products of the chain (see :func:`fold`) [bytes]. The fold does the
+#: same FLOPs as the unfolded products and saves the elementwise pass that builds the first tangent block; on
+#: shape C of ``benchmarks/bench_jacobian.py`` (1 MiB folded kernel) the XLA chunks ran 1.03x and 1.06x the
+#: unfolded chain in two scratch interleaved runs, on A (2 MiB) 1.3x in one. A larger kernel (B: 32 tangents
+#: through 512 x 512 kernels, 32 MiB) leaves the cache and would be read from memory at every chunk.
+FOLD_BYTES = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class DenseChain:
+    """A model as a chain of affine, linear and elementwise steps.
+
+    Attributes
+    ----------
+    steps
+        ``("affine", (W [k, h], b [h] | None, W^T))``, ``("linear", (L, b | None, layer, kernel))`` or
+        ``("elementwise", f)`` in application order (:func:`layer_steps`), where ``L`` is a linear map of each
+        point (applied to a ``[B, ...]`` batch), ``b`` a bias broadcast against its output, ``layer`` the Keras
+        layer it came from, and ``f`` maps a tensor elementwise. At least one affine or
+        linear step. ``W^T`` is stored, not traced: XLA would constant-fold the transpose at every
+        compilation, seconds for a 256 x 256 kernel.
+    widths
+        Numbers per point after each affine or linear step, input first (read off one probe point).
+    fold_forward, fold_reverse
+        The first two kernels of the chain folded into one (forward mode), or the last two (reverse mode),
+        by :func:`fold`; ``None`` where the chain does not start (end) with two affine steps with elementwise
+        steps between them, or where the folded kernel exceeds :data:`FOLD_BYTES`.
+    """
+
+    steps: tuple[tuple[str, Any], ...]
+    widths: tuple[int, ...] = ()
+    fold_forward: tf.Tensor | None = None
+    fold_reverse: tf.Tensor | None = None
+
+    @property
+    def reversible(self) -> bool:
+        """Has the chain a reverse mode here (affine and elementwise steps only)?"""
+        return all(kind != "linear" for kind, _ in self.steps)
+
+    def values(self, x: tf.Tensor) -> tf.Tensor:
+        """The chain's outputs, flattened: ``[B, n_out]``."""
+        for kind, step in self.steps:
+            x = affine(x, step) if kind == "affine" else linear(x, step) if kind == "linear" else step(x)
+        return tf.reshape(x, [-1, math.prod(x.shape[1:])]) if x.shape.rank != 2 else x
+
+    def forward(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_in`` tangents carried together."""
+        h, tangents = x, Block(self.fold_forward)  # [B, n_in, *point]
+        batch, n_in = tf.shape(x)[0], x.shape[-1]
+        for kind, step in self.steps:
+            if kind == "affine":
+                tangents.kernel(step[0])
+                h = affine(h, step)
+            elif kind == "linear":
+                tangents.linear(step[0], batch, n_in, x.dtype)
+                h = linear(h, step)
+            else:
+                h, slope = with_slope(step, h)
+                tangents.slope(slope)
+        n_out = math.prod(h.shape[1:])
+        block = tf.broadcast_to(tf.reshape(tangents.block, [-1, n_in, n_out]), [batch, n_in, n_out])
+        return tf.reshape(h, [-1, n_out]), tf.transpose(block, [0, 2, 1])
+
+    def reverse(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_out`` cotangents carried together."""
+        h, slopes = x, []
+        for kind, step in self.steps:  # primal pass, keeping every elementwise slope
+            if kind == "affine":
+                h = affine(h, step)
+                slopes.append(None)
+            else:
+                h, slope = with_slope(step, h)
+                slopes.append(slope)
+        cotangents = Block(self.fold_reverse)  # [B, n_out, width]
+        for (kind, step), slope in zip(reversed(self.steps), reversed(slopes)):
+            if kind == "affine":
+                cotangents.kernel(step[2])
+            else:
+                cotangents.slope(slope)
+        return h, tf.broadcast_to(cotangents.block, [tf.shape(x)[0], h.shape[-1], x.shape[-1]])
+
+
+class Block:
+    """The tangent block ``[B, t, width]`` of a chain (cotangents in reverse mode), built one step at a time.
+
+    While no kernel has been met the map is diagonal, ``diag(scale)``; the first kernel makes the block a
+    broadcast of it. With a folded kernel ``fold`` (:func:`fold`), the first kernel waits for the slopes
+    that follow it and the second one makes the block in one matmul (:func:`_unfold`).
+    """
+
+    def __init__(self, fold: tf.Tensor | None) -> None:
+        self.scale: tf.Tensor | None = None  # [B, t], the diagonal before the first kernel (None: identity)
+        self.block: tf.Tensor | None = None
+        self._fold, self._between, self._waiting = fold, None, False
+
+    def kernel(self, kernel: tf.Tensor) -> None:
+        """Apply the kernel ``[width, width']`` of an affine step (``W`` forward, ``W^T`` in reverse)."""
+        if self._waiting:
+            self.block, self._fold, self._waiting = _unfold(self._between, self._fold, self.scale), None, False
+        elif self.block is None and self._fold is not None:
+            self._waiting = True
+        elif self.block is None:  # diag(scale) W: a broadcast, no matmul
+            kernel = tf.expand_dims(kernel, -3)  # [1, k, h]
+            self.block = kernel if self.scale is None else self.scale[..., None] * kernel
+        else:
+            self.block = _right_matmul(self.block, kernel)
+
+    def linear(self, op: Callable[[tf.Tensor], tf.Tensor], batch: tf.Tensor, n_in: int, dtype: tf.DType) -> None:
+        """Apply a linear step ``op`` (forward mode only) to each of the ``n_in`` tangents of ``batch`` points."""
+        if self.block is None:  # diag(scale) itself, as n_in tangents per point
+            eye = tf.eye(n_in, dtype=dtype)[None]
+            self.block = eye if self.scale is None else self.scale[:, :, None] * eye
+        self.block = _folded(op, tf.broadcast_to(self.block, [batch, *self.block.shape[1:]]))
+
+    def slope(self, slope: tf.Tensor) -> None:
+        """Apply an elementwise step's derivatives ``[B, width]``."""
+        if self._waiting:
+            self._between = slope if self._between is None else self._between * slope
+        elif self.block is None:
+            self.scale = slope if self.scale is None else self.scale * slope
+        else:
+            self.block = self.block * slope[:, None]
+
+
+def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> DenseChain | None:
+    """The :class:`DenseChain` of ``fn`` when it is a verified Keras MLP or conv chain, else ``None``.
+
+    ``fn`` qualifies when it is a Keras model, or a function referring to exactly one (closure or global
+    name), whose layers are all dense, convolutional (``Conv1D/2D/3D``), linear reshaping or pooling
+    (:data:`_LINEAR`), elementwise or no-ops (:func:`layer_steps`), and when the chain reproduces ``fn`` on
+    random probe points to within a few hundred ulps of the output scale (so a wrapper that does more than
+    call the model is caught).
+    """
+    steps = layer_steps(fn, dtype)
+    chain = None if isinstance(steps, str) else chain_of(steps, fn, n_in, dtype)
+    return chain if isinstance(chain, DenseChain) else None
+
+
+def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[tuple[str, Any]] | str:
+    """The steps of the Keras model that ``fn`` is (or calls), in application order, or why there are none.
+
+    Returns
+    -------
+    ``[(kind, step), ...]`` with kinds ``"affine"`` (``(W, b | None, W^T)``), ``"linear"`` (``(L, b | None,
+    layer, kernel | None)``: a linear map of each point, its bias, the Keras layer it came from and, for a
+    convolution, its kernel as a numpy array), ``"elementwise"`` (a callable) and ``"maxpool"`` (the Keras
+    max-pooling layer); or a sentence naming what is not supported. A batch normalisation right after a
+    Dense or convolution without activation is folded into its kernel and bias (inference statistics).
+    """
+    model = keras_model(fn)
+    if model is None:
+        return "the surrogate is not a Keras model (nor a function calling exactly one)"
+    steps: list[tuple[str, Any]] = []
+    foldable = None  # (layer, kernel, bias) of a last step that is a Dense or conv without activation
+    for layer in model.layers:
+        name = type(layer).__name__
+        if name in _NO_OP:
+            continue
+        activation = getattr(layer, "activation", None)
+        if activation is not None and activation.__name__ in _NOT_ELEMENTWISE:
+            return f"layer {layer.name!r} has the activation {activation.__name__!r}, which is not elementwise"
+        if name == "BatchNormalization" and foldable is not None and _normalises_last_axis(layer, foldable[0]):
+            steps[-1] = _kernel_step(*_fold_normalisation(layer, *foldable), dtype)
+            foldable = None
+            continue
+        foldable = None
+        if name == "Dense" or name in _CONV:
+            kernel = np.asarray(layer.kernel)
+            bias = np.asarray(layer.bias) if layer.use_bias else None
+            steps.append(_kernel_step(layer, kernel, bias, dtype))
+            foldable = (layer, kernel, bias) if activation is None or activation.__name__ == "linear" else None
+        elif name in _LINEAR:
+            steps.append(("linear", (layer, None, layer, None)))
+        elif name in _MAX_POOL:
+            steps.append(("maxpool", layer))
+        elif name in _ELEMENTWISE:
+            steps.append(("elementwise", functools.partial(_call_inference, layer)))
+            continue
+        else:
+            return f"layer {layer.name!r} ({name}) is not on the fast path"
+        if activation is not None and activation.__name__ != "linear":
+            steps.append(("elementwise", functools.partial(_call_activation, activation)))
+    if all(kind == "elementwise" for kind, _ in steps):
+        return "the model has no Dense, convolution, pooling or reshaping layer"
+    return steps
+
+
+def _kernel_step(layer: Any, kernel: np.ndarray, bias: np.ndarray | None, dtype: str) -> tuple[str, Any]:
+    """The step of a Keras ``Dense`` (affine) or ``Conv*D`` (linear) layer with ``kernel`` and ``bias``."""
+    if type(layer).__name__ == "Dense":
+        tf_bias = None if bias is None else tf.constant(bias, dtype)
+        return "affine", (tf.constant(kernel, dtype), tf_bias, tf.constant(kernel.T.copy(), dtype))
+    tf_bias = None
+    if bias is not None:  # broadcast against the output's channel axis
+        shape = [-1] if layer.data_format == "channels_last" else [-1] + [1] * layer.rank
+        tf_bias = tf.constant(bias.reshape(shape), dtype)
+    if _single_filter(layer):
+        matrix = tf.constant(np.moveaxis(kernel[..., 0], -1, 0).reshape(kernel.shape[-2], -1), dtype)
+        conv = functools.partial(_shift_add, matrix, kernel.shape[:-2], layer.padding)
+    else:
+        conv = functools.partial(_convolve, layer, tf.constant(kernel, dtype))
+    return "linear", (conv, tf_bias, layer, kernel)
+
+
+def _normalises_last_axis(norm: Any, layer: Any) -> bool:
+    """Does the batch normalisation ``norm`` scale the output channels of the Dense/conv ``layer``?"""
+    rank = len(layer.output.shape)
+    axes = [a % rank for a in np.atleast_1d(norm.axis)]
+    return axes == [rank - 1] and getattr(layer, "data_format", "channels_last") == "channels_last"
+
+
+def _fold_normalisation(norm: Any, layer: Any, kernel: np.ndarray, bias: np.ndarray | None
+                        ) -> tuple[Any, np.ndarray, np.ndarray]:
+    """``layer``'s kernel and bias with the inference batch normalisation ``norm`` that follows it folded in:
+    ``gamma (z - mean) / sqrt(var + eps) + beta = z s + (beta - mean s)``, ``s`` scaling each output channel."""
+    variance, mean = np.asarray(norm.moving_variance, np.float64), np.asarray(norm.moving_mean, np.float64)
+    scale = 1 / np.sqrt(variance + norm.epsilon)
+    if norm.scale:
+        scale = scale * np.asarray(norm.gamma, np.float64)
+    shift = -mean * scale + (np.asarray(norm.beta, np.float64) if norm.center else 0)
+    folded_bias = shift if bias is None else bias * scale + shift
+    return layer, kernel * scale, folded_bias
+
+
+def chain_of(steps: list[tuple[str, Any]], fn: Callable, n_in: int, dtype: str) -> DenseChain | str:
+    """The verified :class:`DenseChain` of ``steps`` (from :func:`layer_steps` of ``fn``), or why not."""
+    if any(kind == "maxpool" for kind, _ in steps):
+        return "max pooling has no forward mode on the fast path"
+    try:
+        widths = _widths(steps, n_in, dtype)
+    except Exception:  # any shape or type failure: not the chain we assumed
+        return "the layers do not apply in sequence to a batch of flat inputs"
+    chain = DenseChain(tuple(steps), widths, *_folds(steps, dtype))
+    return chain if reproduces(chain.values, fn, n_in, dtype) else \
+        "the layer chain does not reproduce the model's values on probe points"
+
+
+def flat_outputs(chain: DenseChain, dtype: str) -> DenseChain:
+    """``chain`` without a last ``Reshape`` or ``Flatten`` (the engine's outputs are flat: C-order reshapes of
+    the flat outputs are the identity), e.g. the ``output_shape`` layer of a trained field surrogate; its folded
+    kernels are those of the steps that remain."""
+    steps = list(chain.steps)
+    while steps and steps[-1][0] == "linear" and type(steps[-1][1][2]).__name__ in ("Reshape", "Flatten"):
+        steps.pop()
+    if len(steps) == len(chain.steps):
+        return chain
+    return DenseChain(tuple(steps), chain.widths[: len(chain.widths) - (len(chain.steps) - len(steps))],
+                      *_folds(steps, dtype))
+
+
+def _folds(steps: list[tuple[str, Any]], dtype: str) -> tuple[tf.Tensor | None, tf.Tensor | None]:
+    """The folded first two kernels (forward mode) and last two (reverse mode, as ``W^T``) of the chain
+    ``steps`` (:func:`fold`), each where both are affine steps with elementwise steps between them."""
+    kernels = [i for i, (kind, _) in enumerate(steps) if kind != "elementwise"]  # affine and linear steps
+
+    def foldable(i: int, j: int) -> bool:
+        return steps[i][0] == steps[j][0] == "affine" and j - i > 1
+
+    forward = reverse = None
+    if len(kernels) >= 2 and foldable(kernels[0], kernels[1]):
+        forward = fold(np.asarray(steps[kernels[0]][1][0]), np.asarray(steps[kernels[1]][1][0]), dtype)
+    if len(kernels) >= 2 and foldable(kernels[-2], kernels[-1]) and all(kind != "linear" for kind, _ in steps):
+        reverse = fold(np.asarray(steps[kernels[-1]][1][2]), np.asarray(steps[kernels[-2]][1][2]), dtype)
+    return forward, reverse
+
+
+def _widths(steps: list[tuple[str, Any]], n_in: int, dtype: str) -> tuple[int, ...]:
+    """Numbers per point after each affine or linear step of ``steps``, input first (one probe point)."""
+    h, widths = tf.ones([1, n_in], dtype), [n_in]
+    for kind, step in steps:
+        if kind == "elementwise":
+            continue
+        h = affine(h, step) if kind == "affine" else linear(h, step)
+        widths.append(math.prod(h.shape[1:]))
+    return tuple(widths)
+
+
+def keras_model(fn: Any) -> Any:
+    """The Keras model ``fn`` is, or the one it refers to (closure or global name), else ``None``."""
+    import keras
+
+    if isinstance(fn, keras.Model):
+        return fn
+    referenced = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _filled(c)]
+    code, scope = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    referenced += [scope[name] for name in (code.co_names if code else ()) if name in scope]
+    models = {id(c): c for c in referenced if isinstance(c, keras.Model)}
+    return next(iter(models.values())) if len(models) == 1 else None
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty closure cell
+        return False
+    return True
+
+
+def reproduces(values: Callable[[tf.Tensor], tf.Tensor], fn: Callable, n_in: int, dtype: str) -> bool:
+    """Do a chain's ``values`` (``[B, n_in] -> [B, n_out]``) match ``fn``'s on 64 probe points (in-domain for
+    log-scaled inputs)?"""
+    probe = tf.constant(np.random.default_rng(12345).uniform(0.5, 2.0, (64, n_in)), dtype)
+    try:
+        expected = tf.reshape(fn(probe), [64, -1]).numpy()
+        got = values(probe).numpy()
+    except Exception:  # any shape or type failure: not the chain we assumed
+        return False
+    if got.shape != expected.shape or not np.all(np.isfinite(expected)):
+        return False
+    tolerance = 256 * np.finfo(dtype).eps * max(1.0, float(np.max(np.abs(expected))))
+    return bool(np.max(np.abs(got - expected)) <= tolerance)
+
+
+def _call_activation(activation: Callable, x: tf.Tensor) -> tf.Tensor:
+    return activation(x)
+
+
+def _call_inference(layer: Any, x: tf.Tensor) -> tf.Tensor:
+    """An elementwise Keras layer in inference (batch normalisation with its moving statistics)."""
+    return layer(x, training=False)
+
+
+def _convolve(layer: Any, kernel: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """The convolution of a Keras ``Conv*D`` layer with ``kernel``, without its bias and activation."""
+    return layer.convolution_op(x, kernel)
+
+
+def _single_filter(layer: Any) -> bool:
+    """Is ``layer`` a one-filter, unit-stride, undilated, ungrouped channels-last 'same'/'valid' convolution?"""
+    return (layer.filters == 1 and layer.groups == 1 and layer.data_format == "channels_last"
+            and layer.padding in ("same", "valid") and set(layer.strides) == {1} and set(layer.dilation_rate) == {1})
+
+
+def _shift_add(matrix: tf.Tensor, window: tuple[int, ...], padding: str, x: tf.Tensor) -> tf.Tensor:
+    """A one-filter convolution as one matmul and a sum of shifted slices.
+
+    ``x [N, *spatial, c]`` times ``matrix [c, prod(window)]`` (the kernel, one column per window offset) gives
+    every offset's contribution at every position; output position ``p`` sums offset ``o``'s contribution at
+    ``p + o`` (input padded as Keras/TF 'same' pads at unit stride, ``(k - 1) // 2`` before). A plain
+    convolution with one output channel uses the machine poorly: on ``[1280, 16, 16, 4..16]`` blocks this ran
+    1.4-2.8x faster than TF's (XLA) convolution; from two filters on it was slower (scratch measurements).
+    """
+    spatial = x.shape[1:-1]
+    y = tf.reshape(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), matrix), [-1, *spatial, matrix.shape[-1]])
+    if padding == "same":
+        y = tf.pad(y, [[0, 0], *[[(k - 1) // 2, k - 1 - (k - 1) // 2] for k in window], [0, 0]])
+    size = [n if padding == "same" else n - k + 1 for n, k in zip(spatial, window)]
+    terms = [y[(slice(None), *[slice(o, o + n) for o, n in zip(offset, size)], column)]
+             for column, offset in enumerate(itertools.product(*map(range, window)))]
+    return tf.add_n(terms)[..., None]
+
+
+def linear(h: tf.Tensor, step: tuple[Callable, tf.Tensor | None, Any, Any]) -> tf.Tensor:
+    """A linear step ``(L, b, layer, kernel)`` of the chain applied to ``h [B, *point]``: ``L(h) + b``."""
+    op, bias = step[:2]
+    z = op(h)
+    return z if bias is None else z + bias
+
+
+def _folded(op: Callable, tangents: tf.Tensor) -> tf.Tensor:
+    """A linear map of each point applied to ``tangents [B, n_in, *point]`` as one ``[B n_in, *point]`` batch."""
+    flat = op(tf.reshape(tangents, [-1, *tangents.shape[2:]]))
+    return tf.reshape(flat, [-1, tangents.shape[1], *flat.shape[1:]])
+
+
+def affine(h: tf.Tensor, step: tuple[tf.Tensor, tf.Tensor | None, tf.Tensor]) -> tf.Tensor:
+    """An affine step ``(W, b, W^T)`` of the chain applied to ``h [B, k]``: ``h W + b``."""
+    kernel, bias, _ = step
+    z = tf.matmul(h, kernel)
+    return z if bias is None else tf.nn.bias_add(z, bias)
+
+
+def _right_matmul(stack: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
+    """``[B, t, k] @ [k, h] -> [B, t, h]`` as one 2-D matmul (a batched one would broadcast the kernel)."""
+    shape = tf.shape(stack)
+    flat = tf.matmul(tf.reshape(stack, [-1, stack.shape[-1]]), kernel)
+    return tf.reshape(flat, [shape[0], stack.shape[1], kernel.shape[-1]])
+
+
+def fold(first: np.ndarray, second: np.ndarray, dtype: str) -> tf.Tensor | None:
+    """The kernels ``first [t, k]`` and ``second [k, h]`` folded into ``F [k, t, h]``, ``F[k, i, j] =
+    first[i, k] second[k, j]`` (in float64, then rounded once), or ``None`` beyond :data:`FOLD_BYTES`.
+
+    For tangents ``diag(c) first diag(s)`` (``c [t]`` and ``s [k]`` elementwise derivatives of one point),
+    ``(diag(c) first diag(s) second)[i, j] = c_i (s F)[i, j]``: see :func:`_unfold`.
+    """
+    (t, k), h = first.shape, second.shape[1]
+    if k * t * h * np.dtype(dtype).itemsize > FOLD_BYTES:
+        return None
+    folded = np.einsum("ik,kj->kij", first.astype(np.float64), second.astype(np.float64))
+    return tf.constant(folded, dtype)
+
+
+def _unfold(between: tf.Tensor, fold: tf.Tensor, scale: tf.Tensor | None) -> tf.Tensor:
+    """The block ``[B, t, h]`` of a folded pair of kernels (:func:`fold`) from the slopes ``between [B, k]``
+    after the first kernel and the diagonal ``scale [B, t]`` before it (``None``: identity)."""
+    k, t, h = fold.shape
+    block = tf.reshape(tf.matmul(between, tf.reshape(fold, [k, t * h])), [-1, t, h])
+    return block if scale is None else block * scale[:, :, None]
+
+
+def with_slope(f: Callable[[tf.Tensor], tf.Tensor], z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """``f(z)`` and its elementwise derivative ``f'(z)`` (the gradient of ``sum f(z)``, exact for elementwise f)."""
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        y = f(z)
+    return y, tape.gradient(y, z)

@@ -1,0 +1,239 @@
+"""The compiled engine of an ensemble: every member's values and Jacobians in one call, the members as a batch axis.
+
+:func:`compile_ensemble` builds, once per ensemble surrogate (:mod:`sensitivity.surrogates.ensemble`), a
+``tf.function`` with the engine's fixed input signature ``[None, n_in]`` that returns the values
+``[K, B, n_out]`` and Jacobians ``[K, B, n_out, n_in]`` of all ``K`` members at a batch of points, fed in
+chunks like :class:`~sensitivity.engine.jacobian.CompiledJacobian` (full chunks through XLA, a shorter one without, so
+it never retraces). Members of one MLP architecture take the member path (:mod:`sensitivity.engine.member_path`:
+each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
+function (:func:`~sensitivity.engine.jacobian.jacobian_functions`) inside the same compiled call.
+
+The results come back member-major, ``[K, N, *out]`` and ``[K, N, *out, n_in]``
+(:meth:`CompiledEnsemble.__call__`), or as the flat member-major views the analyses stack into one output
+axis, ``[N, K m]`` with column ``k m + j`` member ``k``'s output ``j`` (:meth:`CompiledEnsemble.stacked_values`).
+An ensemble whose manifest calibrates its spread (``spread_scale``, :mod:`sensitivity.surrogates.ensemble`) returns its members
+spread about their mean by that factor per output (:func:`sensitivity.surrogates.load.recentred`), values and
+Jacobians alike. The ensemble's prediction, the mean of its members, is the surrogate itself:
+:func:`sensitivity.engine.jacobian.compile_jacobian` of the ensemble compiles the mean on the same stacked chain.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from sensitivity.errors import ConfigError
+from sensitivity.engine.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chunk_size, checked_points,
+                                  chunk_functions, dense_chunk_size, jacobian_functions, resolve_mode,
+                                  settings_text)
+from sensitivity.engine.member_path import MemberChain, member_chain
+from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
+from sensitivity.surrogates.load import Surrogate, recentred
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CompiledEnsemble:
+    """Every member's values and Jacobians, compiled once and evaluated in fixed-size chunks.
+
+    Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (the members' dense chains) or
+    ``"stacked"`` (each member's own function in one call), ``path_reason`` says why.
+    """
+
+    surrogate: Surrogate
+    members: int
+    mode: str
+    path: str
+    jit_compile: bool
+    dtype: str
+    chunk_size: int
+    _functions: dict[str, dict[bool, Any]] = field(repr=False)
+    _traces: dict[str, int] = field(repr=False)
+    path_reason: str = ""
+
+    @property
+    def settings(self) -> str:
+        """The engine's settings as the datasets' ``engine`` attribute records them."""
+        return settings_text(self)
+
+    @property
+    def trace_count(self) -> int:
+        """How many times the Jacobian function has been traced (once, or with XLA once per chunk kind)."""
+        return self._traces["jacobian"]
+
+    def __call__(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every member's values and Jacobians at ``points [N, n_in]``: ``([K, N, *out], [K, N, *out, n_in])``."""
+        values, jacobian = self._evaluate("jacobian", points)
+        out = self.surrogate.output.shape
+        return (values.reshape(self.members, -1, *out),
+                jacobian.reshape(self.members, -1, *out, self.surrogate.n_in))
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        """Every member's values at ``points [N, n_in]``: ``[K, N, *out]``."""
+        return self._evaluate("values", points)[0].reshape(self.members, -1, *self.surrogate.output.shape)
+
+    def stacked_values(self, points: np.ndarray) -> np.ndarray:
+        """Every member's values as one flat output axis, member-major: ``[N, K m]`` (column ``k m + j``)."""
+        values = self._evaluate("values", points)[0]  # [K, N, m]
+        return np.ascontiguousarray(values.transpose(1, 0, 2)).reshape(values.shape[1], -1)
+
+    def stacked_value_and_jacobian(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`stacked_values` and the Jacobians on the same axis: ``([N, K m], [N, K m, n_in])``."""
+        values, jacobian = self._evaluate("jacobian", points)  # [K, N, m], [K, N, m, n]
+        n = values.shape[1]
+        return (np.ascontiguousarray(values.transpose(1, 0, 2)).reshape(n, -1),
+                np.ascontiguousarray(jacobian.transpose(1, 0, 2, 3)).reshape(n, -1, jacobian.shape[-1]))
+
+    def member_function(self, k: int) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """Member ``k``'s flat ``value_and_jacobian`` ``[N, n_in] -> ([N, m], [N, m, n_in])`` (computed with all
+        members: for the small calls of a calibration, where one member's own engine would save little)."""
+        if not 0 <= k < self.members:
+            raise ConfigError(f"`k` must be a member index in [0, {self.members}), got {k!r}")
+
+        def value_and_jacobian(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values, jacobian = self._evaluate("jacobian", points)
+            return values[k], jacobian[k]
+
+        return value_and_jacobian
+
+    def iter_chunks(self, points: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Yield ``(start, values [K, n, *out], jacobian [K, n, *out, n_in])`` per chunk of ``points``."""
+        x = self._check(points)
+        for start in range(0, len(x), self.chunk_size):
+            yield (start, *self(x[start : start + self.chunk_size]))
+
+    def _evaluate(self, kind: str, points: np.ndarray) -> list[np.ndarray]:
+        """The flat results ``[K, N, m]`` (and ``[K, N, m, n]``) of function ``kind``, chunk by chunk, each chunk's
+        buffers copied once, into the result."""
+        x = self._check(points)
+        if len(x) <= self.chunk_size:
+            return [r.numpy() for r in self._functions[kind][len(x) == self.chunk_size](tf.constant(x, self.dtype))]
+        out = None
+        for start in range(0, len(x), self.chunk_size):
+            chunk = x[start : start + self.chunk_size]
+            results = self._functions[kind][len(chunk) == self.chunk_size](tf.constant(chunk, self.dtype))
+            if out is None:
+                out = [np.empty((r.shape[0], len(x), *r.shape[2:]), self.dtype) for r in results]
+            for target, r in zip(out, results):
+                target[:, start : start + len(chunk)] = np.asarray(r)
+        return out
+
+    def _check(self, points: np.ndarray) -> np.ndarray:
+        return checked_points(points, self.dtype, self.surrogate.n_in)
+
+
+def compile_ensemble(
+    surrogate: Surrogate,
+    mode: Mode = EngineSettings.mode,
+    *,
+    jit_compile: bool | None = EngineSettings.jit_compile,
+    chunk_size: int | None = EngineSettings.chunk_size,
+    memory_budget_mb: float = EngineSettings.memory_budget_mb,
+    path: PathChoice = EngineSettings.path,
+) -> CompiledEnsemble:
+    """Compile every member's values and Jacobians of an ensemble ``surrogate`` into one function.
+
+    The settings are those of :func:`sensitivity.engine.jacobian.compile_jacobian` (the command line's ``jacobian.*``);
+    a single model is an ensemble of one. ``path="dense"`` demands the member path (members of one MLP
+    architecture), ``"autodiff"`` each member's autodiff function, ``"auto"`` the member path where it applies.
+
+    Returns
+    -------
+    CompiledEnsemble
+    """
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
+    if path not in PATHS:
+        raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
+    members = surrogate.members or (surrogate,)
+    k, n_in, n_out = len(members), surrogate.n_in, surrogate.output_size
+    resolved = resolve_mode(mode, n_in, n_out)
+    chain: MemberChain | str = "path 'autodiff' was asked for" if path == "autodiff" else \
+        member_chain(members, n_in, surrogate.dtype)
+    if path == "dense" and isinstance(chain, str):
+        raise ConfigError(f"`path` 'dense' needs members that are Keras MLPs of one architecture; "
+                          f"{surrogate.source} is not: {chain}")
+    if isinstance(chain, MemberChain):
+        kind, reason = "member", f"{k} members' dense chains in turn, in one call"
+        values_fn, jacobian_fn = chain.values, chain.forward if resolved == "forward" else chain.reverse
+        autograph = False  # the project's own chains (see chunk_functions)
+    else:
+        kind, reason = "stacked", f"each member's own function in one call ({chain})"
+        values_fn, jacobian_fn = _stacked_functions(members, resolved)
+        autograph = True
+    if surrogate.spread_scale:
+        values_fn, jacobian_fn = _recentring(values_fn, jacobian_fn, np.asarray(surrogate.spread_scale),
+                                             surrogate.dtype)
+        reason += "; members spread about their mean by the ensemble's calibration"
+    log.info("%s: ensemble engine, %s mode: %s", surrogate.source, resolved, reason)
+    traces = {"jacobian": 0, "values": 0}
+    signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
+
+    def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
+        traces["values"] += 1
+        return (values_fn(x),)
+
+    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        traces["jacobian"] += 1
+        return tuple(jacobian_fn(x))
+
+    xla = True if jit_compile is None else jit_compile
+
+    functions = {"values": chunk_functions(values_only, signature, xla, autograph),
+                 "jacobian": chunk_functions(value_and_jacobian, signature, xla, autograph)}
+    itemsize = np.dtype(surrogate.dtype).itemsize
+    if chunk_size is None and isinstance(chain, MemberChain):
+        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, itemsize,
+                                      DENSE_BLOCK_BYTES)
+    elif chunk_size is None:  # the activations of every member, read off the traced values function
+        chunk_size = auto_chunk_size(_activation_size(functions["values"][False], n_in), n_in, n_out, resolved,
+                                     itemsize, memory_budget_mb)
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
+    return CompiledEnsemble(surrogate, k, resolved, kind, xla, surrogate.dtype, chunk_size, functions, traces,
+                            path_reason=reason)
+
+
+def stacked_model(surrogate: Surrogate) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The members side by side as one TF model ``x [B, n_in] -> [B, K m]``, member-major (column ``k m + j``), as
+    :meth:`CompiledEnsemble.stacked_values` returns them: what a compiled Hessian of every member differentiates."""
+    k = surrogate.n_members
+
+    def stacked(x: tf.Tensor) -> tf.Tensor:
+        members = tf.reshape(surrogate.member_fn(x), [k, tf.shape(x)[0], -1])
+        return tf.reshape(tf.transpose(members, [1, 0, 2]), [tf.shape(x)[0], -1])
+
+    return stacked
+
+
+def _recentring(values_fn: Callable, jacobian_fn: Callable, scale: np.ndarray, dtype: str) -> tuple[Callable, Callable]:
+    """The stacked functions with the members spread about their mean by ``scale [m]``
+    (:func:`sensitivity.surrogates.load.recentred`; Jacobian rows by the same factor as their output)."""
+    factor = tf.constant(scale, dtype)
+
+    def values(x: tf.Tensor) -> tf.Tensor:
+        return recentred(values_fn(x), factor)
+
+    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        v, j = jacobian_fn(x)
+        return recentred(v, factor), recentred(j, factor[:, None])
+
+    return values, value_and_jacobian
+
+
+def _stacked_functions(members: tuple[Surrogate, ...], mode: str) -> tuple[Callable, Callable]:
+    """Every member's engine function (dense path or autodiff) stacked on a leading member axis."""
+    pairs = [jacobian_functions(member, mode) for member in members]
+
+    def values(x: tf.Tensor) -> tf.Tensor:
+        return tf.stack([v(x) for v, _ in pairs])
+
+    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        results = [f(x) for _, f in pairs]
+        return tf.stack([r[0] for r in results]), tf.stack([r[1] for r in results])
+
+    return values, value_and_jacobian

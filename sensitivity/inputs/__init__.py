@@ -1,0 +1,1 @@
+"""The inputs: the parameter space, marginals and copula, covariance, fields, input uncertainty."""

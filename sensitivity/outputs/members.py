@@ -1,0 +1,57 @@
+"""What every analysis of an ensemble shares: the ``member`` axis, the spread of a result over the members, and the
+interval that combines it with the analysis's own sampling interval.
+
+An ensemble of ``K`` surrogates (:mod:`sensitivity.surrogates.ensemble`) predicts with the mean of its members; the spread of
+a result over the members estimates how much of that result is the surrogate. Treating the unknown truth as one
+more draw from the distribution the members were drawn from (exchangeable with them: the members differ by
+seed and bootstrap resample, Lakshminarayanan et al. 2017, arXiv:1612.01474), the truth lies within
+
+    mean -+ t_{K-1, (1 + c)/2} sqrt(1 + 1/K) s,        s = sd(member results, ddof=1)
+
+with probability ``c``: a prediction interval for a new draw from ``K`` (Student's ``t`` with ``K - 1`` degrees of
+freedom for an ``s`` estimated from few members; Geisser 1993, Predictive Inference, ch. 2). A result that also
+has a sampling interval (a Monte Carlo or quasi-Monte Carlo error, independent of the surrogate's) gets the
+combined interval of :func:`combined_bounds`: each side's half-width is the root sum of squares of the two
+half-widths, the sum of two independent errors' variances.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
+
+#: The dim of an ensemble's members in every result (reserved: no model output may use it).
+MEMBER = "member"
+
+
+def member_coords(k: int) -> dict[str, xr.Variable]:
+    """The ``member`` index coordinate of ``k`` members."""
+    return {MEMBER: xr.Variable(MEMBER, np.arange(k, dtype=np.int32), {"long_name": "member of the surrogate ensemble",
+                                                                        "units": "1"})}
+
+
+def spread_factor(k: int, level: float) -> float:
+    """``t_{K-1, (1 + level)/2} sqrt(1 + 1/K)``: the half-width of the surrogate interval per unit of member sd."""
+    if k < 2:
+        raise ConfigError(f"an ensemble's spread needs at least 2 members, got {k}")
+    if not 0 < level < 1:
+        raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
+    return float(stats.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(1 + 1 / k))
+
+
+def combined_bounds(estimate: np.ndarray, low: np.ndarray | None, high: np.ndarray | None, std: np.ndarray, k: int,
+                    level: float) -> np.ndarray:
+    """``[..., 2]`` (low, high): the sampling interval ``[low, high]`` of ``estimate`` widened by the surrogate's.
+
+    Each side's half-width is ``sqrt(h_sampling^2 + h_surrogate^2)`` with ``h_surrogate`` the member spread's
+    (:func:`spread_factor` times ``std``); without a sampling interval (``low``/``high`` None) the surrogate's alone.
+    """
+    estimate = np.asarray(estimate, float)
+    half = spread_factor(k, level) * np.asarray(std, float)
+    below = 0.0 if low is None else estimate - np.asarray(low, float)
+    above = 0.0 if high is None else np.asarray(high, float) - estimate
+    return np.stack([estimate - np.hypot(below, half), estimate + np.hypot(above, half)], axis=-1)

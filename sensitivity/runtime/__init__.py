@@ -1,0 +1,1 @@
+"""Runtime services every wing may use: deferred imports, TensorFlow's quiet import, progress bars."""

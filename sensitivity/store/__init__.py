@@ -1,0 +1,1 @@
+"""The resumable, verified block store and its record-by-record netCDF files."""

@@ -1,0 +1,1 @@
+"""The models: Keras files, SavedModels, functions, ensemble artifacts, and a user's simulator."""

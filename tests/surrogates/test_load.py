@@ -1,0 +1,101 @@
+"""Surrogate loading: Keras files with embedded scaling and metadata, SavedModels, functions, and errors."""
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+import sensitivity
+from sensitivity.errors import ModelError
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.surrogates.scaling import InputScaling, OutputScaling
+from tests.helpers.references import central_differences
+
+RNG = np.random.default_rng(3)
+OUTPUT = OutputSpec.from_dict({"name": "cases", "units": "day-1", "long_name": "new cases",
+                               "dims": [{"name": "day", "values": [1, 2, 3, 4], "units": "day"}]})
+
+
+def scaled_network(path, seed=0):
+    """A tiny network in normalised units wrapped by the scaling layers (log on the first input and output)."""
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((2,))
+    z = InputScaling(offset=[-2.0, 5.0], scale=[1.5, 2.0], log=[True, False], names=["k", "t"],
+                     units=["day-1", "day"])(inputs)
+    h = keras.layers.Dense(16, activation="tanh")(z)
+    h = keras.layers.Dense(4)(h)
+    y = OutputScaling(offset=[-3.0] * 4, scale=[0.5] * 4, log=True, output_spec=OUTPUT.to_dict())(h)
+    keras.Model(inputs, y).save(path)
+
+
+def test_keras_file_is_self_describing_and_jacobian_is_physical(tmp_path):
+    path = tmp_path / "s.keras"
+    scaled_network(path)
+    model = sensitivity.load_surrogate(path, dtype="float64")
+    assert model.input_names == ("k", "t") and model.input_units == ("day-1", "day")
+    assert model.output == OUTPUT and model.content_hash.startswith("sha256:")
+    x = np.column_stack([RNG.uniform(0.05, 2.0, 30), RNG.uniform(0, 10, 30)])
+    values, jacobian = sensitivity.compile_jacobian(model, "forward")(x)
+    assert np.all(values > 0)  # the log output transform is undone inside the model
+    np.testing.assert_allclose(jacobian, central_differences(model, x), rtol=1e-6, atol=1e-10)
+
+
+def test_saved_model_matches_keras(tmp_path):
+    path = tmp_path / "s.keras"
+    scaled_network(path)
+    keras_model = sensitivity.load_surrogate(path)
+    keras.saving.load_model(path).export(tmp_path / "saved", verbose=False)
+    with pytest.raises(ModelError, match=r"is a TF SavedModel: loading it runs its graph.*model.trusted=true"):
+        sensitivity.load_surrogate(tmp_path / "saved", input_names=["k", "t"], input_units=["day-1", "day"])
+    saved = sensitivity.load_surrogate(tmp_path / "saved", input_names=["k", "t"], input_units=["day-1", "day"],
+                                       output=OUTPUT, trusted=True)
+    x = np.column_stack([RNG.uniform(0.05, 2.0, 10), RNG.uniform(0, 10, 10)])
+    a, b = sensitivity.compile_jacobian(keras_model)(x), sensitivity.compile_jacobian(saved)(x)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-5, atol=1e-7)
+
+
+def test_declared_names_and_shapes_are_checked(tmp_path):
+    path = tmp_path / "s.keras"
+    scaled_network(path)
+    with pytest.raises(ModelError, match=r"`input_names` \['a', 'b'\] disagree with those stored in the model"):
+        sensitivity.load_surrogate(path, input_names=["a", "b"])
+    with pytest.raises(ModelError, match=r"returns shape \[4\] per point but `output` declares \[3\]"):
+        sensitivity.load_surrogate(path, output={"name": "y", "names": ["a", "b", "c"]})
+    with pytest.raises(ModelError, match="`input_names` are required"):
+        sensitivity.load_surrogate("sensitivity.simulators.analytic:ishigami")
+    with pytest.raises(ModelError, match="cannot be imported"):
+        sensitivity.load_surrogate("sensitivity.simulators.analytic:nope", input_names=["a"], input_units=["1"])
+    with pytest.raises(ModelError, match="surrogate file not found"):
+        sensitivity.load_surrogate(tmp_path / "missing.keras")
+    (tmp_path / "corrupt.keras").write_bytes(b"not a zip")
+    with pytest.raises(ModelError, match="is not a valid .keras archive"):
+        sensitivity.load_surrogate(tmp_path / "corrupt.keras")
+
+
+def test_a_truncated_keras_file_is_named_as_such(tmp_path):
+    path = tmp_path / "s.keras"
+    scaled_network(path)
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ModelError, match=r"s.keras is not a valid .keras archive \(truncated or damaged"):
+        sensitivity.load_surrogate(path)
+
+
+def test_a_scalar_output_is_one_output_named_after_the_model():
+    import tensorflow as tf
+
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.surrogates.load import load_surrogate
+
+    def height(x, k=2.0):
+        return x[:, 0] * tf.exp(k * x[:, 1])  # y [B]
+
+    s = load_surrogate(height, input_names=["a", "b"], input_units=["m", "1"], kwargs={"k": 3.0}, dtype="float64")
+    assert s.output.shape == (1,) and s.output.flat_names() == ["height"]
+    x = np.array([[1.0, 0.5], [2.0, -0.1]])
+    values, jacobian = compile_jacobian(s, "auto")(x)
+    e = np.exp(3.0 * x[:, 1])
+    np.testing.assert_allclose(values[:, 0], x[:, 0] * e, rtol=1e-12)
+    np.testing.assert_allclose(jacobian[:, 0, :], np.stack([e, 3.0 * x[:, 0] * e], axis=1), rtol=1e-12)
+    named = load_surrogate(height, input_names=["a", "b"], input_units=["m", "1"], output={"name": "H", "units": "m"})
+    assert named.output.flat_names() == ["H"] and named.output.units == "m"

@@ -1,0 +1,120 @@
+"""Key numbers of an uncertainty propagation (``propagation.nc``) and of the pointwise one over a sweep
+(``local_propagation.nc``)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
+from sensitivity.analyses.propagation.verdict import VERDICT_NONLINEAR, summary_lines
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.plots.layout import is_labeled, output_dims, position_text
+from workflows.report.cells import checked, names, number, percent, units_at, with_units
+from workflows.report.page import BAD, Cell, Fact, Summary, Table
+
+xr = lazy_import("xarray")
+
+#: At most this many outputs get a row in the table of output moments (about: whole labels are shown).
+MAX_ROWS = 16
+#: Evenly spaced elements of a series shown (with the one of largest std).
+ALONG = 5
+
+
+def propagation(ds: xr.Dataset) -> Summary:
+    """Per method: its status, the share of model evaluations outside the bounds and the linearity verdict against
+    the reference; the output mean and std of every method at the outputs shown; the verdict's warnings."""
+    verdict = ds["nonlinear"].attrs if "nonlinear" in ds else {}
+    reference = verdict.get("verdict_reference")
+    facts = [Fact("inputs", str(ds.attrs.get("input_source") or ds.attrs.get("input_distribution", "not recorded"))),
+             Fact("input distribution", str(ds.attrs.get("input_distribution", "not recorded")))]
+    if reference:
+        facts.append(Fact("verdict reference", str(reference) + (
+            f": {verdict['verdict_reference_description']}" if verdict.get("verdict_reference_description") else "")))
+        facts.append(Fact("verdict", f"nonlinear where the mean or std differs from {reference}'s by more than "
+                                     f"{verdict.get('verdict_k_sigma', 3):g} standard errors + "
+                                     f"{verdict.get('verdict_rtol', 0.05):g} of its std"))
+    lines = summary_lines(ds) if "nonlinear" in ds else []
+    tables = [_methods(ds), _moments(ds, reference)]
+    return Summary(facts, tables, [line for severity, line in lines if severity == "warning"])
+
+
+def _methods(ds: xr.Dataset) -> Table:
+    rows = []
+    for i, name in enumerate(names(ds, METHOD_DIM)):
+        m = ds.isel({METHOD_DIM: i})
+        ok = int(m["status"]) == STATUS_OK
+        outside = float(m["outside_bounds"])
+        row = [Cell(name), checked(str(m["status_message"].values.item()), ok),
+               checked(percent(outside), outside <= 0.01)]
+        flags = m["nonlinear"].values if "nonlinear" in ds else np.array([-1])
+        if (flags < 0).all():
+            row += [Cell("not assessed"), Cell("")]
+        else:
+            n = int((flags == VERDICT_NONLINEAR).sum())
+            gaps = np.abs(np.stack([m["output_mean_discrepancy"].values, m["output_std_discrepancy"].values]))
+            row += [checked(f"{n} of {flags.size}", n == 0), Cell(number(np.nanmax(gaps), 3))]
+        rows.append(row)
+    return Table("Methods and the linearity verdict",
+                 ["method", "status", "evaluations outside the bounds", "outputs flagged nonlinear",
+                  "largest gap [reference std]"], rows)
+
+
+def _moments(ds: xr.Dataset, reference: str | None) -> Table:
+    methods = names(ds, METHOD_DIM)
+    mean, std = ds["output_mean"], ds["output_std"]
+    scale = std.isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
+    shown, note = shown_outputs(ds, scale)
+    flags = ds["nonlinear"] if "nonlinear" in ds else None
+    rows = []
+    for index in shown:
+        row = [Cell(position_text(ds, index) or str(mean.attrs.get("long_name", "output"))),
+               Cell(units_at(mean, index))]
+        for i in range(len(methods)):
+            at = {METHOD_DIM: i, **index}
+            bad = flags is not None and int(flags.isel(at)) == VERDICT_NONLINEAR
+            row.append(Cell(f"{number(mean.isel(at))} ± {number(std.isel(at), 3)}", flag=BAD if bad else ""))
+        rows.append(row)
+    return Table("Output mean ± standard deviation by method", ["output", "units", *methods], rows,
+                 note + " Red: flagged nonlinear.")
+
+
+def shown_outputs(ds: xr.Dataset, score: xr.DataArray) -> tuple[list[dict[str, int]], str]:
+    """The outputs the moment table shows, and a note saying which: every output when there are at most
+    :data:`MAX_ROWS`, else every named scalar (the first :data:`MAX_ROWS`); along a series, :data:`ALONG`
+    evenly spaced elements and the one where ``score`` (the reference's std) is largest; on a field, that
+    largest one; each per label of the labeled dims (the first labels, about :data:`MAX_ROWS` rows)."""
+    dims = output_dims(score)
+    labeled = [d for d in dims if is_labeled(ds, d)]
+    numeric = [d for d in dims if d not in labeled]
+    if int(np.prod([ds.sizes[d] for d in dims], dtype=int)) <= MAX_ROWS:  # a few outputs: every one
+        return [dict(zip(dims, p)) for p in np.ndindex(*(ds.sizes[d] for d in dims))], "Every output."
+    total = int(np.prod([ds.sizes[d] for d in labeled], dtype=int))
+    per_label = min(ALONG + 1, ds.sizes[numeric[0]]) if len(numeric) == 1 else 1
+    shown_labels = max(1, MAX_ROWS // per_label)
+    positions = list(itertools.islice(np.ndindex(*(ds.sizes[d] for d in labeled)), shown_labels))
+    more = f" (the first {len(positions)} of {total} labels)" if total > len(positions) else ""
+    if not numeric:
+        return [dict(zip(labeled, p)) for p in positions], f"Every output{more}."
+    shown = []
+    for p in positions:
+        at = dict(zip(labeled, p))
+        values = np.nan_to_num(score.isel(at).transpose(*numeric).values, nan=-np.inf)
+        largest = tuple(int(i) for i in np.unravel_index(int(np.argmax(values)), values.shape))
+        along = {(int(k),) for k in np.linspace(0, values.shape[0] - 1, min(ALONG, values.shape[0])).round()} \
+            if len(numeric) == 1 else set()
+        shown += [{**at, **dict(zip(numeric, where))} for where in sorted(along | {largest})]
+    what = (f"{ALONG} evenly spaced values of {numeric[0]} and the one of largest std" if len(numeric) == 1
+            else f"the output of largest std ({' x '.join(numeric)})")
+    return shown, (f"At {what}" + (f" per {' x '.join(labeled)}" if labeled else "") + f"{more}; the figure "
+                   "shows them all.")
+
+
+def local_propagation(ds: xr.Dataset) -> Summary:
+    """The linear output std at every point of a sweep: how many points, from which input covariance (the values
+    themselves are in the file and its figure; a sweep may be too large to summarise here)."""
+    std = ds["output_std"]
+    return Summary([Fact("sweep points", number(ds.sizes["sample"])),
+                    Fact("inputs", str(ds.attrs.get("input_source", "not recorded"))),
+                    Fact("linear output std", with_units(str(std.attrs.get("long_name", "output_std")),
+                                                         units_at(std)))])
