@@ -160,6 +160,9 @@ def fosm(jacobian: np.ndarray, prior_covariance: np.ndarray, noise: np.ndarray, 
     prior = covariance_matrix(prior_covariance, n_par, "prior_covariance")
     noise_cov = covariance_matrix(noise, n_obs, "noise")
     diagonal = bool(np.all(noise_cov == np.diag(np.diag(noise_cov))))
+    if diagonal and np.any(np.diag(noise_cov) <= 0):
+        bad = int(np.argmin(np.diag(noise_cov)))
+        raise ConfigError(f"noise must be positive definite, got variance {noise_cov[bad, bad]:g} at position {bad}")
     fore = finite_array(forecasts, "forecasts")
     if fore.ndim == 1:
         fore = fore[:, None]
