@@ -73,3 +73,11 @@ def test_candidates_added_to_no_data_start_from_the_prior():
         new = posterior(p.candidates[c:c + 1], p.prior, np.array([0.5]))
         np.testing.assert_allclose(result.variance[c], forecast_variance(new, p.forecasts), rtol=1e-11)
     np.testing.assert_allclose(result.base_variance, forecast_variance(p.prior, p.forecasts), rtol=1e-13)
+
+
+def test_removal_in_batches_of_one_gives_the_same_answer(monkeypatch):
+    p = random_problem(11)
+    problem = fosm(p.jacobian, p.prior, p.noise, p.forecasts)
+    whole = removed_importance(problem)
+    monkeypatch.setattr("sensitivity.analyses.worth.data_worth.BATCH_BYTES", 1)
+    np.testing.assert_array_equal(removed_importance(problem).variance, whole.variance)

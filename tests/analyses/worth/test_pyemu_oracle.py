@@ -95,3 +95,23 @@ def test_next_most_important_added_obs(case, forecast):
                                rtol=1e-8)
     np.testing.assert_allclose(100 * design.reduction_from_base[:, column], frame["unc_reduce_initial_base"],
                                rtol=1e-8)
+
+
+def test_correlated_noise_posterior_and_removed_groups():
+    """A full noise covariance: removing a group drops its block of ``C_e`` in pyEMU's ``get`` and here."""
+    p = random_problem(22)
+    g = np.random.default_rng(220).normal(size=(12, 12))
+    noise = g @ g.T / 12 + 0.5 * np.eye(12)
+    # without a control file pyEMU's base is the union of the groups' observations: let them cover every one
+    groups = {"a": ["o0", "o1", "o7"], "b": ["o3", "o4"], "rest": ["o2", "o5", "o6", "o8", "o9", "o10", "o11"]}
+    ours = fosm(p.jacobian, p.prior, noise, p.forecasts, parameter_names=PARS, observation_names=OBS,
+                forecast_names=FORES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        schur = pyemu.Schur(jco=pyemu.Jco(x=p.jacobian, row_names=OBS, col_names=PARS),
+                            parcov=pyemu.Cov(x=p.prior, names=PARS), obscov=pyemu.Cov(x=noise, names=OBS),
+                            forecasts=pyemu.Matrix(x=p.forecasts, row_names=PARS, col_names=FORES), verbose=False)
+        frame = schur.get_removed_obs_importance({k: list(v) for k, v in groups.items()})
+    np.testing.assert_allclose(ours.posterior_variance, [schur.posterior_forecast[f] for f in FORES], rtol=RTOL)
+    np.testing.assert_allclose(removed_importance(ours, groups).variance, frame.loc[list(groups), FORES],
+                               rtol=RTOL)
