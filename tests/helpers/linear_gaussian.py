@@ -12,7 +12,8 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Problem:
-    """A random linear Gaussian problem with candidates: ``J``, ``C_p``, ``C_e`` (variances), ``y``, ``J_c``, ``s_c``."""
+    """A random linear Gaussian problem with candidates: ``J``, ``C_p``, ``C_e`` (variances), ``y``, ``J_c``,
+    ``s_c``."""
 
     jacobian: np.ndarray
     prior: np.ndarray

@@ -12,7 +12,8 @@ def reduced_problem(p, known):
     """pyEMU's conditional instance written out: condition the prior, drop the columns and rows."""
     keep = np.setdiff1d(np.arange(p.prior.shape[0]), known)
     c = p.prior
-    cond = c[np.ix_(keep, keep)] - c[np.ix_(keep, known)] @ np.linalg.inv(c[np.ix_(known, known)]) @ c[np.ix_(known, keep)]
+    cond = (c[np.ix_(keep, keep)]
+            - c[np.ix_(keep, known)] @ np.linalg.inv(c[np.ix_(known, known)]) @ c[np.ix_(known, keep)])
     post = posterior(p.jacobian[:, keep], cond, p.noise)
     y = p.forecasts[keep]
     return forecast_variance(cond, y), forecast_variance(post, y)
