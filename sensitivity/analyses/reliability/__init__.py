@@ -14,8 +14,9 @@ Plain numpy/scipy on batched callables; the link to a surrogate and its paramete
     exact probability.
 ``monte_carlo``, ``importance_sampling``, ``subset_simulation`` (:mod:`~sensitivity.analyses.reliability.sampling`)
     Sampling estimates with intervals and coefficients of variation.
-``threshold_limit_state``, ``threshold_events``, ``union``, ``intersection`` (:mod:`~sensitivity.analyses.reliability.events`)
-    Outputs x thresholds as one batch of events (a fragility curve from one run); combined events.
+``threshold_limit_state``, ``threshold_events``, ``union``, ``intersection``
+    (:mod:`~sensitivity.analyses.reliability.events`):
+    outputs x thresholds as one batch of events (a fragility curve from one run); combined events.
 """
 from __future__ import annotations
 
