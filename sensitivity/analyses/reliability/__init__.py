@@ -1,0 +1,59 @@
+"""Reliability: the probability of failure ``Pf = P(g(U) <= 0)`` in the standard normal space ``u``.
+
+Plain numpy/scipy on batched callables; the link to a surrogate and its parameter space comes later.
+
+``Nataf`` / ``nataf`` (:mod:`~sensitivity.analyses.reliability.standard_space`)
+    ``x = F^-1(Phi(L u))`` for independent marginals under a Gaussian copula, its inverse, its exact
+    Jacobian, and the pull-back of a limit state in ``x`` to ``u``.
+``form`` (:mod:`~sensitivity.analyses.reliability.form`)
+    Design points by batched improved HL-RF from many starts and for many events at once, clustered into
+    distinct points; ``beta``, ``Pf = Phi(-beta)``, ``alpha``, importance factors, the union of several
+    points, ``d beta / d T``.
+``sorm`` (:mod:`~sensitivity.analyses.reliability.sorm`)
+    Principal curvatures at the design points; Breitung, Hohenbichler-Rackwitz, Tvedt and the paraboloid's
+    exact probability.
+``monte_carlo``, ``importance_sampling``, ``subset_simulation`` (:mod:`~sensitivity.analyses.reliability.sampling`)
+    Sampling estimates with intervals and coefficients of variation.
+``threshold_limit_state``, ``threshold_events``, ``union``, ``intersection``
+    (:mod:`~sensitivity.analyses.reliability.events`):
+    outputs x thresholds as one batch of events (a fragility curve from one run); combined events.
+"""
+from __future__ import annotations
+
+from sensitivity.analyses.reliability.events import (
+    intersection,
+    threshold_events,
+    threshold_limit_state,
+    union,
+)
+from sensitivity.analyses.reliability.form import FormSettings, form, sphere_starts, threshold_sensitivity
+from sensitivity.analyses.reliability.sampling import (
+    ImportanceSettings,
+    MonteCarloSettings,
+    SubsetSettings,
+    importance_sampling,
+    monte_carlo,
+    subset_simulation,
+)
+from sensitivity.analyses.reliability.sorm import sorm
+from sensitivity.analyses.reliability.standard_space import Nataf, nataf
+
+__all__ = [
+    "FormSettings",
+    "ImportanceSettings",
+    "MonteCarloSettings",
+    "Nataf",
+    "SubsetSettings",
+    "form",
+    "importance_sampling",
+    "intersection",
+    "monte_carlo",
+    "nataf",
+    "sorm",
+    "sphere_starts",
+    "subset_simulation",
+    "threshold_events",
+    "threshold_limit_state",
+    "threshold_sensitivity",
+    "union",
+]

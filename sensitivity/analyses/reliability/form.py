@@ -1,0 +1,373 @@
+"""First-order reliability: design points of ``g(u) <= 0`` in the standard normal space, many starts at once.
+
+The design point solves ``min ||u||`` subject to ``g(u) = 0``. Each start iterates the improved HL-RF step
+(Zhang & Der Kiureghian 1995): the HL-RF direction
+
+``d = ((grad g . u - g) / ||grad g||^2) grad g - u``
+
+with a step length from an Armijo backtracking search on the merit function
+``m(u) = ||u||^2 / 2 + c |g(u)|``, ``c = gamma max(||u||, ||u + d||) / ||grad g||`` (``gamma > 1``). Since
+``c > ||u|| / ||grad g||``, ``d`` is a descent direction of ``m``:
+``grad m . d <= -||u - (alpha . u) alpha||^2 - (c - ||u|| / ||grad g||) |g| < 0`` away from a design point,
+which is what makes the method converge where plain HL-RF cycles. All starts and all events step together:
+one call of the limit state per iteration and per backtracking step, on every start still running.
+
+A start has converged when both its distance to the surface ``|g| / ||grad g||`` and the part of ``u``
+off the normal, ``||u - (alpha . u) alpha||``, are below ``tolerance`` (standard units). Then
+``alpha = -grad g / ||grad g||`` (unit normal, pointing into the failure domain), ``beta = alpha . u*``
+(signed: negative where the origin lies in the failure domain, ``g(0) < 0``), ``Pf = Phi(-beta)``
+(``norm.sf``), importance factors ``alpha_i^2``. Starts that do not converge keep their status and NaN.
+
+Converged starts are clustered into distinct design points by the direction cosine of their ``alpha``. The
+probability of the union of the ``k`` distinct half-spaces ``{alpha_i . U > beta_i}`` (a series system) is
+``1 - Phi_k(beta; rho)``, ``rho_ij = alpha_i . alpha_j`` (Hohenbichler & Rackwitz 1983), evaluated without
+cancellation as the sum of the disjoint parts
+``P(A_i and no A_j, j < i) = Phi_i((beta_1, ..., beta_{i-1}, -beta_i); S rho S)`` (``S`` flips the sign of
+the ``i``-th row and column) with scipy's ``multivariate_normal`` (Genz's algorithm, relative accuracy
+``1e-6``); or, with ``union='sum'``, the plain sum ``sum_i Phi(-beta_i)`` (an upper bound that counts
+overlaps twice).
+
+References
+----------
+Hasofer, A. M. & Lind, N. C. (1974), Exact and invariant second-moment code format, J. Eng. Mech. Div.
+100(1), 111-121, doi:10.1061/JMCEA3.0001848.
+Rackwitz, R. & Fiessler, B. (1978), Structural reliability under combined random load sequences, Computers &
+Structures 9(5), 489-494, doi:10.1016/0045-7949(78)90046-9.
+Zhang, Y. & Der Kiureghian, A. (1995), Two improved algorithms for reliability analysis, in Reliability and
+Optimization of Structural Systems, Springer, 297-304, doi:10.1007/978-0-387-34866-7_32.
+Hohenbichler, M. & Rackwitz, R. (1983), First-order concepts in system reliability, Structural Safety 1(3),
+177-188, doi:10.1016/0167-4730(82)90024-8.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import numpy as np
+from scipy import stats
+
+from sensitivity.analyses.reliability._checks import choice, fraction, positive, positive_int
+from sensitivity.errors import ConfigError
+
+#: ``u [K, n] -> (g [K] or [K, E], grad_u g [K, n] or [K, E, n])``, batched.
+LimitStateFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+RUNNING, CONVERGED, MAX_ITERATIONS, LINE_SEARCH_FAILED, ZERO_GRADIENT, NOT_FINITE = -1, 0, 1, 2, 3, 4
+#: What each status code of a start means.
+STATUS_MESSAGES = {
+    CONVERGED: "converged",
+    MAX_ITERATIONS: "max_iterations reached",
+    LINE_SEARCH_FAILED: "line search found no decrease of the merit function",
+    ZERO_GRADIENT: "zero gradient of g",
+    NOT_FINITE: "g or its gradient not finite",
+}
+
+
+@dataclass(frozen=True)
+class FormSettings:
+    """Settings of :func:`form`.
+
+    Parameters
+    ----------
+    max_iterations
+        Most iHL-RF steps per start.
+    tolerance
+        Convergence on ``|g| / ||grad g||`` and ``||u - (alpha . u) alpha||`` [standard units].
+    gamma
+        Merit-function factor, > 1 (Zhang & Der Kiureghian 1995 suggest 2).
+    armijo
+        Sufficient-decrease fraction of the Armijo rule, in (0, 1).
+    backtrack
+        Step-length reduction per backtracking step, in (0, 1).
+    max_backtracks
+        Most backtracking steps per iteration before the start fails with ``LINE_SEARCH_FAILED``.
+    cluster_cosine
+        Two converged starts are the same design point when the cosine of their ``alpha`` reaches this.
+    union
+        Probability of the union of distinct design points: ``'series'`` (``1 - Phi_k(beta; rho)``) or
+        ``'sum'`` (``sum Phi(-beta_i)``).
+    contribution
+        A design point contributes when its ``Phi(-beta_i)`` reaches this fraction of the largest one;
+        ``several_contribute`` flags events where more than one does.
+    """
+
+    max_iterations: int = 100
+    tolerance: float = 1e-6
+    gamma: float = 2.0
+    armijo: float = 0.5
+    backtrack: float = 0.5
+    max_backtracks: int = 40
+    cluster_cosine: float = 0.99
+    union: Literal["series", "sum"] = "series"
+    contribution: float = 0.01
+
+    def __post_init__(self) -> None:
+        positive_int("max_iterations", self.max_iterations)
+        positive_int("max_backtracks", self.max_backtracks)
+        positive("tolerance", self.tolerance)
+        if positive("gamma", self.gamma) <= 1:
+            raise ConfigError(f"`gamma` must be > 1, got {self.gamma!r}")
+        fraction("armijo", self.armijo)
+        fraction("backtrack", self.backtrack)
+        if not isinstance(self.cluster_cosine, (int, float)) or not -1 < self.cluster_cosine <= 1:
+            raise ConfigError(f"`cluster_cosine` must be in (-1, 1], got {self.cluster_cosine!r}")
+        choice("union", self.union, ("series", "sum"))
+        fraction("contribution", self.contribution, closed=True)
+
+
+@dataclass(frozen=True)
+class FormResult:
+    """Design points of ``E`` events from ``S`` starts; ``D`` the most distinct points of any event.
+
+    Per start (``[E, S]``, ``[E, S, n]``): ``start_u`` (last iterate), ``start_beta``, ``start_status``
+    (:data:`STATUS_MESSAGES`), ``start_iterations``, ``start_point`` (index of its distinct design point,
+    -1 if not converged). Per distinct design point, most probable first (``[E, D]``, ``[E, D, n]``, NaN
+    padded): ``design_u``, ``design_beta``, ``alpha``, ``importance`` (``alpha^2``), ``gradient``
+    (``grad_u g`` at ``u*``), ``design_pf`` (``Phi(-beta_i)``), ``starts`` (how many starts found it). Per
+    event (``[E]``): ``beta`` (smallest ``beta_i``), ``pf`` (union of the distinct points, ``union``),
+    ``n_points``, ``several_contribute``. ``evaluations``: points at which the limit state was evaluated.
+    """
+
+    start_u: np.ndarray
+    start_beta: np.ndarray
+    start_status: np.ndarray
+    start_iterations: np.ndarray
+    start_point: np.ndarray
+    design_u: np.ndarray
+    design_beta: np.ndarray
+    alpha: np.ndarray
+    importance: np.ndarray
+    gradient: np.ndarray
+    design_pf: np.ndarray
+    starts: np.ndarray
+    beta: np.ndarray
+    pf: np.ndarray
+    n_points: np.ndarray
+    several_contribute: np.ndarray
+    union: str
+    evaluations: int
+
+    @property
+    def note(self) -> str:
+        """One line on the events whose probability several design points share."""
+        several = np.flatnonzero(self.several_contribute)
+        if several.size == 0:
+            return ""
+        how = ("1 - Phi_k(beta; rho) over the distinct design points" if self.union == "series"
+               else "the sum of Phi(-beta_i) over the distinct design points (an upper bound)")
+        return f"events {several.tolist()} have several contributing design points; pf is {how}"
+
+
+def _evaluate(fn: LimitStateFn, points: np.ndarray, events: np.ndarray, n_events: int | None
+              ) -> tuple[np.ndarray, np.ndarray, int]:
+    """``g`` and ``grad g`` of each point's own event: ``[K]``, ``[K, n]``, and the number of events."""
+    values, grads = fn(points)
+    values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
+    k, n = points.shape
+    if values.ndim == 1:
+        values, grads = values[:, None], grads[:, None, :]
+    if values.ndim != 2 or values.shape[0] != k or grads.shape != (*values.shape, n):
+        raise ConfigError(f"the limit state must return values [K] or [K, E] and gradients [K, n] or [K, E, n] "
+                          f"for K = {k}, n = {n}, got shapes {values.shape} and {grads.shape}")
+    if n_events is not None and values.shape[1] != n_events:
+        raise ConfigError(f"the limit state returned {values.shape[1]} events, before {n_events}")
+    rows = np.arange(k)
+    return values[rows, events], grads[rows, events], values.shape[1]
+
+
+def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings = FormSettings()) -> FormResult:
+    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF.
+
+    Parameters
+    ----------
+    limit_state
+        ``u [K, n] -> (g [K, E], grad [K, E, n])`` (or ``[K]``, ``[K, n]`` for one event) in the standard
+        normal space; failure is ``g <= 0``. Each row is evaluated for all events and only its own event's
+        column kept, so ``E`` outputs x thresholds (:func:`~sensitivity.analyses.reliability.events.threshold_events`)
+        cost one batched call per step.
+    starts
+        ``[S, n]`` starting points in ``u`` (the origin, ``zeros((1, n))``, is the classical start; see
+        :func:`sphere_starts` for several); every event starts from every one.
+    settings
+        :class:`FormSettings`.
+
+    Returns
+    -------
+    FormResult
+    """
+    if not isinstance(settings, FormSettings):
+        raise ConfigError(f"`settings` must be a FormSettings, got {type(settings).__name__}")
+    starts = np.asarray(starts, dtype=float)
+    if starts.ndim != 2 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
+        raise ConfigError(f"`starts` must be a finite [S, n] array with S >= 1, got shape {starts.shape}")
+    s, n = starts.shape
+    _, _, e = _evaluate(limit_state, starts[:1], np.zeros(1, dtype=int), None)
+    evaluations = 1
+    u = np.repeat(starts[None], e, axis=0).reshape(e * s, n)  # item b = event b // s, start b % s
+    events = np.repeat(np.arange(e), s)
+    g, grad, _ = _evaluate(limit_state, u, events, e)
+    evaluations += len(u)
+    status = np.full(e * s, RUNNING)
+    iterations = np.zeros(e * s, dtype=int)
+    tol = settings.tolerance
+    for step in range(settings.max_iterations + 1):
+        running = status == RUNNING
+        norm = np.linalg.norm(grad, axis=1)
+        status[running & ~(np.isfinite(g) & np.all(np.isfinite(grad), axis=1))] = NOT_FINITE
+        status[(status == RUNNING) & (norm == 0)] = ZERO_GRADIENT
+        running = status == RUNNING
+        safe = np.where(running, norm, 1.0)
+        alpha = -grad / safe[:, None]
+        along = np.sum(alpha * u, axis=1)
+        off = np.linalg.norm(u - along[:, None] * alpha, axis=1)
+        status[running & (np.abs(g) / safe <= tol) & (off <= tol)] = CONVERGED
+        active = np.flatnonzero(status == RUNNING)
+        if active.size == 0 or step == settings.max_iterations:
+            break
+        ua, ga, grada, na = u[active], g[active], grad[active], safe[active]
+        d = ((np.sum(grada * ua, axis=1) - ga) / na**2)[:, None] * grada - ua
+        c = settings.gamma * np.maximum(np.linalg.norm(ua, axis=1), np.linalg.norm(ua + d, axis=1)) / na
+        merit = 0.5 * np.sum(ua**2, axis=1) + c * np.abs(ga)
+        slope = np.sum(ua * d, axis=1) + c * np.sign(ga) * np.sum(grada * d, axis=1)
+        step_length = np.ones(active.size)
+        pending = np.arange(active.size)
+        for _ in range(settings.max_backtracks):
+            trial = ua[pending] + step_length[pending, None] * d[pending]
+            gt, gradt, _ = _evaluate(limit_state, trial, events[active[pending]], e)
+            evaluations += len(trial)
+            mt = 0.5 * np.sum(trial**2, axis=1) + c[pending] * np.abs(gt)
+            ok = np.isfinite(mt) & (mt <= merit[pending] + settings.armijo * step_length[pending] * slope[pending])
+            done = active[pending[ok]]
+            u[done], g[done], grad[done] = trial[ok], gt[ok], gradt[ok]
+            pending = pending[~ok]
+            if pending.size == 0:
+                break
+            step_length[pending] *= settings.backtrack
+        status[active[pending]] = LINE_SEARCH_FAILED
+        iterations[active] += 1
+    status[status == RUNNING] = MAX_ITERATIONS
+
+    converged = status == CONVERGED
+    norm = np.linalg.norm(grad, axis=1)
+    alpha = np.where(converged[:, None], -grad / np.where(converged, norm, 1.0)[:, None], np.nan)
+    beta = np.where(converged, np.sum(alpha * u, axis=1), np.nan)
+    result = _cluster(u.reshape(e, s, n), beta.reshape(e, s), alpha.reshape(e, s, n), grad.reshape(e, s, n),
+                      settings)
+    return FormResult(start_u=u.reshape(e, s, n), start_beta=beta.reshape(e, s), start_status=status.reshape(e, s),
+                      start_iterations=iterations.reshape(e, s), union=settings.union, evaluations=evaluations,
+                      **result)
+
+
+def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarray, settings: FormSettings) -> dict:
+    """Distinct design points per event (greedy by ``beta``, same point when ``cos(alpha_i, alpha_j)`` is high)."""
+    e, s, n = u.shape
+    groups: list[list[list[int]]] = []
+    start_point = np.full((e, s), -1)
+    for ev in range(e):
+        reps: list[list[int]] = []
+        for j in np.argsort(np.where(np.isfinite(beta[ev]), beta[ev], np.inf)):
+            if not np.isfinite(beta[ev, j]):
+                break
+            for k, members in enumerate(reps):
+                if alpha[ev, members[0]] @ alpha[ev, j] >= settings.cluster_cosine:
+                    members.append(j)
+                    start_point[ev, j] = k
+                    break
+            else:
+                start_point[ev, j] = len(reps)
+                reps.append([j])
+        groups.append(reps)
+    d = max(1, max(len(g) for g in groups))
+    design_u, design_alpha, design_grad = (np.full((e, d, n), np.nan) for _ in range(3))
+    design_beta = np.full((e, d), np.nan)
+    starts = np.zeros((e, d), dtype=int)
+    pf = np.full(e, np.nan)
+    several = np.zeros(e, dtype=bool)
+    for ev, reps in enumerate(groups):
+        for k, members in enumerate(reps):
+            j = members[0]
+            design_u[ev, k], design_alpha[ev, k], design_grad[ev, k] = u[ev, j], alpha[ev, j], grad[ev, j]
+            design_beta[ev, k], starts[ev, k] = beta[ev, j], len(members)
+        if reps:
+            b, a = design_beta[ev, :len(reps)], design_alpha[ev, :len(reps)]
+            pf[ev] = union_probability(b, a, settings.union)
+            single = stats.norm.sf(b)
+            several[ev] = np.count_nonzero(single >= settings.contribution * single.max()) > 1
+    design_pf = stats.norm.sf(design_beta)
+    return dict(start_point=start_point, design_u=design_u, design_beta=design_beta, alpha=design_alpha,
+                importance=design_alpha**2, gradient=design_grad, design_pf=design_pf, starts=starts,
+                beta=design_beta[:, 0], pf=pf, n_points=np.array([len(r) for r in groups]),
+                several_contribute=several)
+
+
+def union_probability(beta: np.ndarray, alpha: np.ndarray, method: Literal["series", "sum"] = "series") -> float:
+    """First-order probability of the union of half-spaces ``{alpha_i . U > beta_i}``.
+
+    Parameters
+    ----------
+    beta
+        ``[k]`` signed reliability indices.
+    alpha
+        ``[k, n]`` unit normals.
+    method
+        ``'series'``: ``1 - Phi_k(beta; rho)``, ``rho = alpha alpha^T``, as a sum of disjoint parts (no
+        cancellation at small probabilities); ``'sum'``: ``sum_i Phi(-beta_i)``.
+    """
+    choice("method", method, ("series", "sum"))
+    beta, alpha = np.asarray(beta, dtype=float), np.asarray(alpha, dtype=float)
+    if method == "sum" or len(beta) == 1:
+        return float(np.sum(stats.norm.sf(beta)))
+    order = np.argsort(beta)
+    beta, alpha = beta[order], alpha[order]
+    rho = np.clip(alpha @ alpha.T, -1.0, 1.0)
+    np.fill_diagonal(rho, 1.0)
+    total = float(stats.norm.sf(beta[0]))
+    for i in range(1, len(beta)):
+        flip = np.ones(i + 1)
+        flip[i] = -1.0
+        cov = rho[: i + 1, : i + 1] * np.outer(flip, flip)
+        upper = np.concatenate([beta[:i], [-beta[i]]])
+        mvn = stats.multivariate_normal(np.zeros(i + 1), cov, allow_singular=True, abseps=1e-300, releps=1e-6,
+                                        maxpts=200_000 * (i + 1))
+        total += float(max(mvn.cdf(upper), 0.0))
+    return total
+
+
+def threshold_sensitivity(result: FormResult, dg_dthreshold: np.ndarray) -> np.ndarray:
+    """``d beta_i / d T`` at every distinct design point, ``[E, D]`` [1 / threshold units].
+
+    Moving the threshold moves the surface ``g = 0`` along ``alpha`` by ``(dg/dT) dT / ||grad_u g||``, so
+    ``d beta / d T = (dg/dT) / ||grad_u g||`` (Madsen, Krenk & Lind 1986, ch. 6; Bjerager & Krenk 1989,
+    doi:10.1061/(ASCE)0733-9399(1989)115:7(1577)). For a failure ``y > T`` (``g = T - y``, ``dg/dT = +1``)
+    raising the threshold raises ``beta``.
+
+    Parameters
+    ----------
+    dg_dthreshold
+        ``[E]`` partial derivative of each event's ``g`` with respect to its threshold (``+1`` for
+        ``'above'``, ``-1`` for ``'below'``, :func:`~sensitivity.analyses.reliability.events.threshold_events`).
+    """
+    dg = np.asarray(dg_dthreshold, dtype=float)
+    if dg.shape != result.beta.shape:
+        raise ConfigError(f"`dg_dthreshold` must be [{result.beta.shape[0]}], got shape {dg.shape}")
+    return dg[:, None] / np.linalg.norm(result.gradient, axis=2)
+
+
+def sphere_starts(n: int, count: int, *, radius: float = 1.0, origin: bool = True,
+                  seed: int | np.random.Generator | None = None) -> np.ndarray:
+    """``[count, n]`` starts: the origin (where ``origin``) and random directions at ``radius`` [standard units].
+
+    Directions come in antipodal pairs, so a symmetric problem is started on both sides.
+    """
+    positive_int("n", n)
+    positive_int("count", count)
+    positive("radius", radius)
+    rng = np.random.default_rng(seed)
+    k = count - int(origin)
+    halves = rng.standard_normal(((k + 1) // 2, n))
+    halves /= np.linalg.norm(halves, axis=1, keepdims=True)
+    directions = np.stack([halves, -halves], axis=1).reshape(-1, n)[:k]
+    out = radius * directions
+    if origin:
+        out = np.concatenate([np.zeros((1, n)), out])
+    return out
