@@ -29,23 +29,6 @@ prefix the variables of the combined dataset.
 """
 from __future__ import annotations
 
-from sensitivity.analyses.indices import (
-    active_subspaces,
-    aggregated,
-    bootstrap,
-    crosschecks,
-    dataset,
-    derivatives,
-    design,
-    dgsm,
-    given_data,
-    intervals,
-    morris,
-    shapley,
-    sobol,
-    sobol_dependent,
-    tails,
-)
 from sensitivity.analyses.indices.dgsm_sweep import (RANK_GRIDS, SAMPLING_GRIDS, check_sweep_sample, sweep_blocks,
                                                     sweep_sample)
 from sensitivity.analyses.indices.driver import (
@@ -79,11 +62,9 @@ from sensitivity.analyses.indices.methods import (
     timed,
 )
 
+#: The package's face: the verbs, the settings of each method and the method names; the methods' modules and
+#: helpers are imported from their own modules.
 __all__ = [
-    "DEFAULT_METHODS", "METHODS", "RANK_GRIDS", "SAMPLING_GRIDS", "ActiveSubspaces", "Aggregated", "Context", "Dgsm",
-    "FlatModel", "GivenData", "Intervals", "LocalDerivatives", "Method", "MethodName", "Morris", "Quantity", "Shapley",
-    "Sobol", "SobolDependent", "active_subspaces", "aggregated", "bootstrap", "check_sweep_sample", "combine_results",
-    "compute", "compute_ensemble", "cross_checks", "crosschecks", "dataset", "derivatives", "design", "dgsm", "given_data",
-    "in_section", "intervals", "morris", "plan", "ranking_measures", "shapley", "sobol", "sobol_dependent",
-    "summary_lines", "sweep_blocks", "sweep_sample", "tails", "timed", "with_member_spread",
+    "DEFAULT_METHODS", "METHODS", "ActiveSubspaces", "Aggregated", "Dgsm", "GivenData", "Intervals", "LocalDerivatives",
+    "Morris", "Shapley", "Sobol", "SobolDependent", "compute", "compute_ensemble", "plan",
 ]
