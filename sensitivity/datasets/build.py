@@ -146,7 +146,7 @@ def flat_sweep_block(block: xr.Dataset, spec: OutputSpec, members: bool = False,
 
 def index_string_dims(ds: xr.Dataset) -> xr.Dataset:
     """Replace every string *dimension* coordinate (e.g. ``bound = ["low", "high"]``) by an integer index
-    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`labels`)."""
+    with the strings as ``<dim>_name``, the layout netCDF and the CF checker accept (see :mod:`sensitivity.outputs.labels`)."""
     from sensitivity.outputs.labels import axis_coords
 
     for dim in [d for d in ds.dims if d in ds.coords and ds[d].dtype.kind in "OUS"]:

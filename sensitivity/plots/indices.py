@@ -49,7 +49,7 @@ AGGREGATED: tuple[tuple[str, str], ...] = (("S1", "S1"), ("ST", "ST"), ("S1_full
 INDEX_DIMS = ("direction", "group", "n_samples", "measure", "measure_i", "measure_j", "quantity", "component")
 #: At most this many outputs get a row of bars.
 MAX_SHOWN = 8
-#: What ranks the parameters when there are more than :data:`MAX_PARAMETERS`: the first present.
+#: What ranks the parameters when there are more than :data:`~sensitivity.plots.layout.MAX_PARAMETERS`: the first present.
 INFLUENCE = (*TOTAL, "aggregated_ST", "aggregated_ST_ind", "sobol_S1", "local_sigma_normalized")
 
 

@@ -27,7 +27,7 @@ def sobol_base(d: int, n: int, seed: Seed, replicates: int = 1) -> np.ndarray:
     :mod:`~sensitivity.analyses.indices.intervals`). The scrambling generator is
     ``numpy.random.default_rng(seed)``, drawn from in order, so the same integer reproduces the
     points; with one scrambling SALib, given that same Generator, draws them too. Each scrambling
-    is :func:`sensitivity.analyses.propagation.unit_cube_blocks`' in one block.
+    is :func:`sensitivity.inputs.uncertainty.unit_cube_blocks`' in one block.
     """
     check_power_of_two(n, what="n", minimum=2 * replicates)
     rng, size = np.random.default_rng(seed), n // replicates
@@ -37,7 +37,7 @@ def sobol_base(d: int, n: int, seed: Seed, replicates: int = 1) -> np.ndarray:
 def to_distribution(space: ParameterSpace, u: np.ndarray) -> np.ndarray:
     """Map unit-cube points ``u [N, n]`` to physical values through the space's marginals.
 
-    This is :meth:`sensitivity.analyses.propagation.CopulaInputs.from_unit_cube` of the space:
+    This is :meth:`sensitivity.inputs.uncertainty.CopulaInputs.from_unit_cube` of the space:
     each column goes through its marginal's quantile function, coupled by the space's
     Gaussian copula when it has a correlation matrix. ``u`` is clipped to
     ``[2^-53, 1 - 2^-53]``, so the quantiles 0 and 1 of a bounded marginal land within

@@ -67,8 +67,8 @@ def propagate(
     Parameters
     ----------
     inputs
-        Input uncertainty (:func:`~sensitivity.analyses.inputs_from_space` or
-        :func:`~sensitivity.analyses.propagation.gaussian_inputs`).
+        Input uncertainty (:func:`~sensitivity.inputs.uncertainty.inputs_from_space` or
+        :func:`~sensitivity.inputs.uncertainty.gaussian_inputs`).
     values_fn
         Batched ``[K, n] -> [K, m]``; needed by ``unscented`` and ``monte_carlo``.
     value_and_jacobian

@@ -5,7 +5,7 @@
 ``C x D`` draws of ``posterior.nc`` (no resampling) and reports the output mean, standard deviation,
 covariance and quantiles of the predictive. MCMC draws are autocorrelated, so their Monte Carlo
 standard errors are not the i.i.d. ones: each uses the multi-chain effective sample size (Geyer's
-initial positive sequence on the split chains, :func:`~.diagnostics.effective_sample_size`, Vehtari et
+initial positive sequence on the split chains, :func:`~sensitivity.analyses.posterior.diagnostics.effective_sample_size`, Vehtari et
 al. 2021) of the quantity it averages, output by output:
 
 * mean: ``sd(y_k) / sqrt(ESS(y_k))``;
