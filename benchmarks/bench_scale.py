@@ -79,7 +79,7 @@ class PairedTimer:
         self._last = None
 
     def install(self) -> None:
-        from sensitivity.store.blocks import RecordStore
+        from sensitivity.store.records import RecordStore
 
         commit, finalize = RecordStore.commit, RecordStore.finalize
         timer = self

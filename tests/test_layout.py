@@ -118,7 +118,7 @@ def test_the_library_wings_import_only_the_floors_below():
     ("inputs/space.py", "from sensitivity.analyses.indices import sobol"),
     ("engine/jacobian.py", "    from sensitivity.sweep.stream import sweep  # deferred"),
     ("inputs/space.py", "import sensitivity.outputs.spec"),
-    ("store/blocks.py", "from sensitivity import load_surrogate"),
+    ("store/parts.py", "from sensitivity import load_surrogate"),
 ])
 def test_an_upward_import_is_caught(tmp_path, importer, line):
     """The rule fails on an import that climbs: a copy of the library with one such line added is refused."""

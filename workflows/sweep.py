@@ -1,7 +1,7 @@
 """Workflow `sweep`: values and Jacobians of a surrogate over a parameter grid -> sweep.nc.
 
 The sweep store writes ``sweep.nc`` in place in the run directory (resumable, locked, fingerprinted, its
-checksum recorded as it is written: :mod:`sensitivity.store.blocks`); the run's result set
+checksum recorded as it is written: :mod:`sensitivity.store.parts`); the run's result set
 (:mod:`sensitivity.datasets.publish`) then adopts it with the figure under one manifest, so a rerun with the same
 settings does no work.
 """

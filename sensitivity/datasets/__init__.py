@@ -4,7 +4,7 @@ Every workflow writes its results through this package, so every file shares one
 dataset contract in the documentation): integer index dims with names as non-dimension coordinates,
 ``long_name`` and ``units`` on every variable, and global attributes recording where the numbers came
 from. Writes are atomic (a temporary file renamed into place; a full disk is a one-line error). Long
-computations write verified, resumable parts through :mod:`sensitivity.store.blocks`, so a kill loses no
+computations write verified, resumable parts through :mod:`sensitivity.store.parts`, so a kill loses no
 finished work and a partial result is never mistaken for a complete one.
 
 * :mod:`.build`: datasets from arrays (the sweep's layout, Jacobian units, a stored output's description);

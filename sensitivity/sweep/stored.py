@@ -26,8 +26,8 @@ API (the one way to read a stored sweep)::
 
 ``map_to`` first checks the file against its checksum record (``sweep.nc.sha256``, :meth:`StoredSweep.verify`;
 a consumer reading ``blocks()`` calls it itself) when there is one,
-then runs :func:`sensitivity.store.blocks.run_blocks` over the file's blocks into a
-:class:`~sensitivity.store.blocks.PartStore` spanning ``[0, size)``: the fingerprint given is extended with
+then runs :func:`sensitivity.store.parts.run_blocks` over the file's blocks into a
+:class:`~sensitivity.store.parts.PartStore` spanning ``[0, size)``: the fingerprint given is extended with
 the sweep's content hash and the block size, parts are checked on resume and at assembly, and the
 result appears atomically only when every block is done. Coordinates are read as stored
 (``decode_times=False``), so a ``days since <epoch>`` axis stays the model's numbers.
@@ -53,7 +53,7 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.store.record_file import memory_map
-from sensitivity.store.blocks import PartStore, digest, run_blocks
+from sensitivity.store.parts import PartStore, digest, run_blocks
 
 xr = lazy_import("xarray")
 

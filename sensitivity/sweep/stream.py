@@ -2,7 +2,7 @@
 
 :func:`sweep` evaluates a :class:`~sensitivity.sweep.designs.Grid` (or one shard of it)
 block by block through a :class:`~sensitivity.engine.jacobian.CompiledJacobian` and
-hands every finished block to the verified record store (:class:`sensitivity.store.blocks.RecordStore`),
+hands every finished block to the verified record store (:class:`sensitivity.store.records.RecordStore`),
 so memory is bounded by a few slices of a block whatever the grid size, a killed run resumes
 where it stopped, and the final file appears only when every block is done and
 checked. The engine writes each block's values and Jacobians straight into the
@@ -36,7 +36,8 @@ from sensitivity.engine.ensemble import CompiledEnsemble
 from sensitivity.errors import ConfigError
 from sensitivity.sweep.designs import Grid, shard_bounds
 from sensitivity.engine.jacobian import CompiledJacobian
-from sensitivity.store.blocks import RecordStore, digest, run_records
+from sensitivity.store.parts import digest
+from sensitivity.store.records import RecordStore, run_records
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from sensitivity.store.blocks import PartStore
+from sensitivity.store.parts import PartStore
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import ROOT
 from tests.helpers.cf import cf_errors

@@ -14,7 +14,7 @@ import xarray as xr
 
 from sensitivity.errors import DataError
 from sensitivity.store.record_file import RecordLayout
-from sensitivity.store.blocks import RecordStore
+from sensitivity.store.records import RecordStore
 from tests.helpers import CLI, ROOT
 from tests.helpers.functions import ishigami_jacobian
 from workflows import sweep

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.store.blocks import PartStore
+from sensitivity.store.parts import PartStore
 from tests.helpers.functions import ishigami_jacobian
 from workflows import sweep
 

@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 from sensitivity.errors import DataError
-from sensitivity.store.blocks import PartStore, run_blocks
+from sensitivity.store.parts import PartStore, run_blocks
 from tests.helpers import ROOT
 from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
 
@@ -163,7 +163,7 @@ def test_an_interrupted_assembly_leaves_no_final_file_and_resumes(tmp_path, monk
 
 HOLD = """
 import sys, time
-from sensitivity.store.blocks import PartStore
+from sensitivity.store.parts import PartStore
 store = PartStore(sys.argv[1], "fp", span=(3, 40))
 print("held", flush=True)
 time.sleep(60)
@@ -189,7 +189,7 @@ ASSEMBLE_AND_DIE = """
 import os, signal, sys
 import numpy as np, xarray as xr
 from sensitivity import datasets
-from sensitivity.store.blocks import PartStore, run_blocks
+from sensitivity.store.parts import PartStore, run_blocks
 sys.path.insert(0, {root!r})
 from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
 when = sys.argv[2]
@@ -225,7 +225,7 @@ def test_kill_9_during_assembly(tmp_path, when):
 
 SLOW_RUN = textwrap.dedent("""
     import sys, time
-    from sensitivity.store.blocks import PartStore, run_blocks
+    from sensitivity.store.parts import PartStore, run_blocks
     sys.path.insert(0, {root!r})
     from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
     def slow(a, b):

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sensitivity.store import blocks as store, record_file
+from sensitivity.store import record_file, records as store
 from sensitivity.errors import DataError
 from sensitivity.store.record_file import RecordLayout, encode
-from sensitivity.store.blocks import RecordStore, run_records
+from sensitivity.store.records import RecordStore, run_records
 from tests.helpers.blocks import BLOCKS, SPAN, block_dataset
 
 
