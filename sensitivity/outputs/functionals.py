@@ -193,7 +193,7 @@ def resolve(functionals: Sequence[Functional], spec: OutputSpec) -> Functionals:
         free = [d for d in spec.dim_names if d not in f.at and d not in f.over]
         if free:
             raise ConfigError(f"{where}: dim(s) {free} are neither fixed by `at` nor reduced by `over`")
-        pick = tuple(_position(dims[d], f.at[d], where) if d in f.at else slice(None) for d in spec.dim_names)
+        pick = tuple(position(dims[d], f.at[d], where) if d in f.at else slice(None) for d in spec.dim_names)
         idx = order[pick].ravel()
         if f.weights and len(f.weights) != idx.size:
             raise ConfigError(f"{where}: `weights` must hold {idx.size} entries (the {list(f.over)} elements), got "
@@ -211,8 +211,9 @@ def resolve(functionals: Sequence[Functional], spec: OutputSpec) -> Functionals:
                        weights=tuple(weights), output_shape=spec.shape)
 
 
-def _position(dim: OutputDim, value: Any, where: str) -> int:
-    """Position of ``value`` on ``dim`` (a label, or a number of a numeric dim)."""
+def position(dim: OutputDim, value: Any, where: str) -> int:
+    """Position of ``value`` on ``dim`` (a label, or a number of a numeric dim); a ConfigError prefixed by ``where``
+    names one that is not there."""
     if dim.is_labels:
         if str(value) in dim.values:
             return dim.values.index(str(value))
