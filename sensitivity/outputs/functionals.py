@@ -205,7 +205,7 @@ def resolve(functionals: Sequence[Functional], spec: OutputSpec) -> Functionals:
         weights.append(None if f.kind == "max" else
                        np.asarray(f.weights) if f.kind == "weighted_sum" else
                        np.full(idx.size, 1.0 / idx.size if f.kind == "mean" else 1.0))
-        units.append(f.units or own[0])
+        units.append(str(f.units or own[0]))
         long_names.append(f.long_name or _describe(f, spec))
     return Functionals(names=tuple(names), units=tuple(units), long_names=tuple(long_names), indices=tuple(indices),
                        weights=tuple(weights), output_shape=spec.shape)

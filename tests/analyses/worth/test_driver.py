@@ -119,3 +119,13 @@ def test_bad_settings_are_one_line_errors(settings, message) -> None:
 def test_a_singular_prior_is_refused() -> None:
     with pytest.raises(ConfigError, match="prior covariance must be positive definite"):
         run(prior_covariance=np.ones((3, 3)))
+
+
+def test_the_dataset_round_trips_through_netcdf(tmp_path) -> None:
+    import xarray as xr
+
+    ds = run(draws=np.zeros((4, 3)))
+    ds.to_netcdf(tmp_path / "worth.nc", engine="netcdf4")
+    back = xr.open_dataset(tmp_path / "worth.nc")
+    np.testing.assert_array_equal(back["added_worth"].values, ds["added_worth"].values)
+    assert list(back["design_choice"].values[0]) == list(ds["design_choice"].values[0])
