@@ -11,10 +11,11 @@ with prior ``C_p``, noise ``C_e`` and forecast sensitivities ``y``:
   (``get_added_obs_importance``, batched low-rank updates for hundreds of candidates) and
   :func:`next_most_important` (``next_most_important_added_obs``; also D- and A-optimal greedy designs);
 * :mod:`.settings` — :class:`DesignSettings` (criterion, ``k``, forecast);
-* :mod:`.groups` — named groups of parameters, observations or candidates.
-
-This package imports nothing of the library but :mod:`sensitivity.errors`; the engine, the space and the
-labeled dataset are wired in by a driver that comes later.
+* :mod:`.groups` — named groups of parameters, observations or candidates;
+* :mod:`.plan` — :class:`WorthSettings` (forecasts as :mod:`sensitivity.outputs.functionals`, candidates, their
+  noise, grouping by an output dim) and every check that needs no model;
+* :mod:`.driver` — the verb :func:`worth` at the calibration's best fit on a compiled surrogate, and averaged over
+  posterior draws; :mod:`.dataset` — its labeled dataset on the model's output dims and :func:`summary`.
 
 References
 ----------
@@ -27,6 +28,9 @@ from sensitivity.analyses.worth.contributions import Contributions, parameter_co
 from sensitivity.analyses.worth.data_worth import (Design, ObservationWorth, added_importance, next_most_important,
                                                    removed_importance)
 from sensitivity.analyses.worth.linear import FOSM, fosm
+from sensitivity.analyses.worth.dataset import summary
+from sensitivity.analyses.worth.driver import worth
+from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.analyses.worth.settings import DesignSettings
 
 __all__ = [
@@ -35,9 +39,12 @@ __all__ = [
     "Design",
     "DesignSettings",
     "ObservationWorth",
+    "WorthSettings",
     "added_importance",
     "fosm",
     "next_most_important",
     "parameter_contributions",
     "removed_importance",
+    "summary",
+    "worth",
 ]
