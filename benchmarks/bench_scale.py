@@ -131,7 +131,8 @@ def child_sweep(n: int, shard: int, shards: int, path: str) -> dict:
 
 
 def child_merge(root: str, path: str) -> dict:
-    from sensitivity.sweep.merge import merge, plan_merge
+    from sensitivity.sweep.merge import merge
+    from sensitivity.sweep.merge_plan import plan_merge
     from workflows.multirun import find_runs
 
     t0 = time.perf_counter()

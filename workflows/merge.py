@@ -14,7 +14,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from sensitivity.sweep.merge import MissingShards, merge, plan_merge
+from sensitivity.sweep.merge import merge
+from sensitivity.sweep.merge_plan import MissingShards, plan_merge
 from workflows import build
 from workflows.multirun import find_runs, rerun_command
 from workflows.schema import schema_of

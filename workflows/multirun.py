@@ -1,4 +1,4 @@
-"""Hydra's multirun on disk: its job directories as :class:`~sensitivity.sweep.merge.Run` objects, and the command that
+"""Hydra's multirun on disk: its job directories as :class:`~sensitivity.sweep.merge_plan.Run` objects, and the command that
 reruns missing shards.
 
 A multirun (``sensitivity sweep -m grid.shard=range(0,8) grid.num_shards=8``) leaves one job directory per
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from sensitivity.errors import DataError
-from sensitivity.sweep.merge import MissingShards, Run, split_override
+from sensitivity.sweep.merge_plan import MissingShards, Run, split_override
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -18,7 +18,8 @@ import yaml
 from sensitivity.datasets import by_name, write_atomic
 from sensitivity.sweep.stored import StoredSweep
 from sensitivity.errors import DataError
-from sensitivity.sweep.merge import MissingShards, merge, merged_attrs, plan_merge, whole_grid_config
+from sensitivity.sweep.merge import merge, merged_attrs, whole_grid_config
+from sensitivity.sweep.merge_plan import MissingShards, plan_merge
 from workflows.multirun import find_runs, rerun_command
 from tests.helpers.cf import cf_errors
 
