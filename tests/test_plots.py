@@ -574,3 +574,57 @@ def test_a_field_of_inputs_is_mapped_cell_by_cell_per_output_label(tmp_path):
     ds.to_netcdf(path)
     figures = indices_figures(path, tmp_path, {"f": [2, 3]})
     assert tmp_path / "indices_field_f.png" in figures and (tmp_path / "indices_field_f.png").stat().st_size > 0
+
+
+def _well_indices(n_parameters: int, wells: int, seed: int = 0) -> xr.Dataset:
+    """Indices of ``n_parameters`` cells ``k00`` .. at ``wells`` labeled wells, every method's bars present."""
+    rng = np.random.default_rng(seed)
+    dims = ("parameter", "well")
+    data = {var: (dims, rng.uniform(size=(n_parameters, wells))) for var in (
+        "sobol_S1", "sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star", "active_subspace_activity_score")}
+    return xr.Dataset(data, coords={"parameter_name": ("parameter", [f"k{i:02d}" for i in range(n_parameters)]),
+                                    "well_name": ("well", [f"W{i + 1}" for i in range(wells)])})
+
+
+@pytest.mark.parametrize("n_parameters", [10, 32])
+def test_bars_of_many_inputs_and_methods_have_labels_that_do_not_run_together(drawn, tmp_path, n_parameters):
+    """Ten (or the ten most influential of 32) short names under each of five methods' bars: the ``drawn`` fixture
+    finds every tick label apart from its neighbours (tilted ones as parallel lines a line height apart)."""
+    from sensitivity.plots.indices import bars_figure
+
+    bars_figure(_well_indices(n_parameters, wells=1), tmp_path / "indices_bars.png")
+    assert all(len(ticks(ax)) == 10 for ax in drawn["indices_bars.png"].panels)
+
+
+def test_each_wells_bars_show_that_wells_most_influential_cells(drawn, tmp_path):
+    """32 cells at 4 wells: each well's row shows the 10 cells of largest total index at that well (not over all
+    wells), in input order, and the title says they are chosen per row."""
+    from sensitivity.plots.indices import bars_figure
+
+    ds = _well_indices(32, wells=4)
+    bars_figure(ds, tmp_path / "indices_bars.png")
+    d = drawn["indices_bars.png"]
+    st = ds["sobol_ST"].values
+    for well in range(4):
+        expected = [f"k{i:02d}" for i in sorted(np.argsort(-st[:, well])[:10])]
+        row = [ax for ax in d.panels if ax.get_title().endswith(f"well = W{well + 1}")]
+        assert row and all(ticks(ax) == expected for ax in row)
+    assert "chosen per row" in d.suptitle
+
+
+def test_a_one_dimensional_field_is_drawn_as_lines_over_its_cells(drawn, tmp_path):
+    """``input_fields={logk: [32]}``: one panel per measure, one line per well over the 32 cells, whose values
+    are the indices themselves (one output per well: nothing to aggregate)."""
+    from sensitivity.plots.fields import field_figure
+
+    ds = _well_indices(32, wells=4)
+    field_figure(ds.assign_coords(parameter_name=("parameter", [f"logk_{i}" for i in range(32)])), "logk",
+                 np.arange(32), [32], tmp_path / "indices_field_logk.png")
+    d = drawn["indices_field_logk.png"]
+    sobol = next(ax for ax in d.panels if ax.get_title() == "Sobol' total ST")
+    lines = [line for line in sobol.get_lines() if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in lines] == [f"well = W{i + 1}" for i in range(4)]
+    for well, line in enumerate(lines):
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(32))
+        np.testing.assert_allclose(line.get_ydata(), ds["sobol_ST"].values[:, well])
+    assert d.colorbars == 0

@@ -58,12 +58,21 @@ def field_maps(ds: xr.Dataset, cells: np.ndarray, shape: Sequence[int]) -> list[
 
 def field_figure(ds: xr.Dataset, field: str, cells: np.ndarray, shape: Sequence[int],
                  figure_path: Path) -> Path | None:
-    """Maps of :func:`field_maps` for ``field``: one row per measure, one column per output label."""
+    """:func:`field_maps` of ``field`` drawn: a 2-D field as maps (a row per measure, a column per output label), a
+    1-D field as lines over its cells (a panel per measure, a line per output label)."""
     maps = field_maps(ds, cells, shape)
     if not maps:
         return None
     titles = list(dict.fromkeys(t for t, _, _ in maps))
     labels = list(dict.fromkeys(c for _, c, _ in maps))
+    fig = _draw_profiles(maps, titles, field, shape[0]) if len(shape) == 1 else _draw_maps(maps, titles, labels, field)
+    fig.suptitle(f"indices over the input field {field} ({' x '.join(map(str, shape))} cells, parameters {field}_*); "
+                 "variance-weighted over the other output dims (means for Morris and activity scores)", fontsize=9)
+    return lay.save(fig, figure_path)
+
+
+def _draw_maps(maps, titles: list[str], labels: list[str], field: str) -> plt.Figure:
+    """A 2-D field: one map per measure (rows) and output label (columns), each with its colorbar."""
     rows, columns = len(titles), len(labels)
     fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns + 0.8, 2.9 * rows + 0.8), squeeze=False,
                              constrained_layout=True)
@@ -75,6 +84,18 @@ def field_figure(ds: xr.Dataset, field: str, cells: np.ndarray, shape: Sequence[
         ax.set_xlabel(f"{field} column", fontsize=7)
         ax.set_ylabel(f"{field} row", fontsize=7)
         ax.tick_params(labelsize=6)
-    fig.suptitle(f"indices over the input field {field} ({' x '.join(map(str, shape))} cells, parameters {field}_*); "
-                 "variance-weighted over the other output dims (means for Morris and activity scores)", fontsize=9)
-    return lay.save(fig, figure_path)
+    return fig
+
+
+def _draw_profiles(maps, titles: list[str], field: str, cells: int) -> plt.Figure:
+    """A 1-D field: one panel per measure, a line over the cells per output label (a strip map one cell tall
+    would be a few pixels high)."""
+    fig, axes = lay.grid(len(titles), 1, size=(min(0.25 * cells + 3.0, 12.0), 2.6))
+    for title, label, values in maps:
+        ax = axes[titles.index(title), 0]
+        ax.plot(np.arange(cells), values.ravel(), marker="o", markersize=3, label=label)
+        ax.set_title(title, fontsize="small")
+        ax.set_xlabel(f"{field} cell")
+    for ax in axes[:, 0]:
+        ax.legend(fontsize="small")
+    return fig

@@ -140,14 +140,15 @@ def _where(ds: xr.Dataset) -> str:
     return "; at the output of largest variance" + (" per panel" if plan.total > 1 else "") + plan.note
 
 
-def shown_parameters(ds: xr.Dataset) -> tuple[xr.Dataset, str]:
+def shown_parameters(ds: xr.Dataset, index: dict[str, int] | None = None) -> tuple[xr.Dataset, str]:
     """``ds`` on the parameters its figures show (:func:`sensitivity.plots.layout.most_influential` of the first
-    measure of :data:`INFLUENCE` present), and the note their titles carry; every figure of one ``indices.nc``
-    shows the same parameters."""
+    measure of :data:`INFLUENCE` present), and the note their titles carry: over every output, so that the figures
+    of one ``indices.nc`` show the same parameters; with ``index``, at that output only (a panel of its own)."""
     measure = next((v for v in INFLUENCE if v in ds and "parameter" in ds[v].dims), None)
     if measure is None:
         return ds, ""
-    shown, note = lay.most_influential(ds[measure], ds[measure].attrs.get("long_name", measure))
+    magnitude = ds[measure] if index is None else ds[measure].isel(index)
+    shown, note = lay.most_influential(magnitude, ds[measure].attrs.get("long_name", measure))
     return ds.isel(parameter=shown), note
 
 
@@ -166,18 +167,18 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     if not present:
         return None
     rows = shown_outputs(ds)
-    ds, shown = shown_parameters(ds)
-    names = _names(ds)
     fig, axes = lay.grid(len(rows), len(present), size=(3.0, 2.5))
-    x = np.arange(len(names))
     for r, (index, label) in enumerate(rows):
+        row, shown = shown_parameters(ds, index)  # each output's own most influential parameters
+        names = _names(row)
+        x = np.arange(len(names))
         for c, (var, interval, title) in enumerate(present):
             ax = axes[r, c]
-            da = ds[var].isel(index)
+            da = row[var].isel(index)
             value = da.transpose("parameter").values
             value = np.abs(value) if var.startswith("local") else value
-            ax.bar(x, value, yerr=_whiskers(ds, interval, index, value), capsize=3, color=f"C{c}")
-            surrogate = _whiskers(ds, f"{var}_combined_interval", index, value)
+            ax.bar(x, value, yerr=_whiskers(row, interval, index, value), capsize=3, color=f"C{c}")
+            surrogate = _whiskers(row, f"{var}_combined_interval", index, value)
             if surrogate is not None:  # an ensemble: the interval that carries the members' spread too
                 ax.errorbar(x, value, yerr=surrogate, fmt="none", ecolor="0.25", elinewidth=7, alpha=0.3)
             lay.category_ticks(ax, names)
@@ -187,6 +188,7 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
                 ax.set_ylabel(f"[{unit}]", fontsize="small")
     members = ds.sizes.get("member", 0)
     combined = f", grey: combined with the surrogate's error over {members} members" if members else ""
+    shown = f"{shown}, chosen per row" if shown and len(rows) > 1 else shown
     fig.suptitle(f"sensitivity indices by method (whiskers: confidence intervals{combined}){_where(ds)}{shown}",
                  fontsize="medium")
     return lay.save(fig, figure_path)

@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib import ticker
+from matplotlib.font_manager import FontProperties
 
 from sensitivity.outputs.spec import RESERVED_DIMS
 
@@ -46,8 +47,9 @@ MAX_PANELS = 12
 MAX_COLUMNS = 3
 #: At most this many named scalars share a panel (more continue in the next one).
 MAX_CATEGORIES = 16
-#: Category labels stay horizontal while their total length is at most this many characters.
-HORIZONTAL_CHARS = 48
+#: Tick labels (:func:`category_ticks`): a character's mean width and a line's height, in font sizes; the share
+#: of a panel's planned width left after the constrained layout's decorations; the smallest font [pt].
+CHAR_WIDTH, LINE_HEIGHT, LAYOUT_SHARE, MIN_TICK_POINTS = 0.62, 1.25, 0.8, 5.0
 #: At most this many parameters get a bar, a line or a map (one colour each of matplotlib's cycle); past it, the
 #: most influential ones (:func:`most_influential`), and the figure's title says so.
 MAX_PARAMETERS = 10
@@ -338,9 +340,25 @@ def most_influential(magnitude: xr.DataArray, measure: str) -> tuple[np.ndarray,
 
 
 def category_ticks(ax: plt.Axes, names: Sequence[str]) -> None:
-    """Names as x tick labels: horizontal while they fit (:data:`HORIZONTAL_CHARS`), else at 30 degrees."""
-    tilted = sum(len(n) + 2 for n in names) > HORIZONTAL_CHARS
-    ax.set_xticks(range(len(names)), names, rotation=30 if tilted else 0, ha="right" if tilted else "center")
+    """Names as x tick labels that do not run together, for any number of names and panel width.
+
+    Horizontal while the longest fits its slot (the panel's width over the names); else at 45 degrees while two
+    neighbours' parallel lines stay a line height apart (the slot times sin 45); else upright, the font shrunk
+    (to :data:`MIN_TICK_POINTS` at least) until a line height fits the slot. The slot is estimated before the
+    constrained layout trims the panel for its decorations, hence :data:`LAYOUT_SHARE`.
+    """
+    size = FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
+    figure_width = ax.figure.get_figwidth() * 72.0  # [pt]
+    slot = LAYOUT_SHARE * ax.get_position().width * figure_width / max(len(names), 1)  # [pt]
+    longest = max((len(str(n)) for n in names), default=0) * CHAR_WIDTH * size
+    if longest <= slot:
+        rotation, align = 0, {"ha": "center"}
+    elif slot * np.sin(np.pi / 4) >= LINE_HEIGHT * size:
+        rotation, align = 45, {"ha": "right", "rotation_mode": "anchor"}
+    else:
+        rotation, align = 90, {"ha": "center"}
+        size = max(MIN_TICK_POINTS, min(size, slot / LINE_HEIGHT))
+    ax.set_xticks(range(len(names)), names, rotation=rotation, fontsize=size, **align)
 
 
 def offsets(n: int, width: float = 0.6) -> np.ndarray:

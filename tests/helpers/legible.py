@@ -1,6 +1,9 @@
 """Whether a figure's text can be read: every title and axis label inside the figure, no two titles over each
-other, no two upright tick labels of one axis over each other (rendered extents, not pixels)."""
+other, no two tick labels of one axis over each other (rendered extents, not pixels; tilted labels as the
+parallel lines they are)."""
 from __future__ import annotations
+
+import math
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -38,11 +41,20 @@ def illegible(fig: Figure) -> list[str]:
             if _shown(text):
                 labels.append((f"axes {i}'s {kind} {text.get_text()!r}", text))
         for axis in (ax.xaxis, ax.yaxis):
-            ticks = [t for t in axis.get_ticklabels() if _shown(t) and t.get_rotation() in (0.0, 90.0)]
+            shown = [t for t in axis.get_ticklabels() if _shown(t)]
+            ticks = [t for t in shown if t.get_rotation() in (0.0, 90.0)]
             extents = [t.get_window_extent(renderer) for t in ticks]
             for (t, a), b in zip(zip(ticks, extents), extents[1:]):
                 if _over(a, b):
                     return [f"axes {i}: tick labels {t.get_text()!r} and its neighbour overlap"]
+            tilted = [t for t in shown if t.get_rotation() not in (0.0, 90.0)]
+            for t, u in zip(tilted, tilted[1:]):  # parallel lines: their distance apart against a line's height
+                (x0, y0), (x1, y1) = (t.get_transform().transform(t.get_position()),
+                                      u.get_transform().transform(u.get_position()))
+                angle = math.radians(t.get_rotation())
+                apart = abs((x1 - x0) * math.sin(angle) - (y1 - y0) * math.cos(angle))
+                if apart < renderer.points_to_pixels(t.get_fontsize()) - TOLERANCE:
+                    return [f"axes {i}: tilted tick labels {t.get_text()!r} and {u.get_text()!r} run together"]
     problems = []
     for name, text in labels:
         e = text.get_window_extent(renderer)
