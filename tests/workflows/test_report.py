@@ -320,7 +320,7 @@ def test_the_step_map_summary_of_an_ensemble_sweep_with_its_members_has_the_medi
     """Oracle: numpy's median over the points of the stored ``gn_step_member_std`` (tested against per-member
     least squares in tests/analyses/test_calibration_step_map.py); a step map without it has no such line."""
     from sensitivity.analyses.calibration import step_map_analysis
-    from workflows.report.calibration import step_map
+    from sensitivity.analyses.calibration.summary import step_map
     from sensitivity.sweep.stored import StoredSweep
     from tests.helpers.blocks import ensemble_sweep_file
 

@@ -1,4 +1,4 @@
-"""Numbers, units and flag meanings of a dataset as report text."""
+"""Numbers, units and flag meanings of a dataset as the text of its summary (:mod:`.summary`)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -6,7 +6,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from sensitivity.runtime.lazy import lazy_import
-from workflows.report.page import BAD, GOOD, PLAIN, Cell
+from sensitivity.datasets.summary import BAD, GOOD, PLAIN, Cell
 
 xr = lazy_import("xarray")
 
