@@ -32,7 +32,8 @@ def summary(ds: xr.Dataset) -> Summary:
     if "mean_accept_prob" in ds.attrs:
         facts.append(Fact("mean acceptance", str(ds.attrs["mean_accept_prob"])))
     warnings = [] if converged else [f"posterior chains failed convergence checks: {ds.attrs.get('diagnostics', '')}"]
-    return Summary(str(ds.attrs.get("title", "posterior")), tuple(facts), (_estimates(ds),), tuple(warnings))
+    return Summary(str(ds.attrs.get("title", "posterior")), tuple(facts), (_estimates(ds),),
+                   warnings=tuple(warnings))
 
 
 def _estimates(ds: xr.Dataset) -> Table:
