@@ -157,4 +157,3 @@ def _quantity(node: Any) -> Any:
     if not isinstance(node, dict) or set(node) - {"name", "units", "weights"}:
         raise ConfigError(f"`active_subspaces.quantity` must be {{name, units, weights}}, got {node!r}")
     return indices.Quantity(**node)
-

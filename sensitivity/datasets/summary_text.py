@@ -70,12 +70,6 @@ def meaning(da: xr.DataArray, value: Any) -> str:
     return str(value)
 
 
-def flag_counts(da: xr.DataArray) -> str:
-    """How many entries of a flag variable have each meaning: ``ftol 60, max iter 5``."""
-    values, counts = np.unique(np.ravel(da.values), return_counts=True)
-    return ", ".join(f"{meaning(da, v)} {c}" for v, c in zip(values, counts))
-
-
 def checked(text: str, ok: bool | None) -> Cell:
     """A cell flagged by a check: good when ``ok``, bad when not, plain when None (not checked)."""
     return Cell(text, flag=PLAIN if ok is None else GOOD if ok else BAD)

@@ -211,7 +211,8 @@ def test_the_warnings_come_from_the_results_never_from_a_log(copy_of):
 def test_every_text_is_escaped(copy_of):
     run_dir = copy_of("calibrate", "indices")
     hostile = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
-    for name, attrs in (("step_map.nc", {"title": "</p><b>bold</b>"}), ("calibration.nc", {"underdetermined": hostile})):
+    for name, attrs in (("step_map.nc", {"title": "</p><b>bold</b>"}),
+                        ("calibration.nc", {"underdetermined": hostile})):
         path = run_dir / "calibrate" / name
         with xr.open_dataset(path) as ds:
             ds = ds.load()
@@ -379,21 +380,20 @@ def test_a_cached_rerun_reports_the_failed_verification_as_the_first_run_did(com
     cached, nothing logged of the verdict) write the same report, byte for byte; both list the failure as a
     warning of verify.nc and show the verdict with its worst cases, in the words the first run logged."""
     from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
 
     from sensitivity.analyses.verify.summary import summary
     from sensitivity.datasets.summary import log_lines
     from workflows import run
     from workflows.registry import CONF_DIR
+    from workflows.run import StageConf
 
     common = ["jacobian=float64", "jacobian.jit_compile=false"]
     cfg = compose_config("run", ["plots=false", "experiment=ishigami", "study=ishigami"])
-    cfg.stages = OmegaConf.create([
-        {"name": "indices", "workflow": "indices", "overrides": [*common, "methods=[sobol]", "sobol.n=1024"],
-         "inputs": {}},
-        {"name": "verify", "workflow": "verify", "inputs": {"verify.indices": "indices"}, "overrides": [
-            *common, "verify.simulator=sensitivity.simulators.analytic:ishigami", "+verify.simulator_kwargs.a=3.0",
-            "verify.sobol_rows=128"]}])
+    cfg.stages = [
+        StageConf("indices", "indices", [*common, "methods=[sobol]", "sobol.n=1024"]),
+        StageConf("verify", "verify", [*common, "verify.simulator=sensitivity.simulators.analytic:ishigami",
+                                       "+verify.simulator_kwargs.a=3.0", "verify.sobol_rows=128"],
+                  {"verify.indices": "indices"})]
     reports, logged = [], []
     for _ in range(2):
         caplog.clear()

@@ -119,7 +119,7 @@ def local_summary(ds: xr.Dataset) -> Summary:
     """The linear output std at every point of a sweep: how many points, from which input covariance (the values
     themselves are in the file and its figure; a sweep may be too large to summarise here)."""
     std = ds["output_std"]
-    return Summary(str(ds.attrs.get("title", "pointwise propagation")), (Fact("sweep points", number(ds.sizes["sample"])),
-                    Fact("inputs", str(ds.attrs.get("input_source", "not recorded"))),
-                    Fact("linear output std", with_units(str(std.attrs.get("long_name", "output_std")),
-                                                         units_at(std)))))
+    return Summary(str(ds.attrs.get("title", "pointwise propagation")), (
+        Fact("sweep points", number(ds.sizes["sample"])),
+        Fact("inputs", str(ds.attrs.get("input_source", "not recorded"))),
+        Fact("linear output std", with_units(str(std.attrs.get("long_name", "output_std")), units_at(std)))))
