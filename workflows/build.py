@@ -334,3 +334,12 @@ def log_mask_from(names: list[str] | None, space) -> np.ndarray:
                               f"got low={space.parameters[space.index(name)].low}")
         mask[space.index(name)] = True
     return mask
+
+
+def log_summary(logger: logging.Logger, summary, prefix: str = "") -> None:
+    """Log a result's library summary (:func:`sensitivity.datasets.summary.log_lines`): the lines the study report
+    renders from the same dataset, its failed verdicts and warnings at WARNING."""
+    from sensitivity.datasets.summary import log_lines
+
+    for level, line in log_lines(summary, prefix):
+        logger.log(level, "%s", line)

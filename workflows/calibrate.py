@@ -24,8 +24,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    GaussNewton, LevenbergMarquardt, Status, TrustRegion, calibrate, calibrate_ensemble, member_steps_note,
+    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, member_steps_note,
     step_map_analysis, step_slice)
+from sensitivity.analyses.calibration.summary import summary
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.sweep.stored import StoredSweep
 from workflows import build
@@ -179,7 +180,7 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
                 "output_variable": surrogate.output.name, "output_long_name": surrogate.output.long_name,
                 "fit_seconds": f"{seconds:.3f}"}
     path = write_atomic(ds, out)
-    _log_summary(ds, seconds)
+    build.log_summary(log, summary(ds), "calibrate: ")
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.calibration import calibration_figures
@@ -193,65 +194,6 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     return path
 
 
-def _log_summary(ds, seconds: float) -> None:
-    """Best fit, statuses, minima, and the true-parameter check, one line each."""
-    best = int(ds["best_start"])
-    status = ds["status"].values
-    log.info("calibrate: %d starts in %.2f s: %s, %d distinct minima; best start %d: chi2 %.4g, "
-             "reduced chi2 %.4g, condition number %.3g", status.size, seconds, _status_counts(status),
-             int(ds["n_minima"]), best, float(ds["chi2"][best]), float(ds["reduced_chi2"][best]),
-             float(ds["condition_number"][best]))
-    if ds.attrs.get("underdetermined", "no") != "no":
-        log.warning("calibrate: underdetermined: %s%s", ds.attrs["underdetermined"],
-                    "" if "prior_covariance" in ds else "; a prior (prior.std, or prior.from_space=true: the space's "
-                    "distributions) determines the fit")
-    if best >= 0 and int(ds["standard_error_status"][best]) != 0:
-        log.warning("calibrate: best start %d has no standard errors (%s); the data do not determine %s",
-                    best, ds["standard_error_status"].attrs["flag_meanings"].split()[int(ds["standard_error_status"][best])],
-                    _short_directions(str(ds["unidentified"].values[best]))
-                    or "the noise level (no degrees of freedom left)")
-    for j, name in enumerate(ds["parameter_name"].values):
-        low, high = ds["parameter_interval"].values[best, j]
-        reduction = (f"  data shrink the prior std by {100 * ds['prior_std_reduction'].values[best, j]:.0f}%"
-                     if "prior_std_reduction" in ds else "")
-        log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  identifiability %.3f%s", name, ds["estimate"].values[best, j],
-                 ds["standard_error"].values[best, j], low, high, ds["identifiability"].values[best, j], reduction)
-    held = [(name, ds["at_bound"].values[best, j]) for j, name in enumerate(ds["parameter_name"].values)
-            if best >= 0 and ds["at_bound"].values[best, j]]
-    if held:
-        log.warning("calibrate: best start %d holds %s, where the fit would go beyond it: its standard "
-                    "error and interval are the unconstrained curvature's (the posterior stage samples within the "
-                    "bounds)", best, ", ".join(f"{name} on its {'lower' if side < 0 else 'upper'} bound"
-                                                for name, side in held))
-    if "true_parameter" in ds:
-        for j, name in enumerate(ds["parameter_name"].values):
-            truth, inside = ds["true_parameter"].values[j], ds["true_in_interval"].values[j]
-            if np.isfinite(truth):
-                log.info("  true %s = %.6g %s the %.0f%% interval", name, truth, _verdict(inside),
-                         100 * float(ds.attrs.get("level", "nan")))
-        unknown = int(((ds["true_in_interval"] < 0) & np.isfinite(ds["true_parameter"])).sum())
-        log.info("calibrate: %d of %d true parameters inside their intervals%s", int((ds["true_in_interval"] == 1).sum()),
-                 int(np.isfinite(ds["true_parameter"].values).sum()),
-                 f" ({unknown} without an interval, not checked)" if unknown else "")
-    if "estimate_emulator" in ds:
-        _log_emulator(ds)
-
-
-def _short_directions(text: str, components: int = 5, directions: int = 3) -> str:
-    """The ``unidentified`` text of a start for the log: its first ``directions`` directions, each by its
-    ``components`` largest components (``d(k04 +1, k44 -0.94, ...; 19 more)``); the dataset keeps them whole."""
-    parts = [p for p in text.split("; ") if " ~ " in p]
-    shown = []
-    for part in parts[:directions]:
-        names, values = (side.strip()[side.strip().index("(") + 1:-1].split(", ") for side in part.split(" ~ "))
-        order = sorted(range(len(names)), key=lambda i: -abs(float(values[i])))
-        rest = len(names) - components
-        shown.append(f"d({', '.join(f'{names[i]} {values[i]}' for i in order[:components])}"
-                     + (f"; {rest} more)" if rest > 0 else ")"))
-    more = len(parts) - directions
-    return "; ".join(shown) + (f"; {more} more directions (`unidentified` in calibration.nc)" if more > 0 else "")
-
-
 def _space_prior_words(space) -> str:
     """``normal x 25 as they are; lognorm (recharge) by mean and std (...)``: which marginals the Gaussian prior
     of ``prior.from_space`` is exact for."""
@@ -262,36 +204,6 @@ def _space_prior_words(space) -> str:
     words = ([f"normal x {len(exact)} as they are"] if exact else []) + (
         [", ".join(other) + " by mean and std (a Gaussian with the same first two moments)"] if other else [])
     return "; ".join(words) + ("" if space.correlation is None else ", correlated by space.correlation")
-
-
-def _status_counts(status: np.ndarray) -> str:
-    """How the starts ended, in words: ``63 converged (63 rank-deficient), 2 at max_iter``."""
-    singular = int((status == Status.SINGULAR).sum())
-    converged = int((status > 0).sum()) + singular
-    words = [f"{converged} converged" + (f" ({singular} rank-deficient)" if singular else "")]
-    for flag, what in ((Status.MAX_ITER, "at max_iter"), (Status.NON_FINITE, "non-finite")):
-        if (status == flag).any():
-            words.append(f"{int((status == flag).sum())} {what}")
-    return ", ".join(words)
-
-
-def _verdict(inside: int) -> str:
-    """A ``true_in_interval`` flag in words: 1 inside, 0 outside, -1 no interval to check against (NaN bounds)."""
-    return {1: "is inside", 0: "is OUTSIDE"}.get(int(inside), "is not checked against (no interval)")
-
-
-def _log_emulator(ds) -> None:
-    """The fit with the ensemble's predictive variance, beside the members' own estimates, one line per parameter."""
-    log.info("calibrate: with the emulator variance of the %d-member ensemble (%s fits): chi2 %.4g", ds.sizes["member"],
-             ds.attrs.get("emulator_fits"), float(ds["chi2_emulator"]))
-    truth = ds["true_parameter"].values if "true_parameter" in ds else np.full(ds.sizes["parameter"], np.nan)
-    for j, name in enumerate(ds["parameter_name"].values):
-        low, high = ds["parameter_interval_emulator"].values[j]
-        checked = -1 if not np.isfinite(low + high) else int(low <= truth[j] <= high)
-        inside = "" if not np.isfinite(truth[j]) else f"  true {_verdict(checked)}"
-        members = ds["estimate_member"].values[:, j]
-        log.info("  %-24s %.6g +- %.3g  [%.6g, %.6g]  members %.6g .. %.6g%s", name, ds["estimate_emulator"].values[j],
-                 ds["standard_error_emulator"].values[j], low, high, np.nanmin(members), np.nanmax(members), inside)
 
 
 # ----------------------------------------------------------------------------- the step maps

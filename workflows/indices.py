@@ -16,6 +16,7 @@ from typing import Any, List
 from omegaconf import DictConfig
 
 from sensitivity.analyses import indices
+from sensitivity.analyses.indices.summary import summary
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.fields import field_cells
 from workflows import build, chain
@@ -125,7 +126,7 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))
     ds.attrs["methods"] = " ".join(chosen)
     out = write_atomic(ds, out_dir / "indices.nc")
-    _log_checks(ds)
+    build.log_summary(log, summary(ds), "indices: ")
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.indices import indices_figures
@@ -156,10 +157,3 @@ def _quantity(node: Any) -> Any:
     if not isinstance(node, dict) or set(node) - {"name", "units", "weights"}:
         raise ConfigError(f"`active_subspaces.quantity` must be {{name, units, weights}}, got {node!r}")
     return indices.Quantity(**node)
-
-
-def _log_checks(ds: Any) -> None:
-    """Log the cross-checks: a warning when a total Sobol' index exceeds its DGSM bound significantly."""
-
-    for severity, line in indices.summary_lines(ds):
-        log.log(logging.WARNING if severity == "warning" else logging.INFO, line)

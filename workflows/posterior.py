@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from workflows import build, chain
 from sensitivity.analyses.posterior import NUTS, initial_points, sample_posterior
+from sensitivity.analyses.posterior.summary import summary
 from sensitivity.runtime.progress import progress_bar
 from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
 
@@ -144,7 +145,7 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     ds.attrs = {**ds.attrs, **attrs, "calibration": str(calibration), "calibration_hash": content_hash(calibration),
                 "prior_source": cfg.prior_source}
     path = write_atomic(ds, out)
-    _log_summary(ds)
+    build.log_summary(log, summary(ds), "posterior: ")
     if cfg.plots:
         from sensitivity.plots.posterior import posterior_figures
 
@@ -186,12 +187,3 @@ def prior_of(cfg: DictConfig, space, calibration: Path):
     return flat_prior() if recorded is None else gaussian_prior(*recorded)
 
 
-def _log_summary(ds) -> None:
-    """The sampler's run and, per parameter, posterior against Laplace with the diagnostics."""
-    log.info("posterior: %s s, step size %.3g, mean acceptance %s, %d divergent; %s",
-             ds.attrs["sampling_seconds"], float(ds["step_size"]), ds.attrs["mean_accept_prob"],
-             int(ds["n_divergent"]), ds.attrs["diagnostics"])
-    for j, name in enumerate(ds["parameter_name"].values):
-        log.info("  %-22s posterior %.6g +- %.3g   Laplace %.6g +- %.3g   R-hat %.3f  ESS bulk %.0f tail %.0f", name,
-                 ds["posterior_mean"].values[j], ds["posterior_std"].values[j], ds["laplace_mean"].values[j],
-                 ds["laplace_std"].values[j], ds["rhat"].values[j], ds["ess_bulk"].values[j], ds["ess_tail"].values[j])

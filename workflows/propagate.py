@@ -256,9 +256,11 @@ def _describe(cfg: DictConfig) -> str:
 
 
 def _log_verdict(ds, can_truncate: bool) -> None:
-    """Log the verdict's summary: a warning per failed method and where model evaluations left the bounds."""
-    from sensitivity.analyses.propagation.verdict import summary_lines
+    """Log the propagation's summary (:func:`sensitivity.analyses.propagation.summary.summary`), and where model
+    evaluations left the bounds of a calibration's normal inputs, how to keep them inside."""
+    from sensitivity.analyses.propagation.summary import summary
 
-    hint = " (uncertainty.truncate=true keeps the draws inside them)" if can_truncate else ""
-    for severity, line in summary_lines(ds, bounds_hint=hint):
-        log.log(logging.WARNING if severity == "warning" else logging.INFO, line)
+    found = summary(ds)
+    build.log_summary(log, found, "propagate: ")
+    if can_truncate and any("outside the parameter bounds" in w for w in found.warnings):
+        log.info("propagate: uncertainty.truncate=true keeps the draws inside the parameter bounds")

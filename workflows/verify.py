@@ -32,6 +32,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sensitivity.analyses.verify import RefinePlan, VerifyPlan
+from sensitivity.analyses.verify.summary import summary
 from workflows import build, chain
 from workflows.schema import ObservationsConf, SurrogateStudyConf, schema_of
 
@@ -175,8 +176,7 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
         ds = ds.merge(refined.drop_vars("parameter", errors="ignore"), compat="equals", combine_attrs="drop_conflicts")
         ds.attrs.update(refined.attrs)
     out = write_atomic(ds, out_dir / "verify.nc")
-    for key, verdict in verdicts.items():
-        log.log(logging.INFO if verdict else logging.WARNING, "verify: %s: %s", key, _summary(ds, key))
+    build.log_summary(log, summary(ds), "verify: ")
     return out
 
 
@@ -257,10 +257,6 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         ds.attrs.update(refined_surrogate=f"refined/{trained.path.name}",
                         refined_surrogate_hash=trained.surrogate.content_hash)
         ds = ds.merge(_refined_checks(state["parts"], checks.surrogate.output, space))
-    size, rms = ds["refine_training_size"].values, ds["refine_error_rms"].values
-    log.info("verify: refinement %s after %d round(s): %d -> %d samples, rms error on the analyses' points %.3g -> "
-             "%.3g of the outputs' spread over those points", ds.attrs["refine_outcome"], ds.sizes["round"] - 1,
-             size[0], size[-1], rms[0], rms[-1])
     return ds
 
 
@@ -404,35 +400,3 @@ def _parameter_coords(space) -> dict:
 
     return parameter_coords(space.names, space.units)
 
-
-def _summary(ds, key: str) -> str:
-    """One line per verified analysis: the verdict and the ratio behind it."""
-    if key == "calibration":
-        ratio = ds["calibration_shift_ratio"].values
-        return (f"{'holds' if ratio.max() <= 1 else 'FAILS'}: the surrogate's error shifts the estimate by at most "
-                f"{ratio.max():.2f} standard errors; whitened error at the best fit "
-                f"{float(ds['calibration_whitened_error_rms'][0]):.2f} x the noise")
-    if key == "posterior":
-        ratio = ds["posterior_shift_ratio"].values
-        return (f"{'holds' if ratio.max() <= 1 else 'FAILS'}: reweighting to the simulator moves the posterior mean "
-                f"by at most {ratio.max():.2f} Monte Carlo standard errors (importance ESS "
-                f"{float(ds['posterior_importance_ess']):.2f} per draw)")
-    ratios = {k: ds[f"sobol_{k}_error_ratio"].fillna(-np.inf) for k in ("S1", "ST")}  # NaN: a constant output
-    index = max(ratios, key=lambda k: float(ratios[k].max()))
-    worst = float(ratios[index].max())
-    judged = np.concatenate([r.values.ravel() for r in ratios.values()])
-    within = float(np.mean(judged[np.isfinite(judged)] <= 1))
-    return (f"{'holds' if worst <= 1 else 'FAILS'}: the surrogate's Sobol' indices differ from the simulator's by at "
-            f"most {worst:.2f} sampling half-widths ({_where_largest(ratios[index], index)}); {within:.0%} of the "
-            f"(index, parameter, output) triples within one")
-
-
-def _where_largest(ratio, index: str) -> str:
-    """``ST of cloud at year = 2000, lat = 0``: where ``ratio`` (on parameter and the output dims) is largest (a
-    single output named by its parameter alone)."""
-    from sensitivity.outputs.labels import position_label
-
-    at = dict(zip(ratio.dims, (int(i) for i in np.unravel_index(int(np.argmax(ratio.values)), ratio.shape))))
-    where = [f"{d} = {position_label(ratio, d, i)}" for d, i in at.items() if d != "parameter" and ratio.sizes[d] > 1]
-    shown = f"{index} of {position_label(ratio, 'parameter', at['parameter'])}"
-    return shown + (f" at {', '.join(where)}" if where else "")

@@ -352,7 +352,8 @@ def test_an_underdetermined_fit_warns_names_the_unidentified_direction_and_recor
     shown = re.search(r"\(rank_deficient\); the data do not determine d\((\w) \+1, (\w) [+-][\d.]+\)", line)
     assert shown and {shown.group(1), shown.group(2)} == {"a", "b"}, line
     assert (ds["true_in_interval"].values == -1).all()  # no interval: the truth is not checked, nor called outside
-    assert "true a = 1 is not checked against (no interval)" in caplog.text and "OUTSIDE" not in caplog.text
+    # the log renders calibration.nc's summary: the truth's row of the estimates says it is not checked
+    assert "true value 1; inside the interval unknown" in caplog.text and "OUTSIDE" not in caplog.text
     assert "0 of 2 true parameters inside their intervals (2 without an interval, not checked)" in caplog.text
 
     from sensitivity.plots import calibration as figures
@@ -411,7 +412,7 @@ def test_an_estimate_held_on_a_bound_is_flagged_and_named_in_the_log(compose_con
 def test_the_summary_counts_rank_deficient_fits_as_converged():
     """A rank-deficient fit converged (status SINGULAR): 63 of them and 2 at max_iter read as such, not '0 converged'."""
     from sensitivity.analyses.calibration import Status
-    from workflows.calibrate import _status_counts
+    from sensitivity.analyses.calibration.summary import status_counts as _status_counts
 
     status = np.array([Status.SINGULAR] * 63 + [Status.MAX_ITER] * 2)
     assert _status_counts(status) == "63 converged (63 rank-deficient), 2 at max_iter"
@@ -421,7 +422,7 @@ def test_the_summary_counts_rank_deficient_fits_as_converged():
 
 def test_the_log_names_an_unidentified_direction_by_its_largest_components():
     """64 cells: the log shows each direction's five largest components and how many it leaves to the file."""
-    from workflows.calibrate import _short_directions
+    from sensitivity.analyses.calibration.summary import short_directions as _short_directions
 
     names = [f"k{i}" for i in range(8)]
     values = ["+0.01", "-0.9", "+1", "+0.2", "-0.3", "+0.05", "+0.6", "-0.002"]

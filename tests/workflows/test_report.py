@@ -196,42 +196,33 @@ def test_every_warning_the_results_record_is_listed(study_run):
                for stage, source, _, message in rows), rows
 
 
-def test_logged_warnings_of_the_last_run_are_listed_under_their_stage(copy_of):
+def test_the_warnings_come_from_the_results_never_from_a_log(copy_of):
+    """Deliberately changed (issues 47/48): a warning only a log holds is not listed (a cached rerun logs nothing
+    of its results, and its report must not differ); one a result records is, under its stage and file."""
     run_dir = copy_of()
-    earlier = hydra_log(("workflows.run", "INFO", "stage calibrate: sensitivity calibrate"),
-                        ("workflows.calibrate", "WARNING", "an old warning, fixed since"),
-                        ("workflows.run", "INFO", "study done; results:"))
-    last = hydra_log(("workflows.run", "WARNING", "the chain's own warning"),
-                     ("workflows.run", "INFO", "stage calibrate: sensitivity calibrate"),
-                     ("workflows.calibrate", "WARNING", "a warning over\ntwo lines"),
-                     ("workflows.run", "INFO", "stage indices: sensitivity indices"),
-                     ("workflows.indices", "ERROR", "an error"),
-                     ("workflows.run", "INFO", "study done; results:"),
-                     ("workflows.run", "INFO", "  calibrate  calibrate/calibration.nc"))
-    (run_dir / "run.log").write_text(earlier + last)
+    (run_dir / "run.log").write_text(hydra_log(("workflows.run", "INFO", "stage calibrate: sensitivity calibrate"),
+                                               ("workflows.calibrate", "WARNING", "only in the log")))
     (run_dir / "posterior" / "posterior.log").write_text(hydra_log(("workflows.posterior", "WARNING", "own log")))
     rows = render(run_dir).warnings()
-    assert ["run", "run log", "WARNING", "the chain's own warning"] in rows
-    assert ["calibrate", "run log", "WARNING", "a warning over two lines"] in rows  # (white space joined)
-    assert ["indices", "run log", "ERROR", "an error"] in rows
-    assert ["posterior", "posterior.log", "WARNING", "own log"] in rows
-    assert not any("old warning" in row[3] for row in rows)
+    assert not any("only in the log" in row[3] or "own log" in row[3] for row in rows)
+    assert any(row[:2] == ["posterior", "posterior.nc"] for row in rows), rows
 
 
 def test_every_text_is_escaped(copy_of):
     run_dir = copy_of("calibrate", "indices")
     hostile = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
-    (run_dir / "indices" / "indices.log").write_text(hydra_log(("workflows.indices", "WARNING", hostile)))
-    path = run_dir / "calibrate" / "step_map.nc"
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    ds.attrs["title"] = "</p><b>bold</b>"
-    ds.to_netcdf(path)
-    (run_dir / "calibrate" / "step_map.nc.sha256").unlink()
+    for name, attrs in (("step_map.nc", {"title": "</p><b>bold</b>"}),
+                        ("calibration.nc", {"underdetermined": hostile})):
+        path = run_dir / "calibrate" / name
+        with xr.open_dataset(path) as ds:
+            ds = ds.load()
+        ds.attrs.update(attrs)
+        ds.to_netcdf(path)
+        (run_dir / "calibrate" / f"{name}.sha256").unlink(missing_ok=True)
     page = render(run_dir)
     assert not [tag for tag, _ in page.elements if tag in ("script", "b")]
     assert embedded(page) == figures_on_disk(run_dir)  # no image but the figures
-    assert ["indices", "indices.log", "WARNING", hostile] in page.warnings()
+    assert any(row[:3] == ["calibrate", "calibration.nc", "WARNING"] and hostile in row[3] for row in page.warnings())
     assert "</p><b>bold</b>" in "".join(page.text)
 
 
@@ -320,7 +311,7 @@ def test_the_step_map_summary_of_an_ensemble_sweep_with_its_members_has_the_medi
     """Oracle: numpy's median over the points of the stored ``gn_step_member_std`` (tested against per-member
     least squares in tests/analyses/test_calibration_step_map.py); a step map without it has no such line."""
     from sensitivity.analyses.calibration import step_map_analysis
-    from workflows.report.calibration import step_map
+    from sensitivity.analyses.calibration.summary import step_map
     from sensitivity.sweep.stored import StoredSweep
     from tests.helpers.blocks import ensemble_sweep_file
 
@@ -339,3 +330,89 @@ def test_the_step_map_summary_of_an_ensemble_sweep_with_its_members_has_the_medi
             assert facts[label] == ", ".join(f"{name} [s] {v:.4g}" for name, v in zip("abc", median))
         else:
             assert label not in facts
+
+
+# ----------------------------------------------------------------------------- one summary, logged and reported
+def _report_rows(table: dict) -> list[list[str]]:
+    return table["rows"]
+
+
+def _summary_rows(table) -> list[list[str]]:
+    """The rows of a library summary table as the page shows them (text, then detail, then badge, one space)."""
+    return [[" ".join(t for t in (c.text, c.detail, c.badge) if t) for c in row] for row in table.rows]
+
+
+def test_the_log_and_the_report_of_a_calibration_render_one_summary(compose_config, tmp_path, caplog):
+    """calibrate logs the library's summary of calibration.nc line for line, and the report's estimate table holds
+    the same cells: its rows are the summary's, and each row's log line holds each of its numbers."""
+    from sensitivity.analyses.calibration.summary import summary
+    from sensitivity.datasets.summary import log_lines
+    from tests.helpers.calibration_models import LINEAR, linear_observations
+    from workflows import calibrate
+
+    path, _, _ = linear_observations(tmp_path)
+    cfg = compose_config("calibrate", [*LINEAR, f"observations.path={path}", "plots=false", "step_slice.enabled=false"],
+                         output_dir=tmp_path / "fit")
+    with caplog.at_level("INFO", logger="workflows.calibrate"):
+        result = calibrate.run(cfg)
+    with open_result(result) as ds:
+        found = summary(ds)
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "workflows.calibrate"]
+    expected = log_lines(found, "calibrate: ")
+    start = logged.index(expected[0])
+    assert logged[start:start + len(expected)] == expected
+    table = Page(render_report(tmp_path / "fit").read_text()).table("Estimates at the best start")
+    estimates = found.tables[0]
+    assert table["head"] == list(estimates.columns)
+    assert _report_rows(table) == _summary_rows(estimates)
+    with open_result(result) as ds:  # and they are the file's numbers
+        best = int(ds["best_start"])
+        assert [row[2] for row in table["rows"]] == [f"{v:.4g}" for v in ds["estimate"].values[best]]
+    rows = [line for _, line in expected if line.startswith("  ")]
+    for cells, line in zip(_summary_rows(estimates), rows):
+        assert all(text in line for text in cells), (cells, line)
+
+
+@pytest.mark.slow
+def test_a_cached_rerun_reports_the_failed_verification_as_the_first_run_did(compose_config, tmp_path, caplog):
+    """`sensitivity run` of Sobol' indices on Ishigami (a = 7) verified against Ishigami with a = 3, whose x2 term's
+    share of the variance falls from 0.44 to ~0.13: the verification fails. The first run and its rerun (every stage
+    cached, nothing logged of the verdict) write the same report, byte for byte; both list the failure as a
+    warning of verify.nc and show the verdict with its worst cases, in the words the first run logged."""
+    from hydra import initialize_config_dir
+
+    from sensitivity.analyses.verify.summary import summary
+    from sensitivity.datasets.summary import log_lines
+    from workflows import run
+    from workflows.registry import CONF_DIR
+    from workflows.run import StageConf
+
+    common = ["jacobian=float64", "jacobian.jit_compile=false"]
+    cfg = compose_config("run", ["plots=false", "experiment=ishigami", "study=ishigami"])
+    cfg.stages = [
+        StageConf("indices", "indices", [*common, "methods=[sobol]", "sobol.n=1024"]),
+        StageConf("verify", "verify", [*common, "verify.simulator=sensitivity.simulators.analytic:ishigami",
+                                       "+verify.simulator_kwargs.a=3.0", "verify.sobol_rows=128"],
+                  {"verify.indices": "indices"})]
+    reports, logged = [], []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level("INFO"), initialize_config_dir(str(CONF_DIR), version_base=None):
+            assert run.run(cfg) == tmp_path
+        reports.append((tmp_path / REPORT_NAME).read_bytes())
+        logged.append([(r.levelno, r.getMessage()) for r in caplog.records if r.name == "workflows.verify"])
+    assert reports[0] == reports[1]
+    with open_result(tmp_path / "verify" / "verify.nc") as ds:
+        assert ds.attrs["verdict"] == "fails" and int(ds["sobol_verdict"]) == 0
+        found = summary(ds)
+    (verdict,) = found.verdicts
+    expected = log_lines(found, "verify: ")
+    assert all(line in logged[0] for line in expected)  # the first run logged the summary ...
+    assert (30, f"verify: indices: FAILS: {verdict.statement}") in logged[0]
+    assert not any("FAILS" in message for _, message in logged[1])  # ... the cached rerun did not
+    page = Page(reports[1].decode("utf-8"))
+    assert ["verify", "verify.nc", "WARNING", f"indices: FAILS: {verdict.statement}"] in page.warnings()
+    assert f"indices: FAILS: {verdict.statement}" in " ".join("".join(page.text).split())
+    worst = page.table("worst indices")
+    assert _report_rows(worst) == _summary_rows(verdict.worst) and worst["rows"][0][0].startswith(("S1 of", "ST of"))
+    assert float(worst["rows"][0][2]) > 1  # the worst case exceeds its sampling half-width

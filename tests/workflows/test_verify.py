@@ -156,7 +156,7 @@ def test_the_worst_sobol_pair_is_named_by_parameter_label_and_date(recwarn):
     parameter, the station's label and the date (the index 234 and an xarray FutureWarning were logged before)."""
     import xarray as xr
 
-    from workflows.verify import _where_largest
+    from sensitivity.analyses.verify.summary import where_largest as _where_largest
 
     ratio = np.zeros((2, 3, 365))
     ratio[1, 2, 234] = 5.0

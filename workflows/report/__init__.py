@@ -4,11 +4,11 @@ The page is self-contained (figures embedded as PNG data URIs, CSS inline, no Ja
 resource) and has a section per stage with its command, the key numbers of its results as tables and its
 figures; every warning of the run; and the provenance of every result. :func:`render_report` writes it.
 
-* :mod:`.run_dir`: what a run directory holds (stages, result files, figures, logs, commands);
-* :mod:`.kinds`: which kind of result a dataset is, and the module that reads its key numbers:
-  :mod:`.sweep`, :mod:`.calibration`, :mod:`.posterior`, :mod:`.propagation`, :mod:`.indices`;
-* :mod:`.results`: one result file with its provenance; :mod:`.logs` and :mod:`.notices`: the warnings;
-* :mod:`.page`: the page's content as plain data, :mod:`.cells`: numbers as text;
+* :mod:`.run_dir`: what a run directory holds (stages, result files, figures, commands);
+* :mod:`.kinds`: which kind of result a dataset is, and the library's ``summary(ds)`` of it (the one its workflow
+  logged: ``sensitivity.analyses.<study>.summary``, ``sensitivity.sweep.summary``);
+* :mod:`.results`: one result file with its provenance; :mod:`.notices`: the warnings its results record;
+* :mod:`.page`: the page's content as plain data;
 * :mod:`.render`: the template (``templates/report.html.j2``) and the atomic write.
 """
 from __future__ import annotations

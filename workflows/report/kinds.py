@@ -1,20 +1,24 @@
-"""Which kind of result a dataset is, told from its variables and dims (any file name, any study)."""
+"""Which kind of result a dataset is, told from its variables and dims (any file name, any study), and the
+library's summary of that kind (``summary(ds)`` of its study, the one its workflow logged)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-
+from sensitivity.analyses.calibration import summary as calibration
+from sensitivity.analyses.indices import summary as indices
+from sensitivity.analyses.posterior import summary as posterior
+from sensitivity.analyses.propagation import summary as propagation
 from sensitivity.analyses.propagation.dataset import METHOD_DIM
+from sensitivity.analyses.verify import summary as verify
+from sensitivity.datasets.summary import Fact, Summary
 from sensitivity.runtime.lazy import lazy_import
-from sensitivity.plots.indices import AGGREGATED, MEASURES
-from workflows.report import calibration, indices, posterior, propagation, sweep
-from workflows.report.page import Summary
+from sensitivity.sweep import summary as sweep
 
 xr = lazy_import("xarray")
 
 
 class Kind(NamedTuple):
-    """A kind of result: its name, the test that tells it, and the function that reads its key numbers."""
+    """A kind of result: its name, the test that tells it, and the function that summarises it."""
 
     name: str
     matches: Callable[[xr.Dataset], bool]
@@ -22,26 +26,36 @@ class Kind(NamedTuple):
 
 
 def _is_indices(ds: xr.Dataset) -> bool:
+    from sensitivity.plots.indices import AGGREGATED, MEASURES
+
     return "measure" in ds.dims or any(m[0] in ds for m in MEASURES) or any(
         f"aggregated_{suffix}" in ds for suffix, _ in AGGREGATED)
+
+
+def _other(ds: xr.Dataset) -> Summary:
+    """A result of no kind the library summarises: its dims and variables."""
+    return Summary(str(ds.attrs.get("title", "result")), (
+        Fact("dims", ", ".join(f"{d} {n}" for d, n in ds.sizes.items()) or "none"),
+        Fact("variables", ", ".join(map(str, ds.data_vars)) or "none")))
 
 
 #: The kinds in the order they are tried (a step map holds a ``rank`` too: it comes before the indices).
 KINDS: tuple[Kind, ...] = (
     Kind("calibration", lambda ds: {"estimate", "parameter_interval", "best_start"} <= set(ds.variables),
-         calibration.calibration),
+         calibration.summary),
     Kind("step slice", lambda ds: "in_basin" in ds and "slice_a" in ds.dims, calibration.step_slice),
     Kind("step map", lambda ds: "gn_step" in ds and "sample" in ds.dims, calibration.step_map),
-    Kind("posterior", lambda ds: "draws" in ds and "chain" in ds.dims, posterior.posterior),
-    Kind("propagation", lambda ds: METHOD_DIM in ds.dims and "output_mean" in ds, propagation.propagation),
-    Kind("pointwise propagation", lambda ds: "output_std" in ds and "sample" in ds.dims,
-         propagation.local_propagation),
-    Kind("sensitivity indices", _is_indices, indices.indices),
-    Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.sweep),
+    Kind("posterior", lambda ds: "draws" in ds and "chain" in ds.dims, posterior.summary),
+    Kind("propagation", lambda ds: METHOD_DIM in ds.dims and "output_mean" in ds, propagation.summary),
+    Kind("pointwise propagation", lambda ds: "output_std" in ds and "sample" in ds.dims, propagation.local_summary),
+    Kind("verification", lambda ds: any(f"{prefix}_verdict" in ds for _, prefix in verify.ANALYSES),
+         verify.summary),
+    Kind("sensitivity indices", _is_indices, indices.summary),
+    Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.summary),
 )
 
 #: A result of no kind above.
-OTHER = Kind("result", lambda ds: True, sweep.other)
+OTHER = Kind("result", lambda ds: True, _other)
 
 
 def kind_of(ds: xr.Dataset) -> Kind:

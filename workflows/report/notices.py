@@ -1,51 +1,29 @@
-"""Every warning of a run, from the logs and from the results: each stage's logged warnings, those its datasets
-record (a warning already logged is listed once), and two checks across the chain: results computed with
+"""Every warning of a run, from its results, never from a log (a cached rerun logs nothing of them): the warnings
+and failed verdicts each result's summary holds, and two checks across the chain: results computed with
 different surrogates, and a result computed from an earlier version of one of its input files (stale)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Sequence
 
 from sensitivity.datasets import checksum_path
-from workflows.report.logs import Record, by_stage, last_run, read_records, warnings_of
 from workflows.report.page import Notice, Result
-from workflows.report.run_dir import StageFiles, checksum
+from workflows.report.run_dir import checksum
 
-#: The stage name of the chain's own warnings (logged before the first stage or after the last).
+#: The stage name of the chain's own warnings (the checks across the results).
 CHAIN = "run"
 #: Inputs without a checksum record larger than this [bytes] are not hashed to check them (a large sample file).
 MAX_HASHED = 1 << 30
 
 
-def stage_log_warnings(files: StageFiles, chain_records: dict[str | None, list[Record]]) -> list[Notice]:
-    """The warnings a stage logged: in its own logs when it has any, else in its part of the run's log."""
-    if files.logs:
-        found = [(log.name, r) for log in files.logs for r in warnings_of(read_records(log))]
-    else:
-        found = [("run log", r) for r in warnings_of(chain_records.get(files.name, []))]
-    return [Notice(files.name, source, r.level, r.message) for source, r in found]
-
-
-def chain_records(logs: Sequence[Path]) -> dict[str | None, list[Record]]:
-    """The records of the last run in the run directory's own logs, by stage."""
-    return by_stage(last_run([r for log in logs for r in read_records(log)]))
-
-
-def chain_warnings(records: dict[str | None, list[Record]]) -> list[Notice]:
-    """The chain's own warnings (outside every stage)."""
-    return [Notice(CHAIN, "run log", r.level, r.message) for r in warnings_of(records.get(None, []))]
-
-
-def result_warnings(stage: str, results: Sequence[Result], logged: Sequence[Notice]) -> list[Notice]:
-    """The warnings the results of ``stage`` record, except those its log already holds."""
-    seen = [_plain(n.message) for n in logged]
-    notices = []
+def result_warnings(stage: str, results: Sequence[Result]) -> list[Notice]:
+    """The warnings and failed verdicts the summaries of the results of ``stage`` hold, each listed once."""
+    notices: list[Notice] = []
     for result in results:
-        for message in result.summary.warnings:
-            if not any(_plain(message) in text or text in _plain(message) for text in seen):
+        failed = [f"{v.subject}: {v.word}: {v.statement}" for v in result.summary.verdicts if not v.holds]
+        for message in [*failed, *result.summary.warnings]:
+            if not any(n.message == message for n in notices):
                 notices.append(Notice(stage, result.file, "WARNING", message))
-                seen.append(_plain(message))
     return notices
 
 
@@ -82,7 +60,3 @@ def _checksum(path: Path) -> str | None:
         return None
     return checksum(path)
 
-
-def _plain(text: str) -> str:
-    """``text`` for comparison: lower case, underscores and runs of white space as one space."""
-    return re.sub(r"[\s_]+", " ", text.lower()).strip()

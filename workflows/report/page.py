@@ -1,53 +1,14 @@
-"""The content of a report page as plain data: cells, tables, figures, notices, results and stages.
+"""The content of a report page as plain data: results, figures, notices and stages.
 
-The study modules fill these from the datasets, :mod:`workflows.report.run_dir` from the files of a run
-directory, and the template (``templates/report.html.j2``) lays them out; every text in them is escaped there.
+Each result's :class:`~sensitivity.datasets.summary.Summary` comes from its study's ``summary(ds)`` in the library
+(the one the workflow logged), :mod:`workflows.report.run_dir` reads the files of a run directory, and the
+template (``templates/report.html.j2``) lays them out; every text in them is escaped there.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-#: :attr:`Cell.flag` of a value that fails its check (red), that passes one (green), or neither.
-BAD, GOOD, PLAIN = "bad", "good", ""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One table cell: ``text``, then ``detail`` in small type (an interval), then ``badge`` (a rank)."""
-
-    text: str
-    detail: str = ""
-    badge: str = ""
-    flag: str = PLAIN
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table of key numbers: ``columns`` headers, ``rows`` of cells, a ``note`` under it."""
-
-    caption: str
-    columns: list[str]
-    rows: list[list[Cell]]
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One key number or setting: ``label``, ``value`` (flagged like a :class:`Cell`)."""
-
-    label: str
-    value: str
-    flag: str = PLAIN
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a study module reads from one result: facts, tables and the warnings its attributes record."""
-
-    facts: list[Fact] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
+from sensitivity.datasets.summary import Summary
 
 @dataclass(frozen=True)
 class Provenance:
@@ -87,7 +48,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class Notice:
-    """A warning of the run: which stage, where it was found (a log or a result file), its level and text."""
+    """A warning of the run: which stage, where it was found (a result file, or the results of the run), its level
+    and text."""
 
     stage: str
     source: str

@@ -1,7 +1,6 @@
 """Render ``report.html`` of a run directory from the Jinja2 template, and write it atomically."""
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from pathlib import Path
 from typing import Mapping
@@ -9,8 +8,7 @@ from typing import Mapping
 from sensitivity import __version__
 from sensitivity.datasets import write_text_atomic
 from sensitivity.errors import DataError
-from workflows.report.notices import (chain_checks, chain_records, chain_warnings, result_warnings,
-                                        stage_log_warnings)
+from workflows.report.notices import chain_checks, result_warnings
 from workflows.report.page import Stage
 from workflows.report.results import read_result
 from workflows.report.run_dir import figure, run_command, stage_commands, stage_files
@@ -25,10 +23,12 @@ def render_report(run_dir: str | Path, *, commands: Mapping[str, str] | None = N
 
     The page has a section per stage found (any subset of a chain's stages, or the results of a single
     workflow's run directory) with its command, the key numbers of each result file as tables, and its
-    figures embedded as PNG data URIs; every warning of the run (its logs' and those its results record);
-    and the provenance of every result (config, surrogate and input checksums, seed, history, package
-    versions). It needs no network, no other file and no JavaScript: the CSS is inline, and all text is
-    escaped by the template engine (Jinja2 with autoescape).
+    figures embedded as PNG data URIs; every warning and verdict of the run, as its results record them
+    (each result's library ``summary(ds)``, the one its workflow logged; never the logs, so a cached rerun
+    renders the same page); and the provenance of every result (config, surrogate and input checksums, seed,
+    history, package versions). It needs no network, no other file and no JavaScript: the CSS is inline, and
+    all text is escaped by the template engine (Jinja2 with autoescape). The page holds no time of its own:
+    rendered again from the same files, it is the same bytes.
 
     Parameters
     ----------
@@ -56,19 +56,17 @@ def render_report(run_dir: str | Path, *, commands: Mapping[str, str] | None = N
         raise DataError(f"run_dir: no results (*.nc) or figures (*.png) in {run_dir} or its stage folders")
     known = {files[0].name: run_command(run_dir)} if single else stage_commands(run_dir)
     commands = {**known, **(commands or {})}
-    records = {} if single else chain_records(sorted(p for p in run_dir.glob("*.log") if p.is_file()))
-    stages, notices, read = [], chain_warnings(records), []
+    stages, notices, read = [], [], []
     for stage in files:
         results = [read_result(p) for p in stage.results]
-        logged = stage_log_warnings(stage, records)
-        notices += logged + result_warnings(stage.name, results, logged)
+        notices += result_warnings(stage.name, results)
         read.append((stage.name, stage.folder, results))
         stages.append(Stage(stage.name, _anchor(stage.name), _workflow(results),
                             commands.get(stage.name, ""), results, [figure(p) for p in stage.figures]))
     notices += chain_checks(read)
     html = _environment().get_template(TEMPLATE).render(
         title=run_dir.resolve().name, run_dir=str(run_dir.resolve()), command=run_command(run_dir),
-        rendered=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
+        version=__version__,
         stages=stages, notices=notices, versions=_versions(stages), produced=_produced(read))
     return write_text_atomic(html, run_dir / REPORT_NAME)
 

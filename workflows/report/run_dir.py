@@ -1,5 +1,5 @@
-"""What a run directory holds: its stages' folders with their result files, figures and logs, and the
-commands that made them.
+"""What a run directory holds: its stages' folders with their result files and figures, and the commands that
+made them.
 
 A run of ``sensitivity run`` has one folder per stage (``<run dir>/<stage>/``); a run of a single workflow
 holds its results itself, and is then its own one stage. Hydra records the run's command in
@@ -25,18 +25,17 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @dataclass(frozen=True)
 class StageFiles:
-    """The files of one stage: its result datasets, PNG figures and logs, each sorted by name."""
+    """The files of one stage: its result datasets and PNG figures, each sorted by name."""
 
     name: str
     folder: Path
     results: list[Path]
     figures: list[Path]
-    logs: list[Path]
 
     @classmethod
     def of(cls, name: str, folder: Path) -> "StageFiles":
         return cls(name, folder, *(sorted(p for p in folder.glob(f"*.{ext}") if p.is_file() and
-                                          not p.name.startswith(".")) for ext in ("nc", "png", "log")))
+                                          not p.name.startswith(".")) for ext in ("nc", "png")))
 
 
 def stage_files(run_dir: Path) -> tuple[list[StageFiles], bool]:

@@ -1,12 +1,12 @@
-"""Key numbers of a posterior (``posterior.nc``): the NUTS estimates beside the Laplace fit, with their
-convergence diagnostics."""
+"""The summary of a posterior (``posterior.nc``): the NUTS estimates beside the Laplace fit, with their
+convergence diagnostics; the posterior workflow logs it and the study report renders it."""
 from __future__ import annotations
 
 import numpy as np
 
 from sensitivity.runtime.lazy import lazy_import
-from workflows.report.cells import checked, interval, names, number, scalar, units_at
-from workflows.report.page import BAD, GOOD, Cell, Fact, Summary, Table
+from sensitivity.datasets.summary_text import checked, interval, names, number, scalar, units_at
+from sensitivity.datasets.summary import BAD, GOOD, Cell, Fact, Summary, Table
 
 xr = lazy_import("xarray")
 
@@ -14,7 +14,7 @@ xr = lazy_import("xarray")
 CREDIBLE = (0.025, 0.975)
 
 
-def posterior(ds: xr.Dataset) -> Summary:
+def summary(ds: xr.Dataset) -> Summary:
     """Posterior mean and std beside the Laplace (calibration) mean and std, R-hat and ESS against the file's
     thresholds; a warning when the chains failed their convergence checks."""
     converged = "converged" not in ds or int(scalar(ds, "converged")) == 1
@@ -22,15 +22,18 @@ def posterior(ds: xr.Dataset) -> Summary:
              Fact("chains x draws", f"{ds.sizes['chain']} x {ds.sizes['draw']}"),
              Fact("prior", str(ds.attrs.get("prior", "not recorded"))),
              Fact("converged", "yes" if converged else f"no: {ds.attrs.get('diagnostics', '')}",
-                  GOOD if converged else BAD)]
+                  flag=GOOD if converged else BAD)]
+    if "sampling_seconds" in ds.attrs:
+        facts.append(Fact("sampling time", str(ds.attrs["sampling_seconds"]), "s"))
     for label, name in (("divergent transitions", "n_divergent"), ("step size", "step_size")):
         if name in ds:
             value = scalar(ds, name)
-            facts.append(Fact(label, number(value), BAD if name == "n_divergent" and value else ""))
+            facts.append(Fact(label, number(value), flag=BAD if name == "n_divergent" and value else ""))
     if "mean_accept_prob" in ds.attrs:
         facts.append(Fact("mean acceptance", str(ds.attrs["mean_accept_prob"])))
     warnings = [] if converged else [f"posterior chains failed convergence checks: {ds.attrs.get('diagnostics', '')}"]
-    return Summary(facts, [_estimates(ds)], warnings)
+    return Summary(str(ds.attrs.get("title", "posterior")), tuple(facts), (_estimates(ds),),
+                   warnings=tuple(warnings))
 
 
 def _estimates(ds: xr.Dataset) -> Table:
@@ -58,7 +61,7 @@ def _estimates(ds: xr.Dataset) -> Table:
                 checked(number(bulk, 3), None if np.isnan(ess_min) else bulk > ess_min),
                 checked(number(tail, 3), None if np.isnan(ess_min) else tail > ess_min),
                 Cell(number(p["mcse_mean"]) if "mcse_mean" in ds else "")]
-        rows.append(row)
+        rows.append(tuple(row))
     note = (f"Checks: R-hat < {rhat_max:g}, ESS > {ess_min:g}." if np.isfinite(rhat_max) and np.isfinite(ess_min)
             else "")
-    return Table("Posterior beside the Laplace approximation of the calibration", columns, rows, note)
+    return Table("Posterior beside the Laplace approximation of the calibration", tuple(columns), tuple(rows), note)

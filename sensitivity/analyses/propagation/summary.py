@@ -1,5 +1,6 @@
-"""Key numbers of an uncertainty propagation (``propagation.nc``) and of the pointwise one over a sweep
-(``local_propagation.nc``)."""
+"""The summary of an uncertainty propagation (``propagation.nc``: :func:`summary`) and of the pointwise one over a
+sweep (``local_propagation.nc``: :func:`local_summary`), which the propagate workflow logs and the study report
+renders."""
 from __future__ import annotations
 
 import itertools
@@ -9,9 +10,8 @@ import numpy as np
 from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.analyses.propagation.verdict import VERDICT_NONLINEAR, summary_lines
 from sensitivity.runtime.lazy import lazy_import
-from sensitivity.plots.layout import is_labeled, output_dims, position_text
-from workflows.report.cells import checked, names, number, percent, units_at, with_units
-from workflows.report.page import BAD, Cell, Fact, Summary, Table
+from sensitivity.datasets.summary_text import checked, names, number, percent, units_at, with_units
+from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table
 
 xr = lazy_import("xarray")
 
@@ -21,7 +21,7 @@ MAX_ROWS = 16
 ALONG = 5
 
 
-def propagation(ds: xr.Dataset) -> Summary:
+def summary(ds: xr.Dataset) -> Summary:
     """Per method: its status, the share of model evaluations outside the bounds and the linearity verdict against
     the reference; the output mean and std of every method at the outputs shown; the verdict's warnings."""
     verdict = ds["nonlinear"].attrs if "nonlinear" in ds else {}
@@ -36,7 +36,8 @@ def propagation(ds: xr.Dataset) -> Summary:
                                      f"{verdict.get('verdict_rtol', 0.05):g} of its std"))
     lines = summary_lines(ds) if "nonlinear" in ds else []
     tables = [_methods(ds), _moments(ds, reference)]
-    return Summary(facts, tables, [line for severity, line in lines if severity == "warning"])
+    return Summary(str(ds.attrs.get("title", "propagation")), tuple(facts), tuple(tables),
+                   warnings=tuple(line for severity, line in lines if severity == "warning"))
 
 
 def _methods(ds: xr.Dataset) -> Table:
@@ -54,13 +55,15 @@ def _methods(ds: xr.Dataset) -> Table:
             n = int((flags == VERDICT_NONLINEAR).sum())
             gaps = np.abs(np.stack([m["output_mean_discrepancy"].values, m["output_std_discrepancy"].values]))
             row += [checked(f"{n} of {flags.size}", n == 0), Cell(number(np.nanmax(gaps), 3))]
-        rows.append(row)
+        rows.append(tuple(row))
     return Table("Methods and the linearity verdict",
-                 ["method", "status", "evaluations outside the bounds", "outputs flagged nonlinear",
-                  "largest gap [reference std]"], rows)
+                 ("method", "status", "evaluations outside the bounds", "outputs flagged nonlinear",
+                  "largest gap [reference std]"), tuple(rows))
 
 
 def _moments(ds: xr.Dataset, reference: str | None) -> Table:
+    from sensitivity.plots.layout import position_text
+
     methods = names(ds, METHOD_DIM)
     mean, std = ds["output_mean"], ds["output_std"]
     scale = std.isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
@@ -74,8 +77,8 @@ def _moments(ds: xr.Dataset, reference: str | None) -> Table:
             at = {METHOD_DIM: i, **index}
             bad = flags is not None and int(flags.isel(at)) == VERDICT_NONLINEAR
             row.append(Cell(f"{number(mean.isel(at))} ± {number(std.isel(at), 3)}", flag=BAD if bad else ""))
-        rows.append(row)
-    return Table("Output mean ± standard deviation by method", ["output", "units", *methods], rows,
+        rows.append(tuple(row))
+    return Table("Output mean ± standard deviation by method", ("output", "units", *methods), tuple(rows),
                  note + " Red: flagged nonlinear.")
 
 
@@ -84,6 +87,8 @@ def shown_outputs(ds: xr.Dataset, score: xr.DataArray) -> tuple[list[dict[str, i
     :data:`MAX_ROWS`, else every named scalar (the first :data:`MAX_ROWS`); along a series, :data:`ALONG`
     evenly spaced elements and the one where ``score`` (the reference's std) is largest; on a field, that
     largest one; each per label of the labeled dims (the first labels, about :data:`MAX_ROWS` rows)."""
+    from sensitivity.plots.layout import is_labeled, output_dims
+
     dims = output_dims(score)
     labeled = [d for d in dims if is_labeled(ds, d)]
     numeric = [d for d in dims if d not in labeled]
@@ -110,11 +115,11 @@ def shown_outputs(ds: xr.Dataset, score: xr.DataArray) -> tuple[list[dict[str, i
                    "shows them all.")
 
 
-def local_propagation(ds: xr.Dataset) -> Summary:
+def local_summary(ds: xr.Dataset) -> Summary:
     """The linear output std at every point of a sweep: how many points, from which input covariance (the values
     themselves are in the file and its figure; a sweep may be too large to summarise here)."""
     std = ds["output_std"]
-    return Summary([Fact("sweep points", number(ds.sizes["sample"])),
-                    Fact("inputs", str(ds.attrs.get("input_source", "not recorded"))),
-                    Fact("linear output std", with_units(str(std.attrs.get("long_name", "output_std")),
-                                                         units_at(std)))])
+    return Summary(str(ds.attrs.get("title", "pointwise propagation")), (
+        Fact("sweep points", number(ds.sizes["sample"])),
+        Fact("inputs", str(ds.attrs.get("input_source", "not recorded"))),
+        Fact("linear output std", with_units(str(std.attrs.get("long_name", "output_std")), units_at(std)))))

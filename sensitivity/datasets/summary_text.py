@@ -1,4 +1,4 @@
-"""Numbers, units and flag meanings of a dataset as report text."""
+"""Numbers, units and flag meanings of a dataset as the text of its summary (:mod:`.summary`)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -6,7 +6,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from sensitivity.runtime.lazy import lazy_import
-from workflows.report.page import BAD, GOOD, PLAIN, Cell
+from sensitivity.datasets.summary import BAD, GOOD, PLAIN, Cell
 
 xr = lazy_import("xarray")
 
@@ -68,12 +68,6 @@ def meaning(da: xr.DataArray, value: Any) -> str:
             if v == value:
                 return m.replace("_", " ")
     return str(value)
-
-
-def flag_counts(da: xr.DataArray) -> str:
-    """How many entries of a flag variable have each meaning: ``ftol 60, max iter 5``."""
-    values, counts = np.unique(np.ravel(da.values), return_counts=True)
-    return ", ".join(f"{meaning(da, v)} {c}" for v, c in zip(values, counts))
 
 
 def checked(text: str, ok: bool | None) -> Cell:

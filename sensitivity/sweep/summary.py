@@ -1,10 +1,10 @@
-"""Key numbers of a Jacobian sweep (``sweep.nc``) and of a result of no kind the report knows."""
+"""The summary of a Jacobian sweep (``sweep.nc``), which the study report renders."""
 from __future__ import annotations
 
 
 from sensitivity.runtime.lazy import lazy_import
-from workflows.report.cells import names, number, units_at, with_units
-from workflows.report.page import BAD, Fact, Summary
+from sensitivity.datasets.summary_text import names, number, units_at, with_units
+from sensitivity.datasets.summary import BAD, Fact, Summary
 
 xr = lazy_import("xarray")
 
@@ -12,7 +12,7 @@ xr = lazy_import("xarray")
 NOT_OUTPUTS = ("x", "jacobian")
 
 
-def sweep(ds: xr.Dataset) -> Summary:
+def summary(ds: xr.Dataset) -> Summary:
     """Points, parameters and outputs of a sweep, its engine, and the non-finite values it recorded (a warning)."""
     params = names(ds, "parameter")
     units = ds["parameter_units"].values if "parameter_units" in ds.coords else [""] * len(params)
@@ -26,13 +26,8 @@ def sweep(ds: xr.Dataset) -> Summary:
     warnings = []
     for key, what in (("nonfinite_values", "output values"), ("nonfinite_jacobian", "Jacobian entries")):
         count = int(ds.attrs.get(key, 0) or 0)
-        facts.append(Fact(f"non-finite {what}", str(count), BAD if count else ""))
+        facts.append(Fact(f"non-finite {what}", str(count), flag=BAD if count else ""))
         if count:
             warnings.append(f"sweep: {count} non-finite {what}")
-    return Summary(facts, [], warnings)
+    return Summary(str(ds.attrs.get("title", "sweep")), tuple(facts), warnings=tuple(warnings))
 
-
-def other(ds: xr.Dataset) -> Summary:
-    """A result of a kind the report has no summary of: its dims and variables."""
-    return Summary([Fact("dims", ", ".join(f"{d} {n}" for d, n in ds.sizes.items()) or "none"),
-                    Fact("variables", ", ".join(map(str, ds.data_vars)) or "none")])

@@ -1,0 +1,105 @@
+"""The summary of a verification (``verify.nc``): one verdict per verified analysis with its worst cases, the
+refinement's outcome and, after a refinement, the retrained ensemble's verdicts; the verify workflow logs it and
+the study report renders it, so a cached rerun reports the verdicts the first run computed."""
+from __future__ import annotations
+
+import numpy as np
+
+from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, Verdict
+from sensitivity.datasets.summary_text import number
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+
+#: The analyses a verification checks: (what it is called, the prefix of its variables), in the order checked.
+ANALYSES = (("calibration", "calibration"), ("posterior", "posterior"), ("indices", "sobol"))
+#: At most this many worst cases per verdict.
+WORST = 5
+
+
+def summary(ds: xr.Dataset) -> Summary:
+    """A verdict per analysis ``verify.nc`` holds (``<prefix>_verdict``), each with its worst cases; of a refined
+    ensemble the same checks (``refined_<prefix>_verdict``) and the refinement's outcome."""
+    facts = [Fact("simulator", str(ds.attrs.get("simulator", "not recorded"))),
+             Fact("verdict", str(ds.attrs.get("verdict", "not recorded")),
+                  flag=BAD if ds.attrs.get("verdict") == "fails" else "")]
+    verdicts = [_verdict(ds, name, prefix) for name, prefix in ANALYSES if f"{prefix}_verdict" in ds]
+    if "refine_verdict" in ds:
+        facts.append(Fact("refinement", f"{ds.attrs.get('refine_outcome', '')} after {ds.sizes['round'] - 1} round(s):"
+                                        f" {number(ds['refine_training_size'].values[0])} -> "
+                                        f"{number(ds['refine_training_size'].values[-1])} training samples, rms "
+                                        f"error on the analyses' points {number(ds['refine_error_rms'].values[0], 3)}"
+                                        f" -> {number(ds['refine_error_rms'].values[-1], 3)} of the outputs' spread"))
+        verdicts += [_verdict(ds, f"refined ensemble: {name}", f"refined_{prefix}") for name, prefix in ANALYSES
+                     if f"refined_{prefix}_verdict" in ds]
+    return Summary(str(ds.attrs.get("title", "verification")), tuple(facts), verdicts=tuple(verdicts))
+
+
+def _verdict(ds: xr.Dataset, name: str, prefix: str) -> Verdict:
+    holds = int(ds[f"{prefix}_verdict"]) == 1
+    if prefix.endswith("calibration"):
+        ratio = ds[f"{prefix}_shift_ratio"].values
+        statement = (f"the surrogate's error shifts the estimate by at most {np.nanmax(ratio):.2f} standard errors; "
+                     f"whitened error at the best fit {float(ds[f'{prefix}_whitened_error_rms'][0]):.2f} x the noise")
+        return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("estimate_shift", "standard_error"),
+                                                                "shift / standard error"))
+    if prefix.endswith("posterior"):
+        ratio = ds[f"{prefix}_shift_ratio"].values
+        statement = (f"reweighting to the simulator moves the posterior mean by at most {np.nanmax(ratio):.2f} Monte "
+                     f"Carlo standard errors (importance ESS {float(ds[f'{prefix}_importance_ess']):.2f} per draw)")
+        return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("mean_shift", "mcse"),
+                                                                "shift / Monte Carlo standard error"))
+    return _sobol(ds, name, prefix, holds)
+
+
+def _parameter_worst(ds: xr.Dataset, prefix: str, variables: tuple[str, str], title: str) -> Table:
+    """The parameters of the largest ratio of ``variables`` (shift, its scale), largest first."""
+    ratio = ds[f"{prefix}_shift_ratio"].values
+    shifts, scales = (ds[f"{prefix}_{v}"] for v in variables)
+    labels = [str(n) for n in ds["parameter_name"].values]
+    rows = tuple((Cell(labels[j]), Cell(number(shifts.values[j])), Cell(number(scales.values[j])),
+                  Cell(number(ratio[j], 3), flag=BAD if ratio[j] > 1 else ""))
+                 for j in np.argsort(-np.nan_to_num(ratio, nan=-np.inf), kind="stable")[:WORST])
+    return Table(f"worst parameters ({title})", ("parameter", *(v.replace("_", " ") for v in variables), "ratio"),
+                 rows)
+
+
+def _sobol(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
+    ratios = {k: ds[f"{prefix}_{k}_error_ratio"].fillna(-np.inf) for k in ("S1", "ST")}  # NaN: a constant output
+    index = max(ratios, key=lambda k: float(ratios[k].max()))
+    worst = float(ratios[index].max())
+    judged = np.concatenate([r.values.ravel() for r in ratios.values()])
+    within = float(np.mean(judged[np.isfinite(judged)] <= 1))
+    statement = (f"the surrogate's Sobol' indices differ from the simulator's by at most {worst:.2f} sampling "
+                 f"half-widths ({where_largest(ratios[index], index)}); {within:.0%} of the (index, parameter, "
+                 "output) triples within one")
+    cases = []
+    for k, ratio in ratios.items():
+        flat = ratio.values.ravel()
+        for i in np.argsort(-flat, kind="stable")[:WORST]:
+            if np.isfinite(flat[i]):
+                cases.append((float(flat[i]), k, ratio, i))
+    rows = []
+    for value, k, ratio, i in sorted(cases, key=lambda c: -c[0])[:WORST]:
+        at = dict(zip(ratio.dims, (int(n) for n in np.unravel_index(i, ratio.shape))))
+        error = ds[f"{prefix}_{k}_error"].isel(at)
+        rows.append((Cell(_position(ratio, k, at)), Cell(number(error.values)), Cell(number(value, 3),
+                                                                                      flag=BAD if value > 1 else "")))
+    table = Table("worst indices (|surrogate - simulator| / sampling half-width)",
+                  ("index", "surrogate - simulator", "ratio"), tuple(rows))
+    return Verdict(name, holds, statement, table)
+
+
+def where_largest(ratio: xr.DataArray, index: str) -> str:
+    """``ST of cloud at year = 2000, lat = 0``: where ``ratio`` (on parameter and the output dims) is largest (a
+    single output named by its parameter alone)."""
+    at = dict(zip(ratio.dims, (int(i) for i in np.unravel_index(int(np.argmax(ratio.values)), ratio.shape))))
+    return _position(ratio, index, at)
+
+
+def _position(ratio: xr.DataArray, index: str, at: dict[str, int]) -> str:
+    from sensitivity.outputs.labels import position_label
+
+    where = [f"{d} = {position_label(ratio, d, i)}" for d, i in at.items() if d != "parameter" and ratio.sizes[d] > 1]
+    shown = f"{index} of {position_label(ratio, 'parameter', at['parameter'])}"
+    return shown + (f" at {', '.join(where)}" if where else "")
