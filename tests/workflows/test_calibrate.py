@@ -421,13 +421,16 @@ def test_the_summary_counts_rank_deficient_fits_as_converged():
 
 
 def test_the_log_names_an_unidentified_direction_by_its_largest_components():
-    """64 cells: the log shows each direction's five largest components and how many it leaves to the file."""
+    """64 cells: the log shows each direction's five largest components and how many it leaves to the file; it
+    reads the directions as numbers (``unidentified_direction``), never parses the text back."""
     from sensitivity.analyses.calibration.summary import short_directions as _short_directions
 
     names = [f"k{i}" for i in range(8)]
-    values = ["+0.01", "-0.9", "+1", "+0.2", "-0.3", "+0.05", "+0.6", "-0.002"]
-    text = f"d({', '.join(names)}) ~ ({', '.join(values)})"
-    assert _short_directions(text) == "d(k2 +1, k1 -0.9, k6 +0.6, k4 -0.3, k3 +0.2; 3 more)"
-    assert _short_directions("; ".join([text] * 4)).endswith("; 1 more directions (`unidentified` in calibration.nc)")
-    assert _short_directions("d(a, b) ~ (+1, -0.5)") == "d(a +1, b -0.5)"
-    assert _short_directions("") == ""
+    values = np.array([0.01, -0.9, 1, 0.2, -0.3, 0.05, 0.6, -0.002])
+    determined = np.full(8, np.nan)
+    assert _short_directions(np.array([determined, values]), names) == (
+        "d(k2 +1, k1 -0.9, k6 +0.6, k4 -0.3, k3 +0.2; 3 more)")
+    assert _short_directions(np.array([values] * 4), names).endswith(
+        "; 1 more directions (`unidentified` in calibration.nc)")
+    assert _short_directions(np.array([[1.0, -0.5]]), ["a", "b"]) == "d(a +1, b -0.5)"
+    assert _short_directions(np.array([determined]), names) == ""

@@ -207,6 +207,9 @@ def _statistics_vars(problem: Problem, fits: Fits, post: Posterior, level: float
         "unidentified": (("start",), unidentified_text(post.null_space, units.labels.names), {
             "long_name": "parameter directions the data do not determine, d(parameters) ~ (...) with the "
                          "largest component +1, one per missing rank ('' when full rank)"}),
+        "unidentified_direction": (("start", "null_direction", "parameter"), post.null_space, _one(
+            "parameter directions the data do not determine, as numbers: row j of a start beyond its rank, in "
+            "parameter units scaled so that the largest component is +1 (NaN rows: determined)")),
     }
 
 

@@ -55,7 +55,8 @@ def _warnings(ds: xr.Dataset, at: xr.Dataset, best: int, status: int) -> list[st
                                                 "distributions) determines the fit"))
     if status:
         flag = str(ds["standard_error_status"].attrs["flag_meanings"]).split()[status]
-        undetermined = short_directions(str(at["unidentified"].values.item())) or \
+        undetermined = (short_directions(at["unidentified_direction"].values, names(ds, "parameter"))
+                        if "unidentified_direction" in at else str(at["unidentified"].values.item())) or \
             "the noise level (no degrees of freedom left)"
         warnings.append(f"best start {best} has no standard errors ({flag}); the data do not determine {undetermined}")
     held = [(name, int(side)) for name, side in zip(names(ds, "parameter"), at["at_bound"].values) if side] \
@@ -91,19 +92,19 @@ def status_counts(status: np.ndarray) -> str:
     return ", ".join(words)
 
 
-def short_directions(text: str, components: int = 5, directions: int = 3) -> str:
-    """The ``unidentified`` text of a start, shortened: its first ``directions`` directions, each by its
-    ``components`` largest components (``d(k04 +1, k44 -0.94, ...; 19 more)``); the dataset keeps them whole."""
-    parts = [p for p in text.split("; ") if " ~ " in p]
-    shown = []
-    for part in parts[:directions]:
-        labels, values = (side.strip()[side.strip().index("(") + 1:-1].split(", ") for side in part.split(" ~ "))
-        order = sorted(range(len(labels)), key=lambda i: -abs(float(values[i])))
-        rest = len(labels) - components
-        shown.append(f"d({', '.join(f'{labels[i]} {values[i]}' for i in order[:components])}"
+def short_directions(directions: np.ndarray, names: list[str], components: int = 5, shown: int = 3) -> str:
+    """The undetermined directions ``[D, n]`` of a start (NaN rows: determined ones), in words: the first
+    ``shown`` directions, each by its ``components`` largest components (``d(k04 +1, k44 -0.94, ...; 19 more)``,
+    components below 1e-6 of the largest left out); the dataset keeps them whole."""
+    rows = [d for d in np.asarray(directions, float) if np.all(np.isfinite(d))]
+    words = []
+    for d in rows[:shown]:
+        moved = [i for i in np.argsort(-np.abs(d), kind="stable") if abs(d[i]) > 1e-6 * np.abs(d).max()]
+        rest = len(moved) - components
+        words.append(f"d({', '.join(f'{names[i]} {d[i]:+.4g}' for i in moved[:components])}"
                      + (f"; {rest} more)" if rest > 0 else ")"))
-    more = len(parts) - directions
-    return "; ".join(shown) + (f"; {more} more directions (`unidentified` in calibration.nc)" if more > 0 else "")
+    more = len(rows) - shown
+    return "; ".join(words) + (f"; {more} more directions (`unidentified` in calibration.nc)" if more > 0 else "")
 
 
 def _estimates(ds: xr.Dataset, at: xr.Dataset) -> Table:
