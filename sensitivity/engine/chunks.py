@@ -113,7 +113,8 @@ class ChunkedFunction:
         for start in range(0, len(x), chunk_size):
             chunk = x[start : start + chunk_size]
             results = self.call(chunk, chunk_size)
-            yield start, [(r.numpy() if copy else np.asarray(r)).reshape(s) for r, s in zip(results, shapes(len(chunk)))]
+            arrays = [r.numpy() if copy else np.asarray(r) for r in results]
+            yield start, [a.reshape(s) for a, s in zip(arrays, shapes(len(chunk)))]
 
     def _first_xla_call(self, x: tf.Tensor) -> Any:
         """The first full chunk through XLA. Where XLA cannot compile or run the function (a user's function with a

@@ -3,11 +3,12 @@
 :func:`compile_ensemble` builds, once per ensemble surrogate (:mod:`sensitivity.surrogates.ensemble`), a
 ``tf.function`` with the engine's fixed input signature ``[None, n_in]`` that returns the values
 ``[K, B, n_out]`` and Jacobians ``[K, B, n_out, n_in]`` of all ``K`` members at a batch of points, fed in
-chunks by the engine's one chunking core (:class:`~sensitivity.engine.chunks.ChunkedFunction`, the members as a batch
-axis before the points': full chunks through XLA, a shorter one without, so it never retraces; the plain graph where
-XLA fails). The mode and the form of forward mode are chosen as for one model (:func:`sensitivity.engine.modes.choose_form`:
-forward mode by double reverse for members whose tangents TensorFlow cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one MLP architecture take the member path (:mod:`sensitivity.engine.member_path`:
-each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
+chunks by the engine's one chunking core (:class:`~sensitivity.engine.chunks.ChunkedFunction`, the members as a
+batch axis before the points': full chunks through XLA, a shorter one without, so it never retraces; the plain
+graph where XLA fails). The mode and the form of forward mode are chosen as for one model
+(:func:`sensitivity.engine.modes.choose_form`: forward mode by double reverse for members whose tangents TensorFlow
+cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one MLP architecture take the member path
+(:mod:`sensitivity.engine.member_path`: each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
 function (:func:`~sensitivity.engine.jacobian.jacobian_functions`) inside the same compiled call.
 
 The results come back member-major, ``[K, N, *out]`` and ``[K, N, *out, n_in]``
@@ -155,6 +156,7 @@ def compile_ensemble(
     if path == "dense" and isinstance(chain, str):
         raise ConfigError(f"`path` 'dense' needs members that are Keras MLPs of one architecture; "
                           f"{surrogate.source} is not: {chain}")
+    chains: dict[str, list] = {}  # stacked: each member's layer chain (None: autodiff) per mode, found once
     if isinstance(chain, MemberChain):
         kind, reason = "member", f"{k} members' dense chains in turn, in one call"
 
@@ -162,7 +164,6 @@ def compile_ensemble(
             return chain.values, chain.forward if mode == "forward" else chain.reverse
     else:
         kind, reason = "stacked", f"each member's own function in one call ({chain})"
-        chains = {}  # each member's layer chain (None: autodiff) per mode, found once
 
         def functions(mode: str, form: str) -> tuple[Callable, Callable]:
             if mode not in chains:
@@ -191,7 +192,7 @@ def compile_ensemble(
                                point_axis=1)
 
     values = ChunkedFunction(values_only, n_in, dtype, jit_compile, kind == "stacked", surrogate.source, point_axis=1)
-    autodiff = kind == "stacked" and any(c is None for c in chains[resolved])
+    autodiff = any(c is None for c in chains.get(resolved, ()))
     chosen = choose_form(build, stacked_values, mode, resolved, autodiff=autodiff, n_in=n_in, dtype=dtype,
                          source=surrogate.source, point_axis=1)
     itemsize = np.dtype(dtype).itemsize

@@ -1,11 +1,9 @@
-"""The compiled Jacobian engine.
+"""The compiled Jacobian engine of one model: which path and mode, compiled once, run in chunks.
 
-:func:`compile_jacobian` builds, once per surrogate, a ``tf.function`` with a
-fixed input signature ``[None, n_in]`` that returns the values and the Jacobian
-of a whole batch of points, and feeds it chunks of ``chunk_size`` points so it
-never retraces. With XLA, only full chunks go through the XLA-compiled function
-(one shape, compiled once); a shorter chunk (the last one, or a small call) goes
-through the same function without XLA, so small problems never pay seconds of
+:func:`compile_jacobian` builds, once per surrogate, a ``tf.function`` with a fixed input signature ``[None, n_in]``
+that returns the values and the Jacobian of a whole batch of points, and feeds it chunks of ``chunk_size`` points
+through the engine's one chunking core (:mod:`sensitivity.engine.chunks`, shared with the ensemble engine): XLA for
+full chunks, the plain graph for a shorter one, so it never retraces and small problems never pay seconds of
 compilation before their first result.
 
 Two paths compute the same numbers. A Keras MLP (dense, activation and scaling
@@ -16,17 +14,10 @@ convolutions and reshaping layers too, each applied to the folded tangent block;
 in reverse mode a chain with convolutions, pooling and reshaping layers
 (:mod:`sensitivity.engine.reverse_path`), each layer's transpose applied to the block of
 cotangents. The engine records which path it took and why (``path``,
-``path_reason``, and a log line). Anything else takes the autodiff path:
-forward mode pushes all ``n_in`` unit tangents through the model at once
-(``ForwardAccumulator`` inside ``vectorized_map``); reverse mode pulls all
-``n_out`` cotangents back at once (``GradientTape.batch_jacobian``). The cost of
-each is proportional to the number of tangents, so ``mode="auto"`` picks forward
-when ``n_in <= n_out``. A model whose tangents TensorFlow cannot carry forward (a
-``tf.scan`` or ``tf.while_loop`` over time steps: its TensorList state has no
-forward-mode rule) gets forward mode by double reverse: each column ``J e_i`` as
-the gradient, with respect to the cotangent ``u``, of the reverse pass
-``u^T J`` (Townsend 2017), about three passes per input instead of one reverse
-pass per output. The chunk size follows from a memory budget and the
+``path_reason``, and a log line). Anything else takes the autodiff path
+(:mod:`sensitivity.engine.autodiff`). ``mode="auto"`` picks forward when ``n_in <= n_out``; a model whose
+tangents TensorFlow cannot carry forward (a ``tf.scan``, a ``tf.cond``) gets forward mode by double reverse
+(:mod:`sensitivity.engine.modes`, Townsend 2017). The chunk size follows from a memory budget and the
 model's per-point activation size measured on its traced graph, so memory stays
 bounded whatever the number of points.
 
@@ -51,7 +42,8 @@ from sensitivity.engine.autodiff import autodiff_functions
 from sensitivity.engine.chunks import (CONV_BLOCK_BYTES, DENSE_BLOCK_BYTES, ChunkedFunction, activation_size,
                                        auto_chunk_size, checked_chunk_size, checked_points, dense_chunk_size,
                                        settings_text)
-from sensitivity.engine.dense_path import DenseChain, chain_of, layer_steps
+from sensitivity.engine.dense_path import DenseChain, chain_of
+from sensitivity.engine.layers import AffineStep, LinearStep, MaxPoolStep, Step, layer_steps
 from sensitivity.engine.member_path import MeanChain, member_chain
 from sensitivity.engine.modes import choose_form, resolve_mode
 from sensitivity.engine.reverse_path import ConvChain, conv_chain
@@ -256,7 +248,7 @@ def jacobian_functions(surrogate: Surrogate, mode: str, forward_form: str = "vec
         The model in physical units.
     mode
         ``"forward"`` (all ``n_in`` tangents pushed at once) or ``"reverse"`` (all ``n_out`` cotangents
-        pulled back at once); see :func:`resolve_mode`. A Keras MLP takes the dense path
+        pulled back at once); see :func:`sensitivity.engine.modes.resolve_mode`. A Keras MLP takes the dense path
         (:mod:`sensitivity.engine.dense_path`), anything else ``ForwardAccumulator`` in ``vectorized_map`` or
         ``GradientTape.batch_jacobian``.
     forward_form
@@ -283,7 +275,7 @@ def layer_chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain
     if isinstance(steps, str):
         return None, steps
     layers = _layer_names(steps)
-    if mode == "reverse" and any(kind in ("linear", "maxpool") for kind, _ in steps):
+    if mode == "reverse" and any(isinstance(step, (LinearStep, MaxPoolStep)) for step in steps):
         chain = conv_chain(steps, fn, n_in, dtype)
         how = f"the {surrogate.output_size} cotangents as one block through {chain.description}" \
             if isinstance(chain, ConvChain) else ""
@@ -306,12 +298,14 @@ def ensemble_chain(surrogate: Surrogate, mode: str) -> tuple[Any, str]:
     return MeanChain(chain), f"the mean of {k} members, each member's {tangents} as one block through its dense chain"
 
 
-def _layer_names(steps: list[tuple[str, Any]]) -> str:
+def _layer_names(steps: list[Step]) -> str:
     """The Keras layers of ``steps`` by kind, in order of first appearance: ``"Conv2D x2, Dense"``."""
     names = Counter()
-    for kind, step in steps:
-        if kind != "elementwise":
-            names[type(step[2] if kind == "linear" else step).__name__ if kind != "affine" else "Dense"] += 1
+    for step in steps:
+        if isinstance(step, AffineStep):
+            names["Dense"] += 1
+        elif isinstance(step, (LinearStep, MaxPoolStep)):
+            names[type(step.layer).__name__] += 1
     return ", ".join(name if count == 1 else f"{name} x{count}" for name, count in names.items())
 
 
