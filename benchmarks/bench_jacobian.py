@@ -457,7 +457,7 @@ def step_profile(name: str, rounds: int) -> None:
     import tensorflow as tf
 
     import sensitivity
-    from sensitivity.engine.dense_path import layer_steps
+    from sensitivity.engine.layers import layer_steps
     from sensitivity.engine.reverse_path import conv_chain
 
     model = cnn_net() if name == "cnn" else deep_net()

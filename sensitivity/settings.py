@@ -16,7 +16,7 @@ from sensitivity.errors import ConfigError
 ACTIVATIONS = ("gelu", "tanh", "silu", "softplus", "elu")
 
 Mode = Literal["auto", "forward", "reverse"]
-#: Differentiation modes of the Jacobian engine (see :func:`sensitivity.engine.jacobian.resolve_mode`).
+#: Differentiation modes of the Jacobian engine (see :func:`sensitivity.engine.modes.resolve_mode`).
 MODES: tuple[str, ...] = get_args(Mode)
 PathChoice = Literal["auto", "dense", "autodiff"]
 #: Paths of the Jacobian engine: the dense path (MLPs; conv chains, with pooling in reverse mode), generic

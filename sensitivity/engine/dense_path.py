@@ -17,17 +17,16 @@ are ``c_i (s F)[i, j]`` with ``F[k, i, j] = W_1[i, k] W_2[k, j]`` computed once 
 The elementwise derivatives ``e_k'`` come from autodiff of each map (one cheap ``[B, h]`` gradient), so
 any elementwise activation works and the scaling stays inside, in physical units.
 
-The same holds for any chain of linear maps ``L_k`` (convolutions, reshapes, upsampling, padding, cropping,
-average pooling) and elementwise maps (activations, batch normalisation in inference): forward mode applies each layer's own linear op to the tangents folded into the batch
-axis, one ``[B n_in, ...]`` block (the JVP of a linear map is the map itself), and multiplies by the
-elementwise derivatives in between (a one-filter convolution, the usual last layer of a field surrogate, runs
-as a matmul and a sum of shifted slices, see :func:`_shift_add`). Reverse mode through such a chain, and
-through max pooling, is :mod:`sensitivity.engine.reverse_path` (each op's transpose, from the same steps).
+The same holds for any chain of linear maps ``L_k`` (convolutions, reshapes, upsampling, padding, cropping, average
+pooling) and elementwise maps (activations, batch normalisation in inference): forward mode applies each layer's own
+linear op to the tangents folded into the batch axis, one ``[B n_in, ...]`` block (the JVP of a linear map is the
+map itself), and multiplies by the elementwise derivatives in between (a one-filter convolution, the usual last
+layer of a field surrogate, runs as a matmul and a sum of shifted slices, see ``_shift_add`` in
+:mod:`sensitivity.engine.layers`). Reverse mode through such a chain, and through max pooling, is
+:mod:`sensitivity.engine.reverse_path` (each op's transpose, from the same steps).
 
-Detection is structural and then verified: :func:`layer_steps` reads a Keras model whose layers are
-only ``InputLayer``, ``Dense``, ``Conv1D/2D/3D``, the linear reshaping and pooling layers (:data:`_LINEAR`),
-max pooling, elementwise activations, batch normalisation, the scaling layers and inference no-ops
-(dropout, noise), applied in sequence; :func:`chain_of` builds the chain, whose values must reproduce the
+Detection is structural and then verified: :func:`sensitivity.engine.layers.layer_steps` reads a Keras model
+as named steps; :func:`chain_of` builds the chain, whose values must reproduce the
 surrogate's own on probe points, or the engine keeps its generic path.
 
 References
@@ -37,30 +36,15 @@ vector mode) and ch. 9 (Jacobian accumulation by matrix chains), doi:10.1137/1.9
 """
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
-#: Keras layers the fast path understands: elementwise ones (batch normalisation in inference is a per-channel
-#: scale and shift), and no-ops (in inference).
-_ELEMENTWISE = ("Activation", "InputScaling", "OutputScaling", "ReLU", "LeakyReLU", "ELU", "PReLU",
-                "BatchNormalization")
-_NO_OP = ("InputLayer", "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
-          "GaussianNoise", "AlphaDropout", "ActivityRegularization")
-#: Layers that are linear maps of each point (applied as they are, to values and to folded tangents alike).
-_LINEAR = tuple(f"{kind}{rank}D" for kind in ("UpSampling", "ZeroPadding", "Cropping", "AveragePooling",
-                                               "GlobalAveragePooling") for rank in (1, 2, 3)) + (
-    "Reshape", "Flatten", "Permute")
-_CONV = ("Conv1D", "Conv2D", "Conv3D")
-#: Max pooling: piecewise linear, with a reverse mode only (:mod:`sensitivity.engine.reverse_path`).
-_MAX_POOL = tuple(f"{kind}{rank}D" for kind in ("MaxPooling", "GlobalMaxPooling") for rank in (1, 2, 3))
-#: Activations that are not elementwise (their derivative is not a diagonal).
-_NOT_ELEMENTWISE = ("softmax", "log_softmax")
+from sensitivity.engine.layers import AffineStep, ElementwiseStep, LinearStep, Step, layer_steps
+
 #: Largest folded kernel of the first two products of the chain (see :func:`fold`) [bytes]. The fold does the
 #: same FLOPs as the unfolded products and saves the elementwise pass that builds the first tangent block; on
 #: shape C of ``benchmarks/bench_jacobian.py`` (1 MiB folded kernel) the XLA chunks ran 1.03x and 1.06x the
@@ -76,12 +60,9 @@ class DenseChain:
     Attributes
     ----------
     steps
-        ``("affine", (W [k, h], b [h] | None, W^T))``, ``("linear", (L, b | None, layer, kernel))`` or
-        ``("elementwise", f)`` in application order (:func:`layer_steps`), where ``L`` is a linear map of each
-        point (applied to a ``[B, ...]`` batch), ``b`` a bias broadcast against its output, ``layer`` the Keras
-        layer it came from, and ``f`` maps a tensor elementwise. At least one affine or
-        linear step. ``W^T`` is stored, not traced: XLA would constant-fold the transpose at every
-        compilation, seconds for a 256 x 256 kernel.
+        :class:`~sensitivity.engine.layers.AffineStep`, :class:`~sensitivity.engine.layers.LinearStep` and
+        :class:`~sensitivity.engine.layers.ElementwiseStep` in application order
+        (:func:`~sensitivity.engine.layers.layer_steps`); at least one affine or linear step.
     widths
         Numbers per point after each affine or linear step, input first (read off one probe point).
     fold_forward, fold_reverse
@@ -90,7 +71,7 @@ class DenseChain:
         steps between them, or where the folded kernel exceeds :data:`FOLD_BYTES`.
     """
 
-    steps: tuple[tuple[str, Any], ...]
+    steps: tuple[Step, ...]
     widths: tuple[int, ...] = ()
     fold_forward: tf.Tensor | None = None
     fold_reverse: tf.Tensor | None = None
@@ -98,27 +79,27 @@ class DenseChain:
     @property
     def reversible(self) -> bool:
         """Has the chain a reverse mode here (affine and elementwise steps only)?"""
-        return all(kind != "linear" for kind, _ in self.steps)
+        return not any(isinstance(step, LinearStep) for step in self.steps)
 
     def values(self, x: tf.Tensor) -> tf.Tensor:
         """The chain's outputs, flattened: ``[B, n_out]``."""
-        for kind, step in self.steps:
-            x = affine(x, step) if kind == "affine" else linear(x, step) if kind == "linear" else step(x)
+        for step in self.steps:
+            x = step.apply(x)
         return tf.reshape(x, [-1, math.prod(x.shape[1:])]) if x.shape.rank != 2 else x
 
     def forward(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_in`` tangents carried together."""
         h, tangents = x, Block(self.fold_forward)  # [B, n_in, *point]
         batch, n_in = tf.shape(x)[0], x.shape[-1]
-        for kind, step in self.steps:
-            if kind == "affine":
-                tangents.kernel(step[0])
-                h = affine(h, step)
-            elif kind == "linear":
-                tangents.linear(step[0], batch, n_in, x.dtype)
-                h = linear(h, step)
+        for step in self.steps:
+            if isinstance(step, AffineStep):
+                tangents.kernel(step.kernel)
+                h = step.apply(h)
+            elif isinstance(step, LinearStep):
+                tangents.linear(step.op, batch, n_in, x.dtype)
+                h = step.apply(h)
             else:
-                h, slope = with_slope(step, h)
+                h, slope = with_slope(step.f, h)
                 tangents.slope(slope)
         n_out = math.prod(h.shape[1:])
         block = tf.broadcast_to(tf.reshape(tangents.block, [-1, n_in, n_out]), [batch, n_in, n_out])
@@ -127,17 +108,17 @@ class DenseChain:
     def reverse(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Values ``[B, n_out]`` and Jacobian ``[B, n_out, n_in]``, the ``n_out`` cotangents carried together."""
         h, slopes = x, []
-        for kind, step in self.steps:  # primal pass, keeping every elementwise slope
-            if kind == "affine":
-                h = affine(h, step)
+        for step in self.steps:  # primal pass, keeping every elementwise slope
+            if isinstance(step, AffineStep):
+                h = step.apply(h)
                 slopes.append(None)
             else:
-                h, slope = with_slope(step, h)
+                h, slope = with_slope(step.f, h)
                 slopes.append(slope)
         cotangents = Block(self.fold_reverse)  # [B, n_out, width]
-        for (kind, step), slope in zip(reversed(self.steps), reversed(slopes)):
-            if kind == "affine":
-                cotangents.kernel(step[2])
+        for step, slope in zip(reversed(self.steps), reversed(slopes)):
+            if isinstance(step, AffineStep):
+                cotangents.kernel(step.kernel_t)
             else:
                 cotangents.slope(slope)
         return h, tf.broadcast_to(cotangents.block, [tf.shape(x)[0], h.shape[-1], x.shape[-1]])
@@ -189,8 +170,8 @@ def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> 
     """The :class:`DenseChain` of ``fn`` when it is a verified Keras MLP or conv chain, else ``None``.
 
     ``fn`` qualifies when it is a Keras model, or a function referring to exactly one (closure or global
-    name), whose layers are all dense, convolutional (``Conv1D/2D/3D``), linear reshaping or pooling
-    (:data:`_LINEAR`), elementwise or no-ops (:func:`layer_steps`), and when the chain reproduces ``fn`` on
+    name), whose layers are all dense, convolutional (``Conv1D/2D/3D``), linear reshaping or pooling, elementwise
+    or no-ops (:func:`~sensitivity.engine.layers.layer_steps`), and when the chain reproduces ``fn`` on
     random probe points to within a few hundred ulps of the output scale (so a wrapper that does more than
     call the model is caught).
     """
@@ -199,95 +180,10 @@ def dense_chain(fn: Callable[[tf.Tensor], tf.Tensor], n_in: int, dtype: str) -> 
     return chain if isinstance(chain, DenseChain) else None
 
 
-def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[tuple[str, Any]] | str:
-    """The steps of the Keras model that ``fn`` is (or calls), in application order, or why there are none.
-
-    Returns
-    -------
-    ``[(kind, step), ...]`` with kinds ``"affine"`` (``(W, b | None, W^T)``), ``"linear"`` (``(L, b | None,
-    layer, kernel | None)``: a linear map of each point, its bias, the Keras layer it came from and, for a
-    convolution, its kernel as a numpy array), ``"elementwise"`` (a callable) and ``"maxpool"`` (the Keras
-    max-pooling layer); or a sentence naming what is not supported. A batch normalisation right after a
-    Dense or convolution without activation is folded into its kernel and bias (inference statistics).
-    """
-    model = keras_model(fn)
-    if model is None:
-        return "the surrogate is not a Keras model (nor a function calling exactly one)"
-    steps: list[tuple[str, Any]] = []
-    foldable = None  # (layer, kernel, bias) of a last step that is a Dense or conv without activation
-    for layer in model.layers:
-        name = type(layer).__name__
-        if name in _NO_OP:
-            continue
-        activation = getattr(layer, "activation", None)
-        if activation is not None and activation.__name__ in _NOT_ELEMENTWISE:
-            return f"layer {layer.name!r} has the activation {activation.__name__!r}, which is not elementwise"
-        if name == "BatchNormalization" and foldable is not None and _normalises_last_axis(layer, foldable[0]):
-            steps[-1] = _kernel_step(*_fold_normalisation(layer, *foldable), dtype)
-            foldable = None
-            continue
-        foldable = None
-        if name == "Dense" or name in _CONV:
-            kernel = np.asarray(layer.kernel)
-            bias = np.asarray(layer.bias) if layer.use_bias else None
-            steps.append(_kernel_step(layer, kernel, bias, dtype))
-            foldable = (layer, kernel, bias) if activation is None or activation.__name__ == "linear" else None
-        elif name in _LINEAR:
-            steps.append(("linear", (layer, None, layer, None)))
-        elif name in _MAX_POOL:
-            steps.append(("maxpool", layer))
-        elif name in _ELEMENTWISE:
-            steps.append(("elementwise", functools.partial(_call_inference, layer)))
-            continue
-        else:
-            return f"layer {layer.name!r} ({name}) is not on the fast path"
-        if activation is not None and activation.__name__ != "linear":
-            steps.append(("elementwise", functools.partial(_call_activation, activation)))
-    if all(kind == "elementwise" for kind, _ in steps):
-        return "the model has no Dense, convolution, pooling or reshaping layer"
-    return steps
-
-
-def _kernel_step(layer: Any, kernel: np.ndarray, bias: np.ndarray | None, dtype: str) -> tuple[str, Any]:
-    """The step of a Keras ``Dense`` (affine) or ``Conv*D`` (linear) layer with ``kernel`` and ``bias``."""
-    if type(layer).__name__ == "Dense":
-        tf_bias = None if bias is None else tf.constant(bias, dtype)
-        return "affine", (tf.constant(kernel, dtype), tf_bias, tf.constant(kernel.T.copy(), dtype))
-    tf_bias = None
-    if bias is not None:  # broadcast against the output's channel axis
-        shape = [-1] if layer.data_format == "channels_last" else [-1] + [1] * layer.rank
-        tf_bias = tf.constant(bias.reshape(shape), dtype)
-    if _single_filter(layer):
-        matrix = tf.constant(np.moveaxis(kernel[..., 0], -1, 0).reshape(kernel.shape[-2], -1), dtype)
-        conv = functools.partial(_shift_add, matrix, kernel.shape[:-2], layer.padding)
-    else:
-        conv = functools.partial(_convolve, layer, tf.constant(kernel, dtype))
-    return "linear", (conv, tf_bias, layer, kernel)
-
-
-def _normalises_last_axis(norm: Any, layer: Any) -> bool:
-    """Does the batch normalisation ``norm`` scale the output channels of the Dense/conv ``layer``?"""
-    rank = len(layer.output.shape)
-    axes = [a % rank for a in np.atleast_1d(norm.axis)]
-    return axes == [rank - 1] and getattr(layer, "data_format", "channels_last") == "channels_last"
-
-
-def _fold_normalisation(norm: Any, layer: Any, kernel: np.ndarray, bias: np.ndarray | None
-                        ) -> tuple[Any, np.ndarray, np.ndarray]:
-    """``layer``'s kernel and bias with the inference batch normalisation ``norm`` that follows it folded in:
-    ``gamma (z - mean) / sqrt(var + eps) + beta = z s + (beta - mean s)``, ``s`` scaling each output channel."""
-    variance, mean = np.asarray(norm.moving_variance, np.float64), np.asarray(norm.moving_mean, np.float64)
-    scale = 1 / np.sqrt(variance + norm.epsilon)
-    if norm.scale:
-        scale = scale * np.asarray(norm.gamma, np.float64)
-    shift = -mean * scale + (np.asarray(norm.beta, np.float64) if norm.center else 0)
-    folded_bias = shift if bias is None else bias * scale + shift
-    return layer, kernel * scale, folded_bias
-
-
-def chain_of(steps: list[tuple[str, Any]], fn: Callable, n_in: int, dtype: str) -> DenseChain | str:
-    """The verified :class:`DenseChain` of ``steps`` (from :func:`layer_steps` of ``fn``), or why not."""
-    if any(kind == "maxpool" for kind, _ in steps):
+def chain_of(steps: list[Step], fn: Callable, n_in: int, dtype: str) -> DenseChain | str:
+    """The verified :class:`DenseChain` of ``steps`` (from :func:`~sensitivity.engine.layers.layer_steps` of ``fn``),
+    or why not."""
+    if not all(isinstance(step, (AffineStep, LinearStep, ElementwiseStep)) for step in steps):
         return "max pooling has no forward mode on the fast path"
     try:
         widths = _widths(steps, n_in, dtype)
@@ -303,7 +199,7 @@ def flat_outputs(chain: DenseChain, dtype: str) -> DenseChain:
     the flat outputs are the identity), e.g. the ``output_shape`` layer of a trained field surrogate; its folded
     kernels are those of the steps that remain."""
     steps = list(chain.steps)
-    while steps and steps[-1][0] == "linear" and type(steps[-1][1][2]).__name__ in ("Reshape", "Flatten"):
+    while steps and isinstance(steps[-1], LinearStep) and type(steps[-1].layer).__name__ in ("Reshape", "Flatten"):
         steps.pop()
     if len(steps) == len(chain.steps):
         return chain
@@ -311,52 +207,31 @@ def flat_outputs(chain: DenseChain, dtype: str) -> DenseChain:
                       *_folds(steps, dtype))
 
 
-def _folds(steps: list[tuple[str, Any]], dtype: str) -> tuple[tf.Tensor | None, tf.Tensor | None]:
+def _folds(steps: list[Step], dtype: str) -> tuple[tf.Tensor | None, tf.Tensor | None]:
     """The folded first two kernels (forward mode) and last two (reverse mode, as ``W^T``) of the chain
     ``steps`` (:func:`fold`), each where both are affine steps with elementwise steps between them."""
-    kernels = [i for i, (kind, _) in enumerate(steps) if kind != "elementwise"]  # affine and linear steps
+    kernels = [i for i, step in enumerate(steps) if not isinstance(step, ElementwiseStep)]  # affine and linear
 
     def foldable(i: int, j: int) -> bool:
-        return steps[i][0] == steps[j][0] == "affine" and j - i > 1
+        return isinstance(steps[i], AffineStep) and isinstance(steps[j], AffineStep) and j - i > 1
 
     forward = reverse = None
     if len(kernels) >= 2 and foldable(kernels[0], kernels[1]):
-        forward = fold(np.asarray(steps[kernels[0]][1][0]), np.asarray(steps[kernels[1]][1][0]), dtype)
-    if len(kernels) >= 2 and foldable(kernels[-2], kernels[-1]) and all(kind != "linear" for kind, _ in steps):
-        reverse = fold(np.asarray(steps[kernels[-1]][1][2]), np.asarray(steps[kernels[-2]][1][2]), dtype)
+        forward = fold(np.asarray(steps[kernels[0]].kernel), np.asarray(steps[kernels[1]].kernel), dtype)
+    if len(kernels) >= 2 and foldable(kernels[-2], kernels[-1]) and all(not isinstance(s, LinearStep) for s in steps):
+        reverse = fold(np.asarray(steps[kernels[-1]].kernel_t), np.asarray(steps[kernels[-2]].kernel_t), dtype)
     return forward, reverse
 
 
-def _widths(steps: list[tuple[str, Any]], n_in: int, dtype: str) -> tuple[int, ...]:
+def _widths(steps: list[Step], n_in: int, dtype: str) -> tuple[int, ...]:
     """Numbers per point after each affine or linear step of ``steps``, input first (one probe point)."""
     h, widths = tf.ones([1, n_in], dtype), [n_in]
-    for kind, step in steps:
-        if kind == "elementwise":
+    for step in steps:
+        if isinstance(step, ElementwiseStep):
             continue
-        h = affine(h, step) if kind == "affine" else linear(h, step)
+        h = step.apply(h)
         widths.append(math.prod(h.shape[1:]))
     return tuple(widths)
-
-
-def keras_model(fn: Any) -> Any:
-    """The Keras model ``fn`` is, or the one it refers to (closure or global name), else ``None``."""
-    import keras
-
-    if isinstance(fn, keras.Model):
-        return fn
-    referenced = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _filled(c)]
-    code, scope = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
-    referenced += [scope[name] for name in (code.co_names if code else ()) if name in scope]
-    models = {id(c): c for c in referenced if isinstance(c, keras.Model)}
-    return next(iter(models.values())) if len(models) == 1 else None
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:  # an empty closure cell
-        return False
-    return True
 
 
 def reproduces(values: Callable[[tf.Tensor], tf.Tensor], fn: Callable, n_in: int, dtype: str) -> bool:
@@ -374,63 +249,10 @@ def reproduces(values: Callable[[tf.Tensor], tf.Tensor], fn: Callable, n_in: int
     return bool(np.max(np.abs(got - expected)) <= tolerance)
 
 
-def _call_activation(activation: Callable, x: tf.Tensor) -> tf.Tensor:
-    return activation(x)
-
-
-def _call_inference(layer: Any, x: tf.Tensor) -> tf.Tensor:
-    """An elementwise Keras layer in inference (batch normalisation with its moving statistics)."""
-    return layer(x, training=False)
-
-
-def _convolve(layer: Any, kernel: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
-    """The convolution of a Keras ``Conv*D`` layer with ``kernel``, without its bias and activation."""
-    return layer.convolution_op(x, kernel)
-
-
-def _single_filter(layer: Any) -> bool:
-    """Is ``layer`` a one-filter, unit-stride, undilated, ungrouped channels-last 'same'/'valid' convolution?"""
-    return (layer.filters == 1 and layer.groups == 1 and layer.data_format == "channels_last"
-            and layer.padding in ("same", "valid") and set(layer.strides) == {1} and set(layer.dilation_rate) == {1})
-
-
-def _shift_add(matrix: tf.Tensor, window: tuple[int, ...], padding: str, x: tf.Tensor) -> tf.Tensor:
-    """A one-filter convolution as one matmul and a sum of shifted slices.
-
-    ``x [N, *spatial, c]`` times ``matrix [c, prod(window)]`` (the kernel, one column per window offset) gives
-    every offset's contribution at every position; output position ``p`` sums offset ``o``'s contribution at
-    ``p + o`` (input padded as Keras/TF 'same' pads at unit stride, ``(k - 1) // 2`` before). A plain
-    convolution with one output channel uses the machine poorly: on ``[1280, 16, 16, 4..16]`` blocks this ran
-    1.4-2.8x faster than TF's (XLA) convolution; from two filters on it was slower (scratch measurements).
-    """
-    spatial = x.shape[1:-1]
-    y = tf.reshape(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), matrix), [-1, *spatial, matrix.shape[-1]])
-    if padding == "same":
-        y = tf.pad(y, [[0, 0], *[[(k - 1) // 2, k - 1 - (k - 1) // 2] for k in window], [0, 0]])
-    size = [n if padding == "same" else n - k + 1 for n, k in zip(spatial, window)]
-    terms = [y[(slice(None), *[slice(o, o + n) for o, n in zip(offset, size)], column)]
-             for column, offset in enumerate(itertools.product(*map(range, window)))]
-    return tf.add_n(terms)[..., None]
-
-
-def linear(h: tf.Tensor, step: tuple[Callable, tf.Tensor | None, Any, Any]) -> tf.Tensor:
-    """A linear step ``(L, b, layer, kernel)`` of the chain applied to ``h [B, *point]``: ``L(h) + b``."""
-    op, bias = step[:2]
-    z = op(h)
-    return z if bias is None else z + bias
-
-
 def _folded(op: Callable, tangents: tf.Tensor) -> tf.Tensor:
     """A linear map of each point applied to ``tangents [B, n_in, *point]`` as one ``[B n_in, *point]`` batch."""
     flat = op(tf.reshape(tangents, [-1, *tangents.shape[2:]]))
     return tf.reshape(flat, [-1, tangents.shape[1], *flat.shape[1:]])
-
-
-def affine(h: tf.Tensor, step: tuple[tf.Tensor, tf.Tensor | None, tf.Tensor]) -> tf.Tensor:
-    """An affine step ``(W, b, W^T)`` of the chain applied to ``h [B, k]``: ``h W + b``."""
-    kernel, bias, _ = step
-    z = tf.matmul(h, kernel)
-    return z if bias is None else tf.nn.bias_add(z, bias)
 
 
 def _right_matmul(stack: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:

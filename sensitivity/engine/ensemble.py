@@ -3,9 +3,12 @@
 :func:`compile_ensemble` builds, once per ensemble surrogate (:mod:`sensitivity.surrogates.ensemble`), a
 ``tf.function`` with the engine's fixed input signature ``[None, n_in]`` that returns the values
 ``[K, B, n_out]`` and Jacobians ``[K, B, n_out, n_in]`` of all ``K`` members at a batch of points, fed in
-chunks like :class:`~sensitivity.engine.jacobian.CompiledJacobian` (full chunks through XLA, a shorter one without, so
-it never retraces). Members of one MLP architecture take the member path (:mod:`sensitivity.engine.member_path`:
-each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
+chunks by the engine's one chunking core (:class:`~sensitivity.engine.chunks.ChunkedFunction`, the members as a
+batch axis before the points': full chunks through XLA, a shorter one without, so it never retraces; the plain
+graph where XLA fails). The mode and the form of forward mode are chosen as for one model
+(:func:`sensitivity.engine.modes.choose_form`: forward mode by double reverse for members whose tangents TensorFlow
+cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one MLP architecture take the member path
+(:mod:`sensitivity.engine.member_path`: each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
 function (:func:`~sensitivity.engine.jacobian.jacobian_functions`) inside the same compiled call.
 
 The results come back member-major, ``[K, N, *out]`` and ``[K, N, *out, n_in]``
@@ -20,16 +23,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
 
-from sensitivity.errors import ConfigError
-from sensitivity.engine.jacobian import (DENSE_BLOCK_BYTES, _activation_size, auto_chunk_size, checked_points,
-                                  chunk_functions, dense_chunk_size, jacobian_functions, resolve_mode,
-                                  settings_text)
+from sensitivity.engine.chunks import (DENSE_BLOCK_BYTES, ChunkedFunction, activation_size, auto_chunk_size,
+                                       checked_chunk_size, checked_points, dense_chunk_size, settings_text)
+from sensitivity.engine.jacobian import engine_functions, layer_chain
 from sensitivity.engine.member_path import MemberChain, member_chain
+from sensitivity.engine.modes import choose_form, resolve_mode
+from sensitivity.errors import ConfigError
 from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
 from sensitivity.surrogates.load import Surrogate, recentred
 
@@ -41,7 +45,8 @@ class CompiledEnsemble:
     """Every member's values and Jacobians, compiled once and evaluated in fixed-size chunks.
 
     Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (the members' dense chains) or
-    ``"stacked"`` (each member's own function in one call), ``path_reason`` says why.
+    ``"stacked"`` (each member's own function in one call), ``path_reason`` says why. ``forward_form`` is how the
+    stacked members' forward mode runs (see :attr:`sensitivity.engine.jacobian.CompiledJacobian.forward_form`).
     """
 
     surrogate: Surrogate
@@ -51,9 +56,11 @@ class CompiledEnsemble:
     jit_compile: bool
     dtype: str
     chunk_size: int
-    _functions: dict[str, dict[bool, Any]] = field(repr=False)
+    _jacobian: ChunkedFunction = field(repr=False)
+    _values: ChunkedFunction = field(repr=False)
     _traces: dict[str, int] = field(repr=False)
     path_reason: str = ""
+    forward_form: str = "vectorized"
 
     @property
     def settings(self) -> str:
@@ -67,23 +74,23 @@ class CompiledEnsemble:
 
     def __call__(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every member's values and Jacobians at ``points [N, n_in]``: ``([K, N, *out], [K, N, *out, n_in])``."""
-        values, jacobian = self._evaluate("jacobian", points)
+        values, jacobian = self._flat(self._jacobian, points)
         out = self.surrogate.output.shape
         return (values.reshape(self.members, -1, *out),
                 jacobian.reshape(self.members, -1, *out, self.surrogate.n_in))
 
     def values(self, points: np.ndarray) -> np.ndarray:
         """Every member's values at ``points [N, n_in]``: ``[K, N, *out]``."""
-        return self._evaluate("values", points)[0].reshape(self.members, -1, *self.surrogate.output.shape)
+        return self._flat(self._values, points)[0].reshape(self.members, -1, *self.surrogate.output.shape)
 
     def stacked_values(self, points: np.ndarray) -> np.ndarray:
         """Every member's values as one flat output axis, member-major: ``[N, K m]`` (column ``k m + j``)."""
-        values = self._evaluate("values", points)[0]  # [K, N, m]
+        values = self._flat(self._values, points)[0]  # [K, N, m]
         return np.ascontiguousarray(values.transpose(1, 0, 2)).reshape(values.shape[1], -1)
 
     def stacked_value_and_jacobian(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`stacked_values` and the Jacobians on the same axis: ``([N, K m], [N, K m, n_in])``."""
-        values, jacobian = self._evaluate("jacobian", points)  # [K, N, m], [K, N, m, n]
+        values, jacobian = self._flat(self._jacobian, points)  # [K, N, m], [K, N, m, n]
         n = values.shape[1]
         return (np.ascontiguousarray(values.transpose(1, 0, 2)).reshape(n, -1),
                 np.ascontiguousarray(jacobian.transpose(1, 0, 2, 3)).reshape(n, -1, jacobian.shape[-1]))
@@ -95,7 +102,7 @@ class CompiledEnsemble:
             raise ConfigError(f"`k` must be a member index in [0, {self.members}), got {k!r}")
 
         def value_and_jacobian(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            values, jacobian = self._evaluate("jacobian", points)
+            values, jacobian = self._flat(self._jacobian, points)
             return values[k], jacobian[k]
 
         return value_and_jacobian
@@ -106,21 +113,11 @@ class CompiledEnsemble:
         for start in range(0, len(x), self.chunk_size):
             yield (start, *self(x[start : start + self.chunk_size]))
 
-    def _evaluate(self, kind: str, points: np.ndarray) -> list[np.ndarray]:
-        """The flat results ``[K, N, m]`` (and ``[K, N, m, n]``) of function ``kind``, chunk by chunk, each chunk's
+    def _flat(self, function: ChunkedFunction, points: np.ndarray) -> list[np.ndarray]:
+        """The flat results ``[K, N, m]`` (and ``[K, N, m, n]``) of ``function``, chunk by chunk, each chunk's
         buffers copied once, into the result."""
-        x = self._check(points)
-        if len(x) <= self.chunk_size:
-            return [r.numpy() for r in self._functions[kind][len(x) == self.chunk_size](tf.constant(x, self.dtype))]
-        out = None
-        for start in range(0, len(x), self.chunk_size):
-            chunk = x[start : start + self.chunk_size]
-            results = self._functions[kind][len(chunk) == self.chunk_size](tf.constant(chunk, self.dtype))
-            if out is None:
-                out = [np.empty((r.shape[0], len(x), *r.shape[2:]), self.dtype) for r in results]
-            for target, r in zip(out, results):
-                target[:, start : start + len(chunk)] = np.asarray(r)
-        return out
+        k, m, n = self.members, self.surrogate.output_size, self.surrogate.n_in
+        return function.evaluate(self._check(points), self.chunk_size, lambda rows: [(k, rows, m), (k, rows, m, n)])
 
     def _check(self, points: np.ndarray) -> np.ndarray:
         return checked_points(points, self.dtype, self.surrogate.n_in)
@@ -140,6 +137,8 @@ def compile_ensemble(
     The settings are those of :func:`sensitivity.engine.jacobian.compile_jacobian` (the command line's ``jacobian.*``);
     a single model is an ensemble of one. ``path="dense"`` demands the member path (members of one MLP
     architecture), ``"autodiff"`` each member's autodiff function, ``"auto"`` the member path where it applies.
+    Stacked members whose forward-mode tangents TensorFlow cannot carry get forward mode by double reverse, checked
+    at probe points, or reverse mode (see :func:`sensitivity.engine.modes.choose_form`).
 
     Returns
     -------
@@ -150,52 +149,60 @@ def compile_ensemble(
     if path not in PATHS:
         raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
     members = surrogate.members or (surrogate,)
-    k, n_in, n_out = len(members), surrogate.n_in, surrogate.output_size
+    k, n_in, n_out, dtype = len(members), surrogate.n_in, surrogate.output_size, surrogate.dtype
     resolved = resolve_mode(mode, n_in, n_out)
     chain: MemberChain | str = "path 'autodiff' was asked for" if path == "autodiff" else \
-        member_chain(members, n_in, surrogate.dtype)
+        member_chain(members, n_in, dtype)
     if path == "dense" and isinstance(chain, str):
         raise ConfigError(f"`path` 'dense' needs members that are Keras MLPs of one architecture; "
                           f"{surrogate.source} is not: {chain}")
+    chains: dict[str, list] = {}  # stacked: each member's layer chain (None: autodiff) per mode, found once
     if isinstance(chain, MemberChain):
         kind, reason = "member", f"{k} members' dense chains in turn, in one call"
-        values_fn, jacobian_fn = chain.values, chain.forward if resolved == "forward" else chain.reverse
-        autograph = False  # the project's own chains (see chunk_functions)
+
+        def functions(mode: str, form: str) -> tuple[Callable, Callable]:
+            return chain.values, chain.forward if mode == "forward" else chain.reverse
     else:
         kind, reason = "stacked", f"each member's own function in one call ({chain})"
-        values_fn, jacobian_fn = _stacked_functions(members, resolved)
-        autograph = True
+
+        def functions(mode: str, form: str) -> tuple[Callable, Callable]:
+            if mode not in chains:
+                chains[mode] = [None if path == "autodiff" else layer_chain(m, mode)[0] for m in members]
+            return _stacked_functions(members, chains[mode], mode, form)
     if surrogate.spread_scale:
-        values_fn, jacobian_fn = _recentring(values_fn, jacobian_fn, np.asarray(surrogate.spread_scale),
-                                             surrogate.dtype)
         reason += "; members spread about their mean by the ensemble's calibration"
     log.info("%s: ensemble engine, %s mode: %s", surrogate.source, resolved, reason)
+    jit_compile = True if jit_compile is None else jit_compile
     traces = {"jacobian": 0, "values": 0}
-    signature = [tf.TensorSpec([None, n_in], surrogate.dtype)]
+    stacked_values = _recentring(*functions(resolved, "vectorized"), surrogate)[0]
 
     def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
         traces["values"] += 1
-        return (values_fn(x),)
+        return (stacked_values(x),)
 
-    def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        traces["jacobian"] += 1
-        return tuple(jacobian_fn(x))
+    def build(mode: str, form: str) -> ChunkedFunction:
+        stacked_jacobian = _recentring(*functions(mode, form), surrogate)[1]
+        traces["jacobian"] = 0
 
-    xla = True if jit_compile is None else jit_compile
+        def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            traces["jacobian"] += 1
+            return tuple(stacked_jacobian(x))
 
-    functions = {"values": chunk_functions(values_only, signature, xla, autograph),
-                 "jacobian": chunk_functions(value_and_jacobian, signature, xla, autograph)}
-    itemsize = np.dtype(surrogate.dtype).itemsize
+        return ChunkedFunction(value_and_jacobian, n_in, dtype, jit_compile, kind == "stacked", surrogate.source,
+                               point_axis=1)
+
+    values = ChunkedFunction(values_only, n_in, dtype, jit_compile, kind == "stacked", surrogate.source, point_axis=1)
+    autodiff = any(c is None for c in chains.get(resolved, ()))
+    chosen = choose_form(build, stacked_values, mode, resolved, autodiff=autodiff, n_in=n_in, dtype=dtype,
+                         source=surrogate.source, point_axis=1)
+    itemsize = np.dtype(dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
-        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, resolved, itemsize,
-                                      DENSE_BLOCK_BYTES)
+        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, chosen.mode, itemsize, DENSE_BLOCK_BYTES)
     elif chunk_size is None:  # the activations of every member, read off the traced values function
-        chunk_size = auto_chunk_size(_activation_size(functions["values"][False], n_in), n_in, n_out, resolved,
-                                     itemsize, memory_budget_mb)
-    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ConfigError(f"`chunk_size` must be a positive integer, got {chunk_size!r}")
-    return CompiledEnsemble(surrogate, k, resolved, kind, xla, surrogate.dtype, chunk_size, functions, traces,
-                            path_reason=reason)
+        chunk_size = auto_chunk_size(activation_size(values.plain, n_in), n_in, n_out, chosen.mode, itemsize,
+                                     memory_budget_mb)
+    return CompiledEnsemble(surrogate, k, chosen.mode, kind, jit_compile, dtype, checked_chunk_size(chunk_size),
+                            chosen.jacobian, values, traces, path_reason=reason, forward_form=chosen.forward_form)
 
 
 def stacked_model(surrogate: Surrogate) -> Callable[[tf.Tensor], tf.Tensor]:
@@ -210,10 +217,13 @@ def stacked_model(surrogate: Surrogate) -> Callable[[tf.Tensor], tf.Tensor]:
     return stacked
 
 
-def _recentring(values_fn: Callable, jacobian_fn: Callable, scale: np.ndarray, dtype: str) -> tuple[Callable, Callable]:
-    """The stacked functions with the members spread about their mean by ``scale [m]``
-    (:func:`sensitivity.surrogates.load.recentred`; Jacobian rows by the same factor as their output)."""
-    factor = tf.constant(scale, dtype)
+def _recentring(values_fn: Callable, jacobian_fn: Callable, surrogate: Surrogate) -> tuple[Callable, Callable]:
+    """The stacked functions with the members spread about their mean by the ensemble's ``spread_scale [m]``
+    (:func:`sensitivity.surrogates.load.recentred`; Jacobian rows by the same factor as their output); the functions
+    themselves where it has none."""
+    if not surrogate.spread_scale:
+        return values_fn, jacobian_fn
+    factor = tf.constant(np.asarray(surrogate.spread_scale), surrogate.dtype)
 
     def values(x: tf.Tensor) -> tf.Tensor:
         return recentred(values_fn(x), factor)
@@ -225,9 +235,11 @@ def _recentring(values_fn: Callable, jacobian_fn: Callable, scale: np.ndarray, d
     return values, value_and_jacobian
 
 
-def _stacked_functions(members: tuple[Surrogate, ...], mode: str) -> tuple[Callable, Callable]:
-    """Every member's engine function (dense path or autodiff) stacked on a leading member axis."""
-    pairs = [jacobian_functions(member, mode) for member in members]
+def _stacked_functions(members: tuple[Surrogate, ...], chains: list, mode: str, forward_form: str
+                       ) -> tuple[Callable, Callable]:
+    """Every member's engine function (on its layer chain in ``chains``, or autodiff with its forward mode in
+    ``forward_form``) stacked on a leading member axis."""
+    pairs = [engine_functions(member, mode, chain, forward_form) for member, chain in zip(members, chains)]
 
     def values(x: tf.Tensor) -> tf.Tensor:
         return tf.stack([v(x) for v, _ in pairs])

@@ -25,7 +25,8 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from sensitivity.engine.dense_path import DenseChain, chain_of, flat_outputs, layer_steps
+from sensitivity.engine.dense_path import DenseChain, chain_of, flat_outputs
+from sensitivity.engine.layers import AffineStep, layer_steps
 
 #: A member chain's chunk is that of one member over this share (see :attr:`MemberChain.widths`).
 CHUNK_SHARE = 2
@@ -129,4 +130,5 @@ def member_chain(members: Sequence[Any], n_in: int, dtype: str) -> MemberChain |
 
 def _layout(chain: DenseChain) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
     """Step kinds and kernel shapes of a chain: what must agree for members to share one chunk size."""
-    return tuple((kind, tuple(step[0].shape) if kind == "affine" else None) for kind, step in chain.steps)
+    return tuple((step.kind, tuple(step.kernel.shape) if isinstance(step, AffineStep) else None)
+                 for step in chain.steps)

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import sensitivity
 from sensitivity.errors import ConfigError
-from sensitivity.engine.jacobian import auto_chunk_size
+from sensitivity.engine.chunks import auto_chunk_size
 from sensitivity.simulators import analytic
 from tests.helpers.functions import ishigami_jacobian
 from tests.helpers.models import sequential

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import sensitivity
 from sensitivity.engine import reverse_path
-from sensitivity.engine.dense_path import layer_steps
+from sensitivity.engine.layers import layer_steps
 from sensitivity.errors import ConfigError
 from sensitivity.engine.reverse_path import BLOCK_BYTES, MAX_CHUNK, MIN_CHUNK, conv_chain
 from tests.helpers.models import sequential
@@ -158,7 +158,7 @@ def test_batch_normalisation_folded_into_the_kernel_before_it():
     bias (no step of its own); after an activation it stays an elementwise step. Exactness: the chain tests."""
     net = field_model((6, 6, 1), [L.Conv2D(3, 3), L.BatchNormalization(), L.Activation("tanh"),
                                   L.BatchNormalization(), L.Flatten(), L.Dense(4), L.BatchNormalization()])
-    kinds = [kind for kind, _ in layer_steps(net, "float64")]
+    kinds = [step.kind for step in layer_steps(net, "float64")]
     assert kinds == ["linear", "linear", "elementwise", "elementwise", "linear", "affine"]
     check_exact(net, RNG.normal(size=(12, 36)))
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -25,8 +26,6 @@ def sequential(layers: list, dtype: str, n_in: int = 3) -> keras.Sequential:
 def linear_members(weights, biases, names: list[str], output: dict) -> list[keras.Model]:
     """Exactly linear Keras members ``y = x W_k^T + b_k`` (``weights [K, m, n]``, ``biases [K, m]``) with identity
     scaling layers: an ensemble whose every index, moment and fit has a closed form."""
-    import numpy as np
-
     from sensitivity.surrogates.scaling import InputScaling, OutputScaling
 
     models = []
@@ -39,3 +38,83 @@ def linear_members(weights, biases, names: list[str], output: dict) -> list[kera
         dense.set_weights([w.T, b])
         models.append(keras.Model(inputs, OutputScaling([0.0] * m, [1.0] * m, False, output_spec=output)(h)))
     return models
+
+
+#: Daily rain of the reservoir models [mm day-1].
+RAIN = (3.0, 0.0, 5.0, 1.0, 0.0, 2.0)
+
+
+@keras.saving.register_keras_serializable(package="tests")
+class Reservoir(keras.layers.Layer):
+    """A nonlinear reservoir stepped by ``tf.scan`` as a Keras layer, whose TensorList state ``ForwardAccumulator``
+    cannot carry: storage ``s_0 = a``, outflow ``q_t = gain k s_t^2 / (1 + s_t)``, ``s_{t+1} = s_t - q_t / gain +
+    rain_t``; ``x = [k, a] -> q [B, days]`` (:func:`reservoir_numpy` is its numpy twin)."""
+
+    def __init__(self, gain: float = 1.0, rain: tuple = RAIN, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gain, self.rain = float(gain), tuple(float(r) for r in rain)
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        k, a = x[:, :1], x[:, 1:]
+
+        def step(state, rain):
+            s, _ = state
+            q = k * s**2 / (1 + s)
+            return s - q + rain, self.gain * q
+
+        _, q = tf.scan(step, tf.constant(self.rain, x.dtype), initializer=(a, tf.zeros_like(a)))
+        return tf.transpose(q[:, :, 0])
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return (input_shape[0], len(self.rain))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "gain": self.gain, "rain": list(self.rain)}
+
+
+def reservoir_numpy(x, gain: float = 1.0, rain: tuple = RAIN):
+    """The numpy twin of :class:`Reservoir` (float64)."""
+    k, s = x[:, 0], x[:, 1].copy()
+    out = []
+    for r in rain:
+        q = k * s**2 / (1 + s)
+        out.append(gain * q)
+        s = s - q + r
+    return np.stack(out, axis=1)
+
+
+@keras.saving.register_keras_serializable(package="tests")
+class Guarded(keras.layers.Layer):
+    """``[gain sin(x_0) x_0, gain sin(x_1) x_0, x_1^2]`` behind a guard that never fires, an explicit ``tf.cond``
+    on a tensor: neither XLA nor forward mode's ``vectorized_map`` of ``ForwardAccumulator`` takes it
+    (:func:`guarded_numpy` is its numpy twin)."""
+
+    def __init__(self, gain: float = 1.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gain = float(gain)
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        def zeros():
+            return tf.zeros_like(tf.concat([x, x[:, :1]], axis=1))
+
+        def model():
+            return tf.concat([self.gain * tf.sin(x) * x[:, :1], x[:, 1:] ** 2], axis=1)
+
+        return tf.cond(tf.reduce_max(tf.abs(x)) > 1e6, zeros, model)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return (input_shape[0], 3)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "gain": self.gain}
+
+
+def guarded_numpy(x, gain: float = 1.0):
+    """The numpy twin of :class:`Guarded` (float64)."""
+    return np.column_stack([gain * np.sin(x) * x[:, :1], x[:, 1] ** 2])
+
+
+def one_layer_model(layer: keras.layers.Layer, n_in: int = 2) -> keras.Model:
+    """A Keras functional model of ``n_in`` inputs through ``layer`` alone."""
+    inputs = keras.Input((n_in,))
+    return keras.Model(inputs, layer(inputs))
