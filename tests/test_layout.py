@@ -131,3 +131,13 @@ def test_an_upward_import_is_caught(tmp_path, importer, line):
         line = "def _added():\n" + line + "\n"
     target.write_text(body + "\n" + line + "\n")
     assert len(upward_imports(library)) == 1
+
+
+#: The most lines a library module may have: past it, a module holds more than one job.
+MAX_MODULE_LINES = 500
+
+
+def test_no_library_module_is_over_the_line_limit():
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "sensitivity").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
