@@ -102,3 +102,12 @@ def test_every_cross_reference_in_the_docstrings_resolves():
 ])
 def test_the_resolver_finds_what_exists_and_only_that(target, module, expected):
     assert resolves(target, module) is expected
+
+
+def test_every_file_the_docstrings_name_exists():
+    """A benchmark, test or documentation page a docstring points at (``benchmarks/bench_jacobian.py``) is in the
+    repository (the study files that ``sensitivity init`` writes, ``conf/...`` of a study folder, are not checked)."""
+    path = re.compile(r"\b((?:benchmarks|tests|docs)/[\w./-]+\.(?:py|md))")
+    missing = [f"{p.relative_to(ROOT)}: {name}" for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+               for name in path.findall(p.read_text()) if not (ROOT / name).exists()]
+    assert missing == []

@@ -27,7 +27,7 @@ from sensitivity.errors import ConfigError
 log = logging.getLogger(__name__)
 
 #: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
-#: above the upper one, throughput no longer improves on CPU (measured in benchmarks/bench_chunk_size.py).
+#: above the upper one, throughput no longer improves on CPU (``benchmarks/bench_jacobian.py --chunks`` sweeps the chunk size).
 MIN_CHUNK, MAX_CHUNK = 64, 8192
 #: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`): with XLA, chunks
 #: of 512 points on shape A (4.5 MiB blocks), 512-2048 on C (2.5-10 MiB) and 64-128 on B (4-8 MiB) were the
