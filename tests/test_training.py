@@ -135,6 +135,22 @@ def test_derivative_errors_of_a_scaled_jacobian():
     np.testing.assert_allclose(errors.per_column, np.tile([0.1, 0.0, 0.2], (7, 1)), atol=1e-12)
 
 
+def test_an_inert_parameters_error_is_read_against_the_largest_column_not_its_own_zero():
+    """Parameter c's derivatives are 1e-4 of a's and off by 10x their size: its relative error (1000 %) divides by ~0,
+    so the report gives its error over the largest column (1e-3: the surrogate's derivative there is ~0 too) and says
+    so; a and b keep their relative errors (0.1, 0.2)."""
+    ref = np.random.default_rng(2).normal(size=(9, 2, 3)) * np.array([1.0, 0.5, 1e-4])
+    jac = ref * np.array([1.1, 0.8, 11.0])
+    errors = training.derivative_errors(jac, ref, np.ones((9, 3)))
+    np.testing.assert_allclose(errors.per_parameter, [0.1, 0.2, 10.0], rtol=1e-9)
+    np.testing.assert_array_equal(errors.negligible, [False, False, True])
+    largest = np.sqrt((ref[..., 0] ** 2).sum())
+    np.testing.assert_allclose(errors.per_parameter_absolute[2], np.sqrt(((jac - ref)[..., 2] ** 2).sum()) / largest)
+    values = training.ValueErrors(np.zeros(2), np.zeros(2), np.array([0.999, 0.9995]))
+    line = training.summary_lines(values, errors, ["a", "b", "c"])[-1]
+    assert line.startswith("per parameter: a 0.1000, b 0.2000, c 0.0010 of the largest column (derivatives ~0)")
+
+
 def test_poor_derivatives_warn_even_when_values_fit():
     values = training.ValueErrors(np.zeros(2), np.zeros(2), np.array([0.999, 0.9995]))
     derivatives = training.DerivativeErrors(np.array([0.3, 0.4]), np.zeros((2, 2)), np.array([0.2, 0.5]))

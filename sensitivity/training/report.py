@@ -11,7 +11,7 @@ from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.axes import own_coords
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.training.fit import Split
-from sensitivity.training.validation import DerivativeErrors, ValueErrors
+from sensitivity.training.validation import NEGLIGIBLE_COLUMN, DerivativeErrors, ValueErrors
 
 xr = lazy_import("xarray")
 
@@ -110,5 +110,15 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
                                    {"long_name": f"{note}, per parameter", "units": "1"}),
             jacobian_parameter_error=("parameter", derivatives.per_parameter,
                                       {"long_name": f"{note}, per parameter over all check points", "units": "1"}),
+        )
+    if derivatives is not None and derivatives.negligible is not None:
+        data.update(
+            jacobian_parameter_error_absolute=("parameter", derivatives.per_parameter_absolute, {
+                "long_name": "Frobenius error of a parameter's Jacobian column over all check points, over the largest "
+                             "column's reference norm (unit-cube coordinates)", "units": "1"}),
+            jacobian_negligible=("parameter", derivatives.negligible.astype(np.int8), {
+                "long_name": "whether the parameter's derivatives are ~0 (reference column below "
+                             f"{NEGLIGIBLE_COLUMN} of the largest): its error is read as the absolute one",
+                "units": "1", "flag_values": np.array([0, 1], np.int8), "flag_meanings": "resolved negligible"}),
         )
     return xr.Dataset(data, coords=coords)
