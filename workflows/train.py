@@ -5,7 +5,7 @@ With ``training.members`` K > 1 (the default, 5) K networks are trained from see
 resamples of the training samples and saved as one ensemble directory with a manifest of their hashes
 (:mod:`sensitivity.surrogates.ensemble`), which every workflow loads as ``model.source`` like one model.
 
-The samples come from a simulator run on the ``grid`` design (``training.simulator``,
+The samples come from a simulator run ``training.runs`` times on the ``grid`` design (``training.simulator``,
 a batched ``package.module:function`` mapping ``[N, n]`` parameters to ``[N, *out]``
 outputs with numpy) or from a file (``training.data``: netCDF ``x(sample, parameter)``
 plus the output variable, or CSV). The saved model carries its normalisation, log
@@ -33,6 +33,7 @@ from sensitivity.sweep.from_file import read_samples
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows.training_design import training_grid
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class TrainingConf(NetworkConf, WarnConf, PlanConf):
     data: Optional[str] = None               # .nc or .csv of samples: trained on instead of simulating the grid
     log_inputs: Optional[List[str]] = None   # null: the parameters with scale: log
     log_every: int = 100                     # one progress line every this many epochs
+    runs: Optional[int] = None               # the training size: simulator runs of the `grid` design (workflows.training_design)
 
 
 @dataclass
@@ -149,7 +151,7 @@ def _samples(cfg: DictConfig, space, simulator) -> tuple[np.ndarray, np.ndarray,
     if simulator is None:
         raise ConfigError("`training.simulator` ('package.module:function') or `training.data` (.nc/.csv samples) "
                           "is required")
-    x = build.grid_from(cfg, space).points()
+    x = training_grid(cfg, space).points()
     start = time.perf_counter()
     y = simulator(x)
     log.info("train: simulated %d points of the %s grid in %.1f s", len(x), cfg.grid.kind, time.perf_counter() - start)
