@@ -34,6 +34,7 @@ from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, Train
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
 from workflows.training_design import training_grid
+from workflows.training_network import ConvConf, conv_trunk
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ PlanConf = schema_of(TrainingPlan, "PlanConf")
 
 
 @dataclass
-class TrainingConf(NetworkConf, WarnConf, PlanConf):
+class TrainingConf(NetworkConf, WarnConf, PlanConf, ConvConf):
     simulator: Optional[str] = None          # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
     simulator_jacobian: Optional[str] = None  # "package.module:function": points [N, n] -> dy/dx [N, *out, n]
@@ -64,6 +65,7 @@ class TrainConf:
     grid: GridConf = field(default_factory=GridConf)
     training: TrainingConf = field(default_factory=TrainingConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
+    input_fields: Any = None  # {name: shape}: the field of inputs of training.architecture: conv
     seed: int = 0
     export_dir: Optional[str] = None
     output_dir: str = "???"
@@ -78,7 +80,7 @@ def run(cfg: DictConfig) -> Path:
     ensemble of ``training.members`` > 1)."""
     t = cfg.training
     space = build.space_from(cfg)
-    network, plan, thresholds = training_settings(t, space)
+    network, plan, thresholds = training_settings(t, space, cfg.input_fields)
     engine = build.settings(EngineSettings, cfg.jacobian)
     simulator = build.simulator_from(t.simulator, build.plain(t.simulator_kwargs), "`training.simulator`") \
         if t.simulator else None
@@ -96,11 +98,12 @@ def run(cfg: DictConfig) -> Path:
     return model_path
 
 
-def training_settings(t: DictConfig, space) -> tuple[TrainSettings, TrainingPlan, Thresholds]:
+def training_settings(t: DictConfig, space, input_fields=None) -> tuple[TrainSettings, TrainingPlan, Thresholds]:
     """The network, plan and warning thresholds of a ``training`` section (this run's, or one recorded in a
-    training.nc)."""
+    training.nc) and the ``input_fields`` of a convolutional trunk."""
     log_inputs = t.log_inputs if t.log_inputs is not None else [p.name for p in space.parameters if p.scale == "log"]
-    return (build.settings(TrainSettings, t, log_inputs=tuple(log_inputs)), build.settings(TrainingPlan, t),
+    return (build.settings(TrainSettings, t, log_inputs=tuple(log_inputs),
+                           conv=conv_trunk(t, build.plain(input_fields))), build.settings(TrainingPlan, t),
             Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian))
 
 

@@ -202,3 +202,11 @@ def test_a_simulator_jacobian_of_the_wrong_shape_is_refused(compose_config):
         train.run(compose_config("train", [*SOBOLEV, "training.simulator_jacobian=tests.workflows.test_train:"
                                                      "wrong_jacobian"]))
     assert "\n" not in str(caught.value)
+
+
+def test_a_conv_network_needs_one_field_of_inputs(compose_config):
+    with pytest.raises(sensitivity.ConfigError, match=r"^`training.architecture: conv` needs `input_fields` naming "
+                                                      r"one field of inputs .* got None$"):
+        train.run(compose_config("train", [*TINY, "training.architecture=conv"]))
+    with pytest.raises(sensitivity.ConfigError, match=r"input_fields.x: shape \[4\] needs 4 parameters named x_\*"):
+        train.run(compose_config("train", [*TINY, "training.architecture=conv", "input_fields={x: [4]}"]))
