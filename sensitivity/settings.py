@@ -110,6 +110,8 @@ class TrainSettings:
         the Jacobian MSE, both on the network's normalised scale (:func:`sensitivity.training.normalised_jacobian`);
         the targets come from a simulator Jacobian function, else from central differences of the simulator
         (``2 n`` runs per training and validation sample, :class:`TrainingPlan` ``fd_step``). 0: values only [1].
+    conv
+        A convolutional trunk over a field of inputs ahead of the hidden layers (:class:`ConvTrunk`); None: an MLP.
     """
 
     hidden: tuple[int, ...] = (128, 128)
@@ -121,6 +123,7 @@ class TrainSettings:
     log_inputs: tuple[str, ...] = ()
     log_output: bool = False
     jacobian_weight: float = 0.0
+    conv: ConvTrunk | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", tuple(self.hidden))
@@ -136,6 +139,41 @@ class TrainSettings:
         weight = self.jacobian_weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < float("inf"):
             raise ConfigError(f"`jacobian_weight` must be a finite number >= 0, got {weight!r}")
+
+
+@dataclass(frozen=True)
+class ConvTrunk:
+    """A convolutional trunk over one field of inputs, ahead of the surrogate's Dense layers
+    (:mod:`sensitivity.training.conv`).
+
+    Parameters
+    ----------
+    field
+        The field's name: its cells are the parameters named ``<field>_*``, in the space's order, row by row
+        (:func:`sensitivity.inputs.fields.field_cells`).
+    shape
+        The field's shape, one size (a 1-D field: ``Conv1D``) or two (``Conv2D``) [cells].
+    filters
+        Channels of each convolution layer (``padding="same"``, the network's activation).
+    kernel_size
+        Width of every convolution window [cells].
+    """
+
+    field: str
+    shape: tuple[int, ...]
+    filters: tuple[int, ...] = (16, 16)
+    kernel_size: int = 3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "filters", tuple(self.filters))
+        if not 1 <= len(self.shape) <= 2 or any(not isinstance(s, int) or s < 1 for s in self.shape):
+            raise ConfigError(f"`input_fields.{self.field}`: a convolutional trunk needs a shape of one or two "
+                              f"positive sizes, got {list(self.shape)}")
+        if not self.filters or any(not isinstance(f, int) or f < 1 for f in self.filters):
+            raise ConfigError(f"`filters` must list positive channel counts, got {list(self.filters)}")
+        if isinstance(self.kernel_size, bool) or not isinstance(self.kernel_size, int) or self.kernel_size < 1:
+            raise ConfigError(f"`kernel_size` must be a positive integer, got {self.kernel_size!r}")
 
 
 @dataclass(frozen=True)

@@ -440,6 +440,21 @@ def own_configs() -> dict[str, dict]:
     return configs
 
 
+def study_config(name: str) -> dict:
+    """``name``'s composed config with only its own keys, in a study folder made by ``sensitivity init``
+    (``experiment=study``), as plain containers."""
+    import tempfile
+
+    from omegaconf import OmegaConf
+
+    from tests.helpers.study_config import compose_in_study, init_study
+    from workflows.schema import own_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = compose_in_study(init_study(Path(tmp) / "study"), name)
+        return OmegaConf.to_container(own_config(cfg, name), resolve=False)
+
+
 def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(tree, dict) or not tree:
         return {prefix[:-1]: tree}
@@ -460,6 +475,7 @@ def test_the_configuration_reference_has_every_key_and_its_defaults():
     documented key exists, and every stated default is the composed config's."""
     shared, documented = reference_tables()
     configs = own_configs()
+    configs["train"] = study_config("train")  # what a user's study gets, not the packaged demo's preset
     assert set(documented) | {"sweep"} == set(configs)  # the sweep's keys are the shared ones
     documented.setdefault("sweep", {})
     for name, config in configs.items():

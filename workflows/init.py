@@ -36,9 +36,13 @@ output: {name: y, units: "1", long_name: model response}
 defaults:
   - override /model: study
   - override /space: study
-grid:
-  n: 1024                       # sweep points
+grid:                           # the design of the sweep (and, with training.runs points, of train)
+  n: 1024                       # sweep: points of the sweep (values and Jacobians of the model at each)
   through: distribution         # drawn from the inputs' distributions (DGSM and pointwise propagation read the sweep)
+training:                       # train: a surrogate of a simulator of your own (sensitivity train experiment=study)
+  runs: 512                     # train: simulator runs of the training design, the training size (not grid.n;
+                                #   docs/how-to/training-size.md: how many for how many inputs)
+  # simulator: model:simulate   # train: a numpy function x [N, n] -> y [N, ...] (training.simulator)
 sobol:
   n: 4096                       # indices: the Sobol' design
 # input_fields: {rain: [8, 8]}  # indices: maps of the indices of a field of inputs named rain_* (row by row)

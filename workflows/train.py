@@ -5,7 +5,7 @@ With ``training.members`` K > 1 (the default, 5) K networks are trained from see
 resamples of the training samples and saved as one ensemble directory with a manifest of their hashes
 (:mod:`sensitivity.surrogates.ensemble`), which every workflow loads as ``model.source`` like one model.
 
-The samples come from a simulator run on the ``grid`` design (``training.simulator``,
+The samples come from a simulator run ``training.runs`` times on the ``grid`` design (``training.simulator``,
 a batched ``package.module:function`` mapping ``[N, n]`` parameters to ``[N, *out]``
 outputs with numpy) or from a file (``training.data``: netCDF ``x(sample, parameter)``
 plus the output variable, or CSV). The saved model carries its normalisation, log
@@ -33,6 +33,8 @@ from sensitivity.sweep.from_file import read_samples
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
 from workflows import build
 from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows.training_design import training_grid
+from workflows.training_network import ConvConf, conv_trunk
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +48,14 @@ PlanConf = schema_of(TrainingPlan, "PlanConf")
 
 
 @dataclass
-class TrainingConf(NetworkConf, WarnConf, PlanConf):
+class TrainingConf(NetworkConf, WarnConf, PlanConf, ConvConf):
     simulator: Optional[str] = None          # "package.module:function": points [N, n] -> outputs [N, *out] (numpy)
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
     simulator_jacobian: Optional[str] = None  # "package.module:function": points [N, n] -> dy/dx [N, *out, n]
     data: Optional[str] = None               # .nc or .csv of samples: trained on instead of simulating the grid
     log_inputs: Optional[List[str]] = None   # null: the parameters with scale: log
     log_every: int = 100                     # one progress line every this many epochs
+    runs: Optional[int] = None               # the training size: simulator runs of the `grid` design (workflows.training_design)
 
 
 @dataclass
@@ -62,6 +65,7 @@ class TrainConf:
     grid: GridConf = field(default_factory=GridConf)
     training: TrainingConf = field(default_factory=TrainingConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
+    input_fields: Any = None  # {name: shape}: the field of inputs of training.architecture: conv
     seed: int = 0
     export_dir: Optional[str] = None
     output_dir: str = "???"
@@ -76,7 +80,7 @@ def run(cfg: DictConfig) -> Path:
     ensemble of ``training.members`` > 1)."""
     t = cfg.training
     space = build.space_from(cfg)
-    network, plan, thresholds = training_settings(t, space)
+    network, plan, thresholds = training_settings(t, space, cfg.input_fields)
     engine = build.settings(EngineSettings, cfg.jacobian)
     simulator = build.simulator_from(t.simulator, build.plain(t.simulator_kwargs), "`training.simulator`") \
         if t.simulator else None
@@ -94,11 +98,12 @@ def run(cfg: DictConfig) -> Path:
     return model_path
 
 
-def training_settings(t: DictConfig, space) -> tuple[TrainSettings, TrainingPlan, Thresholds]:
+def training_settings(t: DictConfig, space, input_fields=None) -> tuple[TrainSettings, TrainingPlan, Thresholds]:
     """The network, plan and warning thresholds of a ``training`` section (this run's, or one recorded in a
-    training.nc)."""
+    training.nc) and the ``input_fields`` of a convolutional trunk."""
     log_inputs = t.log_inputs if t.log_inputs is not None else [p.name for p in space.parameters if p.scale == "log"]
-    return (build.settings(TrainSettings, t, log_inputs=tuple(log_inputs)), build.settings(TrainingPlan, t),
+    return (build.settings(TrainSettings, t, log_inputs=tuple(log_inputs),
+                           conv=conv_trunk(t, build.plain(input_fields))), build.settings(TrainingPlan, t),
             Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian))
 
 
@@ -149,7 +154,7 @@ def _samples(cfg: DictConfig, space, simulator) -> tuple[np.ndarray, np.ndarray,
     if simulator is None:
         raise ConfigError("`training.simulator` ('package.module:function') or `training.data` (.nc/.csv samples) "
                           "is required")
-    x = build.grid_from(cfg, space).points()
+    x = training_grid(cfg, space).points()
     start = time.perf_counter()
     y = simulator(x)
     log.info("train: simulated %d points of the %s grid in %.1f s", len(x), cfg.grid.kind, time.perf_counter() - start)

@@ -216,7 +216,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         recorded = OmegaConf.create(recorded_ds.attrs["config"])
     output = checks.surrogate.output
     x, y = read_samples(training, space.names, output, key="refine.training")
-    network, training_plan, thresholds = training_settings(recorded.training, space)
+    network, training_plan, thresholds = training_settings(recorded.training, space, recorded.get("input_fields"))
     engine = build.settings(EngineSettings, cfg.jacobian)
     candidates = np.vstack([checks.points(key, path) for key, path in chosen.items()])
     state: dict[str, Any] = {"checks": checks, "trained": None, "round": 0}

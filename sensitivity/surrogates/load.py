@@ -168,10 +168,10 @@ def load_surrogate(
     fn, meta, content_hash, label = _load_callable(source, dtype, dict(kwargs or {}), trusted)
     names = _reconcile("input_names", meta.get("input_names"), input_names)
     units = _reconcile("input_units", meta.get("input_units"), input_units)
-    if names is None:
-        raise ModelError(f"surrogate {label}: `input_names` are required (the model does not store them)")
-    if units is None:
-        raise ModelError(f"surrogate {label}: `input_units` are required (the model does not store them)")
+    missing = [f"`{key}`" for key, given in (("input_names", names), ("input_units", units)) if given is None]
+    if missing:  # every one at once, so a user's own model is fixed in one go
+        raise ModelError(f"surrogate {label}: {' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} required "
+                         f"(the model does not store {'them' if len(missing) > 1 else 'it'})")
     if len(units) != len(names):
         raise ModelError(f"surrogate {label}: {len(names)} input names but {len(units)} input units")
     for name, u in zip(names, units):

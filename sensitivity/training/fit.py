@@ -361,12 +361,17 @@ def build_network(x_train: np.ndarray, out_offset: np.ndarray, out_scale: np.nda
     """The surrogate and its trainable core, sharing their layers.
 
     Returns ``(model, core)``: ``model`` maps physical inputs to physical outputs
-    (``InputScaling -> Dense... -> OutputScaling [-> Reshape]``); ``core`` stops before
-    ``OutputScaling`` and is what the loss sees (normalised outputs).
+    (``InputScaling [-> convolutional trunk] -> Dense... -> OutputScaling [-> Reshape]``, the trunk of
+    ``settings.conv``: :func:`sensitivity.training.conv.conv_trunk`); ``core`` stops before ``OutputScaling`` and is
+    what the loss sees (normalised outputs).
     """
     in_offset, in_scale, log_mask = input_normalisation(x_train, names, settings.log_inputs)
     inputs = keras.Input((len(names),), name="parameters")
     h = InputScaling(in_offset, in_scale, log_mask, names=names, units=units, name="input_scaling")(inputs)
+    if settings.conv is not None:
+        from sensitivity.training.conv import conv_trunk
+
+        h = conv_trunk(h, names, settings.conv, settings.activation)
     for k, width in enumerate(settings.hidden):
         h = keras.layers.Dense(width, activation=settings.activation, name=f"hidden_{k}")(h)
     z = keras.layers.Dense(output.size, name="normalised_output")(h)

@@ -55,6 +55,23 @@ def test_saved_model_matches_keras(tmp_path):
     np.testing.assert_allclose(a[1], b[1], rtol=1e-5, atol=1e-7)
 
 
+def test_a_users_own_keras_file_names_every_missing_argument_at_once(tmp_path):
+    """A plain Keras model stores no names or units: one line names both (was: `input_names` alone, then, once
+    given, `input_units`)."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((2,))
+    keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(8, activation="tanh")(inputs))).save(
+        tmp_path / "own.keras")
+    with pytest.raises(ModelError) as raised:
+        sensitivity.load_surrogate(tmp_path / "own.keras")
+    assert "\n" not in str(raised.value)
+    assert "`input_names` and `input_units` are required (the model does not store them)" in str(raised.value)
+    with pytest.raises(ModelError, match=r"own.keras: `input_units` is required \(the model does not store it\)$"):
+        sensitivity.load_surrogate(tmp_path / "own.keras", input_names=["a", "b"])
+    model = sensitivity.load_surrogate(tmp_path / "own.keras", input_names=["a", "b"], input_units=["m", "1"])
+    assert model.input_names == ("a", "b")
+
+
 def test_declared_names_and_shapes_are_checked(tmp_path):
     path = tmp_path / "s.keras"
     scaled_network(path)
@@ -62,7 +79,7 @@ def test_declared_names_and_shapes_are_checked(tmp_path):
         sensitivity.load_surrogate(path, input_names=["a", "b"])
     with pytest.raises(ModelError, match=r"returns shape \[4\] per point but `output` declares \[3\]"):
         sensitivity.load_surrogate(path, output={"name": "y", "names": ["a", "b", "c"]})
-    with pytest.raises(ModelError, match="`input_names` are required"):
+    with pytest.raises(ModelError, match="`input_names` and `input_units` are required"):
         sensitivity.load_surrogate("sensitivity.simulators.analytic:ishigami")
     with pytest.raises(ModelError, match="cannot be imported"):
         sensitivity.load_surrogate("sensitivity.simulators.analytic:nope", input_names=["a"], input_units=["1"])

@@ -16,7 +16,7 @@ from sensitivity.sweep.from_file import read_samples
 from tests.helpers import ROOT
 from workflows import train
 
-TINY = ["grid.n=128", "training.epochs=60", "training.hidden=[16,16]", "training.derivative_points=8",
+TINY = ["training.runs=128", "training.epochs=60", "training.hidden=[16,16]", "training.derivative_points=8",
         "jacobian.jit_compile=false"]
 
 
@@ -116,6 +116,42 @@ def test_corrupt_dataset_fails_with_one_line_and_exit_code_2(tmp_path):
     assert len(errors) == 1 and str(bad) in errors[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("overrides, runs, warned", [
+    ([], 512, False),                                 # the default training size
+    (["training.runs=96"], 96, False),
+    (["grid.n=96"], 96, True),                        # a config of the previous release: still its size, warned
+    (["grid.n=1024", "training.runs=96"], 96, False),  # grid.n is the sweep's
+    (["debug=default"], 64, False),
+])
+def test_the_training_size_is_training_runs_and_grid_n_is_the_sweeps(compose_config, caplog, overrides, runs,
+                                                                      warned):
+    from workflows import build
+    from workflows.training_design import training_grid
+
+    cfg = compose_config("train", overrides)
+    with caplog.at_level("WARNING"):
+        points = training_grid(cfg, build.space_from(cfg)).points()
+    assert points.shape == (runs, 3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == warned
+    if warned:
+        assert "`grid.n` = 96 is the training size" in warnings[0] and "set `training.runs`" in warnings[0]
+        assert "\n" not in warnings[0]
+
+
+def test_a_study_from_init_trains_on_training_runs_and_sweeps_grid_n(tmp_path, caplog):
+    from tests.helpers.study_config import compose_in_study, init_study
+    from workflows import build
+    from workflows.training_design import training_grid
+
+    study = init_study(tmp_path / "study")
+    cfg = compose_in_study(study, "train")
+    with caplog.at_level("WARNING"):
+        assert len(training_grid(cfg, build.space_from(cfg)).points()) == cfg.training.runs == 512
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert compose_in_study(study, "sweep").grid.n == 1024
+
+
 def test_missing_simulator_and_data_is_a_config_error(compose_config):
     with pytest.raises(sensitivity.ConfigError, match="`training.simulator`"):
         train.run(compose_config("train", ["model=ishigami", "space=ishigami"]))
@@ -166,3 +202,11 @@ def test_a_simulator_jacobian_of_the_wrong_shape_is_refused(compose_config):
         train.run(compose_config("train", [*SOBOLEV, "training.simulator_jacobian=tests.workflows.test_train:"
                                                      "wrong_jacobian"]))
     assert "\n" not in str(caught.value)
+
+
+def test_a_conv_network_needs_one_field_of_inputs(compose_config):
+    with pytest.raises(sensitivity.ConfigError, match=r"^`training.architecture: conv` needs `input_fields` naming "
+                                                      r"one field of inputs .* got None$"):
+        train.run(compose_config("train", [*TINY, "training.architecture=conv"]))
+    with pytest.raises(sensitivity.ConfigError, match=r"input_fields.x: shape \[4\] needs 4 parameters named x_\*"):
+        train.run(compose_config("train", [*TINY, "training.architecture=conv", "input_fields={x: [4]}"]))
