@@ -31,6 +31,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.runtime.lazy import lazy_import
+from sensitivity.settings import HESSIAN_MAX_ROWS
 
 xr = lazy_import("xarray")
 
@@ -153,13 +154,15 @@ def _values_in_u(nataf: Nataf, flat: PickedModel) -> Callable[[np.ndarray], np.n
     return lambda u: flat.values(nataf.to_physical(u))
 
 
-def output_hessian(model: Any, indices: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def output_hessian(model: Any, indices: np.ndarray, *, max_rows: int = HESSIAN_MAX_ROWS
+                   ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``(x [K, n], which [K]) -> [K, n, n]``: each point's Hessian of its own picked output ``which``.
 
     One compiled Hessian (:func:`sensitivity.engine.hessian.compile_hessian`) of ``w . y(x)`` over the inputs
     ``(x, w)``, with ``w`` the one-hot row of the output: ``n + m`` rows per point, not the ``m n`` of every
     output's Hessian (the ``x``-block of the result is the picked output's Hessian; the model is linear in
-    ``w``). An ensemble's ``surrogate.fn`` is its members' mean.
+    ``w``). An ensemble's ``surrogate.fn`` is its members' mean. ``max_rows``: the working memory of
+    :func:`~sensitivity.engine.hessian.compile_hessian`.
     """
     import tensorflow as tf
 
@@ -172,7 +175,8 @@ def output_hessian(model: Any, indices: np.ndarray) -> Callable[[np.ndarray, np.
         y = tf.gather(tf.reshape(surrogate.fn(xw[:, :n]), [tf.shape(xw)[0], -1]), picked, axis=1)
         return tf.reduce_sum(y * xw[:, n:], axis=1, keepdims=True)
 
-    compiled = compile_hessian(weighted, n + len(indices), output_size=1, dtype=model.dtype)
+    compiled = compile_hessian(weighted, n + len(indices), output_size=1, dtype=model.dtype,
+                               max_rows=max_rows)
 
     def hessian(x: np.ndarray, which: np.ndarray) -> np.ndarray:
         onehot = np.eye(len(indices))[np.asarray(which, dtype=int)]
@@ -200,7 +204,12 @@ def _hessian_in_u(p: Plan, flat: PickedModel, hessian: Callable, result: FormRes
 
 
 def _importance(values: Callable, result: FormResult, p: Plan, rng: np.random.Generator) -> tuple:
-    """Importance sampling of every event at its own design points (events without one: NaN)."""
+    """Importance sampling of every event at its own design points (events without one: NaN).
+
+    Where the origin fails (``beta < 0``, Pf > 1/2) the safe event ``-g <= 0`` is sampled at the same points
+    (their index ``-beta``) and ``Pf = 1 - P(safe)``, with the interval mirrored: a proposal centred at the design
+    point resolves the small side of the two.
+    """
     s = p.settings
     e = result.beta.size
     t = len(s.thresholds)
@@ -210,10 +219,16 @@ def _importance(values: Callable, result: FormResult, p: Plan, rng: np.random.Ge
     for event in np.flatnonzero(np.isfinite(result.beta)):
         i, j = divmod(int(event), t)
         found = np.isfinite(result.design_beta[event])
-        limit = lambda u, i=i, j=j: ev.threshold_values(values(u)[:, i], [s.thresholds[j]], s.direction)  # noqa: E731
+        flip = -1.0 if result.beta[event] < 0 else 1.0  # origin failed: sample the safe side, Pf = 1 - P(safe)
+        limit = lambda u, i=i, j=j, flip=flip: flip * ev.threshold_values(  # noqa: E731
+            values(u)[:, i], [s.thresholds[j]], s.direction)
         r = importance_sampling(limit, result.design_u[event, found], s.importance,
-                                betas=result.design_beta[event, found], seed=rng)
-        pf[event], interval[event], cov[event] = r.pf[0], r.interval[0], r.cov[0]
+                                betas=flip * result.design_beta[event, found], seed=rng)
+        if flip > 0:
+            pf[event], interval[event], cov[event] = r.pf[0], r.interval[0], r.cov[0]
+        else:
+            pf[event], interval[event] = 1.0 - r.pf[0], 1.0 - r.interval[0, ::-1]
+            cov[event] = r.cov[0] * r.pf[0] / pf[event]
         evaluations += r.evaluations
     return pf, interval, cov, evaluations
 
