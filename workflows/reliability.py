@@ -44,7 +44,8 @@ FormConf = _section(rel.FormSettings, "form")
 ImportanceConf = _section(rel.ImportanceSettings, "importance")
 SubsetConf = _section(rel.SubsetSettings, "subset")
 MonteCarloConf = _section(rel.MonteCarloSettings, "monte_carlo")
-MethodsConf = schema_of(rel.ReliabilitySettings, "MethodsConf", keys=("methods", "starts", "start_radius", "rtol"))
+MethodsConf = schema_of(rel.ReliabilitySettings, "MethodsConf", keys=("methods", "n_starts", "start_radius", "rtol"),
+                        rename={"n_starts": "starts"})  # `starts` is calibrate's section in a shared experiment
 
 
 @dataclass
@@ -73,7 +74,7 @@ def settings_from(cfg: DictConfig) -> Any:
     return rel.ReliabilitySettings(
         thresholds=tuple(event["thresholds"] or ()), direction=event["direction"], output=event["output"] or {},
         output_range=None if event["output_range"] is None else tuple(event["output_range"]),
-        methods=tuple(cfg.methods), starts=cfg.starts, start_radius=cfg.start_radius, rtol=cfg.rtol, **sections)
+        methods=tuple(cfg.methods), starts=cfg.n_starts, start_radius=cfg.start_radius, rtol=cfg.rtol, **sections)
 
 
 def check(cfg: DictConfig) -> tuple[Any, Any]:

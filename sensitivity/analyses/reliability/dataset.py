@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.analyses.reliability import form as fm
 from sensitivity.analyses.reliability import sorm as sm
@@ -32,6 +31,7 @@ from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
 
 METHOD_DIM = "reliability_method"
 #: The SORM formulas reported, as ``reliability_method`` labels.

@@ -41,10 +41,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import integrate, stats
 
 from sensitivity.analyses.reliability.form import FormResult
 from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
+
+integrate = lazy_import("scipy.integrate")
+stats = lazy_import("scipy.stats")
 
 #: ``u [K, n] -> Hessian of g [K, n, n]`` or ``[K, E, n, n]``, batched.
 HessianFn = Callable[[np.ndarray], np.ndarray]

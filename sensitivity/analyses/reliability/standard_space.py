@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
+
+stats = lazy_import("scipy.stats")
 
 #: ``points [K, n] -> (values [K, ...], gradients [K, ..., n])``, batched.
 GradientFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
