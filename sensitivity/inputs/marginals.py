@@ -104,7 +104,7 @@ class Truncated:
     """A frozen scipy distribution restricted to ``[lower, upper]`` (infinite for an open side).
 
     Offers the frozen-distribution methods the analyses use (``ppf``, ``isf``, ``cdf``, ``sf``,
-    ``pdf``, ``support``, ``mean``, ``var``, ``std``, ``median``); ``dist`` is the untruncated
+    ``pdf``, ``logpdf``, ``support``, ``mean``, ``var``, ``std``, ``median``); ``dist`` is the untruncated
     family, so ``dist.name`` names it.
     """
 
@@ -138,6 +138,11 @@ class Truncated:
     def pdf(self, x: Any) -> np.ndarray:
         x = np.asarray(x, dtype=float)
         return np.where((x >= self.lower) & (x <= self.upper), self.base.pdf(x) / self._mass, 0.0)
+
+    def logpdf(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        inside = (x >= self.lower) & (x <= self.upper)
+        return np.where(inside, self.base.logpdf(np.where(inside, x, self.lower)) - math.log(self._mass), -np.inf)
 
     def median(self) -> float:
         return float(self.ppf(0.5))

@@ -1,6 +1,9 @@
 """Reliability: the probability of failure ``Pf = P(g(U) <= 0)`` in the standard normal space ``u``.
 
-Plain numpy/scipy on batched callables; the link to a surrogate and its parameter space comes later.
+The verb :func:`reliability` (:mod:`~sensitivity.analyses.reliability.driver`) runs it on a compiled surrogate
+over a parameter space, with :class:`ReliabilitySettings`, into one labeled dataset
+(:mod:`~sensitivity.analyses.reliability.dataset`, :func:`summary`); the math below is plain numpy/scipy on
+batched callables.
 
 ``Nataf`` / ``nataf`` (:mod:`~sensitivity.analyses.reliability.standard_space`)
     ``x = F^-1(Phi(L u))`` for independent marginals under a Gaussian copula, its inverse, its exact
@@ -20,6 +23,8 @@ Plain numpy/scipy on batched callables; the link to a surrogate and its paramete
 """
 from __future__ import annotations
 
+from sensitivity.analyses.reliability.dataset import summary
+from sensitivity.analyses.reliability.driver import output_hessian, plan, reliability
 from sensitivity.analyses.reliability.events import (
     intersection,
     threshold_events,
@@ -35,10 +40,18 @@ from sensitivity.analyses.reliability.sampling import (
     monte_carlo,
     subset_simulation,
 )
+from sensitivity.analyses.reliability.settings import METHODS, ReliabilitySettings, select_outputs
 from sensitivity.analyses.reliability.sorm import sorm
 from sensitivity.analyses.reliability.standard_space import Nataf, nataf
 
 __all__ = [
+    "METHODS",
+    "ReliabilitySettings",
+    "output_hessian",
+    "plan",
+    "reliability",
+    "select_outputs",
+    "summary",
     "FormSettings",
     "ImportanceSettings",
     "MonteCarloSettings",

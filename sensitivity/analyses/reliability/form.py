@@ -44,10 +44,12 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
-from scipy import stats
 
 from sensitivity.analyses.reliability._checks import choice, fraction, positive, positive_int
 from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
+
+stats = lazy_import("scipy.stats")
 
 #: ``u [K, n] -> (g [K] or [K, E], grad_u g [K, n] or [K, E, n])``, batched.
 LimitStateFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

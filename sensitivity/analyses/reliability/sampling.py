@@ -37,10 +37,13 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
-from scipy import special, stats
 
 from sensitivity.analyses.reliability._checks import choice, event_values, fraction, positive, positive_int
 from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
+
+special = lazy_import("scipy.special")
+stats = lazy_import("scipy.stats")
 
 #: ``u [K, n] -> g [K]`` or ``[K, E]``, batched; failure is ``g <= 0``.
 ValuesFn = Callable[[np.ndarray], np.ndarray]

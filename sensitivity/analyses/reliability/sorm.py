@@ -41,10 +41,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import integrate, stats
 
 from sensitivity.analyses.reliability.form import FormResult
 from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
+
+integrate = lazy_import("scipy.integrate")
+stats = lazy_import("scipy.stats")
 
 #: ``u [K, n] -> Hessian of g [K, n, n]`` or ``[K, E, n, n]``, batched.
 HessianFn = Callable[[np.ndarray], np.ndarray]
@@ -166,8 +169,10 @@ def sorm(hessian: HessianFn, result: FormResult) -> SormResult:
     Parameters
     ----------
     hessian
-        ``u [K, n] -> [K, E, n, n]`` (or ``[K, n, n]`` for one event): the Hessian of ``g`` in ``u``; one
-        batched call at all design points.
+        ``u [K, n] -> [K, E, n, n]``, or ``[K, n, n]``: the Hessian of ``g`` in ``u`` of every event, or of
+        each row's own event only (row ``k`` is the design point of event ``events[k]`` of
+        ``np.nonzero(isfinite(result.design_beta))``, the order it is called with; for many events the cheap
+        form). One batched call at all design points.
     result
         FORM's result for the same limit state.
     """
@@ -181,12 +186,11 @@ def sorm(hessian: HessianFn, result: FormResult) -> SormResult:
     pfs = {name: np.full((e, d), np.nan) for name in ("breitung", "hohenbichler", "tvedt", "exact")}
     if events.size:
         h = np.asarray(hessian(result.design_u[events, points]), dtype=float)
-        if h.ndim == 3:
-            h = h[:, None]
-        if h.shape != (events.size, e, n, n):
-            raise ConfigError(f"the Hessian must be [K, {n}, {n}] or [K, {e}, {n}, {n}] for K = {events.size}, "
-                              f"got shape {h.shape}")
-        h = h[np.arange(events.size), events]
+        if h.shape != (events.size, n, n):
+            if h.shape != (events.size, e, n, n):
+                raise ConfigError(f"the Hessian must be [K, {n}, {n}] or [K, {e}, {n}, {n}] for K = {events.size}, "
+                                  f"got shape {h.shape}")
+            h = h[np.arange(events.size), events]
         kappa = principal_curvatures(result.gradient[events, points], h)
         curvatures[events, points] = kappa
         for i, (ev, p) in enumerate(zip(events, points)):

@@ -1,0 +1,251 @@
+"""The labeled dataset of a reliability analysis, its verdict, and a summary of its key facts.
+
+Events are picked output x threshold (``e = i t + j``, :mod:`~sensitivity.analyses.reliability.events`); the
+dataset puts them on ``threshold`` and the picked outputs' own dims (``pf(reliability_method, threshold, day)``
+for a series), so a fragility curve is ``pf.sel(reliability_method=...)`` along ``threshold``.
+
+Per method (``reliability_method``: ``form``, ``sorm_breitung``, ``sorm_hohenbichler``, ``sorm_tvedt``, then the
+sampling methods that ran): ``pf``, the generalised index ``beta = -Phi^-1(pf)``, ``pf_interval`` (sampling
+only), ``pf_cov`` and ``evaluations``. Where an event has several distinct design points, a SORM ``pf`` is FORM's
+union probability times the ratio of the points' summed SORM and FORM probabilities (exact SORM for one point).
+
+The verdict (``agrees``): FORM or SORM agrees with the sampling reference (importance sampling, else subset
+simulation, else Monte Carlo) where its ``pf`` lies in the reference's interval widened by ``rtol`` of the
+reference's ``pf`` on either side; ``not_assessed`` where either is missing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sensitivity.analyses.reliability import form as fm
+from sensitivity.analyses.reliability import sorm as sm
+from sensitivity.analyses.reliability.form import FormResult, threshold_sensitivity
+from sensitivity.analyses.reliability.events import threshold_derivative
+from sensitivity.analyses.reliability.sorm import SormResult
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.axes import flat_coords, unstack_output
+from sensitivity.outputs.labels import axis_coords, axis_units_attrs, parameter_coords
+from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
+
+METHOD_DIM = "reliability_method"
+#: The SORM formulas reported, as ``reliability_method`` labels.
+SORM_METHODS = ("sorm_breitung", "sorm_hohenbichler", "sorm_tvedt")
+#: Sampling references of the verdict, preferred first.
+REFERENCES = ("importance_sampling", "subset_simulation", "monte_carlo")
+NOT_ASSESSED, AGREES, DISAGREES = -1, 0, 1
+#: CF flag meanings of FORM's start status and SORM's status.
+FORM_FLAGS = {fm.CONVERGED: "converged", fm.MAX_ITERATIONS: "max_iterations", fm.LINE_SEARCH_FAILED: "line_search_failed",
+              fm.ZERO_GRADIENT: "zero_gradient", fm.NOT_FINITE: "not_finite"}
+SORM_FLAGS = {sm.OK: "ok", sm.NO_DESIGN_POINT: "no_design_point", sm.CURVATURE_TOO_NEGATIVE: "curvature_too_negative",
+              sm.NOT_FINITE: "not_finite"}
+
+
+def _flags(values: dict[int, str]) -> dict[str, Any]:
+    return {"flag_values": np.array(list(values), np.int8), "flag_meanings": " ".join(values.values())}
+
+
+def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, second: SormResult | None,
+                        sampled: dict[str, tuple], member_pf: np.ndarray | None, *, seed: int) -> xr.Dataset:
+    """Build the dataset of :func:`~sensitivity.analyses.reliability.driver.reliability` (module notes).
+
+    Parameters
+    ----------
+    plan
+        The :class:`~sensitivity.analyses.reliability.driver.Plan` (transform, picked outputs, settings).
+    result, second
+        FORM's result and SORM's (None when SORM did not run).
+    sampled
+        ``{method: (pf [E], interval [E, 2], cov [E], evaluations)}``.
+    member_pf
+        ``[K, E]`` FORM ``pf`` of every member of an ensemble, or None.
+    """
+    s = plan.settings
+    t, m, n = len(s.thresholds), plan.indices.size, plan.nataf.n
+    unit = plan.output.flat_units()[0]
+
+    def on(a: np.ndarray, *dims: str) -> tuple:
+        a = np.asarray(a).reshape(m, t, *np.shape(a)[1:])
+        return ("threshold", *dims, "output"), np.moveaxis(a, 0, -1)
+
+    methods = ["form", *(SORM_METHODS if second is not None else ()), *sampled]
+    pf = [result.pf] + (_sorm_event_pf(result, second) if second is not None else []) + [v[0] for v in sampled.values()]
+    pf = np.stack(pf)
+    interval = np.full((len(methods), m * t, 2), np.nan)
+    cov = np.full((len(methods), m * t), np.nan)
+    evaluations = [result.evaluations] + [int(np.isfinite(result.design_beta).sum())] * (3 if second else 0)
+    for k, (name, (_, low_high, c, count)) in enumerate(sampled.items(), start=len(methods) - len(sampled)):
+        interval[k], cov[k] = low_high, c
+        evaluations.append(count)
+    reference = next((r for r in REFERENCES if r in sampled), None)
+    agrees = _verdict(methods, pf, interval, reference, s.rtol)
+
+    def per_method(a: np.ndarray, *dims: str) -> tuple:
+        a = np.moveaxis(np.asarray(a).reshape(len(methods), m, t, *np.shape(a)[2:]), 1, -1)
+        return (METHOD_DIM, "threshold", *dims, "output"), a
+
+    probability = {"units": "1"}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        generalised = stats.norm.isf(pf)
+    dbeta = threshold_sensitivity(result, threshold_derivative(m, s.thresholds, s.direction))
+    low, high = space.bounds.T
+    design_x = _design_x(plan.nataf, result.design_u)
+    outside = np.any((design_x < low) | (design_x > high), axis=-1) & np.isfinite(result.design_beta)
+    punits = axis_units_attrs(list(space.units), "parameter")
+    v: dict[str, tuple] = {
+        "pf": (*per_method(pf), {"long_name": "probability of failure", **probability}),
+        "beta": (*per_method(generalised), {"long_name": "generalised reliability index -Phi^-1(pf)", "units": "1"}),
+        "pf_interval": (*per_method(interval, "bound"), {"long_name": f"{s.confidence:.0%} interval of pf "
+                                                         "(sampling methods; NaN for FORM and SORM)", **probability}),
+        "pf_cov": (*per_method(cov), {"long_name": "coefficient of variation of the pf estimate", "units": "1"}),
+        "evaluations": ((METHOD_DIM,), np.asarray(evaluations, np.int64).astype(np.float64),
+                        {"long_name": "points the method evaluated (model or Hessian evaluations)", "units": "1"}),
+        "agrees": (*per_method(agrees), {
+            "long_name": f"FORM/SORM pf within the {reference or 'sampling'} interval +- {s.rtol:g} of its pf",
+            "verdict_reference": reference or "none", "verdict_rtol": float(s.rtol),
+            **_flags({NOT_ASSESSED: "not_assessed", AGREES: "agrees", DISAGREES: "disagrees"})}),
+        "form_beta": (*on(result.beta), {"long_name": "FORM reliability index of the most probable design point",
+                                         "units": "1"}),
+        "n_design_points": (*on(result.n_points.astype(np.int32)), {"long_name": "distinct design points", "units": "1"}),
+        "several_contribute": (*on(result.several_contribute.astype(np.int8)), {
+            "long_name": "more than one design point contributes to pf", **_flags({0: "one", 1: "several"})}),
+        "design_beta": (*on(result.design_beta, "design_point"), {"long_name": "reliability index of the design "
+                                                                  "point", "units": "1"}),
+        "design_pf": (*on(result.design_pf, "design_point"), {"long_name": "Phi(-beta) of the design point",
+                                                              **probability}),
+        "design_u": (*on(result.design_u, "design_point", "parameter"),
+                     {"long_name": "design point in the standard normal space", "units": "1"}),
+        "design_x": (*on(design_x, "design_point", "parameter"), {"long_name": "design point", **punits}),
+        "design_outside_bounds": (*on(outside.astype(np.int8), "design_point"), {
+            "long_name": "design point outside the parameter bounds (the surrogate extrapolates)",
+            **_flags({0: "inside", 1: "outside"})}),
+        "alpha": (*on(result.alpha, "design_point", "parameter"),
+                  {"long_name": "unit normal at the design point, towards failure (direction cosines)", "units": "1"}),
+        "importance": (*on(result.importance, "design_point", "parameter"),
+                       {"long_name": "importance factor alpha^2", "units": "1"}),
+        "dbeta_dthreshold": (*on(dbeta, "design_point"), {"long_name": "d beta / d threshold at the design point",
+                                                          "units": f"({unit})-1" if unit != "1" else "1"}),
+        "start_status": (*on(result.start_status.astype(np.int8), "start"), {
+            "long_name": "FORM status of each start", **_flags(FORM_FLAGS)}),
+        "start_beta": (*on(result.start_beta, "start"), {"long_name": "reliability index found from each start",
+                                                         "units": "1"}),
+        "start_iterations": (*on(result.start_iterations.astype(np.int32), "start"),
+                             {"long_name": "iHL-RF iterations of each start", "units": "1"}),
+    }
+    if second is not None:
+        v["curvature"] = (*on(second.curvatures, "design_point", "curvature"),
+                          {"long_name": "principal curvature of the limit state at the design point (positive: "
+                                        "away from the origin)", "units": "1"})
+        v["sorm_status"] = (*on(second.status.astype(np.int8), "design_point"), {
+            "long_name": "SORM status of each design point", **_flags(SORM_FLAGS)})
+    if member_pf is not None:
+        k = len(member_pf)
+        std = np.std(member_pf, axis=0, ddof=1)
+        v["pf_member"] = (("member", *on(member_pf[0])[0]), np.moveaxis(member_pf.reshape(k, m, t), 1, -1),
+                          {"long_name": "FORM pf of each member", **probability})
+        v["pf_surrogate_std"] = (*on(std), {"long_name": "standard deviation of the members' FORM pf "
+                                                         "(surrogate uncertainty)", **probability})
+        at = methods.index(reference) if reference else 0
+        base, bounds = pf[at], interval[at]
+        both = combined_bounds(base, None if reference is None else bounds[:, 0],
+                               None if reference is None else bounds[:, 1], std, k, s.confidence)
+        v["pf_combined_interval"] = (*on(np.clip(both, 0.0, 1.0), "bound"), {
+            "long_name": f"{s.confidence:.0%} interval of the {methods[at]} pf with the surrogate's spread",
+            **probability})
+    ds = xr.Dataset({name: xr.Variable(dims, values, attrs) for name, (dims, values, attrs) in v.items()})
+    coords = {**axis_coords(METHOD_DIM, methods), **parameter_coords(space.names, space.units),
+              "threshold": xr.Variable("threshold", np.asarray(s.thresholds), {"long_name": "threshold of the output",
+                                                                               "units": unit}),
+              "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"})}
+    if member_pf is not None:
+        coords.update(member_coords(len(member_pf)))
+    ds = ds.assign_coords(coords).assign_coords(flat_coords(plan.output))
+    ds.attrs.update(direction=s.direction, failure=f"output {'>' if s.direction == 'above' else '<'} threshold",
+                    methods=" ".join(s.methods), union=result.union, seed=int(seed), starts=int(s.starts),
+                    output_selection=", ".join(f"{k}={val}" for k, val in s.output.items()) or "all")
+    if result.note:
+        ds.attrs["form_note"] = result.note
+    return unstack_output(ds, plan.output)
+
+
+def _design_x(nataf: Any, design_u: np.ndarray) -> np.ndarray:
+    flat = design_u.reshape(-1, design_u.shape[-1])
+    x = np.full(flat.shape, np.nan)
+    ok = np.all(np.isfinite(flat), axis=1)
+    if ok.any():
+        x[ok] = nataf.to_physical(flat[ok])
+    return x.reshape(design_u.shape)
+
+
+def _sorm_event_pf(result: FormResult, second: SormResult) -> list[np.ndarray]:
+    """Per event: FORM's union pf times the ratio of the summed SORM and FORM pf of its design points."""
+    first = np.nansum(result.design_pf, axis=1)
+    out = []
+    for per_point in (second.pf_breitung, second.pf_hohenbichler, second.pf_tvedt):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bad = np.any(np.isnan(per_point) & np.isfinite(result.design_beta), axis=1)
+            ratio = np.nansum(per_point, axis=1) / first
+        out.append(np.where(bad | ~np.isfinite(result.pf), np.nan, result.pf * ratio))
+    return out
+
+
+def _verdict(methods: list[str], pf: np.ndarray, interval: np.ndarray, reference: str | None,
+             rtol: float) -> np.ndarray:
+    flags = np.full(pf.shape, NOT_ASSESSED, dtype=np.int8)
+    if reference is None:
+        return flags
+    r = methods.index(reference)
+    low = interval[r, :, 0] - rtol * pf[r]
+    high = interval[r, :, 1] + rtol * pf[r]
+    for k, name in enumerate(methods):
+        if name in REFERENCES:
+            continue
+        ok = np.isfinite(pf[k]) & np.isfinite(pf[r]) & np.isfinite(low) & np.isfinite(high)
+        flags[k] = np.where(ok, np.where((pf[k] >= low) & (pf[k] <= high), AGREES, DISAGREES), NOT_ASSESSED)
+    return flags
+
+
+def summary(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """``(severity, line)`` pairs: the key facts of a reliability dataset.
+
+    An ``info`` line per method (the range of ``pf`` over the events and its evaluations); ``warning`` lines
+    for FORM starts that did not converge, events with several contributing design points, design points
+    outside the parameter bounds, SORM failures, and the methods the verdict finds in disagreement with the
+    sampling reference; on an ensemble, the largest surrogate std of ``pf``.
+    """
+    lines: list[tuple[str, str]] = [("info", f"failure: {ds.attrs.get('failure', '')}; {ds.sizes['threshold']} "
+                                             f"thresholds, {ds['form_beta'].size // ds.sizes['threshold']} outputs")]
+    for k, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
+        pf = ds["pf"].isel({METHOD_DIM: k}).values
+        finite = pf[np.isfinite(pf)]
+        shown = f"pf in [{finite.min():.3g}, {finite.max():.3g}]" if finite.size else "no pf"
+        lines.append(("info", f"{name}: {shown} ({int(ds['evaluations'].values[k])} evaluations)"))
+    failed = int((ds["start_status"].values != 0).sum())
+    if failed:
+        lines.append(("warning", f"FORM: {failed} of {ds['start_status'].size} starts did not converge"))
+    for var, what in (("several_contribute", "events have several contributing design points (pf is their union)"),
+                      ("design_outside_bounds", "design points lie outside the parameter bounds (the surrogate "
+                                                "extrapolates there)")):
+        count = int((ds[var].values == 1).sum())
+        if count:
+            lines.append(("warning", f"{count} {what}"))
+    if "sorm_status" in ds:
+        bad = int(((ds["sorm_status"].values != 0) & np.isfinite(ds["design_beta"].values)).sum())
+        if bad:
+            lines.append(("warning", f"SORM failed at {bad} design points (see sorm_status)"))
+    reference = ds["agrees"].attrs.get("verdict_reference", "none")
+    for k, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
+        flags = ds["agrees"].isel({METHOD_DIM: k}).values
+        if (flags >= 0).any():
+            severity = "warning" if (flags == DISAGREES).any() else "info"
+            lines.append((severity, f"verdict: {name} disagrees with {reference} on {int((flags == DISAGREES).sum())}"
+                                    f" of {int((flags >= 0).sum())} events"))
+    if "pf_surrogate_std" in ds:
+        lines.append(("info", f"ensemble of {ds.sizes[MEMBER]}: surrogate std of pf up to "
+                              f"{float(np.nanmax(ds['pf_surrogate_std'].values)):.3g}"))
+    return lines

@@ -1,0 +1,267 @@
+"""The verb: the reliability of a compiled surrogate's outputs over a parameter space, as one labeled dataset.
+
+:func:`plan` checks everything that needs no model (the space's distributions, the picked outputs, the
+settings); :func:`reliability` then maps the space's marginals and Gaussian copula to the standard normal space
+(:class:`~sensitivity.analyses.reliability.standard_space.Nataf`), chains the engine's exact Jacobian with the
+transform's, and solves every picked output x threshold in one batched FORM run
+(:mod:`~sensitivity.analyses.reliability.form`); SORM takes the engine's compiled Hessian
+(:mod:`sensitivity.engine.hessian`) pulled back to ``u`` (:meth:`Nataf.pull_back_hessian`); importance sampling
+is centred at each event's design points; subset simulation and Monte Carlo come by the settings. The dataset
+and its verdict are :mod:`~sensitivity.analyses.reliability.dataset`'s.
+
+On an ensemble surrogate the analysis is the ensemble mean's, and FORM runs once more on every member side by
+side (the members' outputs as ``K m`` outputs of one model): Pf per member, its spread, and the importance
+sampling interval widened by it (:func:`sensitivity.outputs.members.combined_bounds`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from sensitivity.analyses.reliability import events as ev
+from sensitivity.analyses.reliability.dataset import reliability_dataset
+from sensitivity.analyses.reliability.form import FormResult, form, sphere_starts
+from sensitivity.analyses.reliability.sampling import importance_sampling, monte_carlo, subset_simulation
+from sensitivity.analyses.reliability.settings import ReliabilitySettings, select_outputs
+from sensitivity.analyses.reliability.sorm import sorm
+from sensitivity.analyses.reliability.standard_space import Nataf
+from sensitivity.errors import ConfigError
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.runtime.lazy import lazy_import
+from sensitivity.settings import HESSIAN_MAX_ROWS
+
+xr = lazy_import("xarray")
+
+if TYPE_CHECKING:
+    from sensitivity.engine.jacobian import CompiledJacobian
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`plan` checked: the transform, the picked outputs' flat indices and their description."""
+
+    nataf: Nataf
+    indices: np.ndarray
+    output: OutputSpec
+    settings: ReliabilitySettings
+
+
+def plan(space: ParameterSpace, output: OutputSpec, settings: ReliabilitySettings) -> Plan:
+    """Check the space, the picked outputs and the settings before any model is loaded.
+
+    Raises
+    ------
+    ConfigError
+        A parameter without a proper continuous distribution (a density that is not finite and positive
+        at its median), an unknown output dim or label, outputs of several units under one threshold.
+    """
+    if not isinstance(settings, ReliabilitySettings):
+        raise ConfigError(f"`settings` must be a ReliabilitySettings, got {type(settings).__name__}")
+    marginals = []
+    for p in space.parameters:
+        frozen = p.frozen_distribution()
+        density = float(np.exp(frozen.logpdf(frozen.ppf(0.5))))
+        if not (np.isfinite(density) and density > 0):
+            raise ConfigError(f"parameter {p.name!r}: reliability needs a proper continuous distribution, got "
+                              f"{p.distribution.kind!r} with density {density!r} at its median")
+        marginals.append(frozen)
+    indices, picked = select_outputs(output, settings.output)
+    units = set(picked.flat_units())
+    if len(units) > 1:
+        raise ConfigError(f"`output` picks outputs of several units {sorted(units)}; one threshold list needs "
+                          "one unit: pick outputs of one")
+    return Plan(Nataf(tuple(marginals), space.correlation), indices, picked, settings)
+
+
+def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: ReliabilitySettings, *,
+                seed: int = 0, hessian: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
+    """Probabilities of failure of every picked output x threshold, by FORM, SORM and sampling.
+
+    Parameters
+    ----------
+    model
+        The compiled surrogate (:func:`sensitivity.engine.jacobian.compile_jacobian`), or an ensemble's
+        (:func:`sensitivity.engine.ensemble.compile_ensemble`).
+    space
+        The parameter space: its marginals and copula correlation are the inputs' distribution.
+    settings
+        :class:`~sensitivity.analyses.reliability.settings.ReliabilitySettings`.
+    seed
+        Seed of the FORM starts and of every sampling method.
+    hessian
+        ``(x [K, n], which [K]) -> [K, n, n]``: each point's Hessian of picked output ``which`` (physical
+        units), for SORM; None: compiled from ``model.surrogate.fn`` (:func:`output_hessian`).
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`~sensitivity.analyses.reliability.dataset.reliability_dataset`'s.
+    """
+    p = plan(space, model.surrogate.output, settings)
+    members = int(getattr(model, "members", 0) or 0)
+    flat = PickedModel(model, p.indices, members)
+    n, m, t = p.nataf.n, p.indices.size, len(settings.thresholds)
+    rng = np.random.default_rng(seed)
+    starts = sphere_starts(n, settings.starts, radius=settings.start_radius, seed=rng)
+    in_u = p.nataf.pull_back(flat)
+    result = form(ev.threshold_limit_state(in_u, settings.thresholds, settings.direction), starts, settings.form)
+    second = None
+    if "sorm" in settings.methods:
+        second = sorm(_hessian_in_u(p, flat, hessian or output_hessian(model, p.indices), result), result)
+    values = _values_in_u(p.nataf, flat)
+    sampled = {}
+    if "importance_sampling" in settings.methods:
+        sampled["importance_sampling"] = _importance(values, result, p, rng)
+    if "subset_simulation" in settings.methods:
+        sampled["subset_simulation"] = _subset(values, m * t, p, rng)
+    if "monte_carlo" in settings.methods:
+        limit = lambda u: ev.threshold_values(values(u), settings.thresholds, settings.direction)  # noqa: E731
+        mc = monte_carlo(limit, n, settings.monte_carlo, seed=rng)
+        sampled["monte_carlo"] = (mc.pf, mc.interval, mc.cov, mc.evaluations)
+    spread = _members(model, p, starts, members) if members > 1 else None
+    return reliability_dataset(space, p, result, second, sampled, spread, seed=seed)
+
+
+@dataclass(frozen=True)
+class PickedModel:
+    """The picked outputs of a compiled surrogate (the members' mean of an ensemble), in physical units."""
+
+    model: Any
+    indices: np.ndarray
+    members: int
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``x [K, n] -> (y [K, m], dy/dx [K, m, n])``."""
+        values, jac = self.model(x)
+        if self.members:
+            values, jac = values.mean(axis=0), jac.mean(axis=0)
+        k = len(x)
+        return (np.asarray(values, float).reshape(k, -1)[:, self.indices],
+                np.asarray(jac, float).reshape(k, -1, x.shape[1])[:, self.indices])
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """``x [K, n] -> y [K, m]``, values only."""
+        values = np.asarray(self.model.values(x), float)
+        values = values.mean(axis=0) if self.members else values
+        return values.reshape(len(x), -1)[:, self.indices]
+
+
+def _values_in_u(nataf: Nataf, flat: PickedModel) -> Callable[[np.ndarray], np.ndarray]:
+    """``u [K, n] -> y [K, m]``: values only, for the sampling methods."""
+    return lambda u: flat.values(nataf.to_physical(u))
+
+
+def output_hessian(model: Any, indices: np.ndarray, *, max_rows: int = HESSIAN_MAX_ROWS
+                   ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``(x [K, n], which [K]) -> [K, n, n]``: each point's Hessian of its own picked output ``which``.
+
+    One compiled Hessian (:func:`sensitivity.engine.hessian.compile_hessian`) of ``w . y(x)`` over the inputs
+    ``(x, w)``, with ``w`` the one-hot row of the output: ``n + m`` rows per point, not the ``m n`` of every
+    output's Hessian (the ``x``-block of the result is the picked output's Hessian; the model is linear in
+    ``w``). An ensemble's ``surrogate.fn`` is its members' mean. ``max_rows``: the working memory of
+    :func:`~sensitivity.engine.hessian.compile_hessian`.
+    """
+    import tensorflow as tf
+
+    from sensitivity.engine.hessian import compile_hessian
+
+    surrogate, n = model.surrogate, model.surrogate.n_in
+    picked = tf.constant(np.asarray(indices, dtype=np.int32))
+
+    def weighted(xw: tf.Tensor) -> tf.Tensor:
+        y = tf.gather(tf.reshape(surrogate.fn(xw[:, :n]), [tf.shape(xw)[0], -1]), picked, axis=1)
+        return tf.reduce_sum(y * xw[:, n:], axis=1, keepdims=True)
+
+    compiled = compile_hessian(weighted, n + len(indices), output_size=1, dtype=model.dtype,
+                               max_rows=max_rows)
+
+    def hessian(x: np.ndarray, which: np.ndarray) -> np.ndarray:
+        onehot = np.eye(len(indices))[np.asarray(which, dtype=int)]
+        return compiled(np.concatenate([x, onehot], axis=1))[:, 0, :n, :n]
+
+    return hessian
+
+
+def _hessian_in_u(p: Plan, flat: PickedModel, hessian: Callable, result: FormResult) -> Callable[[np.ndarray], np.ndarray]:
+    """``u [K, n] -> [K, n, n]``: the Hessian in ``u`` of each design point's own event, in the row order
+    :func:`~sensitivity.analyses.reliability.sorm.sorm` calls with."""
+    events, _ = np.nonzero(np.isfinite(result.design_beta))
+    t = len(p.settings.thresholds)
+    output = events // t
+    sign = 1.0 if p.settings.direction == "above" else -1.0
+
+    def in_u(u: np.ndarray) -> np.ndarray:
+        x = p.nataf.to_physical(u)
+        _, jac = flat(x)
+        rows = np.arange(len(u))
+        h = np.asarray(hessian(x, output), float)
+        return p.nataf.pull_back_hessian(u, -sign * jac[rows, output], -sign * h)
+
+    return in_u
+
+
+def _importance(values: Callable, result: FormResult, p: Plan, rng: np.random.Generator) -> tuple:
+    """Importance sampling of every event at its own design points (events without one: NaN).
+
+    Where the origin fails (``beta < 0``, Pf > 1/2) the safe event ``-g <= 0`` is sampled at the same points
+    (their index ``-beta``) and ``Pf = 1 - P(safe)``, with the interval mirrored: a proposal centred at the design
+    point resolves the small side of the two.
+    """
+    s = p.settings
+    e = result.beta.size
+    t = len(s.thresholds)
+    pf, cov = np.full(e, np.nan), np.full(e, np.nan)
+    interval = np.full((e, 2), np.nan)
+    evaluations = 0
+    for event in np.flatnonzero(np.isfinite(result.beta)):
+        i, j = divmod(int(event), t)
+        found = np.isfinite(result.design_beta[event])
+        flip = -1.0 if result.beta[event] < 0 else 1.0  # origin failed: sample the safe side, Pf = 1 - P(safe)
+        limit = lambda u, i=i, j=j, flip=flip: flip * ev.threshold_values(  # noqa: E731
+            values(u)[:, i], [s.thresholds[j]], s.direction)
+        r = importance_sampling(limit, result.design_u[event, found], s.importance,
+                                betas=flip * result.design_beta[event, found], seed=rng)
+        if flip > 0:
+            pf[event], interval[event], cov[event] = r.pf[0], r.interval[0], r.cov[0]
+        else:
+            pf[event], interval[event] = 1.0 - r.pf[0], 1.0 - r.interval[0, ::-1]
+            cov[event] = r.cov[0] * r.pf[0] / pf[event]
+        evaluations += r.evaluations
+    return pf, interval, cov, evaluations
+
+
+def _subset(values: Callable, e: int, p: Plan, rng: np.random.Generator) -> tuple:
+    """Subset simulation of every event, one at a time."""
+    s = p.settings
+    t = len(s.thresholds)
+    pf, cov = np.full(e, np.nan), np.full(e, np.nan)
+    interval = np.full((e, 2), np.nan)
+    evaluations = 0
+    for event in range(e):
+        i, j = divmod(event, t)
+        limit = lambda u, i=i, j=j: ev.threshold_values(values(u)[:, i], [s.thresholds[j]], s.direction)  # noqa: E731
+        r = subset_simulation(limit, p.nataf.n, s.subset, seed=rng)
+        pf[event], interval[event], cov[event] = r.pf, r.interval, r.cov
+        evaluations += r.evaluations
+    return pf, interval, cov, evaluations
+
+
+def _members(model: Any, p: Plan, starts: np.ndarray, members: int) -> np.ndarray:
+    """``[K, E]`` FORM ``Pf`` of every member: the members side by side as ``K m`` outputs of one FORM run."""
+    m, n = p.indices.size, p.nataf.n
+    t = len(p.settings.thresholds)
+
+    def stacked(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, jac = model(x)  # [K, N, *out], [K, N, *out, n]
+        k = len(x)
+        values = np.asarray(values, float).reshape(members, k, -1)[:, :, p.indices]
+        jac = np.asarray(jac, float).reshape(members, k, -1, n)[:, :, p.indices]
+        return values.transpose(1, 0, 2).reshape(k, -1), jac.transpose(1, 0, 2, 3).reshape(k, -1, n)
+
+    limit = ev.threshold_limit_state(p.nataf.pull_back(stacked), p.settings.thresholds, p.settings.direction)
+    return form(limit, starts, p.settings.form).pf.reshape(members, m * t)
+
+

@@ -1,0 +1,133 @@
+"""Workflow `reliability`: the probability that an output crosses thresholds, by FORM, SORM and sampling ->
+reliability.nc.
+
+The events are a picked output (``event.output``: ``{dim: label}``, any element of any output shape; the dims not
+named stay, so a series gives Pf per day) above or below every threshold of ``event.thresholds``, all in one
+batched call of :func:`sensitivity.analyses.reliability.reliability`; the inputs' distribution is the space's
+marginals and copula. Every bad input (a threshold outside ``event.output_range``, an unknown output dim or label,
+a parameter without a proper distribution) is a one-line error before the model loads (:func:`check`, which
+``sensitivity run`` calls for a reliability stage before its first stage).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from sensitivity.analyses import reliability as rel
+from sensitivity.settings import HESSIAN_MAX_ROWS
+from workflows import build
+from workflows.schema import SurrogateStudyConf, schema_of
+
+log = logging.getLogger(__name__)
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(rel.ReliabilitySettings)}
+
+
+def _section(cls: type, name: str) -> type:
+    """The schema of a method's settings with the defaults :class:`ReliabilitySettings` gives them."""
+    own = {f.name: f.default for f in dataclasses.fields(cls)}
+    given = _DEFAULTS[name]
+    changed = [k for k in own if getattr(given, k) != own[k]]
+    schema = schema_of(cls, f"{cls.__name__}Conf", keys=tuple(k for k in own if k not in changed),
+                       extra=[(k, type(getattr(given, k)), getattr(given, k)) for k in changed])
+    return schema
+
+
+EventConf = schema_of(rel.ReliabilitySettings, "EventConf", keys=("thresholds", "direction", "output_range"),
+                      extra=[("output", Any, None)])  # typed Any: a {dim: label} mapping of any dims
+FormConf = _section(rel.FormSettings, "form")
+ImportanceConf = _section(rel.ImportanceSettings, "importance")
+SubsetConf = _section(rel.SubsetSettings, "subset")
+MonteCarloConf = _section(rel.MonteCarloSettings, "monte_carlo")
+MethodsConf = schema_of(rel.ReliabilitySettings, "MethodsConf", keys=("methods", "n_starts", "start_radius", "rtol"),
+                        rename={"n_starts": "starts"})  # `starts` is calibrate's section in a shared experiment
+
+
+@dataclass
+class ReliabilityConf(MethodsConf, SurrogateStudyConf):
+    event: EventConf = field(default_factory=EventConf)
+    form: FormConf = field(default_factory=FormConf)
+    importance: ImportanceConf = field(default_factory=ImportanceConf)
+    subset: SubsetConf = field(default_factory=SubsetConf)
+    monte_carlo: MonteCarloConf = field(default_factory=MonteCarloConf)
+    hessian_max_rows: int = HESSIAN_MAX_ROWS  # SORM: working memory of the compiled Hessian (rows)
+    seed: int = 0
+    output_dir: str = "???"
+    progress: bool = True
+    plots: bool = True
+
+
+SCHEMA = ReliabilityConf
+
+
+def settings_from(cfg: DictConfig) -> Any:
+    """The :class:`~sensitivity.analyses.reliability.ReliabilitySettings` of ``cfg``."""
+    event = build.plain(cfg.event)
+    sections = {name: build.settings(cls, cfg[name]) for name, cls in (
+        ("form", rel.FormSettings), ("importance", rel.ImportanceSettings), ("subset", rel.SubsetSettings),
+        ("monte_carlo", rel.MonteCarloSettings))}
+    return rel.ReliabilitySettings(
+        thresholds=tuple(event["thresholds"] or ()), direction=event["direction"], output=event["output"] or {},
+        output_range=None if event["output_range"] is None else tuple(event["output_range"]),
+        methods=tuple(cfg.methods), starts=cfg.n_starts, start_radius=cfg.start_radius, rtol=cfg.rtol, **sections)
+
+
+def check(cfg: DictConfig) -> tuple[Any, Any]:
+    """Check every setting before any model loads; return ``(space, settings)``.
+
+    The picked outputs are checked against ``model.output`` where the config gives it (else against the
+    loaded model's, after it loads).
+    """
+    from sensitivity.outputs.spec import OutputSpec
+
+    space = build.space_from(cfg)
+    settings = settings_from(cfg)
+    output = OmegaConf.select(cfg, "model.output", default=None)
+    if output is not None:
+        rel.plan(space, OutputSpec.from_dict(build.plain(output)), settings)
+    return space, settings
+
+
+def run(cfg: DictConfig) -> Path:
+    """Run the reliability analysis of ``cfg``; return the path of ``reliability.nc``."""
+    space, settings = check(cfg)
+    with build.result_set(cfg, "reliability") as results:
+        if results.complete:
+            build.announce_complete(results, "reliability")
+            return results.path("reliability.nc")
+        _compute(cfg, space, settings, results.staging)
+        results.publish()
+    return results.path("reliability.nc")
+
+
+def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
+    from sensitivity.datasets import provenance, write_atomic
+
+    surrogate = build.surrogate_from(cfg, space)
+    rel.plan(space, surrogate.output, settings)  # the loaded model's outputs, when the config did not give them
+    engine = build.ensemble_from(cfg, surrogate) or build.engine_from(cfg, surrogate, space)
+    log.info("reliability: %s of %s, %d thresholds, %s", " ".join(settings.methods), surrogate.source,
+             len(settings.thresholds), settings.direction)
+    hessian = None
+    if "sorm" in settings.methods:
+        picked = rel.plan(space, surrogate.output, settings).indices
+        hessian = rel.output_hessian(engine, picked, max_rows=cfg.hessian_max_rows)
+    ds = rel.reliability(engine, space, settings, seed=cfg.seed, hessian=hessian)
+    ds.attrs.update(provenance(title=f"Reliability of {surrogate.source}", workflow="reliability",
+                               config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[]))
+    out = write_atomic(ds, out_dir / "reliability.nc")
+    for severity, line in rel.summary(ds):
+        log.log(logging.WARNING if severity == "warning" else logging.INFO, line)
+    if cfg.plots:
+        build.file_backend()
+        from sensitivity.plots.reliability import reliability_figures
+
+        for figure in reliability_figures(ds, out_dir):
+            log.info("figure: %s", figure.name)
+    return out
