@@ -29,7 +29,8 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(rel.ReliabilitySettin
 
 
 def _section(cls: type, name: str) -> type:
-    """The schema of a method's settings with the defaults :class:`ReliabilitySettings` gives them."""
+    """The schema of a method's settings with the defaults
+    :class:`~sensitivity.analyses.reliability.settings.ReliabilitySettings` gives them."""
     own = {f.name: f.default for f in dataclasses.fields(cls)}
     given = _DEFAULTS[name]
     changed = [k for k in own if getattr(given, k) != own[k]]

@@ -66,7 +66,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         ``[K, E]`` FORM ``pf`` of every member of an ensemble, or None.
     """
     s = plan.settings
-    t, m, n = len(s.thresholds), plan.indices.size, plan.nataf.n
+    t, m = len(s.thresholds), plan.indices.size
     unit = plan.output.flat_units()[0]
 
     def on(a: np.ndarray, *dims: str) -> tuple:
