@@ -135,8 +135,9 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
                               sampler=sampler, seed=cfg.seed, parameter_names=space.names,
                               parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
                               model_dtype=cfg.model_dtype, members=members, progress=bar.update)
-    for warning in caught:
-        log.warning("%s", warning.message)
+    for warning in caught:  # the chains' convergence is the summary's, from the dataset (logged below)
+        if not issubclass(warning.category, PosteriorWarning):
+            log.warning("%s", warning.message)
     ds = ds.assign_coords(parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], object),
                                                {"long_name": "parameter description"}))
     attrs = provenance(title=f"Posterior of the calibration {calibration.name} by NUTS", workflow="posterior",

@@ -142,24 +142,28 @@ def inputs_from(cfg: DictConfig, space):
         raise DataError(f"uncertainty.path={u.path}: {err}") from None
 
 
-def posterior_draws(path: str, space, warn: bool = True):
-    """The draws of a ``posterior.nc`` in the space's parameter order, checked against its units; ``warn``: log
-    the chains' failed convergence checks (once per file a run reads)."""
+def posterior_draws(path: str, space):
+    """The draws of a ``posterior.nc`` in the space's parameter order, checked against its units."""
     from sensitivity.datasets import read_draws
     from sensitivity.errors import DataError
 
     draws = read_draws(path, space.names)
     if draws.units is not None and draws.units != space.units:
         raise DataError(f"{path}: parameter units {draws.units} are not the space's {space.units}")
-    if warn and not draws.converged:
-        log.warning("%s: the chains failed convergence checks (%s): the predictive inherits their error",
-                    path, draws.diagnostics)
     return draws
+
+
+def unconverged_warning(path: str, space) -> str | None:
+    """What a propagation result records when the posterior it draws from failed its convergence checks."""
+    draws = posterior_draws(path, space)
+    return None if draws.converged else (f"{path}: the chains failed convergence checks ({draws.diagnostics}): the "
+                                         "predictive inherits their error")
 
 
 def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -> Path:
     """All configured methods on the compiled surrogate -> ``out_dir/propagation.nc`` (+ figure)."""
     from sensitivity.datasets import provenance, write_atomic
+    from sensitivity.datasets.summary import with_warning
 
     surrogate = build.surrogate_from(cfg, space)
     for key in ("uncertainty.path", "posterior.path"):  # computed with this surrogate
@@ -172,7 +176,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     draws_path = cfg.posterior.path or inputs_path
     draws = None
     if draws_path:
-        stacked = posterior_draws(draws_path, space, warn=draws_path != inputs_path)  # inputs_from warned of it
+        stacked = posterior_draws(draws_path, space)
         draws = stacked.values.reshape(stacked.n_chains, -1, len(space.names))
         sources = list(dict.fromkeys([*sources, draws_path]))
     settings = dict(methods=list(p.methods), quantiles=list(p.quantiles), alpha=p.alpha, beta=p.beta, kappa=p.kappa,
@@ -201,6 +205,9 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources),
                     input_source=_describe(cfg), output_variable=spec.name, output_long_name=spec.long_name)
+    for path in dict.fromkeys(p for p in (inputs_path, draws_path) if p):
+        if (warning := unconverged_warning(path, space)) is not None:
+            ds = with_warning(ds, warning)
     out = write_atomic(ds, out_dir / "propagation.nc")
     _log_verdict(ds, cfg.uncertainty.source == "calibration" and not cfg.uncertainty.truncate)
     if cfg.plots:

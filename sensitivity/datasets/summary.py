@@ -78,6 +78,22 @@ class Summary:
     warnings: tuple[str, ...] = ()
 
 
+#: The global attribute of a result that records warnings its workflow found about its inputs (one per line), so
+#: that its summary, and with it the log and the report, states them on every rendering.
+WARNINGS_ATTR = "warnings"
+
+
+def with_warning(ds, text: str):
+    """``ds`` with ``text`` added to its recorded warnings (:data:`WARNINGS_ATTR`)."""
+    recorded = [w for w in str(ds.attrs.get(WARNINGS_ATTR, "")).split("\n") if w]
+    return ds.assign_attrs({WARNINGS_ATTR: "\n".join([*recorded, text])})
+
+
+def recorded_warnings(ds) -> tuple[str, ...]:
+    """The warnings a result records (:func:`with_warning`), in order."""
+    return tuple(w for w in str(ds.attrs.get(WARNINGS_ATTR, "")).split("\n") if w)
+
+
 def log_lines(summary: Summary, prefix: str = "") -> list[tuple[int, str]]:
     """``(logging level, line)`` of a summary, in the order a log shows it: the facts, each table row (its first
     cell, then ``column value detail`` of the others), each verdict (WARNING when it fails) with its worst cases,

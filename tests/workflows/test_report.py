@@ -288,7 +288,7 @@ def test_the_report_of_sensitivity_run_opens_in_a_browser_with_every_figure(brow
     assert embedded(page) == figures_on_disk(run_dir)
     logged = [line.split("] - ", 1)[1] for line in (run_dir / "run.log").read_text().splitlines()
               if "][WARNING] - " in line]
-    listed = [row[3] for row in page.warnings()]
+    listed = [f"{row[0]}: {row[3]}" for row in page.warnings()]  # the log's "<stage>: " is the report's column
     assert logged and all(any(message in text for text in listed) for message in logged), (logged, listed)
     text = "".join(page.text)
     assert "sensitivity run experiment=chain" in text

@@ -11,7 +11,7 @@ from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.analyses.propagation.verdict import VERDICT_NONLINEAR, summary_lines
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.datasets.summary_text import checked, names, number, percent, units_at, with_units
-from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table
+from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, recorded_warnings
 
 xr = lazy_import("xarray")
 
@@ -37,7 +37,7 @@ def summary(ds: xr.Dataset) -> Summary:
     lines = summary_lines(ds) if "nonlinear" in ds else []
     tables = [_methods(ds), _moments(ds, reference)]
     return Summary(str(ds.attrs.get("title", "propagation")), tuple(facts), tuple(tables),
-                   warnings=tuple(line for severity, line in lines if severity == "warning"))
+                   warnings=recorded_warnings(ds) + tuple(line for severity, line in lines if severity == "warning"))
 
 
 def _methods(ds: xr.Dataset) -> Table:
