@@ -12,7 +12,8 @@ from sensitivity.analyses.calibration import calibrate_ensemble
 from sensitivity.analyses.calibration.emulator import shrunk_covariance
 from sensitivity.outputs.members import spread_factor
 from sensitivity.inputs.uncertainty import gaussian_inputs
-from sensitivity.analyses.propagation import member_moments
+from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.propagation import MonteCarlo, Propagation, member_moments
 from sensitivity.surrogates.ensemble import write_ensemble
 from sensitivity.engine.ensemble import compile_ensemble
 from tests.helpers.functions import uniform_space
@@ -57,10 +58,10 @@ def test_indices_per_member_their_spread_and_the_combined_interval(ensemble):
 def test_propagation_gives_each_members_moments(ensemble):
     mean, cov = np.array([0.2, -0.1, 0.3]), np.diag([0.04, 0.01, 0.09])
     engine = compile_ensemble(ensemble)
-    ds = member_moments(gaussian_inputs(mean, cov, names=["x1", "x2", "x3"], units=["1"] * 3), 3,
-                        ensemble.output, values_fn=engine.stacked_values,
-                        value_and_jacobian=engine.stacked_value_and_jacobian, methods=["first_order", "monte_carlo"],
-                        n_samples=2**14, seed=0)
+    stacked = BatchedModel(engine.stacked_values, engine.stacked_value_and_jacobian, output=ensemble.output)
+    ds = member_moments(stacked, gaussian_inputs(mean, cov, names=["x1", "x2", "x3"], units=["1"] * 3), 3,
+                        Propagation(methods=("first_order", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=2**14)),
+                        seed=0)
     assert ds["output_mean_member"].dims == ("propagation_method", "member", "output")
     exact_mean = np.einsum("kmn,n->km", WEIGHTS, mean) + BIASES
     exact_std = np.sqrt(np.einsum("kmn,n,kmn->km", WEIGHTS, np.diag(cov), WEIGHTS))

@@ -144,15 +144,15 @@ def _calibration(jac, out_dir: Path) -> Path:
 
 
 def _propagation(jac, out_dir: Path) -> Path:
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import MonteCarlo, Propagation, propagate
     from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.datasets import write_atomic
 
     spec = jac.surrogate.output
-    ds = propagate(inputs_from_space(space()), values_fn=jac.flat_values,
-                   value_and_jacobian=jac.flat_value_and_jacobian,
-                   methods=["first_order", "unscented", "monte_carlo"], output=spec, n_samples=1024, n_replicates=4,
-                   block_size=512, seed=0)
+    ds = propagate(BatchedModel.of(jac), inputs_from_space(space()), Propagation(
+        methods=("first_order", "unscented", "monte_carlo"),
+        monte_carlo=MonteCarlo(n_samples=1024, n_replicates=4, block_size=512)), seed=0)
     ds.attrs.update(_attrs("propagate", jac), output_variable=spec.name, output_long_name=spec.long_name)
     return write_atomic(ds, out_dir / "propagation.nc")
 
