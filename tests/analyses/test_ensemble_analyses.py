@@ -8,7 +8,7 @@ from scipy import stats
 
 import sensitivity
 from sensitivity.analyses import indices
-from sensitivity.analyses.calibration import calibrate_ensemble
+from sensitivity.analyses.calibration import ObservationModel, calibrate_ensemble
 from sensitivity.analyses.calibration.emulator import shrunk_covariance
 from sensitivity.outputs.members import spread_factor
 from sensitivity.inputs.uncertainty import gaussian_inputs
@@ -85,7 +85,8 @@ def test_emulator_variance_fit_is_generalised_least_squares_with_the_members_cov
 
     mean = lambda x: (x @ a.T + offsets.mean(axis=0), np.broadcast_to(a, (len(x), 6, 2)))  # noqa: E731
     values = lambda x: np.stack([x @ a.T + b for b in offsets])  # noqa: E731
-    ds = calibrate_ensemble(mean, [member(k) for k in range(4)], values, y, np.zeros((1, 2)), sigma=sigma)
+    ds = calibrate_ensemble(BatchedModel(value_and_jacobian=mean), [member(k) for k in range(4)], values,
+                            ObservationModel.from_arrays(y, sigma=sigma), starts=np.zeros((1, 2)))
     c = sigma**2 * np.eye(6) + (1 + 1 / 4) * shrunk_covariance(offsets)[0]
     info = a.T @ np.linalg.solve(c, a)
     expected = np.linalg.solve(info, a.T @ np.linalg.solve(c, y - offsets.mean(axis=0)))

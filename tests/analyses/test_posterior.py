@@ -306,7 +306,7 @@ def test_demo_posterior_quantiles_match_emcee():
     sqrt(p (1 - p) (1 / ESS_nuts + 1 / ESS_emcee))."""
     emcee = pytest.importorskip("emcee")
     from sensitivity import load_surrogate
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, Fit, calibrate
     from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.analyses.calibration.observations import read_observations
@@ -320,8 +320,9 @@ def test_demo_posterior_quantiles_match_emcee():
     obs = read_observations(ROOT / "data/seir/observations.nc", surrogate.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     engine = compile_jacobian(surrogate)
-    fit = calibrate(engine.flat_value_and_jacobian, obs.values, space.nominal, **obs.errors(), bounds=space.bounds,
-                    log_parameters=log_mask, record_history=False)
+    fit = calibrate(BatchedModel(value_and_jacobian=engine.flat_value_and_jacobian),
+                    ObservationModel.from_arrays(obs.values, **obs.errors()), Fit(record_history=False),
+                    starts=space.nominal, bounds=space.bounds, log_parameters=log_mask)
     mean, cov = fit["estimate"].values[0], fit["covariance"].values[0]
     observations = ObservationModel.from_arrays(obs.values, **obs.errors())
     support = Support.of(space.bounds, log_mask, len(space), space.names)
@@ -366,7 +367,7 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
     from scipy.stats import qmc
 
     from sensitivity import load_surrogate
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, Fit, calibrate
     from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.analyses.calibration.observations import read_observations
@@ -391,8 +392,9 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
 
     obs = read_observations(ROOT / "data/seir/observations.nc", surrogate.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
-    fit = calibrate(compile_jacobian(surrogate).flat_value_and_jacobian, obs.values, space.nominal, **obs.errors(),
-                    bounds=space.bounds, log_parameters=log_mask, record_history=False)
+    fit = calibrate(BatchedModel(value_and_jacobian=compile_jacobian(surrogate).flat_value_and_jacobian),
+                    ObservationModel.from_arrays(obs.values, **obs.errors()), Fit(record_history=False),
+                    starts=space.nominal, bounds=space.bounds, log_parameters=log_mask)
     estimate, cost = fit["estimate"].values[0], float(fit["cost"].values[0])
     np.testing.assert_allclose(cost, best.cost, rtol=1e-6)
     np.testing.assert_allclose(estimate, best.x, rtol=1e-3)

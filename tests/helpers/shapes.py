@@ -123,7 +123,7 @@ def _sweep(jac, out_dir: Path) -> Path:
 
 def _calibration(jac, out_dir: Path) -> Path:
     """A fit to the model at :data:`TRUTH` plus 2 % noise, one observation missing."""
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, ObservationModel, calibrate
     from sensitivity.datasets import index_string_dims, write_atomic
     from sensitivity.outputs.axes import unstack_output
 
@@ -134,9 +134,7 @@ def _calibration(jac, out_dir: Path) -> Path:
     if y_obs.size > 3:
         y_obs[1] = np.nan
     starts = np.array([[1.0, 0.2, 0.0], [1.5, 0.4, 0.2]])
-    ds = calibrate(jac.flat_value_and_jacobian, y_obs, starts, sigma=sigma, bounds=s.bounds, parameter_names=s.names,
-                   parameter_units=s.units, output_names=spec.flat_names(), output_units=spec.flat_units(),
-                   values=jac.flat_values)
+    ds = calibrate(BatchedModel.of(jac), ObservationModel.from_arrays(y_obs, sigma=sigma), starts=starts, space=s)
     ds = index_string_dims(unstack_output(ds, spec))
     ds.attrs = {**{k: str(v) for k, v in ds.attrs.items()}, **_attrs("calibrate", jac),
                 "output_variable": spec.name, "output_long_name": spec.long_name}
