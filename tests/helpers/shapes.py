@@ -172,7 +172,7 @@ def posterior(out_dir: Path) -> Path:
     import xarray as xr
 
     from sensitivity.analyses.calibration import ObservationModel
-    from sensitivity.analyses.posterior import NUTS, sample_posterior, space_prior
+    from sensitivity.analyses.posterior import NUTS, Sampling, sample_posterior, space_prior
     from sensitivity.datasets import write_atomic
 
     jac = engine("series")
@@ -183,7 +183,7 @@ def posterior(out_dir: Path) -> Path:
     mean, cov = best["estimate"].values, best["covariance"].values
     initial = mean + 0.2 * np.sqrt(np.diag(cov)) * np.array([[-1.0], [1.0], [0.5], [-0.5]])
     s = space()
-    ds = sample_posterior(model("series"), obs, space_prior(s), initial, bounds=s.bounds, laplace_mean=mean,
-                          laplace_cov=cov, sampler=NUTS(num_draws=30, num_warmup=20, max_tree_depth=4),
-                          parameter_names=s.names, parameter_units=s.units, throw=False, jit_compile=True)
+    ds = sample_posterior(model("series"), obs, Sampling(sampler=NUTS(num_draws=30, num_warmup=20, max_tree_depth=4),
+                          throw=False, jit_compile=True), prior=space_prior(s), initial=initial, space=s,
+                          laplace_mean=mean, laplace_cov=cov)
     return write_atomic(ds, out_dir / "posterior.nc")
