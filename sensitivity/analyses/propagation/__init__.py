@@ -55,7 +55,8 @@ from sensitivity.analyses.propagation.verdict import (
 
 __all__ = [
     "DEFAULT_QUANTILES", "METHODS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT", "VERDICT_NONLINEAR",
-    "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "MonteCarlo", "Propagation", "Unscented", "Verdict", "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
+    "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "MonteCarlo", "Propagation", "Unscented", "Verdict",
+    "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
     "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict", "pointwise_analysis", "pointwise_std",
     "propagate", "replicate_plan", "second_order", "sigma_points", "unscented",
 ]

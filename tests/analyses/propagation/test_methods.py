@@ -270,8 +270,10 @@ def test_pointwise_std_equals_a_per_point_loop(rng):
     "call, error, message",
     [
         (lambda g, f: pointwise_std(np.ones((2, 1, 2)), [[1.0, 2.0], [2.0, 1.0]]), ConfigError, "positive definite"),
-        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("second_order",))), ConfigError, "needs `value_and_jacobian`"),
-        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("bootstrap",))), ConfigError, "bootstrap"),
+        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("second_order",))), ConfigError,
+         "needs `value_and_jacobian`"),
+        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("bootstrap",))), ConfigError,
+         "bootstrap"),
         (lambda g, f: unscented(g, f.values, alpha=0.0), ConfigError, "`alpha` must be > 0"),
         (lambda g, f: unscented(g, f.values, kappa=-3.0), ConfigError, "n \\+ kappa > 0"),
         (lambda g, f: first_order(g, f.value_and_jacobian, quantiles=(0.5, 1.0)), ConfigError, "quantiles"),
@@ -280,7 +282,8 @@ def test_pointwise_std_equals_a_per_point_loop(rng):
         (lambda g, f: monte_carlo(g, f.values, block_size=1000), ConfigError, "power of 2"),
         (lambda g, f: monte_carlo(g, f.values, sampler="lhs"), ConfigError, "`sampler`"),
         (lambda g, f: unscented(g, lambda x: f.values(x)[:1]), ModelError, "shape \\[1, 2\\]"),
-        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("monte_carlo",), verdict=Verdict(k_sigma=0))),
+        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("monte_carlo",),
+                                                                       verdict=Verdict(k_sigma=0))),
          ConfigError, "k_sigma"),
     ],
 )
