@@ -40,7 +40,8 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from scipy import optimize  # noqa: E402
 
-from sensitivity.analyses.calibration import LevenbergMarquardt, TrustRegion, calibrate  # noqa: E402
+from sensitivity.analyses.calibration import (  # noqa: E402
+    BatchedModel, Fit, LevenbergMarquardt, ObservationModel, TrustRegion, calibrate)
 from sensitivity.sweep.designs import make_grid  # noqa: E402
 from sensitivity.engine.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.inputs.space import ParameterSpace  # noqa: E402
@@ -92,9 +93,10 @@ def warm(jac, point: np.ndarray, largest: int) -> None:
 def batched(jac, step_jac, space, y, errors, starts, solver):
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     t0, c0 = time.perf_counter(), time.process_time()
-    ds = calibrate(jac.flat_value_and_jacobian, y, starts, **errors, bounds=space.bounds, log_parameters=log_mask,
-                   solver=solver, record_history=False, throw=False, values=jac.flat_values,
-                   step_jacobian=step_jac.flat_value_and_jacobian)
+    ds = calibrate(BatchedModel(value_and_jacobian=jac.flat_value_and_jacobian, values=jac.flat_values,
+                   step_jacobian=step_jac.flat_value_and_jacobian), ObservationModel.from_arrays(y, **errors),
+                   Fit(solver=solver, throw=False, record_history=False), starts=starts, bounds=space.bounds,
+                   log_parameters=log_mask)
     return time.perf_counter() - t0, time.process_time() - c0, ds
 
 

@@ -54,6 +54,7 @@ from SALib.sample import sobol as salib_sample  # noqa: E402
 
 import sensitivity.surrogates.scaling  # noqa: E402,F401  (registers the scaling layers a trained surrogate holds)
 from sensitivity.analyses.indices import shapley, sobol  # noqa: E402
+from sensitivity.analyses.indices.intervals import IntervalPlan  # noqa: E402
 from sensitivity.engine.jacobian import compile_jacobian  # noqa: E402
 from sensitivity.simulators import seir  # noqa: E402
 from sensitivity.inputs.space import ParameterSpace  # noqa: E402
@@ -84,7 +85,8 @@ def ours(space: ParameterSpace, jac, n: int, resamples: int, seed: int) -> tuple
     t1 = time.perf_counter()
     y = jac.values(x).reshape(len(x), -1)
     t2 = time.perf_counter()
-    ds = sobol.analyze(y, space, intervals="bootstrap", n_resamples=resamples, interval="normal", seed=seed)
+    ds = sobol.analyze(y, space, intervals=IntervalPlan("bootstrap", n_resamples=resamples, interval="normal",
+                       seed=seed))
     return time.perf_counter() - t0, t2 - t1, ds["ST"].values
 
 

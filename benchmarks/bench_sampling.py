@@ -70,7 +70,7 @@ def main() -> None:
     import emcee
     import tensorflow as tf
 
-    from sensitivity.analyses.calibration import ObservationModel, calibrate
+    from sensitivity.analyses.calibration import BatchedModel, Fit, ObservationModel, calibrate
     from sensitivity.analyses.posterior import NUTS, Support, diagnose, initial_points, log_posterior, run_nuts
     from sensitivity.analyses.posterior import space_prior
     from sensitivity.engine.jacobian import compile_jacobian
@@ -84,8 +84,9 @@ def main() -> None:
                            output=output_spec(), dtype="float64")
     obs = read_observations(SEIR / "observations.nc", model.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
-    fit = calibrate(compile_jacobian(model).flat_value_and_jacobian, obs.values, space.nominal, **obs.errors(),
-                    bounds=space.bounds, log_parameters=log_mask, record_history=False)
+    fit = calibrate(BatchedModel(value_and_jacobian=compile_jacobian(model).flat_value_and_jacobian),
+                    ObservationModel.from_arrays(obs.values, **obs.errors()), Fit(record_history=False),
+                    starts=space.nominal, bounds=space.bounds, log_parameters=log_mask)
     mean, cov = fit["estimate"].values[0], fit["covariance"].values[0]
     observations = ObservationModel.from_arrays(obs.values, **obs.errors())
     support = Support.of(space.bounds, log_mask, len(space), space.names)

@@ -72,13 +72,14 @@ def ishigami_study(reference: int):
 def seir_study(reference: int):
     """The same for the SEIR simulator; ``truth`` from the simulator on ``reference`` Saltelli base rows."""
     from sensitivity.analyses.indices import sobol
+    from sensitivity.analyses.indices.intervals import IntervalPlan
     from sensitivity.settings import TrainSettings
     from sensitivity.simulators import seir
 
     space = seir.space()
     t0 = time.perf_counter()
     design = sobol.sample(space, reference, seed=12345)
-    ds = sobol.analyze(seir.simulate(design), space, seed=12345)
+    ds = sobol.analyze(seir.simulate(design), space, intervals=IntervalPlan("rqmc", seed=12345))
     truth = {key: ds[key].values for key in ("S1", "ST")}
     half = max(float(np.nanmax(np.diff(ds[f"{key}_interval"].values, axis=-1))) / 2 for key in ("S1", "ST"))
     print(f"reference: the simulator's indices on {reference} base rows ({len(design)} runs, "

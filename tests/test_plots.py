@@ -210,7 +210,8 @@ def test_propagation_figure(study, drawn, tmp_path):
 
 def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
     """The moment methods alone (no Monte Carlo to judge them by) on a linear ``species x day`` model."""
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import Propagation, propagate
     from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.datasets import write_atomic
     from sensitivity.plots.propagation import propagation_figure
@@ -218,8 +219,12 @@ def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
 
     spec = SPECS["labels_by_series"]
     weights = np.random.default_rng(0).standard_normal((spec.size, 3))
-    ds = propagate(inputs_from_space(space()), value_and_jacobian=lambda x: (x @ weights.T, np.broadcast_to(
-        weights, (len(x), *weights.shape))), methods=["first_order"], output=spec)
+
+    def linear(x):
+        return x @ weights.T, np.broadcast_to(weights, (len(x), *weights.shape))
+
+    ds = propagate(BatchedModel(value_and_jacobian=linear, output=spec), inputs_from_space(space()),
+                   Propagation(methods=("first_order",)))
     propagation_figure(write_atomic(ds, tmp_path / "propagation.nc"), tmp_path / "propagation.png")
     d = drawn["propagation.png"]
     assert titles(d.panels) == ["species = prey", "species = predator"] and d.legend == ["first_order"]
@@ -230,7 +235,8 @@ def test_propagation_on_a_cf_time_axis_draws_its_verdict_against_the_dates(drawn
     """A gauge series on ``days since 2021-01-01`` (decoded to dates when the file is read): the verdict panel's
     lines are drawn at the dates (adding a marker offset to them was a crash), one per flagged method."""
     from sensitivity.inputs.uncertainty import inputs_from_space
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import MonteCarlo, Propagation, propagate
     from sensitivity.datasets import write_atomic
     from sensitivity.outputs.spec import OutputSpec
     from sensitivity.plots.propagation import propagation_figure
@@ -240,9 +246,10 @@ def test_propagation_on_a_cf_time_axis_draws_its_verdict_against_the_dates(drawn
         {"name": "station", "values": ["upper", "lower"]},
         {"name": "time", "values": {"start": 0, "stop": 5}, "units": "days since 2021-01-01"}]})
     weights = np.random.default_rng(0).standard_normal((spec.size, 3))
-    ds = propagate(inputs_from_space(space()), values_fn=lambda x: np.exp(x @ weights.T),
-                   value_and_jacobian=lambda x: (np.exp(x @ weights.T), np.exp(x @ weights.T)[..., None] * weights),
-                   methods=["first_order", "monte_carlo"], output=spec, n_samples=2**10, n_replicates=4, seed=1)
+    model = BatchedModel(lambda x: np.exp(x @ weights.T),
+                         lambda x: (np.exp(x @ weights.T), np.exp(x @ weights.T)[..., None] * weights), output=spec)
+    ds = propagate(model, inputs_from_space(space()), Propagation(
+        methods=("first_order", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=2**10, n_replicates=4)), seed=1)
     propagation_figure(write_atomic(ds, tmp_path / "propagation.nc"), tmp_path / "propagation.png")
     d = drawn["propagation.png"]
     verdicts = [ax for ax in d.panels if ax.get_ylabel().startswith("|method - monte_carlo|")]
@@ -258,16 +265,18 @@ def test_a_method_far_off_the_reference_runs_beyond_the_axes_and_is_named(drawn,
     flattened every other method to a line at 0: the axes keep to the bands near the reference, the title names
     the one left beyond."""
     from sensitivity.inputs.uncertainty import inputs_from_space
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import MonteCarlo, Propagation, propagate
     from sensitivity.datasets import write_atomic
     from sensitivity.plots.propagation import propagation_figure
     from tests.helpers.shapes import SPECS, space
 
     spec = SPECS["labels_by_series"]
     weights = np.random.default_rng(0).standard_normal((spec.size, 3))
-    ds = propagate(inputs_from_space(space()), values_fn=lambda x: x @ weights.T,
-                   value_and_jacobian=lambda x: (x @ weights.T, np.broadcast_to(weights, (len(x), *weights.shape))),
-                   methods=["first_order", "monte_carlo"], output=spec, n_samples=2**10, n_replicates=4, seed=1)
+    model = BatchedModel(lambda x: x @ weights.T,
+                         lambda x: (x @ weights.T, np.broadcast_to(weights, (len(x), *weights.shape))), output=spec)
+    ds = propagate(model, inputs_from_space(space()), Propagation(
+        methods=("first_order", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=2**10, n_replicates=4)), seed=1)
     wild = ds["propagation_method_name"].values == "first_order"
     for var in ("output_mean", "output_quantile"):
         ds[var] = ds[var].where(~xr.DataArray(wild, dims="propagation_method"), ds[var] * 1e4)

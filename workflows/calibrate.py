@@ -24,8 +24,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    GaussNewton, LevenbergMarquardt, TrustRegion, calibrate, calibrate_ensemble, member_steps_note,
-    step_map_analysis, step_slice)
+    BatchedModel, Fit, GaussNewton, LevenbergMarquardt, ObservationModel, TrustRegion, calibrate,
+    calibrate_ensemble, member_steps_note, step_map_analysis, step_slice)
 from sensitivity.analyses.calibration.summary import summary
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.sweep.stored import StoredSweep
@@ -50,7 +50,7 @@ class StepMapConf(schema_of(StoredSweep.map_to, "BlockConf", keys=("block",)),  
     pass
 StepSliceConf = schema_of(step_slice, "StepSliceConf", keys=("points", "damping"), extra=[
     ("enabled", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
-FitConf = schema_of(calibrate, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
+FitConf = schema_of(Fit, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
 EmulatorConf = schema_of(calibrate_ensemble, "EmulatorConf", keys=("iterations", "tol"),
                          extra=[("enabled", bool, True)])  # on an ensemble surrogate: its variance in the likelihood
 
@@ -150,23 +150,22 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s)", len(starts),
              obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype)
     t0 = time.perf_counter()
-    options = dict(prior_mean=prior_mean, prior_cov=prior_cov, bounds=space.bounds, log_parameters=log_mask,
-                   solver=solver, parameter_names=space.names, parameter_units=space.units,
-                   output_names=surrogate.output.flat_names(), output_units=surrogate.output.flat_units(),
-                   rcond=cfg.rcond, level=cfg.level, minima_rtol=cfg.minima_rtol, record_history=cfg.record_history,
-                   values=jac.flat_values,
-                   step_jacobian=None if step_engine is None else step_engine.flat_value_and_jacobian)
+    model = BatchedModel.of(jac, step_engine=step_engine)
+    observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
+    settings = Fit(solver=solver, rcond=cfg.rcond, level=cfg.level, minima_rtol=cfg.minima_rtol,
+                   record_history=cfg.record_history)
+    problem = dict(space=space, log_parameters=log_mask, prior_mean=prior_mean, prior_cov=prior_cov)
     ensemble = build.ensemble_from(cfg, surrogate) if cfg.emulator.enabled else None
     if ensemble is not None and obs.sigma is None and obs.cov is None:
         log.warning("calibrate: the observations carry no errors, so the ensemble's emulator variance cannot join "
                     "them: the plain fit only")
         ensemble = None
     if ensemble is None:
-        ds = calibrate(jac.flat_value_and_jacobian, obs.values, starts, **obs.errors(), **options)
+        ds = calibrate(model, observations, settings, starts=starts, **problem)
     else:  # + each member's estimate, and the fit with the ensemble's predictive variance at the data
         members = [ensemble.member_function(k) for k in range(ensemble.members)]
-        ds = calibrate_ensemble(jac.flat_value_and_jacobian, members, ensemble.values, obs.values, starts,
-                                **obs.errors(), iterations=cfg.emulator.iterations, tol=cfg.emulator.tol, **options)
+        ds = calibrate_ensemble(model, members, ensemble.values, observations, settings, starts=starts,
+                                iterations=cfg.emulator.iterations, tol=cfg.emulator.tol, **problem)
     seconds = time.perf_counter() - t0
     ds = unstack_output(ds, surrogate.output).assign_coords(
         parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], dtype=object),
@@ -246,7 +245,7 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
              cfg.step_slice.points, space.names[pair[0]], space.names[pair[1]])
     result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_slice.points,
                         **obs.errors(), log_parameters=log_mask, damping=cfg.step_slice.damping, rcond=cfg.rcond,
-                        solver=solver, values=jac.flat_values, parameter_names=space.names)
+                        solver=solver, values=jac.flat_values)
     sliced = result.to_dataset(space.names, space.units, output_units=surrogate.output.flat_units())
     sliced.attrs.update(provenance(
         title=f"Step map on the {sliced.attrs['slice_parameters']} slice through the best estimate",

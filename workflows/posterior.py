@@ -23,7 +23,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from workflows import build, chain
-from sensitivity.analyses.posterior import NUTS, initial_points, sample_posterior
+from sensitivity.analyses.posterior import NUTS, Sampling, initial_points, sample_posterior
 from sensitivity.analyses.posterior.summary import summary
 from sensitivity.runtime.progress import progress_bar
 from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
@@ -32,7 +32,10 @@ log = logging.getLogger(__name__)
 
 
 NUTSConf = schema_of(NUTS, "NUTSConf")
-RunConf = schema_of(sample_posterior, "PosteriorRunConf", keys=("seed", "throw", "jit_compile", "model_dtype"))
+@dataclass
+class RunConf(schema_of(sample_posterior, "PosteriorRunConf", keys=("seed", "model_dtype")),
+              schema_of(Sampling, "SamplingConf", keys=("throw", "jit_compile"))):
+    """The run's seed and model dtype, and the sampling settings but the sampler (``nuts``)."""
 StartsConf = schema_of(initial_points, "PosteriorStartsConf", keys=("spread",),
                        extra=[("n_chains", int, 16)])  # 16 measured best on 2 CPU cores (benchmarks/bench_sampling.py)
 
@@ -130,11 +133,10 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     with warnings.catch_warnings(record=True) as caught, \
             progress_bar(transitions, desc="NUTS", unit="step", enabled=cfg.progress) as bar:
         warnings.simplefilter("always", PosteriorWarning)
-        ds = sample_posterior(surrogate.fn, observations, prior, start, bounds=space.bounds, log_parameters=log_mask,
-                              laplace_mean=laplace.mean, laplace_cov=covariance,
-                              sampler=sampler, seed=cfg.seed, parameter_names=space.names,
-                              parameter_units=space.units, throw=cfg.throw, jit_compile=cfg.jit_compile,
-                              model_dtype=cfg.model_dtype, members=members, progress=bar.update)
+        settings = Sampling(sampler=sampler, throw=cfg.throw, jit_compile=cfg.jit_compile)
+        ds = sample_posterior(surrogate.fn, observations, settings, prior=prior, initial=start, space=space,
+                              log_parameters=log_mask, laplace_mean=laplace.mean, laplace_cov=covariance,
+                              seed=cfg.seed, model_dtype=cfg.model_dtype, members=members, progress=bar.update)
     for warning in caught:  # the chains' convergence is the summary's, from the dataset (logged below)
         if not issubclass(warning.category, PosteriorWarning):
             log.warning("%s", warning.message)

@@ -13,13 +13,15 @@ surrogate every method also reports each member's mean and standard deviation an
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from sensitivity.analyses.propagation import pointwise_analysis, propagate
+from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.propagation import (MonteCarlo, Propagation, Unscented, Verdict, pointwise_analysis,
+                                             propagate)
 from sensitivity.settings import HESSIAN_MAX_ROWS
 from sensitivity.sweep.stored import StoredSweep
 from workflows import build, chain
@@ -43,9 +45,22 @@ class UncertaintyConf:
     truncate: bool = False  # keep the posterior inside the space's bounds (truncated-normal marginals + copula)
 
 
-PropagationConf = schema_of(propagate, "PropagationConf", keys=(  # methods and their settings
-    "methods", "quantiles", "n_samples", "n_replicates", "sampler", "block_size", "max_bytes", "alpha", "beta",
-    "kappa", "k_sigma", "rtol"), extra=[("hessian_max_rows", int, HESSIAN_MAX_ROWS)])  # compile_hessian's max_rows
+@dataclass
+class PropagationConf(schema_of(Propagation, "MethodsConf", keys=("methods", "quantiles")),
+                      schema_of(MonteCarlo, "MonteCarloConf"), schema_of(Unscented, "UnscentedConf"),
+                      schema_of(Verdict, "VerdictConf", keys=("k_sigma", "rtol"),  # the reference: see _global
+                                extra=[("hessian_max_rows", int, HESSIAN_MAX_ROWS)])):  # compile_hessian's max_rows
+    """The methods and their settings (:class:`sensitivity.analyses.propagation.Propagation`), one flat section."""
+
+
+def propagation_from(node: DictConfig, reference: str | None = None) -> Propagation:
+    """The immutable settings of the ``propagation`` section (``reference``: the verdict's, None: the default)."""
+    def part(settings: type) -> dict:
+        return {f.name: build.plain(node[f.name]) for f in fields(settings) if f.name in node}
+
+    return Propagation(methods=tuple(node.methods), quantiles=tuple(node.quantiles),
+                       unscented=Unscented(**part(Unscented)), monte_carlo=MonteCarlo(**part(MonteCarlo)),
+                       verdict=Verdict(**part(Verdict), reference=reference))
 PointwiseConf = schema_of(StoredSweep.map_to, "PointwiseConf", keys=("block_size",), rename={"block_size": "block"},
                           extra=[("sweep", Optional[str], None)])  # linear propagation through a stored sweep
 
@@ -179,25 +194,22 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
         stacked = posterior_draws(draws_path, space)
         draws = stacked.values.reshape(stacked.n_chains, -1, len(space.names))
         sources = list(dict.fromkeys([*sources, draws_path]))
-    settings = dict(methods=list(p.methods), quantiles=list(p.quantiles), alpha=p.alpha, beta=p.beta, kappa=p.kappa,
-                    n_samples=p.n_samples, n_replicates=p.n_replicates, sampler=p.sampler, block_size=p.block_size,
-                    max_bytes=p.max_bytes, seed=cfg.seed, k_sigma=p.k_sigma, rtol=p.rtol, draws=draws)
     # the posterior predictive judges the methods only when they propagate an approximation of that posterior
     reference = "posterior" if draws is not None and cfg.uncertainty.source != "space" else "monte_carlo"
     if draws is not None and reference != "posterior":
         log.info("propagate: the posterior predictive of %s stands beside the space's distributions, a different "
                  "input uncertainty, so the verdict's reference is monte_carlo (propagate=calibration or "
                  "propagate=posterior judges the methods against it)", draws_path)
-    ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
-                   hessian=hessian, output=spec, reference=reference, **settings)
+    settings = propagation_from(p, reference)
+    ds = propagate(BatchedModel.of(jac, hessian=hessian), inputs, settings, seed=cfg.seed, draws=draws)
     ensemble = build.ensemble_from(cfg, surrogate)
     if ensemble is not None:  # every method's mean and std per member, the same samples through all members
         from sensitivity.analyses.propagation import member_moments, merge_members
 
         log.info("propagate: the same inputs through each of the %d members", ensemble.members)
-        members = member_moments(inputs, ensemble.members, spec, values_fn=ensemble.stacked_values,
-                                 value_and_jacobian=ensemble.stacked_value_and_jacobian,
-                                 hessian=_member_hessian(cfg, surrogate) if hessian is not None else None, **settings)
+        stacked = BatchedModel(values=ensemble.stacked_values, value_and_jacobian=ensemble.stacked_value_and_jacobian,
+                               hessian=_member_hessian(cfg, surrogate) if hessian is not None else None, output=spec)
+        members = member_moments(stacked, inputs, ensemble.members, settings, seed=cfg.seed, draws=draws)
         ds = merge_members(ds, members)
     if reference == "posterior":
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"

@@ -6,13 +6,18 @@ import pytest
 from scipy import optimize, stats
 
 from sensitivity.analyses.calibration import (
+    BatchedModel,
     CalibrationError,
+    Fit,
     GaussNewton,
     LevenbergMarquardt,
+    ObservationModel,
     Status,
     calibrate,
 )
 from sensitivity.errors import ConfigError, DataError, ModelError
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.spec import OutputSpec
 
 T = np.linspace(0.0, 3.0, 12)
 
@@ -61,7 +66,8 @@ def test_matches_scipy_least_squares_and_curve_fit(seed, weighted):
     fun, jac = single(model)
     ref = optimize.least_squares(lambda p: w * (fun(p) - y), start, jac=lambda p: w[:, None] * jac(p),
                                  method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15)
-    ds = calibrate(model, y, start[None], sigma=sigma if weighted else None)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma if weighted else
+                   None), starts=start[None])
     assert ds["status"].values[0] > 0
     assert_within_se(ds, ref.x)
     # curve_fit's covariance: absolute for known sigma, scaled by s^2 otherwise
@@ -80,7 +86,7 @@ def test_full_covariance_is_whitened_by_its_cholesky_factor():
     fun, jac = single(model)
     ref = optimize.least_squares(lambda p: np.linalg.solve(chol, fun(p) - y), truth,
                                  jac=lambda p: np.linalg.solve(chol, jac(p)), method="lm", xtol=1e-15, ftol=1e-15)
-    ds = calibrate(model, y, truth[None], cov=cov)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, cov=cov), starts=truth[None])
     assert_within_se(ds, ref.x)
     j = np.linalg.solve(chol, jac(ref.x))
     np.testing.assert_allclose(ds["covariance"].values[0], np.linalg.inv(j.T @ j), rtol=1e-6)
@@ -93,8 +99,10 @@ def test_diagonal_covariance_equals_sigma_and_missing_values_drop_out():
     y_missing[[2, 7]] = np.nan
     mask = np.ones(T.size, bool)
     mask[5] = False
-    by_sigma = calibrate(model, y_missing, truth[None], sigma=sigma, mask=mask)
-    by_cov = calibrate(model, y_missing, truth[None], cov=np.diag(sigma**2), mask=mask)
+    by_sigma = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y_missing, sigma=sigma,
+                         mask=mask), starts=truth[None])
+    by_cov = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y_missing,
+                       cov=np.diag(sigma**2), mask=mask), starts=truth[None])
     keep = np.setdiff1d(np.arange(T.size), [2, 5, 7])
     fun, jac = single(model)
     ref = optimize.least_squares(lambda p: (fun(p) - y)[keep] / sigma[keep], truth, method="lm",
@@ -120,7 +128,8 @@ def test_linear_gaussian_prior_gives_the_exact_posterior():
     w = np.diag(1 / sigma**2)
     post_cov = np.linalg.inv(a.T @ w @ a + np.linalg.inv(prior_cov))
     post_mean = post_cov @ (a.T @ w @ y + np.linalg.solve(prior_cov, mu))
-    ds = calibrate(linear(a), y, rng.standard_normal((3, 3)), sigma=sigma, prior_mean=mu, prior_cov=prior_cov)
+    ds = calibrate(BatchedModel(value_and_jacobian=linear(a)), ObservationModel.from_arrays(y, sigma=sigma),
+                   starts=rng.standard_normal((3, 3)), prior_mean=mu, prior_cov=prior_cov)
     np.testing.assert_allclose(ds["covariance"].values[0], post_cov, rtol=1e-10)
     assert_within_se(ds, post_mean, fraction=1e-6)
     # the delta-method band of a linear model is exact: sd = sqrt(diag(A C A^T))
@@ -130,8 +139,8 @@ def test_linear_gaussian_prior_gives_the_exact_posterior():
 
 def test_prior_makes_an_underdetermined_problem_solvable():
     a = np.array([[1.0, 1.0]])  # one observation, two parameters
-    ds = calibrate(linear(a), np.array([2.0]), np.zeros((1, 2)), sigma=0.1, prior_mean=np.zeros(2),
-                   prior_cov=np.eye(2))
+    ds = calibrate(BatchedModel(value_and_jacobian=linear(a)), ObservationModel.from_arrays(np.array([2.0]),
+                   sigma=0.1), starts=np.zeros((1, 2)), prior_mean=np.zeros(2), prior_cov=np.eye(2))
     assert ds["status"].values[0] > 0
     assert np.isfinite(ds["covariance"].values).all()
     assert int(ds["rank"].values[0]) == 1  # the data alone determine only the sum
@@ -142,7 +151,8 @@ def test_prior_makes_an_underdetermined_problem_solvable():
 
 def test_more_parameters_than_observations_is_flagged_with_the_missing_direction():
     a = np.array([[1.0, 2.0]])  # one observation, two parameters: only x1 + 2 x2 is determined
-    ds = calibrate(linear(a), np.array([2.0]), np.zeros((1, 2)), sigma=0.1)
+    ds = calibrate(BatchedModel(value_and_jacobian=linear(a)), ObservationModel.from_arrays(np.array([2.0]),
+                   sigma=0.1), starts=np.zeros((1, 2)))
     assert np.isnan(ds["standard_error"].values).all()
     assert ds["standard_error_status"].values[0] == 1 and ds.attrs["underdetermined"].startswith("1 of 1 starts")
     assert ds["unidentified"].values[0] == "d(p0, p1) ~ (+1, -0.5)"  # a step (2, -1) leaves A x unchanged
@@ -150,7 +160,8 @@ def test_more_parameters_than_observations_is_flagged_with_the_missing_direction
 
 def test_unknown_noise_without_degrees_of_freedom_is_flagged():
     a = np.array([[1.0, 0.0], [0.0, 1.0]])  # two observations, two parameters, noise unknown: s^2 = 0 / 0
-    ds = calibrate(linear(a), np.array([1.0, 2.0]), np.zeros((1, 2)))
+    ds = calibrate(BatchedModel(value_and_jacobian=linear(a)), ObservationModel.from_arrays(np.array([1.0, 2.0])),
+                   starts=np.zeros((1, 2)))
     assert np.isnan(ds["standard_error"].values).all()
     assert ds["standard_error_status"].values[0] == 2 and ds["unidentified"].values[0] == ""
 
@@ -162,7 +173,8 @@ def test_bounds_are_respected_and_match_scipy():
     fun, jac = single(model)
     ref = optimize.least_squares(lambda p: (fun(p) - y) / sigma, start[0], jac=lambda p: jac(p) / sigma[:, None],
                                  bounds=bounds.T, method="trf", xtol=1e-15, ftol=1e-15, gtol=1e-15)
-    ds = calibrate(model, y, start, sigma=sigma, bounds=bounds)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma), starts=start,
+                   bounds=bounds)
     assert (ds["status"].values > 0).all()
     np.testing.assert_allclose(ds["estimate"].values, np.broadcast_to(ref.x, (2, 4)), rtol=1e-7)
     assert ds["estimate"].values[0, 1] == bounds[1, 1]  # held on the active bound
@@ -176,8 +188,10 @@ def test_bounds_are_respected_and_match_scipy():
 def test_log_parameters_keep_positivity_and_give_the_same_fit():
     model, y, sigma, truth = problem(7)
     start = truth[None] * np.array([0.3, 3.0, 3.0, 3.0])  # far, but keeps b < d (no label switch)
-    lin = calibrate(model, y, truth[None] * 1.1, sigma=sigma)
-    log = calibrate(model, y, start, sigma=sigma, log_parameters=np.ones(4, bool))
+    lin = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                    starts=truth[None] * 1.1)
+    log = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma), starts=start,
+                    log_parameters=np.ones(4, bool))
     assert log["status"].values[0] > 0
     assert (log["history_parameter"].values[np.isfinite(log["history_parameter"].values)] > 0).all()
     assert_within_se(log, lin["estimate"].values)
@@ -196,7 +210,8 @@ def test_unidentifiable_product_is_reported_not_crashed():
         return a * b * t, np.stack([b * t, a * t], axis=-1)
 
     y = 2.0 * t + np.array([0.01, -0.02, 0.0, 0.015, -0.01, 0.005, 0.0, -0.004])
-    ds = calibrate(model, y, np.array([[1.0, 1.0], [4.0, 0.25], [0.3, 3.0]]), sigma=0.01)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=0.01),
+                   starts=np.array([[1.0, 1.0], [4.0, 0.25], [0.3, 3.0]]))
     assert (ds["status"].values == Status.SINGULAR).all()
     assert (ds["rank"].values == 1).all()
     np.testing.assert_allclose(ds["identifiability"].values, 0.5, atol=1e-6)
@@ -225,12 +240,14 @@ def test_batched_starts_equal_single_starts_and_share_model_calls():
         calls.append(p.shape[0])
         return model(p)
 
-    together = calibrate(counted, y, starts, sigma=sigma, throw=False)
+    together = calibrate(BatchedModel(value_and_jacobian=counted), ObservationModel.from_arrays(y, sigma=sigma),
+                         Fit(throw=False), starts=starts)
     n_iter = together["n_iterations"].values
     # one call per iteration with every active start in it, then one at all the estimates
     assert calls == [int(np.sum(n_iter >= i)) for i in range(n_iter.max() + 1)] + [len(starts)]
     for k in range(len(starts)):
-        alone = calibrate(model, y, starts[k:k + 1], sigma=sigma, throw=False)
+        alone = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                          Fit(throw=False), starts=starts[k:k + 1])
         assert alone["status"].values[0] == together["status"].values[k]
         np.testing.assert_allclose(alone["estimate"].values[0], together["estimate"].values[k], rtol=1e-9)
         np.testing.assert_allclose(alone["covariance"].values[0], together["covariance"].values[k], rtol=1e-7)
@@ -249,8 +266,10 @@ def test_values_only_trials_take_jacobians_only_where_a_step_was_accepted():
         jacobian_rows.append(p.shape[0])
         return model(p)
 
-    reference = calibrate(model, y, starts, sigma=sigma, throw=False, record_history=True)
-    split = calibrate(counted, y, starts, sigma=sigma, throw=False, record_history=True, values=values)
+    reference = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                          Fit(throw=False, record_history=True), starts=starts)
+    split = calibrate(BatchedModel(value_and_jacobian=counted, values=values), ObservationModel.from_arrays(y,
+                      sigma=sigma), Fit(throw=False, record_history=True), starts=starts)
     np.testing.assert_array_equal(split["estimate"].values, reference["estimate"].values)
     np.testing.assert_array_equal(split["n_iterations"].values, reference["n_iterations"].values)
     accepted = int((split["history_accepted"].values == 1).sum())
@@ -263,26 +282,31 @@ def test_float32_step_jacobian_moves_estimates_by_a_tiny_fraction_of_their_error
     errors, and the statistics, computed from the float64 Jacobian at the estimates, are unchanged."""
     model, y, sigma, truth = problem(3)
     starts = truth * np.random.default_rng(3).uniform(0.6, 1.6, (8, 4))
-    exact = calibrate(model, y, starts, sigma=sigma, throw=False)
+    exact = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                      Fit(throw=False), starts=starts)
 
     def rounded(p):
         values, jac = model(p)
         return values, jac.astype(np.float32)
 
-    fast = calibrate(model, y, starts, sigma=sigma, throw=False, values=lambda p: model(p)[0], step_jacobian=rounded)
+    fast = calibrate(BatchedModel(value_and_jacobian=model, values=lambda p: model(p)[0], step_jacobian=rounded),
+                     ObservationModel.from_arrays(y, sigma=sigma), Fit(throw=False), starts=starts)
     ok = exact["status"].values > 0
     assert (fast["status"].values[ok] > 0).all()
     assert_within_se(fast.isel(start=np.flatnonzero(ok)), exact["estimate"].values[ok], fraction=1e-4)
     np.testing.assert_allclose(fast["covariance"].values[ok], exact["covariance"].values[ok], rtol=1e-6)
     with pytest.raises(ConfigError, match="`step_jacobian` needs `values`"):
-        calibrate(model, y, starts, sigma=sigma, step_jacobian=rounded)
+        calibrate(BatchedModel(value_and_jacobian=model, step_jacobian=rounded), ObservationModel.from_arrays(y,
+                  sigma=sigma), starts=starts)
 
 
 def test_gauss_newton_agrees_with_levenberg_marquardt():
     model, y, sigma, truth = problem(9)
-    lm = calibrate(model, y, truth[None] * 1.2, sigma=sigma)
+    lm = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                   starts=truth[None] * 1.2)
     for line_search in (True, False):
-        gn = calibrate(model, y, truth[None] * 1.2, sigma=sigma, solver=GaussNewton(line_search=line_search))
+        gn = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                       Fit(solver=GaussNewton(line_search=line_search)), starts=truth[None] * 1.2)
         assert_within_se(gn, lm["estimate"].values)
 
 
@@ -294,7 +318,8 @@ def test_distinct_minima_and_best_start():
         return p**2 * t, (2 * p * t)[..., None]
 
     y = 4.0 * t + np.array([0.0, 0.01, -0.01, 0.02, 0.0])
-    ds = calibrate(model, y, np.array([[1.0], [-1.5], [3.0], [-0.5]]), sigma=0.01)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=0.01),
+                   starts=np.array([[1.0], [-1.5], [3.0], [-0.5]]))
     assert int(ds["n_minima"]) == 2
     labels = ds["minimum"].values
     est = ds["estimate"].values[:, 0]
@@ -317,7 +342,8 @@ def test_minima_near_zero_group_on_the_bounds_width():
 @pytest.mark.parametrize("known", [True, False])
 def test_aic_bic_are_the_gaussian_log_likelihood(known):
     model, y, sigma, truth = problem(10)
-    ds = calibrate(model, y, truth[None], sigma=sigma if known else None)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma if known else
+                   None), starts=truth[None])
     resid = ds["residual"].values[0]
     scale = sigma if known else np.sqrt(np.mean(resid**2))
     k = 4 if known else 5
@@ -335,20 +361,26 @@ def test_failures_are_data_and_throw_only_when_all_fail():
         values[p[:, 0] < 0] = np.nan
         return values, jac
 
-    ds = calibrate(nan_for_negative_a, y, np.stack([truth, -truth]), sigma=sigma)
+    ds = calibrate(BatchedModel(value_and_jacobian=nan_for_negative_a), ObservationModel.from_arrays(y, sigma=sigma),
+                   starts=np.stack([truth, -truth]))
     assert ds["status"].values[1] == Status.NON_FINITE and ds["status"].values[0] > 0
     assert np.isnan(ds["estimate"].values[1]).all() and int(ds["best_start"]) == 0
     with pytest.raises(CalibrationError, match="all 1 starts failed"):
-        calibrate(nan_for_negative_a, y, -truth[None], sigma=sigma)
-    capped = calibrate(model, y, truth[None] * 3, sigma=sigma, solver=LevenbergMarquardt(max_iter=1), throw=False)
+        calibrate(BatchedModel(value_and_jacobian=nan_for_negative_a), ObservationModel.from_arrays(y, sigma=sigma),
+                  starts=-truth[None])
+    capped = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma),
+                       Fit(solver=LevenbergMarquardt(max_iter=1), throw=False), starts=truth[None] * 3)
     assert capped["status"].values[0] == Status.MAX_ITER and capped["minimum"].values[0] == -1
 
 
 def test_dataset_is_labeled_and_writes_to_netcdf(tmp_path):
     model, y, sigma, truth = problem(12)
     names, units = ["a", "b", "c", "d"], ["1", "s-1", "1", "s-1"]
-    ds = calibrate(model, y, truth[None], sigma=sigma, parameter_names=names, parameter_units=units,
-                   output_names=[f"y{i}" for i in range(T.size)], output_units=["1"] * T.size)
+    space = ParameterSpace.from_records([{"name": n, "units": u, "low": -1e9, "high": 1e9}
+                                         for n, u in zip(names, units)])
+    output = OutputSpec.from_dict({"names": [f"y{i}" for i in range(T.size)], "units": ["1"] * T.size})
+    ds = calibrate(BatchedModel(value_and_jacobian=model, output=output), ObservationModel.from_arrays(y, sigma=sigma),
+                   starts=truth[None], space=space)
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs, name
     assert ds["estimate"].attrs["units_coordinate"] == "parameter_units"  # mixed units
@@ -368,7 +400,9 @@ def test_dataset_is_labeled_and_writes_to_netcdf(tmp_path):
         (dict(sigma=np.ones(5)), DataError, r"`sigma` must have shape \[12\]"),
         (dict(cov=np.ones((12, 12))), DataError, "`cov` on the observed outputs must be positive definite"),
         (dict(cov=np.eye(12), sigma=1.0), ConfigError, "either `sigma` or `cov`"),
-        (dict(starts=np.ones((2, 3)), parameter_names=list("abcd")), ConfigError, r"`starts` must have shape \[K, 4\]"),
+        (dict(starts=np.ones((2, 3)), space=ParameterSpace.from_records(
+            [{"name": n, "units": "1", "low": -9.0, "high": 9.0} for n in "abcd"])), ConfigError,
+         r"`starts` must have shape \[K, 4\]"),
         (dict(bounds=np.array([[0, 1], [3, 1], [0, 1], [0, 1]])), ConfigError, r"`bounds` for 'p1' must be low < high"),
         (dict(starts=np.full((1, 4), 5.0), bounds=np.tile([0.0, 1.0], (4, 1))), ConfigError, "outside its bounds"),
         (dict(prior_mean=np.zeros(4), prior_cov=np.eye(4)), ConfigError, "a prior needs observation errors"),
@@ -382,7 +416,10 @@ def test_bad_inputs_give_one_line_errors(kwargs, error, match):
     args = dict(y_obs=y, starts=truth[None])
     args.update(kwargs)
     with pytest.raises(error, match=match) as info:
-        calibrate(model, args.pop("y_obs"), args.pop("starts"), **args)
+        observations = ObservationModel.from_arrays(args.pop("y_obs"), **{k: args.pop(k) for k in ("sigma", "cov")
+                                                                          if k in args})
+        calibrate(BatchedModel(value_and_jacobian=model), observations, Fit(**{k: args.pop(k) for k in ("solver",)
+                                                                               if k in args}), **args)
     assert "\n" not in str(info.value)
 
 
@@ -394,7 +431,8 @@ def test_bad_solver_settings(bad):
 
 def test_model_with_wrong_shapes_is_a_model_error():
     with pytest.raises(ModelError, match=r"values \[1, 12\]"):
-        calibrate(lambda p: (np.zeros((1, 3)), np.zeros((1, 3, 4))), np.ones(12), np.ones((1, 4)))
+        calibrate(BatchedModel(value_and_jacobian=lambda p: (np.zeros((1, 3)), np.zeros((1, 3, 4)))),
+                  ObservationModel.from_arrays(np.ones(12)), starts=np.ones((1, 4)))
 
 
 def test_identifiability_relative_to_a_prior_is_where_the_data_outweigh_it():

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sensitivity.analyses.calibration import GaussNewton, LevenbergMarquardt, TrustRegion, calibrate
+from sensitivity.analyses.calibration import (BatchedModel, Fit, GaussNewton, LevenbergMarquardt, ObservationModel,
+                                              TrustRegion, calibrate)
 from sensitivity.errors import ConfigError
 
 NIST = Path(__file__).resolve().parents[1] / "data" / "nist"
@@ -134,7 +135,8 @@ HIGHER = {"BoxBOD": exponential, "Eckerle4": eckerle4, "MGH09": mgh09, "MGH10": 
 def test_default_solver_from_each_start_alone(name, start):
     p = load(name)
     model = HIGHER.get(name, exponential)
-    check_certified(calibrate(model(p["x"]), p["y"], p["starts"][start]), p)
+    check_certified(calibrate(BatchedModel(value_and_jacobian=model(p["x"])), ObservationModel.from_arrays(p["y"]),
+                              starts=p["starts"][start]), p)
 
 
 # Tolerances tighter than Levenberg-Marquardt's defaults: the certified values have 11 digits
@@ -153,7 +155,8 @@ CASES = [
 @pytest.mark.parametrize(("name", "model", "solver"), CASES, ids=[c[0] for c in CASES])
 def test_named_solvers_from_both_starts_at_once(name, model, solver):
     p = load(name)
-    ds = calibrate(model(p["x"]), p["y"], p["starts"], solver=solver)
+    ds = calibrate(BatchedModel(value_and_jacobian=model(p["x"])), ObservationModel.from_arrays(p["y"]),
+                   Fit(solver=solver), starts=p["starts"])
     check_certified(ds, p)
     assert int(ds["n_minima"]) == 1
 
@@ -164,10 +167,11 @@ def test_boxbod_start_1_default_solver_escapes_the_lm_plateau():
     reaches the certified values."""
     p = load("BoxBOD")
     model, start = exponential(p["x"]), p["starts"][0]
-    ds = calibrate(model, p["y"], start)
+    ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(p["y"]), starts=start)
     assert ds.attrs["solver"].startswith("TrustRegion")
     check_certified(ds, p)
-    lm = calibrate(model, p["y"], start, solver=LevenbergMarquardt(**TIGHT))
+    lm = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(p["y"]),
+                   Fit(solver=LevenbergMarquardt(**TIGHT)), starts=start)
     plateau = lm["estimate"].values[0]
     assert plateau[1] > 10  # exp(-b2 x) ~ 0 at every x >= 1
     np.testing.assert_allclose(plateau[0], p["y"].mean(), rtol=1e-6)

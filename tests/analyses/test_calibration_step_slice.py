@@ -69,19 +69,22 @@ def test_a_log_parameter_slice_starts_on_its_bound():
     assert np.exp(np.log(0.01)) > 0.01  # the rounding this is about
     y, sigma = np.array([0.02, 0.5]), 0.01
     out = step_slice(linear_model(np.eye(2)), y, y.copy(), (0, 1), np.array([[0.01, 0.1], [0.1, 1.0]]), points=5,
-                     sigma=sigma, log_parameters=np.array([True, True]), parameter_names=["k", "porosity"])
+                     sigma=sigma, log_parameters=np.array([True, True]))
     assert out.grid_a[0] == 0.01 and out.grid_b[0] == 0.1
     np.testing.assert_allclose(out.fit, np.broadcast_to(y, out.fit.shape), rtol=1e-6)
     assert out.in_basin.all()
 
 
 def test_a_start_outside_a_log_parameters_bounds_is_named():
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, ObservationModel, calibrate
+    from sensitivity.inputs.space import ParameterSpace
 
     with pytest.raises(ConfigError, match=r"`starts`: 'k' = 0.005 at start 0 is outside its bounds \[0.01, 0.1\]"):
-        calibrate(linear_model(np.eye(2)), np.array([0.02, 0.5]), np.array([[0.005, 0.5]]), sigma=0.01,
-                  bounds=np.array([[0.01, 0.1], [0.1, 1.0]]), log_parameters=np.array([True, True]),
-                  parameter_names=["k", "porosity"])
+        calibrate(BatchedModel(value_and_jacobian=linear_model(np.eye(2))),
+                  ObservationModel.from_arrays(np.array([0.02, 0.5]), sigma=0.01), starts=np.array([[0.005, 0.5]]),
+                  space=ParameterSpace.from_records([{"name": "k", "units": "1", "low": 0.01, "high": 0.1},
+                                                     {"name": "porosity", "units": "1", "low": 0.1, "high": 1.0}]),
+                  log_parameters=np.array([True, True]))
 
 
 def test_dataset_is_labelled_per_parameter():

@@ -8,11 +8,12 @@ from scipy import stats
 
 import sensitivity
 from sensitivity.analyses import indices
-from sensitivity.analyses.calibration import calibrate_ensemble
+from sensitivity.analyses.calibration import ObservationModel, calibrate_ensemble
 from sensitivity.analyses.calibration.emulator import shrunk_covariance
 from sensitivity.outputs.members import spread_factor
 from sensitivity.inputs.uncertainty import gaussian_inputs
-from sensitivity.analyses.propagation import member_moments
+from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.propagation import MonteCarlo, Propagation, member_moments
 from sensitivity.surrogates.ensemble import write_ensemble
 from sensitivity.engine.ensemble import compile_ensemble
 from tests.helpers.functions import uniform_space
@@ -57,10 +58,10 @@ def test_indices_per_member_their_spread_and_the_combined_interval(ensemble):
 def test_propagation_gives_each_members_moments(ensemble):
     mean, cov = np.array([0.2, -0.1, 0.3]), np.diag([0.04, 0.01, 0.09])
     engine = compile_ensemble(ensemble)
-    ds = member_moments(gaussian_inputs(mean, cov, names=["x1", "x2", "x3"], units=["1"] * 3), 3,
-                        ensemble.output, values_fn=engine.stacked_values,
-                        value_and_jacobian=engine.stacked_value_and_jacobian, methods=["first_order", "monte_carlo"],
-                        n_samples=2**14, seed=0)
+    stacked = BatchedModel(engine.stacked_values, engine.stacked_value_and_jacobian, output=ensemble.output)
+    ds = member_moments(stacked, gaussian_inputs(mean, cov, names=["x1", "x2", "x3"], units=["1"] * 3), 3,
+                        Propagation(methods=("first_order", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=2**14)),
+                        seed=0)
     assert ds["output_mean_member"].dims == ("propagation_method", "member", "output")
     exact_mean = np.einsum("kmn,n->km", WEIGHTS, mean) + BIASES
     exact_std = np.sqrt(np.einsum("kmn,n,kmn->km", WEIGHTS, np.diag(cov), WEIGHTS))
@@ -84,7 +85,8 @@ def test_emulator_variance_fit_is_generalised_least_squares_with_the_members_cov
 
     mean = lambda x: (x @ a.T + offsets.mean(axis=0), np.broadcast_to(a, (len(x), 6, 2)))  # noqa: E731
     values = lambda x: np.stack([x @ a.T + b for b in offsets])  # noqa: E731
-    ds = calibrate_ensemble(mean, [member(k) for k in range(4)], values, y, np.zeros((1, 2)), sigma=sigma)
+    ds = calibrate_ensemble(BatchedModel(value_and_jacobian=mean), [member(k) for k in range(4)], values,
+                            ObservationModel.from_arrays(y, sigma=sigma), starts=np.zeros((1, 2)))
     c = sigma**2 * np.eye(6) + (1 + 1 / 4) * shrunk_covariance(offsets)[0]
     info = a.T @ np.linalg.solve(c, a)
     expected = np.linalg.solve(info, a.T @ np.linalg.solve(c, y - offsets.mean(axis=0)))

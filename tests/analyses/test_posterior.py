@@ -16,7 +16,7 @@ import yaml
 from scipy import integrate, stats
 
 from sensitivity.analyses.calibration import ObservationModel
-from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, diagnose, flat_prior,
+from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, Sampling, diagnose, flat_prior,
                                             gaussian_prior, initial_points, sample_posterior, space_prior)
 from sensitivity.analyses.posterior.density import Support
 from sensitivity.datasets import write_atomic
@@ -29,6 +29,17 @@ tf = pytest.importorskip("tensorflow")
 tfp = pytest.importorskip("tensorflow_probability")
 
 SAMPLER = NUTS(num_draws=1000, num_warmup=400)
+
+
+def labels(names, units=None):
+    """A space that only names the parameters: the calls give their support as ``bounds``."""
+    return ParameterSpace.from_records([{"name": n, "units": u, "low": -1.0, "high": 1.0}
+                                        for n, u in zip(names, units or ["1"] * len(names))])
+
+
+def unbounded(n):
+    """``[n, 2]`` bounds of an unbounded support."""
+    return np.tile([-np.inf, np.inf], (n, 1))
 
 
 def _check_moments(ds, mean, std, k=4.0, rtol=0.10):
@@ -55,8 +66,9 @@ def test_linear_gaussian_conjugate_posterior(tmp_path, algorithm, groups):
     chains = 4 if groups == 1 else 5
     start = initial_points(mean[None], mean, cov, Support.of(None, None, n, list("abc")), chains, seed=0)
     sampler = NUTS(num_draws=1000, num_warmup=400, algorithm=algorithm, chain_groups=groups)
-    ds = sample_posterior(model, obs, gaussian_prior(mu_p, cov_p), start, laplace_mean=mean, laplace_cov=cov,
-                          sampler=sampler, seed=3, parameter_names=list("abc"), parameter_units=["1", "m", "s"])
+    ds = sample_posterior(model, obs, Sampling(sampler=sampler), prior=gaussian_prior(mu_p, cov_p), initial=start,
+                          space=labels(list("abc"), ["1", "m", "s"]), bounds=unbounded(3), laplace_mean=mean,
+                          laplace_cov=cov, seed=3)
     _check_moments(ds, mean, np.sqrt(np.diag(cov)))
     assert ds["draws"].dims == ("chain", "draw", "parameter") and ds.sizes["chain"] == chains
     assert len({tuple(ds["draws"].values[c, -1]) for c in range(chains)}) == chains  # every chain its own path
@@ -70,8 +82,8 @@ def test_correlated_gaussian_through_full_observation_covariance():
     y, cov = np.array([1.0, -1.0]), np.array([[1.0, 0.9], [0.9, 1.0]])
     obs = ObservationModel.from_arrays(y, cov=cov)
     start = np.array([[0.0, 0.0], [2.0, -2.0], [1.0, 1.0], [-1.0, 0.0]])
-    ds = sample_posterior(lambda x: x, obs, flat_prior(), start, sampler=SAMPLER, seed=0,
-                          parameter_names=["u", "v"], parameter_units=["1", "1"])
+    ds = sample_posterior(lambda x: x, obs, Sampling(sampler=SAMPLER), prior=flat_prior(), initial=start,
+                          space=labels(["u", "v"], ["1", "1"]), bounds=unbounded(2), seed=0)
     _check_moments(ds, y, np.ones(2))
     corr = ds["posterior_covariance"].values[0, 1] / np.prod(ds["posterior_std"].values)
     assert abs(corr - 0.9) < 0.03
@@ -86,7 +98,8 @@ def test_banana_posterior_moments():
     model = lambda x: tf.stack([x[:, 0], x[:, 1] - b * x[:, 0] ** 2], axis=1)  # noqa: E731
     start = np.array([[0.0, 0.0], [1.0, 1.0], [-1.0, 1.0], [0.5, 2.0]])
     sampler = NUTS(num_draws=2000, num_warmup=500, target_accept=0.95)
-    ds = sample_posterior(model, obs, flat_prior(), start, sampler=sampler, seed=1, parameter_names=["x1", "x2"])
+    ds = sample_posterior(model, obs, Sampling(sampler=sampler), prior=flat_prior(), initial=start,
+                          space=labels(["x1", "x2"]), bounds=unbounded(2), seed=1)
     _check_moments(ds, np.array([0.0, b]), np.array([1.0, np.sqrt(1.0 + 2.0 * b**2)]))
 
 
@@ -104,9 +117,9 @@ def test_bounds_and_log_parameter_change_of_variables(algorithm):
          "distribution": {"kind": "lognormal", "median": 2.0, "sigma_log": 0.5}}])
     prior, bounds = space_prior(space), space.bounds
     start = np.array([[0.5, 2.0], [0.1, 1.0], [0.9, 4.0], [0.3, 3.0]])
-    ds = sample_posterior(model, obs, prior, start, bounds=bounds, log_parameters=np.array([False, True]),
-                          sampler=NUTS(num_draws=2000, num_warmup=400, algorithm=algorithm), seed=2,
-                          parameter_names=["p", "q"])
+    ds = sample_posterior(model, obs, Sampling(sampler=NUTS(num_draws=2000, num_warmup=400, algorithm=algorithm)),
+                          prior=prior, initial=start, space=labels(["p", "q"]), bounds=bounds,
+                          log_parameters=np.array([False, True]), seed=2)
     tn = stats.truncnorm((0.0 - 0.2) / 0.5, (1.0 - 0.2) / 0.5, loc=0.2, scale=0.5)
     ln = stats.lognorm(s=0.5, scale=2.0)
     mass = ln.cdf(8.0) - ln.cdf(0.5)
@@ -135,8 +148,8 @@ def test_space_prior_of_truncated_scipy_families():
     mean = np.array([(w * v).sum() for v in (a, b, c)])
     std = np.array([np.sqrt((w * (v - m) ** 2).sum()) for v, m in zip((a, b, c), mean)])
     start = np.array([[0.3, 1.0, 2.0], [0.7, 1.2, 1.5], [0.5, 0.9, 2.5], [0.2, 1.1, 1.8]])
-    ds = sample_posterior(model, ObservationModel.from_arrays(y, sigma=sigma), space_prior(space), start,
-                          bounds=space.bounds, sampler=SAMPLER, seed=4, parameter_names=space.names)
+    ds = sample_posterior(model, ObservationModel.from_arrays(y, sigma=sigma), Sampling(sampler=SAMPLER),
+                          prior=space_prior(space), initial=start, space=space, seed=4)
     _check_moments(ds, mean, std)
     assert "gumbel_r(loc=2, scale=0.5) truncated to [0, 6]" in ds.attrs["prior"]
 
@@ -231,8 +244,8 @@ def test_improper_flat_posterior_is_refused():
     obs = ObservationModel.from_arrays(np.array([1.0]), sigma=0.1)
     model = lambda x: tf.reduce_sum(x, axis=1, keepdims=True)  # noqa: E731
     with pytest.raises(PosteriorError, match=r"improper posterior.*\['a', 'b'\]"):
-        sample_posterior(model, obs, flat_prior(), np.array([[0.5, 0.5], [0.0, 1.0]]), sampler=SAMPLER,
-                         parameter_names=["a", "b"])
+        sample_posterior(model, obs, Sampling(sampler=SAMPLER), prior=flat_prior(),
+                         initial=np.array([[0.5, 0.5], [0.0, 1.0]]), space=labels(["a", "b"]), bounds=unbounded(2))
 
 
 @pytest.mark.slow
@@ -245,9 +258,11 @@ def test_chains_that_do_not_mix_are_reported():
     prior = gaussian_prior(np.zeros(1), np.eye(1) * 100.0)
     sampler = NUTS(num_draws=100, num_warmup=50)
     with pytest.raises(PosteriorError, match="do not mix"):
-        sample_posterior(model, obs, prior, start, sampler=sampler, parameter_names=["x"])
+        sample_posterior(model, obs, Sampling(sampler=sampler), prior=prior, initial=start, space=labels(["x"]),
+                         bounds=unbounded(1))
     with pytest.warns(PosteriorWarning, match="R-hat"):
-        ds = sample_posterior(model, obs, prior, start, sampler=sampler, parameter_names=["x"], throw=False)
+        ds = sample_posterior(model, obs, Sampling(sampler=sampler, throw=False), prior=prior, initial=start,
+                              space=labels(["x"]), bounds=unbounded(1))
     assert int(ds["converged"]) == 0 and "R-hat" in ds.attrs["diagnostics"]
     assert "longer chains (nuts.num_draws)" in ds.attrs["diagnostics"]  # the remedy, with its config key
 
@@ -306,7 +321,7 @@ def test_demo_posterior_quantiles_match_emcee():
     sqrt(p (1 - p) (1 / ESS_nuts + 1 / ESS_emcee))."""
     emcee = pytest.importorskip("emcee")
     from sensitivity import load_surrogate
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, Fit, calibrate
     from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.analyses.calibration.observations import read_observations
@@ -320,16 +335,16 @@ def test_demo_posterior_quantiles_match_emcee():
     obs = read_observations(ROOT / "data/seir/observations.nc", surrogate.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
     engine = compile_jacobian(surrogate)
-    fit = calibrate(engine.flat_value_and_jacobian, obs.values, space.nominal, **obs.errors(), bounds=space.bounds,
-                    log_parameters=log_mask, record_history=False)
+    fit = calibrate(BatchedModel(value_and_jacobian=engine.flat_value_and_jacobian),
+                    ObservationModel.from_arrays(obs.values, **obs.errors()), Fit(record_history=False),
+                    starts=space.nominal, bounds=space.bounds, log_parameters=log_mask)
     mean, cov = fit["estimate"].values[0], fit["covariance"].values[0]
     observations = ObservationModel.from_arrays(obs.values, **obs.errors())
     support = Support.of(space.bounds, log_mask, len(space), space.names)
     start = initial_points(mean[None], mean, cov, support, 8, seed=0)
-    ds = sample_posterior(surrogate.fn, observations, space_prior(space), start, bounds=space.bounds,
-                          log_parameters=log_mask, laplace_mean=mean, laplace_cov=cov,
-                          sampler=NUTS(num_draws=2500, num_warmup=400, target_accept=0.97), seed=0,
-                          parameter_names=space.names, throw=False)  # the default study's sample settings
+    settings = Sampling(sampler=NUTS(num_draws=2500, num_warmup=400, target_accept=0.97), throw=False)  # the default
+    ds = sample_posterior(surrogate.fn, observations, settings, prior=space_prior(space), initial=start,  # study's
+                          space=space, log_parameters=log_mask, laplace_mean=mean, laplace_cov=cov, seed=0)
     assert int(ds["converged"]) == 1, ds.attrs["diagnostics"]  # R-hat < 1.01, ESS > 400, no divergence
 
     post = log_posterior(surrogate.fn, observations, space_prior(space), support)
@@ -366,7 +381,7 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
     from scipy.stats import qmc
 
     from sensitivity import load_surrogate
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, Fit, calibrate
     from sensitivity.analyses.posterior import Support, log_posterior
     from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.analyses.calibration.observations import read_observations
@@ -391,8 +406,9 @@ def test_demo_calibration_estimate_is_the_posterior_mode():
 
     obs = read_observations(ROOT / "data/seir/observations.nc", surrogate.output)
     log_mask = np.array([p.scale == "log" for p in space.parameters])
-    fit = calibrate(compile_jacobian(surrogate).flat_value_and_jacobian, obs.values, space.nominal, **obs.errors(),
-                    bounds=space.bounds, log_parameters=log_mask, record_history=False)
+    fit = calibrate(BatchedModel(value_and_jacobian=compile_jacobian(surrogate).flat_value_and_jacobian),
+                    ObservationModel.from_arrays(obs.values, **obs.errors()), Fit(record_history=False),
+                    starts=space.nominal, bounds=space.bounds, log_parameters=log_mask)
     estimate, cost = fit["estimate"].values[0], float(fit["cost"].values[0])
     np.testing.assert_allclose(cost, best.cost, rtol=1e-6)
     np.testing.assert_allclose(estimate, best.x, rtol=1e-3)

@@ -76,11 +76,12 @@ def test_monte_carlo_of_the_draws_carries_their_autocorrelated_error():
     draws' own, ``s / sqrt(ESS)`` with the AR(1) closed form ``ESS = N (1 - rho) / (1 + rho)``, however many
     resamples (2^16 here, twice the draws: their i.i.d. error alone would be ``sqrt(3) * sqrt(2)`` too small)."""
     from sensitivity.inputs.uncertainty import draws_inputs
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import Propagation, propagate
 
     x = ar1(np.random.default_rng(2), 2)
-    ds = propagate(draws_inputs(x.reshape(-1, 2), ["a", "b"]), values_fn=lambda p: p @ W.T + C,
-                   methods=["monte_carlo"], draws=x, seed=0)
+    ds = propagate(BatchedModel(lambda p: p @ W.T + C), draws_inputs(x.reshape(-1, 2), ["a", "b"]),
+                   Propagation(methods=("monte_carlo",)), draws=x, seed=0)
     n, s = CHAINS * DRAWS, np.sqrt((W**2).sum(axis=1))
     se = ds["output_mean_se"].isel(propagation_method=0).values
     np.testing.assert_allclose(se, s / np.sqrt(n * (1 - RHO) / (1 + RHO)), rtol=0.15)

@@ -66,7 +66,7 @@ def test_ishigami_combined_intervals_hold_the_true_indices_and_shrink_with_more_
 @pytest.mark.slow
 def test_emulator_variance_covers_the_truth_where_the_plain_calibration_of_an_undertrained_surrogate_does_not(
         tmp_path):
-    from sensitivity.analyses.calibration import calibrate_ensemble
+    from sensitivity.analyses.calibration import BatchedModel, ObservationModel, calibrate_ensemble
     from sensitivity.engine.ensemble import compile_ensemble
     from sensitivity.engine.jacobian import compile_jacobian
 
@@ -80,9 +80,11 @@ def test_emulator_variance_covers_the_truth_where_the_plain_calibration_of_an_un
     ensemble = compile_ensemble(surrogate, jit_compile=False)
     truth = np.array([2.0, 0.15, 0.3])
     starts = make_grid(space, "sobol", n=8, seed=0).points()
-    ds = calibrate_ensemble(compile_jacobian(surrogate, jit_compile=False).flat_value_and_jacobian,
+    mean = compile_jacobian(surrogate, jit_compile=False).flat_value_and_jacobian
+    ds = calibrate_ensemble(BatchedModel(value_and_jacobian=mean),
                             [ensemble.member_function(k) for k in range(ensemble.members)], ensemble.values,
-                            decay_numpy(truth[None])[0][0], starts, sigma=0.01, bounds=space.bounds)
+                            ObservationModel.from_arrays(decay_numpy(truth[None])[0][0], sigma=0.01), starts=starts,
+                            bounds=space.bounds)
     plain = ds["parameter_interval"].values[int(ds["best_start"])]
     emulator = ds["parameter_interval_emulator"].values
     print(f"plain covers {covers(plain, truth).tolist()}, with the emulator variance "
@@ -93,7 +95,7 @@ def test_emulator_variance_covers_the_truth_where_the_plain_calibration_of_an_un
 
 @pytest.mark.slow
 def test_on_the_seir_simulator_the_emulator_variance_covers_the_truth_the_plain_calibration_misses(tmp_path):
-    from sensitivity.analyses.calibration import calibrate_ensemble
+    from sensitivity.analyses.calibration import BatchedModel, ObservationModel, calibrate_ensemble
     from sensitivity.engine.ensemble import compile_ensemble
     from sensitivity.engine.jacobian import compile_jacobian
     from sensitivity.simulators import seir
@@ -108,9 +110,11 @@ def test_on_the_seir_simulator_the_emulator_variance_covers_the_truth_the_plain_
         surrogate = train(x, seir.simulate(x), space, seir.output_spec(), tmp_path, hidden=(64, 64), epochs=100,
                           seed=seed, log_output=True)
         ensemble = compile_ensemble(surrogate, jit_compile=False)
-        ds = calibrate_ensemble(compile_jacobian(surrogate, jit_compile=False).flat_value_and_jacobian,
+        mean = compile_jacobian(surrogate, jit_compile=False).flat_value_and_jacobian
+        ds = calibrate_ensemble(BatchedModel(value_and_jacobian=mean),
                                 [ensemble.member_function(k) for k in range(ensemble.members)], ensemble.values,
-                                observed, starts, sigma=sigma, bounds=space.bounds)
+                                ObservationModel.from_arrays(observed, sigma=sigma), starts=starts,
+                                bounds=space.bounds)
         plain = covers(ds["parameter_interval"].values[int(ds["best_start"])], truth)
         emulator = covers(ds["parameter_interval_emulator"].values, truth)
         held["plain"], held["emulator"] = held["plain"] + int(plain.sum()), held["emulator"] + int(emulator.sum())

@@ -123,7 +123,7 @@ def _sweep(jac, out_dir: Path) -> Path:
 
 def _calibration(jac, out_dir: Path) -> Path:
     """A fit to the model at :data:`TRUTH` plus 2 % noise, one observation missing."""
-    from sensitivity.analyses.calibration import calibrate
+    from sensitivity.analyses.calibration import BatchedModel, ObservationModel, calibrate
     from sensitivity.datasets import index_string_dims, write_atomic
     from sensitivity.outputs.axes import unstack_output
 
@@ -134,9 +134,7 @@ def _calibration(jac, out_dir: Path) -> Path:
     if y_obs.size > 3:
         y_obs[1] = np.nan
     starts = np.array([[1.0, 0.2, 0.0], [1.5, 0.4, 0.2]])
-    ds = calibrate(jac.flat_value_and_jacobian, y_obs, starts, sigma=sigma, bounds=s.bounds, parameter_names=s.names,
-                   parameter_units=s.units, output_names=spec.flat_names(), output_units=spec.flat_units(),
-                   values=jac.flat_values)
+    ds = calibrate(BatchedModel.of(jac), ObservationModel.from_arrays(y_obs, sigma=sigma), starts=starts, space=s)
     ds = index_string_dims(unstack_output(ds, spec))
     ds.attrs = {**{k: str(v) for k, v in ds.attrs.items()}, **_attrs("calibrate", jac),
                 "output_variable": spec.name, "output_long_name": spec.long_name}
@@ -144,15 +142,15 @@ def _calibration(jac, out_dir: Path) -> Path:
 
 
 def _propagation(jac, out_dir: Path) -> Path:
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import MonteCarlo, Propagation, propagate
     from sensitivity.inputs.uncertainty import inputs_from_space
     from sensitivity.datasets import write_atomic
 
     spec = jac.surrogate.output
-    ds = propagate(inputs_from_space(space()), values_fn=jac.flat_values,
-                   value_and_jacobian=jac.flat_value_and_jacobian,
-                   methods=["first_order", "unscented", "monte_carlo"], output=spec, n_samples=1024, n_replicates=4,
-                   block_size=512, seed=0)
+    ds = propagate(BatchedModel.of(jac), inputs_from_space(space()), Propagation(
+        methods=("first_order", "unscented", "monte_carlo"),
+        monte_carlo=MonteCarlo(n_samples=1024, n_replicates=4, block_size=512)), seed=0)
     ds.attrs.update(_attrs("propagate", jac), output_variable=spec.name, output_long_name=spec.long_name)
     return write_atomic(ds, out_dir / "propagation.nc")
 
@@ -174,7 +172,7 @@ def posterior(out_dir: Path) -> Path:
     import xarray as xr
 
     from sensitivity.analyses.calibration import ObservationModel
-    from sensitivity.analyses.posterior import NUTS, sample_posterior, space_prior
+    from sensitivity.analyses.posterior import NUTS, Sampling, sample_posterior, space_prior
     from sensitivity.datasets import write_atomic
 
     jac = engine("series")
@@ -185,7 +183,7 @@ def posterior(out_dir: Path) -> Path:
     mean, cov = best["estimate"].values, best["covariance"].values
     initial = mean + 0.2 * np.sqrt(np.diag(cov)) * np.array([[-1.0], [1.0], [0.5], [-0.5]])
     s = space()
-    ds = sample_posterior(model("series"), obs, space_prior(s), initial, bounds=s.bounds, laplace_mean=mean,
-                          laplace_cov=cov, sampler=NUTS(num_draws=30, num_warmup=20, max_tree_depth=4),
-                          parameter_names=s.names, parameter_units=s.units, throw=False, jit_compile=True)
+    ds = sample_posterior(model("series"), obs, Sampling(sampler=NUTS(num_draws=30, num_warmup=20, max_tree_depth=4),
+                          throw=False, jit_compile=True), prior=space_prior(s), initial=initial, space=s,
+                          laplace_mean=mean, laplace_cov=cov)
     return write_atomic(ds, out_dir / "posterior.nc")

@@ -8,7 +8,8 @@ import xarray as xr
 import pytest
 
 import sensitivity
-from sensitivity.analyses.calibration import calibrate
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.analyses.calibration import BatchedModel, ObservationModel, calibrate
 from sensitivity.datasets import write_atomic
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.interop.pest import calibration_point, jacobian_at, jco_bytes, observation_names, write_pest
@@ -64,8 +65,10 @@ def test_schur_posterior_equals_our_calibration_covariance(tmp_path):
     def linear(x):
         return x @ j.T, np.broadcast_to(j, (len(x), *j.shape))
 
-    ds = calibrate(linear, j @ point, point[None], sigma=std, prior_mean=point, prior_cov=prior_cov,
-                   parameter_names=PLUME_NAMES, output_names=names)
+    ds = calibrate(BatchedModel(value_and_jacobian=linear), ObservationModel.from_arrays(j @ point, sigma=std),
+                   starts=point[None], prior_mean=point, prior_cov=prior_cov, bounds=np.full((4, 2), [-np.inf, np.inf]),
+                   space=ParameterSpace.from_records([{"name": n, "units": "1", "low": -1e12, "high": 1e12}
+                                                      for n in PLUME_NAMES]))
     ours = ds["covariance"].isel(start=0).values
     np.testing.assert_allclose(posterior, ours, rtol=1e-9, atol=1e-14)
     reference = np.linalg.inv(j.T @ (j / std[:, None] ** 2) + np.linalg.inv(prior_cov))

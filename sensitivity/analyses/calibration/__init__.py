@@ -17,7 +17,8 @@ Modules, in the order a fit uses them:
 * :mod:`.iteration` — the batched multi-start loop (bounds by projection) and its history;
 * :mod:`.statistics` — covariance, standard errors, identifiability, bands, distinct minima;
 * :mod:`.dataset` — the labeled result of :func:`calibrate`;
-* :mod:`.driver` — :func:`calibrate`, the verb that strings them together;
+* :mod:`.driver` — :func:`calibrate`, the verb that strings them together, ``calibrate(model, observations,
+  Fit(...), starts=..., space=...)``, and its settings :class:`Fit`;
 * :mod:`.emulator` — :func:`calibrate_ensemble`: an ensemble surrogate's members calibrated each, and its
   predictive variance as emulator variance in the observation model (Kennedy & O'Hagan 2001);
 * :mod:`.step_map` — Gauss-Newton steps at every point of a stored sweep (no model call);
@@ -25,9 +26,9 @@ Modules, in the order a fit uses them:
 """
 from __future__ import annotations
 
-from sensitivity.analyses.calibration.driver import CalibrationError, calibrate
+from sensitivity.analyses.calibration.driver import CalibrationError, Fit, calibrate
 from sensitivity.analyses.calibration.emulator import calibrate_ensemble, emulator_covariance
-from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
+from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.solvers import (FAILED, STATUS_MESSAGES, GaussNewton, LevenbergMarquardt, Solver,
                                                       Status, TrustRegion)
@@ -41,7 +42,9 @@ from sensitivity.analyses.calibration.step_slice import StepSlice, least_identif
 __all__ = [
     "FAILED",
     "STATUS_MESSAGES",
+    "BatchedModel",
     "CalibrationError",
+    "Fit",
     "EquilibratedSVD",
     "GaussNewton",
     "GaussNewtonMap",

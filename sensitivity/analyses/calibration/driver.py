@@ -1,20 +1,21 @@
 """The verb :func:`calibrate`: validate the inputs, run the batched solve, compute the statistics, label them."""
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from sensitivity.analyses.calibration.dataset import Labels, to_dataset
 from sensitivity.analyses.calibration.iteration import solve
-from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.model_calls import ModelCalls
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import build_problem, check_starts
 from sensitivity.analyses.calibration.solvers import (FAILED, GaussNewton, LevenbergMarquardt, Solver, Status,
                                                       TrustRegion)
 from sensitivity.analyses.calibration.statistics import distinct_minima, posterior
+from sensitivity.analyses.callables import BatchedModel
 from sensitivity.errors import ConfigError, SensitivityError
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -24,82 +25,92 @@ class CalibrationError(SensitivityError, RuntimeError):
     """Every start of a calibration failed (raised by :func:`calibrate` when ``throw=True``)."""
 
 
+@dataclass(frozen=True)
+class Fit:
+    """How :func:`calibrate` fits and what it reports: the only defaults of a calibration.
+
+    Attributes
+    ----------
+    solver
+        :class:`TrustRegion` (default), :class:`LevenbergMarquardt` or :class:`GaussNewton` settings.
+    rcond
+        Relative singular-value cutoff [1] of the column-equilibrated weighted Jacobian for rank, pseudo-inverse
+        and identifiability: condition numbers above ``1/rcond`` (default 1e8, where a float64 covariance has
+        lost its digits) count as rank-deficient.
+    level
+        Probability [1] of the parameter intervals and the output band.
+    minima_rtol
+        Relative tolerance [1] for grouping final estimates into distinct minima: every parameter within
+        ``minima_rtol`` times the larger of the two magnitudes and its bounds' width.
+    record_history
+        Keep the per-iteration history (memory ``K * iterations * n``).
+    throw
+        Raise :class:`CalibrationError` when every start failed (``max_iter`` or non-finite); otherwise failures
+        are only reported in ``status``.
+    """
+
+    solver: Solver = TrustRegion()
+    rcond: float = 1e-8
+    level: float = 0.95
+    minima_rtol: float = 1e-4
+    record_history: bool = True
+    throw: bool = True
+
+    def check(self) -> None:
+        """Refuse a setting out of its range, in one line naming it."""
+        if not isinstance(self.level, (int, float)) or not 0 < self.level < 1:
+            raise ConfigError(f"`level` must lie in (0, 1), got {self.level!r}")
+        if not isinstance(self.rcond, (int, float)) or not 0 < self.rcond < 1:
+            raise ConfigError(f"`rcond` must lie in (0, 1), got {self.rcond!r}")
+        if not isinstance(self.solver, (TrustRegion, LevenbergMarquardt, GaussNewton)):
+            raise ConfigError(f"`solver` must be TrustRegion(...), LevenbergMarquardt(...) or GaussNewton(...), "
+                              f"got {self.solver!r}")
+
+
 def calibrate(
-    value_and_jacobian: ValueAndJacobianFn,
-    y_obs: np.ndarray,
-    starts: np.ndarray,
+    model: BatchedModel,
+    observations: ObservationModel,
+    settings: Fit = Fit(),
     *,
-    sigma: np.ndarray | float | None = None,
-    cov: np.ndarray | None = None,
-    mask: np.ndarray | None = None,
-    prior_mean: np.ndarray | None = None,
-    prior_cov: np.ndarray | None = None,
+    starts: np.ndarray,
+    space: ParameterSpace | None = None,
     bounds: np.ndarray | None = None,
     log_parameters: np.ndarray | None = None,
-    solver: Solver = TrustRegion(),
-    throw: bool = True,
-    parameter_names: Sequence[str] | None = None,
-    parameter_units: Sequence[str] | None = None,
-    output_names: Sequence[str] | None = None,
-    output_units: Sequence[str] | None = None,
-    rcond: float = 1e-8,
-    level: float = 0.95,
-    minima_rtol: float = 1e-4,
-    record_history: bool = True,
-    values: ValuesFn | None = None,
-    step_jacobian: ValueAndJacobianFn | None = None,
+    prior_mean: np.ndarray | None = None,
+    prior_cov: np.ndarray | None = None,
 ) -> xr.Dataset:
     """Fit parameters to observations from K starts at once; return a labeled dataset.
 
     Parameters
     ----------
-    value_and_jacobian
-        Batched model ``points [K, n] -> (values [K, m], jacobian [K, m, n])``, float64.
-    y_obs
-        ``[m]`` observations in output units; NaN marks a missing one.
+    model
+        The batched model (:meth:`BatchedModel.of` a compiled surrogate): ``value_and_jacobian``
+        ``points [K, n] -> (values [K, m], jacobian [K, m, n])``, float64, is required. With ``values``
+        (values only, cheaper) trial points are evaluated with it and a Jacobian is computed only where a step is
+        accepted; without it, every trial is one ``value_and_jacobian`` call. ``step_jacobian`` (needs
+        ``values``; e.g. a float32 engine) builds the steps: a step tolerates a Jacobian accurate to ~1e-6, while
+        the cost and the convergence tests use ``values`` and every statistic (covariance, identifiability, band)
+        the ``value_and_jacobian`` Jacobian at the estimates. Its ``output`` spec labels the outputs (else
+        ``y0 ..``).
+    observations
+        The observations, which of them count, and their errors (:meth:`ObservationModel.from_arrays`: ``[m]``
+        values in output units, NaN for a missing one; ``sigma`` per output or a full ``cov``, whitened through its
+        Cholesky factor; ``mask``). With no errors, unit weights are used and the covariance is scaled by
+        ``s^2 = chi^2 / (m_o - n)``.
+    settings
+        The solver and the reported statistics (:class:`Fit`).
     starts
         ``[K, n]`` starting points in parameter units (a single ``[n]`` start is accepted).
-    sigma, cov
-        Observation errors: a standard deviation per output (``[m]`` or scalar) or a full
-        ``[m, m]`` covariance (whitened through its Cholesky factor). With neither, unit
-        weights are used and the covariance is scaled by ``s^2 = chi^2 / (m_o - n)``.
-    mask
-        ``[m]`` bool; False drops an output from the fit (as NaN in ``y_obs`` does).
-    prior_mean, prior_cov
-        Gaussian prior on the parameters, in physical units (MAP fit). Needs ``sigma`` or ``cov``.
+    space
+        The parameters: their names and units label the result, their bounds bound the fit. None: ``p0 ..``,
+        unbounded.
     bounds
-        ``[n, 2]`` (low, high); ``±inf`` for none. Respected by projection (see :mod:`.iteration`).
+        ``[n, 2]`` (low, high), ``+-inf`` for none, in place of the space's (a sub-box). Respected by projection
+        (see :mod:`.iteration`).
     log_parameters
         ``[n]`` bool: fit ``log(x)`` for these parameters (they must stay > 0).
-    solver
-        :class:`TrustRegion` (default), :class:`LevenbergMarquardt` or :class:`GaussNewton` settings.
-    throw
-        Raise :class:`CalibrationError` when every start failed (``max_iter`` or
-        non-finite); otherwise failures are only reported in ``status``.
-    parameter_names, parameter_units, output_names, output_units
-        Labels and UDUNITS strings for the dataset.
-    rcond
-        Relative singular-value cutoff of the column-equilibrated weighted Jacobian
-        for rank, pseudo-inverse and identifiability: condition numbers above
-        ``1/rcond`` (default 1e8, where a float64 covariance has lost its digits)
-        count as rank-deficient.
-    level
-        Probability of the parameter intervals and the output band.
-    minima_rtol
-        Relative tolerance for grouping final estimates into distinct minima: every parameter within
-        ``minima_rtol`` times the larger of the two magnitudes and its bounds' width.
-    record_history
-        Keep the per-iteration history (memory ``K * iterations * n``).
-    values
-        Values-only model ``points [K, n] -> values [K, m]`` (float64), cheaper than
-        ``value_and_jacobian``. When given, trial points are evaluated with it and a
-        Jacobian is computed only where a step is accepted; without it, every trial
-        is one ``value_and_jacobian`` call.
-    step_jacobian
-        Model whose Jacobian builds the steps (needs ``values``), e.g. a float32
-        engine: a step tolerates a Jacobian accurate to ~1e-6, while the cost and
-        the convergence tests use ``values`` and every statistic (covariance,
-        identifiability, band) the ``value_and_jacobian`` Jacobian at the estimates.
+    prior_mean, prior_cov
+        Gaussian prior on the parameters, in physical units (MAP fit). Needs observation errors.
 
     Returns
     -------
@@ -134,48 +145,43 @@ def calibrate(
     ...     e = np.exp(-b * t)
     ...     return a * e, np.stack([e, -a * t * e], axis=-1)
     >>> y = 2.0 * np.exp(-0.7 * t)
-    >>> ds = calibrate(model, y, np.array([[1.0, 0.1], [5.0, 2.0]]), sigma=0.01,
-    ...                parameter_names=["a", "b"], parameter_units=["1", "s-1"])
+    >>> ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=0.01),
+    ...                starts=np.array([[1.0, 0.1], [5.0, 2.0]]))
     >>> ds["estimate"].sel(start=int(ds["best_start"])).values.round(6)
     array([2. , 0.7])
     """
-    if not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
-    if not isinstance(rcond, (int, float)) or not 0 < rcond < 1:
-        raise ConfigError(f"`rcond` must lie in (0, 1), got {rcond!r}")
-    if not isinstance(solver, (TrustRegion, LevenbergMarquardt, GaussNewton)):
-        raise ConfigError(f"`solver` must be TrustRegion(...), LevenbergMarquardt(...) or GaussNewton(...), "
-                          f"got {solver!r}")
-    n = len(parameter_names) if parameter_names is not None else (np.shape(starts)[-1] if np.ndim(starts) else 0)
-    names = _names_or_default(parameter_names, n, "parameter_names", "p")
-    observations = ObservationModel.from_arrays(y_obs, sigma=sigma, cov=cov, mask=mask, output_names=output_names)
+    settings.check()
+    if not isinstance(model, BatchedModel) or model.value_and_jacobian is None:
+        raise ConfigError(f"`model` must be BatchedModel(value_and_jacobian=...), got {model!r}")
+    if not isinstance(observations, ObservationModel):
+        raise ConfigError(f"`observations` must be ObservationModel.from_arrays(...), "
+                          f"got {type(observations).__name__}")
+    n = len(space) if space is not None else (np.shape(starts)[-1] if np.ndim(starts) else 0)
+    names = space.names if space is not None else [f"p{i}" for i in range(n)]
     m = observations.y_obs.size
-    onames = _names_or_default(output_names, m, "output_names", "y")
+    output = model.labels()
+    onames = output["output_names"] or [f"y{i}" for i in range(m)]
+    if len(onames) != m:
+        raise ConfigError(f"the model's output spec has {len(onames)} outputs, the observations {m}")
+    bounds = space.bounds if bounds is None and space is not None else bounds
     problem = build_problem(observations, n, m, names, bounds, log_parameters, prior_mean, prior_cov)
     x0 = check_starts(starts, problem, names)
-    if step_jacobian is not None and values is None:
+    if model.step_jacobian is not None and model.values is None:
         raise ConfigError("`step_jacobian` needs `values` (the cost must come from full-precision values)")
-    calls = ModelCalls(value_and_jacobian, values, step_jacobian, m, n)
+    calls = ModelCalls(model.value_and_jacobian, model.values, model.step_jacobian, m, n)
+    solver, rcond = settings.solver, settings.rcond
     fits, history = solve(problem, calls, x0, solver, rcond)
     post = posterior(problem, fits, rcond)
     converged = fits.status > 0
     fits.status[converged & (post.rank < n)] = Status.SINGULAR
     ok = ~np.isin(fits.status, FAILED)
-    if throw and not ok.any():
+    if settings.throw and not ok.any():
         counts = {Status(s).name: int(c) for s, c in zip(*np.unique(fits.status, return_counts=True))}
         raise CalibrationError(f"calibrate: all {len(ok)} starts failed ({counts}); see `status` with throw=False")
     width = np.zeros(n) if bounds is None else np.diff(np.asarray(bounds, dtype=float), axis=1)[:, 0]
-    minimum = distinct_minima(fits.x, fits.cost, ok, minima_rtol, scale=np.where(np.isfinite(width), width, 0.0))
-    labels = Labels(names, parameter_units, onames, output_units)
-    settings = {"solver": repr(solver), "rcond": rcond, "level": level}
-    return to_dataset(problem, fits, history if record_history else None, post, x0, minimum, labels, settings,
+    minimum = distinct_minima(fits.x, fits.cost, ok, settings.minima_rtol,
+                              scale=np.where(np.isfinite(width), width, 0.0))
+    labels = Labels(names, None if space is None else space.units, onames, output["output_units"])
+    attrs = {"solver": repr(solver), "rcond": rcond, "level": settings.level}
+    return to_dataset(problem, fits, history if settings.record_history else None, post, x0, minimum, labels, attrs,
                       solver.DAMPING)
-
-
-def _names_or_default(names: Sequence[str] | None, n: int, what: str, prefix: str) -> list[str]:
-    if names is None:
-        return [f"{prefix}{i}" for i in range(n)]
-    names = list(names)
-    if len(names) != n:
-        raise ConfigError(f"`{what}` must have {n} entries, got {len(names)}")
-    return names

@@ -24,13 +24,15 @@ estimates shows how far the surrogate alone moves the answer.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.calibration.driver import calibrate
+from sensitivity.analyses.calibration.driver import Fit, calibrate
+from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import minimum_points
-from sensitivity.analyses.callables import ValueAndJacobianFn
+from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn
 from sensitivity.outputs.members import MEMBER, member_coords
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
@@ -43,36 +45,35 @@ EMULATOR_VARIABLES = ("estimate", "covariance", "standard_error", "parameter_int
 
 
 def calibrate_ensemble(
-    value_and_jacobian: ValueAndJacobianFn,
+    model: BatchedModel,
     members: Sequence[ValueAndJacobianFn],
     member_values: Callable[[np.ndarray], np.ndarray],
-    y_obs: np.ndarray,
-    starts: np.ndarray,
+    observations: ObservationModel,
+    settings: Fit = Fit(),
     *,
-    sigma: np.ndarray | float | None = None,
-    cov: np.ndarray | None = None,
+    starts: np.ndarray,
     iterations: int = 5,
     tol: float = 0.01,
-    **options: Any,
+    **problem: Any,
 ) -> xr.Dataset:
     """Calibrate the ensemble mean plainly and with the emulator variance, and each member on its own.
 
     Parameters
     ----------
-    value_and_jacobian
-        The ensemble mean ``[P, n] -> ([P, m], [P, m, n])`` (what :func:`~.driver.calibrate` takes).
+    model
+        The ensemble mean as :func:`~.driver.calibrate` takes it.
     members
         Each member's ``value_and_jacobian`` (``K`` of them).
     member_values
         Every member's values at points ``[P, n]``: ``[K, P, m]``.
-    y_obs, starts, sigma, cov
-        As for :func:`~.driver.calibrate`; the observation errors (``sigma`` or ``cov``) are required.
+    observations, settings, starts
+        As for :func:`~.driver.calibrate`; the observation errors are required.
     iterations
         Largest number of emulator-variance fits (>= 1).
     tol
         Stop when the estimate moves less than ``tol`` standard errors in every parameter.
-    **options
-        Any other keyword of :func:`~.driver.calibrate` (bounds, prior, solver, labels, level, ...), used by
+    **problem
+        The rest of :func:`~.driver.calibrate`'s problem (``space``, ``bounds``, ``log_parameters``, prior), used by
         every fit.
 
     Returns
@@ -87,22 +88,25 @@ def calibrate_ensemble(
         emulator-variance fit's best start; the attributes ``emulator_fits`` (how many were run) and
         ``emulator_shrinkage`` (the correlations' shrinkage ``lambda`` at the final estimate).
     """
-    if sigma is None and cov is None:
+    if not observations.known_noise:
         raise ConfigError("calibration with the emulator variance needs observation errors: give `sigma` or `cov`")
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError(f"`iterations` must be an integer >= 1, got {iterations!r}")
     if not tol > 0:
         raise ConfigError(f"`tol` must be > 0, got {tol!r}")
-    plain = calibrate(value_and_jacobian, y_obs, starts, sigma=sigma, cov=cov, **options)
+    plain = calibrate(model, observations, settings, starts=starts, **problem)
     best = int(plain["best_start"])
     minima = minimum_points(plain["estimate"].values, plain["cost"].values, plain["minimum"].values)
-    observation_cov = _observation_covariance(sigma, cov, np.asarray(y_obs).size)
-    refit_options = {k: v for k, v in options.items() if k not in ("values", "step_jacobian", "record_history")}
+    refit = replace(settings, record_history=False)
+    mean_only = BatchedModel(value_and_jacobian=model.value_and_jacobian, output=model.output)
+    observed = np.zeros(observations.y_obs.size, bool)
+    observed[observations.observed] = True
     estimate, fit, fits = plain["estimate"].values[best], plain, 0
     for fits in range(1, iterations + 1):
         emulator_cov, _ = emulator_covariance(member_values, estimate)
-        fit = calibrate(value_and_jacobian, y_obs, np.vstack([estimate, minima]), cov=observation_cov + emulator_cov,
-                        record_history=False, **refit_options)
+        widened = ObservationModel.from_arrays(observations.y_obs, cov=observations.covariance() + emulator_cov,
+                                               mask=observed)
+        fit = calibrate(mean_only, widened, refit, starts=np.vstack([estimate, minima]), **problem)
         new = fit["estimate"].values[int(fit["best_start"])]
         se = fit["standard_error"].values[int(fit["best_start"])]
         moved = np.abs(new - estimate) / np.where(np.isfinite(se) & (se > 0), se, np.inf)
@@ -110,8 +114,8 @@ def calibrate_ensemble(
         if np.all(moved < tol):
             break
     emulator_cov, shrinkage = emulator_covariance(member_values, estimate)
-    per_member = [calibrate(f, y_obs, minima, sigma=sigma, cov=cov, record_history=False, throw=False, **refit_options)
-                  for f in members]
+    per_member = [calibrate(BatchedModel(value_and_jacobian=f, output=model.output), observations,
+                            replace(refit, throw=False), starts=minima, **problem) for f in members]
     return _assemble(plain, fit, per_member, emulator_cov, fits).assign_attrs(emulator_shrinkage=shrinkage)
 
 
@@ -149,14 +153,6 @@ def shrunk_covariance(samples: np.ndarray) -> tuple[np.ndarray, float]:
     lam = 1.0 if denominator == 0 else float(np.clip(variance[off].sum() / denominator, 0.0, 1.0))
     shrunk = np.where(off, (1 - lam) * r, 1.0)
     return shrunk * sd[:, None] * sd[None, :], lam
-
-
-def _observation_covariance(sigma: np.ndarray | float | None, cov: np.ndarray | None, m: int) -> np.ndarray:
-    """``[m, m]`` ``C_obs``: ``cov``, or ``diag(sigma^2)`` (zero where ``sigma`` is NaN: an unobserved output)."""
-    if cov is not None:
-        return np.asarray(cov, float)
-    s = np.broadcast_to(np.asarray(sigma, float), (m,))
-    return np.diag(np.where(np.isfinite(s), s, 0.0) ** 2)
 
 
 def _assemble(plain: xr.Dataset, fit: xr.Dataset, per_member: list[xr.Dataset], emulator_cov: np.ndarray,

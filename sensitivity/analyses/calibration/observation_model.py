@@ -121,6 +121,20 @@ class ObservationModel:
             std[self.observed] = np.linalg.norm(chol, axis=1)
         return std
 
+    def covariance(self) -> np.ndarray:
+        """``[m, m]`` observation covariance [output units^2] of the observed outputs (``L L^T``), zero elsewhere and
+        where the noise is unknown."""
+        m, o = self.y_obs.size, self.observed
+        out = np.zeros((m, m))
+        if not self.known_noise:
+            return out
+        if self.whitening.ndim == 1:
+            out[o, o] = 1.0 / self.whitening**2
+        else:
+            chol = linalg.solve_triangular(self.whitening, np.eye(self.n_observed), lower=True)
+            out[np.ix_(o, o)] = chol @ chol.T
+        return out
+
     @property
     def rows(self) -> slice | np.ndarray:
         """The observed outputs as an index: a slice when they are contiguous (no copy when applied)."""

@@ -32,8 +32,9 @@ from typing import Sequence
 
 import numpy as np
 
-from sensitivity.analyses.calibration.driver import calibrate
-from sensitivity.analyses.callables import ValueAndJacobianFn, ValuesFn
+from sensitivity.analyses.calibration.driver import Fit, calibrate
+from sensitivity.analyses.calibration.observation_model import ObservationModel
+from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.solvers import FAILED, Solver, TrustRegion
 from sensitivity.analyses.calibration.step_map import GaussNewtonMap, gauss_newton_map
 from sensitivity.errors import ConfigError
@@ -185,7 +186,6 @@ def step_slice(
     basin_rtol: float = 1e-3,
     solver: Solver = TrustRegion(),
     values: ValuesFn | None = None,
-    parameter_names: Sequence[str] | None = None,
 ) -> StepSlice:
     """Cost, steps and basin of the best minimum on a factorial grid over two parameters through ``center``.
 
@@ -214,8 +214,6 @@ def step_slice(
         minimum in both parameters.
     solver
         Settings of the fits from the grid points.
-    parameter_names
-        ``[n]`` names of the parameters, for the fits' errors (``p0``, ``p1``, ... without them).
     """
     center = np.asarray(center, dtype=float)
     n = center.size
@@ -244,10 +242,10 @@ def step_slice(
     steps = gauss_newton_map(f, jac, y_obs, sigma=sigma, cov=cov, mask=mask, damping=damping, rcond=rcond)
     log_mask = None if log_parameters is None else np.asarray(log_parameters, dtype=bool)[columns]
     starts = np.vstack([center[None, columns], mesh])
-    fits = calibrate(sub_model, y_obs, starts, sigma=sigma, cov=cov, mask=mask, bounds=box, log_parameters=log_mask,
-                     solver=solver, throw=False, record_history=False, rcond=rcond,
-                     parameter_names=None if parameter_names is None else [parameter_names[j] for j in columns],
-                     values=None if values is None else (lambda p2: values(embed(p2))))
+    sub = BatchedModel(values=None if values is None else (lambda p2: values(embed(p2))), value_and_jacobian=sub_model)
+    fits = calibrate(sub, ObservationModel.from_arrays(y_obs, sigma=sigma, cov=cov, mask=mask),
+                     Fit(solver=solver, rcond=rcond, record_history=False, throw=False), starts=starts, bounds=box,
+                     log_parameters=log_mask)
     estimate, status = fits["estimate"].values, fits["status"].values
     best = estimate[0]
     close = np.abs(estimate[1:] - best) <= basin_rtol * (box[:, 1] - box[:, 0])

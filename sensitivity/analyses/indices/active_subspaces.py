@@ -27,10 +27,8 @@ from typing import Literal, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import bootstrap, dataset, design
-from sensitivity.analyses.indices.bootstrap import IntervalKind
-from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.dgsm import sample
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan
 from sensitivity.errors import ConfigError
 from sensitivity.outputs.labels import axis_coords
 from sensitivity.runtime.lazy import lazy_import
@@ -69,12 +67,7 @@ def analyze(
     quantity_units: str | None = None,
     normalize: Normalize = "bounds",
     n_active: int | None = None,
-    intervals: IntervalMethod = "rqmc",
-    replicates: int = REPLICATES,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = RQMC,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -95,8 +88,8 @@ def analyze(
     n_active
         Dimension ``k`` of the active subspace for the activity scores; by default, per
         output, the ``k`` after which the eigenvalues drop most on a log scale.
-    intervals, replicates, conf_level, n_resamples, interval, seed
-        Intervals of the eigenvalues (:mod:`~sensitivity.analyses.indices.intervals`): ``"rqmc"``
+    intervals
+        The eigenvalues' interval plan (:class:`~sensitivity.analyses.indices.intervals.IntervalPlan`): ``"rqmc"``
         over the ``replicates`` scramblings of :func:`sample`, ``"bootstrap"`` over the ``N``
         points (shared by all outputs), or ``"none"`` (no ``eigenvalue_interval``).
     output_names, output_units
@@ -110,7 +103,7 @@ def analyze(
         the largest component is positive), ``activity_score (parameter, output)`` and
         ``n_active (output)``.
     """
-    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
+    plan = intervals.check()
     jac = design.as_jacobian(jacobian, len(space))
     if n_active is not None:
         checked_n_active(n_active, len(space))

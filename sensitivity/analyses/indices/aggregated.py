@@ -35,9 +35,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import dataset, design, sobol, sobol_dependent
-from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.axes import own_coords
 from sensitivity.errors import ConfigError
@@ -118,12 +117,7 @@ def analyze(
     over: Sequence[str] | None = None,
     weights: Weights = None,
     n_components: int = 3,
-    intervals: IntervalMethod = "rqmc",
-    replicates: int = REPLICATES,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = RQMC,
 ) -> xr.Dataset:
     """Aggregated Sobol' indices over the output dims ``over`` and PCA-based indices per principal component.
 
@@ -142,8 +136,9 @@ def analyze(
         ``None``, ``"area"`` or ``{dim: [w, ...]}`` (see the module docstring).
     n_components
         Principal components reported (at most the number of elements aggregated over).
-    intervals, replicates, n_resamples, conf_level, interval, seed
-        As :func:`sensitivity.analyses.indices.sobol.analyze`; the PCA basis is computed once, on every row.
+    intervals
+        The interval plan, as :func:`sensitivity.analyses.indices.sobol.analyze`'s; the PCA basis is computed once,
+        on every row.
 
     Returns
     -------
@@ -154,7 +149,7 @@ def analyze(
         ``pca_explained_variance_ratio (component, *kept)``, ``pca_loading (component, *over, *kept)``
         (unit vectors in the ``sqrt(w)``-scaled elements, largest entry positive).
     """
-    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
+    plan = intervals.check()
     if not isinstance(n_components, (int, np.integer)) or isinstance(n_components, bool) or n_components < 1:
         raise ConfigError(f"`n_components` must be an integer >= 1, got {n_components!r}")
     over = resolve_over(spec, over)

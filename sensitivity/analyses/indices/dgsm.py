@@ -47,9 +47,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import bootstrap, dataset, design, tails
-from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
 from sensitivity.errors import DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import Parameter, ParameterSpace
@@ -140,12 +139,7 @@ def analyze(
     values: np.ndarray,
     space: ParameterSpace,
     *,
-    intervals: IntervalMethod = "rqmc",
-    replicates: int = REPLICATES,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = RQMC,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -160,8 +154,8 @@ def analyze(
         ``[N, m]`` outputs at the same points; their variance is ``V`` of the bound.
     space
         The parameter space (marginals give the Poincare constants).
-    intervals, replicates, conf_level, n_resamples, interval, seed
-        Intervals (:mod:`~sensitivity.analyses.indices.intervals`): ``"rqmc"`` over the
+    intervals
+        The interval plan (:class:`~sensitivity.analyses.indices.intervals.IntervalPlan`): ``"rqmc"`` over the
         ``replicates`` scramblings of :func:`sample`, ``"bootstrap"`` over the ``N`` points
         (shared by all outputs and parameters), or ``"none"``; as
         :func:`sensitivity.analyses.indices.sobol.analyze`.
@@ -177,7 +171,7 @@ def analyze(
         and the heavy-tail check of every output (``tail_share``, ``tail_index``, ``tail_flag``;
         :mod:`~sensitivity.analyses.indices.tails`).
     """
-    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
+    plan = intervals.check()
     jac, y = _checked(jacobian, values, space)
     weights = plan.weights(y.shape[0])
     nu = np.swapaxes(bootstrap.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
@@ -195,10 +189,7 @@ def analyze_blocks(
     blocks: Iterable[tuple[np.ndarray, np.ndarray]],
     space: ParameterSpace,
     *,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = IntervalPlan(),
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -217,11 +208,14 @@ def analyze_blocks(
     blocks
         Iterable of ``(jacobian [b, m, n], values [b, m])`` at points drawn from the input
         distribution; every block has the same ``m``.
-    space, n_resamples, conf_level, interval, seed, output_names, output_units
+    space, output_names, output_units
         As :func:`analyze`.
+    intervals
+        The interval plan (:class:`~sensitivity.analyses.indices.intervals.IntervalPlan`), on these i.i.d. points
+        the bootstrap (``rqmc`` counts as it, ``none`` as zero resamples).
     """
-    plan = IntervalPlan("bootstrap", conf_level, n_resamples, interval, seed=seed).check()
-    rng = np.random.default_rng(seed)
+    plan = intervals.iid().check()
+    rng = np.random.default_rng(plan.seed)
     sums: dict[str, np.ndarray] = {}
     shift, n_points = None, 0
     for jacobian, values in blocks:
@@ -230,7 +224,7 @@ def analyze_blocks(
             shift = y.mean(axis=0)  # centring keeps the one-pass variance free of cancellation
         elif y.shape[1] != shift.size:
             raise DataError(f"every block must have {shift.size} outputs, got {y.shape[1]}")
-        weights = np.vstack([np.ones((1, y.shape[0])), rng.poisson(1.0, size=(n_resamples, y.shape[0]))])
+        weights = np.vstack([np.ones((1, y.shape[0])), rng.poisson(1.0, size=(plan.n_resamples, y.shape[0]))])
         yc = y - shift
         for key, terms in (("weight", np.ones((y.shape[0], 1))), ("nu", jac**2), ("y", yc), ("yy", yc * yc)):
             part = weights @ terms.reshape(y.shape[0], -1)

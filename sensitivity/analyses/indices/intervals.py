@@ -35,7 +35,7 @@ Owen, A. B. (2013), Monte Carlo theory, methods and examples, ch. 17 (artowen.su
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -76,6 +76,13 @@ class IntervalPlan:
     def kind(self) -> str:
         """The method actually used: ``none`` for a bootstrap of zero resamples."""
         return "none" if self.method == "bootstrap" and self.n_resamples == 0 else self.method
+
+    def iid(self) -> IntervalPlan:
+        """This plan on an i.i.d. design (trajectories, a stored sweep): ``rqmc`` becomes the bootstrap, ``none`` a
+        bootstrap of zero resamples."""
+        if self.method == "rqmc":
+            return replace(self, method="bootstrap")
+        return replace(self, method="bootstrap", n_resamples=0) if self.method == "none" else self
 
     def check(self) -> IntervalPlan:
         """Validate the settings; returns ``self``."""
@@ -133,6 +140,10 @@ class IntervalPlan:
             return {"intervals": "bootstrap", "n_resamples": self.n_resamples, "conf_level": self.conf_level,
                     "interval": self.interval}
         return {"intervals": "none"}
+
+
+#: The default plan of the analyses of scrambled-Sobol' designs: Student-t intervals over the scramblings.
+RQMC = IntervalPlan("rqmc")
 
 
 def check_replicates(replicates: int) -> int:

@@ -106,10 +106,8 @@ class Intervals:
         check_power_of_two(n, what=what, minimum=2 * self.replicates_of(qmc=True))
 
     def kwargs(self, *, qmc: bool, seed: int | None) -> dict[str, Any]:
-        """The interval keywords of an ``analyze`` function."""
-        plan = self.plan(qmc=qmc, seed=seed)
-        return {"intervals": plan.method, "replicates": plan.replicates, "n_resamples": plan.n_resamples,
-                "conf_level": plan.conf_level, "interval": plan.interval, "seed": seed}
+        """The interval keyword of an ``analyze`` function: the whole plan."""
+        return {"intervals": self.plan(qmc=qmc, seed=seed)}
 
 
 @dataclass
@@ -217,7 +215,7 @@ class Dgsm:
             with StoredSweep(self.sweep) as sweep:
                 blocks = sweep_blocks(sweep, self.block)
                 return {"dgsm": timed(f"dgsm from {self.sweep}",
-                                      lambda: dgsm.analyze_blocks(blocks, ctx.space, **_bootstrap_only(ctx)))}
+                                      lambda: dgsm.analyze_blocks(blocks, ctx.space, **ctx.analysis_kwargs(qmc=False)))}
         _, values, jac = ctx.input_sample(self.n)
         return {"dgsm": dgsm.analyze(jac, values, ctx.space, **ctx.analysis_kwargs())}
 
@@ -263,7 +261,8 @@ class Morris:
 
     def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
         values = timed(f"morris: {len(design)} evaluations", ctx.model.values, design)
-        return {"morris": morris.analyze(design, values, ctx.space, levels=self.levels, **_bootstrap_only(ctx))}
+        return {"morris": morris.analyze(design, values, ctx.space, levels=self.levels,
+                                         **ctx.analysis_kwargs(qmc=False))}
 
 
 @dataclass(frozen=True)
@@ -435,14 +434,6 @@ class GivenData:
         batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
         return {"given_data": given_data.analyze(points, values, ctx.space, batches=batches, seed=ctx.seed,
                                                  conf_level=ctx.intervals.conf_level, **ctx.model.labels)}
-
-
-def _bootstrap_only(ctx: Context) -> dict[str, Any]:
-    """:meth:`Context.analysis_kwargs` of an i.i.d. design, for the analyses that only bootstrap."""
-    kwargs = ctx.analysis_kwargs(qmc=False)
-    method = kwargs.pop("intervals")
-    del kwargs["replicates"]
-    return {**kwargs, "n_resamples": 0} if method == "none" else kwargs
 
 
 def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:

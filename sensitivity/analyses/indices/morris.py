@@ -24,9 +24,8 @@ from typing import Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import dataset, design
-from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalPlan, N_RESAMPLES
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import common_units
 from sensitivity.runtime.lazy import lazy_import
@@ -84,10 +83,7 @@ def analyze(
     space: ParameterSpace,
     *,
     levels: int = 4,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = IntervalPlan(),
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -104,11 +100,12 @@ def analyze(
         The parameter space.
     levels
         The ``p`` the design was drawn with (sets ``Delta``).
-    n_resamples, conf_level, interval, seed
-        Bootstrap of ``mu*`` over trajectories; for each parameter in turn
+    intervals
+        The interval plan (:class:`~sensitivity.analyses.indices.intervals.IntervalPlan`; ``rqmc`` counts as the
+        bootstrap, the trajectories being i.i.d.): bootstrap of ``mu*`` over trajectories; for each parameter in turn
         ``rng.integers(r, size=(R, r))`` as SALib's ``analyze.morris`` draws them, shared
         by all outputs, so an integer seed reproduces SALib's ``mu_star_conf``. The trajectories
-        are i.i.d., so the bootstrap is valid here; ``n_resamples=0``: no interval.
+        are i.i.d., so the bootstrap is valid here; ``n_resamples=0`` or ``none``: no interval.
     output_names, output_units
         Labels and UDUNITS-2 units of the ``m`` outputs.
 
@@ -119,7 +116,7 @@ def analyze(
         quantile of the parameter) and ``mu_star_interval (parameter, output, bound)``.
     """
     step = delta(levels)
-    plan = IntervalPlan("bootstrap", conf_level, n_resamples, interval, seed=seed).check()
+    plan = intervals.iid().check()
     d = len(space)
     x = np.asarray(points, dtype=np.float64)
     y = design.as_values(values)
@@ -128,7 +125,7 @@ def analyze(
     design.check_rows(y.shape[0], x.shape[0], what="values")
     effects = _elementary_effects(x.reshape(-1, d + 1, d), y.reshape(-1, d + 1, y.shape[1]), step)  # [r, d, m]
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(plan.seed)
     r = effects.shape[0]
     mu_star = np.abs(effects).mean(axis=0)
 
@@ -153,8 +150,8 @@ def analyze(
         ),
     }
     if plan.kind != "none":
-        boot = np.stack([np.abs(effects[rng.integers(r, size=(n_resamples, r)), j]).mean(axis=1) for j in range(d)],
-                        axis=1)
+        boot = np.stack([np.abs(effects[rng.integers(r, size=(plan.n_resamples, r)), j]).mean(axis=1)
+                         for j in range(d)], axis=1)
         data["mu_star_interval"] = dataset.variable(
             dims + ("bound",), plan.bounds(np.concatenate([mu_star[None], boot])),
             f"Morris mu*, {plan.describe()}", units, units_coordinate=ref,

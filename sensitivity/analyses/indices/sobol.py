@@ -32,9 +32,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import bootstrap, dataset, design, tails
-from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import axis_coords, matrix_coords
 from sensitivity.runtime.lazy import lazy_import
@@ -110,12 +109,7 @@ def analyze(
     *,
     groups: Groups | None = None,
     calc_second_order: bool = False,
-    intervals: IntervalMethod = "rqmc",
-    replicates: int = REPLICATES,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = RQMC,
     convergence_start: int = 64,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
@@ -133,16 +127,14 @@ def analyze(
         The same ``{group_name: [parameter names]}`` given to :func:`sample`.
     calc_second_order
         The design includes ``B_A^(i)``; adds ``S2``.
-    intervals, replicates, conf_level
-        ``"rqmc"``: Student-t intervals over the ``replicates`` scramblings the design was drawn
-        with (:func:`sample`'s ``replicates``); ``"bootstrap"``: over resamples of the ``N`` base
-        rows (i.i.d. designs); ``"none"``. See :mod:`~sensitivity.analyses.indices.intervals`.
-        The estimate is the pooled one on all ``N`` base rows either way.
-    n_resamples, interval
-        Bootstrap only (one resampling shared by all outputs and factors): number of resamples
-        (0: no intervals), ``"percentile"`` or ``"normal"`` (estimate -+ z sd, SALib's ``*_conf``).
-    seed
-        Seed of the bootstrap; an integer ``s`` draws the resamples SALib draws with ``seed=s``.
+    intervals
+        The interval plan (:class:`~sensitivity.analyses.indices.intervals.IntervalPlan`, passed whole):
+        ``rqmc`` (default), Student-t intervals over the ``replicates`` scramblings the design was drawn
+        with (:func:`sample`'s ``replicates``); ``bootstrap``, over ``n_resamples`` resamples of the ``N`` base
+        rows (i.i.d. designs; one resampling shared by all outputs and factors; 0: no intervals), ``interval``
+        ``percentile`` or ``normal`` (estimate -+ z sd, SALib's ``*_conf``), its ``seed`` an integer ``s`` that
+        draws the resamples SALib draws with ``seed=s``; ``none``. The estimate is the pooled one on all ``N``
+        base rows either way.
     convergence_start
         Smallest base size of the convergence record, a power of two: indices are
         recomputed on the nested prefixes ``N' = start, 2 start, ..., N`` of the design
@@ -163,7 +155,7 @@ def analyze(
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
     design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
-    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
+    plan = intervals.check()
     members = _membership(space, groups)
     g = members.shape[0]
     y = design.as_values(values)

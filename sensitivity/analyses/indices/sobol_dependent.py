@@ -41,10 +41,9 @@ from typing import Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import dataset, design, sobol
-from sensitivity.analyses.indices.bootstrap import IntervalKind
 from sensitivity.inputs.copula import NormalScores, standard_normal
 from sensitivity.analyses.indices.design import Seed
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, IntervalMethod, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
 
@@ -97,12 +96,7 @@ def analyze(
     values: np.ndarray,
     space: ParameterSpace,
     *,
-    intervals: IntervalMethod = "rqmc",
-    replicates: int = REPLICATES,
-    n_resamples: int = N_RESAMPLES,
-    conf_level: float = CONF_LEVEL,
-    interval: IntervalKind = INTERVAL,
-    seed: Seed = None,
+    intervals: IntervalPlan = RQMC,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -114,8 +108,8 @@ def analyze(
         ``[N (2 d + 2), m]`` model values on the rows of :func:`sample`, ``N`` a power of two.
     space
         The parameter space the design was drawn from (its correlation matrix, if any).
-    intervals, replicates, n_resamples, conf_level, interval, seed
-        As :func:`sensitivity.analyses.indices.sobol.analyze`: randomised-QMC intervals over the
+    intervals
+        The interval plan, as :func:`sensitivity.analyses.indices.sobol.analyze`'s: randomised-QMC intervals over the
         ``replicates`` scramblings of :func:`sample`, the bootstrap over the base rows, or none.
     output_names, output_units
         Labels and UDUNITS-2 units of the ``m`` outputs.
@@ -127,7 +121,7 @@ def analyze(
         ``(parameter, output, bound)`` (none with ``intervals="none"``), ``variance (output)``,
         ``status (output)`` (1 where an output is constant) and the heavy-tail check of every output.
     """
-    plan = IntervalPlan(intervals, conf_level, n_resamples, interval, replicates, seed).check()
+    plan = intervals.check()
     d = len(space)
     y = design.as_values(values)
     n = sobol.base_size(y.shape[0], 2 * d + 2, 2 * d, False)

@@ -14,10 +14,11 @@ from sensitivity.analyses.posterior.density import (LogPosterior, Prior, Support
                                                     log_posterior, space_prior)
 from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, Diagnostics, diagnose
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
-from sensitivity.analyses.posterior.driver import (PosteriorError, PosteriorWarning, check_proper, initial_points,
-                                                   sample_posterior)
+from sensitivity.analyses.posterior.driver import (PosteriorError, PosteriorWarning, Sampling, check_proper,
+                                                   initial_points, sample_posterior)
 from sensitivity.analyses.posterior.priors import FAMILIES, check_prior_families
 
 __all__ = ["ESS_MIN", "FAMILIES", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
-           "PosteriorWarning", "Prior", "Support", "check_prior_families", "check_proper", "diagnose", "flat_prior",
-           "gaussian_prior", "initial_points", "log_posterior", "run_nuts", "sample_posterior", "space_prior"]
+           "PosteriorWarning", "Prior", "Sampling", "Support", "check_prior_families", "check_proper", "diagnose",
+           "flat_prior", "gaussian_prior", "initial_points", "log_posterior", "run_nuts", "sample_posterior",
+           "space_prior"]

@@ -11,6 +11,7 @@ approximation it started from. Chains that did not converge are never summarised
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from sensitivity.analyses.posterior.density import ModelFn, Prior, Support, log_
 from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, diagnose, problems
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
 from sensitivity.errors import ConfigError, SensitivityError
+from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.labels import matrix_coords, parameter_coords
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.units import product
@@ -99,22 +101,39 @@ def _uniform_starts(support: Support, count: int, rng: np.random.Generator) -> n
     return np.where(logged, np.exp(u), u)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How :func:`sample_posterior` samples: the only defaults of a posterior run.
+
+    Attributes
+    ----------
+    sampler
+        :class:`~sensitivity.analyses.posterior.nuts.NUTS` settings (draws, warm-up, algorithm, ...).
+    throw
+        Raise :class:`PosteriorError` when the chains do not mix (R-hat > ``RHAT_FAIL``); otherwise the draws are
+        returned with ``converged`` 0.
+    jit_compile
+        Compile the sampler with XLA.
+    """
+
+    sampler: NUTS = NUTS()
+    throw: bool = True
+    jit_compile: bool = True
+
+
 def sample_posterior(
     model: ModelFn,
     observations: ObservationModel,
+    settings: Sampling = Sampling(),
+    *,
     prior: Prior,
     initial: np.ndarray,
-    *,
+    space: ParameterSpace | None = None,
     bounds: np.ndarray | None = None,
     log_parameters: np.ndarray | None = None,
     laplace_mean: np.ndarray | None = None,
     laplace_cov: np.ndarray | None = None,
-    sampler: NUTS = NUTS(),
     seed: int = 0,
-    parameter_names: Sequence[str] | None = None,
-    parameter_units: Sequence[str] | None = None,
-    throw: bool = True,
-    jit_compile: bool = True,
     model_dtype: str = "float64",
     members: ModelFn | None = None,
     progress: Callable[[int], object] | None = None,
@@ -127,28 +146,25 @@ def sample_posterior(
         TF-traceable ``x [B, n] (float64) -> y [B, ...]`` in output units.
     observations
         :class:`~sensitivity.analyses.calibration.ObservationModel` (sigma or covariance, masks).
+    settings
+        The sampler and what a failure does (:class:`Sampling`).
     prior
         ``space_prior(space)``, ``gaussian_prior(mean, cov)`` or ``flat_prior()``.
     initial
         ``[C, n]`` one start per chain (see :func:`initial_points`), strictly inside the bounds.
+    space
+        The parameters: their names and units label the result, their bounds are the support. None: ``p0 ..``,
+        unbounded.
     bounds
-        ``[n, 2]`` support of the parameters (``±inf`` for none).
+        ``[n, 2]`` support of the parameters (``±inf`` for none), in place of the space's.
     log_parameters
         ``[n]`` bool: parameters that must stay > 0 and move in ``log x``.
     laplace_mean, laplace_cov
         The calibration's Gaussian approximation: preconditions the sampler and is stored beside the
         posterior's moments. ``laplace_mean`` alone (a rank-deficient fit has no covariance) is stored, and
         the sampler is not preconditioned, as without either: its metric comes from the warm-up alone.
-    sampler
-        :class:`~sensitivity.analyses.posterior.nuts.NUTS` settings.
     seed
         Seed of the sampler.
-    parameter_names, parameter_units
-        Labels and UDUNITS strings.
-    throw
-        Raise :class:`PosteriorError` when the chains do not mix (R-hat > ``RHAT_FAIL``).
-    jit_compile
-        Compile the sampler with XLA.
     model_dtype
         The dtype ``model`` computes in (see :func:`~sensitivity.analyses.posterior.density.log_posterior`).
     members
@@ -176,8 +192,10 @@ def sample_posterior(
         posterior), or chains that do not mix (with ``throw``).
     """
     n = np.shape(initial)[-1]
-    names = list(parameter_names) if parameter_names is not None else [f"p{j}" for j in range(n)]
+    names = space.names if space is not None else [f"p{j}" for j in range(n)]
+    bounds = space.bounds if bounds is None and space is not None else bounds
     support = Support.of(bounds, log_parameters, n, names)
+    sampler = settings.sampler
     if laplace_cov is not None and laplace_mean is None:
         raise ConfigError("`laplace_cov` needs `laplace_mean` (the estimate it is the covariance of)")
     posterior = log_posterior(model, observations, prior, support,
@@ -185,19 +203,20 @@ def sample_posterior(
                               model_dtype=model_dtype, members=members)
     if prior.kind == "flat":
         check_proper(posterior, np.asarray(initial, float)[0], names)
-    chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=jit_compile, progress=progress)
+    chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=settings.jit_compile, progress=progress)
     diag = diagnose(chains.draws)
     n_div = int(chains.divergent.sum())
     failed = problems(diag, names, n_div, chains.divergent.size)
     stuck = [names[j] for j in np.flatnonzero(~(diag.rhat <= RHAT_FAIL))]
-    if stuck and throw:
+    if stuck and settings.throw:
         raise PosteriorError(f"the chains do not mix: R-hat > {RHAT_FAIL} for {stuck} "
                              f"({', '.join(f'{r:.3g}' for r in diag.rhat)}); the posterior may be multimodal or "
                              "improper; more warm-up, more chains or a prior is needed (throw=False keeps the draws)")
     if failed:
         warnings.warn("posterior chains failed convergence checks: " + "; ".join(failed), PosteriorWarning,
                       stacklevel=2)
-    ds = _to_dataset(chains, diag, failed, names, parameter_units, laplace_mean, laplace_cov, sampler, seed,
+    units = None if space is None else space.units
+    ds = _to_dataset(chains, diag, failed, names, units, laplace_mean, laplace_cov, sampler, seed,
                      prior, posterior.n_observed, np.asarray(initial, float))
     ds.attrs["model_dtype"] = model_dtype
     ds.attrs["likelihood"] = "observation covariance" if members is None else (

@@ -1,5 +1,9 @@
 """Uncertainty propagation through a batched model, four methods side by side, with a linearity verdict.
 
+The verb is ``propagate(model, inputs, Propagation(...), seed=...)``: the model a
+:class:`~sensitivity.analyses.callables.BatchedModel`, the settings immutable objects
+(:mod:`~sensitivity.analyses.propagation.settings`).
+
 Given input uncertainty (:mod:`sensitivity.inputs.uncertainty`, shared with the indices and the posterior) with
 mean ``mu`` and
 covariance ``S``, and a model ``f: [K, n] -> [K, m]`` evaluated in batches
@@ -33,13 +37,14 @@ from sensitivity.analyses.propagation.dataset import (
     STATUS_OK,
     input_variables,
 )
-from sensitivity.analyses.propagation.driver import METHODS, Method, propagate
+from sensitivity.analyses.propagation.driver import propagate
 from sensitivity.analyses.propagation.ensemble import member_moments, merge_members
 from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.propagation.first_order import first_order
 from sensitivity.analyses.propagation.monte_carlo import monte_carlo, replicate_plan
 from sensitivity.analyses.propagation.pointwise import pointwise_analysis, pointwise_std
 from sensitivity.analyses.propagation.second_order import second_order
+from sensitivity.analyses.propagation.settings import METHODS, Method, MonteCarlo, Propagation, Unscented, Verdict
 from sensitivity.analyses.propagation.unscented import sigma_points, unscented
 from sensitivity.analyses.propagation.verdict import (
     VERDICT_CONSISTENT,
@@ -50,7 +55,8 @@ from sensitivity.analyses.propagation.verdict import (
 
 __all__ = [
     "DEFAULT_QUANTILES", "METHODS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT", "VERDICT_NONLINEAR",
-    "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
+    "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "MonteCarlo", "Propagation", "Unscented", "Verdict",
+    "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
     "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict", "pointwise_analysis", "pointwise_std",
     "propagate", "replicate_plan", "second_order", "sigma_points", "unscented",
 ]

@@ -13,92 +13,59 @@ put back on the model's own output dims (:func:`~sensitivity.outputs.axes.unstac
 """
 from __future__ import annotations
 
-from typing import Literal, Sequence
-
 import numpy as np
 
-from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, METHOD_DIM, input_variables
-from sensitivity.analyses.propagation.evaluation import HessianFn, ValueAndJacobianFn, ValuesFn
+from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.propagation.dataset import METHOD_DIM, input_variables
 from sensitivity.analyses.propagation.first_order import first_order
-from sensitivity.inputs.uncertainty import InputUncertainty, Sampler
 from sensitivity.analyses.propagation.monte_carlo import monte_carlo
 from sensitivity.analyses.propagation.second_order import second_order
+from sensitivity.analyses.propagation.settings import METHODS, Propagation
 from sensitivity.analyses.propagation.unscented import unscented
 from sensitivity.analyses.propagation.verdict import nonlinearity_verdict
 from sensitivity.errors import ConfigError
+from sensitivity.inputs.uncertainty import InputUncertainty
+from sensitivity.outputs.axes import unstack_output
 from sensitivity.outputs.labels import axis_coords
 from sensitivity.runtime.lazy import lazy_import
-from sensitivity.outputs.axes import unstack_output
-from sensitivity.outputs.spec import OutputSpec
 
 xr = lazy_import("xarray")
 
-Method = Literal["first_order", "second_order", "unscented", "monte_carlo"]
-METHODS: tuple[str, ...] = ("first_order", "second_order", "unscented", "monte_carlo")
-
 
 def propagate(
+    model: BatchedModel,
     inputs: InputUncertainty,
+    settings: Propagation = Propagation(),
     *,
-    values_fn: ValuesFn | None = None,
-    value_and_jacobian: ValueAndJacobianFn | None = None,
-    hessian: HessianFn | None = None,
-    methods: Sequence[Method] = METHODS,
-    quantiles: Sequence[float] = DEFAULT_QUANTILES,
-    output: OutputSpec | None = None,
-    output_names: Sequence[str] | None = None,
-    output_units: Sequence[str] | None = None,
-    alpha: float = 1.0,
-    beta: float = 2.0,
-    kappa: float = 0.0,
-    n_samples: int = 2**16,
-    n_replicates: int = 16,
-    sampler: Sampler = "sobol",
-    block_size: int = 4096,
-    max_bytes: int = 2**28,
     seed: int | np.random.Generator | None = None,
-    k_sigma: float = 3.0,
-    rtol: float = 0.05,
     draws: np.ndarray | None = None,
-    reference: str | None = None,
 ) -> xr.Dataset:
-    """Propagate ``inputs`` with several methods and compare them with Monte Carlo.
+    """Propagate ``inputs`` through ``model`` with several methods and compare them with a reference.
 
     Parameters
     ----------
+    model
+        The batched model (:meth:`BatchedModel.of` a compiled surrogate): ``values`` for ``unscented``,
+        ``monte_carlo`` and ``posterior``, ``value_and_jacobian`` for ``first_order`` and ``second_order``,
+        ``hessian`` for ``second_order``. Its ``output`` spec labels the flat outputs and puts the result back on
+        the model's dims (``output_mean(propagation_method, species, day)``; covariances stay on
+        ``output_i``/``output_j`` with each dim's coordinates, ``day_i(output_i)``); without one, a flat ``output``
+        axis labeled ``y0 ..``.
     inputs
         Input uncertainty (:func:`~sensitivity.inputs.uncertainty.inputs_from_space` or
         :func:`~sensitivity.inputs.uncertainty.gaussian_inputs`).
-    values_fn
-        Batched ``[K, n] -> [K, m]``; needed by ``unscented`` and ``monte_carlo``.
-    value_and_jacobian
-        Batched ``[K, n] -> ([K, m], [K, m, n])``; needed by ``first_order`` and ``second_order``.
-    hessian
-        Batched ``[K, n] -> [K, m, n, n]``; needed by ``second_order``.
-    methods
-        Any of ``first_order``, ``second_order``, ``unscented``, ``monte_carlo``, in output order.
-    output
-        The model's output description: the flat outputs are labeled by it and the result is put back on its
-        dims (``output_mean(propagation_method, species, day)``; covariances stay on ``output_i``/``output_j``
-        with each dim's coordinates, ``day_i(output_i)``). None: a flat ``output`` axis labeled by
-        ``output_names`` (default ``y0 ..``) and ``output_units``.
-    alpha, beta, kappa
-        Unscented transform settings (:func:`~sensitivity.analyses.propagation.unscented`).
-    n_samples, n_replicates, sampler, block_size, max_bytes, seed
-        Monte Carlo settings (:func:`~sensitivity.analyses.propagation.monte_carlo`).
-    k_sigma, rtol
-        Verdict settings (:func:`~sensitivity.analyses.propagation.nonlinearity_verdict`).
+    settings
+        The methods, quantiles, and the unscented, Monte Carlo and verdict settings
+        (:class:`~sensitivity.analyses.propagation.settings.Propagation`).
+    seed
+        Seed of the Monte Carlo sample.
     draws
         ``[chain, draw, parameter]`` MCMC draws of the posterior: adds the method ``posterior`` (the
-        posterior predictive, needs ``values_fn``), last on ``method``, and makes it the verdict's reference
-        (else ``monte_carlo``). When ``inputs`` are these draws' empirical distribution, ``monte_carlo``'s
-        standard errors include the draws' own (autocorrelated) error
-        (:func:`~sensitivity.analyses.propagation.predictive.with_chain_error`).
-    reference
-        The verdict's reference method; None: ``posterior`` with ``draws``, else ``monte_carlo``. Give
-        ``monte_carlo`` when ``inputs`` are not an approximation of that posterior (the space's distributions,
-        a prior): the posterior predictive then stands beside the methods without judging them. A reference
-        that is not among the methods leaves every method not assessed.
+        posterior predictive, needs ``values``), last on ``propagation_method``, and makes it the verdict's
+        reference unless ``settings.verdict.reference`` names another (give ``monte_carlo`` when ``inputs`` are
+        not an approximation of that posterior: the space's distributions, a prior). When ``inputs`` are these
+        draws' empirical distribution, ``monte_carlo``'s standard errors include the draws' own (autocorrelated)
+        error (:func:`~sensitivity.analyses.propagation.predictive.with_chain_error`).
 
     Returns
     -------
@@ -106,32 +73,30 @@ def propagate(
         The methods' results stacked on ``propagation_method`` (labels in ``propagation_method_name``), the
         input ``input_mean(parameter)`` and ``input_covariance(parameter_i, parameter_j)``, and the verdict
         ``output_mean_discrepancy``, ``output_std_discrepancy``, ``nonlinear`` on ``(propagation_method, output)``
-        (the model's dims in place of ``output`` when ``output`` is given).
+        (the model's dims in place of ``output`` when the model has an output spec).
     """
-    _check_methods(methods, values_fn, value_and_jacobian, hessian)
-    reference = reference or ("posterior" if draws is not None else "monte_carlo")
+    if not isinstance(settings, Propagation):
+        raise ConfigError(f"`settings` must be Propagation(...), got {settings!r}")
+    methods = list(settings.methods)
+    _check_methods(methods, model)
+    reference = settings.verdict.reference or ("posterior" if draws is not None else "monte_carlo")
     if reference not in (*METHODS, "posterior") or (reference == "posterior" and draws is None):
         raise ConfigError(f"`reference` must be one of {list(METHODS)}, or 'posterior' with draws, got {reference!r}")
-    if output is not None:
-        output_names = output.flat_names() if output_names is None else output_names
-        output_units = output.flat_units() if output_units is None else output_units
-    labels = dict(quantiles=quantiles, output_names=output_names, output_units=output_units)
+    labels = dict(quantiles=settings.quantiles, **model.labels())
+    mc = settings.monte_carlo
     run = {
-        "first_order": lambda: first_order(inputs, value_and_jacobian, **labels),
-        "second_order": lambda: second_order(inputs, value_and_jacobian, hessian, **labels),
-        "unscented": lambda: unscented(inputs, values_fn, alpha=alpha, beta=beta, kappa=kappa, **labels),
-        "monte_carlo": lambda: monte_carlo(inputs, values_fn, n_samples=n_samples, n_replicates=n_replicates,
-                                           sampler=sampler, block_size=block_size, max_bytes=max_bytes, seed=seed,
-                                           **labels),
+        "first_order": lambda: first_order(inputs, model.value_and_jacobian, **labels),
+        "second_order": lambda: second_order(inputs, model.value_and_jacobian, model.hessian, **labels),
+        "unscented": lambda: unscented(inputs, model.values, **settings.unscented.kwargs(), **labels),
+        "monte_carlo": lambda: monte_carlo(inputs, model.values, **mc.kwargs(), seed=seed, **labels),
     }
-    methods = list(methods)
     if draws is not None:
         from sensitivity.analyses.propagation.predictive import posterior_predictive
 
-        if values_fn is None:
-            raise ConfigError("`draws` (the posterior predictive) needs `values_fn`, got None")
-        run["posterior"] = lambda: posterior_predictive(draws, values_fn, bounds=inputs.bounds,
-                                                        block_size=block_size, **labels)
+        if model.values is None:
+            raise ConfigError("`draws` (the posterior predictive) needs the model's `values`, got None")
+        run["posterior"] = lambda: posterior_predictive(draws, model.values, bounds=inputs.bounds,
+                                                        block_size=mc.block_size, **labels)
         methods.append("posterior")
     results = [run[name]() for name in methods]
     if draws is not None and "monte_carlo" in methods and _resamples(inputs, draws):
@@ -139,23 +104,23 @@ def propagate(
 
         at = methods.index("monte_carlo")
         results[at] = with_chain_error(results[at], results[-1])
-    mc_attrs = results[list(methods).index("monte_carlo")].attrs if "monte_carlo" in methods else {}
-    ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim=METHOD_DIM, data_vars="all", coords="minimal",
-                   compat="override", join="override")
-    ds = ds.assign_coords(axis_coords(METHOD_DIM, list(methods)))
+    mc_attrs = results[methods.index("monte_carlo")].attrs if "monte_carlo" in methods else {}
+    ds = xr.concat([xr.Dataset(r.data_vars, r.coords) for r in results], dim=METHOD_DIM, data_vars="all",
+                   coords="minimal", compat="override", join="override")
+    ds = ds.assign_coords(axis_coords(METHOD_DIM, methods))
     ds = ds.assign(input_variables(inputs))
-    ds = nonlinearity_verdict(ds, reference=reference, k_sigma=k_sigma, rtol=rtol)
+    ds = nonlinearity_verdict(ds, reference=reference, k_sigma=settings.verdict.k_sigma, rtol=settings.verdict.rtol)
     ds["nonlinear"].attrs["verdict_reference_description"] = {
         "posterior": "the posterior predictive: every MCMC draw through the model",
         "monte_carlo": f"Monte Carlo of the input uncertainty ({inputs.description})"}.get(reference, reference)
     ds.attrs.update(
         input_distribution=inputs.description,
-        unscented_alpha=float(alpha), unscented_beta=float(beta), unscented_kappa=float(kappa),
+        **{f"unscented_{k}": float(v) for k, v in settings.unscented.kwargs().items()},
         seed=str(seed) if seed is None or isinstance(seed, (int, np.integer)) else "generator",
         **{f"monte_carlo_{k}": v for k, v in mc_attrs.items()},
         **{f"posterior_{k}": v for k, v in results[-1].attrs.items() if draws is not None},
     )
-    return ds if output is None else unstack_output(ds, output)
+    return ds if model.output is None else unstack_output(ds, model.output)
 
 
 def _resamples(inputs: InputUncertainty, draws: np.ndarray) -> bool:
@@ -165,16 +130,17 @@ def _resamples(inputs: InputUncertainty, draws: np.ndarray) -> bool:
         np.array_equal(own, draws.reshape(own.shape))
 
 
-def _check_methods(methods: Sequence[str], values_fn: ValuesFn | None, value_and_jacobian: ValueAndJacobianFn | None,
-                   hessian: HessianFn | None) -> None:
+def _check_methods(methods: list[str], model: BatchedModel) -> None:
+    if not isinstance(model, BatchedModel):
+        raise ConfigError(f"`model` must be BatchedModel(...) (BatchedModel.of(engine) for a compiled surrogate), "
+                          f"got {type(model).__name__}")
     if not methods or len(set(methods)) != len(methods):
         raise ConfigError(f"`methods` must list distinct methods from {METHODS}, got {list(methods)}")
     needs = {"first_order": ("value_and_jacobian",), "second_order": ("value_and_jacobian", "hessian"),
-             "unscented": ("values_fn",), "monte_carlo": ("values_fn",)}
-    given = {"values_fn": values_fn, "value_and_jacobian": value_and_jacobian, "hessian": hessian}
+             "unscented": ("values",), "monte_carlo": ("values",)}
     for method in methods:
         if method not in needs:
             raise ConfigError(f"`methods` entries must be one of {METHODS}, got {method!r}")
         for arg in needs[method]:
-            if given[arg] is None:
+            if getattr(model, arg) is None:
                 raise ConfigError(f"method {method!r} needs `{arg}`, got None")

@@ -10,19 +10,19 @@ much of a propagated moment is the surrogate.
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
-from sensitivity.outputs.members import MEMBER, member_coords
-from sensitivity.inputs.uncertainty import InputUncertainty
+import numpy as np
+
+from sensitivity.analyses.callables import BatchedModel
 from sensitivity.analyses.propagation.driver import propagate
-from sensitivity.analyses.propagation.evaluation import (
-    HessianFn,
-    ValueAndJacobianFn,
-    ValuesFn,
-)
-from sensitivity.runtime.lazy import lazy_import
+from sensitivity.analyses.propagation.settings import Propagation
+from sensitivity.inputs.uncertainty import InputUncertainty
 from sensitivity.outputs.axes import flat_coords, unstack_output
-from sensitivity.outputs.spec import OutputSpec
+from sensitivity.outputs.members import MEMBER, member_coords
+from sensitivity.outputs.spec import FLAT, OutputDim, OutputSpec
+from sensitivity.errors import ConfigError
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
@@ -31,31 +31,28 @@ MOMENTS = ("output_mean", "output_std")
 
 
 def member_moments(
+    stacked_model: BatchedModel,
     inputs: InputUncertainty,
     members: int,
-    output: OutputSpec,
+    settings: Propagation = Propagation(),
     *,
-    values_fn: ValuesFn | None = None,
-    value_and_jacobian: ValueAndJacobianFn | None = None,
-    hessian: HessianFn | None = None,
-    **settings: Any,
+    seed: int | np.random.Generator | None = None,
+    draws: np.ndarray | None = None,
 ) -> xr.Dataset:
     """Each member's output mean and standard deviation by every method, and their spread over the members.
 
     Parameters
     ----------
+    stacked_model
+        The members side by side: callables ``[N, n] -> [N, K m]`` (and ``[N, K m, n]``, ``[N, K m, n, n]``),
+        member-major (:meth:`~sensitivity.engine.ensemble.CompiledEnsemble.stacked_values`), and the ``output``
+        spec of one member (``m`` outputs).
     inputs
         The input uncertainty.
     members
         ``K``.
-    output
-        The model's output description (``m`` outputs per member).
-    values_fn, value_and_jacobian, hessian
-        The members side by side: ``[N, n] -> [N, K m]`` (and ``[N, K m, n]``, ``[N, K m, n, n]``), member-major
-        (:meth:`~sensitivity.engine.ensemble.CompiledEnsemble.stacked_values`).
-    **settings
-        Any other keyword of :func:`~sensitivity.analyses.propagation.driver.propagate` (methods, Monte Carlo
-        settings, seed, draws, ...).
+    settings, seed, draws
+        As :func:`~sensitivity.analyses.propagation.driver.propagate`'s.
 
     Returns
     -------
@@ -64,10 +61,13 @@ def member_moments(
         deviations over the members ``output_mean_surrogate_std`` and ``output_std_surrogate_std`` on
         ``(propagation_method, *out)``, on the model's own output dims.
     """
+    output = stacked_model.output
+    if output is None:
+        raise ConfigError("`stacked_model.output` must be one member's OutputSpec, got None")
     names = [f"member_{k}:{name}" for k in range(members) for name in output.flat_names()]
-    units = list(output.flat_units()) * members
-    stacked = propagate(inputs, values_fn=values_fn, value_and_jacobian=value_and_jacobian, hessian=hessian,
-                        output_names=names, output_units=units, **settings)
+    side_by_side = OutputSpec(name=output.name, units=tuple(output.flat_units()) * members,
+                              dims=(OutputDim(FLAT, tuple(names)),), long_name=output.long_name)
+    stacked = propagate(replace(stacked_model, output=side_by_side), inputs, settings, seed=seed, draws=draws)
     m = output.size
     flat = stacked.drop_dims([d for d in stacked.dims if d not in ("propagation_method", "output")])
     out = xr.Dataset(coords={k: v for k, v in flat.coords.items() if "output" not in v.dims})

@@ -41,6 +41,7 @@ import numpy as np
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, method_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate, evaluate_ahead
 from sensitivity.inputs.uncertainty import InputUncertainty, Sampler, unit_cube_blocks
+from sensitivity.analyses.propagation.settings import MonteCarlo
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.quantiles import sample_quantiles
@@ -52,11 +53,11 @@ def monte_carlo(
     inputs: InputUncertainty,
     values_fn: ValuesFn,
     *,
-    n_samples: int = 2**16,
-    n_replicates: int = 16,
-    sampler: Sampler = "sobol",
-    block_size: int = 4096,
-    max_bytes: int = 2**28,
+    n_samples: int = MonteCarlo.n_samples,
+    n_replicates: int = MonteCarlo.n_replicates,
+    sampler: Sampler = MonteCarlo.sampler,
+    block_size: int = MonteCarlo.block_size,
+    max_bytes: int = MonteCarlo.max_bytes,
     seed: int | np.random.Generator | None = None,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     output_names: Sequence[str] | None = None,

@@ -22,6 +22,7 @@ import numpy as np
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES, OutputLabels, checked_quantiles, moment_result
 from sensitivity.analyses.propagation.evaluation import ValuesFn, evaluate
 from sensitivity.inputs.uncertainty import InputUncertainty
+from sensitivity.analyses.propagation.settings import Unscented
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -32,9 +33,9 @@ def unscented(
     inputs: InputUncertainty,
     values_fn: ValuesFn,
     *,
-    alpha: float = 1.0,
-    beta: float = 2.0,
-    kappa: float = 0.0,
+    alpha: float = Unscented.alpha,
+    beta: float = Unscented.beta,
+    kappa: float = Unscented.kappa,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
+from sensitivity.analyses.propagation.settings import Verdict
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -14,8 +15,8 @@ VERDICT_NOT_ASSESSED, VERDICT_CONSISTENT, VERDICT_NONLINEAR = -1, 0, 1
 _ROUNDING_ULPS = 64.0
 
 
-def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_sigma: float = 3.0,
-                         rtol: float = 0.05) -> xr.Dataset:
+def nonlinearity_verdict(ds: xr.Dataset, *, reference: str = "monte_carlo", k_sigma: float = Verdict.k_sigma,
+                         rtol: float = Verdict.rtol) -> xr.Dataset:
     """Flag, per method and output, where a moment method disagrees with the Monte Carlo reference.
 
     Method ``M`` is ``nonlinear`` at output ``k`` when its mean or its std differs from the

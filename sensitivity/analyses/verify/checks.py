@@ -30,6 +30,7 @@ import numpy as np
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
@@ -194,7 +195,7 @@ def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: P
     """
     truth, approx = _values(simulate, rows), _values(surrogate, rows)
     n = len(rows) // (len(space) + 2)
-    options = {"intervals": "none", "convergence_start": n}
+    options = {"intervals": IntervalPlan("none"), "convergence_start": n}
     exact, estimate = sobol.analyze(truth, space, **options), sobol.analyze(approx, space, **options)
     data, ratios = {}, []
     for key in ("S1", "ST"):

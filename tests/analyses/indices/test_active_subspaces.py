@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sensitivity.analyses.indices import active_subspaces, dgsm
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.functions import ishigami_jacobian, linear_jacobian, uniform_space
@@ -15,7 +16,7 @@ def test_linear_model_is_rank_one_and_exact():
     w = np.array([[1.0, -2.0, 0.5]])
     space = uniform_space(3, 0.0, 4.0)  # normalised inputs z in [-1, 1]: grad_z = w (b - a) / 2 = 2 w
     x = active_subspaces.sample(space, 64, seed=0)
-    ds = active_subspaces.analyze(linear_jacobian(x, w), space, n_resamples=10, seed=0)
+    ds = active_subspaces.analyze(linear_jacobian(x, w), space, intervals=IntervalPlan("rqmc", n_resamples=10, seed=0))
     g = 2 * w[0]
     np.testing.assert_allclose(ds.eigenvalue.isel(output=0), [g @ g, 0, 0], atol=1e-12)
     leading = ds.eigenvector.isel(output=0, direction=0).values
@@ -30,7 +31,7 @@ def test_quadratic_eigenvalues_match_closed_form():
     h = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.3]])
     space = uniform_space(3, -1.0, 1.0)
     x = active_subspaces.sample(space, 8192, seed=4)
-    ds = active_subspaces.analyze((x @ h)[:, None, :], space, n_resamples=50, seed=1)
+    ds = active_subspaces.analyze((x @ h)[:, None, :], space, intervals=IntervalPlan("rqmc", n_resamples=50, seed=1))
     lam, vec = np.linalg.eigh(h @ h / 3)
     np.testing.assert_allclose(ds.eigenvalue.isel(output=0), lam[::-1], rtol=0.01)
     assert abs(ds.eigenvector.isel(output=0, direction=0).values @ vec[:, -1]) == pytest.approx(1.0, abs=1e-3)
@@ -43,8 +44,8 @@ def test_full_activity_scores_equal_normalised_dgsm():
     space = uniform_space(3, -np.pi, np.pi)
     x = dgsm.sample(space, 1024, seed=0)
     jac = np.concatenate([ishigami_jacobian(x), 3 * ishigami_jacobian(x) ** 2], axis=1)
-    ds = active_subspaces.analyze(jac, space, n_active=3, n_resamples=10, seed=0)
-    nu = dgsm.analyze(jac, np.zeros(jac.shape[:2]), space, n_resamples=10).nu
+    ds = active_subspaces.analyze(jac, space, n_active=3, intervals=IntervalPlan("rqmc", n_resamples=10, seed=0))
+    nu = dgsm.analyze(jac, np.zeros(jac.shape[:2]), space, intervals=IntervalPlan("rqmc", n_resamples=10)).nu
     np.testing.assert_allclose(ds.activity_score.values, nu.values * np.pi**2, rtol=1e-10)
 
 
@@ -52,8 +53,9 @@ def test_weighted_quantity_equals_the_analysis_of_that_output():
     space = uniform_space(3, -np.pi, np.pi)
     x = dgsm.sample(space, 256, seed=2)
     jac = np.concatenate([ishigami_jacobian(x), np.cos(x)[:, None, :]], axis=1)
-    per_output = active_subspaces.analyze(jac, space, n_resamples=10, seed=3)
-    weighted = active_subspaces.analyze(jac, space, weights=[0.0, 2.0], quantity_name="q", n_resamples=10, seed=3)
+    per_output = active_subspaces.analyze(jac, space, intervals=IntervalPlan("rqmc", n_resamples=10, seed=3))
+    weighted = active_subspaces.analyze(jac, space, weights=[0.0, 2.0], quantity_name="q",
+                                        intervals=IntervalPlan("rqmc", n_resamples=10, seed=3))
     assert list(weighted.output_name.values) == ["q"]
     np.testing.assert_allclose(weighted.eigenvalue.isel(output=0), 4 * per_output.eigenvalue.isel(output=1), rtol=1e-12)
     np.testing.assert_allclose(

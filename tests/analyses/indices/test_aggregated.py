@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from sensitivity.analyses.indices import aggregated
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError
 from sensitivity.outputs.spec import OutputDim, OutputSpec
 from sensitivity.inputs.space import ParameterSpace
@@ -35,7 +36,8 @@ def closed_form(weights: np.ndarray, variance: np.ndarray = VAR_X) -> np.ndarray
 def test_aggregated_indices_over_the_field_with_area_weights():
     # N = 4096 as 8 scramblings of 512: 10 seeds, largest error 0.0003 -> 0.001 (also without weights).
     x = aggregated.sample(UNIFORM, 4096, seed=1)
-    ds = aggregated.analyze(x @ A.T, UNIFORM, FIELD, weights="area", n_components=3, seed=1)
+    ds = aggregated.analyze(x @ A.T, UNIFORM, FIELD, weights="area", n_components=3, intervals=IntervalPlan("rqmc",
+                            seed=1))
     exact = closed_form(AREA)
     np.testing.assert_allclose(ds.S1, exact, atol=0.001)
     np.testing.assert_allclose(ds.ST, exact, atol=0.001)
@@ -43,7 +45,7 @@ def test_aggregated_indices_over_the_field_with_area_weights():
     assert ds.S1.dims == ("parameter",) and ds.weight.dims == ("lat", "lon") and ds.attrs["weights"] == "area"
     assert ds.variance.attrs["units"] == product("K", "K") and ds.S1_interval.dims == ("parameter", "bound")
     # Uniform weights differ (the 60 degree rows count half as much under area weights).
-    plain = aggregated.analyze(x @ A.T, UNIFORM, FIELD, seed=1)
+    plain = aggregated.analyze(x @ A.T, UNIFORM, FIELD, intervals=IntervalPlan("rqmc", seed=1))
     np.testing.assert_allclose(plain.S1, closed_form(np.ones(12)), atol=0.001)
 
 
@@ -51,7 +53,8 @@ def test_pca_indices_and_explained_variance():
     # 10 seeds, largest errors: ratio 0.0002 -> 0.001, variance 0.13 % -> 0.5 %, direction cosine 3e-7 -> 1e-5,
     # component indices 0.0013 -> 0.004.
     x = aggregated.sample(UNIFORM, 4096, seed=2)
-    ds = aggregated.analyze(x @ A.T, UNIFORM, FIELD, weights="area", n_components=3, seed=2)
+    ds = aggregated.analyze(x @ A.T, UNIFORM, FIELD, weights="area", n_components=3, intervals=IntervalPlan("rqmc",
+                            seed=2))
     root = np.sqrt(AREA)
     lam, vectors = np.linalg.eigh((root[:, None] * A) @ np.diag(VAR_X) @ (root[:, None] * A).T)
     lam, vectors = lam[::-1][:3], vectors[:, ::-1][:, :3]
@@ -71,7 +74,8 @@ def test_pca_indices_and_explained_variance():
 
 def test_aggregation_over_some_dims_keeps_the_others():
     x = aggregated.sample(UNIFORM, 4096, seed=3)
-    ds = aggregated.analyze(x @ A.T, UNIFORM, FIELD, over=["lon"], n_components=2, seed=3)
+    ds = aggregated.analyze(x @ A.T, UNIFORM, FIELD, over=["lon"], n_components=2, intervals=IntervalPlan("rqmc",
+                            seed=3))
     rows = A.reshape(3, 4, 3)
     exact = np.stack([(r**2).sum(axis=0) / (r**2).sum() for r in rows], axis=1)  # [parameter, lat]
     np.testing.assert_allclose(ds.S1.transpose("parameter", "lat"), exact, atol=0.001)  # 10 seeds: 0.0003
@@ -95,7 +99,7 @@ def test_dependent_inputs_get_full_and_independent_aggregated_indices():
     ind = (A**2 / np.diag(np.linalg.inv(s))).sum(axis=0) / total.sum()
     x = aggregated.sample(space, 8192, seed=4)
     assert x.shape == (8192 * 8, 3)  # the dependent design: N (2 d + 2) rows
-    ds = aggregated.analyze(x @ A.T, space, FIELD, seed=4)
+    ds = aggregated.analyze(x @ A.T, space, FIELD, intervals=IntervalPlan("rqmc", seed=4))
     for key, exact in (("S1_full", full), ("ST_full", full), ("S1_ind", ind), ("ST_ind", ind)):
         np.testing.assert_allclose(ds[key], exact, atol=0.005, err_msg=key)
     assert "S1" not in ds and "pca_ST_ind" in ds and ds.attrs["inputs"] == "dependent (Gaussian copula)"
@@ -124,7 +128,8 @@ def test_bad_aggregation_settings(spec, kwargs, message):
 def test_named_outputs_in_different_units_aggregate_with_explicit_weights():
     x = aggregated.sample(UNIFORM, 1024, seed=5)
     y = x @ A[:2].T
-    ds = aggregated.analyze(y, UNIFORM, NAMED, weights={"output": [1.0, 0.0]}, n_components=1, seed=5)
+    ds = aggregated.analyze(y, UNIFORM, NAMED, weights={"output": [1.0, 0.0]}, n_components=1,
+                            intervals=IntervalPlan("rqmc", seed=5))
     # Only p counts. N = 1024: 10 seeds, largest error 0.010 -> 0.015.
     np.testing.assert_allclose(ds.S1, A[0] ** 2 / (A[0] ** 2).sum(), atol=0.015)
     assert ds.weight.dims == ("output",) and ds.output_name.values.tolist() == ["p", "q"]
@@ -139,10 +144,10 @@ def test_labels_by_numbers_output_aggregated_over_the_numbers():
     a = A[:3]
     x = aggregated.sample(UNIFORM, 4096, seed=6)
     y = np.einsum("si,ni,t->nst", a, x, np.arange(1.0, 5.0)).reshape(len(x), -1)
-    ds = aggregated.analyze(y, UNIFORM, spec, over=["day"], seed=6)
+    ds = aggregated.analyze(y, UNIFORM, spec, over=["day"], intervals=IntervalPlan("rqmc", seed=6))
     assert ds.S1.dims == ("parameter", "species") and ds.pca_loading.dims == ("component", "day", "species")
     np.testing.assert_allclose(ds.S1.transpose("parameter", "species"), (a**2 / (a**2).sum(axis=1, keepdims=True)).T,
                                atol=0.003)
-    both = aggregated.analyze(y, UNIFORM, spec, seed=6)
+    both = aggregated.analyze(y, UNIFORM, spec, intervals=IntervalPlan("rqmc", seed=6))
     part = ((a**2)[:, None, :] * (np.arange(1.0, 5.0) ** 2)[None, :, None]).sum(axis=(0, 1))
     np.testing.assert_allclose(both.S1, part / part.sum(), atol=0.003)

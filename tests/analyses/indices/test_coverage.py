@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from sensitivity.analyses.indices import sobol
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from tests.helpers.functions import ishigami, ishigami_indices, sobol_g, sobol_g_indices, uniform_space
 
 SEEDS, N, REPLICATES = 64, 1024, 8
@@ -27,8 +28,8 @@ def seed_study(case: str, intervals: str) -> dict[str, tuple[np.ndarray, np.ndar
     """``{index: (estimates [seeds, d], intervals [seeds, d, 2])}`` over the seeds."""
     space, model, _ = CASES[case]
     replicates = REPLICATES if intervals == "rqmc" else 1
-    runs = [sobol.analyze(model(sobol.sample(space, N, seed=s, replicates=replicates)), space, intervals=intervals,
-                          replicates=REPLICATES, seed=s) for s in range(SEEDS)]
+    runs = [sobol.analyze(model(sobol.sample(space, N, seed=s, replicates=replicates)), space,
+                          intervals=IntervalPlan(intervals, replicates=REPLICATES, seed=s)) for s in range(SEEDS)]
     return {key: (np.stack([ds[key].values[:, 0] for ds in runs]),
                   np.stack([ds[f"{key}_interval"].values[:, 0] for ds in runs])) for key in ("S1", "ST")}
 

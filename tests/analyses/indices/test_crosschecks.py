@@ -7,6 +7,7 @@ import xarray as xr
 from scipy import stats
 
 from sensitivity.analyses.indices import crosschecks, dgsm, sobol
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import output_coords, parameter_coords
 from tests.helpers.functions import sobol_g, sobol_g_jacobian, uniform_space
@@ -77,9 +78,10 @@ def test_sobol_g_end_to_end_bound_holds_and_rankings_agree():
     a = (0.0, 1.0, 4.5, 9.0)
     space = uniform_space(4, 0.0, 1.0)
     x = sobol.sample(space, 1024, seed=0)
-    st = sobol.analyze(sobol_g(x, a), space, n_resamples=30, seed=0)
+    st = sobol.analyze(sobol_g(x, a), space, intervals=IntervalPlan("rqmc", n_resamples=30, seed=0))
     p = dgsm.sample(space, 1024, seed=1)
-    dg = dgsm.analyze(sobol_g_jacobian(p, a), sobol_g(p, a), space, n_resamples=30, seed=1)
+    dg = dgsm.analyze(sobol_g_jacobian(p, a), sobol_g(p, a), space, intervals=IntervalPlan("rqmc", n_resamples=30,
+                      seed=1))
     check = crosschecks.dgsm_bound(dg, st)
     assert (check.dgsm_bound_check == crosschecks.CONSISTENT).all()
     ranks = crosschecks.rankings({"ST": st.ST, "dgsm": dg.sobol_total_bound}, top_k=2)

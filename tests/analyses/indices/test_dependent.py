@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sensitivity.analyses.indices import given_data, shapley, sobol, sobol_dependent
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.inputs import copula
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.inputs.space import ParameterSpace
@@ -134,7 +135,7 @@ def test_full_and_independent_sobol_indices_of_correlated_gaussian_linear_model(
     # N = 8192 as 8 scramblings of 1024: 10 seeds, largest error 0.0016 -> 0.005.
     x = sobol_dependent.sample(SPACE, 8192, seed=4)
     assert x.shape == (8192 * 8, 3)
-    ds = sobol_dependent.analyze(linear(x), SPACE, seed=4)
+    ds = sobol_dependent.analyze(linear(x), SPACE, intervals=IntervalPlan("rqmc", seed=4))
     exact = exact_indices()
     for key in ("S1_full", "ST_full", "S1_ind", "ST_ind"):
         np.testing.assert_allclose(ds[key].values, exact[key], atol=0.005, err_msg=key)
@@ -147,7 +148,7 @@ def test_dependent_indices_of_independent_inputs_are_the_classic_ones():
     # N = 8192 as 8 scramblings of 1024: 10 seeds, largest error 0.0081 -> 0.012.
     space = uniform_space(3, -np.pi, np.pi)
     x = sobol_dependent.sample(space, 8192, seed=5)
-    ds = sobol_dependent.analyze(ishigami(x), space, seed=5)
+    ds = sobol_dependent.analyze(ishigami(x), space, intervals=IntervalPlan("rqmc", seed=5))
     exact = ishigami_indices()
     for key, ref in (("S1_full", "S1"), ("S1_ind", "S1"), ("ST_full", "ST"), ("ST_ind", "ST")):
         np.testing.assert_allclose(ds[key].isel(output=0), exact[ref], atol=0.012, err_msg=key)

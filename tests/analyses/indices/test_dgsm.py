@@ -8,6 +8,7 @@ import pytest
 from scipy import linalg
 
 from sensitivity.analyses.indices import dgsm, sweep_blocks
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.datasets import record_checksum
 from sensitivity.errors import DataError
 from sensitivity.inputs.space import Distribution, Parameter, ParameterSpace
@@ -32,7 +33,8 @@ G_A = (0.0, 1.0, 4.5, 9.0, 99.0, 99.0)
 def test_ishigami_nu_and_bound():
     # N = 4096 scrambled-Sobol' points: over 20 seeds the largest relative error of nu was 0.11 %, so 1 %.
     x = dgsm.sample(ISHIGAMI, 4096, seed=1)
-    ds = dgsm.analyze(ishigami_jacobian(x), ishigami(x), ISHIGAMI, n_resamples=50, seed=2)
+    ds = dgsm.analyze(ishigami_jacobian(x), ishigami(x), ISHIGAMI, intervals=IntervalPlan("rqmc", n_resamples=50,
+                      seed=2))
     exact = ishigami_indices()
     np.testing.assert_allclose(ds.nu.isel(output=0), exact["nu"], rtol=0.01)
     np.testing.assert_allclose(ds.variance[0], exact["variance"], rtol=0.01)
@@ -48,7 +50,8 @@ def test_sobol_g_nu_and_bound():
     # Same N and tolerance as Ishigami (largest relative error over 20 seeds: 0.08 %).
     space = uniform_space(len(G_A), 0.0, 1.0)
     x = dgsm.sample(space, 4096, seed=3)
-    ds = dgsm.analyze(sobol_g_jacobian(x, G_A), sobol_g(x, G_A), space, n_resamples=20, seed=4)
+    ds = dgsm.analyze(sobol_g_jacobian(x, G_A), sobol_g(x, G_A), space, intervals=IntervalPlan("rqmc", n_resamples=20,
+                      seed=4))
     exact = sobol_g_indices(G_A)
     np.testing.assert_allclose(ds.nu.isel(output=0), exact["nu"], rtol=0.01)
     assert (ds.sobol_total_bound.isel(output=0).values >= exact["ST"]).all()
@@ -60,7 +63,8 @@ def test_linear_model_is_exact():
     space = uniform_space(3, 0.0, 2.0, units="m")
     x = dgsm.sample(space, 256, seed=0)
     y = linear(x, w, np.zeros(2))
-    ds = dgsm.analyze(linear_jacobian(x, w), y, space, n_resamples=20, seed=0, output_units=["s", "s"])
+    ds = dgsm.analyze(linear_jacobian(x, w), y, space, output_units=["s", "s"], intervals=IntervalPlan("rqmc",
+                      n_resamples=20, seed=0))
     np.testing.assert_allclose(ds.nu.values, (w**2).T, rtol=1e-14)
     np.testing.assert_allclose(ds.nu_interval.values, np.repeat((w**2).T[..., None], 2, axis=-1), rtol=1e-14)
     expected = 4.0 / np.pi**2 * (w**2).T / np.var(y, axis=0)
@@ -79,7 +83,8 @@ def test_normal_inputs_bound_is_tight_for_a_linear_model():
     )
     c = np.array([[3.0, 1.0]])
     x = dgsm.sample(space, 4096, seed=5)
-    ds = dgsm.analyze(linear_jacobian(x, c), linear(x, c, np.zeros(1)), space, n_resamples=10, seed=0)
+    ds = dgsm.analyze(linear_jacobian(x, c), linear(x, c, np.zeros(1)), space, intervals=IntervalPlan("rqmc",
+                      n_resamples=10, seed=0))
     exact = c[0] ** 2 * sd**2 / np.sum(c[0] ** 2 * sd**2)
     # Only V is estimated (N = 4096 QMC points; relative sd of a variance ~ sqrt(2/N) = 2 % for MC).
     np.testing.assert_allclose(ds.sobol_total_bound.isel(output=0), exact, rtol=0.02)
@@ -161,7 +166,7 @@ def test_lognormal_and_correlated_inputs_give_no_bound():
     assert dgsm.poincare_constant(normal) == 4.0  # one-sided truncation keeps the Bakry-Emery constant sigma^2
     space = ParameterSpace(ISHIGAMI.parameters, correlation=np.array([[1, 0.3, 0], [0.3, 1, 0], [0, 0, 1.0]]))
     x = dgsm.sample(space, 64, seed=0)
-    ds = dgsm.analyze(ishigami_jacobian(x), ishigami(x), space, n_resamples=5)
+    ds = dgsm.analyze(ishigami_jacobian(x), ishigami(x), space, intervals=IntervalPlan("rqmc", n_resamples=5))
     assert np.isnan(ds.sobol_total_bound).all() and np.isfinite(ds.nu).all()
     assert np.corrcoef(x.T)[0, 1] > 0.1  # the copula did couple the inputs
 
@@ -195,9 +200,9 @@ def test_blocks_give_the_whole_sample_estimate_and_a_poisson_interval():
     # 95 % quantile is a few %, so the widths agree to 25 %.
     x = dgsm.sample(ISHIGAMI, 4096, seed=1, replicates=1)
     jac, y = ishigami_jacobian(x), ishigami(x) + 1e6  # a large mean: the streaming variance must not cancel
-    whole = dgsm.analyze(jac, y, ISHIGAMI, intervals="bootstrap", n_resamples=400, seed=2)
+    whole = dgsm.analyze(jac, y, ISHIGAMI, intervals=IntervalPlan("bootstrap", n_resamples=400, seed=2))
     blocks = ((jac[s : s + 1000], y[s : s + 1000]) for s in range(0, 4096, 1000))
-    streamed = dgsm.analyze_blocks(blocks, ISHIGAMI, n_resamples=400, seed=2)
+    streamed = dgsm.analyze_blocks(blocks, ISHIGAMI, intervals=IntervalPlan("bootstrap", n_resamples=400, seed=2))
     for key in ("nu", "variance", "sobol_total_bound"):
         np.testing.assert_allclose(streamed[key].values, whole[key].values, rtol=1e-9)
     np.testing.assert_allclose(streamed.variance.values, np.var(y, axis=0), rtol=1e-9)
@@ -216,7 +221,8 @@ def test_mixed_units_are_tabled_in_coordinates():
     space = ParameterSpace.from_records([dict(name="a", units="m", low=0, high=1), dict(name="b", units="s", low=0, high=1)])
     w = np.array([[1.0, 2.0]])
     x = dgsm.sample(space, 64, seed=0)
-    ds = dgsm.analyze(linear_jacobian(x, w), linear(x, w, np.zeros(1)), space, n_resamples=5, output_units=["kg"])
+    ds = dgsm.analyze(linear_jacobian(x, w), linear(x, w, np.zeros(1)), space, output_units=["kg"],
+                      intervals=IntervalPlan("rqmc", n_resamples=5))
     assert "units" not in ds.nu.attrs and ds.nu.attrs["units_coordinate"] == "nu_units"
     assert list(ds.nu_units.sel(output=0).values) == ["kg2 m-2", "kg2 s-2"]
     assert ds.poincare_constant.attrs["units_coordinate"] == "poincare_constant_units"

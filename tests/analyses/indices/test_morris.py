@@ -7,6 +7,7 @@ from scipy import stats
 from SALib.analyze import morris as salib_morris
 
 from sensitivity.analyses.indices import morris
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.inputs.space import Distribution, Parameter, ParameterSpace
 from tests.helpers.functions import ishigami, linear, uniform_space
@@ -19,7 +20,8 @@ PROBLEM = {"num_vars": 3, "names": ["x0", "x1", "x2"], "bounds": [[-np.pi, np.pi
 def test_matches_salib_on_identical_trajectories(levels):
     x = morris.sample(ISHIGAMI, 40, levels=levels, seed=3)
     y = np.column_stack([ishigami(x)[:, 0], np.cos(x[:, 0]) * x[:, 1] ** 2])
-    ds = morris.analyze(x, y, ISHIGAMI, levels=levels, n_resamples=50, interval="normal", seed=17)
+    ds = morris.analyze(x, y, ISHIGAMI, levels=levels, intervals=IntervalPlan("bootstrap", n_resamples=50,
+                        interval="normal", seed=17))
     for k in range(y.shape[1]):
         ref = salib_morris.analyze(dict(PROBLEM), x, y[:, k].copy(), num_resamples=50, num_levels=levels, seed=17)
         out = ds.isel(output=k)
@@ -47,7 +49,8 @@ def test_linear_model_is_exact():
     c = np.array([[2.0, -1.0, 0.5, 0.0]])
     space = uniform_space(4, 0.0, 3.0, units="m")
     x = morris.sample(space, 10, seed=2)
-    ds = morris.analyze(x, linear(x, c, np.array([1.0])), space, seed=0, output_units=["kg"])
+    ds = morris.analyze(x, linear(x, c, np.array([1.0])), space, output_units=["kg"],
+                        intervals=IntervalPlan("bootstrap", seed=0))
     np.testing.assert_allclose(ds.mu.isel(output=0), 3 * c[0], atol=1e-12)
     np.testing.assert_allclose(ds.mu_star.isel(output=0), 3 * np.abs(c[0]), atol=1e-12)
     np.testing.assert_allclose(ds.sigma.isel(output=0), 0.0, atol=1e-12)

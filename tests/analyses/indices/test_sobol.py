@@ -9,6 +9,7 @@ from SALib.analyze import sobol as salib_sobol
 from SALib.sample import sobol as salib_sample
 
 from sensitivity.analyses.indices import sobol
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.inputs.space import ParameterSpace
 from tests.helpers.functions import ishigami, ishigami_indices, linear, sobol_g, sobol_g_indices, uniform_space
@@ -55,8 +56,8 @@ def test_grouped_sample_is_salibs_layout():
 def test_indices_and_intervals_match_salib_on_identical_samples(second):
     x = sobol.sample(ISHIGAMI, 512, seed=3, calc_second_order=second, replicates=1)
     y = two_outputs(x)
-    ds = sobol.analyze(y, ISHIGAMI, calc_second_order=second, intervals="bootstrap", n_resamples=50,
-                       interval="normal", seed=42)
+    ds = sobol.analyze(y, ISHIGAMI, calc_second_order=second, intervals=IntervalPlan("bootstrap", n_resamples=50,
+                       interval="normal", seed=42))
     for k, ref in enumerate(salib(y, dict(PROBLEM), second, seed=42)):
         out = ds.isel(output=k)
         np.testing.assert_allclose(out.S1, ref["S1"], rtol=0, atol=1e-10)
@@ -76,7 +77,7 @@ def test_groups_match_salib():
     groups = {"g1": ["x0", "x2"], "g2": ["x1"]}
     x = sobol.sample(ISHIGAMI, 256, seed=8, groups=groups)
     y = two_outputs(x)
-    ds = sobol.analyze(y, ISHIGAMI, groups=groups, n_resamples=50, seed=9)
+    ds = sobol.analyze(y, ISHIGAMI, groups=groups, intervals=IntervalPlan("rqmc", n_resamples=50, seed=9))
     assert list(ds.group_name.values) == ["g1", "g2"]
     np.testing.assert_array_equal(ds.group_member.values, [[1, 0, 1], [0, 1, 0]])
     for k, ref in enumerate(salib(y, dict(PROBLEM, groups=["g1", "g2", "g1"]), False, seed=9)):
@@ -87,7 +88,7 @@ def test_groups_match_salib():
 def test_convergence_record_is_the_analysis_of_each_prefix():
     x = sobol.sample(ISHIGAMI, 1024, seed=1)
     y = two_outputs(x)
-    ds = sobol.analyze(y, ISHIGAMI, n_resamples=10, seed=1, convergence_start=256)
+    ds = sobol.analyze(y, ISHIGAMI, convergence_start=256, intervals=IntervalPlan("rqmc", n_resamples=10, seed=1))
     assert list(ds.n_samples.values) == [256, 512, 1024]
     prefix = y[: 256 * 5]  # the first 256 blocks of A, AB_1..3, B
     for k, ref in enumerate(salib(prefix, dict(PROBLEM), False, seed=1)):
@@ -100,7 +101,8 @@ def test_ishigami_closed_form():
     # N = 8192 base rows (40,960 runs). Over 20 seeds the largest error of any S1 was 0.012 and of
     # any ST 0.001 (the bootstrap standard error of S1 is ~0.011 at this N), so 0.03 is ~2.7 sd.
     x = sobol.sample(ISHIGAMI, 8192, seed=2024, calc_second_order=True)
-    ds = sobol.analyze(ishigami(x), ISHIGAMI, calc_second_order=True, n_resamples=20, seed=1)
+    ds = sobol.analyze(ishigami(x), ISHIGAMI, calc_second_order=True, intervals=IntervalPlan("rqmc", n_resamples=20,
+                       seed=1))
     exact = ishigami_indices()
     np.testing.assert_allclose(ds.S1.isel(output=0), exact["S1"], atol=0.03)
     np.testing.assert_allclose(ds.ST.isel(output=0), exact["ST"], atol=0.03)
@@ -112,7 +114,7 @@ def test_sobol_g_closed_form():
     # N = 8192 (65,536 runs): over 20 seeds the largest error was 0.003 (S1) and 0.005 (ST).
     space = uniform_space(len(G_A), 0.0, 1.0)
     x = sobol.sample(space, 8192, seed=7)
-    ds = sobol.analyze(sobol_g(x, G_A), space, n_resamples=20, seed=1)
+    ds = sobol.analyze(sobol_g(x, G_A), space, intervals=IntervalPlan("rqmc", n_resamples=20, seed=1))
     exact = sobol_g_indices(G_A)
     np.testing.assert_allclose(ds.S1.isel(output=0), exact["S1"], atol=0.015)
     np.testing.assert_allclose(ds.ST.isel(output=0), exact["ST"], atol=0.015)
@@ -124,7 +126,7 @@ def test_linear_model_first_equals_total():
     c = np.array([[1.0, 2.0, 3.0]])
     space = uniform_space(3, 0.0, 1.0)
     x = sobol.sample(space, 4096, seed=0)
-    ds = sobol.analyze(linear(x, c, np.array([5.0])), space, n_resamples=10, seed=0)
+    ds = sobol.analyze(linear(x, c, np.array([5.0])), space, intervals=IntervalPlan("rqmc", n_resamples=10, seed=0))
     exact = c[0] ** 2 / np.sum(c**2)
     np.testing.assert_allclose(ds.S1.isel(output=0), exact, atol=0.02)
     np.testing.assert_allclose(ds.ST.isel(output=0), exact, atol=0.02)
@@ -133,14 +135,16 @@ def test_linear_model_first_equals_total():
 def test_constant_output_is_flagged_not_raised():
     x = sobol.sample(ISHIGAMI, 64, seed=0)
     y = np.column_stack([ishigami(x)[:, 0], np.full(len(x), 3.0)])
-    ds = sobol.analyze(y, ISHIGAMI, n_resamples=10, seed=0, output_names=["ishigami", "flat"])
+    ds = sobol.analyze(y, ISHIGAMI, output_names=["ishigami", "flat"], intervals=IntervalPlan("rqmc", n_resamples=10,
+                       seed=0))
     assert list(ds.status.values) == [0, 1]
     assert np.isnan(ds.S1.isel(output=1)).all() and np.isfinite(ds.S1.isel(output=0)).all()
 
 
 def test_labels_and_units():
     x = sobol.sample(ISHIGAMI, 64, seed=0)
-    ds = sobol.analyze(two_outputs(x), ISHIGAMI, n_resamples=10, seed=0, output_names=["a", "b"], output_units=["m", "m"])
+    ds = sobol.analyze(two_outputs(x), ISHIGAMI, output_names=["a", "b"], output_units=["m", "m"],
+                       intervals=IntervalPlan("rqmc", n_resamples=10, seed=0))
     assert list(ds.output_name.values) == ["a", "b"] and list(ds.parameter_name.values) == ["x0", "x1", "x2"]
     assert ds.S1.attrs["units"] == "1" and ds.variance.attrs["units"] == "m2"
     assert all("long_name" in v.attrs for v in ds.data_vars.values())

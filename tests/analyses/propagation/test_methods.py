@@ -14,7 +14,10 @@ import pytest
 import xarray as xr
 from scipy import special
 
-from sensitivity.analyses.propagation import METHODS, first_order, monte_carlo, pointwise_std, propagate, second_order, unscented
+from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.propagation import (METHODS, MonteCarlo, Propagation, Verdict, first_order, monte_carlo,
+                                             pointwise_std, propagate, second_order, unscented)
+from sensitivity.outputs.spec import OutputSpec
 from sensitivity.inputs.uncertainty import gaussian_inputs, inputs_from_space
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.inputs.space import ParameterSpace
@@ -52,9 +55,9 @@ class Quadratic:
         return mean, lin + 0.5 * (cross + cross.T) + 0.25 * q
 
 
-def all_methods(model: Quadratic, inputs, **kwargs) -> xr.Dataset:
-    return propagate(inputs, values_fn=model.values, value_and_jacobian=model.value_and_jacobian,
-                     hessian=model.hessian, n_samples=2**14, seed=11, **kwargs)
+def all_methods(model: Quadratic, inputs, output: OutputSpec | None = None) -> xr.Dataset:
+    return propagate(BatchedModel(model.values, model.value_and_jacobian, model.hessian, output), inputs,
+                     Propagation(monte_carlo=MonteCarlo(n_samples=2**14)), seed=11)
 
 
 @pytest.fixture
@@ -128,7 +131,7 @@ def test_quadratic_gaussian_second_order_is_exact_and_unscented_mean_is_exact(ga
         np.testing.assert_allclose(ut.output_mean.values, mean, rtol=1e-12)
     first = first_order(gaussian, model.value_and_jacobian)
     assert not np.allclose(first.output_mean.values, mean)  # the curvature is large enough to matter
-    ds = all_methods(model, gaussian, n_replicates=16)
+    ds = all_methods(model, gaussian)
     within_mc_error(ds, mean, np.sqrt(np.diag(cov)))
 
 
@@ -211,8 +214,9 @@ def test_verdict_flags_the_nonlinear_output_only():
         zero, one, e = np.zeros(len(x)), np.ones(len(x)), np.exp(2 * x[:, 0])
         return values(x), np.stack([np.stack([one, one], 1), np.stack([2 * e, zero], 1)], 1)
 
-    ds = propagate(inputs, values_fn=values, value_and_jacobian=value_and_jacobian,
-                   methods=("first_order", "monte_carlo"), n_samples=2**14, seed=1, rtol=0.02)
+    ds = propagate(BatchedModel(values, value_and_jacobian), inputs, Propagation(
+        methods=("first_order", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=2**14), verdict=Verdict(rtol=0.02)),
+        seed=1)
     assert ds.nonlinear.values.tolist() == [[0, 1], [-1, -1]]
     mean, std = math.exp(2 * s * s), math.sqrt(math.expm1(4 * s * s) * math.exp(4 * s * s))
     # first order: mean e^0 = 1, std 2 s = 1: discrepancies against the exact moments, to MC accuracy
@@ -222,7 +226,7 @@ def test_verdict_flags_the_nonlinear_output_only():
 
 def test_propagate_dataset_contract(gaussian, rng, tmp_path):
     model = random_quadratic(rng, 2, 3, curvature=0.2)
-    ds = all_methods(model, gaussian, output_names=["cases", "deaths"], output_units=["1", "1"])
+    ds = all_methods(model, gaussian, OutputSpec.from_dict({"names": ["cases", "deaths"]}))
     assert list(ds.propagation_method_name.values) == list(METHODS)
     assert dict(ds.sizes) == {"propagation_method": 4, "output": 2, "output_i": 2, "output_j": 2, "quantile": 5,
                               "parameter": 3, "parameter_i": 3, "parameter_j": 3}
@@ -246,7 +250,8 @@ def test_failed_method_is_data_not_an_exception(gaussian):
         y[np.abs(x[:, 0] - 1.0) > 1.5] = np.nan  # a model that fails in the tails
         return y
 
-    ds = propagate(gaussian, values_fn=values, methods=("unscented", "monte_carlo"), n_samples=2**10, seed=0)
+    ds = propagate(BatchedModel(values), gaussian, Propagation(methods=("unscented", "monte_carlo"),
+                                                               monte_carlo=MonteCarlo(n_samples=2**10)), seed=0)
     assert ds.status.values.tolist() == [0, 1]
     assert "non-finite" in str(ds.status_message.values[1])
     assert ds.nonlinear.values.tolist() == [[-1], [-1]]
@@ -265,8 +270,10 @@ def test_pointwise_std_equals_a_per_point_loop(rng):
     "call, error, message",
     [
         (lambda g, f: pointwise_std(np.ones((2, 1, 2)), [[1.0, 2.0], [2.0, 1.0]]), ConfigError, "positive definite"),
-        (lambda g, f: propagate(g, values_fn=f.values, methods=("second_order",)), ConfigError, "needs `value_and_jacobian`"),
-        (lambda g, f: propagate(g, values_fn=f.values, methods=("bootstrap",)), ConfigError, "bootstrap"),
+        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("second_order",))), ConfigError,
+         "needs `value_and_jacobian`"),
+        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("bootstrap",))), ConfigError,
+         "bootstrap"),
         (lambda g, f: unscented(g, f.values, alpha=0.0), ConfigError, "`alpha` must be > 0"),
         (lambda g, f: unscented(g, f.values, kappa=-3.0), ConfigError, "n \\+ kappa > 0"),
         (lambda g, f: first_order(g, f.value_and_jacobian, quantiles=(0.5, 1.0)), ConfigError, "quantiles"),
@@ -275,7 +282,9 @@ def test_pointwise_std_equals_a_per_point_loop(rng):
         (lambda g, f: monte_carlo(g, f.values, block_size=1000), ConfigError, "power of 2"),
         (lambda g, f: monte_carlo(g, f.values, sampler="lhs"), ConfigError, "`sampler`"),
         (lambda g, f: unscented(g, lambda x: f.values(x)[:1]), ModelError, "shape \\[1, 2\\]"),
-        (lambda g, f: propagate(g, values_fn=f.values, methods=("monte_carlo",), k_sigma=0), ConfigError, "k_sigma"),
+        (lambda g, f: propagate(BatchedModel(f.values), g, Propagation(methods=("monte_carlo",),
+                                                                       verdict=Verdict(k_sigma=0))),
+         ConfigError, "k_sigma"),
     ],
 )
 def test_bad_arguments_raise_one_line_errors(gaussian, rng, call, error, message):

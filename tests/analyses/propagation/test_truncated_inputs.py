@@ -61,13 +61,14 @@ def test_the_truncation_hint_goes_to_the_draws_not_to_the_sigma_points():
     """Truncated inputs keep every Monte Carlo draw inside the bounds; the unscented transform's sigma points,
     at mean +- sqrt(n) std, leave them (here by construction), and truncating cannot bring them in: the summary
     gives a method's remedy only where it applies."""
-    from sensitivity.analyses.propagation import propagate
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import MonteCarlo, Propagation, propagate
     from sensitivity.analyses.propagation.verdict import summary_lines
 
     # six broad normals cut to [0, 1]: nearly uniform (std ~0.29), so mean +- sqrt(6) std reaches past both bounds
     inputs = truncated_gaussian_inputs(np.full(6, 0.5), 100.0 * np.eye(6), box([0.0] * 6, [1.0] * 6))
-    ds = propagate(inputs, values_fn=lambda x: x.sum(axis=1, keepdims=True), methods=["unscented", "monte_carlo"],
-                   n_samples=1024, n_replicates=4, seed=0)
+    ds = propagate(BatchedModel(lambda x: x.sum(axis=1, keepdims=True)), inputs, Propagation(
+        methods=("unscented", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=1024, n_replicates=4)), seed=0)
     outside = dict(zip(ds["propagation_method_name"].values, ds["outside_bounds"].values))
     assert outside["unscented"] > 0.01 and outside["monte_carlo"] == 0.0
     lines = [line for _, line in summary_lines(ds, bounds_hint=" HINT") if "outside the parameter bounds" in line]
