@@ -134,7 +134,7 @@ RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "r
 def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = (), *,
                recorded: Mapping[str, str] | None = None):
     """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
-    (its run-only keys left out), the content of its input files and of the model's source.
+    (its run-only keys left out), the content of its input files and of everything the model reads.
 
     ``recorded`` gives input files by the checksums recorded beside them (``{path: sha256}``, e.g. a merge's
     shards, verified as they are read) instead of hashing them again.
@@ -144,6 +144,7 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     """
     from sensitivity.datasets import content_hash
     from sensitivity.datasets.publish import ResultSet
+    from workflows.model_inputs import model_inputs_hash
     from workflows.schema import workflow_keys
 
     check_study(cfg)  # a bad space or output description is refused before the run directory is touched
@@ -152,32 +153,9 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     own = workflow_keys(workflow)  # the other studies' sections an experiment file sets do not change this result
     config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
-                     fingerprint=fingerprint(config, sorted(files.values()), model_source_hash(cfg)),
+                     fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg)),
                      replace=bool(cfg.get("replace_other_settings", False)),
                      recompute=bool(cfg.get("recompute", False)))
-
-
-def model_source_hash(cfg: DictConfig) -> str | None:
-    """The content hash of the file(s) ``model.source`` names: a .keras file, a SavedModel directory, or the module
-    of ``package.module:function`` (found, not imported: a change to the model's code changes every fingerprint)."""
-    import importlib.util
-
-    from sensitivity.datasets import content_hash
-
-    source = OmegaConf.select(cfg, "model.source", default=None)
-    if not source or OmegaConf.is_missing(cfg.model, "source"):
-        return None
-    path = repo_path(source)
-    if path.is_file():
-        return content_hash(path)
-    if path.is_dir():
-        return fingerprint([content_hash(p) for p in sorted(path.rglob("*")) if p.is_file()])
-    module = str(source).partition(":")[0]
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    return content_hash(spec.origin) if spec is not None and spec.origin and Path(spec.origin).is_file() else None
 
 
 def announce_complete(results, workflow: str) -> None:
