@@ -43,10 +43,13 @@ def check_study(cfg: DictConfig) -> None:
         check_memory_budget(cfg.jacobian.memory_budget_mb)
     if "space" in cfg:
         space = space_from(cfg)
-        if "grid" in cfg and cfg.grid.kind in ("sobol", "halton", "lhs", "random"):
-            from sensitivity.sweep.designs import check_grid_size
+        for key in ("grid", "starts"):  # the sweep's design; calibrate's starts
+            if key in cfg:
+                check_design_size(cfg[key], len(space), key)
+    if OmegaConf.select(cfg, "points_per_part", default=None) is not None:
+        from sensitivity.settings import check_points_per_part
 
-            check_grid_size(cfg.grid.n, cfg.grid.kind, len(space))
+        check_points_per_part(cfg.points_per_part)
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
         OutputSpec.from_dict(plain(cfg.model.output))
 
@@ -97,9 +100,20 @@ def ensemble_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
-def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None) -> Grid:
-    """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``)."""
+def check_design_size(node: DictConfig, d: int, key: str) -> None:
+    """Refuse the size ``node.n`` of a drawn design (sobol, halton, lhs, random) of ``d`` parameters in one line
+    naming ``<key>.n`` (:func:`sensitivity.sweep.designs.check_grid_size`)."""
+    if node.kind in ("sobol", "halton", "lhs", "random"):
+        from sensitivity.sweep.designs import check_grid_size
+
+        check_grid_size(node.n, node.kind, d, key=f"{key}.n")
+
+
+def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None, key: str = "grid") -> Grid:
+    """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``, whose key
+    names it in errors)."""
     g = cfg.grid if node is None else node
+    check_design_size(g, len(space), key)
     return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
                      steps=g.steps, path=g.path, through=g.through)
 

@@ -112,7 +112,7 @@ def solver_from(node: DictConfig):
 
 def starts_from(cfg: DictConfig, space) -> np.ndarray:
     """``[K, n]`` starts: the ``starts`` design, then the nominal point when ``include_nominal``."""
-    points = build.grid_from(cfg, space, cfg.starts).points()
+    points = build.grid_from(cfg, space, cfg.starts, "starts").points()
     return np.vstack([points, space.nominal[None, :]]) if cfg.include_nominal else points
 
 

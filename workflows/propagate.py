@@ -157,6 +157,18 @@ def posterior_draws(path: str, space, warn: bool = True):
     return draws
 
 
+def _say_replicate_plan(ds, p: DictConfig) -> None:
+    """One warning line when Monte Carlo ran another number of samples or replicates than configured (whole
+    replicates of equal size: a power of two each for Sobol', within ``max_bytes``)."""
+    ran = ds.attrs.get("monte_carlo_n_samples"), ds.attrs.get("monte_carlo_n_replicates")
+    if ran[0] is not None and ran != (p.n_samples, p.n_replicates):
+        log.warning("propagate: monte_carlo ran %d samples in %d replicates of %d, not propagation.n_samples=%d in "
+                    "propagation.n_replicates=%d (whole replicates of equal size%s); give n_samples = n_replicates "
+                    "x %s to run exactly what is asked", ran[0], ran[1], ran[0] // ran[1], p.n_samples,
+                    p.n_replicates, ", a power of two each for sampler=sobol" if p.sampler == "sobol" else "",
+                    "a power of two" if p.sampler == "sobol" else "a whole number")
+
+
 def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -> Path:
     """All configured methods on the compiled surrogate -> ``out_dir/propagation.nc`` (+ figure)."""
     from sensitivity.datasets import provenance, write_atomic
@@ -186,6 +198,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
                  "propagate=posterior judges the methods against it)", draws_path)
     ds = propagate(inputs, values_fn=jac.flat_values, value_and_jacobian=jac.flat_value_and_jacobian,
                    hessian=hessian, output=spec, reference=reference, **settings)
+    _say_replicate_plan(ds, p)
     ensemble = build.ensemble_from(cfg, surrogate)
     if ensemble is not None:  # every method's mean and std per member, the same samples through all members
         from sensitivity.analyses.propagation import member_moments, merge_members

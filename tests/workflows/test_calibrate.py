@@ -334,6 +334,7 @@ def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_p
     (["log_parameters=[c]"], "`log_parameters`: 'c' needs low > 0"),
     (["fit=false"], "nothing to do"),
     (["step_slice.parameters=[a, z]"], "`step_slice.parameters` must name two different parameters of ['a', 'k', 'c']"),
+    (["starts.n=-4"], "starts.n must be an integer >= 1, got -4"),  # named as its own key, not grid.n
 ])
 def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, message):
     cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={tmp_path / 'none.nc'}", *overrides])
