@@ -172,8 +172,8 @@ def read_manifest(path: str | Path) -> Manifest:
 def _check_distinct(path: Path, records: Sequence[Mapping[str, Any]], run: Any, members: Sequence[Path]) -> None:
     """Refuse an ensemble whose members are not distinct trainings of one recorded run: two members with the same
     bytes (one file listed twice, or a copy: their spread would be zero), or a member whose training run (stamped
-    in its archive or recorded for it in the manifest) is not the manifest's (else the first one found). An ensemble written
-    before runs were recorded (no stamp, no record) is checked for duplicates only."""
+    in its archive or recorded for it in the manifest) is not the manifest's (else the first one found). An
+    ensemble written before runs were recorded (no stamp, no record) is checked for duplicates only."""
     seen: dict[str, int] = {}
     for k, record in enumerate(records):
         first = seen.setdefault(str(record.get("sha256")), k)

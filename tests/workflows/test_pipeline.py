@@ -125,10 +125,9 @@ def test_an_edited_helper_module_or_declared_file_reruns_every_stage_that_reads_
     (study / "helpers.py").write_text("OFFSET = 0.0\n")
     (study / "table.txt").write_text("1\n")
     (study / "notes.txt").write_text("nothing reads this\n")
-    model = (study / "model.py").read_text()
-    (study / "model.py").write_text(model.replace("import tensorflow as tf\n", "import tensorflow as tf\n\n"
-                                                  "from helpers import OFFSET\n").replace("return a + b**2 * c",
-                                                                                          "return a + b**2 * c + OFFSET"))
+    model = (study / "model.py").read_text().replace("return a + b**2 * c", "return a + b**2 * c + OFFSET")
+    (study / "model.py").write_text(model.replace("import tensorflow as tf\n",
+                                                  "import tensorflow as tf\n\nfrom helpers import OFFSET\n"))
     declared = "model.depends_on=[table.txt]"
     run(study, declared)
     run_dir = study / "outputs" / "run" / "study"

@@ -112,8 +112,12 @@ class NonFinite:
 
     def where(self, names: list[str]) -> str:
         """The first points left out, as ``a=0.1, b=2; ...``."""
-        return "; ".join(", ".join(f"{n}={v:.6g}" for n, v in zip(names, p)) for p in self.first) + \
-            ("; ..." if self.count > len(self.first) else "")
+        return named_points(names, self.first, more=self.count > len(self.first))
+
+
+def named_points(names: list[str] | tuple[str, ...], points, *, more: bool = False) -> str:
+    """Points ``[k, n]`` as ``a=0.1, b=2; a=0.3, b=1`` (``; ...`` appended when ``more``), for a message."""
+    return "; ".join(", ".join(f"{n}={v:.6g}" for n, v in zip(names, p)) for p in points) + ("; ..." if more else "")
 
 
 #: How many of the points left out a :class:`NonFinite` keeps, to name them.

@@ -24,7 +24,7 @@ from sensitivity.analyses.indices import (active_subspaces, aggregated, derivati
                                           sobol, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
-from sensitivity.analyses.indices.dgsm_sweep import NonFinite, sweep_blocks, sweep_sample
+from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.spec import OutputSpec
@@ -73,8 +73,7 @@ class FlatModel:
         every point of it, and one NaN would make every index NaN."""
         if ok.all():
             return values
-        names = self.engine.surrogate.input_names
-        first = "; ".join(", ".join(f"{n}={v:.6g}" for n, v in zip(names, p)) for p in np.asarray(points)[~ok][:3])
+        first = named_points(self.engine.surrogate.input_names, np.asarray(points)[~ok][:SHOWN])
         raise DataError(f"the model is not finite at {int((~ok).sum())} of {len(ok)} points of the design (first "
                         f"at {first}); these indices need the model at every point: make it finite over the space, or "
                         "narrow the space's bounds")
