@@ -50,6 +50,10 @@ def check_study(cfg: DictConfig) -> None:
         from sensitivity.settings import check_points_per_part
 
         check_points_per_part(cfg.points_per_part)
+    if "model" in cfg:
+        from workflows.model_inputs import declared_inputs
+
+        declared_inputs(cfg)  # a missing `model.depends_on` path
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
         OutputSpec.from_dict(plain(cfg.model.output))
 

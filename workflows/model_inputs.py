@@ -66,12 +66,28 @@ def model_files(cfg: DictConfig) -> list[Path]:
             named = repo_path(text)
             if _names_a_file(text, named):
                 found.update(_files_of(named))
-    for text in plain(model.get("depends_on")) or []:
+    for named in declared_inputs(cfg):
+        found.update(_files_of(named))
+    return sorted(found)
+
+
+def declared_inputs(cfg: DictConfig) -> list[Path]:
+    """The paths of ``model.depends_on``, resolved as every config path is (:func:`workflows.build.repo_path`).
+
+    Raises
+    ------
+    ConfigError
+        A path that does not exist, named with its value.
+    """
+    from workflows.build import plain, repo_path
+
+    paths = []
+    for text in plain(OmegaConf.select(cfg, "model.depends_on", default=None)) or []:
         named = repo_path(str(text))
         if not named.exists():
             raise ConfigError(f"`model.depends_on`: {text!r} does not exist")
-        found.update(_files_of(named))
-    return sorted(found)
+        paths.append(named)
+    return paths
 
 
 def module_files(module: str) -> list[Path]:

@@ -105,3 +105,10 @@ def test_an_ensemble_is_hashed_member_by_member(tmp_path, monkeypatch):
 def test_a_package_model_is_its_module_alone_its_imports_left_to_the_versions():
     cfg = model_cfg(source="sensitivity.simulators.analytic:ishigami", kwargs={"a": 7.0})
     assert [p.name for p in model_files(cfg)] == ["analytic.py"]
+
+
+def test_a_missing_declared_input_is_refused_by_the_checks_before_any_run_directory(study):
+    from workflows.build import check_study
+
+    with pytest.raises(ConfigError, match=r"^`model.depends_on`: 'gone.csv' does not exist$"):
+        check_study(model_cfg(depends_on=["gone.csv"]))
