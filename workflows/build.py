@@ -43,10 +43,17 @@ def check_study(cfg: DictConfig) -> None:
         check_memory_budget(cfg.jacobian.memory_budget_mb)
     if "space" in cfg:
         space = space_from(cfg)
-        if "grid" in cfg and cfg.grid.kind in ("sobol", "halton", "lhs", "random"):
-            from sensitivity.sweep.designs import check_grid_size
+        for key in ("grid", "starts"):  # the sweep's design; calibrate's starts
+            if key in cfg:
+                check_design_size(cfg[key], len(space), key)
+    if OmegaConf.select(cfg, "points_per_part", default=None) is not None:
+        from sensitivity.settings import check_points_per_part
 
-            check_grid_size(cfg.grid.n, cfg.grid.kind, len(space))
+        check_points_per_part(cfg.points_per_part)
+    if "model" in cfg:
+        from workflows.model_inputs import declared_inputs
+
+        declared_inputs(cfg)  # a missing `model.depends_on` path
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
         OutputSpec.from_dict(plain(cfg.model.output))
 
@@ -97,9 +104,20 @@ def ensemble_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
-def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None) -> Grid:
-    """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``)."""
+def check_design_size(node: DictConfig, d: int, key: str) -> None:
+    """Refuse the size ``node.n`` of a drawn design (sobol, halton, lhs, random) of ``d`` parameters in one line
+    naming ``<key>.n`` (:func:`sensitivity.sweep.designs.check_grid_size`)."""
+    if node.kind in ("sobol", "halton", "lhs", "random"):
+        from sensitivity.sweep.designs import check_grid_size
+
+        check_grid_size(node.n, node.kind, d, key=f"{key}.n")
+
+
+def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = None, key: str = "grid") -> Grid:
+    """The design of ``cfg.grid`` (or of another grid node of the config, e.g. calibrate's ``starts``, whose key
+    names it in errors)."""
     g = cfg.grid if node is None else node
+    check_design_size(g, len(space), key)
     return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
                      steps=g.steps, path=g.path, through=g.through)
 
@@ -134,7 +152,7 @@ RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "r
 def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = (), *,
                recorded: Mapping[str, str] | None = None):
     """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
-    (its run-only keys left out), the content of its input files and of the model's source.
+    (its run-only keys left out), the content of its input files and of everything the model reads.
 
     ``recorded`` gives input files by the checksums recorded beside them (``{path: sha256}``, e.g. a merge's
     shards, verified as they are read) instead of hashing them again.
@@ -144,6 +162,7 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     """
     from sensitivity.datasets import content_hash
     from sensitivity.datasets.publish import ResultSet
+    from workflows.model_inputs import model_inputs_hash
     from workflows.schema import workflow_keys
 
     check_study(cfg)  # a bad space or output description is refused before the run directory is touched
@@ -152,32 +171,9 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     own = workflow_keys(workflow)  # the other studies' sections an experiment file sets do not change this result
     config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
-                     fingerprint=fingerprint(config, sorted(files.values()), model_source_hash(cfg)),
+                     fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg)),
                      replace=bool(cfg.get("replace_other_settings", False)),
                      recompute=bool(cfg.get("recompute", False)))
-
-
-def model_source_hash(cfg: DictConfig) -> str | None:
-    """The content hash of the file(s) ``model.source`` names: a .keras file, a SavedModel directory, or the module
-    of ``package.module:function`` (found, not imported: a change to the model's code changes every fingerprint)."""
-    import importlib.util
-
-    from sensitivity.datasets import content_hash
-
-    source = OmegaConf.select(cfg, "model.source", default=None)
-    if not source or OmegaConf.is_missing(cfg.model, "source"):
-        return None
-    path = repo_path(source)
-    if path.is_file():
-        return content_hash(path)
-    if path.is_dir():
-        return fingerprint([content_hash(p) for p in sorted(path.rglob("*")) if p.is_file()])
-    module = str(source).partition(":")[0]
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    return content_hash(spec.origin) if spec is not None and spec.origin and Path(spec.origin).is_file() else None
 
 
 def announce_complete(results, workflow: str) -> None:

@@ -27,9 +27,9 @@ from sensitivity.analyses.calibration import (
     BatchedModel, Fit, GaussNewton, LevenbergMarquardt, ObservationModel, TrustRegion, calibrate,
     calibrate_ensemble, member_steps_note, step_map_analysis, step_slice)
 from sensitivity.analyses.calibration.summary import summary
-from sensitivity.errors import ConfigError, DataError
+from sensitivity.errors import ConfigError
 from sensitivity.sweep.stored import StoredSweep
-from workflows import build
+from workflows import build, chain
 from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
                               settings_from)
 
@@ -88,6 +88,8 @@ def run(cfg: DictConfig) -> Path:
     if cfg.step_dtype is not None:
         build.check_choice(cfg.step_dtype, ("float32", "float64"), "step_dtype")
     main = "calibration.nc" if cfg.fit else "step_map.nc"
+    if cfg.sweep_path:  # verified as indices and propagate verify a sweep: its record, its parameter space
+        chain.consumed(cfg, cfg.sweep_path, "sweep_path", space=build.space_from(cfg))
     with build.result_set(cfg, "calibrate", [build.repo_path(cfg.observations.path), cfg.sweep_path]) as results:
         if results.complete:
             build.announce_complete(results, "calibrate")
@@ -111,7 +113,7 @@ def solver_from(node: DictConfig):
 
 def starts_from(cfg: DictConfig, space) -> np.ndarray:
     """``[K, n]`` starts: the ``starts`` design, then the nominal point when ``include_nominal``."""
-    points = build.grid_from(cfg, space, cfg.starts).points()
+    points = build.grid_from(cfg, space, cfg.starts, "starts").points()
     return np.vstack([points, space.nominal[None, :]]) if cfg.include_nominal else points
 
 
@@ -268,9 +270,7 @@ def step_map(cfg: DictConfig, out_dir: Path, *, figures: Path) -> Path:
 
     if not isinstance(cfg.step_map.block, int) or cfg.step_map.block < 1:
         raise ConfigError(f"`step_map.block` must be an integer >= 1, got {cfg.step_map.block!r}")
-    sweep_path = build.repo_path(cfg.sweep_path)
-    if not sweep_path.is_file():
-        raise DataError(f"`sweep_path`: sweep file not found: {sweep_path}")
+    sweep_path = build.repo_path(cfg.sweep_path)  # verified by run()
     with StoredSweep(sweep_path) as sweep:
         names = list(sweep.parameter_names)
         pair = build.plain(cfg.step_map.plot_parameters)

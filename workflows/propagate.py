@@ -175,6 +175,22 @@ def unconverged_warning(path: str, space) -> str | None:
                                          "predictive inherits their error")
 
 
+def with_replicate_plan(ds, p: DictConfig):
+    """``ds`` with one recorded warning when Monte Carlo ran another number of samples or replicates than
+    configured (whole replicates of equal size: a power of two each for Sobol', within ``max_bytes``)."""
+    from sensitivity.datasets.summary import with_warning
+
+    ran = ds.attrs.get("monte_carlo_n_samples"), ds.attrs.get("monte_carlo_n_replicates")
+    if ran[0] is None or ran == (p.n_samples, p.n_replicates):
+        return ds
+    sobol = p.sampler == "sobol"
+    return with_warning(ds, f"monte_carlo ran {ran[0]} samples in {ran[1]} replicates of {ran[0] // ran[1]}, not "
+                            f"propagation.n_samples={p.n_samples} in propagation.n_replicates={p.n_replicates} (whole "
+                            f"replicates of equal size{', a power of two each for sampler=sobol' if sobol else ''}); "
+                            f"give n_samples = n_replicates x {'a power of two' if sobol else 'a whole number'} to "
+                            "run exactly what is asked")
+
+
 def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -> Path:
     """All configured methods on the compiled surrogate -> ``out_dir/propagation.nc`` (+ figure)."""
     from sensitivity.datasets import provenance, write_atomic
@@ -202,6 +218,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
                  "propagate=posterior judges the methods against it)", draws_path)
     settings = propagation_from(p, reference)
     ds = propagate(BatchedModel.of(jac, hessian=hessian), inputs, settings, seed=cfg.seed, draws=draws)
+    ds = with_replicate_plan(ds, p)
     ensemble = build.ensemble_from(cfg, surrogate)
     if ensemble is not None:  # every method's mean and std per member, the same samples through all members
         from sensitivity.analyses.propagation import member_moments, merge_members

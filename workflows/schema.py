@@ -185,6 +185,8 @@ class ModelConf:
     output: Any = None
     scaling: Any = None
     trusted: bool = False  # required to load a TF SavedModel directory (it runs its graph on load)
+    # other files or folders the model reads (by a name of its own): their content enters every fingerprint
+    depends_on: List[str] = field(default_factory=list)
 
 
 GridConf = schema_of(make_grid, "GridConf", keys=("levels", "seed", "scramble", "steps", "path", "through"), extra=[

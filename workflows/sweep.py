@@ -47,6 +47,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     """Compute the sweep into ``out`` through the sweep store (resuming the verified parts of an interrupted run)."""
     from sensitivity.datasets import check_disk_space, provenance
     from sensitivity.sweep.designs import shard_bounds
+    from workflows.model_inputs import model_inputs_hash
 
     surrogate = build.surrogate_from(cfg, space)  # imports TensorFlow quietly, before the engine's modules do
     from sensitivity.sweep.stream import point_bytes, sweep
@@ -64,7 +65,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     attrs["engine"] = jac.settings
     # what changes the bytes as configured; the library adds the grid's content, layout and resolved engine
     key = build.fingerprint(cfg.model, cfg.space, cfg.grid, cfg.jacobian, cfg.points_per_part, surrogate.content_hash,
-                            space.names, space.units)
+                            model_inputs_hash(cfg), space.names, space.units)
     summary = sweep(jac, grid, out, attrs=attrs, fingerprint=key, shard=cfg.grid.shard,
                     num_shards=cfg.grid.num_shards, points_per_part=cfg.points_per_part,
                     parameter_long_names=[p.long_name for p in space.parameters],

@@ -249,19 +249,20 @@ MAX_QMC_POINTS = 2**32
 MEMORY_SHARE = 0.5
 
 
-def check_grid_size(n: int | None, kind: str, d: int) -> None:
+def check_grid_size(n: int | None, kind: str, d: int, key: str = "grid.n") -> None:
     """Refuse a grid size that cannot be made, in one line with the estimate: not a positive integer, beyond what
-    a Sobol'/Halton sequence indexes, or (lhs, random: drawn whole) larger than half the machine's memory."""
+    a Sobol'/Halton sequence indexes, or (lhs, random: drawn whole) larger than half the machine's memory; ``key``
+    names the size in the message (``starts.n`` for calibrate's starts)."""
     import os
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ConfigError(f"grid.n must be an integer >= 1, got {n!r}")
+        raise ConfigError(f"{key} must be an integer >= 1, got {n!r}")
     if kind in ("sobol", "halton") and n > MAX_QMC_POINTS:
-        raise ConfigError(f"grid.n = {n:.3g} exceeds the 2^32 points a {kind} sequence can index; give at most 2^32")
+        raise ConfigError(f"{key} = {n:.3g} exceeds the 2^32 points a {kind} sequence can index; give at most 2^32")
     if kind in ("lhs", "random"):
         need = float(n) * d * 8 * (2 if kind == "lhs" else 1)
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else float("inf")
         if need > MEMORY_SHARE * have:
-            raise ConfigError(f"grid.n = {n:.3g} {kind} points are drawn whole: {need / 2**30:.3g} GiB of memory, more "
+            raise ConfigError(f"{key} = {n:.3g} {kind} points are drawn whole: {need / 2**30:.3g} GiB of memory, more "
                               f"than half of this machine's {have / 2**30:.3g} GiB; use grid=sobol or grid=halton "
                               "(generated block by block) or fewer points")

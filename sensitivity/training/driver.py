@@ -142,7 +142,7 @@ def train_surrogate(
         fits.append(result)
     scale = _spread_scale(fits, x[split.validation], y[split.validation]) if plan.members > 1 and \
         plan.calibrate_spread else None
-    path = _save(fits, Path(directory), seed, plan, scale)
+    path = _save(fits, Path(directory), seed, plan, scale, run=_training_run(x, y, seed, network, plan))
     surrogate = load_surrogate(path, input_names=space.names, input_units=space.units, output=output,
                                dtype=engine.dtype)
     ensemble = compile_ensemble(surrogate, **{k: v for k, v in dataclasses.asdict(engine).items() if k != "dtype"})
@@ -204,8 +204,22 @@ def _bootstrap(split: Split, seed: int) -> Split:
     return Split(np.sort(rng.choice(split.train, size=len(split.train), replace=True)), split.validation, split.test)
 
 
-def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan, scale: np.ndarray | None) -> Path:
-    """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest."""
+def _training_run(x: np.ndarray, y: np.ndarray, seed: int, network: TrainSettings, plan: TrainingPlan) -> str:
+    """The id of a training run: the SHA-256 of its samples, seed and settings (a retraining of the same run has
+    the same id; an ensemble's members must share it, :func:`sensitivity.surrogates.ensemble.read_manifest`)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in (np.ascontiguousarray(x, float), np.ascontiguousarray(y, float)):
+        digest.update(part.tobytes())
+    digest.update(repr((seed, network, plan)).encode())
+    return digest.hexdigest()
+
+
+def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan, scale: np.ndarray | None, *,
+          run: str) -> Path:
+    """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest (its members
+    recorded as trainings of ``run``)."""
     from sensitivity.surrogates.ensemble import write_ensemble
 
     if len(fits) == 1:
@@ -214,7 +228,8 @@ def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan,
     info: dict[str, Any] = {"trained_by": "sensitivity.training.train_surrogate"}
     if scale is not None:
         info.update(spread_scale=[float(v) for v in scale], spread_scale_from="validation samples")
-    return write_ensemble(directory / plan.saved_name, lambda k, file: fits[k].model.save(file), records, info)
+    return write_ensemble(directory / plan.saved_name, lambda k, file: fits[k].model.save(file), records, info,
+                          training_run=run)
 
 
 def _spread_scale(fits: list[FitResult], x: np.ndarray, y: np.ndarray) -> np.ndarray:

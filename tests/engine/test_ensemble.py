@@ -60,6 +60,41 @@ def test_an_ensemble_loads_like_one_model_with_one_hash(tmp_path):
     assert [m["file"] for m in manifest["members"]] == [f"member_{k}.keras" for k in range(3)]
 
 
+def test_one_member_file_listed_three_times_is_refused(tmp_path):
+    """The manifest lists member_0 three times (its hash right each time): a spread of one network's three copies
+    is zero, so the ensemble is refused in one line, naming the two members that are the same file."""
+    path = ensemble_dir(tmp_path, [member(k) for k in range(3)])
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["members"] = [dict(manifest["members"][0], seed=k) for k in range(3)]
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match=r"members 0 and 1 are the same file \(sha256:.*distinct trainings"):
+        sensitivity.load_surrogate(path)
+
+
+def test_a_member_of_another_training_is_refused_even_with_its_hash_updated(tmp_path):
+    """Member 1 of another ensemble copied over member 1, and the manifest's hash updated to it: its archive says
+    which training it comes from, and that is not this ensemble's."""
+    from sensitivity.datasets import content_hash
+
+    path = ensemble_dir(tmp_path, [member(k) for k in range(2)])
+    other = ensemble_dir(tmp_path, [member(k + 5) for k in range(2)], name="other.ensemble")
+    (path / "member_1.keras").write_bytes((other / "member_1.keras").read_bytes())
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["members"][1]["sha256"] = content_hash(path / "member_1.keras")
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match=r"member 1 \(member_1.keras\) comes from training run .* the ensemble "
+                                         r"from .*trainings of one run"):
+        sensitivity.load_surrogate(path)
+    assert read_manifest(other).info["training_run"] == read_manifest(other).records[0]["training_run"]
+
+
+def test_an_ensemble_written_before_runs_were_recorded_still_loads():
+    """The shipped SEIR ensemble records no training run: it is checked for duplicate members only."""
+    from tests.helpers import ROOT
+
+    assert read_manifest(ROOT / "data" / "seir" / "surrogate.ensemble").size == 5
+
+
 def test_a_changed_member_is_refused(tmp_path):
     path = ensemble_dir(tmp_path, [member(k) for k in range(2)])
     member(7).save(path / "member_1.keras")  # retrained behind the manifest's back

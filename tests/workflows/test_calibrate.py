@@ -226,6 +226,34 @@ def test_step_map_of_a_stored_sweep_equals_numpy_at_every_point(compose_config, 
     assert cf_errors(path) == []
 
 
+@pytest.mark.parametrize("tamper", ["edited", "without a record"])
+def test_a_step_map_refuses_a_sweep_that_is_not_verified_as_indices_and_propagate_do(compose_config, tmp_path,
+                                                                                      tamper):
+    """An edited sweep (its manifest no longer matches) and a copy without any checksum record are refused in one
+    line, before any work, and nothing is published; the copy is taken with allow_unverified=true."""
+    import shutil
+
+    swept = sweep.run(compose_config("sweep", [*DECAY_OVERRIDES, "grid.n=20", "jacobian=float64", *FAST],
+                                     output_dir=tmp_path / "sweep"))
+    if tamper == "edited":
+        with xr.open_dataset(swept) as ds:
+            edited = ds.load()
+        edited["y"] = edited["y"] * 2
+        edited.to_netcdf(swept)
+        used, expected = swept, r"does not match its run's manifest"
+    else:
+        used = shutil.copy(swept, tmp_path / "copied.nc")
+        expected = r"allow_unverified"
+    obs_path = decay_observations(tmp_path)
+    run = [*DECAY_OVERRIDES, f"observations.path={obs_path}", "fit=false", f"sweep_path={used}", *FAST]
+    with pytest.raises(DataError, match=expected):
+        calibrate.run(compose_config("calibrate", run, output_dir=tmp_path / "gn"))
+    assert not (tmp_path / "gn" / "step_map.nc").exists() and not (tmp_path / "gn" / "manifest.json").exists()
+    if tamper != "edited":
+        path = calibrate.run(compose_config("calibrate", [*run, "allow_unverified=true"], output_dir=tmp_path / "gn"))
+        assert path.name == "step_map.nc"
+
+
 @pytest.mark.slow
 def test_a_users_step_map_of_a_sweep_with_store_members_reports_the_spread_of_the_members_steps(tmp_path):
     """As a user: in a folder from ``sensitivity init``, ``sensitivity sweep store_members=true`` of the shipped
@@ -306,6 +334,7 @@ def test_bad_observation_files_fail_clearly_without_output(compose_config, tmp_p
     (["log_parameters=[c]"], "`log_parameters`: 'c' needs low > 0"),
     (["fit=false"], "nothing to do"),
     (["step_slice.parameters=[a, z]"], "`step_slice.parameters` must name two different parameters of ['a', 'k', 'c']"),
+    (["starts.n=-4"], "starts.n must be an integer >= 1, got -4"),  # named as its own key, not grid.n
 ])
 def test_bad_config_fails_before_any_work(compose_config, tmp_path, overrides, message):
     cfg = compose_config("calibrate", [*DECAY_OVERRIDES, f"observations.path={tmp_path / 'none.nc'}", *overrides])

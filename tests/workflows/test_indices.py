@@ -425,3 +425,57 @@ def test_a_constant_output_gets_nan_indices_and_a_warning_not_a_failed_run(compo
     share = w**2 * widths**2 / 12
     np.testing.assert_allclose(ds.sobol_S1.isel(output=0), share / share.sum(), atol=0.02)
     assert "1 of 2 outputs are constant over the input sample (output=q)" in caplog.text
+
+
+HOLE = '''\
+import tensorflow as tf
+
+
+def response(x):
+    """y = a - 2 b + 0.5 c, not defined (NaN) where a > 0.9."""
+    y = x[:, 0] - 2.0 * x[:, 1] + 0.5 * x[:, 2]
+    return tf.where(x[:, 0] > 0.9, tf.constant(float("nan"), x.dtype), y)
+'''
+UNIT_CUBE = ["space.parameters=[{name: a, units: '1', low: 0, high: 1}, {name: b, units: '1', low: 0, high: 1}, "
+             "{name: c, units: '1', low: 0, high: 1}]"]
+
+
+@pytest.fixture
+def holed_model(tmp_path, monkeypatch):
+    """A function model that is NaN on a tenth of its space (a > 0.9), importable as ``holed:response``."""
+    (tmp_path / "holed.py").write_text(HOLE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return ["model=function", "model.source=holed:response", "model.output={name: y, units: '1'}", *UNIT_CUBE,
+            *FLOAT64, "plots=false"]
+
+
+@pytest.mark.parametrize("method", ["sobol", "morris"])
+def test_a_model_not_finite_at_some_design_points_is_refused_saying_how_many_and_where(compose_config, tmp_path,
+                                                                                       holed_model, method):
+    """The design's estimators need every point (one NaN made every index NaN, silently): refused in one line
+    naming the method, the count and the first point, which lies in the hole (a > 0.9)."""
+    cfg = compose_config("indices", [*holed_model, f"methods=[{method}]", "sobol.n=256"], tmp_path / "out")
+    with pytest.raises(DataError, match=rf"^{method}: the model is not finite at \d+ of \d+ points of the design "
+                                        r"\(first at a=(0\.9[0-9]*|1), b=") as refused:
+        indices.run(cfg)
+    assert "\n" not in str(refused.value) and not (tmp_path / "out" / "indices.nc").exists()
+
+
+def test_dgsm_of_a_sweep_leaves_out_the_points_where_the_model_is_not_finite_and_says_so(compose_config, tmp_path,
+                                                                                        holed_model, caplog):
+    """DGSM from a sweep is a mean over i.i.d. points: on the finite ones it is exact for this linear model,
+    nu = (1, 4, 0.25) (was NaN for every input), with one warning line giving the count of points with a > 0.9
+    read from the sweep itself."""
+    path = sweep.run(compose_config("sweep", [*holed_model, "grid.n=512"], tmp_path / "sweep"))
+    with open_result(path) as stored:
+        hole = int((stored["x"].sel(parameter=0).values > 0.9).sum())
+    assert 0 < hole < 512
+    cfg = compose_config("indices", [*holed_model, "methods=[dgsm]", f"dgsm.sweep={path}", "bootstrap.n_resamples=20"],
+                         tmp_path / "out")
+    with caplog.at_level("WARNING", logger="workflows.indices"):
+        ds = open_result(indices.run(cfg))
+    np.testing.assert_allclose(ds.dgsm_nu.isel(output=0), [1.0, 4.0, 0.25], rtol=1e-12)
+    assert ds.attrs["dgsm_n_points"] == 512 - hole and ds.attrs["dgsm_nonfinite_points"] == hole
+    said = [r.getMessage() for r in caplog.records if "not finite" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"dgsm: the model is not finite at {hole} of 512 sweep points "
+                                                 "(first at a=0.9")

@@ -115,3 +115,33 @@ def test_a_setting_that_a_later_stage_refuses_stops_the_study_before_its_first_s
     assert len(errors) == 1 and "stage 'indices': " in errors[0] and "assumes independent inputs" in errors[0]
     assert [p.name for p in (study / "out").iterdir() if p.is_dir()] == [".hydra"]  # Hydra's own record
     assert "stage sweep" not in said
+
+
+def test_an_edited_helper_module_or_declared_file_reruns_every_stage_that_reads_the_model(tmp_path):
+    """model.py imports a helper of the study folder and the config declares a table it reads
+    (``model.depends_on``): editing either reruns the three stages (each evaluates the model), with the new values;
+    editing a file nothing reads reruns none."""
+    study = study_folder(tmp_path)
+    (study / "helpers.py").write_text("OFFSET = 0.0\n")
+    (study / "table.txt").write_text("1\n")
+    (study / "notes.txt").write_text("nothing reads this\n")
+    model = (study / "model.py").read_text().replace("return a + b**2 * c", "return a + b**2 * c + OFFSET")
+    (study / "model.py").write_text(model.replace("import tensorflow as tf\n",
+                                                  "import tensorflow as tf\n\nfrom helpers import OFFSET\n"))
+    declared = "model.depends_on=[table.txt]"
+    run(study, declared)
+    run_dir = study / "outputs" / "run" / "study"
+    before = published(run_dir)
+    mean = float(data_of(run_dir / "sweep" / "sweep.nc")["y"].mean())
+
+    (study / "notes.txt").write_text("edited\n")
+    assert skipped(run(study, declared)) == list(STAGES)
+
+    (study / "helpers.py").write_text("OFFSET = 10.0\n")
+    assert skipped(run(study, declared)) == []
+    after = published(run_dir)
+    assert all(after[s] != before[s] for s in STAGES)
+    assert float(data_of(run_dir / "sweep" / "sweep.nc")["y"].mean()) == pytest.approx(mean + 10.0, rel=1e-6)
+
+    (study / "table.txt").write_text("2\n")
+    assert skipped(run(study, declared)) == []

@@ -265,3 +265,19 @@ def test_a_calibration_of_another_surrogate_is_refused_unless_allowed(compose_co
     allowed = propagate.run(compose_config("propagate", [*overrides, "allow_other_sources=true"],
                                            output_dir=tmp_path / "allowed"))
     np.testing.assert_allclose(open_result(allowed)["output_mean"].values[0], W @ mean + C, rtol=1e-10)
+
+
+def test_a_sample_count_the_replicate_plan_cannot_honour_is_said_in_one_line(compose_config, tmp_path, caplog):
+    """n_samples=1000 in 16 Sobol' replicates: a replicate is a power of two (32), so 992 samples run in 31
+    replicates; the run says so in one warning line with the counts; 1024 = 16 x 64 runs as asked, silently."""
+    base = linear_model() + space(SIX) + FAST + ["propagation.methods=[monte_carlo]"]
+    with caplog.at_level("WARNING", logger="workflows.propagate"):
+        ds = open_result(propagate.run(compose_config("propagate", [*base, "propagation.n_samples=1000"],
+                                                      tmp_path / "a")))
+    said = [r.getMessage() for r in caplog.records if "replicates" in r.getMessage()]
+    assert (ds.attrs["monte_carlo_n_samples"], ds.attrs["monte_carlo_n_replicates"]) == (992, 31)
+    assert len(said) == 1 and "ran 992 samples in 31 replicates of 32, not propagation.n_samples=1000" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="workflows.propagate"):
+        propagate.run(compose_config("propagate", [*base, "propagation.n_samples=1024"], tmp_path / "b"))
+    assert not [r for r in caplog.records if "replicates" in r.getMessage()]

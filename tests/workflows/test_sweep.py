@@ -176,3 +176,11 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path):
     a, b = xr.open_dataset(killed / "sweep.nc"), xr.open_dataset(tmp_path / "whole" / "sweep.nc")
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
     assert a.sizes["sample"] == 65536 and not parts.exists()
+
+
+@pytest.mark.parametrize("size", [0, -3])
+def test_a_part_size_below_one_point_is_refused_naming_it(compose_config, tmp_path, size):
+    cfg = compose_config("sweep", ["grid.n=64", f"points_per_part={size}"])
+    with pytest.raises(ConfigError, match=rf"^`points_per_part` must be an integer >= 1 or null .*got {size}$"):
+        sweep.run(cfg)
+    assert not (tmp_path / "sweep.nc").exists() and not (tmp_path / "manifest.json").exists()

@@ -9,6 +9,7 @@ or ``random`` sweep is a sample of the independent uniform distribution on the b
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -100,15 +101,52 @@ def _uniform_on_bounds(p) -> bool:
             and np.isclose(params.get("loc", 0.0), p.low) and np.isclose(params.get("scale", 1.0), p.high - p.low))
 
 
-def sweep_blocks(sweep: StoredSweep, block: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+@dataclass
+class NonFinite:
+    """The points of a stored sweep left out because a value or a derivative there is not finite (a model that
+    fails at some points): how many of how many, and the first few (``[k, n]``, at most :data:`SHOWN`)."""
+
+    count: int = 0
+    total: int = 0
+    first: list[np.ndarray] = field(default_factory=list)
+
+    def where(self, names: list[str]) -> str:
+        """The first points left out, as ``a=0.1, b=2; ...``."""
+        return named_points(names, self.first, more=self.count > len(self.first))
+
+
+def named_points(names: list[str] | tuple[str, ...], points, *, more: bool = False) -> str:
+    """Points ``[k, n]`` as ``a=0.1, b=2; a=0.3, b=1`` (``; ...`` appended when ``more``), for a message."""
+    return "; ".join(", ".join(f"{n}={v:.6g}" for n, v in zip(names, p)) for p in points) + ("; ..." if more else "")
+
+
+#: How many of the points left out a :class:`NonFinite` keeps, to name them.
+SHOWN = 3
+
+
+def sweep_blocks(sweep: StoredSweep, block: int = 65536,
+                 nonfinite: NonFinite | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield ``(jacobian [b, m, n], values [b, m])`` of a stored sweep, ``block`` points at a time (bounded memory).
 
-    Refuses (:class:`DataError`) a sweep that does not match its checksum record before the first block.
+    Refuses (:class:`DataError`) a sweep that does not match its checksum record before the first block. With
+    ``nonfinite``, the points where a value or a derivative is not finite are left out and counted there (an
+    estimator that is a mean over i.i.d. points, such as DGSM, stays unbiased for the region where the model is
+    defined); without, they are yielded as stored.
     """
     sweep.verify()
     for blk in sweep.blocks(block, variables=["x", "jacobian", sweep.output.name]):
-        _, values, jac = blk.flat(sweep.output)
-        yield jac, values
+        x, values, jac = blk.flat(sweep.output)
+        if nonfinite is not None:
+            keep = np.isfinite(values).all(axis=1) & np.isfinite(jac).all(axis=(1, 2))
+            nonfinite.total += len(keep)
+            nonfinite.count += int((~keep).sum())
+            nonfinite.first += list(np.asarray(x)[~keep][:SHOWN - len(nonfinite.first)])
+            values, jac = values[keep], jac[keep]
+        if len(values):
+            yield jac, values
+    if nonfinite is not None and nonfinite.count == nonfinite.total:
+        raise DataError(f"{sweep.path}: no point of the sweep has finite values and derivatives (first: "
+                        f"{nonfinite.where(list(sweep.parameter_names))})")
 
 
 def sweep_sample(sweep: StoredSweep, block: int = 65536) -> tuple[np.ndarray, np.ndarray]:

@@ -124,7 +124,7 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     significantly, else ``"info"``), one ``"info"`` line on the ranking agreement, and a ``"warning"``
     per method whose sample flags an output's tail (:mod:`~sensitivity.analyses.indices.tails`).
     """
-    lines = tail_lines(ds) + constant_lines(ds) + poincare_lines(ds)
+    lines = nonfinite_lines(ds) + tail_lines(ds) + constant_lines(ds) + poincare_lines(ds)
     if "dgsm_bound_check" in ds:
         lines.append(("warning" if ds.attrs.get("dgsm_bound_violations") else "info",
                       f"DGSM bound >= total Sobol' index: {ds.attrs['dgsm_bound_violations']} violations, "
@@ -139,6 +139,17 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
                      for j in range(i + 1, len(names))]
         lines.append(("info", "ranking agreement (Kendall tau-b, mean over outputs): " + ", ".join(pairs)))
     return lines
+
+
+def nonfinite_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """A ``"warning"`` when DGSM from a stored sweep left out points where the model is not finite: how many of
+    how many, the first few, and that the indices are those of the remaining points."""
+    if not ds.attrs.get("dgsm_nonfinite_points"):
+        return []
+    count, total = int(ds.attrs["dgsm_nonfinite_points"]), int(ds.attrs["dgsm_points"])
+    return [("warning", f"dgsm: the model is not finite at {count} of {total} sweep points (first at "
+                        f"{ds.attrs['dgsm_nonfinite_first']}); DGSM is computed on the other {total - count}, and "
+                        "describes the region where the model is defined")]
 
 
 def constant_lines(ds: xr.Dataset) -> list[tuple[str, str]]:

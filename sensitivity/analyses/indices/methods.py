@@ -24,7 +24,7 @@ from sensitivity.analyses.indices import (active_subspaces, aggregated, derivati
                                           sobol, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
-from sensitivity.analyses.indices.dgsm_sweep import sweep_blocks, sweep_sample
+from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.spec import OutputSpec
@@ -57,13 +57,26 @@ class FlatModel:
         return {"output_names": self.spec.flat_names(), "output_units": self.spec.flat_units()}
 
     def values(self, points: np.ndarray) -> np.ndarray:
-        """Values only (the compiled values function): ``[N, m]``."""
-        return self.engine.values(points).reshape(len(points), -1)
+        """Values only (the compiled values function): ``[N, m]``; refused where not finite (:meth:`finite`)."""
+        values = self.engine.values(points).reshape(len(points), -1)
+        return self.finite(points, np.isfinite(values).all(axis=1), values)
 
     def jacobian(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Values ``[N, m]`` and exact Jacobians ``[N, m, n]`` in physical units."""
+        """Values ``[N, m]`` and exact Jacobians ``[N, m, n]`` in physical units; refused where not finite."""
         values, jac = self.engine(points)
-        return values.reshape(len(points), -1), jac.reshape(len(points), -1, jac.shape[-1])
+        values, jac = values.reshape(len(points), -1), jac.reshape(len(points), -1, jac.shape[-1])
+        return self.finite(points, np.isfinite(values).all(axis=1) & np.isfinite(jac).all(axis=(1, 2)), values), jac
+
+    def finite(self, points: np.ndarray, ok: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``values``, or a one-line :class:`DataError` saying at how many of the design's points and where the
+        model is not finite: the estimators on a design (pick-freeze matrices, trajectories, replicates) need
+        every point of it, and one NaN would make every index NaN."""
+        if ok.all():
+            return values
+        first = named_points(self.engine.surrogate.input_names, np.asarray(points)[~ok][:SHOWN])
+        raise DataError(f"the model is not finite at {int((~ok).sum())} of {len(ok)} points of the design (first "
+                        f"at {first}); these indices need the model at every point: make it finite over the space, or "
+                        "narrow the space's bounds")
 
 
 @dataclass(frozen=True)
@@ -212,10 +225,15 @@ class Dgsm:
 
     def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
         if self.sweep is not None:
+            left_out = NonFinite()
             with StoredSweep(self.sweep) as sweep:
-                blocks = sweep_blocks(sweep, self.block)
-                return {"dgsm": timed(f"dgsm from {self.sweep}",
-                                      lambda: dgsm.analyze_blocks(blocks, ctx.space, **ctx.analysis_kwargs(qmc=False)))}
+                blocks = sweep_blocks(sweep, self.block, left_out)
+                ds = timed(f"dgsm from {self.sweep}", lambda: dgsm.analyze_blocks(blocks, ctx.space,
+                                                                                  **ctx.analysis_kwargs(qmc=False)))
+            if left_out.count:  # said by summary_lines (nonfinite_lines)
+                ds.attrs.update(nonfinite_points=left_out.count, points=left_out.total,
+                                nonfinite_first=left_out.where(ctx.space.names))
+            return {"dgsm": ds}
         _, values, jac = ctx.input_sample(self.n)
         return {"dgsm": dgsm.analyze(jac, values, ctx.space, **ctx.analysis_kwargs())}
 
