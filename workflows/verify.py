@@ -31,14 +31,15 @@ from typing import Any, Dict, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sensitivity.analyses.verify import RefinePlan, VerifyPlan
+from sensitivity.analyses.verify import RefinePlan, VerdictSettings, VerifyPlan
 from workflows import build, chain
-from workflows.schema import ObservationsConf, SurrogateStudyConf, schema_of
+from workflows.schema import ObservationsConf, SimulatorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
 
 PlanConf = schema_of(VerifyPlan, "VerifyPlanConf")
+VerdictConf = schema_of(VerdictSettings, "VerdictConf")
 RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
     ("training", Optional[str], None)])  # the surrogate's training.nc (null: the one beside model.source)
 
@@ -47,8 +48,8 @@ RESULTS = ("calibration", "posterior", "indices")
 
 
 @dataclass
-class VerifySectionConf(PlanConf):
-    """What is verified against which simulator."""
+class VerifySectionConf(PlanConf, VerdictConf):
+    """What is verified against which simulator, and when a value is flagged."""
 
     simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy); null:
     # the simulator the surrogate's training.nc records (refine.training, or beside model.source)
@@ -56,12 +57,14 @@ class VerifySectionConf(PlanConf):
     calibration: Optional[str] = None  # a calibration.nc: its best fit and distinct minima
     posterior: Optional[str] = None  # a posterior.nc: a subset of its draws
     indices: Optional[str] = None  # an indices.nc: the first base rows of its Sobol' design
+    strict: bool = False  # a verdict that fails ends the run with exit code 1 (after verify.nc is published)
 
 
 @dataclass
 class VerifyConf(SurrogateStudyConf):
     verify: VerifySectionConf = field(default_factory=VerifySectionConf)
     refine: RefineConf = field(default_factory=RefineConf)
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how verify.simulator is run
     observations: ObservationsConf = field(default_factory=ObservationsConf)  # of the calibration / posterior
     seed: int = 0
     output_dir: str = "???"
@@ -95,13 +98,32 @@ def run(cfg: DictConfig) -> Path:
                                   space=space) for key, path in chosen.items()}
     if "indices" in chosen:
         _check_sobol_intervals(chosen["indices"])
-    with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
-        if results.complete:
-            build.announce_complete(results, "verify")
-            return results.path("verify.nc")
-        _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training)
-        results.publish()
-    return results.path("verify.nc")
+    verdict = build.settings(VerdictSettings, v)
+    simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
+    try:
+        with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
+            if results.complete:
+                build.announce_complete(results, "verify")
+            else:
+                _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulator, verdict)
+                results.publish()
+    finally:
+        simulator.close()
+    path = results.path("verify.nc")
+    if v.strict:
+        _strict(path)
+    return path
+
+
+def _strict(path: Path) -> None:
+    """``verify.strict``: a published verdict that fails is a :class:`~sensitivity.errors.VerificationFailed`."""
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import VerificationFailed
+
+    with open_result(path) as ds:
+        verdict, verdicts = ds.attrs.get("verdict"), ds.attrs.get("verdicts", "")
+    if verdict != "holds":
+        raise VerificationFailed(f"verify.strict: the verdict fails ({verdicts}); the checks are in {path}")
 
 
 def _check_sobol_intervals(path: Path) -> None:
@@ -150,18 +172,15 @@ def _training_path(cfg: DictConfig) -> Path:
 
 
 def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], obs_path: Path | None,
-            out_dir: Path, refining: RefinePlan = RefinePlan(), training: Path | None = None) -> Path:
+            out_dir: Path, refining: RefinePlan, training: Path | None, simulator, verdict: VerdictSettings) -> Path:
     """Run every check (and the refinement) -> ``out_dir/verify.nc`` (and ``out_dir/refined/``)."""
-    import xarray as xr
-
     from sensitivity.datasets import provenance, write_atomic
 
-    simulator = build.simulator_from(cfg.verify.simulator, build.plain(cfg.verify.simulator_kwargs),
-                                     "`verify.simulator`")
     surrogate = build.surrogate_from(cfg, space)
+    simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
     for key, path in chosen.items():
         chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
-    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path)
+    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path, verdict)
     ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], surrogate.output, space)
     verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
     refined = _refine(cfg, space, checks, chosen, refining, training, out_dir) if refining.rounds else None
@@ -177,6 +196,9 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
     out = write_atomic(ds, out_dir / "verify.nc")
     for key, verdict in verdicts.items():
         log.log(logging.INFO if verdict else logging.WARNING, "verify: %s: %s", key, _summary(ds, key))
+    if not all(verdicts.values()) and not cfg.verify.strict:
+        log.warning("verify: the verdict FAILS (%s); the exit code stays 0: verify.strict=true makes it 1",
+                    ds.attrs["verdicts"])
     return out
 
 
@@ -232,7 +254,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
             shutil.rmtree(state["trained"][0])
         state["trained"] = (directory, trained)
         state["checks"] = Checks(cfg, space, trained.surrogate, checks.simulator, checks.plan, checks.obs_path,
-                                 checks.cache)
+                                 checks.verdict, checks.cache)
         log.info("verify: refinement round %d: retrained on %d samples", state["round"], len(x_new))
         return state["checks"].members
 
@@ -282,6 +304,7 @@ class Checks:
     simulator: Any
     plan: VerifyPlan
     obs_path: Path | None
+    verdict: VerdictSettings
     cache: dict = field(default_factory=dict)  # the simulator's outputs by point set: a refinement runs it once
 
     def __post_init__(self) -> None:
@@ -297,7 +320,7 @@ class Checks:
         _, jacobian = self.engine.flat_value_and_jacobian(points[:1])
         log.info("verify: calibration %s: the simulator at the best fit and %d other minima", path, len(points) - 1)
         return verify_calibration(self._simulate, self.engine.flat_values, jacobian[0].astype(float), points, se,
-                                  observations, member_std=self._member_std)
+                                  observations, member_std=self._member_std, floor=self._floor)
 
     def posterior(self, path: Path):
         from sensitivity.analyses.verify import gaussian_log_likelihood, verify_posterior
@@ -312,7 +335,8 @@ class Checks:
         spread = self._member_std(draws) ** 2 if emulator and self.ensemble is not None else None
         log.info("verify: posterior %s: the simulator at %d draws", path, len(draws))
         return verify_posterior(self._simulate, gaussian_log_likelihood(values, observations, spread), draws, mcse,
-                                observations, surrogate=self.engine.flat_values, member_std=self._member_std)
+                                observations, surrogate=self.engine.flat_values, member_std=self._member_std,
+                                floor=self._floor)
 
     def indices(self, path: Path):
         from sensitivity.analyses.verify import verify_sobol
@@ -324,7 +348,7 @@ class Checks:
         log.info("verify: indices %s: the simulator at the first %d base rows of its Sobol' design (%d runs)", path,
                  self.plan.sobol_rows, len(rows))
         return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
-                            member_std=self._member_std)
+                            member_std=self._member_std, settings=self.verdict)
 
     def points(self, key: str, path: Path) -> np.ndarray:
         """``[P, n]`` the points the analysis ``key`` (its result ``path``) is verified at."""
@@ -349,6 +373,11 @@ class Checks:
         if key not in self.cache:
             self.cache[key] = self.simulator(points).reshape(len(points), -1)
         return self.cache[key]
+
+    @property
+    def _floor(self) -> np.ndarray:
+        """``[n]`` the absolute floor of a shift of an estimate or a posterior mean [parameter units]."""
+        return self.verdict.shift_floor(self.space.bounds())
 
     @property
     def members(self):
@@ -406,25 +435,54 @@ def _parameter_coords(space) -> dict:
 
 
 def _summary(ds, key: str) -> str:
-    """One line per verified analysis: the verdict and the ratio behind it."""
-    if key == "calibration":
-        ratio = ds["calibration_shift_ratio"].values
-        return (f"{'holds' if ratio.max() <= 1 else 'FAILS'}: the surrogate's error shifts the estimate by at most "
-                f"{ratio.max():.2f} standard errors; whitened error at the best fit "
-                f"{float(ds['calibration_whitened_error_rms'][0]):.2f} x the noise")
-    if key == "posterior":
-        ratio = ds["posterior_shift_ratio"].values
-        return (f"{'holds' if ratio.max() <= 1 else 'FAILS'}: reweighting to the simulator moves the posterior mean "
-                f"by at most {ratio.max():.2f} Monte Carlo standard errors (importance ESS "
-                f"{float(ds['posterior_importance_ess']):.2f} per draw)")
+    """One line per verified analysis: the verdict, its cause and the numbers behind it."""
+    from sensitivity.analyses.verify.verdict import CAUSES, causes
+
+    verdict = "holds" if int(ds[_verdict_variable(key)]) else "FAILS"
+    if key in ("calibration", "posterior"):
+        flags = ds[f"{key}_flag"].values
+        ratio = ds[f"{key}_shift_ratio"].values
+        cause = f" (flagged: {', '.join(str(n) for n in ds['parameter_name'].values[flags > 0])})" if flags.any() \
+            else ""
+        if key == "calibration":
+            return (f"{verdict}{cause}: the surrogate's error shifts the estimate by at most {np.nanmax(ratio):.2f} "
+                    f"standard errors (absolute floor {_floor_text(ds, key)}); whitened error at the best fit "
+                    f"{float(ds['calibration_whitened_error_rms'][0]):.2f} x the noise")
+        return (f"{verdict}{cause}: reweighting to the simulator moves the posterior mean by at most "
+                f"{np.nanmax(ratio):.2f} Monte Carlo standard errors (absolute floor {_floor_text(ds, key)}; "
+                f"importance ESS {float(ds['posterior_importance_ess']):.2f} per draw)")
     ratios = {k: ds[f"sobol_{k}_error_ratio"].fillna(-np.inf) for k in ("S1", "ST")}  # NaN: a constant output
     index = max(ratios, key=lambda k: float(ratios[k].max()))
     worst = float(ratios[index].max())
     judged = np.concatenate([r.values.ravel() for r in ratios.values()])
     within = float(np.mean(judged[np.isfinite(judged)] <= 1))
-    return (f"{'holds' if worst <= 1 else 'FAILS'}: the surrogate's Sobol' indices differ from the simulator's by at "
-            f"most {worst:.2f} sampling half-widths ({_where_largest(ratios[index], index)}); {within:.0%} of the "
-            f"(index, parameter, output) triples within one")
+    flags = {k: ds[f"sobol_{k}_flag"] for k in ("S1", "ST")}
+    seen = causes(np.concatenate([f.values.ravel() for f in flags.values()]))
+    named = [f"{WHY[word]} ({', '.join(_flagged(flags, bit))})" for bit, word in CAUSES.items() if word in seen]
+    cause = f" on {'; '.join(named)}" if named else ""
+    return (f"{verdict}{cause}: the surrogate's Sobol' indices differ from the simulator's by at most {worst:.2f} "
+            f"sampling half-widths ({_where_largest(ratios[index], index)}); {within:.0%} of the (index, parameter, "
+            "output) triples within one")
+
+
+#: What a cause of a flag means, in a log line.
+WHY = {"error": "error beyond the half-width and the tolerance", "ranking": "ranking of influential inputs changed",
+       "threshold": "importance threshold crossed"}
+
+
+def _flagged(flags: dict, bit: int) -> list[str]:
+    """``ST of x3`` for each (index, parameter) whose flag has ``bit``, at most five."""
+    found = []
+    for key, flag in flags.items():
+        hit = (flag.values & bit).reshape(flag.shape[0], -1).any(axis=1)
+        found += [f"{key} of {flag['parameter_name'].values[i]}" for i in np.flatnonzero(hit)]
+    return found[:5] + (["..."] if len(found) > 5 else [])
+
+
+def _floor_text(ds, key: str) -> str:
+    variable = f"{key}_shift_floor"
+    return "none" if variable not in ds else ", ".join(f"{n} {v:.3g}" for n, v in zip(ds["parameter_name"].values,
+                                                                                    ds[variable].values))
 
 
 def _where_largest(ratio, index: str) -> str:
