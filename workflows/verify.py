@@ -377,7 +377,7 @@ class Checks:
     @property
     def _floor(self) -> np.ndarray:
         """``[n]`` the absolute floor of a shift of an estimate or a posterior mean [parameter units]."""
-        return self.verdict.shift_floor(self.space.bounds())
+        return self.verdict.shift_floor(self.space.bounds)
 
     @property
     def members(self):

@@ -75,7 +75,7 @@ def simulator_from(source: str | Callable[..., Any], kwargs: Mapping[str, Any] |
 
     target = import_callable(source, what=what) if isinstance(source, str) else source
     label = source if isinstance(source, str) else getattr(source, "__qualname__", repr(source))
-    bound = bind_checked(target, dict(kwargs or {}), label, what=f"{what}_kwargs",
+    bound = bind_checked(target, dict(kwargs or {}), label, what=_kwargs_key(what),
                          hint="keyword arguments of another simulator? give this one's own")
     return CheckedSimulator(source, bound, dict(kwargs or {}), f"simulator {label} ({what})", output_shape, settings)
 
@@ -108,6 +108,8 @@ class CheckedSimulator:
             self._worker.close()
 
     def _run(self, points: np.ndarray) -> Any:
+        from sensitivity.surrogates.simulator_worker import STARTUP_S
+
         if self._worker is None:
             try:
                 return self._bound(points)
@@ -118,6 +120,9 @@ class CheckedSimulator:
             return reply.value
         if reply.status == "raised":
             raise ModelError(f"{self.label} raised {_one_line(reply.value)} {_batch(points)}")
+        if reply.status == "timeout" and reply.value == "start":
+            raise ModelError(f"{self.label}: its worker process did not start (import the simulator) within "
+                             f"{STARTUP_S:g} s")
         if reply.status == "timeout":
             raise ModelError(f"{self.label} did not return within `simulator.timeout` = {self.settings.timeout:g} s "
                              f"{_batch(points)}; its worker was stopped")
@@ -146,6 +151,11 @@ class CheckedSimulator:
                              f"x = {_point(points[i])}; {int(bad.any(axis=1).sum())} point(s) non-finite; a "
                              "simulator must return finite numbers")
         return values
+
+
+def _kwargs_key(what: str) -> str:
+    """The config key of the kwargs of the simulator ``what`` (`training.simulator_kwargs`)."""
+    return f"{what[:-1]}_kwargs`" if what.endswith("`") else f"{what} kwargs"
 
 
 def _exception(err: BaseException) -> str:

@@ -61,22 +61,28 @@ class SimulatorWorker:
         self._finalizer = weakref.finalize(self, _stop, self._process, self._conn)
 
     def call(self, points: np.ndarray, timeout: float) -> Reply:
-        """The simulator's reply for ``points``, waiting at most ``timeout`` seconds (plus :data:`STARTUP_S` on the
-        first call); a ``timeout`` or ``died`` reply closes the worker (the next call starts none: it is dead)."""
-        if not self._process.is_alive():
-            return Reply("died", self._process.exitcode)
+        """The simulator's reply for ``points``, waiting at most ``timeout`` seconds for it (the worker's start, on
+        the first call, has :data:`STARTUP_S` of its own); a ``timeout`` or ``died`` reply closes the worker (a
+        later call finds it dead). A worker that does not start in time replies ``timeout`` with value ``start``."""
         try:
+            if not self._started:
+                if not self._conn.poll(STARTUP_S):
+                    self.close()
+                    return Reply("timeout", "start")
+                self._conn.recv()  # "ready": the simulator's module is imported
+                self._started = True
+            if not self._process.is_alive():
+                return Reply("died", self._process.exitcode)
             self._conn.send(points)
-            if not self._conn.poll(timeout + (0.0 if self._started else STARTUP_S)):
+            if not self._conn.poll(timeout):
                 self.close()
                 return Reply("timeout")
             status, value = self._conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
+        except (EOFError, OSError):
             self._process.join(5.0)
             code = self._process.exitcode
             self.close()
             return Reply("died", code)
-        self._started = True
         return Reply(status, value)
 
     def close(self) -> None:
@@ -102,6 +108,7 @@ def _serve(conn, source: str | Callable[..., Any], kwargs: dict[str, Any]) -> No
         fn, failure = functools.partial(target, **kwargs), None
     except BaseException as err:  # noqa: BLE001 (a user's module may raise anything, SystemExit included)
         fn, failure = None, f"{type(err).__name__}: {err}"
+    conn.send(("ready", None))
     while True:
         try:
             points = conn.recv()
