@@ -40,10 +40,10 @@ class VerdictSettings:
     index_tolerance
         Absolute tolerance of a Sobol' index [1, a share of the output variance]: an index is flagged for its error
         only when ``|S_sur - S_sim|`` exceeds both its sampling half-width and this. The default 0.01 (one percent
-        of the variance) is below the cut-offs screening uses to call an input non-influential (0.01-0.05, e.g.
-        Saltelli et al. 2008, *Global Sensitivity Analysis: The Primer*, doi:10.1002/9780470725184, ch. 4), so an
-        error within it changes no conclusion drawn from the index; and it is the size of the sampling error of an
-        index on a design of ~10^4 rows, below which a surrogate is not asked to be better than the design.
+        of the output variance) is at or below the cut-offs screening studies commonly use to call an input
+        non-influential (ST below 0.01-0.05; on indices and their use, Saltelli et al. 2008, *Global Sensitivity
+        Analysis: The Primer*, Wiley, doi:10.1002/9780470725184), so an error within it changes no conclusion drawn
+        from the index, however narrow the index's own sampling interval is (an index of ~0 on a long design).
     importance
         A threshold of importance on the total index ST [1]: inputs at or above it are influential, and an input
         the surrogate puts on the other side of it (by more than ``index_tolerance``) is flagged; None: no
@@ -109,9 +109,8 @@ def index_flags(key: str, surrogate: np.ndarray, simulator: np.ndarray, half_wid
         flags |= np.where(beyond & ~both_nan, ERROR, 0).astype(np.int8)
     if key != "ST" or settings.flag_on == "error":
         return flags
-    level = settings.importance if settings.importance is not None else tol
-    influential = np.nan_to_num(sim, nan=-np.inf) >= level if settings.importance is not None else \
-        np.nan_to_num(sim, nan=-np.inf) > level
+    known = np.nan_to_num(sim, nan=-np.inf)
+    influential = known >= settings.importance if settings.importance is not None else known > tol
     gap = sim[:, None, :] - sim[None, :, :]  # [d, d, m]: i over j
     resolved = gap > np.maximum(tol, np.nan_to_num(hw[:, None, :] + hw[None, :, :], nan=0.0))
     reversed_ = sur[:, None, :] < sur[None, :, :]
