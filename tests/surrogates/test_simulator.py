@@ -109,3 +109,16 @@ def test_kwargs_are_checked_against_the_signature_before_any_run():
         SimulatorSettings(timeout=0)
     with pytest.raises(ConfigError, match="must be importable"):
         simulator_from(lambda x: x, settings=SimulatorSettings(timeout=1.0))
+
+
+def hard_exit(x: np.ndarray) -> np.ndarray:
+    import os
+
+    os._exit(3)
+
+
+def test_a_simulator_that_kills_its_worker_is_a_one_line_error_with_the_exit_code():
+    simulate = simulator_from(f"{HERE}:hard_exit", settings=SimulatorSettings(timeout=30.0))
+    with pytest.raises(ModelError, match=rf"^simulator {HERE}:hard_exit \(`training.simulator`\): its worker process "
+                                         r"ended \(exit code 3\) on a batch of 3 points"):
+        simulate(POINTS)

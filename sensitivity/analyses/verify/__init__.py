@@ -14,5 +14,5 @@ from sensitivity.analyses.verify.plan import RefinePlan, VerifyPlan
 from sensitivity.analyses.verify.refine import refine
 from sensitivity.analyses.verify.verdict import VerdictSettings
 
-__all__ = ["VERDICT", "RefinePlan", "VerdictSettings", "VerifyPlan", "gaussian_log_likelihood", "refine", "verify_calibration", "verify_posterior",
-           "verify_sobol"]
+__all__ = ["VERDICT", "RefinePlan", "VerdictSettings", "VerifyPlan", "gaussian_log_likelihood", "refine",
+           "verify_calibration", "verify_posterior", "verify_sobol"]

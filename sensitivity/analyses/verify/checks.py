@@ -6,8 +6,9 @@ analysis's own numbers (arrays the caller read from its result), runs the simula
 returns a labeled dataset on a flat ``output`` axis with ``<prefix>_flag`` variables (why a value is flagged,
 :mod:`.verdict`) and a ``<prefix>_verdict`` (1: nothing flagged, 0: not). A value is flagged only when the
 surrogate's error exceeds both the analysis's own uncertainty and an absolute tolerance
-(:class:`~.verdict.VerdictSettings`), or changes a conclusion; a non-finite value is always flagged. The error is the surrogate's minus the simulator's. Where an ensemble's
-members are given, their spread at the same points (``<prefix>_member_std``) shows whether the ensemble knew.
+(:class:`~.verdict.VerdictSettings`), or changes a conclusion; a non-finite value is always flagged. The error
+is the surrogate's minus the simulator's. Where an ensemble's members are given, their spread at the same points
+(``<prefix>_member_std``) shows whether the ensemble knew.
 
 ``calibration`` (points: the best fit, then the other distinct minima)
     The surrogate error ``e`` at the best fit moves the estimate by ``dx = (J_w^T J_w)^{-1} J_w^T W e`` (the
@@ -17,8 +18,9 @@ members are given, their spread at the same points (``<prefix>_member_std``) sho
 ``posterior`` (points: a subset of the draws)
     Importance weights ``w_i ~ L_sim(x_i) / L_sur(x_i)`` (the same prior cancels) turn the draws of the
     surrogate's posterior into draws of the simulator's; the verdict holds when the reweighted mean moves less
-    than the posterior's Monte Carlo standard error of the mean (or the absolute floor) in every parameter. The weights' effective sample
-    size is reported too (a small one: the posteriors differ more than the subset can tell).
+    than the posterior's Monte Carlo standard error of the mean (or the absolute floor) in every parameter. The
+    weights' effective sample size is reported too (a small one: the posteriors differ more than the subset can
+    tell).
 ``sobol`` (points: the first base rows of the Sobol' design)
     The first and total indices on those rows from the simulator's and the surrogate's values, paired (the same
     rows, so the design's sampling error cancels): the verdict holds when every ``|S_sur - S_sim|`` is below the
