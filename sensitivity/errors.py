@@ -26,6 +26,10 @@ class ModelError(SensitivityError, ValueError):
     """A surrogate cannot be loaded, or its shapes disagree with its declared names."""
 
 
+class VerificationFailed(SensitivityError):
+    """A verification's verdict fails where the caller asked for it to hold (``verify.strict``)."""
+
+
 def disk_error(path: str | Path, error: OSError) -> DataError:
     """A one-line error for a failed write (full disk, read-only directory, quota) that names the path."""
     reason = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",

@@ -303,13 +303,17 @@ def calibration_minima(path: Path, names: list[str]) -> np.ndarray:
         return minimum_points(ds["estimate"].values[:, order], ds["cost"].values, ds["minimum"].values)
 
 
-def simulator_from(source: str, kwargs: dict[str, Any], what: str):
-    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.surrogates.simulator.simulator_from`), imported
-    after TensorFlow (the user's module may import it); ``what`` names its config key in errors."""
+def simulator_from(cfg: DictConfig, source: str, kwargs: Any, what: str, output_shape: tuple[int, ...] | None = None):
+    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.surrogates.simulator.simulator_from`),
+    imported after TensorFlow (the user's module may import it), its ``kwargs`` checked against its signature and run
+    as ``cfg.simulator`` says (:class:`~sensitivity.surrogates.simulator.SimulatorSettings`); ``what`` names its
+    config key in errors. Close it when done (its worker process, with a timeout)."""
     tensorflow()
+    from sensitivity.surrogates.simulator import SimulatorSettings
     from sensitivity.surrogates.simulator import simulator_from as library_simulator
 
-    return library_simulator(source, kwargs, what=what)
+    return library_simulator(source, plain(kwargs), what=what, output_shape=output_shape,
+                             settings=settings(SimulatorSettings, cfg.simulator))
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:

@@ -4,7 +4,8 @@ Each workflow is a module of this package with a ``run(cfg)``
 function, and a primary config ``conf/<workflow>.yaml``. Hydra composes the config
 (``--help``, ``--cfg job``, ``-m`` multiruns and launchers all work as usual); a
 :class:`~sensitivity.errors.SensitivityError` ends the run with its one-line message
-and exit code 2.
+and exit code 2 (a :class:`~sensitivity.errors.VerificationFailed`, a published verdict that fails under
+``verify.strict``: exit code 1).
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def _positional(module, overrides: list[str]) -> list[str]:
 def _hydra_main(name: str, overrides: list[str]) -> None:
     import hydra
 
-    from sensitivity.errors import SensitivityError
+    from sensitivity.errors import SensitivityError, VerificationFailed
     from workflows.naming import register_resolver
     from workflows.runner import run_workflow
     from workflows.schema import register
@@ -98,6 +99,9 @@ def _hydra_main(name: str, overrides: list[str]) -> None:
     def task(cfg) -> None:
         try:
             run_workflow(name, cfg, overrides=_config_overrides(overrides)[0])
+        except VerificationFailed as err:  # the result is published; the verdict it holds fails: exit 1, not 2
+            log.error("%s: %s", name, err)
+            raise SystemExit(1) from None
         except SensitivityError as err:
             log.error("%s: %s", name, err)
             raise SystemExit(2) from None

@@ -35,6 +35,7 @@ from hydra.core.config_store import ConfigStore
 
 from sensitivity.sweep.designs import make_grid
 from sensitivity.settings import EngineSettings
+from sensitivity.surrogates.simulator import SimulatorSettings
 from workflows.registry import modules
 
 # dataclasses' sentinels pickle by name, as the singletons they are. The schemas below are built at run time
@@ -197,6 +198,9 @@ GridConf = schema_of(make_grid, "GridConf", keys=("levels", "seed", "scramble", 
 # `path` is left to the engine (dense whenever the model is a Keras MLP)
 JacobianConf = schema_of(EngineSettings, "JacobianConf",
                          keys=("mode", "dtype", "jit_compile", "chunk_size", "memory_budget_mb"))
+
+
+SimulatorConf = schema_of(SimulatorSettings, "SimulatorConf")  # how a user's simulator is run (train, verify)
 
 
 @dataclass

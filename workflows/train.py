@@ -32,7 +32,7 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.sweep.from_file import read_samples
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
 from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SpaceConf, schema_of
+from workflows.schema import GridConf, JacobianConf, ModelConf, SimulatorConf, SpaceConf, schema_of
 from workflows.training_design import training_grid
 from workflows.training_network import ConvConf, conv_trunk
 
@@ -66,6 +66,7 @@ class TrainConf:
     training: TrainingConf = field(default_factory=TrainingConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     input_fields: Any = None  # {name: shape}: the field of inputs of training.architecture: conv
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how training.simulator is run
     seed: int = 0
     export_dir: Optional[str] = None
     output_dir: str = "???"
@@ -82,17 +83,25 @@ def run(cfg: DictConfig) -> Path:
     space = build.space_from(cfg)
     network, plan, thresholds = training_settings(t, space, cfg.input_fields)
     engine = build.settings(EngineSettings, cfg.jacobian)
-    simulator = build.simulator_from(t.simulator, build.plain(t.simulator_kwargs), "`training.simulator`") \
-        if t.simulator else None
     if network.jacobian_weight > 0 and not (t.simulator or t.simulator_jacobian):
         raise ConfigError("`training.jacobian_weight` > 0 (Sobolev training) needs `training.simulator_jacobian` or "
                           "`training.simulator` (to difference)")
-    with build.result_set(cfg, "train", [cfg.training.data and build.repo_path(cfg.training.data)]) as results:
-        if results.complete:  # the same samples and settings: the published surrogate is this run's
-            build.announce_complete(results, "train")
-            model_path = results.path(plan.saved_name)
-        else:
-            model_path = _train(cfg, space, simulator, network, plan, thresholds, engine, results)
+    declared = _declared_output(cfg)
+    shape = declared.shape if declared is not None else None
+    # the simulator and its kwargs checked before any work (a user's simulator must not get another's kwargs)
+    simulator = build.simulator_from(cfg, t.simulator, t.simulator_kwargs, "`training.simulator`", shape) \
+        if t.simulator else None
+    try:
+        jacobian = _simulator_jacobian(t, shape) if t.simulator_jacobian and network.jacobian_weight > 0 else None
+        with build.result_set(cfg, "train", [cfg.training.data and build.repo_path(cfg.training.data)]) as results:
+            if results.complete:  # the same samples and settings: the published surrogate is this run's
+                build.announce_complete(results, "train")
+                model_path = results.path(plan.saved_name)
+            else:
+                model_path = _train(cfg, space, simulator, jacobian, network, plan, thresholds, engine, results)
+    finally:
+        if simulator is not None:
+            simulator.close()
     if cfg.export_dir:
         _export([model_path, results.path("training.nc")], Path(cfg.export_dir))
     return model_path
@@ -107,19 +116,20 @@ def training_settings(t: DictConfig, space, input_fields=None) -> tuple[TrainSet
             Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian))
 
 
-def _train(cfg: DictConfig, space, simulator, network, plan, thresholds, engine, results) -> Path:
+def _simulator_jacobian(t: DictConfig, shape: tuple[int, ...] | None):
+    """``training.simulator_jacobian`` with the simulator's kwargs, checked against its signature."""
+    build.tensorflow()  # the user's module may import it
+    from sensitivity.surrogates.simulator import simulator_jacobian_from
+
+    return simulator_jacobian_from(t.simulator_jacobian, build.plain(t.simulator_kwargs), output_shape=shape,
+                                   what="`training.simulator_jacobian`")
+
+
+def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, thresholds, engine, results) -> Path:
     """Simulate or read the samples, train, save, validate and report into ``results``' staging; publish them."""
     t = cfg.training
     x, y, inputs = _samples(cfg, space, simulator)
     output = _output_spec(cfg, y.shape[1:])
-    jacobian = None
-    if t.simulator_jacobian and network.jacobian_weight > 0:
-        build.tensorflow()  # the user's module may import it
-        from sensitivity.surrogates.simulator import simulator_jacobian_from
-
-        jacobian = simulator_jacobian_from(t.simulator_jacobian, build.plain(t.simulator_kwargs),
-                                           output_shape=tuple(y.shape[1:]), what="`training.simulator_jacobian`")
-
     build.tensorflow()  # after the inputs are known to be good
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.training import train_surrogate

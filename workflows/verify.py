@@ -31,15 +31,16 @@ from typing import Any, Dict, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sensitivity.analyses.verify import RefinePlan, VerifyPlan
+from sensitivity.analyses.verify import RefinePlan, VerdictSettings, VerifyPlan
 from sensitivity.analyses.verify.summary import summary
 from workflows import build, chain
-from workflows.schema import ObservationsConf, SurrogateStudyConf, schema_of
+from workflows.schema import ObservationsConf, SimulatorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
 
 PlanConf = schema_of(VerifyPlan, "VerifyPlanConf")
+VerdictConf = schema_of(VerdictSettings, "VerdictConf")
 RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
     ("training", Optional[str], None)])  # the surrogate's training.nc (null: the one beside model.source)
 
@@ -48,8 +49,8 @@ RESULTS = ("calibration", "posterior", "indices")
 
 
 @dataclass
-class VerifySectionConf(PlanConf):
-    """What is verified against which simulator."""
+class VerifySectionConf(PlanConf, VerdictConf):
+    """What is verified against which simulator, and when a value is flagged."""
 
     simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy); null:
     # the simulator the surrogate's training.nc records (refine.training, or beside model.source)
@@ -57,12 +58,14 @@ class VerifySectionConf(PlanConf):
     calibration: Optional[str] = None  # a calibration.nc: its best fit and distinct minima
     posterior: Optional[str] = None  # a posterior.nc: a subset of its draws
     indices: Optional[str] = None  # an indices.nc: the first base rows of its Sobol' design
+    strict: bool = False  # a verdict that fails ends the run with exit code 1 (after verify.nc is published)
 
 
 @dataclass
 class VerifyConf(SurrogateStudyConf):
     verify: VerifySectionConf = field(default_factory=VerifySectionConf)
     refine: RefineConf = field(default_factory=RefineConf)
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how verify.simulator is run
     observations: ObservationsConf = field(default_factory=ObservationsConf)  # of the calibration / posterior
     seed: int = 0
     output_dir: str = "???"
@@ -96,13 +99,32 @@ def run(cfg: DictConfig) -> Path:
                                   space=space) for key, path in chosen.items()}
     if "indices" in chosen:
         _check_sobol_intervals(chosen["indices"])
-    with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
-        if results.complete:
-            build.announce_complete(results, "verify")
-            return results.path("verify.nc")
-        _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training)
-        results.publish()
-    return results.path("verify.nc")
+    verdict = build.settings(VerdictSettings, v)
+    simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
+    try:
+        with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
+            if results.complete:
+                build.announce_complete(results, "verify")
+            else:
+                _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulator, verdict)
+                results.publish()
+    finally:
+        simulator.close()
+    path = results.path("verify.nc")
+    if v.strict:
+        _strict(path)
+    return path
+
+
+def _strict(path: Path) -> None:
+    """``verify.strict``: a published verdict that fails is a :class:`~sensitivity.errors.VerificationFailed`."""
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import VerificationFailed
+
+    with open_result(path) as ds:
+        verdict, verdicts = ds.attrs.get("verdict"), ds.attrs.get("verdicts", "")
+    if verdict != "holds":
+        raise VerificationFailed(f"verify.strict: the verdict fails ({verdicts}); the checks are in {path}")
 
 
 def _check_sobol_intervals(path: Path) -> None:
@@ -151,18 +173,15 @@ def _training_path(cfg: DictConfig) -> Path:
 
 
 def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], obs_path: Path | None,
-            out_dir: Path, refining: RefinePlan = RefinePlan(), training: Path | None = None) -> Path:
+            out_dir: Path, refining: RefinePlan, training: Path | None, simulator, verdict: VerdictSettings) -> Path:
     """Run every check (and the refinement) -> ``out_dir/verify.nc`` (and ``out_dir/refined/``)."""
-    import xarray as xr
-
     from sensitivity.datasets import provenance, write_atomic
 
-    simulator = build.simulator_from(cfg.verify.simulator, build.plain(cfg.verify.simulator_kwargs),
-                                     "`verify.simulator`")
     surrogate = build.surrogate_from(cfg, space)
+    simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
     for key, path in chosen.items():
         chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
-    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path)
+    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path, verdict)
     ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], surrogate.output, space)
     verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
     refined = _refine(cfg, space, checks, chosen, refining, training, out_dir) if refining.rounds else None
@@ -177,6 +196,9 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
         ds.attrs.update(refined.attrs)
     out = write_atomic(ds, out_dir / "verify.nc")
     build.log_summary(log, summary(ds), "verify: ")
+    if not all(verdicts.values()) and not cfg.verify.strict:
+        log.warning("verify: the verdict FAILS (%s); the exit code stays 0: verify.strict=true makes it 1",
+                    ds.attrs["verdicts"])
     return out
 
 
@@ -232,7 +254,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
             shutil.rmtree(state["trained"][0])
         state["trained"] = (directory, trained)
         state["checks"] = Checks(cfg, space, trained.surrogate, checks.simulator, checks.plan, checks.obs_path,
-                                 checks.cache)
+                                 checks.verdict, checks.cache)
         log.info("verify: refinement round %d: retrained on %d samples", state["round"], len(x_new))
         return state["checks"].members
 
@@ -278,6 +300,7 @@ class Checks:
     simulator: Any
     plan: VerifyPlan
     obs_path: Path | None
+    verdict: VerdictSettings
     cache: dict = field(default_factory=dict)  # the simulator's outputs by point set: a refinement runs it once
 
     def __post_init__(self) -> None:
@@ -293,7 +316,7 @@ class Checks:
         _, jacobian = self.engine.flat_value_and_jacobian(points[:1])
         log.info("verify: calibration %s: the simulator at the best fit and %d other minima", path, len(points) - 1)
         return verify_calibration(self._simulate, self.engine.flat_values, jacobian[0].astype(float), points, se,
-                                  observations, member_std=self._member_std)
+                                  observations, member_std=self._member_std, floor=self._floor)
 
     def posterior(self, path: Path):
         from sensitivity.analyses.verify import gaussian_log_likelihood, verify_posterior
@@ -308,7 +331,8 @@ class Checks:
         spread = self._member_std(draws) ** 2 if emulator and self.ensemble is not None else None
         log.info("verify: posterior %s: the simulator at %d draws", path, len(draws))
         return verify_posterior(self._simulate, gaussian_log_likelihood(values, observations, spread), draws, mcse,
-                                observations, surrogate=self.engine.flat_values, member_std=self._member_std)
+                                observations, surrogate=self.engine.flat_values, member_std=self._member_std,
+                                floor=self._floor)
 
     def indices(self, path: Path):
         from sensitivity.analyses.verify import verify_sobol
@@ -320,7 +344,7 @@ class Checks:
         log.info("verify: indices %s: the simulator at the first %d base rows of its Sobol' design (%d runs)", path,
                  self.plan.sobol_rows, len(rows))
         return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
-                            member_std=self._member_std)
+                            member_std=self._member_std, settings=self.verdict)
 
     def points(self, key: str, path: Path) -> np.ndarray:
         """``[P, n]`` the points the analysis ``key`` (its result ``path``) is verified at."""
@@ -345,6 +369,11 @@ class Checks:
         if key not in self.cache:
             self.cache[key] = self.simulator(points).reshape(len(points), -1)
         return self.cache[key]
+
+    @property
+    def _floor(self) -> np.ndarray:
+        """``[n]`` the absolute floor of a shift of an estimate or a posterior mean [parameter units]."""
+        return self.verdict.shift_floor(self.space.bounds)
 
     @property
     def members(self):

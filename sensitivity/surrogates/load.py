@@ -270,7 +270,7 @@ def _reconcile(field: str, stored: Sequence[str] | None, given: Sequence[str] | 
 def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: bool) -> tuple[Callable, dict, str, str]:
     """Return ``(fn, stored metadata, content hash, label)`` for any supported source."""
     if callable(source):
-        fn = _bind(source, kwargs, getattr(source, "__qualname__", repr(source)))
+        fn = bind_checked(source, kwargs, getattr(source, "__qualname__", repr(source)))
         return fn, {}, _function_hash(source, kwargs), getattr(source, "__qualname__", repr(source))
     text = str(source)
     path = Path(text)
@@ -292,7 +292,7 @@ def _load_callable(source: Any, dtype: str, kwargs: dict[str, Any], trusted: boo
         return _load_saved_model(path, dtype), {}, _file_hash(sorted(p for p in path.rglob("*") if p.is_file())), text
     if ":" in text and not path.exists():
         target = import_callable(text, what="surrogate function")
-        return _bind(target, kwargs, text), {}, _function_hash(target, kwargs), text
+        return bind_checked(target, kwargs, text), {}, _function_hash(target, kwargs), text
     raise ModelError(
         f"surrogate source {text!r} is neither a .keras file, a SavedModel directory nor 'package.module:function'"
     )
@@ -316,9 +316,10 @@ def import_callable(source: str, *, what: str) -> Callable:
         raise ModelError(f"{what} {source!r} cannot be imported: {type(err).__name__}: {err}") from None
 
 
-def _bind(fn: Callable, kwargs: Mapping[str, Any], label: str) -> Callable:
+def bind_checked(fn: Callable, kwargs: Mapping[str, Any], label: str, *, what: str = "model `kwargs`",
+                 hint: str = "left over from another model? start from model=function") -> Callable:
     """``fn`` with ``kwargs`` bound, after checking each key against its signature (a key left over from
-    another model's config fails here, naming it, not as a TypeError deep in a trace)."""
+    another model's config fails here, naming ``what``, the key and ``hint``, not as a TypeError deep in a trace)."""
     if not kwargs:
         return fn
     try:
@@ -330,8 +331,8 @@ def _bind(fn: Callable, kwargs: Mapping[str, Any], label: str) -> Callable:
         accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)][1:]
         for key in kwargs:
             if key not in accepted:
-                raise ConfigError(f"model `kwargs`: {key!r} is not a parameter of {label}{signature} (takes "
-                                  f"{accepted or 'none'}; left over from another model? start from model=function)")
+                raise ConfigError(f"{what}: {key!r} is not a parameter of {label}{signature} (takes "
+                                  f"{accepted or 'none'}; {hint})")
     return functools.partial(fn, **kwargs)
 
 

@@ -7,8 +7,9 @@ import pytest
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
-from sensitivity.analyses.verify import (VerifyPlan, gaussian_log_likelihood, refine, verify_calibration,
-                                        verify_posterior, verify_sobol)
+from sensitivity.analyses.verify import (VerdictSettings, VerifyPlan, gaussian_log_likelihood, refine,
+                                        verify_calibration, verify_posterior, verify_sobol)
+from sensitivity.analyses.verify.verdict import ERROR, RANKING, causes
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers.functions import ishigami, uniform_space
 
@@ -118,5 +119,98 @@ def test_refinement_adds_runs_where_the_members_disagree_and_reduces_the_error_o
     spent = refine(simulate, bootstrap_polynomials, lambda members: False, x, simulate(x), candidates, rounds=2,
                    points_per_round=1)
     assert spent.sizes["round"] == 3 and spent.attrs["refine_outcome"] == "budget spent"
+    # fewer candidates than the budget would add: it stops when every one was run, and says so
+    few = refine(simulate, bootstrap_polynomials, lambda members: False, x, simulate(x), candidates[:3], rounds=5,
+                 points_per_round=2)
+    assert few.sizes["round"] == 3 and few.attrs["refine_outcome"] == "candidates exhausted"
     with pytest.raises(ConfigError, match="points_per_round"):
         refine(simulate, bootstrap_polynomials, check, x, simulate(x), candidates, rounds=1, points_per_round=0)
+
+
+#: Weights of a linear model of 10 uniform inputs: ST_i = a_i^2 / sum a^2 (0.60 for x0, 6e-5 for x9).
+WEIGHTS = np.array([3.0, 2.0, 1.0, 0.5, 0.5, 0.3, 0.3, 0.2, 0.2, 0.03])
+
+
+def weighted(weights: np.ndarray):
+    return lambda x: (x @ weights)[:, None]
+
+
+def linear_indices(weights: np.ndarray) -> np.ndarray:
+    """``[d]`` the closed-form ST (= S1) of ``x @ weights`` with independent uniform inputs."""
+    return weights**2 / (weights**2).sum()
+
+
+def test_an_index_of_nearly_zero_with_a_tiny_error_passes_and_a_large_one_off_by_half_widths_fails():
+    space = uniform_space(10, 0.0, 1.0)
+    rows = sobol.sample(space, 256, seed=3, replicates=1)
+    # half-widths as a long design of a linear model gives them: ~2 % of each index, tight around ~0 ones
+    half = {key: 0.02 * linear_indices(WEIGHTS)[:, None] for key in ("S1", "ST")}
+    tiny = WEIGHTS.copy()
+    tiny[9] *= 2.0  # ST of x9: 6e-5 -> 2.4e-4, an error of ~2e-4: tens of half-widths, but no conclusion changes
+    expected = linear_indices(tiny)[9] - linear_indices(WEIGHTS)[9]
+    ds = verify_sobol(weighted(WEIGHTS), weighted(tiny), rows, space, half)
+    np.testing.assert_allclose(float(ds["sobol_ST_error"].values[9, 0]), expected, rtol=0.3)
+    assert float(ds["sobol_ST_error_ratio"].values[9, 0]) > 10  # today's rule alone would fail it
+    assert int(ds["sobol_verdict"]) == 1 and not ds["sobol_ST_flag"].values.any()
+    # the error rule alone, without an absolute tolerance, is today's verdict: it fails
+    strict = verify_sobol(weighted(WEIGHTS), weighted(tiny), rows, space, half,
+                          settings=VerdictSettings(index_tolerance=0.0, flag_on="error"))
+    assert int(strict["sobol_verdict"]) == 0 and strict["sobol_ST_flag"].values[9, 0] == ERROR
+    # x0's weight 3 -> 3.6: ST 0.60 -> ~0.68, several half-widths (0.015) and above the tolerance
+    large = WEIGHTS.copy()
+    large[0] = 3.6
+    ds = verify_sobol(weighted(WEIGHTS), weighted(large), rows, space, half)
+    error = float(ds["sobol_ST_error"].values[0, 0])
+    assert error == pytest.approx(linear_indices(large)[0] - linear_indices(WEIGHTS)[0], abs=0.02)
+    assert error > 3 * half["ST"][0, 0] and int(ds["sobol_verdict"]) == 0
+    assert ds["sobol_ST_flag"].values[0, 0] & ERROR and causes(ds["sobol_ST_flag"].values) == ["error"]
+
+
+def test_a_swap_of_two_influential_inputs_is_flagged_as_a_ranking_change_and_a_crossing_as_a_threshold():
+    space = uniform_space(10, 0.0, 1.0)
+    rows = sobol.sample(space, 256, seed=3, replicates=1)
+    half = {key: np.full((10, 1), 0.1) for key in ("S1", "ST")}  # a gap of 0.33 is resolved, one of 0.05 is not
+    swapped = WEIGHTS[[1, 0, *range(2, 10)]]  # x0 and x1 exchange their influence (0.60 <-> 0.27)
+    ds = verify_sobol(weighted(WEIGHTS), weighted(swapped), rows, space, half,
+                      settings=VerdictSettings(flag_on="conclusion"))
+    assert int(ds["sobol_verdict"]) == 0
+    np.testing.assert_array_equal(np.flatnonzero(ds["sobol_ST_flag"].values[:, 0] & RANKING), [0, 1])
+    assert causes(ds["sobol_ST_flag"].values) == ["ranking"]
+    # x2 (ST 0.067) falls below an importance threshold of 0.05 in a surrogate that halves its weight (0.017)
+    lower = WEIGHTS.copy()
+    lower[2] = 0.5
+    ds = verify_sobol(weighted(WEIGHTS), weighted(lower), rows, space, half,
+                      settings=VerdictSettings(importance=0.05, flag_on="conclusion"))
+    assert int(ds["sobol_verdict"]) == 0 and causes(ds["sobol_ST_flag"].values) == ["threshold"]
+    np.testing.assert_array_equal(np.flatnonzero(ds["sobol_ST_flag"].values[:, 0]), [2])
+
+
+def test_a_verdict_never_holds_on_non_finite_values():
+    space = uniform_space(3, -np.pi, np.pi)
+    rows = sobol.sample(space, 64, seed=1, replicates=1)
+    half = {key: np.full((3, 1), 0.5) for key in ("S1", "ST")}
+    broken = lambda x: np.full((len(x), 1), np.nan)  # noqa: E731
+    ds = verify_sobol(ishigami, broken, rows, space, half)
+    assert int(ds["sobol_verdict"]) == 0 and (ds["sobol_ST_flag"].values & ERROR).all()
+    obs = ObservationModel.from_arrays(linear(np.array([[0.3, -0.2]]))[0], sigma=0.1)
+    nan_surrogate = lambda p: np.full((len(p), 4), np.nan)  # noqa: E731
+    ds = verify_calibration(linear, nan_surrogate, A, np.array([[0.3, -0.2]]), np.ones(2), obs)
+    assert int(ds["calibration_verdict"]) == 0
+
+
+def test_a_shift_below_the_absolute_floor_is_not_flagged_though_it_exceeds_a_tiny_standard_error():
+    obs = ObservationModel.from_arrays(linear(np.array([[0.3, -0.2]]))[0], sigma=0.1)
+    surrogate = lambda p: linear(p) + 1e-4  # noqa: E731 (a shift of ~1e-4 in each parameter)
+    best = np.array([[0.3, -0.2]])
+    se = np.full(2, 1e-6)  # a parameter identified far better than anyone reports it
+    bare = verify_calibration(linear, surrogate, A, best, se, obs)
+    assert int(bare["calibration_verdict"]) == 0 and (bare["calibration_shift_ratio"].values > 10).all()
+    floor = VerdictSettings().shift_floor(np.array([[-1.0, 1.0], [-1.0, 1.0]]))
+    np.testing.assert_allclose(floor, 0.002)  # 0.001 of the range 2
+    floored = verify_calibration(linear, surrogate, A, best, se, obs, floor=floor)
+    assert int(floored["calibration_verdict"]) == 1 and not floored["calibration_flag"].values.any()
+    np.testing.assert_allclose(floored["calibration_shift_floor"].values, 0.002)
+    with pytest.raises(ConfigError, match="`index_tolerance` must be a number in"):
+        VerdictSettings(index_tolerance=-0.1)
+    with pytest.raises(ConfigError, match="`flag_on`"):
+        VerdictSettings(flag_on="never")

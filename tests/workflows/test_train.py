@@ -210,3 +210,40 @@ def test_a_conv_network_needs_one_field_of_inputs(compose_config):
         train.run(compose_config("train", [*TINY, "training.architecture=conv"]))
     with pytest.raises(sensitivity.ConfigError, match=r"input_fields.x: shape \[4\] needs 4 parameters named x_\*"):
         train.run(compose_config("train", [*TINY, "training.architecture=conv", "input_fields={x: [4]}"]))
+
+
+def scaled_quadratic(x: np.ndarray, gain: float) -> np.ndarray:
+    """A user's simulator with its own keyword argument (and no ``scale``)."""
+    return gain * quadratic(x)
+
+
+def returns_nan(x: np.ndarray) -> np.ndarray:
+    y = quadratic(x)
+    y[7] = np.nan
+    return y
+
+
+def test_a_users_simulator_gets_its_own_kwargs_not_the_default_presets(compose_config, tmp_path):
+    cfg = compose_config("train", [*TINY, "grid.n=32", "training.members=1", "training.epochs=2",
+                                   "training.derivative_points=0",
+                                   "training.simulator=tests.workflows.test_train:scaled_quadratic",
+                                   "+training.simulator_kwargs.gain=2.5"])
+    train.run(cfg)
+    with xr.open_dataset(tmp_path / "training.nc") as ds:
+        np.testing.assert_allclose(ds["y"].values, 2.5 * quadratic(ds["x"].values), rtol=1e-12)
+
+
+def test_a_simulators_kwargs_are_checked_and_its_bad_results_refused_before_anything_is_published(compose_config,
+                                                                                                  tmp_path):
+    from sensitivity.errors import ModelError
+
+    cfg = compose_config("train", [*TINY, "training.simulator=tests.workflows.test_train:scaled_quadratic",
+                                   "+training.simulator_kwargs.scale=1.0"])
+    with pytest.raises(sensitivity.ConfigError, match=r"`training.simulator_kwargs`: 'scale' is not a parameter of "
+                                                      r"tests.workflows.test_train:scaled_quadratic"):
+        train.run(cfg)
+    cfg = compose_config("train", [*TINY, "grid.n=32", "training.simulator=tests.workflows.test_train:returns_nan"])
+    with pytest.raises(ModelError, match=r"^simulator tests.workflows.test_train:returns_nan \(`training.simulator`\) "
+                                         r"returned nan \(output 0\) at point 7 of 32, x = \["):
+        train.run(cfg)
+    assert not list(tmp_path.rglob("training.nc")) and not list(tmp_path.rglob("surrogate.*"))

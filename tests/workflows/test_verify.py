@@ -165,3 +165,101 @@ def test_the_worst_sobol_pair_is_named_by_parameter_label_and_date(recwarn):
         "time": ("time", np.arange(365.0), {"units": "days since 2021-01-01"})})
     assert _where_largest(da, "ST") == "ST of k_slow at station = lower, time = 2021-08-23"
     assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]
+
+
+def _ishigami_nan(x: np.ndarray) -> np.ndarray:
+    y = _ishigami(x)
+    y[5] = np.nan
+    return y
+
+
+def _ishigami_raises(x: np.ndarray) -> np.ndarray:
+    raise FloatingPointError("the solver diverged")
+
+
+def _ishigami_two_outputs(x: np.ndarray) -> np.ndarray:
+    return np.stack([_ishigami(x), _ishigami(x)], axis=1)
+
+
+def _ishigami_string(x: np.ndarray) -> str:
+    return "finished"
+
+
+def _ishigami_exits(x: np.ndarray) -> np.ndarray:
+    import sys
+
+    sys.exit(0)
+
+
+def _ishigami_sleeps(x: np.ndarray) -> np.ndarray:
+    import time
+
+    time.sleep(60)
+    return _ishigami(x)
+
+
+@pytest.fixture
+def ishigami_indices(compose_config, tmp_path):
+    """An indices.nc of the Ishigami surrogate with Sobol' intervals."""
+    return indices.run(compose_config("indices", ["jacobian=float64", "jacobian.jit_compile=false", "methods=[sobol]",
+                                                  "sobol.n=256", "plots=false"], output_dir=tmp_path / "indices"))
+
+
+@pytest.mark.parametrize("name, overrides, message", [
+    ("_ishigami_nan", [], r"returned nan \(output 0\) at point 5 of 320, x = \["),
+    ("_ishigami_raises", [], r"raised FloatingPointError: the solver diverged on a batch of 320 points"),
+    ("_ishigami_two_outputs", [], r"returned shape \[320, 2\] for 320 points; expected \[320, 1\]"),
+    ("_ishigami_string", [], r"returned 'finished' \(str, dtype <U8\) on a batch of 320 points"),
+    ("_ishigami_exits", [], r"raised SystemExit \(sys.exit\(0\)\) on a batch of 320 points"),
+    ("_ishigami_sleeps", ["simulator.timeout=1"], r"did not return within `simulator.timeout` = 1 s on a batch of 320"),
+])
+def test_a_misbehaving_simulator_ends_verify_with_one_line_and_nothing_published(compose_config, tmp_path,
+                                                                                ishigami_indices, name, overrides,
+                                                                                message):
+    from sensitivity.errors import ModelError
+
+    cfg = compose_config("verify", ["jacobian=float64", "jacobian.jit_compile=false", *overrides,
+                                    f"verify.simulator=tests.workflows.test_verify:{name}",
+                                    f"verify.indices={ishigami_indices}", "verify.sobol_rows=64"],
+                         output_dir=tmp_path / "verify")
+    with pytest.raises(ModelError, match=rf"^simulator tests.workflows.test_verify:{name} \(`verify.simulator`\) "
+                                         rf"{message}") as err:
+        verify.run(cfg)
+    assert "\n" not in str(err.value)
+    assert not list((tmp_path / "verify").rglob("verify.nc"))
+
+
+def test_verify_simulator_kwargs_are_checked_before_any_run(compose_config, tmp_path, ishigami_indices):
+    cfg = compose_config("verify", [*("jacobian=float64", "jacobian.jit_compile=false"),
+                                    "verify.simulator=tests.workflows.test_verify:_never_run",
+                                    "+verify.simulator_kwargs.scale=1.0", f"verify.indices={ishigami_indices}"],
+                         output_dir=tmp_path / "verify")
+    with pytest.raises(ConfigError, match=r"`verify.simulator_kwargs`: 'scale' is not a parameter of "
+                                          r"tests.workflows.test_verify:_never_run"):
+        verify.run(cfg)
+
+
+@pytest.mark.slow
+def test_strict_makes_a_failing_verdict_a_non_zero_exit_after_publishing_it(compose_config, tmp_path,
+                                                                           ishigami_indices):
+    import subprocess
+    import sys
+
+    from sensitivity.errors import VerificationFailed
+    from tests.helpers import ROOT
+
+    common = ["jacobian=float64", "jacobian.jit_compile=false", f"verify.indices={ishigami_indices}",
+              "verify.sobol_rows=64", "verify.simulator=sensitivity.simulators.analytic:ishigami",
+              "+verify.simulator_kwargs.a=3.0"]  # not the function the surrogate learnt: the verdict fails
+    with pytest.raises(VerificationFailed, match=r"verify.strict: the verdict fails \(indices=fails\)"):
+        verify.run(compose_config("verify", [*common, "verify.strict=true"], output_dir=tmp_path / "strict"))
+    assert open_result(tmp_path / "strict" / "verify.nc").attrs["verdict"] == "fails"  # published all the same
+    cli = [sys.executable, "-m", "workflows", "verify", *common, "progress=false"]
+    loose = subprocess.run([*cli, f"hydra.run.dir={tmp_path / 'loose'}"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300)
+    assert loose.returncode == 0 and "the verdict FAILS (indices=fails)" in loose.stdout + loose.stderr
+    strict = subprocess.run([*cli, "verify.strict=true", f"hydra.run.dir={tmp_path / 'cli'}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert strict.returncode == 1, strict.stderr[-2000:]
+    assert "verify.strict: the verdict fails" in strict.stdout + strict.stderr
+    assert "Traceback" not in strict.stdout + strict.stderr and (tmp_path / "cli" / "verify.nc").is_file()

@@ -4,7 +4,7 @@
 :func:`verify_sobol`); :class:`VerifyPlan` says how many of an analysis's points are verified (:class:`RefinePlan`: how many runs
 refinement may add); :func:`refine`
 adds simulator runs where an ensemble's members disagree most on those points and retrains, until the verdict
-holds or the rounds are spent.
+holds or the rounds are spent; :class:`VerdictSettings` says when a value is flagged (:mod:`.verdict`).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sensitivity.analyses.verify.checks import (VERDICT, gaussian_log_likelihood
                                                 verify_posterior, verify_sobol)
 from sensitivity.analyses.verify.plan import RefinePlan, VerifyPlan
 from sensitivity.analyses.verify.refine import refine
+from sensitivity.analyses.verify.verdict import VerdictSettings
 
-__all__ = ["VERDICT", "RefinePlan", "VerifyPlan", "gaussian_log_likelihood", "refine", "verify_calibration", "verify_posterior",
-           "verify_sobol"]
+__all__ = ["VERDICT", "RefinePlan", "VerdictSettings", "VerifyPlan", "gaussian_log_likelihood", "refine",
+           "verify_calibration", "verify_posterior", "verify_sobol"]

@@ -3,24 +3,29 @@ own uncertainty: one verdict per analysis.
 
 Each check takes the simulator and the surrogate as batched maps on flat outputs (``[P, n] -> [P, m]``) and the
 analysis's own numbers (arrays the caller read from its result), runs the simulator only at those points, and
-returns a labeled dataset on a flat ``output`` axis with a ``<prefix>_verdict`` (1: the surrogate's error is below
-the analysis's uncertainty, 0: not). The error is the surrogate's minus the simulator's. Where an ensemble's
-members are given, their spread at the same points (``<prefix>_member_std``) shows whether the ensemble knew.
+returns a labeled dataset on a flat ``output`` axis with ``<prefix>_flag`` variables (why a value is flagged,
+:mod:`.verdict`) and a ``<prefix>_verdict`` (1: nothing flagged, 0: not). A value is flagged only when the
+surrogate's error exceeds both the analysis's own uncertainty and an absolute tolerance
+(:class:`~.verdict.VerdictSettings`), or changes a conclusion; a non-finite value is always flagged. The error
+is the surrogate's minus the simulator's. Where an ensemble's members are given, their spread at the same points
+(``<prefix>_member_std``) shows whether the ensemble knew.
 
 ``calibration`` (points: the best fit, then the other distinct minima)
     The surrogate error ``e`` at the best fit moves the estimate by ``dx = (J_w^T J_w)^{-1} J_w^T W e`` (the
     Gauss-Newton step a fit to the simulator's outputs would take from there; ``W`` the whitening, ``J_w`` the
     whitened Jacobian): the verdict holds when ``|dx_j| <= se_j`` for every parameter, the shift below the
-    estimate's standard error.
+    estimate's standard error (or the absolute floor).
 ``posterior`` (points: a subset of the draws)
     Importance weights ``w_i ~ L_sim(x_i) / L_sur(x_i)`` (the same prior cancels) turn the draws of the
     surrogate's posterior into draws of the simulator's; the verdict holds when the reweighted mean moves less
-    than the posterior's Monte Carlo standard error of the mean in every parameter. The weights' effective sample
-    size is reported too (a small one: the posteriors differ more than the subset can tell).
+    than the posterior's Monte Carlo standard error of the mean (or the absolute floor) in every parameter. The
+    weights' effective sample size is reported too (a small one: the posteriors differ more than the subset can
+    tell).
 ``sobol`` (points: the first base rows of the Sobol' design)
     The first and total indices on those rows from the simulator's and the surrogate's values, paired (the same
     rows, so the design's sampling error cancels): the verdict holds when every ``|S_sur - S_sim|`` is below the
-    half-width of the index's sampling interval on the full design.
+    half-width of the index's sampling interval on the full design or the absolute tolerance, and the surrogate
+    keeps the ranking of the influential inputs and the side of the threshold of importance each is on.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import numpy as np
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
 from sensitivity.analyses.indices.intervals import IntervalPlan
+from sensitivity.analyses.verify.verdict import FLAGS, VerdictSettings, index_flags, shift_flags
 from sensitivity.errors import DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
@@ -40,13 +46,12 @@ xr = lazy_import("xarray")
 #: A batched map on flat outputs: ``[P, n]`` points -> ``[P, m]`` values.
 FlatFn = Callable[[np.ndarray], np.ndarray]
 
-VERDICT = {"flag_values": np.array([0, 1], np.int8), "flag_meanings": "surrogate_error_exceeds_sampling_error "
-                                                                       "surrogate_error_below_sampling_error"}
+VERDICT = {"flag_values": np.array([0, 1], np.int8), "flag_meanings": "fails holds"}
 
 
 def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray, points: np.ndarray,
                        standard_error: np.ndarray, observations: ObservationModel, *,
-                       member_std: FlatFn | None = None) -> xr.Dataset:
+                       member_std: FlatFn | None = None, floor: np.ndarray | None = None) -> xr.Dataset:
     """The surrogate's error at a calibration's best fit and minima, and the shift it makes in the estimate.
 
     Parameters
@@ -63,14 +68,18 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
         The calibration's observations and their whitening.
     member_std
         An ensemble's member spread ``[P, n] -> [P, m]``, reported beside the error.
+    floor
+        ``[n]`` absolute shift below which no parameter is flagged [parameter units]
+        (:meth:`VerdictSettings.shift_floor`); None: the standard error alone.
 
     Returns
     -------
     xarray.Dataset
         ``calibration_point(fit_point, parameter)``, ``calibration_surrogate_error(fit_point, output)``,
         ``calibration_whitened_error_rms(fit_point)``, ``calibration_estimate_shift(parameter)``,
-        ``calibration_standard_error(parameter)``, ``calibration_shift_ratio(parameter)`` (``|dx| / se``) and
-        ``calibration_verdict``; ``calibration_member_std(fit_point, output)`` with ``member_std``.
+        ``calibration_standard_error(parameter)``, ``calibration_shift_ratio(parameter)`` (``|dx| / se``),
+        ``calibration_flag(parameter)`` (:data:`~.verdict.ERROR`: ``|dx| > max(se, floor)``) and
+        ``calibration_verdict`` (no flag); ``calibration_member_std(fit_point, output)`` with ``member_std``.
     """
     points = np.atleast_2d(np.asarray(points, float))
     truth, approx = _values(simulate, points), _values(surrogate, points)
@@ -80,6 +89,7 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
     shift = np.linalg.lstsq(j_w, whitened[0], rcond=None)[0]
     se = np.asarray(standard_error, float)
     ratio = np.abs(shift) / se
+    flags = shift_flags(shift, se, floor)
     data = {
         "calibration_point": (("fit_point", "parameter"), points, {"long_name": "verified point: the best fit, then "
                                                                                 "the other distinct minima"}),
@@ -93,8 +103,11 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
         "calibration_standard_error": ("parameter", se, {"long_name": "standard error of the estimate"}),
         "calibration_shift_ratio": ("parameter", ratio, {"long_name": "|estimate shift| / standard error",
                                                          "units": "1"}),
-        "calibration_verdict": ((), np.int8(bool(np.all(ratio <= 1.0))), {
-            "long_name": "the surrogate's shift of the estimate is below its standard error", **VERDICT}),
+        **_floor("calibration", floor),
+        "calibration_flag": ("parameter", flags, {"long_name": "why the shift of the estimate is flagged", **FLAGS}),
+        "calibration_verdict": ((), np.int8(not flags.any()), {
+            "long_name": "the surrogate's shift of the estimate is below its standard error or the absolute floor",
+            **VERDICT}),
     }
     if member_std is not None:
         data["calibration_member_std"] = (("fit_point", "output"), _values(member_std, points),
@@ -104,7 +117,7 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
 
 def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, draws: np.ndarray, mcse: np.ndarray,
                      observations: ObservationModel, *, surrogate: FlatFn,
-                     member_std: FlatFn | None = None) -> xr.Dataset:
+                     member_std: FlatFn | None = None, floor: np.ndarray | None = None) -> xr.Dataset:
     """The surrogate's error at a subset of posterior draws and how far it moves the posterior mean.
 
     Parameters
@@ -121,6 +134,8 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
         The observations and their whitening (the simulator's likelihood is the plain Gaussian one).
     member_std
         An ensemble's member spread, reported beside the error.
+    floor
+        ``[n]`` absolute shift below which no parameter is flagged [parameter units]; None: the MCSE alone.
 
     Returns
     -------
@@ -128,7 +143,8 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
         ``posterior_draw(posterior_point, parameter)``, ``posterior_surrogate_error(posterior_point, output)``,
         ``posterior_whitened_error_rms``, ``posterior_log_likelihood_error``, ``posterior_weight``,
         ``posterior_mean_shift(parameter)``, ``posterior_mcse(parameter)``, ``posterior_shift_ratio``,
-        ``posterior_importance_ess`` and ``posterior_verdict``.
+        ``posterior_importance_ess``, ``posterior_flag(parameter)`` (:data:`~.verdict.ERROR`: ``|shift| >
+        max(mcse, floor)``) and ``posterior_verdict`` (no flag).
     """
     draws = np.atleast_2d(np.asarray(draws, float))
     truth, approx = _values(simulate, draws), _values(surrogate, draws)
@@ -138,6 +154,7 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
     weights /= weights.sum()
     shift = weights @ draws - draws.mean(axis=0)
     ratio = np.abs(shift) / np.asarray(mcse, float)
+    flags = shift_flags(shift, np.asarray(mcse, float), floor)
     dims = ("posterior_point", "parameter")
     whitened = observations.residual(approx) - r
     data = {
@@ -158,9 +175,12 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
                                                        "units": "1"}),
         "posterior_importance_ess": ((), float(1.0 / (weights**2).sum() / len(weights)), {
             "long_name": "effective sample size of the importance weights per draw", "units": "1"}),
-        "posterior_verdict": ((), np.int8(bool(np.all(ratio <= 1.0))), {
-            "long_name": "the surrogate's shift of the posterior mean is below its Monte Carlo standard error",
-            **VERDICT}),
+        **_floor("posterior", floor),
+        "posterior_flag": ("parameter", flags, {"long_name": "why the shift of the posterior mean is flagged",
+                                                **FLAGS}),
+        "posterior_verdict": ((), np.int8(not flags.any()), {
+            "long_name": "the surrogate's shift of the posterior mean is below its Monte Carlo standard error or the "
+                         "absolute floor", **VERDICT}),
     }
     if member_std is not None:
         data["posterior_member_std"] = (("posterior_point", "output"), _values(member_std, draws),
@@ -169,7 +189,8 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
 
 
 def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: ParameterSpace,
-                 half_widths: dict[str, np.ndarray], *, member_std: FlatFn | None = None) -> xr.Dataset:
+                 half_widths: dict[str, np.ndarray], *, member_std: FlatFn | None = None,
+                 settings: VerdictSettings = VerdictSettings()) -> xr.Dataset:
     """Paired Sobol' indices of the simulator and the surrogate on the first base rows of the design.
 
     Parameters
@@ -184,24 +205,31 @@ def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: P
         ``{"S1": [d, m], "ST": [d, m]}`` half-widths of the sampling intervals on the full design.
     member_std
         An ensemble's member spread, reported beside the error.
+    settings
+        The tolerances and conclusions an index is flagged by (:class:`VerdictSettings`).
 
     Returns
     -------
     xarray.Dataset
         ``sobol_S1_simulator``/``sobol_ST_simulator`` and ``sobol_S1_error``/``sobol_ST_error`` (surrogate minus
         simulator) on ``(parameter, output)``, ``sobol_S1_error_ratio``/``sobol_ST_error_ratio`` (``|error| /
-        half-width``), ``sobol_surrogate_rmse(output)`` and ``sobol_output_std(output)`` on the rows, and
-        ``sobol_verdict``.
+        half-width``), ``sobol_S1_flag``/``sobol_ST_flag`` (why an index is flagged:
+        :func:`~.verdict.index_flags`), ``sobol_surrogate_rmse(output)`` and ``sobol_output_std(output)`` on the
+        rows, and ``sobol_verdict`` (no flag).
     """
     truth, approx = _values(simulate, rows), _values(surrogate, rows)
     n = len(rows) // (len(space) + 2)
     options = {"intervals": IntervalPlan("none"), "convergence_start": n}
     exact, estimate = sobol.analyze(truth, space, **options), sobol.analyze(approx, space, **options)
-    data, ratios = {}, []
+    data, flagged = {}, False
     for key in ("S1", "ST"):
         error = estimate[key].values - exact[key].values
-        ratio = np.abs(error) / np.asarray(half_widths[key], float)
-        ratios.append(ratio)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.abs(error) / np.asarray(half_widths[key], float)
+        flags = index_flags(key, estimate[key].values, exact[key].values, half_widths[key], settings)
+        flagged = flagged or bool(flags.any())
+        data[f"sobol_{key}_flag"] = (("parameter", "output"), flags,
+                                     {"long_name": f"why the surrogate's {key} is flagged", **FLAGS})
         data[f"sobol_{key}_simulator"] = (("parameter", "output"), exact[key].values,
                                           {"long_name": f"{key} of the simulator on the verified rows", "units": "1"})
         data[f"sobol_{key}_error"] = (("parameter", "output"), error, {
@@ -213,8 +241,9 @@ def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: P
                               {"long_name": "root-mean-square surrogate error on the verified rows"}),
         sobol_output_std=("output", truth.std(axis=0, ddof=1),
                           {"long_name": "standard deviation of the simulator's output on the verified rows"}),
-        sobol_verdict=((), np.int8(bool(np.all(np.nan_to_num(np.stack(ratios), nan=0.0) <= 1.0))), {
-            "long_name": "every index's surrogate error is below its sampling half-width", **VERDICT}),
+        sobol_verdict=((), np.int8(not flagged), {
+            "long_name": "no index is flagged: every surrogate error is below its sampling half-width or the absolute "
+                         "tolerance, and the influential inputs' ranking and threshold hold", **VERDICT}),
     )
     if member_std is not None:
         data["sobol_member_rms_std"] = ("output", np.sqrt((_values(member_std, rows) ** 2).mean(axis=0)),
@@ -238,6 +267,13 @@ def gaussian_log_likelihood(values: np.ndarray, observations: ObservationModel,
     total = 1.0 / observations.whitening**2 + spread[:, rows]
     diff = values[:, rows] - observations.y_obs[rows]
     return -0.5 * (diff**2 / total + np.log(total)).sum(axis=1)
+
+
+def _floor(prefix: str, floor: np.ndarray | None) -> dict:
+    if floor is None:
+        return {}
+    return {f"{prefix}_shift_floor": ("parameter", np.asarray(floor, float), {
+        "long_name": "absolute shift below which the parameter is not flagged"})}
 
 
 def _index(dim: str, size: int, long_name: str) -> dict[str, xr.Variable]:

@@ -55,7 +55,9 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
         ``refine_member_std_max`` and ``refine_member_std_mean`` (the members' relative disagreement on the
         candidates), ``refine_error_rms`` (the ensemble mean's error on the candidates relative to the outputs'
         spread: the simulator runs once at every candidate for it); ``refine_added(added, parameter)`` the points
-        added with ``refine_added_round(added)``; the attribute ``refine_outcome`` (``holds``, or ``budget spent``).
+        added with ``refine_added_round(added)``; the attribute ``refine_outcome``, why it stopped (``holds``: the
+        verdict holds; ``budget spent``: the rounds are spent and it does not; ``candidates exhausted``: every
+        candidate was run and it does not).
     """
     for name, value in (("rounds", rounds), ("points_per_round", points_per_round)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "rounds" else 1):
@@ -85,6 +87,7 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
         added_round += [r + 1] * len(order)
         members = fit(x, y)
     size, verdicts, std_max, std_mean, rms = (np.array(c) for c in zip(*records))
+    outcome = "holds" if verdicts[-1] else "budget spent" if len(records) == rounds + 1 else "candidates exhausted"
     n = candidates.shape[1]
     one = {"units": "1"}
     return xr.Dataset({
@@ -106,4 +109,4 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
                                                                           **one}),
     }, coords={"round": ("round", np.arange(len(records), dtype=np.int32), {"long_name": "refinement round (0: "
                                                                                          "before any)", **one})},
-        attrs={"refine_outcome": "holds" if verdicts[-1] else "budget spent"})
+        attrs={"refine_outcome": outcome})

@@ -35,18 +35,26 @@ def summary(ds: xr.Dataset) -> Summary:
     return Summary(str(ds.attrs.get("title", "verification")), tuple(facts), verdicts=tuple(verdicts))
 
 
+#: What a cause of an index's flag means (:data:`sensitivity.analyses.verify.verdict.CAUSES`), in a statement.
+WHY = {"error": "error beyond the half-width and the tolerance", "ranking": "ranking of influential inputs changed",
+       "threshold": "importance threshold crossed"}
+
+
 def _verdict(ds: xr.Dataset, name: str, prefix: str) -> Verdict:
     holds = int(ds[f"{prefix}_verdict"]) == 1
     if prefix.endswith("calibration"):
         ratio = ds[f"{prefix}_shift_ratio"].values
-        statement = (f"the surrogate's error shifts the estimate by at most {np.nanmax(ratio):.2f} standard errors; "
-                     f"whitened error at the best fit {float(ds[f'{prefix}_whitened_error_rms'][0]):.2f} x the noise")
+        statement = (f"{_flagged_parameters(ds, prefix)}the surrogate's error shifts the estimate by at most "
+                     f"{np.nanmax(ratio):.2f} standard errors (absolute floor {_floor_text(ds, prefix)}); whitened "
+                     f"error at the best fit {float(ds[f'{prefix}_whitened_error_rms'][0]):.2f} x the noise")
         return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("estimate_shift", "standard_error"),
                                                                 "shift / standard error"))
     if prefix.endswith("posterior"):
         ratio = ds[f"{prefix}_shift_ratio"].values
-        statement = (f"reweighting to the simulator moves the posterior mean by at most {np.nanmax(ratio):.2f} Monte "
-                     f"Carlo standard errors (importance ESS {float(ds[f'{prefix}_importance_ess']):.2f} per draw)")
+        statement = (f"{_flagged_parameters(ds, prefix)}reweighting to the simulator moves the posterior mean by at "
+                     f"most {np.nanmax(ratio):.2f} Monte Carlo standard errors (absolute floor "
+                     f"{_floor_text(ds, prefix)}; importance ESS {float(ds[f'{prefix}_importance_ess']):.2f} per "
+                     "draw)")
         return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("mean_shift", "mcse"),
                                                                 "shift / Monte Carlo standard error"))
     return _sobol(ds, name, prefix, holds)
@@ -70,9 +78,9 @@ def _sobol(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
     worst = float(ratios[index].max())
     judged = np.concatenate([r.values.ravel() for r in ratios.values()])
     within = float(np.mean(judged[np.isfinite(judged)] <= 1))
-    statement = (f"the surrogate's Sobol' indices differ from the simulator's by at most {worst:.2f} sampling "
-                 f"half-widths ({where_largest(ratios[index], index)}); {within:.0%} of the (index, parameter, "
-                 "output) triples within one")
+    statement = (f"{_index_causes(ds, prefix)}the surrogate's Sobol' indices differ from the simulator's by at most "
+                 f"{worst:.2f} sampling half-widths ({where_largest(ratios[index], index)}); {within:.0%} of the "
+                 "(index, parameter, output) triples within one")
     cases = []
     for k, ratio in ratios.items():
         flat = ratio.values.ravel()
@@ -103,3 +111,39 @@ def _position(ratio: xr.DataArray, index: str, at: dict[str, int]) -> str:
     where = [f"{d} = {position_label(ratio, d, i)}" for d, i in at.items() if d != "parameter" and ratio.sizes[d] > 1]
     shown = f"{index} of {position_label(ratio, 'parameter', at['parameter'])}"
     return shown + (f" at {', '.join(where)}" if where else "")
+
+
+def _index_causes(ds: xr.Dataset, prefix: str) -> str:
+    """``on error beyond ... (ST of x3); ranking ... (S1 of x1): `` for the causes of the flagged indices, or ''."""
+    from sensitivity.analyses.verify.verdict import CAUSES, causes
+
+    flags = {k: ds[f"{prefix}_{k}_flag"] for k in ("S1", "ST") if f"{prefix}_{k}_flag" in ds}
+    if not flags:
+        return ""
+    seen = causes(np.concatenate([f.values.ravel() for f in flags.values()]))
+    named = [f"{WHY[word]} ({', '.join(_flagged(flags, bit))})" for bit, word in CAUSES.items() if word in seen]
+    return f"on {'; '.join(named)}: " if named else ""
+
+
+def _flagged(flags: dict, bit: int) -> list[str]:
+    """``ST of x3`` for each (index, parameter) whose flag has ``bit``, at most five."""
+    found = []
+    for key, flag in flags.items():
+        hit = (flag.values & bit).reshape(flag.shape[0], -1).any(axis=1)
+        found += [f"{key} of {flag['parameter_name'].values[i]}" for i in np.flatnonzero(hit)]
+    return found[:5] + (["..."] if len(found) > 5 else [])
+
+
+def _flagged_parameters(ds: xr.Dataset, prefix: str) -> str:
+    """``flagged: a, b: `` for the parameters whose shift is flagged, or ''."""
+    if f"{prefix}_flag" not in ds:
+        return ""
+    flags = ds[f"{prefix}_flag"].values
+    names = [str(n) for n in ds["parameter_name"].values[flags > 0]]
+    return f"flagged: {', '.join(names)}: " if names else ""
+
+
+def _floor_text(ds: xr.Dataset, prefix: str) -> str:
+    variable = f"{prefix}_shift_floor"
+    return "none" if variable not in ds else ", ".join(f"{n} {v:.3g}" for n, v in zip(ds["parameter_name"].values,
+                                                                                    ds[variable].values))
