@@ -2,12 +2,14 @@
 
 :func:`layer_steps` reads a Keras model whose layers are only ``InputLayer``, ``Dense``, ``Conv1D/2D/3D``, the linear
 reshaping and pooling layers (:data:`LINEAR_LAYERS`), max pooling, elementwise activations, batch normalisation, the
-scaling layers and inference no-ops (dropout, noise), applied in sequence, as a list of steps: :class:`AffineStep`
-(a Dense layer, ``h W + b``), :class:`LinearStep` (a linear map of each point plus a bias: a convolution, a
-reshape...), :class:`ElementwiseStep` (an activation, a scaling layer, batch normalisation in inference) and
-:class:`MaxPoolStep`. The dense path (:mod:`sensitivity.engine.dense_path`), the reverse path
-(:mod:`sensitivity.engine.reverse_path`) and the member path (:mod:`sensitivity.engine.member_path`) build their chains
-from them; each step applies itself to a batch (:meth:`AffineStep.apply`, ...).
+scaling layers (this package's, Keras' ``Rescaling`` and ``Normalization``), inference no-ops (dropout, noise) and
+nested Keras models of such layers, applied in sequence, as a list of steps (:mod:`sensitivity.engine.steps`):
+:class:`AffineStep` (a Dense layer, ``h W + b``), :class:`LinearStep` (a linear map of each point plus a bias: a
+convolution, a reshape...), :class:`ElementwiseStep` (an activation, batch normalisation in inference, a scaling) and
+:class:`MaxPoolStep`. A config's scaling around the model (``model.scaling``) adds its steps before and after; the
+diagonal affine maps are then folded into the Dense kernels they touch (:mod:`sensitivity.engine.affine_fold`). The
+dense path (:mod:`sensitivity.engine.dense_path`), the reverse path (:mod:`sensitivity.engine.reverse_path`) and the
+member path (:mod:`sensitivity.engine.member_path`) build their chains from them.
 """
 from __future__ import annotations
 
