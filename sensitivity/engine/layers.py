@@ -97,8 +97,7 @@ def _model_steps(model: Any, dtype: str, prefix: str) -> list[Step] | str:
             continue
         activation = getattr(layer, "activation", None)
         if activation is not None and activation.__name__ in _NOT_ELEMENTWISE:
-            return f"layer {prefix + layer.name!r} ({name}) has the activation {activation.__name__!r}, " \
-                   "which is not elementwise"
+            return f"layer {prefix + layer.name!r} has the activation {activation.__name__!r}, which is not elementwise"
         if name == "BatchNormalization" and foldable is not None and _normalises_last_axis(layer, foldable[0]):
             steps[-1] = _kernel_step(*_fold_normalisation(layer, *foldable), dtype)
             foldable = None
