@@ -2,27 +2,33 @@
 
 :func:`layer_steps` reads a Keras model whose layers are only ``InputLayer``, ``Dense``, ``Conv1D/2D/3D``, the linear
 reshaping and pooling layers (:data:`LINEAR_LAYERS`), max pooling, elementwise activations, batch normalisation, the
-scaling layers and inference no-ops (dropout, noise), applied in sequence, as a list of steps: :class:`AffineStep`
-(a Dense layer, ``h W + b``), :class:`LinearStep` (a linear map of each point plus a bias: a convolution, a
-reshape...), :class:`ElementwiseStep` (an activation, a scaling layer, batch normalisation in inference) and
-:class:`MaxPoolStep`. The dense path (:mod:`sensitivity.engine.dense_path`), the reverse path
-(:mod:`sensitivity.engine.reverse_path`) and the member path (:mod:`sensitivity.engine.member_path`) build their chains
-from them; each step applies itself to a batch (:meth:`AffineStep.apply`, ...).
+scaling layers (this package's, Keras' ``Rescaling`` and ``Normalization``), inference no-ops (dropout, noise) and
+nested Keras models of such layers, applied in sequence, as a list of steps (:mod:`sensitivity.engine.steps`):
+:class:`AffineStep` (a Dense layer, ``h W + b``), :class:`LinearStep` (a linear map of each point plus a bias: a
+convolution, a reshape...), :class:`ElementwiseStep` (an activation, batch normalisation in inference, a scaling) and
+:class:`MaxPoolStep`. A config's scaling around the model (``model.scaling``) adds its steps before and after; the
+diagonal affine maps are then folded into the Dense kernels they touch (:mod:`sensitivity.engine.affine_fold`). The
+dense path (:mod:`sensitivity.engine.dense_path`), the reverse path (:mod:`sensitivity.engine.reverse_path`) and the
+member path (:mod:`sensitivity.engine.member_path`) build their chains from them.
 """
 from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Union
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
 
+from sensitivity.engine.affine_fold import fold_affine, input_steps, output_steps, scaling_layer_steps
+from sensitivity.engine.steps import AffineStep, ElementwiseStep, LinearStep, MaxPoolStep, Step, dense_step
+
 #: Keras layers the fast path understands: elementwise ones (batch normalisation in inference is a per-channel
 #: scale and shift), and no-ops (in inference).
-_ELEMENTWISE = ("Activation", "InputScaling", "OutputScaling", "ReLU", "LeakyReLU", "ELU", "PReLU",
-                "BatchNormalization")
+_ELEMENTWISE = ("Activation", "ReLU", "LeakyReLU", "ELU", "PReLU", "BatchNormalization")
+#: Scaling layers: a diagonal affine map, after a log transform of some inputs or before an exponential
+#: (:func:`sensitivity.engine.affine_fold.scaling_layer_steps`).
+_AFFINE = ("InputScaling", "OutputScaling", "Rescaling", "Normalization")
 _NO_OP = ("InputLayer", "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
           "GaussianNoise", "AlphaDropout", "ActivityRegularization")
 #: Layers that are linear maps of each point (applied as they are, to values and to folded tangents alike).
@@ -36,89 +42,62 @@ _MAX_POOL = tuple(f"{kind}{rank}D" for kind in ("MaxPooling", "GlobalMaxPooling"
 _NOT_ELEMENTWISE = ("softmax", "log_softmax")
 
 
-@dataclass(frozen=True, eq=False)
-class AffineStep:
-    """A Dense layer: ``h W + b``. ``kernel_t`` (``W^T``) is stored, not traced: XLA would constant-fold the
-    transpose at every compilation, seconds for a 256 x 256 kernel."""
-
-    kernel: tf.Tensor
-    bias: tf.Tensor | None
-    kernel_t: tf.Tensor
-
-    kind: ClassVar[str] = "affine"
-
-    def apply(self, h: tf.Tensor) -> tf.Tensor:
-        """``h [B, k] W + b``."""
-        z = tf.matmul(h, self.kernel)
-        return z if self.bias is None else tf.nn.bias_add(z, self.bias)
-
-
-@dataclass(frozen=True, eq=False)
-class LinearStep:
-    """A linear map ``op`` of each point (applied to a ``[B, ...]`` batch) plus ``bias`` (broadcast against its
-    output), from the Keras ``layer``; ``kernel`` is a convolution's kernel as a numpy array, else ``None``."""
-
-    op: Callable[[tf.Tensor], tf.Tensor]
-    bias: tf.Tensor | None
-    layer: Any
-    kernel: np.ndarray | None = None
-
-    kind: ClassVar[str] = "linear"
-
-    def apply(self, h: tf.Tensor) -> tf.Tensor:
-        """``op(h) + b``."""
-        z = self.op(h)
-        return z if self.bias is None else z + self.bias
-
-
-@dataclass(frozen=True, eq=False)
-class ElementwiseStep:
-    """A map ``f`` of each number on its own (an activation, a scaling layer, batch normalisation in inference)."""
-
-    f: Callable[[tf.Tensor], tf.Tensor]
-
-    kind: ClassVar[str] = "elementwise"
-
-    def apply(self, h: tf.Tensor) -> tf.Tensor:
-        return self.f(h)
-
-
-@dataclass(frozen=True, eq=False)
-class MaxPoolStep:
-    """A Keras max-pooling ``layer`` (piecewise linear, reverse mode only)."""
-
-    layer: Any
-
-    kind: ClassVar[str] = "maxpool"
-
-    def apply(self, h: tf.Tensor) -> tf.Tensor:
-        return self.layer(h)
-
-
-Step = Union[AffineStep, LinearStep, ElementwiseStep, MaxPoolStep]
 
 
 def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[Step] | str:
     """The steps of the Keras model that ``fn`` is (or calls), in application order, or why there are none.
 
+    A config's scaling around the model (:class:`~sensitivity.surrogates.scaling.ScaledModel`) adds its steps
+    before and after the model's; a nested Keras model (a functional or sequential sub-model used as a layer)
+    adds its own layers' steps in their place.
+
     Returns
     -------
     The steps (:class:`AffineStep`, :class:`LinearStep`, :class:`ElementwiseStep`, :class:`MaxPoolStep`) in
-    application order; or a sentence naming what is not supported. A batch normalisation right after a
-    Dense or convolution without activation is folded into its kernel and bias (inference statistics).
+    application order, diagonal affine maps (scaling, ``Rescaling``, ``Normalization``) folded into the Dense
+    kernels they touch (:func:`sensitivity.engine.affine_fold.fold_affine`); or a sentence naming what is not
+    supported: the first layer that is not, by its path of names and its class. A batch normalisation right
+    after a Dense or convolution without activation is folded into its kernel and bias (inference statistics).
     """
+    from sensitivity.surrogates.scaling import ScaledModel
+
+    before, after = [], []
+    if isinstance(fn, ScaledModel):
+        before, after = input_steps(fn.input_offset, fn.input_scale, fn.input_log, dtype), \
+            output_steps(fn.output_offset, fn.output_scale, fn.output_log, dtype)
+        fn = fn.model
     model = keras_model(fn)
     if model is None:
         return "the surrogate is not a Keras model (nor a function calling exactly one)"
+    steps = _model_steps(model, dtype, "")
+    if isinstance(steps, str):
+        return steps
+    if all(isinstance(step, ElementwiseStep) for step in steps):
+        return "the model has no Dense, convolution, pooling or reshaping layer"
+    return fold_affine(before + steps + after, dtype)
+
+
+def _model_steps(model: Any, dtype: str, prefix: str) -> list[Step] | str:
+    """The steps of the layers of the Keras ``model`` (nested models read in place), or why there are none;
+    ``prefix`` names the models around it (``"outer/"``)."""
+    import keras
+
     steps: list[Step] = []
     foldable = None  # (layer, kernel, bias) of a last step that is a Dense or conv without activation
     for layer in model.layers:
         name = type(layer).__name__
         if name in _NO_OP:
             continue
+        if isinstance(layer, keras.Model):
+            inner = _model_steps(layer, dtype, f"{prefix}{layer.name}/")
+            if isinstance(inner, str):
+                return inner
+            steps += inner
+            foldable = None
+            continue
         activation = getattr(layer, "activation", None)
         if activation is not None and activation.__name__ in _NOT_ELEMENTWISE:
-            return f"layer {layer.name!r} has the activation {activation.__name__!r}, which is not elementwise"
+            return f"layer {prefix + layer.name!r} has the activation {activation.__name__!r}, which is not elementwise"
         if name == "BatchNormalization" and foldable is not None and _normalises_last_axis(layer, foldable[0]):
             steps[-1] = _kernel_step(*_fold_normalisation(layer, *foldable), dtype)
             foldable = None
@@ -133,23 +112,23 @@ def layer_steps(fn: Callable[[tf.Tensor], tf.Tensor], dtype: str) -> list[Step] 
             steps.append(LinearStep(layer, None, layer))
         elif name in _MAX_POOL:
             steps.append(MaxPoolStep(layer))
+        elif name in _AFFINE:
+            steps += scaling_layer_steps(layer, functools.partial(_call_inference, layer), dtype)
+            continue
         elif name in _ELEMENTWISE:
             steps.append(ElementwiseStep(functools.partial(_call_inference, layer)))
             continue
         else:
-            return f"layer {layer.name!r} ({name}) is not on the fast path"
+            return f"layer {prefix + layer.name!r} ({name}) is not on the fast path"
         if activation is not None and activation.__name__ != "linear":
             steps.append(ElementwiseStep(functools.partial(_call_activation, activation)))
-    if all(isinstance(step, ElementwiseStep) for step in steps):
-        return "the model has no Dense, convolution, pooling or reshaping layer"
     return steps
 
 
 def _kernel_step(layer: Any, kernel: np.ndarray, bias: np.ndarray | None, dtype: str) -> AffineStep | LinearStep:
     """The step of a Keras ``Dense`` (affine) or ``Conv*D`` (linear) layer with ``kernel`` and ``bias``."""
     if type(layer).__name__ == "Dense":
-        tf_bias = None if bias is None else tf.constant(bias, dtype)
-        return AffineStep(tf.constant(kernel, dtype), tf_bias, tf.constant(kernel.T.copy(), dtype))
+        return dense_step(kernel, bias, dtype)
     tf_bias = None
     if bias is not None:  # broadcast against the output's channel axis
         shape = [-1] if layer.data_format == "channels_last" else [-1] + [1] * layer.rank

@@ -402,10 +402,9 @@ def _load_saved_model(path: Path, dtype: str) -> Callable:
 
 
 def _wrap_scaling(fn: Callable, scaling: Mapping[str, Any], names: Sequence[str]) -> Callable:
-    """Fold a config-given normalisation around ``fn`` (physical -> normalised -> model -> physical)."""
-    import tensorflow as tf
-
-    from sensitivity.surrogates.scaling import scale_inputs, unscale_outputs
+    """Fold a config-given normalisation around ``fn`` (physical -> normalised -> model -> physical), as a
+    :class:`~sensitivity.surrogates.scaling.ScaledModel` that the engine reads as more steps of the model's chain."""
+    from sensitivity.surrogates.scaling import ScaledModel
 
     unknown = set(scaling) - {"input", "output"}
     if unknown:
@@ -423,14 +422,8 @@ def _wrap_scaling(fn: Callable, scaling: Mapping[str, Any], names: Sequence[str]
     for key, values in (("scaling.input.scale", in_scale), ("scaling.output.scale", np.asarray(out.get("scale", 1.0)))):
         if np.any(np.asarray(values) == 0):
             raise ConfigError(f"`{key}` must be non-zero, got {np.asarray(values).tolist()}")
-
-    def scaled(x: Any) -> Any:
-        z = fn(scale_inputs(x, tf.constant(in_offset, x.dtype), tf.constant(in_scale, x.dtype), log_mask))
-        offset = tf.constant(np.asarray(out.get("offset", 0.0), float), x.dtype)
-        scale = tf.constant(np.asarray(out.get("scale", 1.0), float), x.dtype)
-        return unscale_outputs(z, offset, scale, bool(out.get("log", False)))
-
-    return scaled
+    return ScaledModel(fn, in_offset, in_scale, log_mask, np.asarray(out.get("offset", 0.0), float),
+                       np.asarray(out.get("scale", 1.0), float), bool(out.get("log", False)))
 
 
 def _file_hash(paths: Sequence[Path]) -> str:

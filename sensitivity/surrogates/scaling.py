@@ -11,23 +11,64 @@ config, so a saved ``.keras`` file is self-describing and loads in
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import keras
 import numpy as np
 from keras import ops
 
 
+def log_where(x: Any, log_mask: Any) -> Any:
+    """``log x`` where ``log_mask`` (broadcast against ``x``), ``x`` elsewhere (where no log of it is taken)."""
+    return ops.where(log_mask, ops.log(ops.where(log_mask, x, ops.ones_like(x))), x)
+
+
 def scale_inputs(x: Any, offset: Any, scale: Any, log_mask: Any) -> Any:
     """Physical inputs -> network inputs: ``(t(x) - offset) / scale`` with ``t = log`` where ``log_mask``."""
-    transformed = ops.where(log_mask, ops.log(ops.where(log_mask, x, ops.ones_like(x))), x)
-    return (transformed - offset) / scale
+    return (log_where(x, log_mask) - offset) / scale
 
 
 def unscale_outputs(z: Any, offset: Any, scale: Any, log: bool) -> Any:
     """Network outputs -> physical outputs: ``z * scale + offset``, exponentiated when ``log``."""
     y = z * scale + offset
     return ops.exp(y) if log else y
+
+
+@dataclass(frozen=True, eq=False)
+class ScaledModel:
+    """A model in normalised units wrapped in a config's scaling (``model.scaling``): physical inputs ``x [B, n_in]``
+    -> :func:`scale_inputs` -> ``model`` -> :func:`unscale_outputs` -> physical outputs.
+
+    The engine reads the two maps as steps of the model's chain (:func:`sensitivity.engine.layers.layer_steps`):
+    the log transform of ``input_log`` inputs and the exponential of ``output_log`` as elementwise steps, the
+    affine maps as diagonal affine ones, folded into the first and last Dense kernels where they touch one.
+
+    Attributes
+    ----------
+    model
+        The model in normalised units (a Keras model, or a function calling one).
+    input_offset, input_scale
+        ``[n_in]``: normalised input ``(t(x) - offset) / scale``, ``t = log`` where ``input_log`` ``[n_in]`` (bool).
+    output_offset, output_scale
+        Broadcast against the model's outputs ``[B, *out]``: physical output ``z scale + offset``, exponentiated
+        when ``output_log``.
+    """
+
+    model: Callable[[Any], Any]
+    input_offset: np.ndarray
+    input_scale: np.ndarray
+    input_log: np.ndarray
+    output_offset: np.ndarray
+    output_scale: np.ndarray
+    output_log: bool
+
+    def __call__(self, x: Any) -> Any:
+        dtype = x.dtype
+        z = self.model(scale_inputs(x, ops.convert_to_tensor(self.input_offset, dtype),
+                                    ops.convert_to_tensor(self.input_scale, dtype), self.input_log))
+        return unscale_outputs(z, ops.convert_to_tensor(self.output_offset, dtype),
+                               ops.convert_to_tensor(self.output_scale, dtype), self.output_log)
 
 
 @keras.saving.register_keras_serializable(package="sensitivity")
