@@ -26,18 +26,15 @@ from sensitivity.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-#: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates;
-#: above the upper one, throughput no longer improves on CPU (``benchmarks/bench_jacobian.py --chunks`` sweeps the chunk size).
+#: Bounds on the automatic chunk size [points]: below the lower one, call overhead dominates; above the upper one,
+#: throughput no longer improves on CPU (``benchmarks/bench_jacobian.py --chunks`` sweeps the chunk size).
 MIN_CHUNK, MAX_CHUNK = 64, 8192
-#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`): with XLA, chunks
-#: of 512 points on shape A (4.5 MiB blocks), 512-2048 on C (2.5-10 MiB) and 64-128 on B (4-8 MiB) were the
-#: fastest of 64-8192 in one ``benchmarks/bench_jacobian.py --chunks --rounds 7`` run (XLA at those chunks
-#: 1.1-1.2x the plain TF ops on A and C, level on B); 8 MiB rounded down to a power of two picks 512, 1024 and
-#: 64. Re-tune with that sweep.
+#: Bytes of the widest tangent block of one dense-path chunk (see :func:`dense_chunk_size`): the fastest chunks of
+#: one ``benchmarks/bench_jacobian.py --chunks`` sweep on its MLP shapes held 4-10 MiB blocks (docs/performance.md);
+#: 8 MiB rounded down to a power of two. Re-tune with that sweep.
 DENSE_BLOCK_BYTES = 8 * 2**20
 #: The same for a chain with convolutions (no cache to stay in; larger batches feed the convolution kernels
-#: better): on the conv surrogate of ``benchmarks/bench_jacobian.py --chunks --shapes conv --rounds 3``,
-#: chunks of 256 points (20 MiB blocks) were the fastest of 64-1024, XLA or not; 32 MiB picks 256.
+#: better): the fastest chunks of ``bench_jacobian.py --chunks --shapes conv`` held ~20 MiB blocks; 32 MiB picks 256.
 CONV_BLOCK_BYTES = 32 * 2**20
 
 PolymorphicFunction = tf.types.experimental.PolymorphicFunction

@@ -208,8 +208,8 @@ def _shift_add(matrix: tf.Tensor, window: tuple[int, ...], padding: str, x: tf.T
     ``x [N, *spatial, c]`` times ``matrix [c, prod(window)]`` (the kernel, one column per window offset) gives
     every offset's contribution at every position; output position ``p`` sums offset ``o``'s contribution at
     ``p + o`` (input padded as Keras/TF 'same' pads at unit stride, ``(k - 1) // 2`` before). A plain
-    convolution with one output channel uses the machine poorly: on ``[1280, 16, 16, 4..16]`` blocks this ran
-    1.4-2.8x faster than TF's (XLA) convolution; from two filters on it was slower (scratch measurements).
+    convolution with one output channel uses the machine poorly: this form is faster than TF's (XLA) convolution
+    there, slower from two filters on (docs/performance.md).
     """
     spatial = x.shape[1:-1]
     y = tf.reshape(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), matrix), [-1, *spatial, matrix.shape[-1]])

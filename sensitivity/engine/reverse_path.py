@@ -13,16 +13,15 @@ product with elementwise derivatives (activations, batch normalisation in infere
 neighbours under XLA), and for max pooling a scatter of each window's cotangent to its argmax. The primal
 pass keeps what the transposes need: elementwise derivatives, argmax masks, per-point operators.
 
-Each transpose takes the form that measured fastest (2-core CPU, float32, XLA, chunks of 32-128 points of
-the ``cnn`` and ``deep`` shapes of ``benchmarks/bench_jacobian.py``, scratch runs on a shared machine):
+Each transpose takes the form that measured fastest (the measurements: docs/performance.md, "The measurements
+behind the engine's forms"):
 
 - a convolution: TF's own input gradient (autodiff of the convolution: ``Conv*DBackpropInput``, lowered by
-  XLA), for any stride, dilation and padding. A unit-stride convolution of a single input channel (the
-  field itself) runs forward as shifted products (:func:`~sensitivity.engine.conv_ops.shifted_products`: ``[64, 64, 64, 1] -> 8``
-  channels 1.9 ms against 24 ms for XLA's convolution) and its transpose as a matmul ``[B t S, C_out] @
-  [C_out, prod(k)]`` and a sum of shifted slices (:func:`~sensitivity.engine.conv_ops.patch_transpose`, :func:`~sensitivity.engine.conv_ops.col2im`: 5.2 ms against
-  18 ms for XLA's backprop of ``[64, 64, 64, 8] -> 1``); with two input channels or more, both forms were
-  slower than TF's.
+  XLA), for any stride, dilation and padding. A unit-stride convolution of a single input channel (the field
+  itself) runs forward as shifted products (:func:`~sensitivity.engine.conv_ops.shifted_products`) and its
+  transpose as a matmul ``[B t S, C_out] @ [C_out, prod(k)]`` and a sum of shifted slices
+  (:func:`~sensitivity.engine.conv_ops.patch_transpose`, :func:`~sensitivity.engine.conv_ops.col2im`); with two
+  input channels or more, TF's own forms.
 - batch normalisation right after a convolution or Dense: folded into its kernel and bias
   (:func:`sensitivity.engine.dense_path.layer_steps`); elsewhere an elementwise step.
 - max pooling with non-overlapping windows (``pool_size == strides``): the windows in place (the field
@@ -30,30 +29,26 @@ the ``cnn`` and ``deep`` shapes of ``benchmarks/bench_jacobian.py``, scratch run
   choice among ties: the least row-major position among the maxima) times the derivatives of the
   elementwise maps before the pool, kept from the primal pass in the field's own layout; the transpose
   repeats the cotangent over each window and multiplies it by the mask, with no transpose
-  (:class:`~sensitivity.engine.pullbacks.WindowedMaxPullback`). On the ``deep`` shape's chain at 64 points this is 1.55x the windows as strided
-  slices with a one-hot argmax and a transposing scatter (one interleaved run, 30 rounds; ``cnn``, whose
-  one plain pool takes 10 cotangents, 0.93x, within the run's noise). Overlapping windows: TF's gradient on
-  the primal input repeated per cotangent (:class:`~sensitivity.engine.pullbacks.TiledPoolPullback`). Global max pooling: a one-hot mask of the
-  argmax over the whole field.
+  (:class:`~sensitivity.engine.pullbacks.WindowedMaxPullback`). Overlapping windows: TF's gradient on the
+  primal input repeated per cotangent (:class:`~sensitivity.engine.pullbacks.TiledPoolPullback`). Global max
+  pooling: a one-hot mask of the argmax over the whole field.
 - a unit-stride convolution followed by elementwise maps and a non-overlapping 'valid' max pool, when
   ``prod(P + k - 1) C_in <= t prod(P)`` (few input channels, several outputs; typically the input layer):
   one per-point operator ``E [sites, C_out, prod(P + k - 1) C_in]``, the kernel placed at each window's
-  argmax and scaled by the elementwise derivative there (:class:`~sensitivity.engine.pullbacks.ConvPoolPullback`; built as a sum of ``prod(P)``
-  products of the mask with the placed kernels, 1.1-1.3x an einsum). Its transpose is one batched
+  argmax and scaled by the elementwise derivative there (:class:`~sensitivity.engine.pullbacks.ConvPoolPullback`,
+  built as a sum of ``prod(P)`` products of the mask with the placed kernels). Its transpose is one batched
   matmul of the pooled cotangents with ``E`` and one sum of shifted slices; the cotangent block of the
-  convolution's output, ``prod(P)`` times the pooled one, is never built. On the ``cnn`` shape (10
-  outputs) at 128 points: 4.5 ms for the matmul with ``E`` against 48 ms for the mask product and 16 ms for
-  the transpose after it.
-- an affine/elementwise tail on flat tensors (the Dense head): :class:`sensitivity.engine.dense_path.Block`, whose
-  first kernel is a broadcast and whose last two kernels may be folded into one.
+  convolution's output, ``prod(P)`` times the pooled one, is never built.
+- an affine/elementwise tail on flat tensors (the Dense head): :class:`sensitivity.engine.dense_path.Block`,
+  whose first kernel is a broadcast and whose last two kernels may be folded into one.
 
 In float32 the Jacobians stay within ``3e-7`` (cnn) and ``6e-7`` (deep) of float64 autodiff, relative to
 the largest entry (``tests/engine/test_reverse_path.py`` allows ``2e-5``).
 
 The steps and their transposes are in :mod:`sensitivity.engine.pullbacks`, the convolution arithmetic in
-:mod:`sensitivity.engine.conv_ops`. Detection is that of the dense path, then verified twice: the chain's values must reproduce the model's on
-probe points, and its Jacobian must match the model's autodiff on probe points (one random cotangent per
-point, :func:`_matches_autodiff`); otherwise the engine keeps its autodiff path.
+:mod:`sensitivity.engine.conv_ops`. Detection is that of the dense path, then verified twice: the chain's values
+must reproduce the model's on probe points, and its Jacobian must match the model's autodiff on probe points (one
+random cotangent per point, :func:`_matches_autodiff`); otherwise the engine keeps its autodiff path.
 
 References
 ----------
