@@ -29,6 +29,7 @@ WORKFLOWS = {
     "posterior": "workflows.posterior",
     "propagate": "workflows.propagate",
     "indices": "workflows.indices",
+    "worth": "workflows.worth",
     "verify": "workflows.verify",
     "export": "workflows.export",
     "merge": "workflows.merge",
@@ -47,6 +48,8 @@ SUMMARIES = {
     "propagate": "uncertainty propagation (first/second order, unscented, Monte Carlo) -> propagation.nc",
     "indices": "local, DGSM, Sobol', Morris and active-subspace indices of every output, cross-checked; Shapley, "
                "dependent Sobol', aggregated and given-data indices on request -> indices.nc",
+    "worth": "what to measure next: forecast variances at a calibration's best fit, each parameter's contribution, "
+             "the worth of every observation and candidate, greedy designs (FOSM, exact Jacobians) -> worth.nc",
     "verify": "the simulator at the points an analysis depends on: the surrogate's error there against the analysis's "
               "own uncertainty, with a verdict; optional refinement of an ensemble -> verify.nc",
     "export": "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem "
