@@ -15,8 +15,8 @@ from workflows.registry import WORKFLOWS, available
 
 def test_every_workflow_is_listed_with_one_line():
     listed = available()
-    assert set(listed) == {"run", "sweep", "train", "calibrate", "posterior", "propagate", "indices", "verify", "export",
-                           "merge"}
+    assert set(listed) == {"run", "sweep", "train", "calibrate", "posterior", "propagate", "indices", "worth", "verify",
+                           "export", "merge"}
     assert all(summary and "\n" not in summary for summary in listed.values())
 
 

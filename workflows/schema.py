@@ -77,13 +77,14 @@ def _plain_type(hint: Any) -> Any:
 
 
 def _node_default(default: Any) -> Any:
-    """A default as an OmegaConf value: tuples become lists, mappings dicts (a mutable default needs a factory)."""
+    """A default as an OmegaConf value: tuples become lists (a mutable default needs a factory); an empty mapping
+    becomes null (the library reads None as empty), as OmegaConf cannot merge a dict override into an empty dict
+    node of a structured config."""
     if isinstance(default, (tuple, list)):
         value = list(default)
         return field(default_factory=lambda: list(value))
-    if isinstance(default, collections.abc.Mapping):
-        mapping = dict(default)
-        return field(default_factory=lambda: dict(mapping))
+    if isinstance(default, collections.abc.Mapping) and not default:
+        return None
     return default
 
 
