@@ -151,7 +151,8 @@ BAD = {
     "design of no forecast": (["design.forecast=peak"], ConfigError, "design.forecast 'peak' is not one of"),
     "grouping by no dim": (["group_candidates_by=week"], ConfigError, "`group_candidates_by` 'week' is not an output"),
     "unknown prior source": (["prior_source=flat"], ConfigError, "`prior_source` must be one of"),
-    "no noise": (["observations.path={no_sigma}", "allow_other_sources=true"], DataError, "no `sigma` or `cov` variable"),
+    "no noise": (["observations.path={no_sigma}", "allow_other_sources=true"], DataError,
+                 "no `sigma` or `cov` variable"),
 }
 
 
