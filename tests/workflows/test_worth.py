@@ -187,3 +187,21 @@ def test_the_command_line_exits_non_zero_with_one_line(seir, tmp_path, case):
     assert len([line for line in text.splitlines() if BAD[case][2] in line]) == 1, text
     assert "Traceback" not in text
     assert not (tmp_path / "run" / "worth.nc").exists()
+
+
+def test_the_report_reads_the_forecasts_of_worth_nc(seir):
+    """The study's report: a worth.nc is told by its variables, its table holds the file's numbers."""
+    from workflows.report.kinds import kind_of
+
+    _, path, _ = seir
+    ds = open_result(path)
+    kind = kind_of(ds)
+    assert kind.name == "data worth"
+    summary = kind.summarize(ds)
+    (table,) = summary.tables
+    assert [row[0].text for row in table.rows] == list(FORECASTS)
+    for row, prior, post in zip(table.rows, ds["prior_variance"].values, ds["posterior_variance"].values):
+        assert float(row[3].text) == pytest.approx(np.sqrt(prior), rel=1e-3)
+        assert float(row[4].text) == pytest.approx(np.sqrt(post), rel=1e-3)
+    assert [f.label for f in summary.facts][1:] == [f"design for {name}" for name in FORECASTS]
+    assert summary.warnings == []

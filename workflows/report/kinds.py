@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple
 from sensitivity.analyses.propagation.dataset import METHOD_DIM
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.plots.indices import AGGREGATED, MEASURES
-from workflows.report import calibration, indices, posterior, propagation, sweep
+from workflows.report import calibration, indices, posterior, propagation, sweep, worth
 from workflows.report.page import Summary
 
 xr = lazy_import("xarray")
@@ -37,6 +37,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("pointwise propagation", lambda ds: "output_std" in ds and "sample" in ds.dims,
          propagation.local_propagation),
     Kind("sensitivity indices", _is_indices, indices.indices),
+    Kind("data worth", lambda ds: {"added_worth", "design_choice", "posterior_variance"} <= set(ds.variables),
+         worth.worth),
     Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.sweep),
 )
 
