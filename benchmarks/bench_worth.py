@@ -11,7 +11,14 @@ slower runs measure the other processes); pyEMU's greedy is slow, so it runs onc
 (max relative difference) so the ratio is between equal answers. pyEMU is optional: without it only our times
 print.
 
+With ``--seir``, the SEIR demo instead (data/seir: 6 parameters, 70 observed days, 30 candidate days, the three
+forecasts and designs of 10 of conf/experiment/seir_worth.yaml, at the true parameters): the model runs a PEST-style
+finite-difference Jacobian takes (``n_par + 1`` per Jacobian, at the best fit and at each of ``--draws`` posterior
+draws) against the engine's one batched call, the time of each, and the whole analysis (the verb
+:func:`sensitivity.analyses.worth.worth`) linear and averaged over the draws.
+
 Usage: python benchmarks/bench_worth.py [--params 10] [--obs 20] [--candidates 400] [--forecasts 3] [--k 10]
+       python benchmarks/bench_worth.py --seir [--draws 200]
 """
 from __future__ import annotations
 
@@ -42,7 +49,12 @@ def main() -> None:
     parser.add_argument("--forecasts", type=int, default=3)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seir", action="store_true", help="the SEIR demo through the compiled surrogate")
+    parser.add_argument("--draws", type=int, default=200, help="--seir: posterior draws of the averaged analysis")
     args = parser.parse_args()
+    if args.seir:
+        seir(args)
+        return
     rng = np.random.default_rng(0)
     n, m, c, f = args.params, args.obs, args.candidates, args.forecasts
     g = rng.normal(size=(n, n))
@@ -90,6 +102,53 @@ def main() -> None:
     print(f"ratio (pyemu / ours)  worth: {p_worth / t_worth:8.0f}x   greedy design: {p_design / t_design:8.0f}x")
     print(f"agreement: worth max rel. diff {diff_worth:.1e}; design same picks: {same}, variance max rel. diff "
           f"{diff_design:.1e}")
+
+
+def seir(args) -> None:
+    """The SEIR demo: finite-difference model runs against the engine's calls, and the whole analysis."""
+    import json
+    from pathlib import Path
+
+    import xarray as xr
+    import yaml
+
+    from sensitivity.analyses.worth import WorthSettings, worth
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.inputs.space import ParameterSpace
+    from sensitivity.surrogates.load import load_surrogate
+
+    root = Path(__file__).resolve().parent.parent
+    space = ParameterSpace.from_records(yaml.safe_load((root / "conf/space/seir.yaml").read_text())["parameters"])
+    forecasts = yaml.safe_load((root / "conf/experiment/seir_worth.yaml").read_text())["forecasts"]
+    with xr.open_dataset(root / "data/seir/observations.nc") as obs:
+        observed, sigma = obs["observed"].values, obs["sigma"].values
+        truth = json.loads(obs.attrs["true_parameters"])
+    x = np.array([truth[name] for name in space.names])
+    surrogate = load_surrogate(str(root / "data/seir/surrogate.keras"), input_names=space.names, dtype="float64")
+    engine = compile_jacobian(surrogate, "forward")
+    n = len(space)
+    rng = np.random.default_rng(0)
+    low, high = space.bounds.T
+    draws = np.clip(x + 0.02 * (high - low) * rng.standard_normal((args.draws, n)), low, high)
+    step = 1e-6 * np.maximum(np.abs(x), 1e-12)
+    fd_points = np.vstack([x, x + np.diag(step)])  # PEST: the base run and one perturbed run per parameter
+    engine(x[None, :])  # compiled before timing
+    surrogate(fd_points)
+    _, t_engine = fastest(lambda: engine(x[None, :]), args.repeats)
+    _, t_fd = fastest(lambda: [surrogate(p[None, :]) for p in fd_points], args.repeats)
+    _, t_engine_draws = fastest(lambda: engine(draws), args.repeats)
+    settings = WorthSettings(forecasts=forecasts)
+    common = dict(best_fit=x, observed_values=observed, noise=sigma)
+    ds, t_linear = fastest(lambda: worth(engine, space, settings, **common), args.repeats)
+    _, t_averaged = fastest(lambda: worth(engine, space, settings, draws=draws, **common), 1)
+    print(f"SEIR: {n} parameters, {int(ds.attrs['n_observed'])} observed days, {int(ds.attrs['n_candidates'])} "
+          f"candidate days, {len(forecasts)} forecasts, designs of {settings.design.k}")
+    print(f"Jacobian at the best fit: finite differences {n + 1} model runs {1e3 * t_fd:8.2f} ms   engine 1 call "
+          f"{1e3 * t_engine:8.2f} ms")
+    print(f"Jacobians at {args.draws} draws: finite differences {(n + 1) * args.draws} model runs   engine 1 batched "
+          f"call {1e3 * t_engine_draws:8.2f} ms")
+    print(f"whole analysis: linear {1e3 * t_linear:8.1f} ms   averaged over {args.draws} draws "
+          f"{1e3 * t_averaged:8.1f} ms")
 
 
 if __name__ == "__main__":

@@ -637,3 +637,47 @@ def test_a_one_dimensional_field_is_drawn_as_lines_over_its_cells(drawn, tmp_pat
         np.testing.assert_array_equal(line.get_xdata(), np.arange(32))
         np.testing.assert_allclose(line.get_ydata(), ds["sobol_ST"].values[:, well])
     assert d.colorbars == 0
+
+
+# ----------------------------------------------------------------------------- worth
+
+#: Panels of the candidates' worth per shape: the layout's (labels, unit groups), a map per forecast on a field.
+WORTH_PANELS = {"scalar": 1, "named": 2, "series": 1, "labels_by_series": 2, "field": 2}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_worth_figures_on_every_output_shape(shape, drawn, tmp_path):
+    """A linear model of each output shape, every other output observed: the three figures, legible, with the
+    candidates' worth laid out on the model's own dims and a design path per forecast."""
+    from sensitivity.analyses.worth import WorthSettings, worth
+    from sensitivity.datasets import write_atomic
+    from sensitivity.plots.worth import worth_figures
+    from tests.helpers.shapes import SPECS, space
+
+    spec = SPECS[shape]
+    A = np.random.default_rng(3).normal(size=(spec.size, 3))
+
+    class Linear:
+        class surrogate:  # noqa: N801 - the engine's attribute
+            output = spec
+
+        def __call__(self, x):
+            return (x @ A.T).reshape(len(x), *spec.shape), np.broadcast_to(A, (len(x), spec.size, 3)).reshape(
+                len(x), *spec.shape, 3)
+
+    observed = np.full(spec.size, np.nan)
+    observed[::2][: spec.size - 1] = 1.0  # at least one output left as a candidate
+    first = {d.name: d.values[0] for d in spec.dims}
+    forecasts = [{"name": "first", "at": first},
+                 {"name": "largest", "kind": "max", "over": list(spec.dim_names), "units": spec.flat_units()[0]}]
+    ds = worth(Linear(), space(), WorthSettings(forecasts=forecasts, candidate_sigma=0.1, design={"k": 2}),
+               best_fit=space().nominal, observed_values=observed.reshape(spec.shape), noise=np.full(spec.size, 0.2))
+    path = write_atomic(ds, tmp_path / "worth.nc")
+    written = worth_figures(path, tmp_path)
+    assert [p.name for p in written] == ["worth_candidates.png", "worth_designs.png", "worth_contributions.png"]
+    assert all(p.is_file() for p in written)
+    candidates = drawn["worth_candidates.png"]
+    assert len(candidates.panels) == WORTH_PANELS[shape]
+    assert candidates.colorbars == (2 if shape == "field" else 0)
+    assert titles(drawn["worth_designs.png"].panels) == ["design for first (variance)", "design for largest (variance)"]
+    assert set(drawn["worth_contributions.png"].legend) == {"first", "largest"}

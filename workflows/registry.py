@@ -30,6 +30,7 @@ WORKFLOWS = {
     "propagate": "workflows.propagate",
     "indices": "workflows.indices",
     "reliability": "workflows.reliability",
+    "worth": "workflows.worth",
     "verify": "workflows.verify",
     "export": "workflows.export",
     "merge": "workflows.merge",
@@ -50,6 +51,8 @@ SUMMARIES = {
                "dependent Sobol', aggregated and given-data indices on request -> indices.nc",
     "reliability": "probability that an output crosses thresholds (FORM, SORM with exact Hessians, importance "
                    "sampling, subset simulation, Monte Carlo), fragility curves -> reliability.nc",
+    "worth": "what to measure next: forecast variances at a calibration's best fit, each parameter's contribution, "
+             "the worth of every observation and candidate, greedy designs (FOSM, exact Jacobians) -> worth.nc",
     "verify": "the simulator at the points an analysis depends on: the surrogate's error there against the analysis's "
               "own uncertainty, with a verdict; optional refinement of an ensemble -> verify.nc",
     "export": "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem "

@@ -78,22 +78,27 @@ def _plain_type(hint: Any) -> Any:
 
 
 def _node_default(default: Any) -> Any:
-    """A default as an OmegaConf value: tuples become lists (a mutable default needs a factory)."""
+    """A default as an OmegaConf value: tuples become lists (a mutable default needs a factory); an empty mapping
+    becomes null (the library reads None as empty), as OmegaConf cannot merge a dict override into an empty dict
+    node of a structured config."""
     if isinstance(default, (tuple, list)):
         value = list(default)
         return field(default_factory=lambda: list(value))
+    if isinstance(default, collections.abc.Mapping) and not default:
+        return None
     return default
 
 
-def schema_of(settings: type | Callable, name: str, *, keys: tuple[str, ...] | None = None,
+def schema_of(settings: Any, name: str, *, keys: tuple[str, ...] | None = None,
               rename: Dict[str, str] | None = None, extra: List[tuple] | None = None) -> type:
     """A structured-config dataclass with the fields and defaults of a library settings class.
 
     Parameters
     ----------
     settings
-        A (frozen) dataclass of the library, or a library function whose keyword arguments
-        with defaults are its settings.
+        A (frozen) dataclass of the library, an instance of one (its values are the defaults: a nested default
+        such as :attr:`WorthSettings.design <sensitivity.analyses.worth.plan.WorthSettings>`), or a library
+        function whose keyword arguments with defaults are its settings.
     name
         The class name of the schema (shown in Hydra's error messages).
     keys
@@ -103,7 +108,10 @@ def schema_of(settings: type | Callable, name: str, *, keys: tuple[str, ...] | N
     extra
         More fields ``(name, type, default)`` that the library does not take (workflow-only keys).
     """
-    if dataclasses.is_dataclass(settings):
+    if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+        found = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.init}
+        settings = type(settings)
+    elif dataclasses.is_dataclass(settings):
         found = {f.name: f.default if f.default is not dataclasses.MISSING else
                  f.default_factory() if f.default_factory is not dataclasses.MISSING else "???"
                  for f in dataclasses.fields(settings) if f.init}

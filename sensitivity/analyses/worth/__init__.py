@@ -28,7 +28,7 @@ from sensitivity.analyses.worth.contributions import Contributions, parameter_co
 from sensitivity.analyses.worth.data_worth import (Design, ObservationWorth, added_importance, next_most_important,
                                                    removed_importance)
 from sensitivity.analyses.worth.linear import FOSM, fosm
-from sensitivity.analyses.worth.dataset import summary
+from sensitivity.analyses.worth.summary import summary
 from sensitivity.analyses.worth.driver import worth
 from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.analyses.worth.settings import DesignSettings

@@ -152,7 +152,7 @@ def _averaged(problem, averaged: dict, rtol: float, squared: dict) -> dict[str, 
     }
 
 
-def summary(ds: xr.Dataset) -> list[tuple[str, str]]:
+def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     """``(severity, line)`` pairs of a worth dataset's key facts: per forecast its prior and posterior std, the
     data's reduction, the most valuable candidate, the verdict; one line per design."""
     lines = []

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sensitivity.analyses.worth.driver import worth
-from sensitivity.analyses.worth.dataset import summary
+from sensitivity.analyses.worth.dataset import summary_lines as summary
 from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
