@@ -202,6 +202,13 @@ class Thresholds:
     jacobian: float = 0.1
 
 
+#: The export check's least tolerance, in ulps of the engine's dtype (``rtol=None``; see
+#: :func:`sensitivity.interop.export.float_tolerance`).
+EXPORT_ULPS = 16
+#: The export check's tolerance as a multiple of the chain's measured rounding noise (``rtol=None``).
+EXPORT_NOISE_FACTOR = 4.0
+
+
 @dataclass(frozen=True)
 class ExportSettings:
     """How :func:`sensitivity.interop.export.export_jacobian` exports and checks a compiled Jacobian.
@@ -211,7 +218,10 @@ class ExportSettings:
     hessian
         Also export the ``hessian`` function (``[N, *out, n_in, n_in]``).
     rtol
-        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians [1].
+        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians [1]; ``None``:
+        derived from the arithmetic the artifact computes in
+        (:func:`sensitivity.interop.export.float_tolerance`: :data:`EXPORT_ULPS` ulps of the engine's dtype, or
+        :data:`EXPORT_NOISE_FACTOR` times the chain's measured rounding noise when that is larger).
     bench_seconds
         Time spent measuring each throughput on one chunk of ``jac.chunk_size`` points [s] (0: skip).
     hessian_points
@@ -219,6 +229,6 @@ class ExportSettings:
     """
 
     hessian: bool = True
-    rtol: float = 1e-6
+    rtol: float | None = None
     bench_seconds: float = 2.0
     hessian_points: int = 8
