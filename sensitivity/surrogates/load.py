@@ -183,6 +183,7 @@ def load_surrogate(
         probe = fn(tf.ones([2, len(names)], dtype=dtype))
     except Exception as err:  # any failure of user code on a probe batch
         raise ModelError(f"surrogate {label} fails on a probe batch [2, {len(names)}]: {type(err).__name__}: {err}") from None
+    fn = _in_dtype(fn, probe.dtype, dtype, label)
     shape = tuple(int(s) for s in probe.shape[1:])
     if probe.shape[0] != 2:
         raise ModelError(
@@ -232,6 +233,32 @@ def _load_ensemble(path: Path, **options: Any) -> Surrogate:
                          f"{first.output_size} outputs")
     return Surrogate(mean, first.input_names, first.input_units, first.output, first.dtype, str(path),
                      manifest.content_hash, members, tuple(float(v) for v in scale))
+
+
+def _in_dtype(fn: Callable, returned: Any, dtype: str, label: str) -> Callable:
+    """``fn`` with its outputs cast to the compute ``dtype`` when it returns another float dtype (a float64 model
+    under the float32 engine), said once in the log; ``fn`` itself when it returns ``dtype``.
+
+    The engine's chains (Jacobians, Hessians) combine the outputs with tensors of the compute dtype, which
+    TensorFlow never promotes: the cast at the model's boundary is what they see.
+
+    Raises
+    ------
+    ModelError
+        The model returns a non-float dtype (integers have no derivative).
+    """
+    import tensorflow as tf
+
+    if returned.name == dtype:
+        return fn
+    if not returned.is_floating:
+        raise ModelError(f"surrogate {label} returns {returned.name} values; a model must return floats ({dtype})")
+    log.info("surrogate %s returns %s; its outputs are cast to the engine's %s", label, returned.name, dtype)
+
+    def cast(x: Any) -> Any:
+        return tf.cast(fn(x), x.dtype)
+
+    return cast
 
 
 def _one_column(fn: Callable) -> Callable:
