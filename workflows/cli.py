@@ -235,15 +235,14 @@ def _one_line(err: BaseException) -> str:
     import yaml
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-    from sensitivity.errors import SensitivityError
+    from sensitivity.errors import SensitivityError, yaml_reason
     from workflows.schema import suggest_for
 
     if isinstance(err, SensitivityError):
         return str(err)
     if isinstance(err, yaml.YAMLError):  # e.g. a `!!python/...` tag: refused by the safe loader, never run
         mark = getattr(err, "problem_mark", None)
-        where = f" in {mark.name}, line {mark.line + 1}" if mark is not None else ""
-        return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"
+        return f"{mark.name}: {yaml_reason(err)}" if mark is not None else yaml_reason(err)
     chain, cause = [], err
     while cause is not None and len(chain) < 4:
         chain.append(cause)

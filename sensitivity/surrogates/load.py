@@ -373,7 +373,8 @@ def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:
     try:
         model = keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as err:  # keras raises many types for corrupt or unsafe files
-        raise ModelError(f"surrogate file {path} cannot be loaded by Keras: {err}") from None
+        raise ModelError(f"surrogate file {path} cannot be loaded by Keras (safe mode: no code of the file is run): "
+                         f"{keras_reason(err)}") from None
     if model.dtype != dtype:
         model = _keras_in_dtype(model, dtype)
     meta: dict[str, Any] = {}
@@ -383,6 +384,14 @@ def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:
         if layer.__class__.__name__ == "OutputScaling" and layer.output_spec:
             meta["output"] = layer.output_spec
     return (lambda x: model(x, training=False)), meta
+
+
+def keras_reason(error: Exception) -> str:
+    """Keras' refusal of a file in one line: the innermost of its nested messages (each layer that could not be
+    rebuilt repeats its whole config), its first sentence (a Lambda layer, an activation ``os.system``)."""
+    innermost = str(error).rpartition("Exception encountered: ")[2]
+    line = next((s.strip() for s in innermost.splitlines() if s.strip()), type(error).__name__)
+    return re.split(r"(?<=[.])\s+(?=[A-Z])", line, maxsplit=1)[0]
 
 
 def _keras_in_dtype(model: Any, dtype: str) -> Any:

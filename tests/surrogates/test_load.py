@@ -143,3 +143,46 @@ def test_a_model_returning_integers_is_refused_in_one_line():
 
     with pytest.raises(ModelError, match=r"^surrogate .*counts returns int32 values; a model must return floats"):
         load_surrogate(counts, input_names=["a"], input_units=["1"])
+
+
+def _with_activation(source, target, activation):
+    """``source`` (a .keras archive) with its first Dense layer's activation replaced in ``config.json``."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(source) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(files["config.json"])
+    dense = next(layer for layer in config["config"]["layers"] if layer["class_name"] == "Dense")
+    dense["config"]["activation"] = activation
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(target, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return target
+
+
+def test_code_in_a_keras_file_is_refused_in_one_line_and_never_run(tmp_path):
+    """A Lambda layer and an activation naming os.system: Keras' safe mode refuses them in a message of 4 to 10
+    lines that repeats every enclosing layer's config; the refusal is one line naming the file and the reason."""
+    from sensitivity.surrogates.load import load_surrogate
+
+    keras.utils.set_random_seed(0)
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
+    plain.save(tmp_path / "plain.keras")
+    keras.Sequential([keras.Input((3,)), keras.layers.Lambda(lambda x: x * 2.0), keras.layers.Dense(1)]).save(
+        tmp_path / "lambda.keras")
+    cases = {
+        tmp_path / "lambda.keras": "Requested the deserialization of a `Lambda` layer whose `function` is a Python "
+                                   "lambda.",
+        _with_activation(tmp_path / "plain.keras", tmp_path / "system.keras", "os.system"):
+            "Could not interpret activation function identifier: os.system",
+        _with_activation(tmp_path / "plain.keras", tmp_path / "registered.keras",
+                         {"module": "os", "class_name": "function", "config": "system", "registered_name": "system"}):
+            "Could not locate function 'system'.",
+    }
+    for path, reason in cases.items():
+        with pytest.raises(ModelError) as caught:
+            load_surrogate(path, input_names=["a", "b", "c"], input_units=["1"] * 3)
+        assert str(caught.value) == (f"surrogate file {path} cannot be loaded by Keras (safe mode: no code of the "
+                                     f"file is run): {reason}")
