@@ -83,6 +83,16 @@ def check_memory_budget(memory_budget_mb: float) -> float:
     return float(value)
 
 
+def check_points_per_part(points_per_part: int | None) -> int | None:
+    """``points_per_part`` (points per part file of a sweep) as it is, or a one-line :class:`ConfigError`: None
+    (the sweep's choice) or a whole number of at least 1."""
+    value = points_per_part
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"`points_per_part` must be a whole number of points >= 1 (or null: about 64 MiB per "
+                          f"part), got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """Architecture and optimisation of the surrogate MLP.

@@ -34,6 +34,7 @@ from sensitivity.datasets import sweep_dataset
 from sensitivity.datasets.build import MEMBER_STD, PER_MEMBER
 from sensitivity.engine.ensemble import CompiledEnsemble
 from sensitivity.errors import ConfigError
+from sensitivity.settings import check_points_per_part
 from sensitivity.sweep.designs import Grid, shard_bounds
 from sensitivity.engine.jacobian import CompiledJacobian
 from sensitivity.store.parts import digest
@@ -80,7 +81,7 @@ def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None 
                 store_members: bool = False) -> int:
     """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of what the sweep
     stores (:func:`point_bytes`)."""
-    if requested is None:
+    if check_points_per_part(requested) is None:
         return _whole_chunks(jac, PART_BYTES, point_bytes(jac, store_members))
     return max(1, -(-int(requested) // jac.chunk_size)) * jac.chunk_size
 
