@@ -37,3 +37,19 @@ def disk_error(path: str | Path, error: OSError) -> DataError:
                                                                                          error.strerror or str(error))
     return DataError(f"cannot write {path}: {reason}; free space or choose another run directory "
                      "(finished parts are kept and a rerun resumes)")
+
+
+def yaml_reason(error: Exception) -> str:
+    """One line for a YAML document a safe loader refused: the problem and where (``line L, column C``).
+
+    A Python tag (``!!python/object/apply:os.system``) is named as such: the safe loader builds no Python object
+    and runs no code, it refuses the document.
+    """
+    mark = getattr(error, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(error, "problem", None) or next(
+        (s.strip() for s in str(error).splitlines() if s.strip()), type(error).__name__)
+    tag = problem.partition("tag:yaml.org,2002:")[2].rstrip("'\"")
+    if tag.startswith("python/"):
+        problem = f"a Python tag !!{tag}, refused (YAML is read safely: no Python object is made, no code run)"
+    return problem + where

@@ -83,6 +83,16 @@ def check_memory_budget(memory_budget_mb: float) -> float:
     return float(value)
 
 
+def check_points_per_part(points_per_part: int | None) -> int | None:
+    """``points_per_part`` (points per part file of a sweep) as it is, or a one-line :class:`ConfigError`: None
+    (the sweep's choice) or a whole number of at least 1."""
+    value = points_per_part
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"`points_per_part` must be a whole number of points >= 1 (or null: about 64 MiB per "
+                          f"part), got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """Architecture and optimisation of the surrogate MLP.
@@ -240,6 +250,13 @@ class Thresholds:
     jacobian: float = 0.1
 
 
+#: The export check's least tolerance, in ulps of the engine's dtype (``rtol=None``; see
+#: :func:`sensitivity.interop.export.float_tolerance`).
+EXPORT_ULPS = 16
+#: The export check's tolerance as a multiple of the chain's measured rounding noise (``rtol=None``).
+EXPORT_NOISE_FACTOR = 4.0
+
+
 @dataclass(frozen=True)
 class ExportSettings:
     """How :func:`sensitivity.interop.export.export_jacobian` exports and checks a compiled Jacobian.
@@ -249,7 +266,10 @@ class ExportSettings:
     hessian
         Also export the ``hessian`` function (``[N, *out, n_in, n_in]``).
     rtol
-        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians [1].
+        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians [1]; ``None``:
+        derived from the arithmetic the artifact computes in
+        (:func:`sensitivity.interop.export.float_tolerance`: :data:`EXPORT_ULPS` ulps of the engine's dtype, or
+        :data:`EXPORT_NOISE_FACTOR` times the chain's measured rounding noise when that is larger).
     bench_seconds
         Time spent measuring each throughput on one chunk of ``jac.chunk_size`` points [s] (0: skip).
     hessian_points
@@ -257,7 +277,7 @@ class ExportSettings:
     """
 
     hessian: bool = True
-    rtol: float = 1e-6
+    rtol: float | None = None
     bench_seconds: float = 2.0
     hessian_points: int = 8
 

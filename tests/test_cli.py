@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import CLI, ROOT
 from workflows import merge
 from workflows.cli import _positional
 from workflows.registry import WORKFLOWS, available
@@ -138,3 +138,77 @@ def test_config_errors_and_printed_configs_import_no_heavy_module(tmp_path):
         assert code == expected, (argv, stderr)
         assert imported == [], f"sensitivity {' '.join(argv)} imported {imported}"
     assert (tmp_path / "study" / "conf").is_dir()
+
+
+@pytest.mark.parametrize("value", ["/home/me/stüdy/outputs/run/sweep", "/tmp/a b/é 1", "it's", "a\\b", "end\\",
+                                   "q\\'x", "x,y=z"])
+def test_an_override_the_application_writes_reads_back_unchanged(value):
+    """Hydra's own parser (the oracle) reads every value back as written: an unquoted path with a non-ASCII letter
+    failed to lex (LexerNoViableAltException), which stopped `sensitivity run` in a folder named `stüdy`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from workflows.naming import override
+
+    parsed = OverridesParser.create().parse_override(override("output_dir", value))
+    assert parsed.key_or_group == "output_dir" and parsed.value() == value
+
+
+@pytest.mark.slow
+def test_a_study_in_a_folder_named_with_a_non_ascii_letter_runs(tmp_path):
+    folder = tmp_path / "stüdy"
+    assert subprocess.run(CLI + ["init", str(folder)], capture_output=True).returncode == 0
+    (folder / "conf/experiment/tiny.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: study\n  - override /space: study\n"
+        "grid: {n: 16, through: distribution}\npropagation: {n_samples: 256}\n"
+        "stages:\n  - {name: sweep, workflow: sweep}\n"
+        "  - {name: propagate, workflow: propagate, inputs: {pointwise.sweep: sweep}}\n")
+    done = subprocess.run(CLI + ["run", "experiment=tiny"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_dir = folder / "outputs/run/tiny"
+    assert (run_dir / "sweep/sweep.nc").is_file() and (run_dir / "propagate/propagation.nc").is_file()
+
+
+@pytest.mark.slow
+def test_an_output_dir_that_cannot_be_written_is_refused_in_one_line(tmp_path):
+    """`output_dir=` on a read-only file system was an `OSError [Errno 30]` traceback. As a non-root user: a folder
+    without write permission; as root: an immutable one (both refused by the kernel as a read-only mount is)."""
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode != 0:
+            pytest.skip("root, and this file system cannot make a folder immutable (chattr +i)")
+    else:
+        locked.chmod(0o555)
+    try:
+        done = subprocess.run(CLI + ["sweep", "grid.n=4", f"output_dir={locked}/out"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
+        else:
+            locked.chmod(0o755)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if "cannot write the run directory" in line]
+    assert len(lines) == 1 and f"{locked}/out" in lines[0] and lines[0].endswith("or set output_dir")
+    assert list(locked.iterdir()) == [] and not (tmp_path / "outputs").exists()
+
+
+def test_a_run_directory_on_a_read_only_file_system_is_one_line(tmp_path, monkeypatch):
+    """Where the run directory is made (a composed config, a stage of `sensitivity run`): errno 30 -> one line."""
+    import errno
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from sensitivity.errors import DataError
+    from workflows.build import output_dir
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    target = tmp_path / "ro" / "run"
+    with pytest.raises(DataError, match=f"^cannot write {target}: read-only file system; "):
+        output_dir(OmegaConf.create({"output_dir": str(target)}))

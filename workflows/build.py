@@ -183,9 +183,20 @@ def announce_complete(results, workflow: str) -> None:
 
 
 def output_dir(cfg: DictConfig) -> Path:
-    """The run directory (Hydra's, or ``output_dir=...`` given when composing in a test)."""
+    """The run directory (Hydra's, or ``output_dir=...`` given when composing in a test), made if needed.
+
+    Raises
+    ------
+    DataError
+        It cannot be made (a read-only file system, no permission, a full disk): one line naming it.
+    """
+    from sensitivity.errors import disk_error
+
     path = Path(cfg.output_dir)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise disk_error(path, err) from None
     return path
 
 

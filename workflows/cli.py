@@ -78,8 +78,9 @@ def _positional(module, overrides: list[str]) -> list[str]:
     key = getattr(module, "POSITIONAL", None)
     if key and overrides and not overrides[0].startswith("-") and (
             "=" not in overrides[0] or Path(overrides[0]).exists()):
-        quoted = overrides[0].replace("\\", "\\\\").replace("'", "\\'")
-        return [f"{key}='{quoted}'", *overrides[1:]]
+        from workflows.naming import override
+
+        return [override(key, overrides[0]), *overrides[1:]]
     return overrides
 
 
@@ -205,20 +206,29 @@ def _compose(name: str, overrides: list[str], config_dir: str | None):
 
 
 def _check_writable(cfg) -> None:
-    """Refuse, before Hydra makes it, a run directory whose nearest existing folder this user cannot write."""
+    """Refuse, before Hydra makes it, a run directory (Hydra's, and an ``output_dir=`` given instead) whose
+    nearest existing folder this user cannot write (no permission, a read-only file system, an immutable folder)."""
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
 
     from sensitivity.errors import DataError
 
     HydraConfig.instance().set_config(cfg)
-    run_dir = Path(str(cfg.hydra.run.dir)).absolute()
-    where = run_dir
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    if not (where.is_dir() and os.access(where, os.W_OK | os.X_OK)) or (
-            where == run_dir and not os.access(run_dir, os.W_OK)):
-        raise DataError(f"cannot write the run directory {run_dir}: {where} is not writable by this user; run from "
-                        "a folder you can write, or set hydra.run.dir")
+    run_dirs = [("hydra.run.dir", cfg.hydra.run.dir)]
+    if "output_dir" in cfg and not OmegaConf.is_interpolation(cfg, "output_dir") and \
+            not OmegaConf.is_missing(cfg, "output_dir"):
+        run_dirs.append(("output_dir", cfg.output_dir))
+    for key, value in run_dirs:
+        run_dir = Path(str(value)).absolute()
+        where = run_dir
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        if not (where.is_dir() and os.access(where, os.W_OK | os.X_OK)) or (
+                where == run_dir and not os.access(run_dir, os.W_OK)):
+            why = "is on a read-only file system" if where.exists() and os.statvfs(where).f_flag & os.ST_RDONLY \
+                else "is not writable by this user"
+            raise DataError(f"cannot write the run directory {run_dir}: {where} {why}; run from a folder you can "
+                            f"write, or set {key}")
 
 
 def _one_line(err: BaseException) -> str:
@@ -229,15 +239,14 @@ def _one_line(err: BaseException) -> str:
     import yaml
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-    from sensitivity.errors import SensitivityError
+    from sensitivity.errors import SensitivityError, yaml_reason
     from workflows.schema import suggest_for
 
     if isinstance(err, SensitivityError):
         return str(err)
     if isinstance(err, yaml.YAMLError):  # e.g. a `!!python/...` tag: refused by the safe loader, never run
         mark = getattr(err, "problem_mark", None)
-        where = f" in {mark.name}, line {mark.line + 1}" if mark is not None else ""
-        return f"{getattr(err, 'problem', None) or str(err).splitlines()[0]}{where}"
+        return f"{mark.name}: {yaml_reason(err)}" if mark is not None else yaml_reason(err)
     chain, cause = [], err
     while cause is not None and len(chain) < 4:
         chain.append(cause)

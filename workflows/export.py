@@ -107,8 +107,8 @@ def _export(cfg: DictConfig, space, points: np.ndarray, pest_point: np.ndarray |
     check = export_jacobian(jac, target, hessian=opts.hessian, check_points=points, rtol=opts.rtol,
                             bench_seconds=opts.bench_seconds, hessian_points=opts.hessian_points)
     log.info("export check (fresh process without this package, %d new points): relative error value %.1e, "
-             "jacobian %.1e, hessian %.1e (rtol %g)", check.n_points, check.value_error, check.jacobian_error,
-             check.hessian_error, check.rtol)
+             "jacobian %.1e, hessian %.1e (rtol %.1e; rounding noise of the chain %.1e)", check.n_points,
+             check.value_error, check.jacobian_error, check.hessian_error, check.rtol, check.float_noise)
     log.info("reload %.2f s; Jacobians/s reloaded %.0f vs in-process %.0f (ratio %.2f; target >= 0.90)",
              check.reload_seconds, check.reloaded_jacobians_per_second, check.engine_jacobians_per_second,
              check.throughput_ratio)

@@ -8,6 +8,9 @@ appends 8 hex digits of the SHA-256 of the full string, so the same command alwa
 same directory (resume keeps working) and two commands that differ anywhere land in different
 ones. The full overrides stay in the run's ``.hydra/overrides.yaml`` and in every result's
 provenance.
+
+The other way round, :func:`override` writes one override the application passes to Hydra (a run
+directory, a result's path) so that Hydra's grammar reads the value back unchanged, whatever its letters.
 """
 from __future__ import annotations
 
@@ -34,3 +37,16 @@ def register_resolver() -> None:
     """Register ``${run_name:...}`` for ``conf/base.yaml`` (idempotent)."""
     if not OmegaConf.has_resolver(RESOLVER):
         OmegaConf.register_new_resolver(RESOLVER, run_name)
+
+
+def override(key: str, value: object) -> str:
+    """``key='value'``: one Hydra override whose value is read back as the very string ``str(value)``.
+
+    Hydra's override grammar takes an unquoted value only of a few ASCII characters (a path in a folder named
+    ``stüdy`` fails to lex); a quoted one takes any letters. In quotes a backslash is literal, except a run of
+    them before a quote, which stands for half as many (Hydra, "Override grammar: basic", quoted values): that
+    run is doubled, and the quote escaped.
+    """
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", str(value))
+    text = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
+    return f"{key}='{text}'"

@@ -59,6 +59,7 @@ def run(cfg: DictConfig) -> Path:
     """
     from hydra import compose
 
+    from workflows.naming import override
     from workflows.report import render_report
     from workflows.registry import WORKFLOWS
     from workflows.runner import check_workflow, run_workflow
@@ -74,7 +75,7 @@ def run(cfg: DictConfig) -> Path:
     def overrides_of(stage, inputs: list[str]) -> list[str]:
         own_experiment = any(o.lstrip("+~").split("=")[0] == "experiment" for o in stage.overrides)
         return [*([f"experiment={study}"] if study and not own_experiment else []), *stage.overrides, *passed_on,
-                f"output_dir={root / stage.name}", f"progress={cfg.progress}", f"plots={cfg.plots}",
+                override("output_dir", root / stage.name), f"progress={cfg.progress}", f"plots={cfg.plots}",
                 "replace_other_settings=true", *(["recompute=true"] if forced(stage.name) else []), *inputs]
 
     made: set[str] = set()
@@ -93,7 +94,7 @@ def run(cfg: DictConfig) -> Path:
     results: dict[str, Path] = {}
     commands: dict[str, str] = {}
     for stage in cfg.stages:
-        overrides = overrides_of(stage, [f"{key}={results[source]}" for key, source in stage.inputs.items()])
+        overrides = overrides_of(stage, [override(key, results[source]) for key, source in stage.inputs.items()])
         stage_cfg = compose(config_name=stage.workflow, overrides=overrides)
         log.info("stage %s: sensitivity %s %s", stage.name, stage.workflow,
                  " ".join([*stage.overrides, *passed_on]))

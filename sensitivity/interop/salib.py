@@ -40,7 +40,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from sensitivity.datasets import write_text_atomic
-from sensitivity.errors import ConfigError, DataError
+from sensitivity.errors import ConfigError, DataError, yaml_reason
 from sensitivity.inputs.space import Parameter, ParameterSpace
 
 _TAIL = 5.0  # default range of unbounded SALib distributions: +- 5 standard deviations (in ln space for lognorm)
@@ -174,6 +174,8 @@ def read_problem(path: str | Path) -> ParameterSpace:
         raise DataError(f"SALib problem file not found: {path}")
     try:
         problem = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+    except UnicodeDecodeError:
+        raise DataError(f"SALib problem file {path} is not a text file (not UTF-8): give JSON or YAML") from None
     except yaml.YAMLError as err:
-        raise DataError(f"SALib problem file {path} is neither JSON nor YAML: {err}") from None
+        raise DataError(f"SALib problem file {path} is neither JSON nor YAML: {yaml_reason(err)}") from None
     return from_problem(problem)

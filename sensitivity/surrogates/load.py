@@ -183,6 +183,7 @@ def load_surrogate(
         probe = fn(tf.ones([2, len(names)], dtype=dtype))
     except Exception as err:  # any failure of user code on a probe batch
         raise ModelError(f"surrogate {label} fails on a probe batch [2, {len(names)}]: {type(err).__name__}: {err}") from None
+    fn = _in_dtype(fn, probe.dtype, dtype, label)
     shape = tuple(int(s) for s in probe.shape[1:])
     if probe.shape[0] != 2:
         raise ModelError(
@@ -232,6 +233,32 @@ def _load_ensemble(path: Path, **options: Any) -> Surrogate:
                          f"{first.output_size} outputs")
     return Surrogate(mean, first.input_names, first.input_units, first.output, first.dtype, str(path),
                      manifest.content_hash, members, tuple(float(v) for v in scale))
+
+
+def _in_dtype(fn: Callable, returned: Any, dtype: str, label: str) -> Callable:
+    """``fn`` with its outputs cast to the compute ``dtype`` when it returns another float dtype (a float64 model
+    under the float32 engine), said once in the log; ``fn`` itself when it returns ``dtype``.
+
+    The engine's chains (Jacobians, Hessians) combine the outputs with tensors of the compute dtype, which
+    TensorFlow never promotes: the cast at the model's boundary is what they see.
+
+    Raises
+    ------
+    ModelError
+        The model returns a non-float dtype (integers have no derivative).
+    """
+    import tensorflow as tf
+
+    if returned.name == dtype:
+        return fn
+    if not returned.is_floating:
+        raise ModelError(f"surrogate {label} returns {returned.name} values; a model must return floats ({dtype})")
+    log.info("surrogate %s returns %s; its outputs are cast to the engine's %s", label, returned.name, dtype)
+
+    def cast(x: Any) -> Any:
+        return tf.cast(fn(x), x.dtype)
+
+    return cast
 
 
 def _one_column(fn: Callable) -> Callable:
@@ -347,7 +374,8 @@ def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:
     try:
         model = keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as err:  # keras raises many types for corrupt or unsafe files
-        raise ModelError(f"surrogate file {path} cannot be loaded by Keras: {err}") from None
+        raise ModelError(f"surrogate file {path} cannot be loaded by Keras (safe mode: no code of the file is run): "
+                         f"{keras_reason(err)}") from None
     if model.dtype != dtype:
         model = _keras_in_dtype(model, dtype)
     meta: dict[str, Any] = {}
@@ -357,6 +385,14 @@ def _load_keras(path: Path, dtype: str) -> tuple[Callable, dict]:
         if layer.__class__.__name__ == "OutputScaling" and layer.output_spec:
             meta["output"] = layer.output_spec
     return (lambda x: model(x, training=False)), meta
+
+
+def keras_reason(error: Exception) -> str:
+    """Keras' refusal of a file in one line: the innermost of its nested messages (each layer that could not be
+    rebuilt repeats its whole config), its first sentence (a Lambda layer, an activation ``os.system``)."""
+    innermost = str(error).rpartition("Exception encountered: ")[2]
+    line = next((s.strip() for s in innermost.splitlines() if s.strip()), type(error).__name__)
+    return re.split(r"(?<=[.])\s+(?=[A-Z])", line, maxsplit=1)[0]
 
 
 def _keras_in_dtype(model: Any, dtype: str) -> Any:

@@ -81,7 +81,7 @@ def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None 
                 store_members: bool = False) -> int:
     """Points per part file: ``requested`` rounded up to whole chunks, or about :data:`PART_BYTES` of what the sweep
     stores (:func:`point_bytes`)."""
-    if requested is None:
+    if check_points_per_part(requested) is None:
         return _whole_chunks(jac, PART_BYTES, point_bytes(jac, store_members))
     check_points_per_part(requested)
     return -(-int(requested) // jac.chunk_size) * jac.chunk_size

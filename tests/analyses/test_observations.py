@@ -259,3 +259,16 @@ def test_units_that_cannot_be_converted_are_refused(tmp_path, variable_units, ti
     with pytest.raises(DataError, match=message) as err:
         read_observations(path, spec)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("content", [b"\x89HDF\r\n\x1a\n" + bytes(range(256)) * 4,  # a netCDF-4 file renamed
+                                     b"output,value\ny,1.0\n\x00\x00\x07\x01,2\n",    # text with NUL bytes
+                                     "output,value\ny,1.0\n".encode("utf-16")],        # not UTF-8
+                         ids=["netcdf", "nul", "utf16"])
+def test_a_binary_file_given_as_csv_is_refused_in_one_line(tmp_path, content):
+    path = tmp_path / "observations.csv"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as caught:
+        read_observations(path, NAMED)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"observations file {path}: a binary file, not CSV text (")

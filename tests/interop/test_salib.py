@@ -86,3 +86,22 @@ def test_a_space_salib_cannot_describe_is_refused_naming_the_parameter():
                                           "distribution": {"kind": "gumbel_r", "loc": 0.0, "scale": 1.0}}])
     with pytest.raises(ConfigError, match="parameter 'q': distribution 'gumbel_r' has no SALib problem form"):
         to_problem(space)
+
+
+def test_a_python_tag_in_a_problem_file_is_refused_in_one_line_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "space.yaml"
+    path.write_text(f'parameters: !!python/object/apply:os.system ["touch {marker}"]\n')
+    with pytest.raises(DataError) as caught:
+        read_problem(path)
+    assert str(caught.value) == (
+        f"SALib problem file {path} is neither JSON nor YAML: a Python tag !!python/object/apply:os.system, refused "
+        "(YAML is read safely: no Python object is made, no code run) (line 1, column 13)")
+    assert not marker.exists()
+
+
+def test_a_binary_problem_file_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "space.json"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(DataError, match=r"^SALib problem file .* is not a text file \(not UTF-8\): give JSON or YAML$"):
+        read_problem(path)

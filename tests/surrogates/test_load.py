@@ -116,3 +116,90 @@ def test_a_scalar_output_is_one_output_named_after_the_model():
     np.testing.assert_allclose(jacobian[:, 0, :], np.stack([e, 3.0 * x[:, 0] * e], axis=1), rtol=1e-12)
     named = load_surrogate(height, input_names=["a", "b"], input_units=["m", "1"], output={"name": "H", "units": "m"})
     assert named.output.flat_names() == ["H"] and named.output.units == "m"
+
+
+def test_a_float64_model_under_the_float32_engine_is_cast_at_its_boundary(caplog):
+    """A user's function computing in float64 under the float32 engine: the Hessian's chain raised TypeError
+    (TensorFlow never promotes dtypes); its outputs are now cast once, at the surrogate, and said in the log."""
+    import logging
+
+    import tensorflow as tf
+
+    from sensitivity.engine.hessian import compile_hessian
+    from sensitivity.engine.jacobian import compile_jacobian
+    from sensitivity.surrogates.load import load_surrogate
+
+    def response(x):
+        a, b, c = tf.unstack(tf.cast(x, tf.float64), axis=1)
+        return a + b**2 * c
+
+    with caplog.at_level(logging.INFO, logger="sensitivity.surrogates.load"):
+        s = load_surrogate(response, input_names=["a", "b", "c"], input_units=["1"] * 3)
+    assert [r.getMessage() for r in caplog.records if "cast" in r.getMessage()] == [
+        "surrogate test_a_float64_model_under_the_float32_engine_is_cast_at_its_boundary.<locals>.response returns "
+        "float64; its outputs are cast to the engine's float32"]
+    x = np.array([[0.5, 1.5, 2.0], [-1.0, 0.25, 3.0]], np.float32)
+    a, b, c = x.T.astype(float)
+    assert s(x).dtype == np.float32
+    values, jacobian = compile_jacobian(s, "auto")(x)
+    np.testing.assert_allclose(values[:, 0], a + b**2 * c, rtol=1e-6)
+    np.testing.assert_allclose(jacobian[:, 0], np.stack([np.ones(2), 2 * b * c, b**2], axis=1), rtol=1e-6)
+    hessian = np.asarray(compile_hessian(s.fn, 3, output_size=1, dtype="float32")(x)).reshape(2, 3, 3)
+    expected = np.zeros((2, 3, 3))
+    expected[:, 1, 1], expected[:, 1, 2], expected[:, 2, 1] = 2 * c, 2 * b, 2 * b
+    np.testing.assert_allclose(hessian, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_model_returning_integers_is_refused_in_one_line():
+    import tensorflow as tf
+
+    from sensitivity.surrogates.load import load_surrogate
+
+    def counts(x):
+        return tf.cast(x[:, 0] > 0, tf.int32)
+
+    with pytest.raises(ModelError, match=r"^surrogate .*counts returns int32 values; a model must return floats"):
+        load_surrogate(counts, input_names=["a"], input_units=["1"])
+
+
+def _with_activation(source, target, activation):
+    """``source`` (a .keras archive) with its first Dense layer's activation replaced in ``config.json``."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(source) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(files["config.json"])
+    dense = next(layer for layer in config["config"]["layers"] if layer["class_name"] == "Dense")
+    dense["config"]["activation"] = activation
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(target, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return target
+
+
+def test_code_in_a_keras_file_is_refused_in_one_line_and_never_run(tmp_path):
+    """A Lambda layer and an activation naming os.system: Keras' safe mode refuses them in a message of 4 to 10
+    lines that repeats every enclosing layer's config; the refusal is one line naming the file and the reason."""
+    from sensitivity.surrogates.load import load_surrogate
+
+    keras.utils.set_random_seed(0)
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
+    plain.save(tmp_path / "plain.keras")
+    keras.Sequential([keras.Input((3,)), keras.layers.Lambda(lambda x: x * 2.0), keras.layers.Dense(1)]).save(
+        tmp_path / "lambda.keras")
+    cases = {
+        tmp_path / "lambda.keras": "Requested the deserialization of a `Lambda` layer whose `function` is a Python "
+                                   "lambda.",
+        _with_activation(tmp_path / "plain.keras", tmp_path / "system.keras", "os.system"):
+            "Could not interpret activation function identifier: os.system",
+        _with_activation(tmp_path / "plain.keras", tmp_path / "registered.keras",
+                         {"module": "os", "class_name": "function", "config": "system", "registered_name": "system"}):
+            "Could not locate function 'system'.",
+    }
+    for path, reason in cases.items():
+        with pytest.raises(ModelError) as caught:
+            load_surrogate(path, input_names=["a", "b", "c"], input_units=["1"] * 3)
+        assert str(caught.value) == (f"surrogate file {path} cannot be loaded by Keras (safe mode: no code of the "
+                                     f"file is run): {reason}")

@@ -178,9 +178,19 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path):
     assert a.sizes["sample"] == 65536 and not parts.exists()
 
 
-@pytest.mark.parametrize("size", [0, -3])
-def test_a_part_size_below_one_point_is_refused_naming_it(compose_config, tmp_path, size):
-    cfg = compose_config("sweep", ["grid.n=64", f"points_per_part={size}"])
-    with pytest.raises(ConfigError, match=rf"^`points_per_part` must be an integer >= 1 or null .*got {size}$"):
+@pytest.mark.parametrize("value", [0, -3])
+def test_a_points_per_part_below_one_is_refused_naming_the_key(compose_config, tmp_path, value):
+    """0 and -3 were accepted (rounded up to one chunk per part)."""
+    cfg = compose_config("sweep", ["grid.n=8", f"points_per_part={value}"], output_dir=tmp_path / "run")
+    with pytest.raises(ConfigError, match=rf"^`points_per_part` must be a whole number of points >= 1 .* got {value}$"):
         sweep.run(cfg)
-    assert not (tmp_path / "sweep.nc").exists() and not (tmp_path / "manifest.json").exists()
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_sweep_library_refuses_points_per_part_below_one():
+    from sensitivity.settings import check_points_per_part
+
+    assert check_points_per_part(None) is None and check_points_per_part(1) == 1
+    for bad in (0, -3, True, 2.5):
+        with pytest.raises(ConfigError, match="`points_per_part`"):
+            check_points_per_part(bad)

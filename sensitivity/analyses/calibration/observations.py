@@ -263,10 +263,12 @@ def _true_parameters(path: Path, ds: xr.Dataset) -> dict[str, float]:
 def _read_csv(path: Path, spec: OutputSpec):
     import pandas as pd
 
+    _check_text(path)
     try:
         table = pd.read_csv(path)
     except (OSError, ValueError) as err:
-        raise DataError(f"observations file {path}: cannot be read as CSV ({err})") from None
+        reason = next((s.strip() for s in str(err).splitlines() if s.strip()), type(err).__name__)
+        raise DataError(f"observations file {path}: cannot be read as CSV ({reason})") from None
     dims = list(spec.dim_names)
     missing = [c for c in [*dims, "value"] if c not in table.columns]
     if missing:
@@ -288,6 +290,20 @@ def _read_csv(path: Path, spec: OutputSpec):
         sigma = np.full(spec.size, np.nan)
         sigma[flat] = _numeric(path, table["sigma"], "sigma")
     return values, sigma, None, {}
+
+
+def _check_text(path: Path) -> None:
+    """Refuse a binary file given as CSV (a netCDF file renamed, an image): a NUL byte, or bytes that are not
+    UTF-8 (read whole: observations are small)."""
+    data = path.read_bytes()
+    if b"\0" in data:
+        raise DataError(f"observations file {path}: a binary file, not CSV text (NUL byte at offset "
+                        f"{data.index(bytes(1))})")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"observations file {path}: a binary file, not CSV text (byte {data[err.start]:#04x} at "
+                        f"offset {err.start} is not UTF-8)") from None
 
 
 def _csv_coordinates(path: Path, dim: OutputDim, column) -> np.ndarray:
