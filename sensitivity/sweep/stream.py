@@ -83,7 +83,6 @@ def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None 
     stores (:func:`point_bytes`)."""
     if check_points_per_part(requested) is None:
         return _whole_chunks(jac, PART_BYTES, point_bytes(jac, store_members))
-    check_points_per_part(requested)
     return -(-int(requested) // jac.chunk_size) * jac.chunk_size
 
 
