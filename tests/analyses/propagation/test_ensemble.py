@@ -16,6 +16,7 @@ from scipy import special
 
 from sensitivity.analyses.callables import BatchedModel
 from sensitivity.analyses.propagation import MonteCarlo, Propagation, member_moments, merge_members, propagate
+from sensitivity.datasets.summary_text import number
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.uncertainty import gaussian_inputs
 from sensitivity.outputs.members import spread_factor
@@ -102,3 +103,19 @@ def test_the_combined_interval_covers_the_exact_moments_where_the_sampling_inter
 def test_a_level_outside_0_1_is_one_line_naming_it():
     with pytest.raises(ConfigError, match=r"`propagation.level` must lie in \(0, 1\), got 1.5"):
         Propagation(level=1.5)
+
+
+def test_the_summary_shows_the_combined_interval_beside_the_sampling_one(runs):
+    from sensitivity.analyses.propagation.summary import summary
+
+    ds, _ = runs[0]
+    table = summary(ds).tables[-1]
+    assert table.caption.startswith("Ensemble: 95% intervals of the mean and std")
+    row = next(r for r in table.rows if r[2].text == "monte_carlo")
+    at = {"propagation_method": 1}
+    low, high = ds["output_mean_combined_interval"].isel(at).values
+    assert table.columns[3:7] == ("mean", "mean sampling", "mean combined", "mean surrogate std")
+    assert row[5].text == f"[{number(low)}, {number(high)}]" and row[4].text.startswith("[")
+    assert next(r for r in table.rows if r[2].text == "first_order")[4].text == "none"
+    assert not any(t.caption.startswith("Ensemble") for t in summary(ds.drop_vars(
+        [v for v in ds.data_vars if "interval" in v])).tables)
