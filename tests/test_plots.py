@@ -231,6 +231,43 @@ def test_propagation_without_a_verdict_draws_no_verdict_panels(drawn, tmp_path):
     assert "no nonlinearity verdict: monte_carlo is not among the methods" in d.suptitle
 
 
+def test_propagation_of_an_ensemble_draws_the_combined_interval_of_the_mean(drawn, tmp_path):
+    """Three linear members of two named outputs, offset by 0, 1, 2: a thick bar per method, as wide as the combined
+    interval the dataset records."""
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.analyses.propagation import MonteCarlo, Propagation, member_moments, merge_members, propagate
+    from sensitivity.datasets import write_atomic
+    from sensitivity.inputs.uncertainty import gaussian_inputs
+    from sensitivity.outputs.spec import OutputSpec
+    from sensitivity.plots.propagation import propagation_figure
+
+    weights, offsets = np.array([[1.0, 2.0], [0.5, -1.0]]), np.array([0.0, 1.0, 2.0])
+    spec = OutputSpec.from_dict({"name": "y", "units": "m", "names": ["a", "b"]})
+
+    def stacked(x):
+        values = (x @ weights.T)[:, None, :] + offsets[None, :, None]
+        return values.reshape(len(x), -1), np.broadcast_to(np.tile(weights, (3, 1)), (len(x), 6, 2))
+
+    inputs = gaussian_inputs(np.zeros(2), np.eye(2), names=["x1", "x2"], units=["1", "1"])
+    settings = Propagation(methods=("first_order", "monte_carlo"), monte_carlo=MonteCarlo(n_samples=2**10))
+    def average(x):
+        return x @ weights.T + 1.0, np.broadcast_to(weights, (len(x), 2, 2))
+
+    mean = propagate(BatchedModel(lambda x: average(x)[0], average, output=spec), inputs, settings, seed=0)
+    members = member_moments(BatchedModel(lambda x: stacked(x)[0], stacked, output=spec), inputs, 3, settings, seed=0)
+    path = write_atomic(merge_members(mean, members), tmp_path / "propagation.nc")
+    propagation_figure(path, tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert "dark: the mean's 95% combined interval (sampling and surrogate)" in d.suptitle
+    top = d.panels[0]
+    thick = [c for c in top.collections if max(c.get_linewidths(), default=0) >= 6]
+    assert len(thick) == 2  # one per method
+    with xr.open_dataset(path) as ds:
+        expected = np.sort(ds["output_mean_combined_interval"].values.reshape(-1, 2), axis=0)
+    drawn_bounds = np.sort(np.concatenate([np.array([seg[:, 1] for seg in c.get_segments()]) for c in thick]), axis=0)
+    np.testing.assert_allclose(drawn_bounds, expected, rtol=1e-6)
+
+
 def test_propagation_on_a_cf_time_axis_draws_its_verdict_against_the_dates(drawn, tmp_path):
     """A gauge series on ``days since 2021-01-01`` (decoded to dates when the file is read): the verdict panel's
     lines are drawn at the dates (adding a marker offset to them was a crash), one per flagged method."""

@@ -46,7 +46,7 @@ class UncertaintyConf:
 
 
 @dataclass
-class PropagationConf(schema_of(Propagation, "MethodsConf", keys=("methods", "quantiles")),
+class PropagationConf(schema_of(Propagation, "MethodsConf", keys=("methods", "quantiles", "level")),
                       schema_of(MonteCarlo, "MonteCarloConf"), schema_of(Unscented, "UnscentedConf"),
                       schema_of(Verdict, "VerdictConf", keys=("k_sigma", "rtol"),  # the reference: see _global
                                 extra=[("hessian_max_rows", int, HESSIAN_MAX_ROWS)])):  # compile_hessian's max_rows
@@ -58,7 +58,7 @@ def propagation_from(node: DictConfig, reference: str | None = None) -> Propagat
     def part(settings: type) -> dict:
         return {f.name: build.plain(node[f.name]) for f in fields(settings) if f.name in node}
 
-    return Propagation(methods=tuple(node.methods), quantiles=tuple(node.quantiles),
+    return Propagation(methods=tuple(node.methods), quantiles=tuple(node.quantiles), level=float(node.level),
                        unscented=Unscented(**part(Unscented)), monte_carlo=MonteCarlo(**part(MonteCarlo)),
                        verdict=Verdict(**part(Verdict), reference=reference))
 PointwiseConf = schema_of(StoredSweep.map_to, "PointwiseConf", keys=("block_size",), rename={"block_size": "block"},
@@ -227,7 +227,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
         stacked = BatchedModel(values=ensemble.stacked_values, value_and_jacobian=ensemble.stacked_value_and_jacobian,
                                hessian=_member_hessian(cfg, surrogate) if hessian is not None else None, output=spec)
         members = member_moments(stacked, inputs, ensemble.members, settings, seed=cfg.seed, draws=draws)
-        ds = merge_members(ds, members)
+        ds = merge_members(ds, members, settings.level)
     if reference == "posterior":
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",

@@ -28,7 +28,8 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         the moment methods, sample quantiles for Monte Carlo and the posterior predictive), as lines and
         bands along a series or as points with whiskers for named scalars; below, ``max(|mean gap|,
         |std gap|)`` of each method against the verdict's reference (the posterior predictive when
-        present, else Monte Carlo), in the reference's std, flagged outputs marked with a cross. A 2-D
+        present, else Monte Carlo), in the reference's std, flagged outputs marked with a cross; on an ensemble, the
+        mean's combined interval (``output_mean_combined_interval``) as a darker band or a thick bar. A 2-D
         field: maps of each method's mean, band width and verdict gap (columns: methods).
     """
     with xr.open_dataset(path) as ds:
@@ -37,6 +38,7 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     plan = lay.plan(mean, lay.output_dims(mean))
     names = lay.labels(ds, "propagation_method")
     low, high, prob = _band(ds)
+    combined = ds.get("output_mean_combined_interval")  # an ensemble's: the mean's sampling and surrogate error
     quantity = ds.attrs.get("output_long_name") or "output"
     if plan.kind == "map":
         return _maps(ds, plan, names, low, high, prob, quantity, figure_path)
@@ -53,13 +55,21 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         tops.append(top)
         x = lay.x_positions(mean, plan, panel)
         m, lo, hi = (lay.along_x(v, plan, panel) for v in (mean, low, high))  # [method, x]
+        if combined is not None:
+            c_lo, c_hi = (lay.along_x(combined.isel(bound=b), plan, panel) for b in (0, 1))
         for i, name in enumerate(names):
             if plan.kind == "lines":
                 line, = top.plot(x, m[i], label=name)
                 top.fill_between(x, lo[i], hi[i], color=line.get_color(), alpha=0.12)
                 top.plot(x, lo[i], x, hi[i], color=line.get_color(), lw=0.7, ls="--")
+                if combined is not None:
+                    top.fill_between(x, c_lo[i], c_hi[i], color=line.get_color(), alpha=0.4, lw=0)
             else:
-                top.errorbar(x + shift[i], m[i], yerr=[m[i] - lo[i], hi[i] - m[i]], fmt="o", capsize=3, label=name)
+                bar = top.errorbar(x + shift[i], m[i], yerr=[m[i] - lo[i], hi[i] - m[i]], fmt="o", capsize=3,
+                                   label=name)
+                if combined is not None:
+                    top.errorbar(x + shift[i], m[i], yerr=[m[i] - c_lo[i], c_hi[i] - m[i]], fmt="none", elinewidth=6,
+                                 alpha=0.4, color=bar.lines[0].get_color())
         if reference is not None:
             limits, off = _limits(lo, hi, reference)
             if limits is not None:
@@ -79,7 +89,9 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     lay.legend(fig, tops, title="method")
     beyond = (f"; {', '.join(sorted(off_axes))} beyond the axes (scaled to the bands near {_reference(ds)})"
               if off_axes else "")
-    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{plan.note}{beyond}\n" +
+    both = (f"; dark: the mean's {float(combined.attrs.get('level', 0.95)):.0%} combined interval (sampling and "
+            "surrogate)" if combined is not None else "")
+    fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{both}{plan.note}{beyond}\n" +
                  (f"below: nonlinearity verdict against {_reference(ds)}, {_counts(flags, names)}" if per == 2 else
                   _no_verdict(ds)), fontsize="medium")
     return lay.save(fig, figure_path)

@@ -1,12 +1,25 @@
-"""Propagation through an ensemble surrogate: every method's output mean and standard deviation per member.
+"""Propagation through an ensemble surrogate: every method's output mean, standard deviation and quantiles per
+member, their spread over the members, and the interval that combines it with the sampling one.
 
 :func:`member_moments` propagates the input uncertainty once through all ``K`` members at once: the members'
 outputs side by side are one model of ``K m`` outputs (the member-major views of
 :class:`~sensitivity.engine.ensemble.CompiledEnsemble`, column ``k m + j`` member ``k``'s output ``j``), so
 every method (first/second order, unscented, Monte Carlo, the posterior predictive) evaluates each sample once
-for all members, on the same samples. Their means and standard deviations go back onto a ``member`` axis; their
-spread over the members, beside the Monte Carlo standard errors of the ensemble mean's propagation, says how
-much of a propagated moment is the surrogate.
+for all members, on the same samples. Their results go back onto a ``member`` axis. :func:`merge_members` puts
+them beside the ensemble mean's propagation with, for ``X`` each of ``output_mean``, ``output_std`` and
+``output_quantile``:
+
+``X_member``, ``X_surrogate_std``
+    each member's ``X`` and their standard deviation over the members (the surrogate's uncertainty);
+``X_interval(..., bound)``
+    the sampling interval of the ensemble mean's ``X``: ``X -+ q se`` with ``se`` the method's Monte Carlo
+    standard error (``X_se``), ``q`` Student's ``t`` quantile with ``R - 1`` degrees of freedom for Monte Carlo's
+    ``R`` replicates, the normal quantile for the posterior predictive; NaN for the moment methods, which do not
+    sample;
+``X_combined_interval(..., bound)``
+    that interval widened by the members' spread, the same definition as the indices'
+    (:func:`~sensitivity.outputs.members.combined_bounds`): each side's half-width the root sum of squares of
+    the sampling and the surrogate half-widths (the surrogate's alone for a moment method).
 """
 from __future__ import annotations
 
@@ -15,19 +28,22 @@ from dataclasses import replace
 import numpy as np
 
 from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.propagation.dataset import METHOD_DIM
 from sensitivity.analyses.propagation.driver import propagate
 from sensitivity.analyses.propagation.settings import Propagation
 from sensitivity.inputs.uncertainty import InputUncertainty
 from sensitivity.outputs.axes import flat_coords, unstack_output
-from sensitivity.outputs.members import MEMBER, member_coords
+from sensitivity.outputs.labels import axis_coords
+from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
 from sensitivity.outputs.spec import FLAT, OutputDim, OutputSpec
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
+stats = lazy_import("scipy.stats")
 
-#: The moments reported per member.
-MOMENTS = ("output_mean", "output_std")
+#: The results reported per member, with their spread and combined interval.
+MOMENTS = ("output_mean", "output_std", "output_quantile")
 
 
 def member_moments(
@@ -39,7 +55,7 @@ def member_moments(
     seed: int | np.random.Generator | None = None,
     draws: np.ndarray | None = None,
 ) -> xr.Dataset:
-    """Each member's output mean and standard deviation by every method, and their spread over the members.
+    """Each member's output mean, standard deviation and quantiles by every method, and their spread over the members.
 
     Parameters
     ----------
@@ -57,9 +73,9 @@ def member_moments(
     Returns
     -------
     xarray.Dataset
-        ``output_mean_member`` and ``output_std_member`` on ``(propagation_method, member, *out)``, their standard
-        deviations over the members ``output_mean_surrogate_std`` and ``output_std_surrogate_std`` on
-        ``(propagation_method, *out)``, on the model's own output dims.
+        ``X_member`` on ``(propagation_method, member, [quantile,] *out)`` and its standard deviation over the
+        members ``X_surrogate_std`` on ``(propagation_method, [quantile,] *out)``, for ``X`` each of
+        :data:`MOMENTS` [output units], on the model's own output dims.
     """
     output = stacked_model.output
     if output is None:
@@ -69,14 +85,16 @@ def member_moments(
                               dims=(OutputDim(FLAT, tuple(names)),), long_name=output.long_name)
     stacked = propagate(replace(stacked_model, output=side_by_side), inputs, settings, seed=seed, draws=draws)
     m = output.size
-    flat = stacked.drop_dims([d for d in stacked.dims if d not in ("propagation_method", "output")])
+    flat = stacked.drop_dims([d for d in stacked.dims if d not in (METHOD_DIM, "quantile", "output")])
     out = xr.Dataset(coords={k: v for k, v in flat.coords.items() if "output" not in v.dims})
     for name in MOMENTS:
         var = flat[name]
-        values = var.transpose("propagation_method", "output").values.reshape(-1, members, m)
+        inner = [d for d in var.dims if d not in (METHOD_DIM, "output")]  # the quantile's
+        values = var.transpose(METHOD_DIM, *inner, "output").values
+        values = np.moveaxis(values.reshape(*values.shape[:-1], members, m), -2, 1)
         attrs = {key: value for key, value in var.attrs.items() if key != "long_name"}
         long_name = var.attrs.get("long_name", name)
-        per_member = xr.DataArray(values, dims=("propagation_method", MEMBER, "output"),
+        per_member = xr.DataArray(values, dims=(METHOD_DIM, MEMBER, *inner, "output"),
                                   attrs={**attrs, "long_name": f"{long_name} of each member"})
         out[f"{name}_member"] = per_member
         out[f"{name}_surrogate_std"] = per_member.std(MEMBER, ddof=1).assign_attrs(
@@ -85,8 +103,56 @@ def member_moments(
     return unstack_output(out.assign_coords(flat_coords(output)), output)
 
 
-def merge_members(primary: xr.Dataset, members: xr.Dataset) -> xr.Dataset:
-    """The ensemble mean's propagation with the members' moments beside it (one ``propagation_method`` axis)."""
-    return primary.assign_coords(member_coords(members.sizes[MEMBER])).assign(
-        {name: members[name] for name in members.data_vars})
+def merge_members(primary: xr.Dataset, members: xr.Dataset, level: float = Propagation.level) -> xr.Dataset:
+    """The ensemble mean's propagation with the members' results beside it, and the sampling and combined interval
+    of its every mean, std and quantile (the module docstring's ``X_interval``, ``X_combined_interval``).
 
+    Parameters
+    ----------
+    primary
+        :func:`~sensitivity.analyses.propagation.driver.propagate` of the ensemble mean.
+    members
+        :func:`member_moments` on the same inputs and settings (one ``propagation_method`` axis).
+    level
+        Probability of both intervals [1].
+
+    Returns
+    -------
+    xarray.Dataset
+        ``primary`` with ``members``' variables, ``X_interval`` and ``X_combined_interval`` (on ``X``'s dims and
+        ``bound``, attribute ``level``), the ``member`` and ``bound`` coordinates and the attribute
+        ``ensemble_members``.
+    """
+    k = members.sizes[MEMBER]
+    out = primary.assign_coords({**member_coords(k), **axis_coords("bound", ["low", "high"])}).assign(
+        {name: members[name] for name in members.data_vars})
+    factor = _sampling_factor(primary, level)
+    for name in MOMENTS:
+        estimate = primary[name]
+        dims = estimate.dims
+        half = (factor * primary[f"{name}_se"]).transpose(*dims).values  # NaN: the method does not sample
+        sampled = np.nan_to_num(half, nan=0.0)
+        std = members[f"{name}_surrogate_std"].transpose(*dims).values
+        bounds = combined_bounds(estimate.values, estimate.values - sampled, estimate.values + sampled, std, k, level)
+        long_name = estimate.attrs.get("long_name", name)
+        units = {key: value for key, value in estimate.attrs.items() if key.startswith("units")}
+        out[f"{name}_interval"] = xr.DataArray(
+            np.stack([estimate.values - half, estimate.values + half], axis=-1), dims=(*dims, "bound"),
+            attrs={**units, "level": level,
+                   "long_name": f"{long_name}, {level:g} sampling interval (NaN: the method does not sample)"})
+        out[f"{name}_combined_interval"] = xr.DataArray(bounds, dims=(*dims, "bound"), attrs={
+            **units, "level": level, "long_name": f"{long_name}, {level:g} interval of sampling and surrogate error "
+                                                  "combined"})
+    out.attrs["ensemble_members"] = k
+    return out
+
+
+def _sampling_factor(ds: xr.Dataset, level: float) -> xr.DataArray:
+    """Per method, the half-width of the sampling interval per standard error: Student's ``t`` with ``R - 1``
+    degrees of freedom for Monte Carlo's ``R`` replicates (the spread of which gives its standard errors), the normal
+    quantile for any other method (the posterior predictive's chain-based errors; the moment methods' are NaN)."""
+    methods = [str(name) for name in ds[f"{METHOD_DIM}_name"].values]
+    replicates = ds.attrs.get("monte_carlo_n_replicates")
+    normal = float(stats.norm.ppf(0.5 + level / 2))
+    student = float(stats.t.ppf(0.5 + level / 2, int(replicates) - 1)) if replicates else normal
+    return xr.DataArray([student if name == "monte_carlo" else normal for name in methods], dims=METHOD_DIM)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sensitivity.analyses.propagation.dataset import DEFAULT_QUANTILES
+from sensitivity.errors import ConfigError
 from sensitivity.inputs.uncertainty import Sampler
 
 Method = Literal["first_order", "second_order", "unscented", "monte_carlo"]
@@ -76,7 +77,9 @@ class Propagation:
     """Everything :func:`~sensitivity.analyses.propagation.propagate` is told, but the model, inputs and seed.
 
     ``methods``: any of :data:`METHODS`, in output order; ``quantiles`` (in (0, 1)) every method reports;
-    ``unscented``, ``monte_carlo``, ``verdict``: the settings of those parts.
+    ``unscented``, ``monte_carlo``, ``verdict``: the settings of those parts; ``level`` [1]: the probability of
+    the sampling and combined intervals of an ensemble's moments and quantiles
+    (:func:`~sensitivity.analyses.propagation.merge_members`).
     """
 
     methods: tuple[Method, ...] = METHODS  # type: ignore[assignment]
@@ -84,7 +87,10 @@ class Propagation:
     unscented: Unscented = field(default_factory=Unscented)
     monte_carlo: MonteCarlo = field(default_factory=MonteCarlo)
     verdict: Verdict = field(default_factory=Verdict)
+    level: float = 0.95
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "methods", tuple(self.methods))
         object.__setattr__(self, "quantiles", tuple(self.quantiles))
+        if not 0 < self.level < 1:
+            raise ConfigError(f"`propagation.level` must lie in (0, 1), got {self.level!r}")

@@ -23,7 +23,8 @@ ALONG = 5
 
 def summary(ds: xr.Dataset) -> Summary:
     """Per method: its status, the share of model evaluations outside the bounds and the linearity verdict against
-    the reference; the output mean and std of every method at the outputs shown; the verdict's warnings."""
+    the reference; the output mean and std of every method at the outputs shown; on an ensemble, their sampling
+    interval beside the combined one (sampling and surrogate) and the members' spread; the verdict's warnings."""
     verdict = ds["nonlinear"].attrs if "nonlinear" in ds else {}
     reference = verdict.get("verdict_reference")
     facts = [Fact("inputs", str(ds.attrs.get("input_source") or ds.attrs.get("input_distribution", "not recorded"))),
@@ -36,6 +37,8 @@ def summary(ds: xr.Dataset) -> Summary:
                                      f"{verdict.get('verdict_rtol', 0.05):g} of its std"))
     lines = summary_lines(ds) if "nonlinear" in ds else []
     tables = [_methods(ds), _moments(ds, reference)]
+    if "output_mean_combined_interval" in ds:
+        tables.append(_combined(ds, reference))
     return Summary(str(ds.attrs.get("title", "propagation")), tuple(facts), tuple(tables),
                    warnings=recorded_warnings(ds) + tuple(line for severity, line in lines if severity == "warning"))
 
@@ -80,6 +83,39 @@ def _moments(ds: xr.Dataset, reference: str | None) -> Table:
         rows.append(tuple(row))
     return Table("Output mean ± standard deviation by method", ("output", "units", *methods), tuple(rows),
                  note + " Red: flagged nonlinear.")
+
+
+def _combined(ds: xr.Dataset, reference: str | None) -> Table:
+    """An ensemble's mean and std per method and output shown: the estimate, its sampling interval, the combined
+    interval (:mod:`sensitivity.analyses.propagation.ensemble`) and the standard deviation over the members."""
+    from sensitivity.plots.layout import position_text
+
+    methods = names(ds, METHOD_DIM)
+    scale = ds["output_std"].isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
+    shown, note = shown_outputs(ds, scale)
+    level = float(ds["output_mean_combined_interval"].attrs.get("level", 0.95))
+    rows = []
+    for index, (i, method) in itertools.product(shown, enumerate(methods)):
+        at = {METHOD_DIM: i, **index}
+        row = [Cell(position_text(ds, index) or str(ds["output_mean"].attrs.get("long_name", "output"))),
+               Cell(units_at(ds["output_mean"], index)), Cell(method)]
+        for name in ("output_mean", "output_std"):
+            row += [Cell(number(ds[name].isel(at))), Cell(_interval(ds[f"{name}_interval"].isel(at))),
+                    Cell(_interval(ds[f"{name}_combined_interval"].isel(at))),
+                    Cell(number(ds[f"{name}_surrogate_std"].isel(at), 3))]
+        rows.append(tuple(row))
+    columns = [f"{what} {part}" for what in ("mean", "std") for part in ("", "sampling", "combined", "surrogate std")]
+    return Table(f"Ensemble: {level:.0%} intervals of the mean and std, sampling and combined (sampling and surrogate)",
+                 ("output", "units", "method", *(c.strip() for c in columns)), tuple(rows),
+                 note + f" Combined: each side's half-width the root sum of squares of the sampling one and "
+                 f"{ds.attrs.get('ensemble_members', 'K')} members' spread (as the indices'); a moment method "
+                 "samples nothing, its interval is the surrogate's alone.")
+
+
+def _interval(bounds: xr.DataArray) -> str:
+    """``[low, high]``, or ``none`` for a method that does not sample."""
+    low, high = (float(v) for v in bounds.values)
+    return "none" if np.isnan(low) else f"[{number(low)}, {number(high)}]"
 
 
 def shown_outputs(ds: xr.Dataset, score: xr.DataArray) -> tuple[list[dict[str, int]], str]:
