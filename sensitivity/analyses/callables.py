@@ -22,7 +22,8 @@ HessianFn = Callable[[np.ndarray], np.ndarray]
 
 @dataclass(frozen=True)
 class BatchedModel:
-    """The model a study verb runs: its batched callables and its output description.
+    """The model a study verb runs: its batched callables and its output description. A study uses only the
+    callables it needs, and names a missing one in its error.
 
     Parameters
     ----------
@@ -37,8 +38,6 @@ class BatchedModel:
         by it and put back on its dims. None: a flat ``output`` axis labeled ``y0 ..``, units ``1``.
     step_jacobian
         A cheaper ``value_and_jacobian`` whose Jacobian may build calibration steps (a float32 engine).
-
-    A study uses only the callables it needs, and names a missing one in its error.
     """
 
     values: ValuesFn | None = None

@@ -477,5 +477,5 @@ def test_dgsm_of_a_sweep_leaves_out_the_points_where_the_model_is_not_finite_and
     np.testing.assert_allclose(ds.dgsm_nu.isel(output=0), [1.0, 4.0, 0.25], rtol=1e-12)
     assert ds.attrs["dgsm_n_points"] == 512 - hole and ds.attrs["dgsm_nonfinite_points"] == hole
     said = [r.getMessage() for r in caplog.records if "not finite" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith(f"dgsm: the model is not finite at {hole} of 512 sweep points "
+    assert len(said) == 1 and said[0].startswith(f"indices: dgsm: the model is not finite at {hole} of 512 sweep points "
                                                  "(first at a=0.9")

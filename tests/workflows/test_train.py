@@ -224,7 +224,7 @@ def returns_nan(x: np.ndarray) -> np.ndarray:
 
 
 def test_a_users_simulator_gets_its_own_kwargs_not_the_default_presets(compose_config, tmp_path):
-    cfg = compose_config("train", [*TINY, "grid.n=32", "training.members=1", "training.epochs=2",
+    cfg = compose_config("train", [*TINY, "training.runs=32", "training.members=1", "training.epochs=2",
                                    "training.derivative_points=0",
                                    "training.simulator=tests.workflows.test_train:scaled_quadratic",
                                    "+training.simulator_kwargs.gain=2.5"])
@@ -242,7 +242,8 @@ def test_a_simulators_kwargs_are_checked_and_its_bad_results_refused_before_anyt
     with pytest.raises(sensitivity.ConfigError, match=r"`training.simulator_kwargs`: 'scale' is not a parameter of "
                                                       r"tests.workflows.test_train:scaled_quadratic"):
         train.run(cfg)
-    cfg = compose_config("train", [*TINY, "grid.n=32", "training.simulator=tests.workflows.test_train:returns_nan"])
+    cfg = compose_config("train", [*TINY, "training.runs=32",
+                                   "training.simulator=tests.workflows.test_train:returns_nan"])
     with pytest.raises(ModelError, match=r"^simulator tests.workflows.test_train:returns_nan \(`training.simulator`\) "
                                          r"returned nan \(output 0\) at point 7 of 32, x = \["):
         train.run(cfg)

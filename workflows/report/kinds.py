@@ -13,7 +13,7 @@ from sensitivity.analyses.verify import summary as verify
 from sensitivity.datasets.summary import Fact, Summary
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.sweep import summary as sweep
-from sensitivity.analyses.worth import summary as worth
+from sensitivity.analyses.worth.summary import summary as worth_summary
 
 xr = lazy_import("xarray")
 
@@ -54,7 +54,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("sensitivity indices", _is_indices, indices.summary),
     Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.summary),
     Kind("data worth", lambda ds: {"added_worth", "design_choice", "posterior_variance"} <= set(ds.variables),
-         worth.summary),
+         worth_summary),
 )
 
 #: A result of no kind above.
