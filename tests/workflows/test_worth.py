@@ -204,4 +204,4 @@ def test_the_report_reads_the_forecasts_of_worth_nc(seir):
         assert float(row[3].text) == pytest.approx(np.sqrt(prior), rel=1e-3)
         assert float(row[4].text) == pytest.approx(np.sqrt(post), rel=1e-3)
     assert [f.label for f in summary.facts][1:] == [f"design for {name}" for name in FORECASTS]
-    assert summary.warnings == []
+    assert summary.warnings == ()
