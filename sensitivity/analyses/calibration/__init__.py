@@ -39,38 +39,9 @@ from sensitivity.analyses.calibration.step_map import (GaussNewtonMap, gauss_new
                                                        step_map_block, step_map_analysis)
 from sensitivity.analyses.calibration.step_slice import StepSlice, least_identifiable, slice_box, step_slice
 
+#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "FAILED",
-    "STATUS_MESSAGES",
-    "BatchedModel",
-    "CalibrationError",
-    "Fit",
-    "EquilibratedSVD",
-    "GaussNewton",
-    "GaussNewtonMap",
-    "LevenbergMarquardt",
-    "ObservationModel",
-    "Solver",
-    "Status",
-    "StepSlice",
-    "TrustRegion",
-    "ValueAndJacobianFn",
-    "ValuesFn",
-    "calibrate",
-    "calibrate_ensemble",
-    "correlation",
-    "delta_method_std",
-    "distinct_minima",
-    "emulator_covariance",
-    "equilibrated_svd",
-    "gauss_newton_map",
-    "identifiability",
-    "least_identifiable",
-    "minimum_points",
-    "pseudo_inverse_covariance",
-    "slice_box",
-    "step_map_block",
-    "member_steps_note",
-    "step_slice",
-    "step_map_analysis",
+    "BatchedModel", "CalibrationError", "FAILED", "Fit", "GaussNewton", "GaussNewtonMap", "LevenbergMarquardt",
+    "ObservationModel", "STATUS_MESSAGES", "Status", "StepSlice", "TrustRegion", "calibrate", "calibrate_ensemble",
+    "step_map_analysis", "step_slice"
 ]

@@ -18,7 +18,8 @@ from sensitivity.analyses.posterior.driver import (PosteriorError, PosteriorWarn
                                                    initial_points, sample_posterior)
 from sensitivity.analyses.posterior.priors import FAMILIES, check_prior_families
 
-__all__ = ["ESS_MIN", "FAMILIES", "NUTS", "RHAT_MAX", "Chains", "Diagnostics", "LogPosterior", "PosteriorError",
-           "PosteriorWarning", "Prior", "Sampling", "Support", "check_prior_families", "check_proper", "diagnose",
-           "flat_prior", "gaussian_prior", "initial_points", "log_posterior", "run_nuts", "sample_posterior",
-           "space_prior"]
+#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
+__all__ = [
+    "ESS_MIN", "FAMILIES", "NUTS", "PosteriorError", "PosteriorWarning", "Prior", "RHAT_MAX", "Sampling", "Support",
+    "sample_posterior"
+]

@@ -53,10 +53,9 @@ from sensitivity.analyses.propagation.verdict import (
     nonlinearity_verdict,
 )
 
+#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "DEFAULT_QUANTILES", "METHODS", "STATUS_NON_FINITE", "STATUS_OK", "VERDICT_CONSISTENT", "VERDICT_NONLINEAR",
-    "VERDICT_NOT_ASSESSED", "HessianFn", "Method", "MonteCarlo", "Propagation", "Unscented", "Verdict",
-    "ValueAndJacobianFn", "ValuesFn", "first_order", "input_variables",
-    "member_moments", "merge_members", "monte_carlo", "nonlinearity_verdict", "pointwise_analysis", "pointwise_std",
-    "propagate", "replicate_plan", "second_order", "sigma_points", "unscented",
+    "DEFAULT_QUANTILES", "METHODS", "MonteCarlo", "Propagation", "STATUS_NON_FINITE", "STATUS_OK", "Unscented",
+    "VERDICT_CONSISTENT", "VERDICT_NONLINEAR", "VERDICT_NOT_ASSESSED", "Verdict", "member_moments", "merge_members",
+    "pointwise_analysis", "propagate"
 ]

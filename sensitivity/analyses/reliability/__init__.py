@@ -44,29 +44,8 @@ from sensitivity.analyses.reliability.settings import METHODS, ReliabilitySettin
 from sensitivity.analyses.reliability.sorm import sorm
 from sensitivity.analyses.reliability.standard_space import Nataf, nataf
 
+#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "METHODS",
-    "ReliabilitySettings",
-    "output_hessian",
-    "plan",
-    "reliability",
-    "select_outputs",
-    "summary",
-    "FormSettings",
-    "ImportanceSettings",
-    "MonteCarloSettings",
-    "Nataf",
-    "SubsetSettings",
-    "form",
-    "importance_sampling",
-    "intersection",
-    "monte_carlo",
-    "nataf",
-    "sorm",
-    "sphere_starts",
-    "subset_simulation",
-    "threshold_events",
-    "threshold_limit_state",
-    "threshold_sensitivity",
-    "union",
+    "FormSettings", "ImportanceSettings", "METHODS", "MonteCarloSettings", "ReliabilitySettings", "SubsetSettings",
+    "plan", "reliability", "summary"
 ]

@@ -14,5 +14,8 @@ from sensitivity.analyses.verify.plan import RefinePlan, VerifyPlan
 from sensitivity.analyses.verify.refine import refine
 from sensitivity.analyses.verify.verdict import VerdictSettings
 
-__all__ = ["VERDICT", "RefinePlan", "VerdictSettings", "VerifyPlan", "gaussian_log_likelihood", "refine",
-           "verify_calibration", "verify_posterior", "verify_sobol"]
+#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
+__all__ = [
+    "RefinePlan", "VERDICT", "VerdictSettings", "VerifyPlan", "refine", "verify_calibration", "verify_posterior",
+    "verify_sobol"
+]

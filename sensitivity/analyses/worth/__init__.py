@@ -33,18 +33,8 @@ from sensitivity.analyses.worth.driver import worth
 from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.analyses.worth.settings import DesignSettings
 
+#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "FOSM",
-    "Contributions",
-    "Design",
-    "DesignSettings",
-    "ObservationWorth",
-    "WorthSettings",
-    "added_importance",
-    "fosm",
-    "next_most_important",
-    "parameter_contributions",
-    "removed_importance",
-    "summary",
-    "worth",
+    "Contributions", "Design", "DesignSettings", "FOSM", "ObservationWorth", "WorthSettings", "added_importance",
+    "fosm", "next_most_important", "parameter_contributions", "removed_importance", "summary", "worth"
 ]
