@@ -123,8 +123,7 @@ def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[]))
     out = write_atomic(ds, out_dir / "reliability.nc")
-    for severity, line in rel.summary(ds):
-        log.log(logging.WARNING if severity == "warning" else logging.INFO, line)
+    build.log_summary(log, rel.summary(ds), "reliability: ")
     if cfg.plots:
         build.file_backend()
         from sensitivity.plots.reliability import reliability_figures

@@ -45,6 +45,11 @@ def test_linear_series_of_correlated_normals_is_the_closed_form_per_day_and_thre
     assert ds["pf"].dims == ("reliability_method", "threshold", "day") and list(ds["day"].values) == [1.0, 2.0]
     assert cf_errors(path) == []
     assert {p.name for p in path.parent.glob("*.png")} >= {"reliability_fragility.png", "reliability_importance.png"}
+    from workflows.report.kinds import kind_of  # the study report tells reliability.nc and states its summary
+
+    kind = kind_of(ds)
+    facts = {fact.label: fact.value for fact in kind.summarize(ds).facts}
+    assert kind.name == "reliability" and facts["form"].startswith(f"pf in [{exact.min():.3g}, {exact.max():.3g}]")
 
 
 @pytest.mark.parametrize("override, message", [

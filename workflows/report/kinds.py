@@ -13,6 +13,7 @@ from sensitivity.analyses.verify import summary as verify
 from sensitivity.datasets.summary import Fact, Summary
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.sweep import summary as sweep
+from sensitivity.analyses.reliability.summary import summary as reliability_summary
 from sensitivity.analyses.worth.summary import summary as worth_summary
 
 xr = lazy_import("xarray")
@@ -55,6 +56,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.summary),
     Kind("data worth", lambda ds: {"added_worth", "design_choice", "posterior_variance"} <= set(ds.variables),
          worth_summary),
+    Kind("reliability", lambda ds: {"pf", "design_u", "form_beta"} <= set(ds.variables), reliability_summary),
 )
 
 #: A result of no kind above.

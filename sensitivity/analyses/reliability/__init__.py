@@ -23,7 +23,7 @@ batched callables.
 """
 from __future__ import annotations
 
-from sensitivity.analyses.reliability.dataset import summary
+from sensitivity.analyses.reliability.summary import summary
 from sensitivity.analyses.reliability.driver import output_hessian, plan, reliability
 from sensitivity.analyses.reliability.events import (
     intersection,
@@ -44,8 +44,29 @@ from sensitivity.analyses.reliability.settings import METHODS, ReliabilitySettin
 from sensitivity.analyses.reliability.sorm import sorm
 from sensitivity.analyses.reliability.standard_space import Nataf, nataf
 
-#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "FormSettings", "ImportanceSettings", "METHODS", "MonteCarloSettings", "ReliabilitySettings", "SubsetSettings",
-    "plan", "reliability", "summary"
+    "METHODS",
+    "ReliabilitySettings",
+    "output_hessian",
+    "plan",
+    "reliability",
+    "select_outputs",
+    "summary",
+    "FormSettings",
+    "ImportanceSettings",
+    "MonteCarloSettings",
+    "Nataf",
+    "SubsetSettings",
+    "form",
+    "importance_sampling",
+    "intersection",
+    "monte_carlo",
+    "nataf",
+    "sorm",
+    "sphere_starts",
+    "subset_simulation",
+    "threshold_events",
+    "threshold_limit_state",
+    "threshold_sensitivity",
+    "union",
 ]

@@ -210,7 +210,7 @@ def _verdict(methods: list[str], pf: np.ndarray, interval: np.ndarray, reference
     return flags
 
 
-def summary(ds: xr.Dataset) -> list[tuple[str, str]]:
+def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     """``(severity, line)`` pairs: the key facts of a reliability dataset.
 
     An ``info`` line per method (the range of ``pf`` over the events and its evaluations); ``warning`` lines

@@ -33,8 +33,18 @@ from sensitivity.analyses.worth.driver import worth
 from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.analyses.worth.settings import DesignSettings
 
-#: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "Contributions", "Design", "DesignSettings", "FOSM", "ObservationWorth", "WorthSettings", "added_importance",
-    "fosm", "next_most_important", "parameter_contributions", "removed_importance", "summary", "worth"
+    "FOSM",
+    "Contributions",
+    "Design",
+    "DesignSettings",
+    "ObservationWorth",
+    "WorthSettings",
+    "added_importance",
+    "fosm",
+    "next_most_important",
+    "parameter_contributions",
+    "removed_importance",
+    "summary",
+    "worth",
 ]

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
-from sensitivity.analyses.reliability import ReliabilitySettings, plan, reliability, select_outputs, summary
+from sensitivity.analyses.reliability import ReliabilitySettings, plan, reliability, select_outputs
+from sensitivity.analyses.reliability.dataset import summary_lines as summary
 from sensitivity.analyses.reliability.form import FormSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
