@@ -11,6 +11,10 @@ from sensitivity.runtime.lazy import lazy_import
 xr = lazy_import("xarray")
 
 VERDICT_NOT_ASSESSED, VERDICT_CONSISTENT, VERDICT_NONLINEAR = -1, 0, 1
+#: A method with more than this share of its model evaluations outside the parameter bounds (the unscented
+#: transform's sigma points of wide uniform inputs) is judged on the surrogate's extrapolation, which its verdict
+#: line says rather than calling the gap nonlinearity.
+EXTRAPOLATED = 0.25
 #: Rounding allowance of the verdict, in units of eps * |mean| (so exact methods are never flagged).
 _ROUNDING_ULPS = 64.0
 
@@ -105,13 +109,18 @@ def summary_lines(ds: xr.Dataset, *, bounds_hint: str = "") -> list[tuple[str, s
         if ds["status"].values[i] != STATUS_OK:
             lines.append(("warning", f"{name} failed: {ds['status_message'].values[i]}"))
         if outside > 0.01:
+            remedy = (": its sigma points lie beyond them, where the surrogate extrapolates (a smaller "
+                      "propagation.alpha keeps them nearer the mean)" if name == "unscented" else bounds_hint)
             lines.append(("warning", f"{name}: {100 * outside:.0f}% of model evaluations outside the parameter "
-                                     f"bounds{'' if name == 'unscented' else bounds_hint}"))
+                                     f"bounds{remedy}"))
         flags = ds["nonlinear"].values[i]
         if (flags < 0).all():
             continue
         gaps = np.stack([ds["output_mean_discrepancy"].values[i], ds["output_std_discrepancy"].values[i]])
         gap = np.nanmax(np.abs(gaps))
+        why = (f"; with {100 * outside:.0f}% of its evaluations outside the bounds the gap is the surrogate's "
+               "extrapolation as much as the model's nonlinearity" if outside > EXTRAPOLATED and (flags == 1).any()
+               else "")
         lines.append(("info", f"verdict: {name} disagrees with {reference} on {int((flags == 1).sum())} of "
-                              f"{flags.size} outputs (largest gap {gap:.3g} std)"))
+                              f"{flags.size} outputs (largest gap {gap:.3g} std){why}"))
     return lines
