@@ -280,14 +280,3 @@ class ExportSettings:
     rtol: float | None = None
     bench_seconds: float = 2.0
     hessian_points: int = 8
-
-
-def check_points_per_part(requested: int | None) -> None:
-    """Refuse a sweep's part size (points per part file) that is not null (sized from memory) or an integer
-    >= 1, in one line naming ``points_per_part``."""
-    import numbers
-
-    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, numbers.Integral)
-                                  or requested < 1):
-        raise ConfigError(f"`points_per_part` must be an integer >= 1 or null (parts sized from memory), "
-                          f"got {requested!r}")
