@@ -63,15 +63,18 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
 
 
 def check_workflow(name: str, cfg: Any) -> None:
-    """Check workflow ``name``'s settings in the composed ``cfg`` without running it: its ``check``, where it has
-    one (``sensitivity run`` checks every stage so before its first stage runs)."""
-    from workflows.build import with_space_file
+    """Check workflow ``name``'s settings in the composed ``cfg`` without running it: what every study checks
+    (:func:`workflows.build.check_study`), then its own ``check``, where it has one (``sensitivity run`` checks
+    every stage so before its first stage runs)."""
+    from workflows.build import check_study, with_space_file
     from workflows.schema import own_config, register
 
     register(name)
     module = importlib.import_module(WORKFLOWS[name])
+    own = with_space_file(own_config(cfg, name))
+    check_study(own)
     if hasattr(module, "check"):
-        module.check(with_space_file(own_config(cfg, name)))
+        module.check(own)
 
 
 #: The overrides that choose the study, repeated in the suggested next command.

@@ -20,19 +20,11 @@ log = logging.getLogger(__name__)
 SCHEMA = SweepConf
 
 
-def check(cfg: DictConfig) -> None:
-    """Refuse a bad ``points_per_part`` before any work (``sensitivity run`` checks every stage so)."""
-    from sensitivity.settings import check_points_per_part
-
-    check_points_per_part(cfg.points_per_part)
-
-
 def run(cfg: DictConfig) -> Path:
     """Run the sweep described by ``cfg``; return the path of ``sweep.nc``."""
     from sensitivity.datasets.write import recorded_checksum
     from sensitivity.sweep.designs import shard_bounds
 
-    check(cfg)
     space = build.space_from(cfg)
     grid = build.grid_from(cfg, space)
     shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)  # fail before loading the model
