@@ -214,3 +214,32 @@ def test_a_shift_below_the_absolute_floor_is_not_flagged_though_it_exceeds_a_tin
         VerdictSettings(index_tolerance=-0.1)
     with pytest.raises(ConfigError, match="`flag_on`"):
         VerdictSettings(flag_on="never")
+
+
+def test_the_worst_indices_list_the_flagged_ones_first_and_mark_only_them():
+    """An index tens of half-widths off but within the tolerance is shown as not flagged; flagged ones come first."""
+    from sensitivity.analyses.verify.summary import summary
+
+    space = uniform_space(10, 0.0, 1.0)
+    rows = sobol.sample(space, 256, seed=3, replicates=1)
+    half = {key: 0.02 * linear_indices(WEIGHTS)[:, None] for key in ("S1", "ST")}
+    names = ("parameter", [f"x{i}" for i in range(10)])  # as verify.nc has them
+
+    def shown(biased):
+        ds = verify_sobol(weighted(WEIGHTS), weighted(biased), rows, space, half).assign_coords(parameter_name=names)
+        (verdict,) = summary(ds).verdicts
+        return ds, [(row[0].text, float(row[2].text), row[3].text, row[3].flag) for row in verdict.worst.rows]
+
+    tiny = WEIGHTS.copy()
+    tiny[9] *= 2.0  # ST of x9: tens of half-widths, ~2e-4 in index units: within the tolerance
+    ds, table = shown(tiny)
+    assert int(ds["sobol_verdict"]) == 1 and table[0][1] > 10
+    assert all(flag == "" for *_, flag in table)  # nothing marked bad in a verdict that holds
+    assert ("no: within the tolerance", "") in [row[2:] for row in table if row[0] == "ST of x9"]
+    large = tiny.copy()
+    large[0] = 3.6  # ST of x0: several half-widths and above the tolerance
+    ds, table = shown(large)
+    flags = np.concatenate([ds["sobol_S1_flag"].values.ravel(), ds["sobol_ST_flag"].values.ravel()])
+    marked = [row for row in table if row[3]]
+    assert int(ds["sobol_verdict"]) == 0 and len(marked) == min(5, int((flags > 0).sum()))
+    assert table[:len(marked)] == marked and all(row[2] == "error" for row in marked)

@@ -81,21 +81,35 @@ def _sobol(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
     statement = (f"{_index_causes(ds, prefix)}the surrogate's Sobol' indices differ from the simulator's by at most "
                  f"{worst:.2f} sampling half-widths ({where_largest(ratios[index], index)}); {within:.0%} of the "
                  "(index, parameter, output) triples within one")
+    rows = [_index_row(ds, prefix, case) for case in _worst_cases(ds, prefix, ratios)]
+    table = Table("worst indices (flagged first, then by |surrogate - simulator| / sampling half-width)",
+                  ("index", "surrogate - simulator", "ratio", "flagged for"), tuple(rows))
+    return Verdict(name, holds, statement, table)
+
+
+def _worst_cases(ds: xr.Dataset, prefix: str, ratios: dict[str, xr.DataArray]) -> list[tuple]:
+    """``(flag, ratio, index, at)`` of the :data:`WORST` indices to show: the flagged ones first (the verdict's
+    causes), then the largest ratios (an index beyond its half-width but within the tolerance is not a failure)."""
     cases = []
     for k, ratio in ratios.items():
+        flag = ds[f"{prefix}_{k}_flag"].values.ravel() if f"{prefix}_{k}_flag" in ds else np.zeros(ratio.size, int)
         flat = ratio.values.ravel()
-        for i in np.argsort(-flat, kind="stable")[:WORST]:
-            if np.isfinite(flat[i]):
-                cases.append((float(flat[i]), k, ratio, i))
-    rows = []
-    for value, k, ratio, i in sorted(cases, key=lambda c: -c[0])[:WORST]:
-        at = dict(zip(ratio.dims, (int(n) for n in np.unravel_index(i, ratio.shape))))
-        error = ds[f"{prefix}_{k}_error"].isel(at)
-        rows.append((Cell(_position(ratio, k, at)), Cell(number(error.values)), Cell(number(value, 3),
-                                                                                      flag=BAD if value > 1 else "")))
-    table = Table("worst indices (|surrogate - simulator| / sampling half-width)",
-                  ("index", "surrogate - simulator", "ratio"), tuple(rows))
-    return Verdict(name, holds, statement, table)
+        for i in np.flatnonzero(np.isfinite(flat) | (flag > 0)):
+            at = dict(zip(ratio.dims, (int(n) for n in np.unravel_index(i, ratio.shape))))
+            cases.append((int(flag[i]), float(flat[i]), k, at))
+    return sorted(cases, key=lambda c: (c[0] == 0, -np.nan_to_num(c[1], nan=np.inf)))[:WORST]
+
+
+def _index_row(ds: xr.Dataset, prefix: str, case: tuple) -> tuple[Cell, ...]:
+    """One row of the worst indices: where, the error, its ratio to the half-width and the causes it is flagged for."""
+    from sensitivity.analyses.verify.verdict import causes
+
+    flag, value, k, at = case
+    ratio = ds[f"{prefix}_{k}_error_ratio"]
+    error = ds[f"{prefix}_{k}_error"].isel(at)
+    why = ", ".join(causes(np.array([flag]))) if flag else ("no: within the tolerance" if value > 1 else "")
+    return (Cell(_position(ratio, k, at)), Cell(number(error.values)), Cell(number(value, 3)),
+            Cell(why, flag=BAD if flag else ""))
 
 
 def where_largest(ratio: xr.DataArray, index: str) -> str:
