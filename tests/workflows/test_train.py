@@ -248,3 +248,82 @@ def test_a_simulators_kwargs_are_checked_and_its_bad_results_refused_before_anyt
                                          r"returned nan \(output 0\) at point 7 of 32, x = \["):
         train.run(cfg)
     assert not list(tmp_path.rglob("training.nc")) and not list(tmp_path.rglob("surrogate.*"))
+
+
+#: Three small members, trained quickly: enough to kill a run between members.
+RESUMED = [*TINY, "training.runs=64", "training.members=3", "training.epochs=20", "training.derivative_points=0"]
+
+
+def _member_weights(ensemble) -> list[list[np.ndarray]]:
+    """Each member's weights, read from the ensemble's ``.keras`` files."""
+    import keras
+
+    import sensitivity.training  # noqa: F401  (registers the scaling layers)
+
+    return [keras.saving.load_model(f, compile=False).get_weights() for f in sorted(ensemble.glob("member_*.keras"))]
+
+
+def _data_of(path) -> xr.Dataset:
+    with xr.open_dataset(path) as ds:
+        return ds.load().drop_attrs(deep=False)
+
+
+def _kept(parts) -> dict:
+    """``{file: (mtime, sha256)}`` of the members kept in ``parts``."""
+    from sensitivity.datasets import content_hash
+
+    return {p: (p.stat().st_mtime_ns, content_hash(p)) for p in sorted(parts.glob("member-*/*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_killed_train_keeps_its_finished_members_and_its_rerun_publishes_an_uninterrupted_runs_surrogate(
+        compose_config, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from sensitivity.training import driver
+
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    fit, trained = driver.fit, []
+
+    def killed_after_two_members(*args, **kwargs):
+        if len(trained) == 2:
+            raise KeyboardInterrupt("killed")
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "fit", killed_after_two_members)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(compose_config("train", RESUMED, output_dir=killed))
+    parts = killed / "train.parts"
+    assert sorted(p.name for p in parts.iterdir()) == ["member-0", "member-0.json", "member-1", "member-1.json",
+                                                      "simulated", "simulated.json"]
+    assert not (killed / "manifest.json").exists() and not (killed / "surrogate.ensemble").exists()
+    before = _kept(parts)
+
+    seen = {}
+
+    def counted(*args, **kwargs):
+        seen.setdefault("kept", _kept(parts))  # the kept members as the rerun found them, before it publishes
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    trained.clear()
+    monkeypatch.setattr(driver, "fit", counted)
+    with caplog.at_level(logging.INFO):
+        resumed = train.run(compose_config("train", RESUMED, output_dir=killed))
+    assert trained == [2], "only the third member (seed 0 + 2) is trained again"
+    assert "member 0: reused from an interrupted run" in caplog.text
+    assert "member 1: reused from an interrupted run" in caplog.text and "member 2: reused" not in caplog.text
+    assert "the simulator's 64 runs reused from an interrupted run" in caplog.text
+    assert seen["kept"] == before, "the kept members were read, never rewritten"
+    assert not parts.exists() and (killed / "manifest.json").is_file()  # published: nothing unfinished left
+
+    monkeypatch.undo()
+    fresh = train.run(compose_config("train", RESUMED, output_dir=clean))
+    for mine, theirs in zip(_member_weights(resumed), _member_weights(fresh), strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)  # bit-identical weights: training is deterministic per seed
+    xr.testing.assert_identical(_data_of(killed / "training.nc"), _data_of(clean / "training.nc"))
+    manifests = [json.loads((d / "surrogate.ensemble" / "ensemble.json").read_text()) for d in (killed, clean)]
+    assert manifests[0]["training_run"] == manifests[1]["training_run"]
+    assert [m["best_epoch"] for m in manifests[0]["members"]] == [m["best_epoch"] for m in manifests[1]["members"]]
