@@ -256,10 +256,11 @@ RESUMED = [*TINY, "training.runs=64", "training.members=3", "training.epochs=20"
 
 def _member_weights(ensemble) -> list[list[np.ndarray]]:
     """Each member's weights, read from the ensemble's ``.keras`` files."""
+    import importlib
+
     import keras
 
-    import sensitivity.training  # noqa: F401  (registers the scaling layers)
-
+    importlib.import_module("sensitivity.training")  # registers the scaling layers the members hold
     return [keras.saving.load_model(f, compile=False).get_weights() for f in sorted(ensemble.glob("member_*.keras"))]
 
 
