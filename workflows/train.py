@@ -164,7 +164,7 @@ PARTS = "train.parts"
 
 def _samples(cfg: DictConfig, space, simulator, kept, fingerprint: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """``(x, y, input files)``: read from ``training.data`` or simulated on the grid (the runs kept in ``kept``
-    under the run's ``fingerprint``, reused by a rerun after a kill)."""
+    under the run's ``fingerprint`` and the simulator's code, reused by a rerun after a kill)."""
     if cfg.training.data:
         path = build.repo_path(cfg.training.data)
         x, y = read_samples(path, space.names, _declared_output(cfg))
@@ -176,8 +176,11 @@ def _samples(cfg: DictConfig, space, simulator, kept, fingerprint: str) -> tuple
                           "is required")
     import hashlib
 
+    from workflows.model_inputs import simulator_hash
+
     x = training_grid(cfg, space).points()
-    key = hashlib.sha256(fingerprint.encode() + np.ascontiguousarray(x, float).tobytes()).hexdigest()
+    key = hashlib.sha256((fingerprint + simulator_hash(cfg.training.simulator)).encode()
+                         + np.ascontiguousarray(x, float).tobytes()).hexdigest()
     entry = kept.load("simulated", key)
     if entry is not None:
         log.info("train: the simulator's %d runs reused from an interrupted run (%s)", len(x), entry)

@@ -118,7 +118,10 @@ def run(cfg: DictConfig) -> Path:
 
                 from sensitivity.store.checkpoints import Checkpoints
 
-                kept = Kept(Checkpoints(results.path(PARTS)), results.fingerprint)
+                from workflows.model_inputs import simulator_hash
+
+                kept = Kept(Checkpoints(results.path(PARTS)),
+                            build.fingerprint(results.fingerprint, simulator_hash(v.simulator)))
                 _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulator, verdict,
                         kept)
                 results.publish()
@@ -314,7 +317,7 @@ def _refined_checks(parts: list, spec, space):
 @dataclass(frozen=True)
 class Kept:
     """Where a run keeps its finished work (:class:`sensitivity.store.checkpoints.Checkpoints`) and the fingerprint
-    of the run's result set, which every kept unit's fingerprint extends."""
+    of the run's result set and the simulator's code, which the kept simulator runs' fingerprints extend."""
 
     store: Any
     fingerprint: str

@@ -328,3 +328,37 @@ def test_a_killed_train_keeps_its_finished_members_and_its_rerun_publishes_an_un
     manifests = [json.loads((d / "surrogate.ensemble" / "ensemble.json").read_text()) for d in (killed, clean)]
     assert manifests[0]["training_run"] == manifests[1]["training_run"]
     assert [m["best_epoch"] for m in manifests[0]["members"]] == [m["best_epoch"] for m in manifests[1]["members"]]
+
+
+def test_kept_simulator_runs_are_not_reused_once_the_simulators_code_changed(compose_config, tmp_path, monkeypatch,
+                                                                             caplog):
+    import logging
+
+    from sensitivity.training import driver
+
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "helper.py").write_text("GAIN = 1.0\n")
+    (study / "my_simulator.py").write_text(
+        "import numpy as np\nfrom helper import GAIN\n\n\ndef f(x):\n    return GAIN * (x ** 2).sum(axis=1, keepdims=True)\n")
+    monkeypatch.syspath_prepend(str(study))
+    cfg = [*TINY, "training.runs=32", "training.members=1", "training.epochs=2", "training.derivative_points=0",
+           "training.simulator=my_simulator:f", "model.output=null"]
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(driver, "fit", killed)
+    with pytest.raises(KeyboardInterrupt):  # killed after the simulator ran: its runs are kept
+        train.run(compose_config("train", cfg, output_dir=tmp_path / "out"))
+    assert (tmp_path / "out" / "train.parts" / "simulated.json").is_file()
+    monkeypatch.undo()
+    monkeypatch.syspath_prepend(str(study))
+    (study / "helper.py").write_text("GAIN = 2.0\n")  # the simulator's own module unchanged, a helper it imports not
+    for name in ("my_simulator", "helper"):
+        sys.modules.pop(name, None)
+    with caplog.at_level(logging.INFO):
+        train.run(compose_config("train", cfg, output_dir=tmp_path / "out"))
+    assert "reused from an interrupted run" not in caplog.text
+    with xr.open_dataset(tmp_path / "out" / "training.nc") as ds:
+        np.testing.assert_allclose(ds["y"].values[:, 0], 2.0 * (ds["x"].values ** 2).sum(axis=1), rtol=1e-12)
