@@ -362,3 +362,38 @@ def test_kept_simulator_runs_are_not_reused_once_the_simulators_code_changed(com
     assert "reused from an interrupted run" not in caplog.text
     with xr.open_dataset(tmp_path / "out" / "training.nc") as ds:
         np.testing.assert_allclose(ds["y"].values[:, 0], 2.0 * (ds["x"].values ** 2).sum(axis=1), rtol=1e-12)
+
+
+def test_a_kept_member_of_other_settings_or_with_a_damaged_file_is_trained_again(compose_config, tmp_path,
+                                                                                 monkeypatch, caplog):
+    import logging
+
+    from sensitivity.training import driver
+
+    cfg = compose_config("train", [*TINY, "training.runs=32", "training.members=3", "training.epochs=2",
+                                   "training.derivative_points=0"])
+    fit, trained = driver.fit, []
+
+    def killed_after_two_members(*args, **kwargs):
+        if len(trained) == 2:
+            raise KeyboardInterrupt("killed")
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "fit", killed_after_two_members)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(cfg)
+    parts = tmp_path / "train.parts"
+    record = json.loads((parts / "member-0.json").read_text())
+    (parts / "member-0.json").write_text(json.dumps({**record, "fingerprint": "another training"}))
+    model = parts / "member-1" / "model.keras"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    trained.clear()
+    monkeypatch.setattr(driver, "fit", lambda *args, **kwargs: trained.append(kwargs["seed"]) or fit(*args, **kwargs))
+    with caplog.at_level(logging.INFO):
+        sensitivity.load_surrogate(train.run(cfg))  # and the published ensemble loads
+    assert trained == [0, 1, 2] and "member 0: reused" not in caplog.text and "member 1: reused" not in caplog.text
+    assert "member-0: kept by a run of other inputs or settings; computed again" in caplog.text
+    assert "member-1: its files do not match their record member-1.json (damaged); computed again" in caplog.text
