@@ -90,6 +90,16 @@ def declared_inputs(cfg: DictConfig) -> list[Path]:
     return paths
 
 
+def simulator_hash(source: str) -> str:
+    """One hash of the content of a simulator ``package.module:function``'s module and of the modules it imports from
+    its folder (:func:`module_files`): with its kwargs and the package versions, what its runs depend on (a run kept by
+    an interrupted run is reused only while this holds)."""
+    from sensitivity.datasets import content_hash
+    from workflows.build import fingerprint
+
+    return fingerprint(sorted(content_hash(file) for file in module_files(source.partition(":")[0])))
+
+
 def module_files(module: str) -> list[Path]:
     """The source file of ``module`` and of every module it imports, transitively, that lies in the folder of its
     top-level module (the study folder); an installed package's module (or this package's) alone, its imports left

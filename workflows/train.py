@@ -127,8 +127,13 @@ def _simulator_jacobian(t: DictConfig, shape: tuple[int, ...] | None):
 
 def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, thresholds, engine, results) -> Path:
     """Simulate or read the samples, train, save, validate and report into ``results``' staging; publish them."""
+    import shutil
+
+    from sensitivity.store.checkpoints import Checkpoints
+
     t = cfg.training
-    x, y, inputs = _samples(cfg, space, simulator)
+    kept = Checkpoints(results.path(PARTS))
+    x, y, inputs = _samples(cfg, space, simulator, kept, results.fingerprint)
     output = _output_spec(cfg, y.shape[1:])
     build.tensorflow()  # after the inputs are known to be good
     from sensitivity.datasets import provenance, write_atomic
@@ -136,8 +141,7 @@ def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, threshold
 
     trained = train_surrogate(x, y, results.staging, space=space, output=output, network=network,
                               plan=plan, engine=engine, thresholds=thresholds, simulator=simulator, simulator_jacobian=jacobian,
-                              seed=cfg.seed,
-                              log_every=t.log_every if cfg.progress else None)
+                              seed=cfg.seed, log_every=t.log_every if cfg.progress else None, checkpoints=kept)
     model_path = results.path(trained.path.name)  # where it is once published
     attrs = provenance(title=f"Training samples and validation of the surrogate {model_path.name}", workflow="train",
                        config_yaml=build.config_yaml(cfg), surrogate_source=str(model_path),
@@ -149,12 +153,18 @@ def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, threshold
     for message in trained.warnings:
         log.warning(message)
     results.publish()
+    shutil.rmtree(kept.directory, ignore_errors=True)  # the finished work is published
     log.info("surrogate: %s\nreport: %s", model_path, results.path("training.nc"))
     return model_path
 
 
-def _samples(cfg: DictConfig, space, simulator) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """``(x, y, input files)``: read from ``training.data`` or simulated on the grid."""
+#: The run directory's unfinished work of ``train``: the simulator's runs and the finished members.
+PARTS = "train.parts"
+
+
+def _samples(cfg: DictConfig, space, simulator, kept, fingerprint: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(x, y, input files)``: read from ``training.data`` or simulated on the grid (the runs kept in ``kept``
+    under the run's ``fingerprint`` and the simulator's code, reused by a rerun after a kill)."""
     if cfg.training.data:
         path = build.repo_path(cfg.training.data)
         x, y = read_samples(path, space.names, _declared_output(cfg))
@@ -164,10 +174,21 @@ def _samples(cfg: DictConfig, space, simulator) -> tuple[np.ndarray, np.ndarray,
     if simulator is None:
         raise ConfigError("`training.simulator` ('package.module:function') or `training.data` (.nc/.csv samples) "
                           "is required")
+    import hashlib
+
+    from workflows.model_inputs import simulator_hash
+
     x = training_grid(cfg, space).points()
+    key = hashlib.sha256((fingerprint + simulator_hash(cfg.training.simulator)).encode()
+                         + np.ascontiguousarray(x, float).tobytes()).hexdigest()
+    entry = kept.load("simulated", key)
+    if entry is not None:
+        log.info("train: the simulator's %d runs reused from an interrupted run (%s)", len(x), entry)
+        return x, np.load(entry / "y.npy"), []
     start = time.perf_counter()
     y = simulator(x)
     log.info("train: simulated %d points of the %s grid in %.1f s", len(x), cfg.grid.kind, time.perf_counter() - start)
+    kept.save("simulated", key, lambda tmp: np.save(tmp / "y.npy", y))
     return x, y, []
 
 

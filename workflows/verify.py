@@ -20,6 +20,12 @@ rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); t
 training.nc into ``refined/``. The verdicts of the analyses' own variables are the given surrogate's; the same
 checks of the last retrained ensemble are beside them, every variable prefixed ``refined_`` (``refined_sobol_verdict``,
 ``refined_calibration_shift_ratio``, ...).
+
+A kill loses no finished work: the simulator's runs and every member each round retrains are kept in ``verify.parts/``
+of the run directory (:class:`sensitivity.store.checkpoints.Checkpoints`, fingerprinted by the run's settings and
+inputs and by each member's training data), so a rerun of the same command takes the finished rounds from there
+("refinement round r: reused from an interrupted run"), continues at the first unfinished one and publishes what an
+uninterrupted run does; ``verify.parts/`` goes once the result set is published.
 """
 from __future__ import annotations
 
@@ -46,6 +52,8 @@ RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
 
 #: Result kinds verify reads, in the order it checks them.
 RESULTS = ("calibration", "posterior", "indices")
+#: The run directory's unfinished work of ``verify``: the simulator's runs and the members of each refinement round.
+PARTS = "verify.parts"
 
 
 @dataclass
@@ -106,8 +114,18 @@ def run(cfg: DictConfig) -> Path:
             if results.complete:
                 build.announce_complete(results, "verify")
             else:
-                _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulator, verdict)
+                import shutil
+
+                from sensitivity.store.checkpoints import Checkpoints
+
+                from workflows.model_inputs import simulator_hash
+
+                kept = Kept(Checkpoints(results.path(PARTS)),
+                            build.fingerprint(results.fingerprint, simulator_hash(v.simulator)))
+                _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulator, verdict,
+                        kept)
                 results.publish()
+                shutil.rmtree(kept.store.directory, ignore_errors=True)  # the finished work is published
     finally:
         simulator.close()
     path = results.path("verify.nc")
@@ -173,18 +191,20 @@ def _training_path(cfg: DictConfig) -> Path:
 
 
 def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], obs_path: Path | None,
-            out_dir: Path, refining: RefinePlan, training: Path | None, simulator, verdict: VerdictSettings) -> Path:
-    """Run every check (and the refinement) -> ``out_dir/verify.nc`` (and ``out_dir/refined/``)."""
+            out_dir: Path, refining: RefinePlan, training: Path | None, simulator, verdict: VerdictSettings,
+            kept: "Kept") -> Path:
+    """Run every check (and the refinement) -> ``out_dir/verify.nc`` (and ``out_dir/refined/``), keeping the
+    finished work in ``kept``."""
     from sensitivity.datasets import provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
     simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
     for key, path in chosen.items():
         chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
-    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path, verdict)
+    checks = Checks(cfg, space, surrogate, simulator, plan, obs_path, verdict, kept)
     ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], surrogate.output, space)
     verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
-    refined = _refine(cfg, space, checks, chosen, refining, training, out_dir) if refining.rounds else None
+    refined = _refine(cfg, space, checks, chosen, refining, training, out_dir, kept) if refining.rounds else None
     ds.attrs.update(provenance(title=f"Verification of {', '.join(chosen)} of {surrogate.source} against the simulator",
                                workflow="verify", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed,
@@ -217,9 +237,10 @@ def _verdict_variable(key: str) -> str:
 
 
 def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], refining: RefinePlan, training: Path,
-            out_dir: Path):
-    """Refine the ensemble on the analyses' points, retraining from ``training`` with its recorded settings; the
-    last ensemble (and its training.nc) -> ``out_dir/refined/``. Returns the rounds' dataset."""
+            out_dir: Path, kept: "Kept"):
+    """Refine the ensemble on the analyses' points, retraining from ``training`` with its recorded settings (each
+    round's members kept in ``kept``); the last ensemble (and its training.nc) -> ``out_dir/refined/``. Returns the
+    rounds' dataset."""
     import shutil
 
     from sensitivity.analyses.verify import refine
@@ -227,6 +248,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
     from sensitivity.errors import ConfigError
     from sensitivity.sweep.from_file import read_samples
     from sensitivity.settings import EngineSettings
+    from sensitivity.store.checkpoints import Checkpoints
     from sensitivity.training import train_surrogate
     from workflows.train import training_settings
 
@@ -249,13 +271,15 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         trained = train_surrogate(x_new, y_new.reshape(len(x_new), *output.shape), directory, space=space,
                                   output=output, network=network, plan=training_plan, engine=engine,
                                   thresholds=thresholds, seed=int(recorded.seed),
-                                  simulator=checks.simulator if network.jacobian_weight > 0 else None)
+                                  simulator=checks.simulator if network.jacobian_weight > 0 else None,
+                                  checkpoints=Checkpoints(kept.store.directory / f"round-{state['round']}"))
         if state["trained"] is not None:
             shutil.rmtree(state["trained"][0])
         state["trained"] = (directory, trained)
         state["checks"] = Checks(cfg, space, trained.surrogate, checks.simulator, checks.plan, checks.obs_path,
-                                 checks.verdict, checks.cache)
-        log.info("verify: refinement round %d: retrained on %d samples", state["round"], len(x_new))
+                                 checks.verdict, kept, checks.cache)
+        how = "reused from an interrupted run" if len(trained.reused) == training_plan.members else "retrained"
+        log.info("verify: refinement round %d: %s on %d samples", state["round"], how, len(x_new))
         return state["checks"].members
 
     def check(members) -> bool:
@@ -290,6 +314,15 @@ def _refined_checks(parts: list, spec, space):
     return ds.rename({name: f"refined_{name}" for name in ds.data_vars})
 
 
+@dataclass(frozen=True)
+class Kept:
+    """Where a run keeps its finished work (:class:`sensitivity.store.checkpoints.Checkpoints`) and the fingerprint
+    of the run's result set and the simulator's code, which the kept simulator runs' fingerprints extend."""
+
+    store: Any
+    fingerprint: str
+
+
 @dataclass
 class Checks:
     """The checks of one verification: the surrogate, its ensemble engine when it has one, the simulator."""
@@ -301,6 +334,7 @@ class Checks:
     plan: VerifyPlan
     obs_path: Path | None
     verdict: VerdictSettings
+    kept: Kept  # the simulator's runs, kept for a rerun after a kill
     cache: dict = field(default_factory=dict)  # the simulator's outputs by point set: a refinement runs it once
 
     def __post_init__(self) -> None:
@@ -367,8 +401,20 @@ class Checks:
 
         key = hashlib.sha256(np.ascontiguousarray(points, float).tobytes()).hexdigest()
         if key not in self.cache:
-            self.cache[key] = self.simulator(points).reshape(len(points), -1)
+            self.cache[key] = self._simulated(points, key)
         return self.cache[key]
+
+    def _simulated(self, points: np.ndarray, key: str) -> np.ndarray:
+        """The simulator's flat outputs at ``points`` (whose hash is ``key``): kept by an interrupted run, or run and
+        kept."""
+        name, fingerprint = f"simulated-{key[:16]}", f"{self.kept.fingerprint}:{key}"
+        entry = self.kept.store.load(name, fingerprint)
+        if entry is not None:
+            log.info("verify: the simulator's %d runs reused from an interrupted run (%s)", len(points), entry)
+            return np.load(entry / "y.npy")
+        y = self.simulator(points).reshape(len(points), -1)
+        self.kept.store.save(name, fingerprint, lambda tmp: np.save(tmp / "y.npy", y))
+        return y
 
     @property
     def _floor(self) -> np.ndarray:

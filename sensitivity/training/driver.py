@@ -24,6 +24,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
+from sensitivity.store.checkpoints import Checkpoints
 from sensitivity.surrogates.simulator import Simulator, SimulatorJacobian
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.training import validation
@@ -53,6 +54,8 @@ class TrainedSurrogate:
         The validation in a few human-readable lines.
     warnings
         One-line warnings about a poor fit (values, or derivatives that look worse than the values).
+    reused
+        The members taken from ``checkpoints`` (finished by an interrupted run) instead of trained.
     """
 
     path: Path
@@ -61,6 +64,7 @@ class TrainedSurrogate:
     fits: tuple[FitResult, ...]
     summary: tuple[str, ...]
     warnings: tuple[str, ...]
+    reused: tuple[int, ...] = ()
 
 
 def train_surrogate(
@@ -78,6 +82,7 @@ def train_surrogate(
     simulator_jacobian: SimulatorJacobian | None = None,
     seed: int = 0,
     log_every: int | None = None,
+    checkpoints: Checkpoints | None = None,
 ) -> TrainedSurrogate:
     """Train a surrogate (or an ensemble) of ``y = f(x)``, save it, reload it and report how well it fits.
 
@@ -114,6 +119,12 @@ def train_surrogate(
         Seeds the split; member ``k`` is trained (and resampled) with seed ``seed + k``.
     log_every
         Log one progress line every this many epochs (None: silent).
+    checkpoints
+        Where each finished member is kept (its ``.keras`` file and how its training went) under a fingerprint of
+        everything that determines it: the samples, the Sobolev targets, ``network``, ``plan``, ``seed``, the
+        member's index and the versions of this package, Keras and TensorFlow. A member kept there with the same
+        fingerprint is reused instead of trained (a rerun after a kill), and the saved model's member files are
+        copies of the kept ones. None: nothing is kept.
 
     Returns
     -------
@@ -132,17 +143,29 @@ def train_surrogate(
              len(split.train), len(split.validation), len(split.test), plan.members, list(network.hidden),
              network.activation, network.epochs)
     jacobian, targets = _jacobian_targets(x, split, space, network, plan, simulator, simulator_jacobian)
-    fits = []
+    run = _training_run(x, y, seed, network, plan)
+    fits, files, reused = [], [], []
     for k, member_split in enumerate(splits):
-        result = fit(x, y, member_split, names=space.names, units=space.units, output=output, settings=network,
-                     seed=seed + k, log_every=log_every, jacobian=jacobian)
-        log.info("%strained in %.1f s: best validation loss %.3e at epoch %d of %d",
-                 f"member {k}: " if plan.members > 1 else "", result.seconds,
-                 result.history["val_loss"][result.best_epoch - 1], result.best_epoch, len(result.history["loss"]))
+        key = _member_fingerprint(run, k, jacobian)
+        entry = checkpoints.load(f"member-{k}", key) if checkpoints is not None else None
+        if entry is not None:
+            result = _kept_member(entry, network)
+            log.info("member %d: reused from an interrupted run (%s)", k, entry)
+            reused.append(k)
+        else:
+            result = fit(x, y, member_split, names=space.names, units=space.units, output=output, settings=network,
+                         seed=seed + k, log_every=log_every, jacobian=jacobian)
+            log.info("%strained in %.1f s: best validation loss %.3e at epoch %d of %d",
+                     f"member {k}: " if plan.members > 1 else "", result.seconds,
+                     result.history["val_loss"][result.best_epoch - 1], result.best_epoch,
+                     len(result.history["loss"]))
+            if checkpoints is not None:
+                entry = checkpoints.save(f"member-{k}", key, lambda tmp, done=result: _keep_member(done, tmp))
         fits.append(result)
+        files.append(entry and entry / MEMBER_MODEL)
     scale = _spread_scale(fits, x[split.validation], y[split.validation]) if plan.members > 1 and \
         plan.calibrate_spread else None
-    path = _save(fits, Path(directory), seed, plan, scale, run=_training_run(x, y, seed, network, plan))
+    path = _save(fits, Path(directory), seed, plan, scale, run=run, files=files if checkpoints is not None else None)
     surrogate = load_surrogate(path, input_names=space.names, input_units=space.units, output=output,
                                dtype=engine.dtype)
     ensemble = compile_ensemble(surrogate, **{k: v for k, v in dataclasses.asdict(engine).items() if k != "dtype"})
@@ -171,7 +194,7 @@ def train_surrogate(
                         best_epoch=" ".join(str(f.best_epoch) for f in fits), members=str(plan.members),
                         jacobian_weight=f"{network.jacobian_weight:g}", jacobian_targets=targets)
     warnings = validation.fidelity_warnings(values, derivatives, space.names, thresholds)
-    return TrainedSurrogate(path, surrogate, report, tuple(fits), tuple(summary), tuple(warnings))
+    return TrainedSurrogate(path, surrogate, report, tuple(fits), tuple(summary), tuple(warnings), tuple(reused))
 
 
 def _jacobian_targets(x: np.ndarray, split: Split, space: ParameterSpace, network: TrainSettings, plan: TrainingPlan,
@@ -216,20 +239,70 @@ def _training_run(x: np.ndarray, y: np.ndarray, seed: int, network: TrainSetting
     return digest.hexdigest()
 
 
+def _member_fingerprint(run: str, k: int, jacobian: np.ndarray | None) -> str:
+    """The identity of member ``k`` of the training ``run`` (:func:`_training_run`): with the Sobolev targets and
+    the versions of this package, Keras and TensorFlow, everything that determines its weights."""
+    import hashlib
+
+    import keras
+    import tensorflow as tf
+
+    from sensitivity import __version__
+
+    targets = "none" if jacobian is None else hashlib.sha256(np.ascontiguousarray(jacobian, float).tobytes()).hexdigest()
+    return hashlib.sha256(repr((run, k, targets, __version__, keras.__version__, tf.__version__)).encode()).hexdigest()
+
+
+#: A kept member's model and the record of its training (:func:`_keep_member`).
+MEMBER_MODEL, MEMBER_FIT = "model.keras", "fit.json"
+
+
+def _keep_member(result: FitResult, directory: Path) -> None:
+    """Write a trained member into ``directory``: its model and how its training went (JSON floats round-trip)."""
+    import json
+
+    result.model.save(directory / MEMBER_MODEL)
+    record = {"history": {key: [float(v) for v in values] for key, values in result.history.items()},
+              "best_epoch": result.best_epoch, "seconds": result.seconds}
+    (directory / MEMBER_FIT).write_text(json.dumps(record))
+
+
+def _kept_member(directory: Path, network: TrainSettings) -> FitResult:
+    """The member kept in ``directory`` by :func:`_keep_member`, as its training returned it."""
+    import json
+
+    import keras
+
+    record = json.loads((directory / MEMBER_FIT).read_text())
+    model = keras.saving.load_model(directory / MEMBER_MODEL, safe_mode=True, compile=False)
+    return FitResult(model, {key: np.asarray(values, float) for key, values in record["history"].items()},
+                     int(record["best_epoch"]), float(record["seconds"]), network)
+
+
 def _save(fits: list[FitResult], directory: Path, seed: int, plan: TrainingPlan, scale: np.ndarray | None, *,
-          run: str) -> Path:
+          run: str, files: list[Path] | None = None) -> Path:
     """``surrogate.keras``, or the ensemble directory ``surrogate.ensemble`` with its manifest (its members
-    recorded as trainings of ``run``)."""
+    recorded as trainings of ``run``); member ``k`` is a copy of ``files[k]`` when given, else saved from its
+    model."""
+    import shutil
+
+    from sensitivity.datasets import copy_atomic
     from sensitivity.surrogates.ensemble import write_ensemble
 
+    def save_member(k: int, file: Path) -> None:
+        if files is None:
+            fits[k].model.save(file)
+        else:
+            shutil.copyfile(files[k], file)
+
     if len(fits) == 1:
-        return save_model(fits[0].model, directory / plan.saved_name)
+        target = directory / plan.saved_name
+        return copy_atomic(files[0], target) if files is not None else save_model(fits[0].model, target)
     records = [{"seed": seed + k, "bootstrap": plan.bootstrap, "best_epoch": f.best_epoch} for k, f in enumerate(fits)]
     info: dict[str, Any] = {"trained_by": "sensitivity.training.train_surrogate"}
     if scale is not None:
         info.update(spread_scale=[float(v) for v in scale], spread_scale_from="validation samples")
-    return write_ensemble(directory / plan.saved_name, lambda k, file: fits[k].model.save(file), records, info,
-                          training_run=run)
+    return write_ensemble(directory / plan.saved_name, save_member, records, info, training_run=run)
 
 
 def _spread_scale(fits: list[FitResult], x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -248,3 +248,152 @@ def test_a_simulators_kwargs_are_checked_and_its_bad_results_refused_before_anyt
                                          r"returned nan \(output 0\) at point 7 of 32, x = \["):
         train.run(cfg)
     assert not list(tmp_path.rglob("training.nc")) and not list(tmp_path.rglob("surrogate.*"))
+
+
+#: Three small members, trained quickly: enough to kill a run between members.
+RESUMED = [*TINY, "training.runs=64", "training.members=3", "training.epochs=20", "training.derivative_points=0"]
+
+
+def _member_weights(ensemble) -> list[list[np.ndarray]]:
+    """Each member's weights, read from the ensemble's ``.keras`` files."""
+    import importlib
+
+    import keras
+
+    importlib.import_module("sensitivity.training")  # registers the scaling layers the members hold
+    return [keras.saving.load_model(f, compile=False).get_weights() for f in sorted(ensemble.glob("member_*.keras"))]
+
+
+def _data_of(path) -> xr.Dataset:
+    with xr.open_dataset(path) as ds:
+        return ds.load().drop_attrs(deep=False)
+
+
+def _kept(parts) -> dict:
+    """``{file: (mtime, sha256)}`` of the members kept in ``parts``."""
+    from sensitivity.datasets import content_hash
+
+    return {p: (p.stat().st_mtime_ns, content_hash(p)) for p in sorted(parts.glob("member-*/*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_killed_train_keeps_its_finished_members_and_its_rerun_publishes_an_uninterrupted_runs_surrogate(
+        compose_config, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from sensitivity.training import driver
+
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    fit, trained = driver.fit, []
+
+    def killed_after_two_members(*args, **kwargs):
+        if len(trained) == 2:
+            raise KeyboardInterrupt("killed")
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "fit", killed_after_two_members)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(compose_config("train", RESUMED, output_dir=killed))
+    parts = killed / "train.parts"
+    assert sorted(p.name for p in parts.iterdir()) == ["member-0", "member-0.json", "member-1", "member-1.json",
+                                                      "simulated", "simulated.json"]
+    assert not (killed / "manifest.json").exists() and not (killed / "surrogate.ensemble").exists()
+    before = _kept(parts)
+
+    seen = {}
+
+    def counted(*args, **kwargs):
+        seen.setdefault("kept", _kept(parts))  # the kept members as the rerun found them, before it publishes
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    trained.clear()
+    monkeypatch.setattr(driver, "fit", counted)
+    with caplog.at_level(logging.INFO):
+        resumed = train.run(compose_config("train", RESUMED, output_dir=killed))
+    assert trained == [2], "only the third member (seed 0 + 2) is trained again"
+    assert "member 0: reused from an interrupted run" in caplog.text
+    assert "member 1: reused from an interrupted run" in caplog.text and "member 2: reused" not in caplog.text
+    assert "the simulator's 64 runs reused from an interrupted run" in caplog.text
+    assert seen["kept"] == before, "the kept members were read, never rewritten"
+    assert not parts.exists() and (killed / "manifest.json").is_file()  # published: nothing unfinished left
+
+    monkeypatch.undo()
+    fresh = train.run(compose_config("train", RESUMED, output_dir=clean))
+    for mine, theirs in zip(_member_weights(resumed), _member_weights(fresh), strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)  # bit-identical weights: training is deterministic per seed
+    xr.testing.assert_identical(_data_of(killed / "training.nc"), _data_of(clean / "training.nc"))
+    manifests = [json.loads((d / "surrogate.ensemble" / "ensemble.json").read_text()) for d in (killed, clean)]
+    assert manifests[0]["training_run"] == manifests[1]["training_run"]
+    assert [m["best_epoch"] for m in manifests[0]["members"]] == [m["best_epoch"] for m in manifests[1]["members"]]
+
+
+def test_kept_simulator_runs_are_not_reused_once_the_simulators_code_changed(compose_config, tmp_path, monkeypatch,
+                                                                             caplog):
+    import logging
+
+    from sensitivity.training import driver
+
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "helper.py").write_text("GAIN = 1.0\n")
+    (study / "my_simulator.py").write_text(
+        "import numpy as np\nfrom helper import GAIN\n\n\ndef f(x):\n    return GAIN * (x ** 2).sum(axis=1, keepdims=True)\n")
+    monkeypatch.syspath_prepend(str(study))
+    cfg = [*TINY, "training.runs=32", "training.members=1", "training.epochs=2", "training.derivative_points=0",
+           "training.simulator=my_simulator:f", "model.output=null"]
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(driver, "fit", killed)
+    with pytest.raises(KeyboardInterrupt):  # killed after the simulator ran: its runs are kept
+        train.run(compose_config("train", cfg, output_dir=tmp_path / "out"))
+    assert (tmp_path / "out" / "train.parts" / "simulated.json").is_file()
+    monkeypatch.undo()
+    monkeypatch.syspath_prepend(str(study))
+    (study / "helper.py").write_text("GAIN = 2.0\n")  # the simulator's own module unchanged, a helper it imports not
+    for name in ("my_simulator", "helper"):
+        sys.modules.pop(name, None)
+    with caplog.at_level(logging.INFO):
+        train.run(compose_config("train", cfg, output_dir=tmp_path / "out"))
+    assert "reused from an interrupted run" not in caplog.text
+    with xr.open_dataset(tmp_path / "out" / "training.nc") as ds:
+        np.testing.assert_allclose(ds["y"].values[:, 0], 2.0 * (ds["x"].values ** 2).sum(axis=1), rtol=1e-12)
+
+
+def test_a_kept_member_of_other_settings_or_with_a_damaged_file_is_trained_again(compose_config, tmp_path,
+                                                                                 monkeypatch, caplog):
+    import logging
+
+    from sensitivity.training import driver
+
+    cfg = compose_config("train", [*TINY, "training.runs=32", "training.members=3", "training.epochs=2",
+                                   "training.derivative_points=0"])
+    fit, trained = driver.fit, []
+
+    def killed_after_two_members(*args, **kwargs):
+        if len(trained) == 2:
+            raise KeyboardInterrupt("killed")
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "fit", killed_after_two_members)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(cfg)
+    parts = tmp_path / "train.parts"
+    record = json.loads((parts / "member-0.json").read_text())
+    (parts / "member-0.json").write_text(json.dumps({**record, "fingerprint": "another training"}))
+    model = parts / "member-1" / "model.keras"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    trained.clear()
+    monkeypatch.setattr(driver, "fit", lambda *args, **kwargs: trained.append(kwargs["seed"]) or fit(*args, **kwargs))
+    with caplog.at_level(logging.INFO):
+        sensitivity.load_surrogate(train.run(cfg))  # and the published ensemble loads
+    assert trained == [0, 1, 2] and "member 0: reused" not in caplog.text and "member 1: reused" not in caplog.text
+    assert "member-0: kept by a run of other inputs or settings; computed again" in caplog.text
+    assert "member-1: its files do not match their record member-1.json (damaged); computed again" in caplog.text

@@ -263,3 +263,78 @@ def test_strict_makes_a_failing_verdict_a_non_zero_exit_after_publishing_it(comp
     assert strict.returncode == 1, strict.stderr[-2000:]
     assert "verify.strict: the verdict fails" in strict.stdout + strict.stderr
     assert "Traceback" not in strict.stdout + strict.stderr and (tmp_path / "cli" / "verify.nc").is_file()
+
+
+def _data_of(path):
+    import xarray as xr
+
+    with xr.open_dataset(path) as ds:
+        return ds.load().drop_attrs(deep=False)
+
+
+def _kept_round(parts, r: int) -> dict:
+    """``{file: (mtime, sha256)}`` of the members refinement round ``r`` kept in ``parts``."""
+    from sensitivity.datasets import content_hash
+
+    return {p: (p.stat().st_mtime_ns, content_hash(p)) for p in sorted(parts.glob(f"round-{r}/member-*/*"))}
+
+
+@pytest.mark.slow
+def test_a_killed_refinement_continues_at_its_first_unfinished_round_and_equals_an_uninterrupted_run(
+        compose_config, tmp_path, monkeypatch, caplog):
+    import logging
+
+    import xarray as xr
+
+    from sensitivity.training import driver
+    from workflows import train
+
+    common = ["model=ishigami", "space=ishigami", "jacobian=float64", "jacobian.jit_compile=false"]
+    source = train.run(compose_config("train", [
+        *common, "grid.n=48", "training.simulator=sensitivity.simulators.analytic:ishigami", "training.members=3",
+        "training.epochs=20", "training.hidden=[16,16]", "training.derivative_points=0"], output_dir=tmp_path / "train"))
+    model = [f"model.source={source}", "model.kwargs={}"]
+    result = indices.run(compose_config("indices", [*common, *model, "methods=[sobol]", "sobol.n=256", "plots=false"],
+                                        output_dir=tmp_path / "indices"))
+    refining = [*common, *model, f"verify.indices={result}", "verify.sobol_rows=16", "refine.rounds=2",
+                "refine.runs_per_round=16"]
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    fit, trained = driver.fit, []
+
+    def killed_in_round_two(*args, **kwargs):
+        if len(trained) == 3:  # round 1 retrained its 3 members: the kill comes as round 2 starts
+            raise KeyboardInterrupt("killed")
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "fit", killed_in_round_two)
+    with pytest.raises(KeyboardInterrupt):
+        verify.run(compose_config("verify", refining, output_dir=killed))
+    parts = killed / "verify.parts"
+    assert (parts / "round-1" / "member-2.json").is_file() and not (parts / "round-2").exists()
+    assert not (killed / "manifest.json").exists() and not (killed / "verify.nc").exists()
+    before, seen = _kept_round(parts, 1), {}
+
+    def counted(*args, **kwargs):
+        seen.setdefault("kept", _kept_round(parts, 1))  # round 1 as the rerun found it, before it publishes
+        trained.append(kwargs["seed"])
+        return fit(*args, **kwargs)
+
+    trained.clear()
+    monkeypatch.setattr(driver, "fit", counted)
+    with caplog.at_level(logging.INFO):
+        resumed = verify.run(compose_config("verify", refining, output_dir=killed))
+    assert len(trained) == 3, "only round 2's three members are trained"
+    assert "verify: refinement round 1: reused from an interrupted run on 64 samples" in caplog.text
+    assert "verify: refinement round 2: retrained on 80 samples" in caplog.text
+    assert "the simulator's 80 runs reused from an interrupted run" in caplog.text
+    assert seen["kept"] == before and len(before) == 6, "round 1's members were read, never rewritten"
+    assert not parts.exists() and (killed / "manifest.json").is_file()
+
+    monkeypatch.undo()
+    fresh = verify.run(compose_config("verify", refining, output_dir=clean))
+    with open_result(resumed) as ds:
+        assert ds.sizes["round"] == 3 and ds.attrs["refine_outcome"] == "budget spent"
+        np.testing.assert_array_equal(ds["refine_training_size"].values, [48, 64, 80])
+    xr.testing.assert_identical(_data_of(resumed), _data_of(fresh))
+    xr.testing.assert_identical(_data_of(killed / "refined" / "training.nc"), _data_of(clean / "refined" / "training.nc"))
