@@ -6,38 +6,25 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.callables import BatchedModel
-from sensitivity.analyses.calibration import ObservationModel, calibrate_ensemble
+from sensitivity.analyses.calibration import calibrate_ensemble
 from sensitivity.inputs.space import ParameterSpace
+from tests.helpers.biased_ensemble import A, K, SIGMA, biased_ensemble
 
-A = np.array([[1.0, 0.2], [0.5, 1.0], [1.0, -0.4], [0.3, 0.8], [0.9, 0.1], [0.2, 1.2]])
-SIGMA, TAU, K, LEVEL = 0.02, 0.1, 5, 0.95  # noise; members' offsets far larger
+LEVEL = 0.95
 
 
-def biased_ensemble(rng: np.random.Generator, truth: np.ndarray, a: np.ndarray = A):
-    """Observations of ``a x + c_0`` and ``K`` members ``a x + c_k``, the offsets ``c`` i.i.d. N(0, TAU^2): the
-    simulator exchangeable with the members (one more draw), the ensemble mean biased by ``mean(c_1..K)``."""
-    m = len(a)
-    offsets = rng.normal(0.0, TAU, (K + 1, m))
-    y = a @ truth + offsets[0] + rng.normal(0.0, SIGMA, m)
-    members = offsets[1:]
-
-    def member(k):
-        return lambda x: (x @ a.T + members[k], np.broadcast_to(a, (len(x), m, a.shape[1])))
-
-    mean = BatchedModel(value_and_jacobian=lambda x: (x @ a.T + members.mean(axis=0),
-                                                      np.broadcast_to(a, (len(x), m, a.shape[1]))))
-    values = lambda x: np.stack([x @ a.T + b for b in members])  # noqa: E731
-    return mean, [member(k) for k in range(K)], values, ObservationModel.from_arrays(y, sigma=SIGMA), members
+def fit(e, **problem):
+    """:func:`calibrate_ensemble` of a :func:`biased_ensemble`."""
+    return calibrate_ensemble(e.mean, e.members, e.values, e.observations, **problem)
 
 
 def test_the_combined_interval_is_the_closed_form_fit_interval_widened_by_the_members_spread():
     """Oracle: ordinary least squares for the ensemble mean and each member, ``z`` and Student's ``t`` from scipy."""
     rng = np.random.default_rng(0)
     truth = np.array([0.7, -0.3])
-    mean, members, values, obs, offsets = biased_ensemble(rng, truth)
-    ds = calibrate_ensemble(mean, members, values, obs, starts=np.zeros((1, 2)))
-    y = obs.y_obs
+    e = biased_ensemble(rng, truth)
+    ds = fit(e, starts=np.zeros((1, 2)))
+    y, offsets = e.observations.y_obs, e.offsets[1:]
     estimate = np.linalg.lstsq(A, y - offsets.mean(axis=0), rcond=None)[0]
     se = SIGMA * np.sqrt(np.diag(np.linalg.inv(A.T @ A)))
     own = np.array([np.linalg.lstsq(A, y - b, rcond=None)[0] for b in offsets])
@@ -54,9 +41,8 @@ def test_a_log_parameters_combined_interval_is_symmetric_in_log_x():
     rng = np.random.default_rng(1)
     space = ParameterSpace.from_records([dict(name="a", units="m", low=0.1, high=10.0),
                                          dict(name="b", units="1", low=-5.0, high=5.0)])
-    mean, members, values, obs, offsets = biased_ensemble(rng, np.array([2.0, -0.3]))
-    ds = calibrate_ensemble(mean, members, values, obs, starts=np.array([[1.0, 0.0]]), space=space,
-                            log_parameters=np.array([True, False]))
+    ds = fit(biased_ensemble(rng, np.array([2.0, -0.3])), starts=np.array([[1.0, 0.0]]), space=space,
+             log_parameters=np.array([True, False]))
     best = int(ds["best_start"])
     low, high = np.log(ds["estimate_combined_interval"].values[0])
     log_estimate = np.log(ds["estimate"].values[best, 0])
@@ -78,7 +64,7 @@ def test_the_combined_interval_covers_the_truth_at_its_level_where_the_fits_own_
     for seed in range(runs):
         rng = np.random.default_rng(100 + seed)
         truth = rng.uniform(-1, 1, 2)
-        ds = calibrate_ensemble(*biased_ensemble(rng, truth)[:4], starts=np.zeros((1, 2)))
+        ds = fit(biased_ensemble(rng, truth), starts=np.zeros((1, 2)))
         for name, interval in (("fit", ds["parameter_interval"].values[int(ds["best_start"])]),
                                ("combined", ds["estimate_combined_interval"].values)):
             held[name] += int(((interval[:, 0] <= truth) & (truth <= interval[:, 1])).sum())
@@ -93,8 +79,7 @@ def test_members_whose_fit_failed_are_left_out_and_fewer_than_two_give_nan(faile
     from sensitivity.analyses.calibration.emulator import estimate_combined_interval
 
     rng = np.random.default_rng(3)
-    mean, members, values, obs, _ = biased_ensemble(rng, np.array([0.7, -0.3]))
-    ds = calibrate_ensemble(mean, members, values, obs, starts=np.zeros((1, 2)))
+    ds = fit(biased_ensemble(rng, np.array([0.7, -0.3])), starts=np.zeros((1, 2)))
     ds["estimate_member"][:failed] = np.nan
     combined = estimate_combined_interval(ds).values
     if failed == 4:
@@ -102,6 +87,25 @@ def test_members_whose_fit_failed_are_left_out_and_fewer_than_two_give_nan(faile
     else:
         kept = ds["estimate_member"].values[failed:]
         half = combined[:, 1] - ds["estimate"].values[int(ds["best_start"])]
-        fit = np.diff(ds["parameter_interval"].values[int(ds["best_start"])], axis=-1)[:, 0] / 2
+        own = np.diff(ds["parameter_interval"].values[int(ds["best_start"])], axis=-1)[:, 0] / 2
         surrogate = stats.t.ppf(0.975, K - failed - 1) * np.sqrt(1 + 1 / (K - failed)) * kept.std(axis=0, ddof=1)
-        np.testing.assert_allclose(half, np.hypot(fit, surrogate), rtol=1e-9)
+        np.testing.assert_allclose(half, np.hypot(own, surrogate), rtol=1e-9)
+
+
+def test_the_summary_shows_the_combined_interval_beside_the_fits_and_whether_it_holds_the_truth():
+    from sensitivity.analyses.calibration.observations import with_true_parameters
+    from sensitivity.analyses.calibration.summary import summary
+    from sensitivity.datasets.summary_text import interval
+
+    truth = np.array([0.7, -0.3])
+    ds = with_true_parameters(fit(biased_ensemble(np.random.default_rng(4), truth), starts=np.zeros((1, 2))),
+                              {"p0": truth[0], "p1": truth[1]})
+    table = summary(ds).tables[0]
+    at = table.columns.index("95% interval")
+    assert table.columns[at + 1] == "95% combined interval (fit and surrogate)"
+    assert table.columns[-1] == "inside the combined interval"
+    for j, row in enumerate(table.rows):
+        low, high = ds["estimate_combined_interval"].values[j]
+        assert row[at + 1].text == interval(low, high)
+        assert row[-1].text == ("yes" if low <= truth[j] <= high else "no")
+    assert "spread of the 5 members' own estimates" in table.note
