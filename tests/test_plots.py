@@ -209,6 +209,27 @@ def test_an_ensembles_calibration_draws_the_combined_interval_of_its_estimates(d
         np.testing.assert_allclose(drawn_bounds, (interval - estimate[:, None]) / se[:, None], rtol=1e-9)
 
 
+def test_an_ensembles_posterior_predictive_draws_its_band_with_the_surrogates_error(drawn, tmp_path):
+    """The reference (the posterior predictive)'s ``output_band_combined_interval`` as dotted whiskers with wide
+    caps, in the legend and the title; the axes hold it."""
+    from sensitivity.plots.propagation import propagation_figure
+    from tests.helpers.biased_ensemble import ensemble_predictive
+
+    ds, _, _ = ensemble_predictive(0)
+    ds.to_netcdf(tmp_path / "propagation.nc")
+    propagation_figure(tmp_path / "propagation.nc", tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert "posterior band with the surrogate's error" in d.legend
+    assert "dotted: posterior's band with the surrogate's error" in d.suptitle
+    top = d.panels[0]
+    (wide,) = [c for c in top.containers if c.get_label() == "posterior band with the surrogate's error"]
+    segments = wide.lines[2][0].get_segments()
+    expected = ds["output_band_combined_interval"].isel(propagation_method=1).values
+    np.testing.assert_allclose([[s[0, 1], s[1, 1]] for s in segments], expected, rtol=1e-9)
+    low, high = top.get_ylim()
+    assert low <= expected.min() and expected.max() <= high
+
+
 # ----------------------------------------------------------------------------- propagation
 def test_propagation_figure(study, drawn, tmp_path):
     from sensitivity.plots.propagation import propagation_figure

@@ -8,36 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.callables import BatchedModel
-from sensitivity.analyses.propagation import Propagation, member_moments, merge_members, propagate
 from sensitivity.analyses.propagation.ensemble import pointwise_spread
-from sensitivity.inputs.uncertainty import gaussian_inputs
-from sensitivity.outputs.spec import OutputSpec
-from tests.helpers.biased_ensemble import A, K, SIGMA, biased_ensemble
+from tests.helpers.biased_ensemble import A, K, ensemble_predictive as predictive
 
-SETTINGS = Propagation(methods=("first_order",), quantiles=(0.025, 0.5, 0.975))
-OUTPUT = OutputSpec.from_dict({"name": "y", "units": "m",
-                               "dims": [{"name": "output", "values": [f"y{j}" for j in range(len(A))]}]})
 POSTERIOR = 1  # the posterior predictive's position on propagation_method
-
-
-def predictive(seed: int, chains: int = 4, draws: int = 500):
-    """The ensemble's predictive of the closed-form posterior of the mean's fit (flat prior, known noise:
-    ``N(lstsq(A, y - mean c), SIGMA^2 (A'A)^-1)``), and a new draw of the simulator's predictive."""
-    rng = np.random.default_rng(seed)
-    e = biased_ensemble(rng, rng.uniform(-1, 1, 2))
-    estimate = np.linalg.lstsq(A, e.observations.y_obs - e.offsets[1:].mean(axis=0), rcond=None)[0]
-    cov = SIGMA**2 * np.linalg.inv(A.T @ A)
-    x = rng.multivariate_normal(estimate, cov, (chains, draws))
-    inputs = gaussian_inputs(estimate, cov, names=["p0", "p1"], units=["1", "1"])
-    mean = e.mean.value_and_jacobian
-    primary = propagate(BatchedModel(values=lambda p: mean(p)[0], value_and_jacobian=mean, output=OUTPUT), inputs,
-                        SETTINGS, seed=seed, draws=x)
-    stacked = BatchedModel(values=e.stacked, value_and_jacobian=lambda p: (e.stacked(p), np.tile(
-        np.broadcast_to(A, (len(p), *A.shape)), (1, K, 1))), output=OUTPUT)
-    ds = merge_members(primary, member_moments(stacked, inputs, K, SETTINGS, seed=seed, draws=x), SETTINGS.level)
-    simulator = A @ rng.multivariate_normal(estimate, cov) + e.offsets[0]
-    return ds, e, simulator
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +38,19 @@ def test_the_band_is_the_predictive_quantiles_and_the_combined_band_adds_the_mem
         assert ds[name].dims == ("propagation_method", "output", "bound")
         assert ds[name].attrs["units"] == "m" and ds[name].attrs["level"] == pytest.approx(0.95)
     assert "members' spread combined" in combined.attrs["long_name"]
+
+
+def test_the_summary_shows_each_methods_band_beside_the_band_with_the_surrogates_error(one):
+    from sensitivity.analyses.propagation.summary import summary
+    from sensitivity.datasets.summary_text import number
+
+    ds, _, _ = one
+    (table,) = [t for t in summary(ds).tables if "band of the outputs" in t.caption]
+    assert table.caption == "Ensemble: the 95% band of the outputs, and with the surrogate's error"
+    assert table.columns[3:] == ("band", "band with the surrogate's error", "members' std at the samples")
+    row = next(r for r in table.rows if r[0].text == "output = y0" and r[2].text == "posterior")
+    low, high = ds["output_band_combined_interval"].isel(propagation_method=POSTERIOR, output=0).values
+    assert row[4].text == f"[{number(low)}, {number(high)}]"
 
 
 def test_the_pointwise_spread_is_the_members_variance_at_each_sample_averaged_over_them():
