@@ -23,9 +23,10 @@ ALONG = 5
 
 def summary(ds: xr.Dataset) -> Summary:
     """Per method: its status, the share of model evaluations outside the bounds and the linearity verdict against
-    the reference; the output mean and std of every method at the outputs shown; on an ensemble, their sampling
-    interval beside the combined one (sampling and surrogate) and the members' spread, and each method's band (the
-    posterior predictive's among them) beside the band with the surrogate's error; the verdict's warnings."""
+    the reference; the output mean and std of every method at the outputs shown; on an ensemble,
+    each method's band (the posterior predictive's among them) beside the band with the surrogate's error, and the
+    mean's and std's sampling interval beside the combined one (sampling and surrogate) and the members' spread;
+    the verdict's warnings."""
     verdict = ds["nonlinear"].attrs if "nonlinear" in ds else {}
     reference = verdict.get("verdict_reference")
     facts = [Fact("inputs", str(ds.attrs.get("input_source") or ds.attrs.get("input_distribution", "not recorded"))),
@@ -38,10 +39,10 @@ def summary(ds: xr.Dataset) -> Summary:
                                      f"{verdict.get('verdict_rtol', 0.05):g} of its std"))
     lines = summary_lines(ds) if "nonlinear" in ds else []
     tables = [_methods(ds), _moments(ds, reference)]
-    if "output_mean_combined_interval" in ds:
-        tables.append(_combined(ds, reference))
     if "output_band_combined_interval" in ds:
         tables.append(_bands(ds, reference))
+    if "output_mean_combined_interval" in ds:
+        tables.append(_combined(ds, reference))
     return Summary(str(ds.attrs.get("title", "propagation")), tuple(facts), tuple(tables),
                    warnings=recorded_warnings(ds) + tuple(line for severity, line in lines if severity == "warning"))
 
