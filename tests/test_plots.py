@@ -179,6 +179,57 @@ def test_calibration_fit_has_error_bars_and_the_band(study, drawn, tmp_path):
             assert any(c.get_label().startswith("95% delta-method band") for c in ax.collections)
 
 
+def test_an_ensembles_calibration_draws_the_combined_interval_of_its_estimates(drawn, tmp_path):
+    """The figure's thick whiskers are ``estimate_combined_interval``, the thin ones ``parameter_interval``, both in
+    standard errors of the fit about its estimate; the members' own estimates and the true values beside them."""
+    from sensitivity.analyses.calibration import calibrate_ensemble
+    from sensitivity.analyses.calibration.observations import with_true_parameters
+    from sensitivity.plots.calibration import calibration_figures
+    from tests.helpers.biased_ensemble import biased_ensemble
+
+    truth = np.array([0.7, -0.3])
+    e = biased_ensemble(np.random.default_rng(0), truth)
+    ds = calibrate_ensemble(e.mean, e.members, e.values, e.observations, starts=np.zeros((1, 2)))
+    ds = with_true_parameters(ds, {"p0": truth[0], "p1": truth[1]}).drop_vars("message")
+    ds.to_netcdf(tmp_path / "calibration.nc")
+    written = calibration_figures(tmp_path / "calibration.nc", tmp_path)
+    assert written[-1].name == "calibration_estimates.png"
+    d = drawn["calibration_estimates.png"]
+    (ax,) = d.panels
+    assert ticks(ax) == ["p0", "p1"]
+    assert d.legend == ["each member's own estimate", "true value", "95% combined interval (fit and surrogate)",
+                        "best fit, its 95% interval", "with the emulator variance"]
+    best = int(ds["best_start"])
+    se, estimate = ds["standard_error"].values[best], ds["estimate"].values[best]
+    bars = {c.get_label(): c.lines[2][0].get_segments() for c in ax.containers}
+    for label, name in (("95% combined interval (fit and surrogate)", "estimate_combined_interval"),
+                        ("best fit, its 95% interval", "parameter_interval")):
+        drawn_bounds = np.array([[s[0, 1], s[1, 1]] for s in bars[label]])
+        interval = ds[name].values if name != "parameter_interval" else ds[name].values[best]
+        np.testing.assert_allclose(drawn_bounds, (interval - estimate[:, None]) / se[:, None], rtol=1e-9)
+
+
+def test_an_ensembles_posterior_predictive_draws_its_band_with_the_surrogates_error(drawn, tmp_path):
+    """The reference (the posterior predictive)'s ``output_band_combined_interval`` as dotted whiskers with wide
+    caps, in the legend and the title; the axes hold it."""
+    from sensitivity.plots.propagation import propagation_figure
+    from tests.helpers.biased_ensemble import ensemble_predictive
+
+    ds, _, _ = ensemble_predictive(0)
+    ds.to_netcdf(tmp_path / "propagation.nc")
+    propagation_figure(tmp_path / "propagation.nc", tmp_path / "propagation.png")
+    d = drawn["propagation.png"]
+    assert "posterior band with the surrogate's error" in d.legend
+    assert "dotted: posterior's band with the surrogate's error" in d.suptitle
+    top = d.panels[0]
+    (wide,) = [c for c in top.containers if c.get_label() == "posterior band with the surrogate's error"]
+    segments = wide.lines[2][0].get_segments()
+    expected = ds["output_band_combined_interval"].isel(propagation_method=1).values
+    np.testing.assert_allclose([[s[0, 1], s[1, 1]] for s in segments], expected, rtol=1e-9)
+    low, high = top.get_ylim()
+    assert low <= expected.min() and expected.max() <= high
+
+
 # ----------------------------------------------------------------------------- propagation
 def test_propagation_figure(study, drawn, tmp_path):
     from sensitivity.plots.propagation import propagation_figure

@@ -224,9 +224,11 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
         from sensitivity.analyses.propagation import member_moments, merge_members
 
         log.info("propagate: the same inputs through each of the %d members", ensemble.members)
-        stacked = BatchedModel(values=ensemble.stacked_values, value_and_jacobian=ensemble.stacked_value_and_jacobian,
-                               hessian=_member_hessian(cfg, surrogate) if hessian is not None else None, output=spec)
-        members = member_moments(stacked, inputs, ensemble.members, settings, seed=cfg.seed, draws=draws)
+        side_by_side = BatchedModel(values=ensemble.stacked_values,
+                                    value_and_jacobian=ensemble.stacked_value_and_jacobian,
+                                    hessian=_member_hessian(cfg, surrogate) if hessian is not None else None,
+                                    output=spec)
+        members = member_moments(side_by_side, inputs, ensemble.members, settings, seed=cfg.seed, draws=draws)
         ds = merge_members(ds, members, settings.level)
     if reference == "posterior":
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"

@@ -15,7 +15,8 @@ MAX_STARTS = 200
 
 def calibration_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
     """``calibration_fit.png``, ``calibration_convergence.png`` and ``calibration_correlation.png`` of a
-    ``calibration.nc`` file, written to ``out_dir``."""
+    ``calibration.nc`` file, written to ``out_dir``; of an ensemble's calibration (``estimate_combined_interval``),
+    ``calibration_estimates.png`` too (:func:`estimates_figure`)."""
     out_dir = Path(out_dir)
     with xr.open_dataset(path) as ds:
         ds = ds.load()
@@ -23,6 +24,8 @@ def calibration_figures(path: str | Path, out_dir: str | Path) -> list[Path]:
                correlation_figure(ds, out_dir / "calibration_correlation.png")]
     if "history_cost" in ds:
         figures.insert(1, convergence_figure(ds, out_dir / "calibration_convergence.png"))
+    if "estimate_combined_interval" in ds:
+        figures.append(estimates_figure(ds, out_dir / "calibration_estimates.png"))
     return figures
 
 
@@ -112,6 +115,47 @@ def convergence_figure(ds: xr.Dataset, figure_path: str | Path, max_starts: int 
     shown = min(max_starts, cost.shape[0])
     ax.set_title(f"convergence of {shown} of {cost.shape[0]} starts ({int(ds['n_minima'])} distinct minima; "
                  "colour = minimum, grey = failed)", fontsize="medium")
+    return lay.save(fig, figure_path)
+
+
+def estimates_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
+    """An ensemble's estimates per parameter, in the best fit's standard errors about its estimate: the fit's
+    interval (thin whiskers), the combined interval of fit and surrogate (thick, translucent), each member's own
+    estimate (dots), the emulator-variance fit with its interval, and a true value where the observations are
+    synthetic. One panel whatever the parameters' units; a parameter without a standard error is left empty."""
+    best = ds.isel(start=_best(ds))
+    names = [str(name) for name in ds["parameter_name"].values]
+    estimate, se = best["estimate"].values, best["standard_error"].values
+    scale = np.where(np.isfinite(se) & (se > 0), se, np.nan)
+
+    def scaled(values: np.ndarray) -> np.ndarray:
+        return (np.asarray(values, float) - estimate) / scale
+
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 1.2 + 0.7 * len(names))), 4.2), constrained_layout=True)
+    level = float(ds["estimate_combined_interval"].attrs.get("level", ds.attrs.get("level", 0.95)))
+    combined = scaled(ds["estimate_combined_interval"].values.T)  # [bound, parameter]
+    fitted = scaled(best["parameter_interval"].values.T)
+    ax.errorbar(x, np.zeros(len(x)), yerr=[-combined[0], combined[1]], fmt="none", elinewidth=10, alpha=0.3,
+                color="C0", label=f"{level:.0%} combined interval (fit and surrogate)")
+    ax.errorbar(x, np.zeros(len(x)), yerr=[-fitted[0], fitted[1]], fmt="o", capsize=4, color="C0",
+                label=f"best fit, its {level:.0%} interval")
+    members = scaled(ds["estimate_member"].transpose("member", "parameter").values)
+    for k, row in enumerate(members):
+        ax.plot(x + 0.2, row, ".", color="C2", label="each member's own estimate" if k == 0 else None)
+    if "estimate_emulator" in ds:
+        emulator, low_high = scaled(ds["estimate_emulator"].values), scaled(ds["parameter_interval_emulator"].values.T)
+        ax.errorbar(x - 0.2, emulator, yerr=[emulator - low_high[0], low_high[1] - emulator], fmt="s", capsize=3,
+                    color="C1", label="with the emulator variance")
+    if "true_parameter" in ds:
+        ax.plot(x, scaled(ds["true_parameter"].values), "x", color="k", ms=8, label="true value")
+    lay.category_ticks(ax, names)
+    ax.axhline(0.0, color="0.6", lw=0.6)
+    ax.set_ylabel("(value - estimate) / standard error")
+    ax.set_title(f"estimates of the {ds.sizes['member']}-member ensemble, in the best fit's standard errors",
+                 fontsize="medium")
+    handles, texts = ax.get_legend_handles_labels()
+    fig.legend(handles, texts, loc="outside lower center", ncol=2, fontsize="small")
     return lay.save(fig, figure_path)
 
 

@@ -29,8 +29,10 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         bands along a series or as points with whiskers for named scalars; below, ``max(|mean gap|,
         |std gap|)`` of each method against the verdict's reference (the posterior predictive when
         present, else Monte Carlo), in the reference's std, flagged outputs marked with a cross; on an ensemble, the
-        mean's combined interval (``output_mean_combined_interval``) as a darker band or a thick bar. A 2-D
-        field: maps of each method's mean, band width and verdict gap (columns: methods).
+        mean's combined interval (``output_mean_combined_interval``) as a darker band or a thick bar, and the
+        reference's band with the surrogate's error (``output_band_combined_interval``: the posterior predictive's
+        when present) as dotted lines or dotted whiskers with wide caps. A 2-D field: maps of each method's mean,
+        band width and verdict gap (columns: methods).
     """
     with xr.open_dataset(path) as ds:
         ds = ds.load()
@@ -39,6 +41,7 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     names = lay.labels(ds, "propagation_method")
     low, high, prob = _band(ds)
     combined = ds.get("output_mean_combined_interval")  # an ensemble's: the mean's sampling and surrogate error
+    wide = ds.get("output_band_combined_interval")  # an ensemble's: the band with the surrogate's error
     quantity = ds.attrs.get("output_long_name") or "output"
     if plan.kind == "map":
         return _maps(ds, plan, names, low, high, prob, quantity, figure_path)
@@ -57,6 +60,8 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
         m, lo, hi = (lay.along_x(v, plan, panel) for v in (mean, low, high))  # [method, x]
         if combined is not None:
             c_lo, c_hi = (lay.along_x(combined.isel(bound=b), plan, panel) for b in (0, 1))
+        if wide is not None and reference is not None:
+            w_lo, w_hi = (lay.along_x(wide.isel(bound=b), plan, panel)[reference] for b in (0, 1))
         for i, name in enumerate(names):
             if plan.kind == "lines":
                 line, = top.plot(x, m[i], label=name)
@@ -70,7 +75,14 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
                 if combined is not None:
                     top.errorbar(x + shift[i], m[i], yerr=[m[i] - c_lo[i], c_hi[i] - m[i]], fmt="none", elinewidth=6,
                                  alpha=0.4, color=bar.lines[0].get_color())
+            if wide is not None and i == reference:
+                colour = (line if plan.kind == "lines" else bar.lines[0]).get_color()
+                _band_with_surrogate(top, plan, x + (0 if plan.kind == "lines" else shift[i]), m[i], w_lo, w_hi,
+                                     colour, f"{name} band with the surrogate's error")
         if reference is not None:
+            if wide is not None:  # the reference's band with the surrogate's error in view
+                lo, hi = lo.copy(), hi.copy()
+                lo[reference], hi[reference] = np.fmin(lo[reference], w_lo), np.fmax(hi[reference], w_hi)
             limits, off = _limits(lo, hi, reference)
             if limits is not None:
                 top.set_ylim(*limits)
@@ -91,10 +103,24 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
               if off_axes else "")
     both = (f"; dark: the mean's {float(combined.attrs.get('level', 0.95)):.0%} combined interval (sampling and "
             "surrogate)" if combined is not None else "")
+    both += (f"; dotted: {names[reference]}'s band with the surrogate's error"
+             if wide is not None and reference is not None else "")
     fig.suptitle(f"{quantity}: mean and {prob:.0%} band per method{both}{plan.note}{beyond}\n" +
                  (f"below: nonlinearity verdict against {_reference(ds)}, {_counts(flags, names)}" if per == 2 else
                   _no_verdict(ds)), fontsize="medium")
     return lay.save(fig, figure_path)
+
+
+def _band_with_surrogate(ax, plan: lay.Layout, x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray,
+                         color, label: str) -> None:
+    """The band with the surrogate's error: dotted lines along a series, dotted whiskers with wide caps at points."""
+    if plan.kind == "lines":
+        ax.plot(x, low, color=color, lw=1.2, ls=":", label=label)
+        ax.plot(x, high, color=color, lw=1.2, ls=":")
+        return
+    bar = ax.errorbar(x, mean, yerr=[mean - low, high - mean], fmt="none", capsize=7, elinewidth=1.2, color=color,
+                      label=label)
+    bar.lines[2][0].set_linestyle(":")
 
 
 def _limits(low: np.ndarray, high: np.ndarray, reference: int, spread: float = 3.0

@@ -255,6 +255,33 @@ def test_a_step_map_refuses_a_sweep_that_is_not_verified_as_indices_and_propagat
 
 
 @pytest.mark.slow
+def test_the_shipped_ensembles_estimates_carry_the_combined_interval_in_the_file_log_and_figure(compose_config,
+                                                                                                 tmp_path, caplog):
+    """``calibrate experiment=seir_ensemble``: ``estimate_combined_interval`` (CF-clean, the fit's interval widened
+    by the members' spread: the same definition as the indices', :mod:`sensitivity.outputs.members`), its column in
+    the log's estimates table, and ``calibration_estimates.png``."""
+    from sensitivity.outputs.members import spread_factor
+
+    cfg = compose_config("calibrate", ["experiment=seir_ensemble", "jacobian.jit_compile=false", "starts.n=4",
+                                       "step_slice.enabled=false"])
+    with caplog.at_level("INFO", logger="workflows.calibrate"):
+        path = calibrate.run(cfg)
+    assert cf_errors(path) == []
+    ds = open_result(path)
+    best, logged = int(ds["best_start"]), ds.attrs["log_parameters"].split()
+    combined, own = ds["estimate_combined_interval"], ds["parameter_interval"].isel(start=best)
+    assert combined.dims == ("parameter", "bound") and combined.attrs["units_coordinate"] == "parameter_units"
+    for j, name in enumerate(str(n) for n in ds["parameter_name"].values):
+        scale = np.log if name in logged else (lambda v: v)
+        estimate, members = scale(ds["estimate"].values[best, j]), scale(ds["estimate_member"].values[:, j])
+        fit_half = scale(own.values[j, 1]) - estimate
+        half = np.hypot(fit_half, spread_factor(5, 0.95) * members.std(ddof=1))
+        np.testing.assert_allclose(scale(combined.values[j]), [estimate - half, estimate + half], rtol=1e-9)
+    assert "95% combined interval (fit and surrogate)" in caplog.text
+    assert (tmp_path / "calibration_estimates.png").stat().st_size > 0
+
+
+@pytest.mark.slow
 def test_a_users_step_map_of_a_sweep_with_store_members_reports_the_spread_of_the_members_steps(tmp_path):
     """As a user: in a folder from ``sensitivity init``, ``sensitivity sweep store_members=true`` of the shipped
     5-member SEIR ensemble, then ``sensitivity calibrate fit=false sweep_path=...``. Oracle: each member's own

@@ -253,3 +253,38 @@ def test_lognormal_and_log_uniform_inputs_are_fitted_and_sampled_in_log_x_by_def
     np.testing.assert_array_equal(log_mask_from(None, space), [1, 1, 1, 0, 0, 0, 1, 0])
     np.testing.assert_array_equal(log_mask_from([], space), np.zeros(8, bool))
     np.testing.assert_array_equal(log_mask_from(["u"], space), [0, 0, 0, 0, 0, 0, 0, 1])
+
+
+@pytest.mark.slow
+def test_an_ensembles_posterior_predictive_band_carries_the_surrogates_error(compose_config, tmp_path, caplog):
+    """`propagate=posterior experiment=seir_ensemble`: every draw through the ensemble mean and each of its 5
+    members; ``output_band_combined_interval`` is the posterior band widened by the members' spread at the draws, by
+    the indices' definition (:func:`sensitivity.outputs.members.combined_bounds` at the band's probability), CF-clean,
+    in the log's table and the figure."""
+    from sensitivity.outputs.members import spread_factor
+    from sensitivity.simulators import seir
+    from tests.helpers.cf import cf_errors
+
+    sp = seir.space()
+    truth = np.array([seir.TRUE_PARAMETERS[name] for name in sp.names])
+    draws = truth * (1 + 0.01 * np.random.default_rng(2).standard_normal((4, 100, len(truth))))
+    path = tmp_path / "posterior.nc"
+    xr.Dataset({"draws": (("chain", "draw", "parameter"), draws, {"long_name": "posterior draws"}),
+                "converged": ((), np.int8(1), {"long_name": "converged", "units": "1"})},
+               coords=parameter_coords(sp.names, sp.units)).to_netcdf(path)
+    record_checksum(path)
+    overrides = ["experiment=seir_ensemble", "jacobian.jit_compile=false", "propagate=posterior",
+                 f"uncertainty.path={path}", "propagation.methods=[first_order]"]
+    with caplog.at_level("INFO", logger="workflows.propagate"):
+        out = propagate.run(compose_config("propagate", overrides, output_dir=tmp_path / "out"))
+    assert cf_errors(out) == []
+    ds = by_method(open_result(out), "posterior")
+    band, wide = ds["output_band"], ds["output_band_combined_interval"]
+    level = float(wide.attrs["level"])
+    half = spread_factor(5, level) * ds["output_band_surrogate_std"]
+    mean = ds["output_mean"]
+    np.testing.assert_allclose(wide.isel(bound=0), mean - np.hypot(mean - band.isel(bound=0), half), rtol=1e-9)
+    np.testing.assert_allclose(wide.isel(bound=1), mean + np.hypot(band.isel(bound=1) - mean, half), rtol=1e-9)
+    assert (ds["output_band_surrogate_std"] > 0).all()
+    assert "band with the surrogate's error" in caplog.text
+    assert (tmp_path / "out" / "propagation.png").stat().st_size > 0

@@ -20,7 +20,13 @@ standard errors (at most ``iterations`` fits). The covariance of the last fit, `
 is the estimate's covariance with the surrogate's uncertainty in it; the plain fit's ignores it.
 
 Beside it, each member is calibrated on its own from the plain fit's minima, so the spread of the members'
-estimates shows how far the surrogate alone moves the answer.
+estimates shows how far the surrogate alone moves the answer; :func:`estimate_combined_interval` combines that
+spread with the plain fit's own interval, the definition every analysis of an ensemble shares
+(:func:`~sensitivity.outputs.members.combined_bounds`): each side's half-width the root sum of squares of the fit's
+(``q`` standard errors, from its covariance) and the surrogate's (``t_{K-1} sqrt(1 + 1/K)`` times the members'
+standard deviation of the estimate), in ``log x`` for log parameters. The emulator-variance fit carries the
+surrogate's error at the data inside its covariance instead; the combined interval carries it at the estimate, and
+needs no refit.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from sensitivity.analyses.calibration.driver import Fit, calibrate
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import minimum_points
 from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn
-from sensitivity.outputs.members import MEMBER, member_coords
+from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -85,7 +91,8 @@ def calibrate_ensemble(
         estimate); ``estimate_emulator(parameter)``, ``covariance_emulator(parameter_i, parameter_j)``,
         ``standard_error_emulator(parameter)``, ``parameter_interval_emulator(parameter, bound)``,
         ``chi2_emulator``, ``status_emulator`` and ``prediction_std_emulator(output)`` of the last
-        emulator-variance fit's best start; the attributes ``emulator_fits`` (how many were run) and
+        emulator-variance fit's best start; ``estimate_combined_interval(parameter, bound)``
+        (:func:`estimate_combined_interval`); the attributes ``emulator_fits`` (how many were run) and
         ``emulator_shrinkage`` (the correlations' shrinkage ``lambda`` at the final estimate).
     """
     if not observations.known_noise:
@@ -155,6 +162,47 @@ def shrunk_covariance(samples: np.ndarray) -> tuple[np.ndarray, float]:
     return shrunk * sd[:, None] * sd[None, :], lam
 
 
+def estimate_combined_interval(ds: xr.Dataset) -> xr.DataArray:
+    """``(parameter, bound)``: the best start's interval ``parameter_interval`` widened by the members' spread of
+    ``estimate_member``, the one definition of :func:`~sensitivity.outputs.members.combined_bounds` at the fit's
+    ``level``; symmetric in ``log x`` for the ``log_parameters``, as the fit's own interval is. The members whose
+    fit failed (NaN estimate) are left out; with fewer than 2 left, or without the fit's interval (a rank-deficient
+    best start), NaN.
+
+    Parameters
+    ----------
+    ds
+        A calibration (:func:`~.driver.calibrate`'s dataset) with ``estimate_member(member, parameter)``.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``estimate_combined_interval`` [parameter units], attribute ``level``.
+    """
+    best, level = int(ds["best_start"]), float(ds.attrs["level"])
+    names = [str(name) for name in ds["parameter_name"].values]
+    logged = np.isin(names, str(ds.attrs.get("log_parameters", "")).split())
+    members = ds["estimate_member"].transpose(MEMBER, "parameter").values
+    members = members[np.isfinite(members).all(axis=1)]
+    bounds = np.full((len(names), 2), np.nan)
+    if best >= 0 and len(members) >= 2:
+        low, high = _logged(ds["parameter_interval"].values[best].T, logged)
+        wide = combined_bounds(_logged(ds["estimate"].values[best], logged), low, high,
+                               _logged(members, logged).std(axis=0, ddof=1), len(members), level)
+        bounds = np.where(logged[:, None], np.exp(wide), wide)
+    units = {k: v for k, v in ds["parameter_interval"].attrs.items() if k.startswith("units")}
+    return xr.DataArray(bounds, dims=("parameter", "bound"), attrs={
+        **units, "level": level,
+        "long_name": f"{level:.0%} interval of the parameter, the fit's and the members' spread of their estimates "
+                     "combined (root sum of squares of the half-widths; in log x for log parameters)"})
+
+
+def _logged(values: np.ndarray, logged: np.ndarray) -> np.ndarray:
+    """``values [..., n]`` with the ``logged`` parameters' as ``log x`` (NaN where not > 0)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(logged, np.log(np.where(logged, values, 1.0)), values)
+
+
 def _assemble(plain: xr.Dataset, fit: xr.Dataset, per_member: list[xr.Dataset], emulator_cov: np.ndarray,
               fits: int) -> xr.Dataset:
     """The plain fit with the members' estimates and the emulator-variance fit beside it."""
@@ -181,6 +229,7 @@ def _assemble(plain: xr.Dataset, fit: xr.Dataset, per_member: list[xr.Dataset], 
                                               zip(per_member, picks)], np.int16),
                             {"long_name": "termination status of each member's best fit (-1: every start failed)",
                              "units": "1"})
+    out["estimate_combined_interval"] = estimate_combined_interval(out)
     out.attrs.update(emulator_fits=fits, emulator_variance="Kennedy and O'Hagan (2001) doi:10.1111/1467-9868.00294: "
                      "C_obs + (1 + 1/K) S(x), S the members' covariance at the estimate, refitted until the estimate "
                      "is stable")

@@ -14,8 +14,9 @@ xr = lazy_import("xarray")
 
 def summary(ds: xr.Dataset) -> Summary:
     """The key facts of a calibration: how the starts ended, the fit at the best start (statistics, rank, the
-    true parameters' check with synthetic observations), its estimates with standard errors and intervals, the
-    fit with an ensemble's emulator variance; warnings for no successful start, an underdetermined fit, undefined
+    true parameters' check with synthetic observations), its estimates with standard errors and intervals (on an
+    ensemble, the combined interval of fit and surrogate beside the fit's), the fit with an ensemble's emulator
+    variance; warnings for no successful start, an underdetermined fit, undefined
     standard errors and estimates held on a bound. A step slice or step map (same workflow) is summarised by
     :func:`step_slice` or :func:`step_map`."""
     best = int(scalar(ds, "best_start"))
@@ -111,23 +112,30 @@ def _estimates(ds: xr.Dataset, at: xr.Dataset) -> Table:
     level = float(ds.attrs.get("level", 0.95))
     truth = "true_parameter" in ds
     reduction = "prior_std_reduction" in ds
-    columns = ["parameter", "units", "estimate", "standard error", f"{level:.0%} interval", "identifiability"]
-    columns += ["prior std reduction"] if reduction else []
+    combined = ds.get("estimate_combined_interval")  # an ensemble's: the fit's and the members' spread
+    columns = ["parameter", "units", "estimate", "standard error", f"{level:.0%} interval"]
+    columns += [f"{level:.0%} combined interval (fit and surrogate)"] if combined is not None else []
+    columns += ["identifiability"] + (["prior std reduction"] if reduction else [])
     columns += ["true value", "inside the interval"] if truth else []
+    columns += ["inside the combined interval"] if truth and combined is not None else []
     rows = []
     for j, name in enumerate(names(ds, "parameter")):
         p = at.isel(parameter=j)
         low, high = p["parameter_interval"].values
         row = [Cell(name), Cell(units_at(ds["estimate"], {"parameter": j})), Cell(number(p["estimate"])),
-               Cell(number(p["standard_error"])), Cell(interval(low, high)), Cell(number(p["identifiability"]))]
-        row += [Cell(percent(p["prior_std_reduction"]))] if reduction else []
+               Cell(number(p["standard_error"])), Cell(interval(low, high))]
+        row += [Cell(interval(*combined.values[j]))] if combined is not None else []
+        row += [Cell(number(p["identifiability"]))] + ([Cell(percent(p["prior_std_reduction"]))] if reduction else [])
         if truth:
             inside = int(ds["true_in_interval"].values[j])
             row += [Cell(number(ds["true_parameter"].values[j])),
                     checked(meaning(ds["true_in_interval"], inside), None if inside < 0 else inside == 1)]
+            row += [_inside(ds["true_parameter"].values[j], *combined.values[j])] if combined is not None else []
         rows.append(tuple(row))
     note = "Intervals are symmetric in log x for log parameters" + (
-        f" ({ds.attrs['log_parameters']})" if ds.attrs.get("log_parameters") else "") + "."
+        f" ({ds.attrs['log_parameters']})" if ds.attrs.get("log_parameters") else "") + "." + (
+        f" The combined interval widens the fit's by the spread of the {ds.sizes['member']} members' own estimates "
+        "(root sum of squares of the half-widths, as every analysis of an ensemble)." if combined is not None else "")
     return Table(f"Estimates at the best start, with {level:.0%} intervals", tuple(columns), tuple(rows), note)
 
 
@@ -139,14 +147,19 @@ def _emulator(ds: xr.Dataset) -> Table:
     for j, name in enumerate(names(ds, "parameter")):
         low, high = ds["parameter_interval_emulator"].values[j]
         members = ds["estimate_member"].values[:, j]
-        inside = None if not np.isfinite(truth[j] + low + high) else bool(low <= truth[j] <= high)
         rows.append((Cell(name), Cell(number(ds["estimate_emulator"].values[j])),
                      Cell(number(ds["standard_error_emulator"].values[j])), Cell(interval(low, high)),
                      Cell(f"{number(np.nanmin(members))} .. {number(np.nanmax(members))}"),
-                     checked("" if inside is None else "yes" if inside else "no", inside)))
+                     _inside(truth[j], low, high)))
     return Table(f"With the emulator variance of the {ds.sizes['member']}-member ensemble "
                  f"({ds.attrs.get('emulator_fits', '')} fits): chi2 {number(ds['chi2_emulator'])}", columns,
                  tuple(rows))
+
+
+def _inside(truth: float, low: float, high: float) -> Cell:
+    """Whether a true value lies in ``[low, high]``: yes, no, or empty where either is undefined."""
+    inside = None if not np.isfinite(truth + low + high) else bool(low <= truth <= high)
+    return checked("" if inside is None else "yes" if inside else "no", inside)
 
 
 def step_slice(ds: xr.Dataset) -> Summary:

@@ -20,6 +20,21 @@ them beside the ensemble mean's propagation with, for ``X`` each of ``output_mea
     that interval widened by the members' spread, the same definition as the indices'
     (:func:`~sensitivity.outputs.members.combined_bounds`): each side's half-width the root sum of squares of
     the sampling and the surrogate half-widths (the surrogate's alone for a moment method).
+
+and, for the band of the outputs themselves (the posterior predictive band, with ``propagate=posterior``):
+
+``output_band(..., bound)``
+    each method's band between its lowest and highest quantile (probability ``p_high - p_low``, attribute
+    ``level``), the output's spread under the input (or posterior) uncertainty through the ensemble mean;
+``output_band_surrogate_std``
+    the members' standard deviation at each input sample, root mean square over the samples:
+    ``s^2 = E_x[sd_k(y_k(x))^2]``, each sample pushed through every member; from the members' joint output mean
+    ``mu_k`` and covariance ``C_kj`` over the samples exactly, ``s^2 = (sum_k C_kk - sum_kj C_kj / K +
+    sum_k (mu_k - mu)^2) / (K - 1)``;
+``output_band_combined_interval(..., bound)``
+    the band widened by that spread, the same definition (:func:`~sensitivity.outputs.members.combined_bounds`
+    about the mean, at the band's probability): where the surrogate's error at a sample is one more member's
+    deviation, independent of the input's, the output's spread and the surrogate's add in variance.
 """
 from __future__ import annotations
 
@@ -75,7 +90,8 @@ def member_moments(
     xarray.Dataset
         ``X_member`` on ``(propagation_method, member, [quantile,] *out)`` and its standard deviation over the
         members ``X_surrogate_std`` on ``(propagation_method, [quantile,] *out)``, for ``X`` each of
-        :data:`MOMENTS` [output units], on the model's own output dims.
+        :data:`MOMENTS`, and ``output_band_surrogate_std`` on ``(propagation_method, *out)``
+        (:func:`pointwise_spread`) [output units], on the model's own output dims.
     """
     output = stacked_model.output
     if output is None:
@@ -99,8 +115,28 @@ def member_moments(
         out[f"{name}_member"] = per_member
         out[f"{name}_surrogate_std"] = per_member.std(MEMBER, ddof=1).assign_attrs(
             {**attrs, "long_name": f"{long_name}, standard deviation over the members (surrogate uncertainty)"})
+    out["output_band_surrogate_std"] = xr.DataArray(
+        pointwise_spread(stacked["output_mean"].transpose(METHOD_DIM, "output").values,
+                         stacked["output_covariance"].transpose(METHOD_DIM, "output_i", "output_j").values, members),
+        dims=(METHOD_DIM, "output"), attrs={
+            **{k: v for k, v in flat["output_mean"].attrs.items() if k.startswith("units")},
+            "long_name": "standard deviation over the members at each input sample, root mean square over the "
+                         "samples (surrogate uncertainty of the output band)"})
     out = out.assign_coords(member_coords(members))
     return unstack_output(out.assign_coords(flat_coords(output)), output)
+
+
+def pointwise_spread(mean: np.ndarray, covariance: np.ndarray, members: int) -> np.ndarray:
+    """``[..., m]``: ``sqrt(E_x[var_k y_k(x)])`` (``ddof=1`` over the members) of the members side by side, from
+    their outputs' mean ``[..., K m]`` and covariance ``[..., K m, K m]`` over the samples (member-major columns):
+    ``(sum_k C_kk - sum_kj C_kj / K + sum_k (mu_k - mu)^2) / (K - 1)`` per output, the module docstring's."""
+    lead, m = mean.shape[:-1], mean.shape[-1] // members
+    mu = mean.reshape(*lead, members, m)
+    c = covariance.reshape(*lead, members, m, members, m)
+    blocks = np.moveaxis(np.diagonal(c, axis1=-3, axis2=-1), -1, -3)  # [..., m, K, K]: C_kj of each output
+    within = np.trace(blocks, axis1=-2, axis2=-1) - blocks.sum(axis=(-2, -1)) / members
+    between = ((mu - mu.mean(axis=-2, keepdims=True)) ** 2).sum(axis=-2)
+    return np.sqrt(np.clip(within + between, 0.0, None) / (members - 1))
 
 
 def merge_members(primary: xr.Dataset, members: xr.Dataset, level: float = Propagation.level) -> xr.Dataset:
@@ -120,8 +156,8 @@ def merge_members(primary: xr.Dataset, members: xr.Dataset, level: float = Propa
     -------
     xarray.Dataset
         ``primary`` with ``members``' variables, ``X_interval`` and ``X_combined_interval`` (on ``X``'s dims and
-        ``bound``, attribute ``level``), the ``member`` and ``bound`` coordinates and the attribute
-        ``ensemble_members``.
+        ``bound``, attribute ``level``), ``output_band`` and ``output_band_combined_interval``, the ``member`` and
+        ``bound`` coordinates and the attribute ``ensemble_members``.
     """
     k = members.sizes[MEMBER]
     out = primary.assign_coords({**member_coords(k), **axis_coords("bound", ["low", "high"])}).assign(
@@ -143,8 +179,27 @@ def merge_members(primary: xr.Dataset, members: xr.Dataset, level: float = Propa
         out[f"{name}_combined_interval"] = xr.DataArray(bounds, dims=(*dims, "bound"), attrs={
             **units, "level": level, "long_name": f"{long_name}, {level:g} interval of sampling and surrogate error "
                                                   "combined"})
+    out = out.assign(_band_intervals(primary, members["output_band_surrogate_std"], k))
     out.attrs["ensemble_members"] = k
     return out
+
+
+def _band_intervals(primary: xr.Dataset, std: xr.DataArray, k: int) -> dict[str, xr.DataArray]:
+    """``output_band`` and ``output_band_combined_interval`` of every method (the module docstring's)."""
+    p = primary["quantile"].values
+    low, high = (primary["output_quantile"].isel(quantile=int(i)) for i in (np.argmin(p), np.argmax(p)))
+    level = float(p.max() - p.min())
+    mean = primary["output_mean"]
+    dims = mean.dims
+    low, high = low.transpose(*dims).values, high.transpose(*dims).values
+    units = {key: value for key, value in mean.attrs.items() if key.startswith("units")}
+    bounds = combined_bounds(mean.values, low, high, std.transpose(*dims).values, k, level)
+    return {"output_band": xr.DataArray(np.stack([low, high], axis=-1), dims=(*dims, "bound"), attrs={
+                **units, "level": level, "long_name": f"{level:g} band of the output, its quantiles "
+                                                      f"{p.min():g} and {p.max():g} (no surrogate error)"}),
+            "output_band_combined_interval": xr.DataArray(bounds, dims=(*dims, "bound"), attrs={
+                **units, "level": level, "long_name": f"{level:g} band of the output, its spread and the members' "
+                                                      "spread combined (surrogate error included)"})}
 
 
 def _sampling_factor(ds: xr.Dataset, level: float) -> xr.DataArray:

@@ -23,8 +23,10 @@ ALONG = 5
 
 def summary(ds: xr.Dataset) -> Summary:
     """Per method: its status, the share of model evaluations outside the bounds and the linearity verdict against
-    the reference; the output mean and std of every method at the outputs shown; on an ensemble, their sampling
-    interval beside the combined one (sampling and surrogate) and the members' spread; the verdict's warnings."""
+    the reference; the output mean and std of every method at the outputs shown; on an ensemble,
+    each method's band (the posterior predictive's among them) beside the band with the surrogate's error, and the
+    mean's and std's sampling interval beside the combined one (sampling and surrogate) and the members' spread;
+    the verdict's warnings."""
     verdict = ds["nonlinear"].attrs if "nonlinear" in ds else {}
     reference = verdict.get("verdict_reference")
     facts = [Fact("inputs", str(ds.attrs.get("input_source") or ds.attrs.get("input_distribution", "not recorded"))),
@@ -37,6 +39,8 @@ def summary(ds: xr.Dataset) -> Summary:
                                      f"{verdict.get('verdict_rtol', 0.05):g} of its std"))
     lines = summary_lines(ds) if "nonlinear" in ds else []
     tables = [_methods(ds), _moments(ds, reference)]
+    if "output_band_combined_interval" in ds:
+        tables.append(_bands(ds, reference))
     if "output_mean_combined_interval" in ds:
         tables.append(_combined(ds, reference))
     return Summary(str(ds.attrs.get("title", "propagation")), tuple(facts), tuple(tables),
@@ -110,6 +114,31 @@ def _combined(ds: xr.Dataset, reference: str | None) -> Table:
                  note + f" Combined: each side's half-width the root sum of squares of the sampling one and "
                  f"{ds.attrs.get('ensemble_members', 'K')} members' spread (as the indices'); a moment method "
                  "samples nothing, its interval is the surrogate's alone.")
+
+
+def _bands(ds: xr.Dataset, reference: str | None) -> Table:
+    """An ensemble's band of the outputs per method and output shown: the band, the band with the surrogate's error
+    (:mod:`sensitivity.analyses.propagation.ensemble`) and the members' spread at the samples."""
+    from sensitivity.plots.layout import position_text
+
+    methods = names(ds, METHOD_DIM)
+    scale = ds["output_std"].isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
+    shown, note = shown_outputs(ds, scale)
+    level = float(ds["output_band_combined_interval"].attrs.get("level", 0.9))
+    rows = []
+    for index, (i, method) in itertools.product(shown, enumerate(methods)):
+        at = {METHOD_DIM: i, **index}
+        rows.append((Cell(position_text(ds, index) or str(ds["output_mean"].attrs.get("long_name", "output"))),
+                     Cell(units_at(ds["output_mean"], index)), Cell(method),
+                     Cell(_interval(ds["output_band"].isel(at))),
+                     Cell(_interval(ds["output_band_combined_interval"].isel(at))),
+                     Cell(number(ds["output_band_surrogate_std"].isel(at), 3))))
+    columns = ("output", "units", "method", "band", "band with the surrogate's error", "members' std at the samples")
+    members = ds.attrs.get("ensemble_members", "K")
+    return Table(f"Ensemble: the {level:.0%} band of the outputs, and with the surrogate's error", columns,
+                 tuple(rows), note + " With the surrogate's error: each side's half-width the root sum of squares of "
+                 f"the band's and the {members} members' spread at the samples (root mean square over them), as every "
+                 "combined interval of an ensemble.")
 
 
 def _interval(bounds: xr.DataArray) -> str:
