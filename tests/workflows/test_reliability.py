@@ -116,7 +116,6 @@ def test_a_biased_ensembles_combined_interval_covers_the_exact_pf_where_its_samp
     """Members y_k = a . x + b_k of normal x (exact linear members written by write_ensemble), offsets b_k of mean
     0.5 s (s the sd of a . x): the ensemble mean's Pf is biased, its importance-sampling interval misses the exact
     P(a . x > T); the members' spread (the offsets' sd 0.24 s) widens the combined interval over it."""
-    import sensitivity  # noqa: F401  (registers the scaling layers)
     from sensitivity.surrogates.ensemble import write_ensemble
     from tests.helpers.models import linear_members
 
