@@ -2,11 +2,16 @@
 -> verify.nc.
 
 Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
-posterior.nc, ``verify.indices``: indices.nc, any of them) and the simulator (``verify.simulator``, a batched
+posterior.nc, ``verify.indices``: indices.nc, ``verify.reliability``: reliability.nc, any of them) and the simulator (``verify.simulator``, a batched
 ``package.module:function`` as for ``train``; left null, the one the surrogate's training.nc records), the
 simulator is run at the points each result depends on: the calibration's best fit and distinct minima, an evenly
 spaced subset of the posterior draws (``verify.draws``), the first base rows of the Sobol' design
-(``verify.sobol_rows``, redrawn from the indices' recorded settings). The surrogate's error there is compared with
+(``verify.sobol_rows``, redrawn from the indices' recorded settings), a reliability analysis's design points and
+its importance samples redrawn from its recorded proposal (``verify.failure_runs`` among those the surrogate fails,
+``verify.safe_runs`` among the others, per event: :mod:`sensitivity.analyses.verify.reliability`). Reliability is
+verified here, as a mode of verify, not as a section of the reliability workflow: like every other analysis it is a
+published result verified against the simulator in its own run, so the simulator's cost and configuration stay out
+of the analysis and a reliability.nc can be verified (and refined) after the fact. The surrogate's error there is compared with
 the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
 the sampling error, or not. On an ensemble surrogate the members' spread at the same points is reported beside the
 error. Every consumed result is verified first and must have been computed with this run's surrogate, space and
@@ -45,7 +50,7 @@ RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
     ("training", Optional[str], None)])  # the surrogate's training.nc (null: the one beside model.source)
 
 #: Result kinds verify reads, in the order it checks them.
-RESULTS = ("calibration", "posterior", "indices")
+RESULTS = ("calibration", "posterior", "indices", "reliability")
 
 
 @dataclass
@@ -58,6 +63,8 @@ class VerifySectionConf(PlanConf, VerdictConf):
     calibration: Optional[str] = None  # a calibration.nc: its best fit and distinct minima
     posterior: Optional[str] = None  # a posterior.nc: a subset of its draws
     indices: Optional[str] = None  # an indices.nc: the first base rows of its Sobol' design
+    reliability: Optional[str] = None  # a reliability.nc (importance sampling among its methods): its design points
+    # and a subsample of its importance samples, redrawn (verify.failure_runs, verify.safe_runs per event)
     strict: bool = False  # a verdict that fails ends the run with exit code 1 (after verify.nc is published)
 
 
@@ -83,8 +90,8 @@ def run(cfg: DictConfig) -> Path:
     v = cfg.verify
     chosen = {key: build.repo_path(v[key]) for key in RESULTS if v[key]}
     if not chosen:
-        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior` and/or `verify.indices` "
-                          "(result files of analyses of this surrogate)")
+        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior`, `verify.indices` and/or "
+                          "`verify.reliability` (result files of analyses of this surrogate)")
     if not v.simulator:
         _simulator_of_training(cfg)
     plan = build.settings(VerifyPlan, v)
@@ -95,10 +102,13 @@ def run(cfg: DictConfig) -> Path:
     if needs_obs and OmegaConf.is_missing(cfg.observations, "path"):
         raise ConfigError("verifying a calibration or a posterior needs its `observations.path`")
     obs_path = check_path(build.repo_path(cfg.observations.path)) if needs_obs else None
-    chosen = {key: chain.consumed(cfg, path, f"verify.{key}", observations=obs_path if key != "indices" else None,
-                                  space=space) for key, path in chosen.items()}
+    chosen = {key: chain.consumed(cfg, path, f"verify.{key}", space=space,
+                                  observations=obs_path if key in ("calibration", "posterior") else None)
+              for key, path in chosen.items()}
     if "indices" in chosen:
         _check_sobol_intervals(chosen["indices"])
+    if "reliability" in chosen:
+        _reliability_events(chosen["reliability"])  # one-line errors before any simulator run
     verdict = build.settings(VerdictSettings, v)
     simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
@@ -140,6 +150,35 @@ def _check_sobol_intervals(path: Path) -> None:
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
+
+
+def _reliability_events(path: Path):
+    """``(settings, read)`` of a reliability.nc: its recorded
+    :class:`~sensitivity.analyses.reliability.ReliabilitySettings` and ``read(indices) ->``
+    :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents` (its design points on flat events
+    ``e = i t + j``); a one-line error when it holds no importance sampling (whose proposal verify redraws)."""
+    from sensitivity.analyses.verify.reliability import ReliabilityEvents
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import ConfigError
+    from workflows.reliability import settings_from
+
+    with open_result(path) as ds:
+        recorded = OmegaConf.create(ds.attrs["config"])
+        dims = [d for d in ds["design_u"].dims if d not in ("threshold", "design_point", "parameter")]
+        arrays = {name: ds[name].transpose(*dims, "threshold", "design_point", ...).values
+                  for name in ("design_u", "design_beta", "dbeta_dthreshold")}
+    settings = settings_from(recorded)
+    if "importance_sampling" not in settings.methods:
+        raise ConfigError(f"`verify.reliability`: {path} ran {list(settings.methods)}; verify redraws the importance "
+                          "samples of its design points: run reliability with `importance_sampling` among its methods")
+
+    def read(indices: np.ndarray) -> ReliabilityEvents:
+        e = len(indices) * len(settings.thresholds)
+        flat = {name: a.reshape(e, *a.shape[len(dims) + 1:]) for name, a in arrays.items()}
+        return ReliabilityEvents(np.asarray(indices), settings.thresholds, settings.direction, flat["design_u"],
+                                 flat["design_beta"], flat["dbeta_dthreshold"], settings.importance)
+
+    return settings, read
 
 
 def _simulator_of_training(cfg: DictConfig) -> None:
@@ -346,10 +385,32 @@ class Checks:
         return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
                             member_std=self._member_std, settings=self.verdict)
 
+    def reliability(self, path: Path):
+        from sensitivity.analyses.verify.reliability import verify_reliability
+
+        settings, read = _reliability_events(path)
+        nataf = self._reliability_plan(settings).nataf
+        found = read(self._reliability_plan(settings).indices)
+        log.info("verify: reliability %s: the simulator at the design points and %d + %d importance samples of each "
+                 "of %d events", path, self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta))
+        return verify_reliability(self._simulate, self.engine.flat_values, nataf.to_physical, found,
+                                  failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
+                                  seed=self.cfg.seed)
+
+    def _reliability_plan(self, settings):
+        from sensitivity.analyses.reliability import plan
+
+        return plan(self.space, self.surrogate.output, settings)
+
     def points(self, key: str, path: Path) -> np.ndarray:
         """``[P, n]`` the points the analysis ``key`` (its result ``path``) is verified at."""
         from sensitivity.datasets import open_result, read_draws
 
+        if key == "reliability":
+            settings, read = _reliability_events(path)
+            p = self._reliability_plan(settings)
+            u = read(p.indices).design_u.reshape(-1, len(self.space))
+            return p.nataf.to_physical(u[np.all(np.isfinite(u), axis=1)])
         if key == "calibration":
             return build.calibration_minima(path, self.space.names)
         if key == "posterior":

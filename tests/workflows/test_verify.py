@@ -263,3 +263,50 @@ def test_strict_makes_a_failing_verdict_a_non_zero_exit_after_publishing_it(comp
     assert strict.returncode == 1, strict.stderr[-2000:]
     assert "verify.strict: the verdict fails" in strict.stdout + strict.stderr
     assert "Traceback" not in strict.stdout + strict.stderr and (tmp_path / "cli" / "verify.nc").is_file()
+
+
+@pytest.mark.parametrize("bias, holds", [(0.0, True), (0.5, False)])
+def test_a_reliability_analysis_is_verified_at_its_design_point_and_in_its_failure_region(compose_config, tmp_path,
+                                                                                          bias, holds):
+    """The surrogate a . x + b s of normal x against the simulator a . x (s the sd of a . x), failure a . x > T at
+    beta = 3: the simulator's first-order index at the surrogate's design point is exactly 3, its re-weighted Pf the
+    exact Phi(-3) within 3 standard errors, and a bias of 0.5 s (Pf x 3.4) changes the answer."""
+    from scipy import stats
+
+    from workflows import reliability
+
+    a, mu, sd = [1.0, -2.0, 0.5], np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.5, 2.0])
+    s = float(np.sqrt(np.sum((np.array(a) * sd) ** 2)))
+    threshold = float(np.array(a) @ mu + 3.0 * s)
+    params = [f"{{name: x{i}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
+              for i, (m, d) in enumerate(zip(mu, sd))]
+    common = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+              "model.output={name: y, units: m}", f"space.parameters=[{', '.join(params)}]", "jacobian=float64",
+              "jacobian.jit_compile=false"]
+    result = reliability.run(compose_config("reliability", [
+        *common, f"++model.kwargs={{weights: [{a}], offset: [{bias * s}]}}", f"event.thresholds=[{threshold}]",
+        "methods=[form,importance_sampling]", "plots=false"], output_dir=tmp_path / "reliability"))
+    ds = open_result(verify.run(compose_config("verify", [
+        *common, f"++model.kwargs={{weights: [{a}], offset: [{bias * s}]}}",
+        "verify.simulator=sensitivity.simulators.analytic:linear", f"+verify.simulator_kwargs.weights=[{a}]",
+        f"verify.reliability={result}", "verify.failure_runs=300", "verify.safe_runs=300"],
+        output_dir=tmp_path / "verify")))
+    np.testing.assert_allclose(ds["reliability_design_error"].values, bias * s, atol=1e-9)
+    np.testing.assert_allclose(ds["reliability_design_beta_simulator"].values, 3.0, rtol=1e-6)
+    pf, se = float(ds["reliability_pf_simulator"][0]), float(ds["reliability_pf_simulator_se"][0])
+    assert abs(pf - stats.norm.sf(3.0)) <= 3 * se
+    assert int(ds["reliability_verdict"]) == holds and ds.attrs["verdict"] == ("holds" if holds else "fails")
+    assert ds.attrs["verdicts"] == f"reliability={'holds' if holds else 'fails'}"
+
+
+def test_a_reliability_result_without_importance_sampling_is_refused_before_any_simulator_run(compose_config,
+                                                                                              tmp_path):
+    from workflows import reliability
+
+    common = ["jacobian=float64", "jacobian.jit_compile=false"]
+    result = reliability.run(compose_config("reliability", [*common, "methods=[form]", "event.thresholds=[10]",
+                                                            "plots=false"], output_dir=tmp_path / "reliability"))
+    with pytest.raises(ConfigError, match="`verify.reliability`: .* ran \\['form'\\]; verify redraws") as err:
+        verify.run(compose_config("verify", [*common, "verify.simulator=sensitivity.simulators.analytic:ishigami",
+                                             f"verify.reliability={result}"], output_dir=tmp_path / "verify"))
+    assert "\n" not in str(err.value) and not (tmp_path / "verify" / "verify.nc").exists()
