@@ -18,7 +18,9 @@ error. Every consumed result is verified first and must have been computed with 
 observations (:mod:`workflows.chain`).
 
 With ``refine.rounds`` > 0 an ensemble surrogate is refined (:func:`sensitivity.analyses.verify.refine`): each round
-adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most, to the samples
+adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most (with a
+reliability result: among its design points and draws of its proposal too, where the U-function of AK-MCS, the
+members' ``|mean g| / sd g``, is lowest), to the samples
 the surrogate was trained on (``refine.training``, default the training.nc beside ``model.source``) and retrains it
 with the settings recorded there (:func:`sensitivity.training.train_surrogate`), until every verdict holds or the
 rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); the last retrained ensemble and its
@@ -302,8 +304,9 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         state["parts"] = [getattr(current, key)(path) for key, path in chosen.items()]
         return all(int(part[_verdict_variable(key)]) for key, part in zip(chosen, state["parts"]))
 
+    priority = checks.u_priority(chosen["reliability"]) if "reliability" in chosen else None  # AK-MCS's U
     ds = refine(checks._simulate, fit, check, x, y.reshape(len(x), -1), candidates, rounds=refining.rounds,
-                points_per_round=refining.runs_per_round, initial=checks.members)
+                points_per_round=refining.runs_per_round, initial=checks.members, priority=priority)
     ds.attrs["refined_surrogate"] = ""
     if state["trained"] is not None:
         directory, trained = state["trained"]
@@ -397,6 +400,32 @@ class Checks:
                                   failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
                                   seed=self.cfg.seed)
 
+    def _reliability_candidates(self, path: Path) -> np.ndarray:
+        """``[P, n]`` every event's design points and ``failure_runs + safe_runs`` draws of its importance-sampling
+        proposal (near its limit state): the candidates of a refinement, run where the U-function is lowest."""
+        from sensitivity.analyses.reliability.sampling import Mixture
+
+        settings, read = _reliability_events(path)
+        p = self._reliability_plan(settings)
+        found = read(p.indices)
+        rng = np.random.default_rng(self.cfg.seed)
+        u = []
+        for centres, betas in zip(found.design_u, found.design_beta):
+            ok = np.isfinite(betas)
+            if ok.any():
+                mixture = Mixture.of(centres[ok], settings.importance.weights, betas[ok])
+                u += [centres[ok], mixture.draw(self.plan.failure_runs + self.plan.safe_runs, rng)[0]]
+        return p.nataf.to_physical(np.vstack(u))
+
+    def u_priority(self, path: Path):
+        """The U-function of the reliability result ``path``'s events (lowest first,
+        :func:`~sensitivity.analyses.verify.reliability.u_function`) as a refinement's priority."""
+        from sensitivity.analyses.verify.reliability import u_function
+
+        settings, read = _reliability_events(path)
+        found = read(self._reliability_plan(settings).indices)
+        return lambda values: u_function(values, found)
+
     def _reliability_plan(self, settings):
         from sensitivity.analyses.reliability import plan
 
@@ -407,10 +436,7 @@ class Checks:
         from sensitivity.datasets import open_result, read_draws
 
         if key == "reliability":
-            settings, read = _reliability_events(path)
-            p = self._reliability_plan(settings)
-            u = read(p.indices).design_u.reshape(-1, len(self.space))
-            return p.nataf.to_physical(u[np.all(np.isfinite(u), axis=1)])
+            return self._reliability_candidates(path)
         if key == "calibration":
             return build.calibration_minima(path, self.space.names)
         if key == "posterior":

@@ -58,3 +58,21 @@ def test_a_constant_surrogate_error_changes_pf_by_the_closed_form(offset, change
 def test_too_few_runs_are_refused_in_one_line():
     with pytest.raises(ConfigError, match="`failure_runs` must be an integer >= 2, got 1"):
         verify_reliability(simulator, simulator, to_physical, events(0.0), failure_runs=1)
+
+
+def test_the_u_function_is_the_members_distance_to_the_limit_state_in_their_sds_and_refinement_runs_its_lowest():
+    from sensitivity.analyses.verify import refine
+    from sensitivity.analyses.verify.reliability import u_function
+
+    found = events(0.0)
+    x = to_physical(np.array([[0.0, 0.0, 0.0], [2.5, 0.0, 0.0], [3.5, 0.0, 0.0]]))
+    offsets = np.array([-0.3, 0.0, 0.3])
+    members = lambda points: simulator(points)[None] + offsets[:, None, None]  # noqa: E731  [K, P, 1]
+    y = simulator(x)[:, 0]
+    gaps = np.abs(np.array(THRESHOLDS)[None, :] - y[:, None]).min(axis=1)  # the nearer threshold
+    np.testing.assert_allclose(u_function(members(x), found), gaps / 0.3, rtol=1e-12)
+    fitted = []
+    ds = refine(simulator, lambda xs, ys: fitted.append(len(xs)) or members, lambda m: False, x[:1], simulator(x[:1]),
+                x, rounds=1, points_per_round=1, initial=members, priority=lambda v: u_function(v, found))
+    lowest = int(np.argmin(gaps))
+    np.testing.assert_allclose(ds["refine_added"].values, x[lowest:lowest + 1])

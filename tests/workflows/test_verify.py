@@ -265,6 +265,58 @@ def test_strict_makes_a_failing_verdict_a_non_zero_exit_after_publishing_it(comp
     assert "Traceback" not in strict.stdout + strict.stderr and (tmp_path / "cli" / "verify.nc").is_file()
 
 
+A, MU, SD = [1.0, -2.0, 0.5], np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.5, 2.0])
+
+
+def _linear_reliability(compose_config, tmp_path, bias: float, overrides: list[str]):
+    """The reliability of the surrogate ``a . x + bias s`` at ``beta = 3`` (a . x > T), and the config of its
+    verification against the simulator ``a . x``: ``(verify config, s, reliability.nc)``."""
+    from workflows import reliability
+
+    s = float(np.sqrt(np.sum((np.array(A) * SD) ** 2)))
+    threshold = float(np.array(A) @ MU + 3.0 * s)
+    params = [f"{{name: x{i}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
+              for i, (m, d) in enumerate(zip(MU, SD))]
+    common = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+              "model.output={name: y, units: m}", f"space.parameters=[{', '.join(params)}]", "jacobian=float64",
+              "jacobian.jit_compile=false", f"++model.kwargs={{weights: [{A}], offset: [{bias * s}]}}"]
+    result = reliability.run(compose_config("reliability", [
+        *common, f"event.thresholds=[{threshold}]", "methods=[form,importance_sampling]", "plots=false"],
+        output_dir=tmp_path / "reliability"))
+    return compose_config("verify", [*common, "verify.simulator=sensitivity.simulators.analytic:linear",
+                                     f"+verify.simulator_kwargs.weights=[{A}]", f"verify.reliability={result}",
+                                     *overrides], output_dir=tmp_path / "verify"), s, result
+
+
+def test_refinement_of_a_reliability_runs_near_its_limit_state_where_the_u_function_is_lowest(compose_config,
+                                                                                            tmp_path):
+    """The candidates of a refinement: the design point, then draws of the importance-sampling proposal around it;
+    the priority: the U-function of the members' limit states (here members a . x + c_k: U = |T - a . x - mean c| /
+    sd c)."""
+    from sensitivity.analyses.reliability import nataf
+    from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
+    from workflows import build
+
+    cfg, s, result = _linear_reliability(compose_config, tmp_path, 0.0, ["verify.failure_runs=5",
+                                                                         "verify.safe_runs=3"])
+    space = build.space_from(cfg)
+    simulator = build.simulator_from(cfg, cfg.verify.simulator, cfg.verify.simulator_kwargs, "`verify.simulator`")
+    checks = verify.Checks(cfg, space, build.surrogate_from(cfg, space), simulator, VerifyPlan(failure_runs=5,
+                           safe_runs=3), None, VerdictSettings())
+    candidates = checks.points("reliability", result)
+    design = open_result(result)["design_x"].values.reshape(-1, 3)[:1]
+    assert candidates.shape == (1 + 8, 3)
+    np.testing.assert_allclose(candidates[:1], design, rtol=1e-9)
+    u = nataf([p.frozen_distribution() for p in space.parameters]).to_standard(candidates)
+    assert np.all(np.linalg.norm(u - u[:1], axis=1)[1:] < 6)  # draws of N(u*, I) around the design point
+    offsets = np.array([-0.1, 0.0, 0.2]) * s
+    values = (candidates @ np.array(A))[None, :, None] + offsets[:, None, None]
+    threshold = float(np.array(A) @ MU + 3.0 * s)
+    expected = np.abs(threshold - values.mean(axis=0)[:, 0]) / offsets.std(ddof=1)
+    np.testing.assert_allclose(checks.u_priority(result)(values), expected, rtol=1e-9)
+    simulator.close()
+
+
 @pytest.mark.parametrize("bias, holds", [(0.0, True), (0.5, False)])
 def test_a_reliability_analysis_is_verified_at_its_design_point_and_in_its_failure_region(compose_config, tmp_path,
                                                                                           bias, holds):
@@ -273,24 +325,8 @@ def test_a_reliability_analysis_is_verified_at_its_design_point_and_in_its_failu
     exact Phi(-3) within 3 standard errors, and a bias of 0.5 s (Pf x 3.4) changes the answer."""
     from scipy import stats
 
-    from workflows import reliability
-
-    a, mu, sd = [1.0, -2.0, 0.5], np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.5, 2.0])
-    s = float(np.sqrt(np.sum((np.array(a) * sd) ** 2)))
-    threshold = float(np.array(a) @ mu + 3.0 * s)
-    params = [f"{{name: x{i}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
-              for i, (m, d) in enumerate(zip(mu, sd))]
-    common = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
-              "model.output={name: y, units: m}", f"space.parameters=[{', '.join(params)}]", "jacobian=float64",
-              "jacobian.jit_compile=false"]
-    result = reliability.run(compose_config("reliability", [
-        *common, f"++model.kwargs={{weights: [{a}], offset: [{bias * s}]}}", f"event.thresholds=[{threshold}]",
-        "methods=[form,importance_sampling]", "plots=false"], output_dir=tmp_path / "reliability"))
-    ds = open_result(verify.run(compose_config("verify", [
-        *common, f"++model.kwargs={{weights: [{a}], offset: [{bias * s}]}}",
-        "verify.simulator=sensitivity.simulators.analytic:linear", f"+verify.simulator_kwargs.weights=[{a}]",
-        f"verify.reliability={result}", "verify.failure_runs=300", "verify.safe_runs=300"],
-        output_dir=tmp_path / "verify")))
+    cfg, s, _ = _linear_reliability(compose_config, tmp_path, bias, ["verify.failure_runs=300", "verify.safe_runs=300"])
+    ds = open_result(verify.run(cfg))
     np.testing.assert_allclose(ds["reliability_design_error"].values, bias * s, atol=1e-9)
     np.testing.assert_allclose(ds["reliability_design_beta_simulator"].values, 3.0, rtol=1e-6)
     pf, se = float(ds["reliability_pf_simulator"][0]), float(ds["reliability_pf_simulator_se"][0])

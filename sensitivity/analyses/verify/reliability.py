@@ -203,6 +203,30 @@ def verify_reliability(simulate: FlatFn, surrogate: FlatFn, to_physical: Callabl
     return xr.Dataset(data, coords=coords)
 
 
+def u_function(values: np.ndarray, found: ReliabilityEvents) -> np.ndarray:
+    """``[P]`` the U-function of AK-MCS with an ensemble in place of the Gaussian process, lowest over the events.
+
+    ``U = |mean_k g_k| / sd_k g_k`` (``ddof=1``) of the members' limit states ``g_k`` at each point: the number
+    of the members' standard deviations between their mean and the limit state, small where they may disagree
+    about the sign of ``g``; refinement runs the simulator at the lowest first (Echard, Gayton & Lemaire 2011,
+    AK-MCS, Structural Safety 33(2), 145-154, doi:10.1016/j.strusafe.2011.01.002; they stop at ``U >= 2``).
+
+    Parameters
+    ----------
+    values
+        ``[K, P, M]`` the members' flat outputs at ``P`` points.
+    found
+        The events (:class:`ReliabilityEvents`: the picked outputs, thresholds and direction).
+    """
+    v = np.asarray(values, float)
+    k, p = v.shape[:2]
+    picked = v.reshape(k, p, -1)[:, :, np.asarray(found.indices)]
+    g = ev.threshold_values(picked.reshape(k * p, -1), found.thresholds, found.direction).reshape(k, p, -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.abs(g.mean(axis=0)) / g.std(axis=0, ddof=1)
+    return np.nan_to_num(u, nan=np.inf).min(axis=1)
+
+
 def _flat(fn: FlatFn, points: np.ndarray) -> np.ndarray:
     values = np.asarray(fn(points), float)
     return values.reshape(len(points), -1)
