@@ -157,30 +157,20 @@ def _check_sobol_intervals(path: Path) -> None:
 def _reliability_events(path: Path):
     """``(settings, read)`` of a reliability.nc: its recorded
     :class:`~sensitivity.analyses.reliability.ReliabilitySettings` and ``read(indices) ->``
-    :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents` (its design points on flat events
-    ``e = i t + j``); a one-line error when it holds no importance sampling (whose proposal verify redraws)."""
+    :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents`; a one-line error when it holds no
+    importance sampling (whose proposal verify redraws)."""
     from sensitivity.analyses.verify.reliability import ReliabilityEvents
     from sensitivity.datasets import open_result
     from sensitivity.errors import ConfigError
     from workflows.reliability import settings_from
 
     with open_result(path) as ds:
-        recorded = OmegaConf.create(ds.attrs["config"])
-        dims = [d for d in ds["design_u"].dims if d not in ("threshold", "design_point", "parameter")]
-        arrays = {name: ds[name].transpose(*dims, "threshold", "design_point", ...).values
-                  for name in ("design_u", "design_beta", "dbeta_dthreshold")}
-    settings = settings_from(recorded)
+        settings = settings_from(OmegaConf.create(ds.attrs["config"]))
+        ds = ds[["design_u", "design_beta", "dbeta_dthreshold"]].load()
     if "importance_sampling" not in settings.methods:
         raise ConfigError(f"`verify.reliability`: {path} ran {list(settings.methods)}; verify redraws the importance "
                           "samples of its design points: run reliability with `importance_sampling` among its methods")
-
-    def read(indices: np.ndarray) -> ReliabilityEvents:
-        e = len(indices) * len(settings.thresholds)
-        flat = {name: a.reshape(e, *a.shape[len(dims) + 1:]) for name, a in arrays.items()}
-        return ReliabilityEvents(np.asarray(indices), settings.thresholds, settings.direction, flat["design_u"],
-                                 flat["design_beta"], flat["dbeta_dthreshold"], settings.importance)
-
-    return settings, read
+    return settings, lambda indices: ReliabilityEvents.from_dataset(ds, indices, settings)
 
 
 def _simulator_of_training(cfg: DictConfig) -> None:
@@ -403,19 +393,10 @@ class Checks:
     def _reliability_candidates(self, path: Path) -> np.ndarray:
         """``[P, n]`` every event's design points and ``failure_runs + safe_runs`` draws of its importance-sampling
         proposal (near its limit state): the candidates of a refinement, run where the U-function is lowest."""
-        from sensitivity.analyses.reliability.sampling import Mixture
-
         settings, read = _reliability_events(path)
         p = self._reliability_plan(settings)
-        found = read(p.indices)
-        rng = np.random.default_rng(self.cfg.seed)
-        u = []
-        for centres, betas in zip(found.design_u, found.design_beta):
-            ok = np.isfinite(betas)
-            if ok.any():
-                mixture = Mixture.of(centres[ok], settings.importance.weights, betas[ok])
-                u += [centres[ok], mixture.draw(self.plan.failure_runs + self.plan.safe_runs, rng)[0]]
-        return p.nataf.to_physical(np.vstack(u))
+        u = read(p.indices).near_limit_state(self.plan.failure_runs + self.plan.safe_runs, self.cfg.seed)
+        return p.nataf.to_physical(u)
 
     def u_priority(self, path: Path):
         """The U-function of the reliability result ``path``'s events (lowest first,

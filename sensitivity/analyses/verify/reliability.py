@@ -36,7 +36,7 @@ doi:10.1016/0167-4730(89)90003-9.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -79,6 +79,30 @@ class ReliabilityEvents:
     design_beta: np.ndarray
     dbeta_dthreshold: np.ndarray
     importance: ImportanceSettings = ImportanceSettings()
+
+    @classmethod
+    def from_dataset(cls, ds: xr.Dataset, indices: np.ndarray, settings: Any) -> "ReliabilityEvents":
+        """The events of a reliability dataset (:func:`sensitivity.analyses.reliability.reliability`'s) on flat
+        events ``e = i t + j``, with the :class:`~sensitivity.analyses.reliability.ReliabilitySettings` it was
+        computed with and its picked outputs' flat ``indices``."""
+        dims = [d for d in ds["design_u"].dims if d not in ("threshold", "design_point", "parameter")]
+        e = len(indices) * len(settings.thresholds)
+        arrays = {name: ds[name].transpose(*dims, "threshold", "design_point", ...).values
+                  for name in ("design_u", "design_beta", "dbeta_dthreshold")}  # [*picked, t, D, (n)]
+        flat = {name: a.reshape(e, *a.shape[len(dims) + 1:]) for name, a in arrays.items()}
+        return cls(np.asarray(indices), tuple(settings.thresholds), settings.direction, flat["design_u"],
+                   flat["design_beta"], flat["dbeta_dthreshold"], settings.importance)
+
+    def near_limit_state(self, draws: int, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+        """``[P, n]`` in ``u``: every event's design points, each followed by ``draws`` draws of its
+        importance-sampling proposal (the candidates of a refinement near the limit state)."""
+        rng = np.random.default_rng(seed)
+        u = []
+        for centres, betas in zip(self.design_u, self.design_beta):
+            ok = np.isfinite(betas)
+            if ok.any():
+                u += [centres[ok], Mixture.of(centres[ok], self.importance.weights, betas[ok]).draw(draws, rng)[0]]
+        return np.vstack(u) if u else np.empty((0, self.design_u.shape[-1]))
 
 
 def verify_reliability(simulate: FlatFn, surrogate: FlatFn, to_physical: Callable[[np.ndarray], np.ndarray],
