@@ -76,3 +76,25 @@ def test_the_u_function_is_the_members_distance_to_the_limit_state_in_their_sds_
                 x, rounds=1, points_per_round=1, initial=members, priority=lambda v: u_function(v, found))
     lowest = int(np.argmin(gaps))
     np.testing.assert_allclose(ds["refine_added"].values, x[lowest:lowest + 1])
+
+
+def test_the_events_of_a_series_are_read_in_the_flat_order_output_then_threshold():
+    """design_u(threshold, design_point, parameter, day) of 2 thresholds x 3 days: event e = i t + j is day i,
+    threshold j."""
+    import xarray as xr
+
+    from sensitivity.analyses.reliability import ReliabilitySettings
+
+    t, days, n = 2, 3, 4
+    beta = np.arange(t * days, dtype=float).reshape(t, 1, days)  # [threshold, design_point, day] = 3 j + i
+    ds = xr.Dataset({"design_u": (("threshold", "design_point", "parameter", "day"),
+                                  np.broadcast_to(beta[:, :, None, :], (t, 1, n, days))),
+                     "design_beta": (("threshold", "design_point", "day"), beta),
+                     "dbeta_dthreshold": (("threshold", "design_point", "day"), -beta)})
+    settings = ReliabilitySettings(thresholds=[1.0, 2.0], methods=("form", "importance_sampling"))
+    found = ReliabilityEvents.from_dataset(ds, np.array([4, 5, 6]), settings)
+    expected = [3 * j + i for i in range(days) for j in range(t)]
+    np.testing.assert_array_equal(found.design_beta[:, 0], expected)
+    np.testing.assert_array_equal(found.design_u[:, 0, :], np.repeat(np.array(expected, float)[:, None], n, axis=1))
+    np.testing.assert_array_equal(found.dbeta_dthreshold[:, 0], -np.array(expected, float))
+    assert found.thresholds == (1.0, 2.0) and found.importance == settings.importance
