@@ -2,8 +2,9 @@
 -> verify.nc.
 
 Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
-posterior.nc, ``verify.indices``: indices.nc, ``verify.reliability``: reliability.nc, any of them) and the simulator (``verify.simulator``, a batched
-``package.module:function`` as for ``train``; left null, the one the surrogate's training.nc records), the
+posterior.nc, ``verify.indices``: indices.nc, ``verify.reliability``: reliability.nc, any of them) and the simulator
+(``verify.simulator``, a batched ``package.module:function`` as for ``train``; left null, the one the surrogate's
+training.nc records), the
 simulator is run at the points each result depends on: the calibration's best fit and distinct minima, an evenly
 spaced subset of the posterior draws (``verify.draws``), the first base rows of the Sobol' design
 (``verify.sobol_rows``, redrawn from the indices' recorded settings), a reliability analysis's design points and
@@ -11,8 +12,8 @@ its importance samples redrawn from its recorded proposal (``verify.failure_runs
 ``verify.safe_runs`` among the others, per event: :mod:`sensitivity.analyses.verify.reliability`). Reliability is
 verified here, as a mode of verify, not as a section of the reliability workflow: like every other analysis it is a
 published result verified against the simulator in its own run, so the simulator's cost and configuration stay out
-of the analysis and a reliability.nc can be verified (and refined) after the fact. The surrogate's error there is compared with
-the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
+of the analysis and a reliability.nc can be verified (and refined) after the fact. The surrogate's error there is
+compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
 the sampling error, or not. On an ensemble surrogate the members' spread at the same points is reported beside the
 error. Every consumed result is verified first and must have been computed with this run's surrogate, space and
 observations (:mod:`workflows.chain`).

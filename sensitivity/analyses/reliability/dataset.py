@@ -150,8 +150,8 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         k = per_member.shape[1]
         v["pf_member"] = ((METHOD_DIM, "member", *on(pf[0])[0]),
                           np.moveaxis(per_member.reshape(len(methods), k, m, t), 2, -1),
-                          {"long_name": "pf of each member (FORM, importance sampling, Monte Carlo; NaN for SORM, subset)",
-                           **probability})
+                          {"long_name": "pf of each member (FORM, importance sampling, Monte Carlo; NaN for SORM "
+                                        "and subset simulation)", **probability})
         v["pf_surrogate_std"] = (*per_method(std), {"long_name": "standard deviation of the members' pf "
                                                                  "(surrogate uncertainty)", **probability})
         v["pf_combined_interval"] = (*on(both, "bound"), {
