@@ -2,18 +2,26 @@
 -> verify.nc.
 
 Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
-posterior.nc, ``verify.indices``: indices.nc, any of them) and the simulator (``verify.simulator``, a batched
-``package.module:function`` as for ``train``; left null, the one the surrogate's training.nc records), the
+posterior.nc, ``verify.indices``: indices.nc, ``verify.reliability``: reliability.nc, any of them) and the simulator
+(``verify.simulator``, a batched ``package.module:function`` as for ``train``; left null, the one the surrogate's
+training.nc records), the
 simulator is run at the points each result depends on: the calibration's best fit and distinct minima, an evenly
 spaced subset of the posterior draws (``verify.draws``), the first base rows of the Sobol' design
-(``verify.sobol_rows``, redrawn from the indices' recorded settings). The surrogate's error there is compared with
-the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
+(``verify.sobol_rows``, redrawn from the indices' recorded settings), a reliability analysis's design points and
+its importance samples redrawn from its recorded proposal (``verify.failure_runs`` among those the surrogate fails,
+``verify.safe_runs`` among the others, per event: :mod:`sensitivity.analyses.verify.reliability`). Reliability is
+verified here, as a mode of verify, not as a section of the reliability workflow: like every other analysis it is a
+published result verified against the simulator in its own run, so the simulator's cost and configuration stay out
+of the analysis and a reliability.nc can be verified (and refined) after the fact. The surrogate's error there is
+compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
 the sampling error, or not. On an ensemble surrogate the members' spread at the same points is reported beside the
 error. Every consumed result is verified first and must have been computed with this run's surrogate, space and
 observations (:mod:`workflows.chain`).
 
 With ``refine.rounds`` > 0 an ensemble surrogate is refined (:func:`sensitivity.analyses.verify.refine`): each round
-adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most, to the samples
+adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most (with a
+reliability result: among its design points and draws of its proposal too, where the U-function of AK-MCS, the
+members' ``|mean g| / sd g``, is lowest), to the samples
 the surrogate was trained on (``refine.training``, default the training.nc beside ``model.source``) and retrains it
 with the settings recorded there (:func:`sensitivity.training.train_surrogate`), until every verdict holds or the
 rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); the last retrained ensemble and its
@@ -51,7 +59,7 @@ RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
     ("training", Optional[str], None)])  # the surrogate's training.nc (null: the one beside model.source)
 
 #: Result kinds verify reads, in the order it checks them.
-RESULTS = ("calibration", "posterior", "indices")
+RESULTS = ("calibration", "posterior", "indices", "reliability")
 #: The run directory's unfinished work of ``verify``: the simulator's runs and the members of each refinement round.
 PARTS = "verify.parts"
 
@@ -66,6 +74,8 @@ class VerifySectionConf(PlanConf, VerdictConf):
     calibration: Optional[str] = None  # a calibration.nc: its best fit and distinct minima
     posterior: Optional[str] = None  # a posterior.nc: a subset of its draws
     indices: Optional[str] = None  # an indices.nc: the first base rows of its Sobol' design
+    reliability: Optional[str] = None  # a reliability.nc (importance sampling among its methods): its design points
+    # and a subsample of its importance samples, redrawn (verify.failure_runs, verify.safe_runs per event)
     strict: bool = False  # a verdict that fails ends the run with exit code 1 (after verify.nc is published)
 
 
@@ -91,8 +101,8 @@ def run(cfg: DictConfig) -> Path:
     v = cfg.verify
     chosen = {key: build.repo_path(v[key]) for key in RESULTS if v[key]}
     if not chosen:
-        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior` and/or `verify.indices` "
-                          "(result files of analyses of this surrogate)")
+        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior`, `verify.indices` and/or "
+                          "`verify.reliability` (result files of analyses of this surrogate)")
     if not v.simulator:
         _simulator_of_training(cfg)
     plan = build.settings(VerifyPlan, v)
@@ -103,10 +113,13 @@ def run(cfg: DictConfig) -> Path:
     if needs_obs and OmegaConf.is_missing(cfg.observations, "path"):
         raise ConfigError("verifying a calibration or a posterior needs its `observations.path`")
     obs_path = check_path(build.repo_path(cfg.observations.path)) if needs_obs else None
-    chosen = {key: chain.consumed(cfg, path, f"verify.{key}", observations=obs_path if key != "indices" else None,
-                                  space=space) for key, path in chosen.items()}
+    chosen = {key: chain.consumed(cfg, path, f"verify.{key}", space=space,
+                                  observations=obs_path if key in ("calibration", "posterior") else None)
+              for key, path in chosen.items()}
     if "indices" in chosen:
         _check_sobol_intervals(chosen["indices"])
+    if "reliability" in chosen:
+        _reliability_events(chosen["reliability"])  # one-line errors before any simulator run
     verdict = build.settings(VerdictSettings, v)
     simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
@@ -158,6 +171,25 @@ def _check_sobol_intervals(path: Path) -> None:
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
+
+
+def _reliability_events(path: Path):
+    """``(settings, read)`` of a reliability.nc: its recorded
+    :class:`~sensitivity.analyses.reliability.ReliabilitySettings` and ``read(indices) ->``
+    :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents`; a one-line error when it holds no
+    importance sampling (whose proposal verify redraws)."""
+    from sensitivity.analyses.verify.reliability import ReliabilityEvents
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import ConfigError
+    from workflows.reliability import settings_from
+
+    with open_result(path) as ds:
+        settings = settings_from(OmegaConf.create(ds.attrs["config"]))
+        ds = ds[["design_u", "design_beta", "dbeta_dthreshold"]].load()
+    if "importance_sampling" not in settings.methods:
+        raise ConfigError(f"`verify.reliability`: {path} ran {list(settings.methods)}; verify redraws the importance "
+                          "samples of its design points: run reliability with `importance_sampling` among its methods")
+    return settings, lambda indices: ReliabilityEvents.from_dataset(ds, indices, settings)
 
 
 def _simulator_of_training(cfg: DictConfig) -> None:
@@ -287,8 +319,9 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         state["parts"] = [getattr(current, key)(path) for key, path in chosen.items()]
         return all(int(part[_verdict_variable(key)]) for key, part in zip(chosen, state["parts"]))
 
+    priority = checks.u_priority(chosen["reliability"]) if "reliability" in chosen else None  # AK-MCS's U
     ds = refine(checks._simulate, fit, check, x, y.reshape(len(x), -1), candidates, rounds=refining.rounds,
-                points_per_round=refining.runs_per_round, initial=checks.members)
+                points_per_round=refining.runs_per_round, initial=checks.members, priority=priority)
     ds.attrs["refined_surrogate"] = ""
     if state["trained"] is not None:
         directory, trained = state["trained"]
@@ -380,10 +413,46 @@ class Checks:
         return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
                             member_std=self._member_std, settings=self.verdict)
 
+    def reliability(self, path: Path):
+        from sensitivity.analyses.verify.reliability import verify_reliability
+
+        settings, read = _reliability_events(path)
+        nataf = self._reliability_plan(settings).nataf
+        found = read(self._reliability_plan(settings).indices)
+        log.info("verify: reliability %s: the simulator at the design points and %d + %d importance samples of each "
+                 "of %d events", path, self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta))
+        return verify_reliability(self._simulate, self.engine.flat_values, nataf.to_physical, found,
+                                  failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
+                                  seed=self.cfg.seed)
+
+    def _reliability_candidates(self, path: Path) -> np.ndarray:
+        """``[P, n]`` every event's design points and ``failure_runs + safe_runs`` draws of its importance-sampling
+        proposal (near its limit state): the candidates of a refinement, run where the U-function is lowest."""
+        settings, read = _reliability_events(path)
+        p = self._reliability_plan(settings)
+        u = read(p.indices).near_limit_state(self.plan.failure_runs + self.plan.safe_runs, self.cfg.seed)
+        return p.nataf.to_physical(u)
+
+    def u_priority(self, path: Path):
+        """The U-function of the reliability result ``path``'s events (lowest first,
+        :func:`~sensitivity.analyses.verify.reliability.u_function`) as a refinement's priority."""
+        from sensitivity.analyses.verify.reliability import u_function
+
+        settings, read = _reliability_events(path)
+        found = read(self._reliability_plan(settings).indices)
+        return lambda values: u_function(values, found)
+
+    def _reliability_plan(self, settings):
+        from sensitivity.analyses.reliability import plan
+
+        return plan(self.space, self.surrogate.output, settings)
+
     def points(self, key: str, path: Path) -> np.ndarray:
         """``[P, n]`` the points the analysis ``key`` (its result ``path``) is verified at."""
         from sensitivity.datasets import open_result, read_draws
 
+        if key == "reliability":
+            return self._reliability_candidates(path)
         if key == "calibration":
             return build.calibration_minima(path, self.space.names)
         if key == "posterior":

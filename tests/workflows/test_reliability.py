@@ -109,3 +109,34 @@ def test_seir_daily_new_infections_above_20_thresholds_on_100_days_in_one_call(c
           f"by > 0.1 on {off.sum()}, flagged on {(ds['agrees'].values[0][off] == 1).mean():.3f} of them")
     assert inside[resolved].mean() >= 0.95
     assert (ds["agrees"].values[0][off] == 1).mean() >= 0.8  # the rest: within a 400-sample IS interval
+
+
+def test_a_biased_ensembles_combined_interval_covers_the_exact_pf_where_its_sampling_interval_does_not(
+        compose_config, tmp_path):
+    """Members y_k = a . x + b_k of normal x (exact linear members written by write_ensemble), offsets b_k of mean
+    0.5 s (s the sd of a . x): the ensemble mean's Pf is biased, its importance-sampling interval misses the exact
+    P(a . x > T); the members' spread (the offsets' sd 0.24 s) widens the combined interval over it."""
+    from sensitivity.surrogates.ensemble import write_ensemble
+    from tests.helpers.models import linear_members
+
+    a, mu, sd = np.array([1.0, -2.0, 0.5]), np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.5, 2.0])
+    s = float(np.sqrt(np.sum((a * sd) ** 2)))
+    offsets = s * np.array([0.2, 0.5, 0.8, 0.35, 0.65])
+    names = ["x0", "x1", "x2"]
+    models = linear_members(np.broadcast_to(a, (5, 1, 3)), offsets[:, None], names, {"name": "y", "units": "m"})
+    path = write_ensemble(tmp_path / "biased.ensemble", lambda k, f: models[k].save(f),
+                          [{"seed": k} for k in range(5)])
+    threshold = float(a @ mu + 3.0 * s)
+    params = [f"{{name: {n}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
+              for n, m, d in zip(names, mu, sd)]
+    cfg = compose_config("reliability", ["model=keras", f"model.source={path}", *space(params), *FAST,
+                                         f"event.thresholds=[{threshold}]", "methods=[form,importance_sampling]"])
+    ds = open_result(reliability.run(cfg)).isel(threshold=0, output=0)
+    exact = stats.norm.sf(3.0)
+    np.testing.assert_allclose(ds["pf_member"].isel(reliability_method=0).values,
+                               stats.norm.sf(3.0 - offsets / s), rtol=1e-5)  # FORM of each member: exact
+    low, high = ds["pf_interval"].isel(reliability_method=1).values
+    assert not low <= exact <= high  # the mean's own interval misses the truth
+    low, high = ds["pf_combined_interval"].values
+    assert low <= exact <= high
+    assert ds.sizes["member"] == 5

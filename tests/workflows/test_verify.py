@@ -338,3 +338,86 @@ def test_a_killed_refinement_continues_at_its_first_unfinished_round_and_equals_
         np.testing.assert_array_equal(ds["refine_training_size"].values, [48, 64, 80])
     xr.testing.assert_identical(_data_of(resumed), _data_of(fresh))
     xr.testing.assert_identical(_data_of(killed / "refined" / "training.nc"), _data_of(clean / "refined" / "training.nc"))
+
+
+A, MU, SD = [1.0, -2.0, 0.5], np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.5, 2.0])
+
+
+def _linear_reliability(compose_config, tmp_path, bias: float, overrides: list[str]):
+    """The reliability of the surrogate ``a . x + bias s`` at ``beta = 3`` (a . x > T), and the config of its
+    verification against the simulator ``a . x``: ``(verify config, s, reliability.nc)``."""
+    from workflows import reliability
+
+    s = float(np.sqrt(np.sum((np.array(A) * SD) ** 2)))
+    threshold = float(np.array(A) @ MU + 3.0 * s)
+    params = [f"{{name: x{i}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
+              for i, (m, d) in enumerate(zip(MU, SD))]
+    common = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+              "model.output={name: y, units: m}", f"space.parameters=[{', '.join(params)}]", "jacobian=float64",
+              "jacobian.jit_compile=false", f"++model.kwargs={{weights: [{A}], offset: [{bias * s}]}}"]
+    result = reliability.run(compose_config("reliability", [
+        *common, f"event.thresholds=[{threshold}]", "methods=[form,importance_sampling]", "plots=false"],
+        output_dir=tmp_path / "reliability"))
+    return compose_config("verify", [*common, "verify.simulator=sensitivity.simulators.analytic:linear",
+                                     f"+verify.simulator_kwargs.weights=[{A}]", f"verify.reliability={result}",
+                                     *overrides], output_dir=tmp_path / "verify"), s, result
+
+
+def test_refinement_of_a_reliability_runs_near_its_limit_state_where_the_u_function_is_lowest(compose_config,
+                                                                                            tmp_path):
+    """The candidates of a refinement: the design point, then draws of the importance-sampling proposal around it;
+    the priority: the U-function of the members' limit states (here members a . x + c_k: U = |T - a . x - mean c| /
+    sd c)."""
+    from sensitivity.analyses.reliability import nataf
+    from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
+    from workflows import build
+
+    cfg, s, result = _linear_reliability(compose_config, tmp_path, 0.0, ["verify.failure_runs=5",
+                                                                         "verify.safe_runs=3"])
+    space = build.space_from(cfg)
+    simulator = build.simulator_from(cfg, cfg.verify.simulator, cfg.verify.simulator_kwargs, "`verify.simulator`")
+    checks = verify.Checks(cfg, space, build.surrogate_from(cfg, space), simulator, VerifyPlan(failure_runs=5,
+                           safe_runs=3), None, VerdictSettings())
+    candidates = checks.points("reliability", result)
+    design = open_result(result)["design_x"].values.reshape(-1, 3)[:1]
+    assert candidates.shape == (1 + 8, 3)
+    np.testing.assert_allclose(candidates[:1], design, rtol=1e-9)
+    u = nataf([p.frozen_distribution() for p in space.parameters]).to_standard(candidates)
+    assert np.all(np.linalg.norm(u - u[:1], axis=1)[1:] < 6)  # draws of N(u*, I) around the design point
+    offsets = np.array([-0.1, 0.0, 0.2]) * s
+    values = (candidates @ np.array(A))[None, :, None] + offsets[:, None, None]
+    threshold = float(np.array(A) @ MU + 3.0 * s)
+    expected = np.abs(threshold - values.mean(axis=0)[:, 0]) / offsets.std(ddof=1)
+    np.testing.assert_allclose(checks.u_priority(result)(values), expected, rtol=1e-9)
+    simulator.close()
+
+
+@pytest.mark.parametrize("bias, holds", [(0.0, True), (0.5, False)])
+def test_a_reliability_analysis_is_verified_at_its_design_point_and_in_its_failure_region(compose_config, tmp_path,
+                                                                                          bias, holds):
+    """The surrogate a . x + b s of normal x against the simulator a . x (s the sd of a . x), failure a . x > T at
+    beta = 3: the simulator's first-order index at the surrogate's design point is exactly 3, its re-weighted Pf the
+    exact Phi(-3) within 3 standard errors, and a bias of 0.5 s (Pf x 3.4) changes the answer."""
+    from scipy import stats
+
+    cfg, s, _ = _linear_reliability(compose_config, tmp_path, bias, ["verify.failure_runs=300", "verify.safe_runs=300"])
+    ds = open_result(verify.run(cfg))
+    np.testing.assert_allclose(ds["reliability_design_error"].values, bias * s, atol=1e-9)
+    np.testing.assert_allclose(ds["reliability_design_beta_simulator"].values, 3.0, rtol=1e-6)
+    pf, se = float(ds["reliability_pf_simulator"][0]), float(ds["reliability_pf_simulator_se"][0])
+    assert abs(pf - stats.norm.sf(3.0)) <= 3 * se
+    assert int(ds["reliability_verdict"]) == holds and ds.attrs["verdict"] == ("holds" if holds else "fails")
+    assert ds.attrs["verdicts"] == f"reliability={'holds' if holds else 'fails'}"
+
+
+def test_a_reliability_result_without_importance_sampling_is_refused_before_any_simulator_run(compose_config,
+                                                                                              tmp_path):
+    from workflows import reliability
+
+    common = ["jacobian=float64", "jacobian.jit_compile=false"]
+    result = reliability.run(compose_config("reliability", [*common, "methods=[form]", "event.thresholds=[10]",
+                                                            "plots=false"], output_dir=tmp_path / "reliability"))
+    with pytest.raises(ConfigError, match="`verify.reliability`: .* ran \\['form'\\]; verify redraws") as err:
+        verify.run(compose_config("verify", [*common, "verify.simulator=sensitivity.simulators.analytic:ishigami",
+                                             f"verify.reliability={result}"], output_dir=tmp_path / "verify"))
+    assert "\n" not in str(err.value) and not (tmp_path / "verify" / "verify.nc").exists()

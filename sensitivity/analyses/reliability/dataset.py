@@ -22,12 +22,13 @@ import numpy as np
 from sensitivity.analyses.reliability import form as fm
 from sensitivity.analyses.reliability import sorm as sm
 from sensitivity.analyses.reliability.form import FormResult, threshold_sensitivity
+from sensitivity.analyses.reliability.ensemble import member_spread
 from sensitivity.analyses.reliability.events import threshold_derivative
 from sensitivity.analyses.reliability.sorm import SormResult
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.axes import flat_coords, unstack_output
 from sensitivity.outputs.labels import axis_coords, axis_units_attrs, parameter_coords
-from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
+from sensitivity.outputs.members import MEMBER, member_coords
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -51,7 +52,7 @@ def _flags(values: dict[int, str]) -> dict[str, Any]:
 
 
 def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, second: SormResult | None,
-                        sampled: dict[str, tuple], member_pf: np.ndarray | None, *, seed: int) -> xr.Dataset:
+                        sampled: dict[str, tuple], member_pf: dict[str, np.ndarray] | None, *, seed: int) -> xr.Dataset:
     """Build the dataset of :func:`~sensitivity.analyses.reliability.driver.reliability` (module notes).
 
     Parameters
@@ -63,7 +64,8 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     sampled
         ``{method: (pf [E], interval [E, 2], cov [E], evaluations)}``.
     member_pf
-        ``[K, E]`` FORM ``pf`` of every member of an ensemble, or None.
+        ``{method: [K, E]}`` the ``pf`` of every member of an ensemble (FORM, and the sampling methods that
+        estimate them, :mod:`~sensitivity.analyses.reliability.ensemble`), or None.
     """
     s = plan.settings
     t, m = len(s.thresholds), plan.indices.size
@@ -144,26 +146,24 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         v["sorm_status"] = (*on(second.status.astype(np.int8), "design_point"), {
             "long_name": "SORM status of each design point", **_flags(SORM_FLAGS)})
     if member_pf is not None:
-        k = len(member_pf)
-        std = np.std(member_pf, axis=0, ddof=1)
-        v["pf_member"] = (("member", *on(member_pf[0])[0]), np.moveaxis(member_pf.reshape(k, m, t), 1, -1),
-                          {"long_name": "FORM pf of each member", **probability})
-        v["pf_surrogate_std"] = (*on(std), {"long_name": "standard deviation of the members' FORM pf "
-                                                         "(surrogate uncertainty)", **probability})
-        at = methods.index(reference) if reference else 0
-        base, bounds = pf[at], interval[at]
-        both = combined_bounds(base, None if reference is None else bounds[:, 0],
-                               None if reference is None else bounds[:, 1], std, k, s.confidence)
-        v["pf_combined_interval"] = (*on(np.clip(both, 0.0, 1.0), "bound"), {
-            "long_name": f"{s.confidence:.0%} interval of the {methods[at]} pf with the surrogate's spread",
-            **probability})
+        per_member, std, both, spread_of = member_spread(methods, member_pf, pf, interval, reference, s.confidence)
+        k = per_member.shape[1]
+        v["pf_member"] = ((METHOD_DIM, "member", *on(pf[0])[0]),
+                          np.moveaxis(per_member.reshape(len(methods), k, m, t), 2, -1),
+                          {"long_name": "pf of each member (FORM, importance sampling, Monte Carlo; NaN for SORM "
+                                        "and subset simulation)", **probability})
+        v["pf_surrogate_std"] = (*per_method(std), {"long_name": "standard deviation of the members' pf "
+                                                                 "(surrogate uncertainty)", **probability})
+        v["pf_combined_interval"] = (*on(both, "bound"), {
+            "long_name": f"{s.confidence:.0%} interval of the {reference or 'form'} pf with the surrogate's spread "
+                         f"(the members' {spread_of} pf)", **probability})
     ds = xr.Dataset({name: xr.Variable(dims, values, attrs) for name, (dims, values, attrs) in v.items()})
     coords = {**axis_coords(METHOD_DIM, methods), **parameter_coords(space.names, space.units),
               "threshold": xr.Variable("threshold", np.asarray(s.thresholds), {"long_name": "threshold of the output",
                                                                                "units": unit}),
               "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"})}
     if member_pf is not None:
-        coords.update(member_coords(len(member_pf)))
+        coords.update(member_coords(k))
     ds = ds.assign_coords(coords).assign_coords(flat_coords(plan.output))
     ds.attrs.update(direction=s.direction, failure=f"output {'>' if s.direction == 'above' else '<'} threshold",
                     methods=" ".join(s.methods), union=result.union, seed=int(seed), starts=int(s.starts),

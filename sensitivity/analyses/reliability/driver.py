@@ -9,9 +9,10 @@ transform's, and solves every picked output x threshold in one batched FORM run
 is centred at each event's design points; subset simulation and Monte Carlo come by the settings. The dataset
 and its verdict are :mod:`~sensitivity.analyses.reliability.dataset`'s.
 
-On an ensemble surrogate the analysis is the ensemble mean's, and FORM runs once more on every member side by
-side (the members' outputs as ``K m`` outputs of one model): Pf per member, its spread, and the importance
-sampling interval widened by it (:func:`sensitivity.outputs.members.combined_bounds`).
+On an ensemble surrogate the analysis is the ensemble mean's; FORM runs once more on every member side by side,
+and importance sampling and Monte Carlo estimate every member's Pf on the mean's samples
+(:mod:`~sensitivity.analyses.reliability.ensemble`): Pf per member, its spread, and the reference interval
+widened by it (:func:`sensitivity.outputs.members.combined_bounds`).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from sensitivity.analyses.reliability import events as ev
 from sensitivity.analyses.reliability.dataset import reliability_dataset
+from sensitivity.analyses.reliability.ensemble import member_form
 from sensitivity.analyses.reliability.form import FormResult, form, sphere_starts
 from sensitivity.analyses.reliability.sampling import importance_sampling, monte_carlo, subset_simulation
 from sensitivity.analyses.reliability.settings import ReliabilitySettings, select_outputs
@@ -112,17 +114,24 @@ def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: 
     if "sorm" in settings.methods:
         second = sorm(_hessian_in_u(p, flat, hessian or output_hessian(model, p.indices), result), result)
     values = _values_in_u(p.nataf, flat)
-    sampled = {}
+    sampled, member_pf = {}, {}
     if "importance_sampling" in settings.methods:
-        sampled["importance_sampling"] = _importance(values, result, p, rng)
+        pf, interval, cov, count = _importance(flat.copies_in_u(p.nataf), 1 + members, result, p, rng)
+        sampled["importance_sampling"] = (pf[0], interval[0], cov[0], count)
+        member_pf["importance_sampling"] = pf[1:]
     if "subset_simulation" in settings.methods:
         sampled["subset_simulation"] = _subset(values, m * t, p, rng)
     if "monte_carlo" in settings.methods:
-        limit = lambda u: ev.threshold_values(values(u), settings.thresholds, settings.direction)  # noqa: E731
+        copies = flat.copies_in_u(p.nataf)
+        limit = lambda u: ev.threshold_values(copies(u).reshape(len(u), -1), settings.thresholds,  # noqa: E731
+                                              settings.direction)
         mc = monte_carlo(limit, n, settings.monte_carlo, seed=rng)
-        sampled["monte_carlo"] = (mc.pf, mc.interval, mc.cov, mc.evaluations)
-    spread = _members(model, p, starts, members) if members > 1 else None
-    return reliability_dataset(space, p, result, second, sampled, spread, seed=seed)
+        per_copy = lambda a: np.asarray(a).reshape(-1, m * t, *np.shape(a)[1:])  # noqa: E731  [1 + K, E, ...]
+        sampled["monte_carlo"] = (per_copy(mc.pf)[0], per_copy(mc.interval)[0], per_copy(mc.cov)[0], mc.evaluations)
+        member_pf["monte_carlo"] = per_copy(mc.pf)[1:]
+    if members > 1:
+        member_pf["form"] = member_form(model, p, starts, members)
+    return reliability_dataset(space, p, result, second, sampled, member_pf if members > 1 else None, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -144,9 +153,20 @@ class PickedModel:
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """``x [K, n] -> y [K, m]``, values only."""
+        return self.copies(x)[:, 0]
+
+    def copies(self, x: np.ndarray) -> np.ndarray:
+        """``x [K, n] -> [K, C, m]``: the picked outputs of the mean, then of each member of an ensemble
+        (``C = 1 + members``; ``C = 1`` for one model), from one evaluation."""
         values = np.asarray(self.model.values(x), float)
-        values = values.mean(axis=0) if self.members else values
-        return values.reshape(len(x), -1)[:, self.indices]
+        if not self.members:
+            return values.reshape(len(x), 1, -1)[:, :, self.indices]
+        values = values.reshape(self.members, len(x), -1)[:, :, self.indices].transpose(1, 0, 2)
+        return np.concatenate([values.mean(axis=1, keepdims=True), values], axis=1)
+
+    def copies_in_u(self, nataf: Nataf) -> Callable[[np.ndarray], np.ndarray]:
+        """``u [K, n] -> [K, C, m]``: :meth:`copies` in the standard normal space."""
+        return lambda u: self.copies(nataf.to_physical(u))
 
 
 def _values_in_u(nataf: Nataf, flat: PickedModel) -> Callable[[np.ndarray], np.ndarray]:
@@ -203,8 +223,10 @@ def _hessian_in_u(p: Plan, flat: PickedModel, hessian: Callable, result: FormRes
     return in_u
 
 
-def _importance(values: Callable, result: FormResult, p: Plan, rng: np.random.Generator) -> tuple:
-    """Importance sampling of every event at its own design points (events without one: NaN).
+def _importance(copies: Callable, c: int, result: FormResult, p: Plan, rng: np.random.Generator) -> tuple:
+    """Importance sampling of every event at its own design points (events without one: NaN), of the mean and of
+    every member (``copies: u -> [K, C, m]``) on the same samples: ``pf [C, E]``, ``interval [C, E, 2]``,
+    ``cov [C, E]``, evaluations.
 
     Where the origin fails (``beta < 0``, Pf > 1/2) the safe event ``-g <= 0`` is sampled at the same points
     (their index ``-beta``) and ``Pf = 1 - P(safe)``, with the interval mirrored: a proposal centred at the design
@@ -213,22 +235,23 @@ def _importance(values: Callable, result: FormResult, p: Plan, rng: np.random.Ge
     s = p.settings
     e = result.beta.size
     t = len(s.thresholds)
-    pf, cov = np.full(e, np.nan), np.full(e, np.nan)
-    interval = np.full((e, 2), np.nan)
+    pf, cov = np.full((c, e), np.nan), np.full((c, e), np.nan)
+    interval = np.full((c, e, 2), np.nan)
     evaluations = 0
     for event in np.flatnonzero(np.isfinite(result.beta)):
         i, j = divmod(int(event), t)
         found = np.isfinite(result.design_beta[event])
         flip = -1.0 if result.beta[event] < 0 else 1.0  # origin failed: sample the safe side, Pf = 1 - P(safe)
         limit = lambda u, i=i, j=j, flip=flip: flip * ev.threshold_values(  # noqa: E731
-            values(u)[:, i], [s.thresholds[j]], s.direction)
+            copies(u)[:, :, i], [s.thresholds[j]], s.direction)
         r = importance_sampling(limit, result.design_u[event, found], s.importance,
                                 betas=flip * result.design_beta[event, found], seed=rng)
         if flip > 0:
-            pf[event], interval[event], cov[event] = r.pf[0], r.interval[0], r.cov[0]
+            pf[:, event], interval[:, event], cov[:, event] = r.pf, r.interval, r.cov
         else:
-            pf[event], interval[event] = 1.0 - r.pf[0], 1.0 - r.interval[0, ::-1]
-            cov[event] = r.cov[0] * r.pf[0] / pf[event]
+            pf[:, event], interval[:, event] = 1.0 - r.pf, 1.0 - r.interval[:, ::-1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cov[:, event] = r.cov * r.pf / pf[:, event]
         evaluations += r.evaluations
     return pf, interval, cov, evaluations
 
@@ -247,21 +270,3 @@ def _subset(values: Callable, e: int, p: Plan, rng: np.random.Generator) -> tupl
         pf[event], interval[event], cov[event] = r.pf, r.interval, r.cov
         evaluations += r.evaluations
     return pf, interval, cov, evaluations
-
-
-def _members(model: Any, p: Plan, starts: np.ndarray, members: int) -> np.ndarray:
-    """``[K, E]`` FORM ``Pf`` of every member: the members side by side as ``K m`` outputs of one FORM run."""
-    m, n = p.indices.size, p.nataf.n
-    t = len(p.settings.thresholds)
-
-    def stacked(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values, jac = model(x)  # [K, N, *out], [K, N, *out, n]
-        k = len(x)
-        values = np.asarray(values, float).reshape(members, k, -1)[:, :, p.indices]
-        jac = np.asarray(jac, float).reshape(members, k, -1, n)[:, :, p.indices]
-        return values.transpose(1, 0, 2).reshape(k, -1), jac.transpose(1, 0, 2, 3).reshape(k, -1, n)
-
-    limit = ev.threshold_limit_state(p.nataf.pull_back(stacked), p.settings.thresholds, p.settings.direction)
-    return form(limit, starts, p.settings.form).pf.reshape(members, m * t)
-
-

@@ -223,28 +223,13 @@ def importance_sampling(limit_state: ValuesFn, centres: np.ndarray,
     betas
         ``[D]`` their reliability indices, for ``weights='probability'``.
     """
-    c = np.atleast_2d(np.asarray(centres, dtype=float))
-    if c.ndim != 2 or c.shape[0] < 1 or not np.all(np.isfinite(c)):
-        raise ConfigError(f"`centres` must be a finite [D, n] array with D >= 1, got shape {np.shape(centres)}")
-    d, n = c.shape
-    if settings.weights == "probability":
-        if betas is None:
-            raise ConfigError("`betas` must be given for weights='probability', got None")
-        b = np.asarray(betas, dtype=float)
-        if b.shape != (d,) or not np.all(np.isfinite(b)):
-            raise ConfigError(f"`betas` must be [{d}] finite numbers, got {betas!r}")
-        log_w = stats.norm.logsf(b) - special.logsumexp(stats.norm.logsf(b))
-    else:
-        log_w = np.full(d, -np.log(d))
+    mixture = Mixture.of(centres, settings.weights, betas)
     rng = np.random.default_rng(seed)
-    half_norms = 0.5 * np.sum(c * c, axis=1)
     total = total_sq = failures = None
     done = 0
     while done < settings.n_samples:
         size = min(settings.block_size, settings.n_samples - done)
-        which = rng.choice(d, size=size, p=np.exp(log_w)) if d > 1 else np.zeros(size, dtype=int)
-        u = c[which] + rng.standard_normal((size, n))
-        log_ratio = -special.logsumexp(log_w[None, :] + u @ c.T - half_norms[None, :], axis=1)
+        u, log_ratio = mixture.draw(size, rng)
         g = event_values(limit_state, u)
         weighted = np.where(g <= 0, np.exp(log_ratio)[:, None], 0.0)
         parts = (weighted.sum(axis=0), (weighted**2).sum(axis=0), np.sum(g <= 0, axis=0))
@@ -259,6 +244,38 @@ def importance_sampling(limit_state: ValuesFn, centres: np.ndarray,
         cov = se / pf
     return SamplingResult(pf=pf, interval=np.stack([np.maximum(pf - z * se, 0.0), pf + z * se], axis=-1), cov=cov,
                           failures=failures, evaluations=m, method="importance_sampling", interval_kind="normal")
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """The proposal of :func:`importance_sampling`: ``h(u) = sum_i w_i phi_n(u - c_i)``, log weights ``log_w [D]``."""
+
+    centres: np.ndarray
+    log_w: np.ndarray
+
+    @classmethod
+    def of(cls, centres: np.ndarray, weights: str, betas: np.ndarray | None = None) -> "Mixture":
+        """The mixture at ``centres [D, n]`` with ``'equal'`` weights or ``'probability'`` ones (``~ Phi(-beta_i)``)."""
+        c = np.atleast_2d(np.asarray(centres, dtype=float))
+        if c.ndim != 2 or c.shape[0] < 1 or not np.all(np.isfinite(c)):
+            raise ConfigError(f"`centres` must be a finite [D, n] array with D >= 1, got shape {np.shape(centres)}")
+        d = c.shape[0]
+        if weights == "probability":
+            if betas is None:
+                raise ConfigError("`betas` must be given for weights='probability', got None")
+            b = np.asarray(betas, dtype=float)
+            if b.shape != (d,) or not np.all(np.isfinite(b)):
+                raise ConfigError(f"`betas` must be [{d}] finite numbers, got {betas!r}")
+            return cls(c, stats.norm.logsf(b) - special.logsumexp(stats.norm.logsf(b)))
+        return cls(c, np.full(d, -np.log(d)))
+
+    def draw(self, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``(u [size, n], log(phi_n(u) / h(u)) [size])``: draws of the mixture and their log likelihood ratios."""
+        c, d = self.centres, len(self.centres)
+        which = rng.choice(d, size=size, p=np.exp(self.log_w)) if d > 1 else np.zeros(size, dtype=int)
+        u = c[which] + rng.standard_normal((size, c.shape[1]))
+        half_norms = 0.5 * np.sum(c * c, axis=1)
+        return u, -special.logsumexp(self.log_w[None, :] + u @ c.T - half_norms[None, :], axis=1)
 
 
 def subset_simulation(limit_state: ValuesFn, n: int, settings: SubsetSettings = SubsetSettings(), *,

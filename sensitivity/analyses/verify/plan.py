@@ -20,14 +20,21 @@ class VerifyPlan:
         Posterior draws verified, evenly spaced through the stacked chains [runs].
     sobol_rows
         Base rows of the Sobol' design verified, a power of two (``sobol_rows (d + 2)`` runs).
+    failure_runs, safe_runs
+        Per reliability event, simulator runs among the redrawn importance samples the surrogate fails / does
+        not fail (:func:`~sensitivity.analyses.verify.reliability.verify_reliability`) [runs].
     """
 
     draws: int = 64
     sobol_rows: int = 64
+    failure_runs: int = 64
+    safe_runs: int = 64
 
     def __post_init__(self) -> None:
-        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 2:
-            raise ConfigError(f"`draws` must be an integer >= 2, got {self.draws!r}")
+        for name in ("draws", "failure_runs", "safe_runs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ConfigError(f"`{name}` must be an integer >= 2, got {value!r}")
         check_power_of_two(self.sobol_rows, what="sobol_rows")
 
     def posterior_subset(self, draws: np.ndarray) -> np.ndarray:

@@ -24,7 +24,8 @@ CheckFn = Callable[[Callable[[np.ndarray], np.ndarray]], bool]
 
 def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: CheckFn, x: np.ndarray, y: np.ndarray,
            candidates: np.ndarray, *, rounds: int, points_per_round: int,
-           initial: Callable[[np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
+           initial: Callable[[np.ndarray], np.ndarray] | None = None,
+           priority: Callable[[np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
     """Refine an ensemble on the points an analysis depends on.
 
     Parameters
@@ -47,6 +48,10 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
     initial
         The members' values ``[P, n] -> [K, P, m]`` of the ensemble already trained on ``(x, y)`` (round 0 judges
         it as given); None: ``fit(x, y)``.
+    priority
+        ``members' values [K, P, m] -> [P]``: the candidates' order of new runs, lowest first (the U-function of a
+        reliability analysis, :func:`~sensitivity.analyses.verify.reliability.u_function`); None: the members'
+        largest disagreement first.
 
     Returns
     -------
@@ -80,7 +85,8 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
         records.append((len(x), verdict, disagreement.max(), disagreement.mean(), np.sqrt((error**2).mean())))
         if verdict or r == rounds or not available.any():
             break
-        order = np.argsort(np.where(available, -disagreement, np.inf))[:min(points_per_round, available.sum())]
+        score = -disagreement if priority is None else np.asarray(priority(values), float)
+        order = np.argsort(np.where(available, score, np.inf), kind="stable")[:min(points_per_round, available.sum())]
         available[order] = False
         x, y = np.vstack([x, candidates[order]]), np.vstack([y, truth[order]])
         added += list(candidates[order])

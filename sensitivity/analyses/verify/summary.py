@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, Verdict
+from sensitivity.datasets.summary import BAD, PLAIN, Cell, Fact, Summary, Table, Verdict
 from sensitivity.datasets.summary_text import number
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
 #: The analyses a verification checks: (what it is called, the prefix of its variables), in the order checked.
-ANALYSES = (("calibration", "calibration"), ("posterior", "posterior"), ("indices", "sobol"))
+ANALYSES = (("calibration", "calibration"), ("posterior", "posterior"), ("indices", "sobol"),
+            ("reliability", "reliability"))
 #: At most this many worst cases per verdict.
 WORST = 5
 
@@ -57,7 +58,26 @@ def _verdict(ds: xr.Dataset, name: str, prefix: str) -> Verdict:
                      "draw)")
         return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("mean_shift", "mcse"),
                                                                 "shift / Monte Carlo standard error"))
+    if prefix.endswith("reliability"):
+        return _reliability(ds, name, prefix, holds)
     return _sobol(ds, name, prefix, holds)
+
+
+def _reliability(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
+    """The events whose pf the simulator changes beyond its sampling uncertainty, the largest change first."""
+    change = ds[f"{prefix}_pf_change"].values
+    changed = int(ds[f"{prefix}_changes"].values.sum())
+    statement = (f"the surrogate's error changes pf beyond its sampling uncertainty on {changed} of {change.size} "
+                 f"events ({int(ds[f'{prefix}_runs'])} simulator runs); the simulator agrees on the sign of g on "
+                 f"{np.nanmin(ds[f'{prefix}_sign_agreement'].values):.0%} or more of its runs")
+    order = [int(k) for k in np.argsort(-np.nan_to_num(np.abs(change), nan=-1.0))[:WORST]]
+    rows = tuple((Cell(f"output {int(ds[f'{prefix}_event_output'].values[k])}, threshold "
+                       f"{number(float(ds[f'{prefix}_event_threshold'].values[k]), 4)}"),
+                  Cell(f"{number(float(ds[f'{prefix}_pf_surrogate'].values[k]), 3)} -> "
+                       f"{number(float(ds[f'{prefix}_pf_simulator'].values[k]), 3)}",
+                       flag=BAD if ds[f"{prefix}_changes"].values[k] else PLAIN)) for k in order)
+    return Verdict(name, holds, statement, Table("largest changes of pf", ("event", "pf surrogate -> simulator"),
+                                                 rows))
 
 
 def _parameter_worst(ds: xr.Dataset, prefix: str, variables: tuple[str, str], title: str) -> Table:
