@@ -13,7 +13,7 @@ Variables (``output`` is put back on the model's own dims by :func:`~sensitivity
   for the indices, the estimator's variance for the moments); ``predicted_variance_reduction`` and ``correlation``
   ``(output)``: the allocation's prediction and the pilot's correlation;
 - attributes: ``n_sim_runs``, ``n_sim_rows``, ``n_sur_rows``, ``n_sur_optimal``, ``budget``, ``pilot_runs``,
-  ``cost_sim`` / ``cost_sur`` [s per run], ``cost_ratio``, ``surrogate_worthwhile``, ``verdict`` (``bias
+  ``cost_sim`` / ``cost_sur`` [s per run, measured], ``cost_ratio`` (the allocation's: given, or measured), ``surrogate_worthwhile``, ``verdict`` (``bias
   significant`` or ``no significant bias``), ``method``, ``references``.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ QUANTITIES = {"S1": "first-order Sobol' index", "ST": "total Sobol' index", "out
 
 
 def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[str, Any], plan: Any, s: Any, *,
-                  n_sim: int, n_sur: int, cost_sim: float, cost_sur: float) -> xr.Dataset:
+                  n_sim: int, n_sur: int, cost_sim: float, cost_sur: float, cost_ratio: float) -> xr.Dataset:
     """The dataset of :func:`sensitivity.analyses.multifidelity.study.multifidelity` (see the module)."""
     g = len(space)
     m = est["mean"].estimate.shape[0]
@@ -97,7 +97,7 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
     ds = xr.Dataset(data, coords=coords, attrs={
         "n_sim_runs": n_sim * (g + 2), "n_sim_rows": n_sim, "n_sur_rows": n_sur, "n_sur_optimal": int(plan.n_sur),
         "budget": int(s.budget), "pilot_runs": int(s.pilot_blocks(g) * (g + 2)), "cost_sim": float(cost_sim),
-        "cost_sur": float(cost_sur), "cost_ratio": float(cost_sim / cost_sur),
+        "cost_sur": float(cost_sur), "cost_ratio": float(cost_ratio),
         "surrogate_worthwhile": int(plan.worthwhile), "conf_level": float(s.conf_level),
         "verdict": "bias significant" if significant else "no significant bias",
         "method": METHOD, "references": REFERENCES})

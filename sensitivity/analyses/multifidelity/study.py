@@ -66,6 +66,10 @@ class MultifidelityStudy:
         Bootstrap resamples of the indices' intervals (>= 10).
     conf_level
         Confidence level of every interval, in (0, 1).
+    cost_ratio
+        The simulator's cost per run over the surrogate's [1], which sets the allocation; None: measured (the
+        pilot's wall time per run over the surrogate's), so that a rerun may allocate differently. Give it for a
+        reproducible result.
     """
 
     budget: int = 1000
@@ -73,6 +77,7 @@ class MultifidelityStudy:
     surrogate_rows: int = 4096
     n_resamples: int = 200
     conf_level: float = 0.95
+    cost_ratio: float | None = None
 
     def check(self, n_factors: int | None = None) -> MultifidelityStudy:
         """These settings, or a one-line :class:`~sensitivity.errors.ConfigError` naming the bad field; with the
@@ -83,6 +88,9 @@ class MultifidelityStudy:
         if self.surrogate_rows & (self.surrogate_rows - 1):
             raise ConfigError(f"`surrogate_rows` must be a power of two, got {self.surrogate_rows}")
         MFSobol(self.n_resamples, self.conf_level).check()
+        r = self.cost_ratio
+        if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0):
+            raise ConfigError(f"`cost_ratio` must be a number > 0 (or null: measured), got {r!r}")
         if n_factors is not None:
             block = n_factors + 2
             p = self.pilot_blocks(n_factors)
@@ -142,8 +150,9 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     cost_sim = max((time.perf_counter() - started) / (p * block), 1e-12)
     if pilot.shape[1] != sur.shape[1]:
         raise DataError(f"the simulator returned {pilot.shape[1]} outputs per point, the surrogate {sur.shape[1]}")
-    plan = allocate(pilot, sur[:p * block], Allocation(budget=s.budget * cost_sim, cost_sim=block * cost_sim,
-                                                       cost_sur=block * cost_sur, min_sim=3))
+    ratio = s.cost_ratio or cost_sim / cost_sur
+    plan = allocate(pilot, sur[:p * block], Allocation(budget=float(s.budget * ratio), cost_sim=float(block * ratio),
+                                                       cost_sur=float(block), min_sim=3))
     n = min(max(plan.n_sim, p), s.budget // block, big)
     rows = min(big, max(plan.n_sur, n)) if plan.worthwhile else n
     rows = max(n, 2 ** int(math.floor(math.log2(rows))))  # the first 2^k rows of a scrambled Sobol' sequence
@@ -152,7 +161,7 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     y0, y1 = sim.reshape(n, block, -1), sur[:rows * block].reshape(rows, block, -1)
     estimates = _estimates(y0, y1, g, s, rng)
     return study_dataset(model.output, space, estimates, plan, s, n_sim=n, n_sur=rows, cost_sim=cost_sim,
-                         cost_sur=cost_sur)
+                         cost_sur=cost_sur, cost_ratio=ratio)
 
 
 def _estimates(y0: np.ndarray, y1: np.ndarray, g: int, s: MultifidelityStudy, rng: np.random.Generator) -> dict:
@@ -175,4 +184,4 @@ def _flat(values: np.ndarray, rows: int, who: str) -> np.ndarray:
     y = np.asarray(values, dtype=np.float64)
     if y.ndim < 1 or y.shape[0] != rows:
         raise DataError(f"{who} returned shape {list(y.shape)} for {rows} points; expected [{rows}, outputs]")
-    return y.reshape(rows, -1)
+    return y.reshape(rows, int(np.prod(y.shape[1:])))
