@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,25 @@ log = logging.getLogger(__name__)
 
 #: The attribute of the assembled file that names the computation it holds.
 FINGERPRINT_ATTR = "runner_fingerprint"
+#: The attribute (a part's, summed into the file's) of the simulator's own time for its runs [microseconds].
+TIME_ATTR = "simulator_microseconds"
+
+
+@dataclass(frozen=True)
+class SimulatorRuns:
+    """The simulator's values at the points and its own time for them.
+
+    Attributes
+    ----------
+    values
+        ``[N, *out]`` float64, in the order of the points.
+    seconds
+        The simulator calls' summed duration [s], as recorded with each batch (a resumed or reread run reports
+        the time its runs took when they ran); divided by ``N``: the cost of one run.
+    """
+
+    values: np.ndarray
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -65,8 +85,8 @@ class RunnerSettings:
 
 def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | Path,
                   settings: RunnerSettings = RunnerSettings(), *, progress: bool = False,
-                  desc: str = "simulator") -> np.ndarray:
-    """The simulator's values ``[N, *out]`` at ``points [N, n]``, run in recorded batches.
+                  desc: str = "simulator") -> SimulatorRuns:
+    """The simulator's values ``[N, *out]`` at ``points [N, n]`` and its time, run in recorded batches.
 
     Parameters
     ----------
@@ -87,8 +107,8 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
 
     Returns
     -------
-    numpy.ndarray
-        ``[N, *out]`` float64, in the order of ``points``.
+    SimulatorRuns
+        The values ``[N, *out]`` float64 in the order of ``points``, and the simulator's recorded time.
 
     Raises
     ------
@@ -109,7 +129,7 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
         with xr.open_dataset(path) as ds:
             if ds.attrs.get(FINGERPRINT_ATTR) == fingerprint:
                 log.info("%s: all %d simulator runs are on disk; none is run again", path, len(x))
-                return _values(ds)
+                return _runs(ds)
     blocks = [(a, min(a + s.batch_size, len(x))) for a in range(0, len(x), s.batch_size)]
     with PartStore(path, fingerprint, (0, len(x))) as store:
         todo = [b for b in blocks if b not in store.done()]
@@ -118,9 +138,9 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
                      len(blocks) - len(todo), len(blocks), len(todo))
         _run_batches(simulator, x, todo, store, s.workers, progress=progress, desc=desc, total=len(x))
         store.finalize({FINGERPRINT_ATTR: fingerprint, "simulator": simulator.label,
-                        "title": f"Runs of {simulator.label}"})
+                        "title": f"Runs of {simulator.label}"}, totals=(TIME_ATTR,))
     with xr.open_dataset(path) as ds:
-        return _values(ds)
+        return _runs(ds)
 
 
 def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[int, int]], store, workers: int, *,
@@ -134,10 +154,11 @@ def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[in
     for copy in copies:
         free.put(copy)
 
-    def run(a: int, b: int) -> np.ndarray:
+    def run(a: int, b: int) -> tuple[np.ndarray, float]:
         copy = free.get()
         try:
-            return copy(x[a:b])
+            started = time.perf_counter()
+            return copy(x[a:b]), time.perf_counter() - started
         finally:
             free.put(copy)
 
@@ -148,10 +169,13 @@ def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[in
             pending: dict[Future, tuple[int, int]] = {pool.submit(run, a, b): (a, b) for a, b in todo}
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
+                failed = [f for f in finished if f.exception() is not None]
+                for future in sorted(set(finished) - set(failed), key=pending.get):  # every good batch is kept
                     a, b = pending.pop(future)
-                    store.write(_part(x[a:b], future.result()), a, b)
+                    store.write(_part(x[a:b], *future.result()), a, b)
                     bar.update(b - a)
+                if failed:
+                    failed[0].result()  # the simulator's one-line error
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for copy in copies:
@@ -159,18 +183,18 @@ def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[in
                 copy.close()
 
 
-def _part(x: np.ndarray, y: np.ndarray) -> xr.Dataset:
-    """One batch as a dataset: its points and the simulator's values, flattened per point."""
+def _part(x: np.ndarray, y: np.ndarray, seconds: float) -> xr.Dataset:
+    """One batch as a dataset: its points, the simulator's values flattened per point, and its time."""
     return xr.Dataset(
         {"x": (("sample", "parameter"), x, {"long_name": "parameter point"}),
          "y": (("sample", "value"), y.reshape(len(y), -1), {"long_name": "simulator output, flattened per point"})},
-        attrs={"output_shape": " ".join(map(str, y.shape[1:]))})
+        attrs={"output_shape": " ".join(map(str, y.shape[1:])), TIME_ATTR: int(round(seconds * 1e6))})
 
 
-def _values(ds: xr.Dataset) -> np.ndarray:
+def _runs(ds: xr.Dataset) -> SimulatorRuns:
     shape = tuple(int(k) for k in str(ds.attrs.get("output_shape", "")).split())
     y = ds["y"].values
-    return y.reshape(len(y), *shape) if shape else y
+    return SimulatorRuns(y.reshape(len(y), *shape) if shape else y, int(ds.attrs.get(TIME_ATTR, 0)) * 1e-6)
 
 
 def _hash(x: np.ndarray) -> str:

@@ -41,8 +41,8 @@ def expected(x: np.ndarray) -> np.ndarray:
 
 def test_parallel_batches_equal_the_serial_run(tmp_path):
     sim = simulator_from(f"{HERE}:field", what="`multifidelity.simulator`")
-    serial = run_simulator(sim, POINTS, tmp_path / "serial.nc", RunnerSettings(batch_size=23))
-    parallel = run_simulator(sim, POINTS, tmp_path / "parallel.nc", RunnerSettings(batch_size=4, workers=2))
+    serial = run_simulator(sim, POINTS, tmp_path / "serial.nc", RunnerSettings(batch_size=23)).values
+    parallel = run_simulator(sim, POINTS, tmp_path / "parallel.nc", RunnerSettings(batch_size=4, workers=2)).values
     np.testing.assert_array_equal(serial, expected(POINTS))
     np.testing.assert_array_equal(parallel, serial)
     assert parallel.shape == (23, 2, 3)
@@ -62,12 +62,14 @@ def test_a_run_killed_mid_way_runs_only_the_missing_batches(tmp_path):
     assert not (tmp_path / "runs.nc").exists()  # nothing assembled
     Path(f"{counter}.stop").unlink()
     sim = simulator_from(f"{HERE}:field", kwargs)
-    values = run_simulator(sim, POINTS, tmp_path / "runs.nc", RunnerSettings(batch_size=5, workers=2))
+    runs = run_simulator(sim, POINTS, tmp_path / "runs.nc", RunnerSettings(batch_size=5, workers=2))
+    values = runs.values
     assert sorted(map(int, counter.read_text().split())) == [3, 5, 5, 5, 5]  # batches 4 and 5 only, once each
     np.testing.assert_array_equal(values, expected(POINTS))
     again = run_simulator(sim, POINTS, tmp_path / "runs.nc", RunnerSettings(batch_size=5, workers=2))
     assert len(counter.read_text().split()) == 5  # all on disk: no call
-    np.testing.assert_array_equal(again, values)
+    np.testing.assert_array_equal(again.values, values)
+    assert again.seconds == runs.seconds > 0  # the recorded time of the runs, every batch's summed
 
 
 def test_a_nan_is_the_checked_one_line_error_and_nothing_is_assembled(tmp_path):

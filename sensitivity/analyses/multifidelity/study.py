@@ -43,7 +43,10 @@ from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
-#: A simulator as the study runs it: points ``[K, n]`` and the stage's name -> ``[K, *out]`` values.
+#: A simulator as the study runs it: points ``[K, n]`` and the stage's name -> ``[K, *out]`` values, or an object
+#: with ``values`` and ``seconds``, the simulator's own time for them
+#: (:class:`~sensitivity.simulators.runner.SimulatorRuns`: recorded, so a resumed run measures the pilot's cost
+#: as it ran).
 StagedSimulator = Callable[[np.ndarray, str], np.ndarray]
 
 
@@ -120,7 +123,9 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     settings
         Budget, pilot, design size, intervals.
     simulator
-        ``(points [K, n], stage) -> [K, *out]`` (or ``[K, m]``) simulator values, ``stage`` ``"pilot"`` or ``"runs"``.
+        ``(points [K, n], stage) -> [K, *out]`` (or ``[K, m]``) simulator values, ``stage`` ``"pilot"`` or ``"runs"``;
+        or an object with those ``values`` and ``seconds`` (:data:`StagedSimulator`). The pilot's cost per run is
+        its ``seconds`` over its runs, else the call's wall time.
     seed
         Seed of the design's scrambling and of the bootstrap.
 
@@ -146,8 +151,9 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     cost_sur = max((time.perf_counter() - started) / len(points), 1e-12)
     p = s.pilot_blocks(g)
     started = time.perf_counter()
-    pilot = _flat(simulator(points[:p * block], "pilot"), p * block, "the simulator")
-    cost_sim = max((time.perf_counter() - started) / (p * block), 1e-12)
+    pilot, seconds = _ran(simulator(points[:p * block], "pilot"))
+    pilot = _flat(pilot, p * block, "the simulator")
+    cost_sim = max((time.perf_counter() - started if seconds is None else seconds) / (p * block), 1e-12)
     if pilot.shape[1] != sur.shape[1]:
         raise DataError(f"the simulator returned {pilot.shape[1]} outputs per point, the surrogate {sur.shape[1]}")
     ratio = s.cost_ratio or cost_sim / cost_sur
@@ -156,7 +162,7 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     n = min(max(plan.n_sim, p), s.budget // block, big)
     rows = min(big, max(plan.n_sur, n)) if plan.worthwhile else n
     rows = max(n, 2 ** int(math.floor(math.log2(rows))))  # the first 2^k rows of a scrambled Sobol' sequence
-    rest = simulator(points[p * block:n * block], "runs") if n > p else np.empty((0, *np.shape(pilot)[1:]))
+    rest = _ran(simulator(points[p * block:n * block], "runs"))[0] if n > p else np.empty((0, pilot.shape[1]))
     sim = np.concatenate([pilot, _flat(rest, (n - p) * block, "the simulator")])
     y0, y1 = sim.reshape(n, block, -1), sur[:rows * block].reshape(rows, block, -1)
     estimates = _estimates(y0, y1, g, s, rng)
@@ -178,6 +184,13 @@ def _estimates(y0: np.ndarray, y1: np.ndarray, g: int, s: MultifidelityStudy, rn
         "mean": estimate_mean(ab0, ab1, cv), "mean_surrogate": estimate_mean(ab_sur, ab_sur, cv),
         "variance": estimate_variance(ab0, ab1, cv), "variance_surrogate": estimate_variance(ab_sur, ab_sur, cv),
     }
+
+
+def _ran(result) -> tuple[np.ndarray, float | None]:
+    """The values a simulator call returned, and its own recorded time [s] where it returned one."""
+    if hasattr(result, "values") and hasattr(result, "seconds"):
+        return result.values, float(result.seconds)
+    return result, None
 
 
 def _flat(values: np.ndarray, rows: int, who: str) -> np.ndarray:
