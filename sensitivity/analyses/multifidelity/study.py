@@ -159,7 +159,8 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     ratio = s.cost_ratio or cost_sim / cost_sur
     plan = allocate(pilot, sur[:p * block], Allocation(budget=float(s.budget * ratio), cost_sim=float(block * ratio),
                                                        cost_sur=float(block), min_sim=3))
-    n = min(max(plan.n_sim, p), s.budget // block, big)
+    n = min(max(plan.n_sim if plan.worthwhile else s.budget // block, p), s.budget // block, big)  # not worthwhile:
+    # the simulator alone, on the whole budget (the surrogate beside it on the same rows costs no simulator run)
     rows = min(big, max(plan.n_sur, n)) if plan.worthwhile else n
     rows = max(n, 2 ** int(math.floor(math.log2(rows))))  # the first 2^k rows of a scrambled Sobol' sequence
     rest = _ran(simulator(points[p * block:n * block], "runs"))[0] if n > p else np.empty((0, pilot.shape[1]))
