@@ -64,7 +64,8 @@ class MultifidelityStudy:
         blocks of ``G + 2`` runs, at least 3 blocks) [runs]; they are also the first runs of the estimators.
     surrogate_rows
         Base rows ``N`` of the pick-freeze design the surrogate runs on, a power of two (the surrogate runs
-        ``N (G + 2)`` times); the allocation's optimum, if smaller, is used instead.
+        ``N (G + 2)`` times); the allocation's optimum, if smaller, is used instead; if larger, the budget the
+        surrogate leaves goes to simulator runs.
     n_resamples
         Bootstrap resamples of the indices' intervals (>= 10).
     conf_level
@@ -159,8 +160,12 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     ratio = s.cost_ratio or cost_sim / cost_sur
     plan = allocate(pilot, sur[:p * block], Allocation(budget=float(s.budget * ratio), cost_sim=float(block * ratio),
                                                        cost_sur=float(block), min_sim=3))
-    n = min(max(plan.n_sim if plan.worthwhile else s.budget // block, p), s.budget // block, big)  # not worthwhile:
-    # the simulator alone, on the whole budget (the surrogate beside it on the same rows costs no simulator run)
+    n = plan.n_sim
+    if not plan.worthwhile:  # the simulator alone, on the whole budget (the surrogate on its rows costs no run)
+        n = s.budget // block
+    elif plan.n_sur > big:  # the surrogate stops at `surrogate_rows`: what it leaves of the budget, the simulator runs
+        n = int(math.floor(s.budget / block - big / ratio))
+    n = min(max(n, p), s.budget // block, big)
     rows = min(big, max(plan.n_sur, n)) if plan.worthwhile else n
     rows = max(n, 2 ** int(math.floor(math.log2(rows))))  # the first 2^k rows of a scrambled Sobol' sequence
     rest = _ran(simulator(points[p * block:n * block], "runs"))[0] if n > p else np.empty((0, pilot.shape[1]))
