@@ -16,7 +16,7 @@ from workflows.registry import WORKFLOWS, available
 def test_every_workflow_is_listed_with_one_line():
     listed = available()
     assert set(listed) == {"run", "sweep", "train", "calibrate", "posterior", "propagate", "indices", "reliability",
-                           "worth", "verify", "export", "merge"}
+                           "worth", "verify", "multifidelity", "export", "merge"}
     assert all(summary and "\n" not in summary for summary in listed.values())
 
 

@@ -32,6 +32,7 @@ WORKFLOWS = {
     "reliability": "workflows.reliability",
     "worth": "workflows.worth",
     "verify": "workflows.verify",
+    "multifidelity": "workflows.multifidelity",
     "export": "workflows.export",
     "merge": "workflows.merge",
 }
@@ -55,6 +56,8 @@ SUMMARIES = {
              "the worth of every observation and candidate, greedy designs (FOSM, exact Jacobians) -> worth.nc",
     "verify": "the simulator at the points an analysis depends on: the surrogate's error there against the analysis's "
               "own uncertainty, with a verdict; optional refinement of an ensemble -> verify.nc",
+    "multifidelity": "the simulator's own mean, variance and Sobol' indices from a budget of its runs, the surrogate as "
+                     "control variate, beside the surrogate's with both intervals -> multifidelity.nc",
     "export": "the compiled Jacobian as a standalone TF SavedModel (checked on reload); PEST .jcb and SALib problem "
               "files",
     "merge": "the shards (and swept configs) of a multirun as one dataset -> sweep.nc",

@@ -92,11 +92,25 @@ class CheckedSimulator:
     def __init__(self, source: str | Callable[..., Any], bound: Callable[[np.ndarray], Any], kwargs: dict[str, Any],
                  label: str, output_shape: tuple[int, ...] | None, settings: SimulatorSettings) -> None:
         self.label, self.output_shape, self.settings = label, output_shape, settings
+        self.source, self.kwargs = source, dict(kwargs)
         self._bound, self._worker = bound, None
         if settings.timeout is not None:
             from sensitivity.surrogates.simulator_worker import SimulatorWorker
 
             self._worker = SimulatorWorker(source, kwargs, label)
+
+    def replica(self, why: str) -> CheckedSimulator:
+        """The same simulator, its checks and its time limit, run in a worker process of its own (started with
+        ``spawn``) whatever ``settings.timeout`` says: one of several that run batches side by side. ``why``
+        names the setting that asks for it in the error of a simulator that cannot run in a worker (not
+        importable). Close it when done."""
+        from sensitivity.surrogates.simulator_worker import SimulatorWorker
+
+        twin = CheckedSimulator.__new__(CheckedSimulator)
+        twin.label, twin.output_shape, twin.settings = self.label, self.output_shape, self.settings
+        twin.source, twin.kwargs, twin._bound = self.source, self.kwargs, self._bound
+        twin._worker = SimulatorWorker(self.source, self.kwargs, self.label, why=why)
+        return twin
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         points = np.asarray(points, dtype=np.float64)
@@ -123,7 +137,7 @@ class CheckedSimulator:
         if reply.status == "timeout" and reply.value == "start":
             raise ModelError(f"{self.label}: its worker process did not start (import the simulator) within "
                              f"{STARTUP_S:g} s")
-        if reply.status == "timeout":
+        if reply.status == "timeout":  # only with a time limit: without one the worker is waited for
             raise ModelError(f"{self.label} did not return within `simulator.timeout` = {self.settings.timeout:g} s "
                              f"{_batch(points)}; its worker was stopped")
         raise ModelError(f"{self.label}: its worker process ended (exit code {reply.value}) {_batch(points)}")

@@ -43,9 +43,12 @@ class SimulatorWorker:
         Its keyword arguments (already checked against its signature by the caller).
     label
         How errors name it.
+    why
+        The setting that runs it in a worker process, named in the error of a simulator that is not importable.
     """
 
-    def __init__(self, source: str | Callable[..., Any], kwargs: Mapping[str, Any], label: str) -> None:
+    def __init__(self, source: str | Callable[..., Any], kwargs: Mapping[str, Any], label: str, *,
+                 why: str = "`simulator.timeout`") -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, source, dict(kwargs)), daemon=True,
@@ -53,17 +56,17 @@ class SimulatorWorker:
         try:
             self._process.start()
         except (pickle.PicklingError, AttributeError, TypeError) as err:
-            raise ConfigError(f"`simulator.timeout` runs the simulator in a worker process, so it must be importable "
+            raise ConfigError(f"{why} runs the simulator in a worker process, so it must be importable "
                               f"('package.module:function'); {label} is not ({type(err).__name__}: {err})") from None
         finally:
             child.close()
         self._started = False
         self._finalizer = weakref.finalize(self, _stop, self._process, self._conn)
 
-    def call(self, points: np.ndarray, timeout: float) -> Reply:
-        """The simulator's reply for ``points``, waiting at most ``timeout`` seconds for it (the worker's start, on
-        the first call, has :data:`STARTUP_S` of its own); a ``timeout`` or ``died`` reply closes the worker (a
-        later call finds it dead). A worker that does not start in time replies ``timeout`` with value ``start``."""
+    def call(self, points: np.ndarray, timeout: float | None) -> Reply:
+        """The simulator's reply for ``points``, waiting at most ``timeout`` seconds for it (None: as long as it takes;
+        the worker's start, on the first call, has :data:`STARTUP_S` of its own); a ``timeout`` or ``died`` reply
+        closes the worker (a later call finds it dead). A worker that does not start in time replies ``timeout`` with value ``start``."""
         try:
             if not self._started:
                 if not self._conn.poll(STARTUP_S):

@@ -118,3 +118,15 @@ def one_layer_model(layer: keras.layers.Layer, n_in: int = 2) -> keras.Model:
     """A Keras functional model of ``n_in`` inputs through ``layer`` alone."""
     inputs = keras.Input((n_in,))
     return keras.Model(inputs, layer(inputs))
+
+
+def ishigami_biased(x: tf.Tensor, a: float = 7.0, b: float = 0.1) -> tf.Tensor:
+    """Ishigami plus a smooth error ``0.8 sin x3 + 0.5 x1``: a surrogate of R^2 ~ 0.97 whose S1(x1) is ~0.47
+    against the exact 0.31 (the simulator is :func:`tests.helpers.functions.ishigami`)."""
+    y = tf.sin(x[:, 0]) + a * tf.sin(x[:, 1]) ** 2 + b * x[:, 2] ** 4 * tf.sin(x[:, 0])
+    return (y + 0.8 * tf.sin(x[:, 2]) + 0.5 * x[:, 0])[:, None]
+
+
+def decay_numpy(x: np.ndarray, days: int = 10) -> np.ndarray:
+    """:func:`decay` in numpy, ``[N, days]``: a simulator of a series."""
+    return x[:, :1] * np.exp(-x[:, 1:2] * np.arange(days)[None, :])

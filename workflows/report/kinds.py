@@ -15,6 +15,7 @@ from sensitivity.runtime.lazy import lazy_import
 from sensitivity.sweep import summary as sweep
 from sensitivity.analyses.reliability.summary import summary as reliability_summary
 from sensitivity.analyses.worth.summary import summary as worth_summary
+from sensitivity.analyses.multifidelity.summary import summary as multifidelity_summary
 
 xr = lazy_import("xarray")
 
@@ -52,6 +53,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("pointwise propagation", lambda ds: "output_std" in ds and "sample" in ds.dims, propagation.local_summary),
     Kind("verification", lambda ds: any(f"{prefix}_verdict" in ds for _, prefix in verify.ANALYSES),
          verify.summary),
+    Kind("multifidelity", lambda ds: {"S1_surrogate", "output_mean_surrogate", "correlation"} <= set(ds.variables),
+         multifidelity_summary),
     Kind("sensitivity indices", _is_indices, indices.summary),
     Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.summary),
     Kind("data worth", lambda ds: {"added_worth", "design_choice", "posterior_variance"} <= set(ds.variables),

@@ -11,10 +11,14 @@ surrogate, evaluated on nested samples (the surrogate's first rows are the simul
 - :mod:`~sensitivity.analyses.multifidelity.sobol`: multifidelity main and total Sobol' indices on a pick-freeze
   design (:func:`sobol_indices`; :class:`MFSobol`, :class:`MFSobolResult`);
 - :mod:`~sensitivity.analyses.multifidelity.importance_sampling`: multifidelity importance sampling of a failure
-  probability (:func:`failure_probability`; :class:`MFImportanceSampling`, :class:`MFISResult`).
+  probability (:func:`failure_probability`; :class:`MFImportanceSampling`, :class:`MFISResult`);
+- :mod:`~sensitivity.analyses.multifidelity.study`: the study verb (:func:`multifidelity`, settings
+  :class:`MultifidelityStudy`): pilot, allocation, anchored moments and indices of every output beside the
+  surrogate's, as a labeled dataset (:mod:`~sensitivity.analyses.multifidelity.dataset`) with its
+  :func:`~sensitivity.analyses.multifidelity.summary.summary`.
 
-The package imports nothing of the library but :mod:`sensitivity.errors`; wiring it to the engine, the
-simulator runner and the workflows comes later.
+The estimators take arrays; the study verb takes the surrogate's values and a simulator callable (the caller
+records its runs: :func:`sensitivity.simulators.runner.run_simulator`) and writes no file.
 """
 from __future__ import annotations
 
@@ -24,9 +28,11 @@ from sensitivity.analyses.multifidelity.control_variates import (ControlVariate,
 from sensitivity.analyses.multifidelity.importance_sampling import (MFImportanceSampling, MFISResult,
                                                                     failure_probability)
 from sensitivity.analyses.multifidelity.sobol import MFSobol, MFSobolResult, sobol_indices
+from sensitivity.analyses.multifidelity.study import MultifidelityStudy, multifidelity
+from sensitivity.analyses.multifidelity.summary import summary
 
 __all__ = [
     "Allocation", "AllocationResult", "CVResult", "ControlVariate", "MFISResult", "MFImportanceSampling", "MFSobol",
-    "MFSobolResult", "allocate", "estimate_covariance", "estimate_mean", "estimate_variance", "failure_probability",
-    "sobol_indices",
+    "MFSobolResult", "MultifidelityStudy", "allocate", "estimate_covariance", "estimate_mean", "estimate_variance", "failure_probability",
+    "multifidelity", "sobol_indices", "summary",
 ]

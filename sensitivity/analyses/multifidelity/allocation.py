@@ -151,7 +151,7 @@ def allocate(pilot_sim: np.ndarray, pilot_sur: np.ndarray, settings: Allocation)
     w = s.cost_sim / s.cost_sur
     rho_design = float(np.min(np.abs(rho)) if s.criterion == "min" else np.median(np.abs(rho)))
     r = optimal_ratio(rho_design, w)
-    worthwhile = r > 1.0 and float(variance_ratio(rho_design, w, r)) < 1.0
+    worthwhile = r > 1.0 and (math.isinf(r) or float(variance_ratio(rho_design, w, r)) < 1.0)  # |rho| = 1: it pays
     if not worthwhile:
         r = 1.0
     n_sim = max(s.min_sim, int(math.floor(s.budget / (s.cost_sim + s.cost_sur * r)))) if math.isfinite(r) else s.min_sim

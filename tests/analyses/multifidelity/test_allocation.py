@@ -74,3 +74,10 @@ def test_bad_settings_and_pilots_are_refused_with_one_line_naming_them():
         allocate(sim, sur, Allocation(budget=1.0, cost_sim=1.0, cost_sur=0.1))
     with pytest.raises(DataError, match="pilot `sur` must have the shape of `sim`"):
         allocate(sim, sur[:10], Allocation(budget=10.0, cost_sim=1.0, cost_sur=0.1))
+
+
+def test_a_perfect_surrogate_is_worthwhile():
+    """|rho| = 1 makes the optimal ratio infinite; the surrogate pays most then (before: inf * 0 = NaN said no)."""
+    y = np.random.default_rng(0).normal(size=(20, 2))
+    plan = allocate(y, 2 * y + 1, Allocation(budget=1000.0, cost_sim=10.0, cost_sur=0.01))
+    assert plan.worthwhile and plan.n_sim == 2 and plan.n_sur > 90_000

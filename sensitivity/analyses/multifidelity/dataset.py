@@ -1,0 +1,104 @@
+"""The multifidelity study's result as a labeled dataset (``multifidelity.nc``): every estimate anchored on the
+simulator beside the surrogate's own, both with intervals, the bias the anchor corrected with its verdict, the
+allocation and the achieved variance reduction.
+
+Variables (``output`` is put back on the model's own dims by :func:`~sensitivity.outputs.axes.unstack_output`):
+
+- ``S1``, ``ST`` ``(parameter, output)`` and ``output_mean``, ``output_variance`` ``(output)``: the simulator-anchored
+  estimates; ``<name>_interval`` beside each (``bound``); ``<name>_surrogate`` and ``<name>_surrogate_interval``:
+  the surrogate alone on the whole design; ``<name>_simulator_only``: the simulator's runs alone;
+- ``<name>_bias``: anchored minus surrogate-only (what the surrogate got wrong), ``<name>_bias_se`` its standard
+  error, ``<name>_bias_significant`` (1 where ``|bias| > z se`` at ``conf_level``);
+- ``<name>_variance_reduction``: ``1 - Var[anchored] / Var[simulator-only at the same budget]``, measured (bootstrap
+  for the indices, the estimator's variance for the moments); ``predicted_variance_reduction`` and ``correlation``
+  ``(output)``: the allocation's prediction and the pilot's correlation;
+- attributes: ``n_sim_runs``, ``n_sim_rows``, ``n_sur_rows``, ``n_sur_optimal``, ``budget``, ``pilot_runs``,
+  ``cost_sim`` / ``cost_sur`` [s per run, measured], ``cost_ratio`` (the allocation's: given, or measured), ``surrogate_worthwhile``, ``verdict`` (``bias
+  significant`` or ``no significant bias``), ``method``, ``references``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sensitivity.analyses.multifidelity.checks import z_value
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.axes import flat_coords, unstack_output
+from sensitivity.outputs.labels import axis_coords, axis_units_attrs
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+
+METHOD = ("multifidelity: the surrogate as control variate of the simulator on one pick-freeze design (MFMC mean and "
+          "variance, Peherstorfer et al. 2016; multifidelity Sobol' indices, Qian et al. 2018); allocation from "
+          "pilot runs")
+REFERENCES = "doi:10.1137/15M1046472 doi:10.1137/17M1151006 doi:10.1016/j.jcp.2020.109257"
+
+#: The estimates of the dataset and their long names.
+QUANTITIES = {"S1": "first-order Sobol' index", "ST": "total Sobol' index", "output_mean": "output mean",
+              "output_variance": "output variance"}
+
+
+def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[str, Any], plan: Any, s: Any, *,
+                  n_sim: int, n_sur: int, cost_sim: float, cost_sur: float, cost_ratio: float) -> xr.Dataset:
+    """The dataset of :func:`sensitivity.analyses.multifidelity.study.multifidelity` (see the module)."""
+    g = len(space)
+    m = est["mean"].estimate.shape[0]
+    spec = output if output is not None else OutputSpec.generic((m,))
+    z = z_value(s.conf_level)
+    n_mc = s.budget // (g + 2)  # simulator-only row blocks at the same budget
+    mf, sur = est["sobol"], est["sobol_surrogate"]
+    values = {
+        "S1": (mf.S1, mf.S1_interval, mf.S1_se, sur.S1, sur.S1_interval, sur.S1_se, mf.simulator_only["S1"],
+               mf.variance_ratio_bootstrap["S1"]),
+        "ST": (mf.ST, mf.ST_interval, mf.ST_se, sur.ST, sur.ST_interval, sur.ST_se, mf.simulator_only["ST"],
+               mf.variance_ratio_bootstrap["ST"]),
+    }
+    for name, key in (("output_mean", "mean"), ("output_variance", "variance")):
+        a, b = est[key], est[f"{key}_surrogate"]
+        values[name] = (a.estimate, a.interval, a.standard_error, b.estimate, b.interval, b.standard_error,
+                        a.simulator_only, a.variance_ratio)
+    units = list(spec.flat_units())
+    data: dict[str, Any] = {}
+    for name, (anchored, interval, se, alone, alone_interval, alone_se, sim_only, ratio) in values.items():
+        dims = ("parameter", "output") if name in ("S1", "ST") else ("output",)
+        attrs = {"units": "1"} if name in ("S1", "ST") else axis_units_attrs(units, "output",
+                                                                            squared=name == "output_variance")
+        long = QUANTITIES[name]
+        bias = anchored - alone
+        bias_se = np.sqrt(se**2 + alone_se**2)
+        data[name] = (dims, anchored, {"long_name": f"{long}, simulator-anchored", **attrs})
+        data[f"{name}_interval"] = ((*dims, "bound"), interval, {"long_name": f"{long}, anchored, interval", **attrs})
+        data[f"{name}_surrogate"] = (dims, alone, {"long_name": f"{long}, surrogate only", **attrs})
+        data[f"{name}_surrogate_interval"] = ((*dims, "bound"), alone_interval,
+                                              {"long_name": f"{long}, surrogate only, interval", **attrs})
+        data[f"{name}_simulator_only"] = (dims, sim_only, {"long_name": f"{long}, the simulator's runs alone",
+                                                           **attrs})
+        data[f"{name}_bias"] = (dims, bias, {"long_name": f"{long}: anchored minus surrogate-only (the surrogate's "
+                                                          "bias the simulator corrected)", **attrs})
+        data[f"{name}_bias_se"] = (dims, bias_se, {"long_name": f"{long}: standard error of the bias", **attrs})
+        data[f"{name}_bias_significant"] = (dims, (np.abs(bias) > z * bias_se).astype(np.int8), {
+            "long_name": f"{long}: the surrogate's bias exceeds {z:.3g} standard errors", "units": "1",
+            "flag_values": np.array([0, 1], np.int8), "flag_meanings": "not_significant significant"})
+        with np.errstate(invalid="ignore"):
+            reduction = 1.0 - np.asarray(ratio) * (n_sim / n_mc)
+        data[f"{name}_variance_reduction"] = (dims, reduction, {
+            "long_name": f"{long}: 1 - variance of the anchored estimate over that of the simulator alone at the "
+                         "same budget (measured)", "units": "1"})
+    data["correlation"] = (("output",), plan.rho, {"long_name": "pilot correlation of simulator and surrogate",
+                                                   "units": "1"})
+    data["predicted_variance_reduction"] = (("output",), plan.variance_reduction, {
+        "long_name": "variance reduction of the mean predicted by the allocation (MFMC)", "units": "1"})
+    coords = {**axis_coords("parameter", space.names, space.units), **flat_coords(spec),
+              **axis_coords("bound", ["low", "high"])}
+    significant = any(int(np.asarray(data[f"{q}_bias_significant"][1]).any()) for q in QUANTITIES)
+    ds = xr.Dataset(data, coords=coords, attrs={
+        "n_sim_runs": n_sim * (g + 2), "n_sim_rows": n_sim, "n_sur_rows": n_sur, "n_sur_optimal": int(plan.n_sur),
+        "budget": int(s.budget), "pilot_runs": int(s.pilot_blocks(g) * (g + 2)), "cost_sim": float(cost_sim),
+        "cost_sur": float(cost_sur), "cost_ratio": float(cost_ratio),
+        "surrogate_worthwhile": int(plan.worthwhile), "conf_level": float(s.conf_level),
+        "verdict": "bias significant" if significant else "no significant bias",
+        "method": METHOD, "references": REFERENCES})
+    return unstack_output(ds, spec)

@@ -1,0 +1,206 @@
+"""The multifidelity study: the simulator's own mean, variance and Sobol' indices of every output from a few of its
+runs, the surrogate as control variate (:func:`multifidelity`).
+
+One pick-freeze design (:func:`sensitivity.analyses.indices.sobol.sample`, ``N`` base rows, ``G + 2`` points per
+row block) serves every estimate: the surrogate runs on all of it, the simulator on its first ``n`` row blocks.
+
+1. **pilot**: the simulator on the first ``p`` row blocks (``settings.pilot`` runs, rounded up to whole blocks),
+   timed; the surrogate's time per run from its run over the design;
+2. **allocation** (:func:`~sensitivity.analyses.multifidelity.allocation.allocate`): from the pilot's correlation
+   of every output and the measured cost ratio, the split of ``settings.budget`` simulator runs (the pilot's
+   included) into ``n`` simulator row blocks and the surrogate's; the pilot's runs are the first of the ``n``;
+3. the simulator on row blocks ``p .. n``;
+4. the estimates: control-variate mean and variance of every output on the stacked ``[f(A); f(B)]`` rows
+   (:mod:`~sensitivity.analyses.multifidelity.control_variates`, Peherstorfer, Willcox & Gunzburger 2016,
+   doi:10.1137/15M1046472) and multifidelity main and total indices
+   (:mod:`~sensitivity.analyses.multifidelity.sobol`, Qian et al. 2018, doi:10.1137/17M1151006), each beside the
+   surrogate-only estimate on all ``N`` rows with its own interval (the same estimators given the surrogate as
+   both fidelities: the control variate then vanishes), the surrogate's bias the anchor corrected, and the
+   achieved variance reduction against simulator-only Monte Carlo of the same budget.
+
+The simulator is a callable ``(points, stage) -> values`` (``stage``: ``"pilot"`` or ``"runs"``), so that the caller
+decides where its runs are recorded (:func:`sensitivity.simulators.runner.run_simulator`); this module writes no
+file.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from sensitivity.analyses.callables import BatchedModel
+from sensitivity.analyses.multifidelity import checks
+from sensitivity.analyses.multifidelity.allocation import Allocation, allocate
+from sensitivity.analyses.multifidelity.checks import Seed
+from sensitivity.analyses.multifidelity.control_variates import ControlVariate, estimate_mean, estimate_variance
+from sensitivity.analyses.multifidelity.sobol import MFSobol, sobol_indices
+from sensitivity.errors import ConfigError, DataError
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+
+#: A simulator as the study runs it: points ``[K, n]`` and the stage's name -> ``[K, *out]`` values, or an object
+#: with ``values`` and ``seconds``, the simulator's own time for them
+#: (:class:`~sensitivity.simulators.runner.SimulatorRuns`: recorded, so a resumed run measures the pilot's cost
+#: as it ran).
+StagedSimulator = Callable[[np.ndarray, str], np.ndarray]
+
+
+@dataclass(frozen=True)
+class MultifidelityStudy:
+    """Settings of :func:`multifidelity`.
+
+    Parameters
+    ----------
+    budget
+        Simulator runs in all, the pilot's included [runs]; the simulator-only estimators it is compared with get
+        as many.
+    pilot
+        Simulator runs of the pilot that measures the cost ratio and the correlation (rounded up to whole row
+        blocks of ``G + 2`` runs, at least 3 blocks) [runs]; they are also the first runs of the estimators.
+    surrogate_rows
+        Base rows ``N`` of the pick-freeze design the surrogate runs on, a power of two (the surrogate runs
+        ``N (G + 2)`` times); the allocation's optimum, if smaller, is used instead; if larger, the budget the
+        surrogate leaves goes to simulator runs.
+    n_resamples
+        Bootstrap resamples of the indices' intervals (>= 10).
+    conf_level
+        Confidence level of every interval, in (0, 1).
+    cost_ratio
+        The simulator's cost per run over the surrogate's [1], which sets the allocation; None: measured (the
+        pilot's wall time per run over the surrogate's), so that a rerun may allocate differently. Give it for a
+        reproducible result.
+    """
+
+    budget: int = 1000
+    pilot: int = 64
+    surrogate_rows: int = 4096
+    n_resamples: int = 200
+    conf_level: float = 0.95
+    cost_ratio: float | None = None
+
+    def check(self, n_factors: int | None = None) -> MultifidelityStudy:
+        """These settings, or a one-line :class:`~sensitivity.errors.ConfigError` naming the bad field; with the
+        number of factors ``G``, also that the budget pays for the pilot and more."""
+        checks.count(self.budget, "budget", 1)
+        checks.count(self.pilot, "pilot", 1)
+        checks.count(self.surrogate_rows, "surrogate_rows", 4)
+        if self.surrogate_rows & (self.surrogate_rows - 1):
+            raise ConfigError(f"`surrogate_rows` must be a power of two, got {self.surrogate_rows}")
+        MFSobol(self.n_resamples, self.conf_level).check()
+        r = self.cost_ratio
+        if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0):
+            raise ConfigError(f"`cost_ratio` must be a number > 0 (or null: measured), got {r!r}")
+        if n_factors is not None:
+            block = n_factors + 2
+            p = self.pilot_blocks(n_factors)
+            if self.budget <= p * block:
+                raise ConfigError(f"`budget` must exceed the pilot's {p * block} simulator runs ({p} row blocks of "
+                                  f"{block}: `pilot` = {self.pilot} rounded up, at least 3 blocks), got {self.budget}")
+            if p > self.surrogate_rows:
+                raise ConfigError(f"`surrogate_rows` must be at least the pilot's {p} row blocks, "
+                                  f"got {self.surrogate_rows}")
+        return self
+
+    def pilot_blocks(self, n_factors: int) -> int:
+        """Row blocks of the pilot: ``pilot`` runs rounded up to whole blocks of ``G + 2``, at least 3."""
+        return max(3, -(-self.pilot // (n_factors + 2)))
+
+
+def multifidelity(model: BatchedModel, space: ParameterSpace, settings: MultifidelityStudy = MultifidelityStudy(), *,
+                  simulator: StagedSimulator, seed: Seed = None) -> xr.Dataset:
+    """The simulator-anchored mean, variance and main / total Sobol' indices of every output.
+
+    Parameters
+    ----------
+    model
+        The surrogate: its ``values`` ``[K, n] -> [K, m]`` and its ``output`` description.
+    space
+        Independent inputs (the pick-freeze design swaps columns).
+    settings
+        Budget, pilot, design size, intervals.
+    simulator
+        ``(points [K, n], stage) -> [K, *out]`` (or ``[K, m]``) simulator values, ``stage`` ``"pilot"`` or ``"runs"``;
+        or an object with those ``values`` and ``seconds`` (:data:`StagedSimulator`). The pilot's cost per run is
+        its ``seconds`` over its runs, else the call's wall time.
+    seed
+        Seed of the design's scrambling and of the bootstrap.
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`sensitivity.analyses.multifidelity.dataset.study_dataset`: the anchored and the surrogate-only
+        estimates with their intervals, the bias and its verdict, the allocation and the variance reduction.
+    """
+    from sensitivity.analyses.indices import design, sobol
+    from sensitivity.analyses.multifidelity.dataset import study_dataset
+
+    g = len(space)
+    s = settings.check(g)
+    if model.values is None:
+        raise ConfigError("the multifidelity study needs the surrogate's values (`model.values`)")
+    design.require_independent(space, method="the multifidelity Sobol' indices", instead=sobol.DEPENDENT)
+    rng = checks.rng(seed)
+    block, big = g + 2, s.surrogate_rows
+    points = sobol.sample(space, big, seed=rng)
+    started = time.perf_counter()
+    sur = _flat(model.values(points), len(points), "the surrogate")
+    cost_sur = max((time.perf_counter() - started) / len(points), 1e-12)
+    p = s.pilot_blocks(g)
+    started = time.perf_counter()
+    pilot, seconds = _ran(simulator(points[:p * block], "pilot"))
+    pilot = _flat(pilot, p * block, "the simulator")
+    cost_sim = max((time.perf_counter() - started if seconds is None else seconds) / (p * block), 1e-12)
+    if pilot.shape[1] != sur.shape[1]:
+        raise DataError(f"the simulator returned {pilot.shape[1]} outputs per point, the surrogate {sur.shape[1]}")
+    ratio = s.cost_ratio or cost_sim / cost_sur
+    plan = allocate(pilot, sur[:p * block], Allocation(budget=float(s.budget * ratio), cost_sim=float(block * ratio),
+                                                       cost_sur=float(block), min_sim=3))
+    n = plan.n_sim
+    if not plan.worthwhile:  # the simulator alone, on the whole budget (the surrogate on its rows costs no run)
+        n = s.budget // block
+    elif plan.n_sur > big:  # the surrogate stops at `surrogate_rows`: what it leaves of the budget, the simulator runs
+        n = int(math.floor(s.budget / block - big / ratio))
+    n = min(max(n, p), s.budget // block, big)
+    rows = min(big, max(plan.n_sur, n)) if plan.worthwhile else n
+    rows = max(n, 2 ** int(math.floor(math.log2(rows))))  # the first 2^k rows of a scrambled Sobol' sequence
+    rest = _ran(simulator(points[p * block:n * block], "runs"))[0] if n > p else np.empty((0, pilot.shape[1]))
+    sim = np.concatenate([pilot, _flat(rest, (n - p) * block, "the simulator")])
+    y0, y1 = sim.reshape(n, block, -1), sur[:rows * block].reshape(rows, block, -1)
+    estimates = _estimates(y0, y1, g, s, rng)
+    return study_dataset(model.output, space, estimates, plan, s, n_sim=n, n_sur=rows, cost_sim=cost_sim,
+                         cost_sur=cost_sur, cost_ratio=ratio)
+
+
+def _estimates(y0: np.ndarray, y1: np.ndarray, g: int, s: MultifidelityStudy, rng: np.random.Generator) -> dict:
+    """Anchored and surrogate-only indices and moments of blocks ``y0 [n, G + 2, m]`` and ``y1 [N, G + 2, m]``."""
+    n = y0.shape[0]
+    mf = MFSobol(s.n_resamples, s.conf_level)
+    cv = ControlVariate(conf_level=s.conf_level)
+    ab0 = np.concatenate([y0[:, 0], y0[:, -1]])
+    ab1 = np.concatenate([y1[:n, 0], y1[:n, -1], y1[n:, 0], y1[n:, -1]])  # the shared rows first (nested)
+    ab_sur = np.concatenate([y1[:, 0], y1[:, -1]])
+    return {
+        "sobol": sobol_indices(y0, y1, g, mf, seed=rng),
+        "sobol_surrogate": sobol_indices(y1, y1, g, mf, seed=rng),  # n = N: the surrogate's own pick-freeze
+        "mean": estimate_mean(ab0, ab1, cv), "mean_surrogate": estimate_mean(ab_sur, ab_sur, cv),
+        "variance": estimate_variance(ab0, ab1, cv), "variance_surrogate": estimate_variance(ab_sur, ab_sur, cv),
+    }
+
+
+def _ran(result) -> tuple[np.ndarray, float | None]:
+    """The values a simulator call returned, and its own recorded time [s] where it returned one."""
+    if hasattr(result, "values") and hasattr(result, "seconds"):
+        return result.values, float(result.seconds)
+    return result, None
+
+
+def _flat(values: np.ndarray, rows: int, who: str) -> np.ndarray:
+    y = np.asarray(values, dtype=np.float64)
+    if y.ndim < 1 or y.shape[0] != rows:
+        raise DataError(f"{who} returned shape {list(y.shape)} for {rows} points; expected [{rows}, outputs]")
+    return y.reshape(rows, int(np.prod(y.shape[1:])))

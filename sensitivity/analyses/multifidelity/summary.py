@@ -1,0 +1,98 @@
+"""The summary of a multifidelity study (``multifidelity.nc``): the allocation, the simulator-anchored estimates beside
+the surrogate's with both intervals, the bias the anchor corrected and its verdict, the achieved variance reduction;
+the multifidelity workflow logs it and the study report renders it."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from sensitivity.datasets.summary import Cell, Fact, Summary, Table, Verdict, recorded_warnings
+from sensitivity.datasets.summary_text import checked, interval, names, number, percent, units_at, with_units
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+
+#: At most this many outputs get rows in the tables.
+MAX_OUTPUTS = 8
+
+
+def summary(ds: xr.Dataset) -> Summary:
+    """Facts of the allocation; a table of the anchored and surrogate-only Sobol' indices and one of the moments,
+    each with its interval, bias and variance reduction; the verdict on the surrogate's bias."""
+    a = ds.attrs
+    facts = (
+        Fact("simulator runs", f"{a['n_sim_runs']} of a budget of {a['budget']} ({a['pilot_runs']} of them the pilot)"),
+        Fact("design", f"{a['n_sim_rows']} pick-freeze row blocks on the simulator, {a['n_sur_rows']} on the "
+                       f"surrogate (optimal {a['n_sur_optimal']})"),
+        Fact("cost ratio", f"{number(a['cost_ratio'])} (measured: simulator {number(a['cost_sim'])} s per run, "
+                           f"surrogate {number(a['cost_sur'])} s)"),
+        Fact("pilot correlation", _range(ds["correlation"].values)),
+        Fact("surrogate worthwhile", "yes" if a["surrogate_worthwhile"] else
+             "no: the correlation is too low for the cost ratio; the simulator alone sets the estimates"),
+    )
+    outputs = _outputs(ds)
+    tables = (_indices(ds, outputs), _moments(ds, outputs))
+    flagged = [q for q in ("S1", "ST", "output_mean", "output_variance") if int(ds[f"{q}_bias_significant"].sum())]
+    verdict = Verdict(
+        "the surrogate agrees with the simulator", not flagged,
+        f"the simulator-anchored estimates differ from the surrogate's by more than their combined interval in "
+        f"{', '.join(flagged)}: the surrogate is biased there and the anchored values stand" if flagged else
+        "every anchored estimate agrees with the surrogate's within their combined interval")
+    return Summary(str(a.get("title", "multifidelity")), facts, tables, (verdict,), recorded_warnings(ds))
+
+
+def _outputs(ds: xr.Dataset) -> list[dict[str, int]]:
+    """Positions on the model's own output dims of the outputs shown (the first :data:`MAX_OUTPUTS`)."""
+    dims = [d for d in ds["output_mean"].dims]
+    return [dict(zip(dims, i)) for i in itertools.islice(np.ndindex(*(ds.sizes[d] for d in dims)), MAX_OUTPUTS)]
+
+
+def _label(ds: xr.Dataset, at: dict[str, int]) -> str:
+    from sensitivity.plots.layout import position_text
+
+    return position_text(ds, at) or "output"
+
+
+def _indices(ds: xr.Dataset, outputs: list[dict[str, int]]) -> Table:
+    rows = []
+    for at, (i, name) in itertools.product(outputs, enumerate(names(ds, "parameter"))):
+        where = {"parameter": i, **at}
+        row = [Cell(f"{name}, {_label(ds, at)}")]
+        for q in ("S1", "ST"):
+            row += _pair(ds, q, where)
+        rows.append(tuple(row))
+    return Table("Sobol' indices: simulator-anchored and surrogate-only",
+                 ("parameter, output", "S1 anchored", "S1 surrogate", "S1 variance reduction", "ST anchored",
+                  "ST surrogate", "ST variance reduction"), tuple(rows),
+                 note="red: the surrogate's value is off the anchored one by more than their combined interval")
+
+
+def _moments(ds: xr.Dataset, outputs: list[dict[str, int]]) -> Table:
+    rows = []
+    for at in outputs:
+        row = [Cell(with_units(_label(ds, at), units_at(ds["output_mean"], at)))]
+        for q in ("output_mean", "output_variance"):
+            row += _pair(ds, q, at)
+        rows.append(tuple(row))
+    return Table("Output moments: simulator-anchored and surrogate-only",
+                 ("output", "mean anchored", "mean surrogate", "mean variance reduction", "variance anchored",
+                  "variance surrogate", "variance variance reduction"), tuple(rows))
+
+
+def _pair(ds: xr.Dataset, q: str, at: dict[str, int]) -> list[Cell]:
+    """Anchored value and interval, surrogate value and interval (flagged by the bias), variance reduction."""
+    v = lambda name: ds[name].isel(at).values  # noqa: E731
+    low, high = v(f"{q}_interval")
+    s_low, s_high = v(f"{q}_surrogate_interval")
+    biased = bool(v(f"{q}_bias_significant"))
+    flag = checked(number(v(f"{q}_surrogate")), not biased)
+    return [Cell(number(v(q)), interval(low, high)), Cell(flag.text, interval(s_low, s_high), flag=flag.flag),
+            Cell(percent(v(f"{q}_variance_reduction")))]
+
+
+def _range(values: np.ndarray) -> str:
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return "NaN"
+    return number(finite.min()) if finite.min() == finite.max() else f"{number(finite.min())} .. {number(finite.max())}"

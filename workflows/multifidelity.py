@@ -1,0 +1,128 @@
+"""Workflow `multifidelity`: the simulator's own mean, variance and Sobol' indices of every output from a few of its
+runs, the surrogate as control variate -> multifidelity.nc.
+
+The simulator (``multifidelity.simulator``, a batched ``package.module:function`` as for ``train`` and ``verify``,
+with ``multifidelity.simulator_kwargs``; run as ``simulator`` says: ``simulator.timeout``) runs at most
+``multifidelity.budget`` times: a pilot (``multifidelity.pilot`` runs) measures its cost and its correlation with
+the surrogate, the allocation splits the budget, and the rest of its runs go to the first rows of the pick-freeze
+design the surrogate runs on whole (:func:`sensitivity.analyses.multifidelity.multifidelity`). Its runs are spread
+over ``multifidelity.workers`` spawned processes in batches of ``multifidelity.batch_size``, every finished batch
+recorded in the run directory (``simulator_pilot.nc``, ``simulator_runs_<first>_<last>.nc`` by row block, and
+their ``.parts/`` while unfinished: :func:`sensitivity.simulators.runner.run_simulator`), so a rerun after a kill
+runs only the missing batches. ``multifidelity.cost_ratio`` fixes the allocation's cost ratio (else measured: a
+rerun whose measured ratio moves the allocation runs its new rows into a file of their own).
+
+Every bad setting (no simulator, a budget that does not pay for the pilot, a dependent space) is one line before
+the model loads (:func:`check`, which ``sensitivity run`` calls for a multifidelity stage before its first stage).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from omegaconf import DictConfig
+
+from sensitivity.analyses import multifidelity as mf
+from sensitivity.simulators.runner import RunnerSettings
+from workflows import build
+from workflows.schema import SimulatorConf, SurrogateStudyConf, schema_of
+
+log = logging.getLogger(__name__)
+
+StudyConf = schema_of(mf.MultifidelityStudy, "MultifidelityStudyConf")
+RunnerConf = schema_of(RunnerSettings, "RunnerConf")
+
+
+@dataclass
+class MultifidelitySectionConf(StudyConf, RunnerConf):
+    """The simulator, its budget and how its runs are spread."""
+
+    simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy), required
+    simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MultifidelityConf(SurrogateStudyConf):
+    multifidelity: MultifidelitySectionConf = field(default_factory=MultifidelitySectionConf)
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how multifidelity.simulator is run
+    seed: int = 0
+    output_dir: str = "???"
+    progress: bool = True
+
+
+SCHEMA = MultifidelityConf
+
+#: What the errors call the simulator.
+WHAT = "`multifidelity.simulator`"
+
+
+def check(cfg: DictConfig) -> tuple[Any, mf.MultifidelityStudy, RunnerSettings]:
+    """Check every setting before any model loads; return ``(space, study settings, runner settings)``."""
+    from sensitivity.analyses.indices import design, sobol
+    from sensitivity.errors import ConfigError
+
+    m = cfg.multifidelity
+    if not m.simulator:
+        raise ConfigError(f"{WHAT} ('package.module:function') is required: the model the surrogate stands for, "
+                          "whose own answer the study estimates")
+    space = build.space_from(cfg)
+    settings = build.settings(mf.MultifidelityStudy, m).check(len(space))
+    runner = build.settings(RunnerSettings, m).check()
+    design.require_independent(space, method="the multifidelity Sobol' indices", instead=sobol.DEPENDENT)
+    return space, settings, runner
+
+
+def run(cfg: DictConfig) -> Path:
+    """Run the multifidelity study of ``cfg``; return the path of ``multifidelity.nc``."""
+    space, settings, runner = check(cfg)
+    m = cfg.multifidelity
+    simulator = build.simulator_from(cfg, m.simulator, m.simulator_kwargs, WHAT)  # kwargs checked before any run
+    try:
+        with build.result_set(cfg, "multifidelity") as results:
+            if results.complete:
+                build.announce_complete(results, "multifidelity")
+                return results.path("multifidelity.nc")
+            runs = _compute(cfg, space, settings, runner, simulator, results.directory, results.staging)
+            for name in runs:
+                results.adopt(name)
+            results.publish()
+    finally:
+        simulator.close()
+    return results.path("multifidelity.nc")
+
+
+def _compute(cfg: DictConfig, space, settings, runner, simulator, run_dir: Path, out_dir: Path) -> list[str]:
+    """The study -> ``out_dir/multifidelity.nc``; return the names of the simulator's run files in ``run_dir``."""
+    from sensitivity.analyses.callables import BatchedModel
+    from sensitivity.datasets import provenance, write_atomic
+    from sensitivity.simulators.runner import run_simulator
+
+    surrogate = build.surrogate_from(cfg, space)
+    simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
+    engine = build.ensemble_from(cfg, surrogate) or build.engine_from(cfg, surrogate, space)
+    block = len(space) + 2
+    files: list[str] = []
+
+    def staged(points, stage: str):
+        first = settings.pilot_blocks(len(space))
+        name = "simulator_pilot.nc" if stage == "pilot" else \
+            f"simulator_runs_{first}_{first + len(points) // block}.nc"
+        files.append(name)
+        return run_simulator(simulator, points, run_dir / name, runner, progress=cfg.progress,
+                             desc=f"simulator {stage}")
+
+    log.info("multifidelity: %s anchored on %s, a budget of %d simulator runs (%d the pilot), %d worker(s)",
+             surrogate.source, cfg.multifidelity.simulator, settings.budget,
+             settings.pilot_blocks(len(space)) * block, runner.workers)
+    ds = mf.multifidelity(BatchedModel(values=engine.flat_values, output=surrogate.output), space, settings,
+                          simulator=staged, seed=cfg.seed)
+    ds.attrs.update(provenance(title=f"Multifidelity estimates of {cfg.multifidelity.simulator} with {surrogate.source}",
+                               workflow="multifidelity", config_yaml=build.config_yaml(cfg),
+                               surrogate_source=surrogate.source, surrogate_hash=surrogate.content_hash,
+                               seed=cfg.seed, inputs=[]),
+                    simulator=cfg.multifidelity.simulator)
+    write_atomic(ds, out_dir / "multifidelity.nc")
+    build.log_summary(log, mf.summary(ds), "multifidelity: ")
+    return files
