@@ -85,7 +85,12 @@ def prepare(spec: OutputSpec, space: ParameterSpace, settings: WorthSettings, be
     noise = np.asarray(noise, dtype=float)
     noise = noise if noise.shape == (spec.size, spec.size) else noise.reshape(-1)
     study = plan(spec, settings, observed_values, noise, prior)
-    return study, space.check_points(np.asarray(best_fit, dtype=float).reshape(1, -1), what="best_fit")
+    x = np.asarray(best_fit, dtype=float).reshape(1, -1)
+    if x.shape[1] == len(space):  # a fit on a bound of a log-scale parameter comes back from exp(log(bound)):
+        low, high = space.bounds.T  # within rounding of the bound, it is the bound
+        rounding = 1e-12 * np.maximum(np.abs(low), np.abs(high))
+        x = np.where((x < low) & (x >= low - rounding), low, np.where((x > high) & (x <= high + rounding), high, x))
+    return study, space.check_points(x, what="best_fit")
 
 
 def analyse(study: Plan, settings: WorthSettings, values: np.ndarray, jac: np.ndarray, names: list[str], *,
