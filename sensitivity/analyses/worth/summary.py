@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sensitivity.analyses.worth.dataset import summary_lines
+from sensitivity.analyses.worth.ensemble import RANKED
 from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, Verdict
 from sensitivity.datasets.summary_text import names, number, percent
 from sensitivity.runtime.lazy import lazy_import
@@ -44,17 +45,13 @@ def summary(ds: xr.Dataset) -> Summary:
                    warnings=tuple(line for severity, line in lines if severity == "warning"))
 
 
-#: The ranked worth of an ensemble's file: its variable prefix and what it ranks.
-RANKED = (("added", "candidates"), ("removed", "observations"))
-
-
 def _ranking_verdict(ds: xr.Dataset, f: int) -> Verdict:
     """Whether every member ranks forecast ``f``'s candidates and observations as the ensemble mean does; the
     members, their rank correlations and most valuable candidate / observation as its table."""
     name = str(ds["forecast_name"].values[f])
     level = float(ds["worth_ranking_robust"].attrs["min_rank_correlation"])
     ranked = [(kind, what) for kind, what in RANKED if f"{kind}_worth_rank_correlation" in ds]
-    mean_best = {kind: str(ds[f"{kind}_worth_best_member"].values[0, f]) for kind, _ in ranked}
+    mean_best = {kind: str(ds[f"{kind}_worth_best_member"].values[0, f]) for kind, _ in ranked}  # when it holds
     rows, differ = [], []
     for k in range(ds.sizes["member"]):
         row = [Cell(str(k))]
@@ -63,12 +60,13 @@ def _ranking_verdict(ds: xr.Dataset, f: int) -> Verdict:
             best = str(ds[f"{kind}_worth_best_member"].values[k, f])
             row += [Cell(number(correlation), flag=BAD if correlation < level else ""), Cell(best)]
             if correlation < level:
-                differ.append(f"member {k} ranks the {what} with Spearman {correlation:.2f} < {level:g}")
+                differ.append(f"member {k} ranks the {what} with Spearman {correlation:.3g} < {level:g}")
         rows.append(tuple(row))
     best = {kind: set(ds[f"{kind}_worth_best_member"].values[:, f].astype(str)) for kind, _ in ranked}
     differ += [f"the members' most valuable {what}: {', '.join(sorted(best[kind]))}" for kind, what in ranked
                if len(best[kind]) > 1]
     holds = bool(int(ds["worth_ranking_robust"].values[f]))
+    differ = differ or ["the members agree on the most valuable candidate or observation, not the ensemble mean"]
     statement = (f"every member ranks the {' and '.join(w for _, w in ranked)} of {name} as the ensemble mean does "
                  f"(Spearman >= {level:g}, the same most valuable: {', '.join(mean_best.values())})" if holds else
                  f"the worth ranking of {name} depends on the surrogate's error: {'; '.join(differ)}")
