@@ -15,7 +15,9 @@ With ``--seir``, the SEIR demo instead (data/seir: 6 parameters, 70 observed day
 forecasts and designs of 10 of conf/experiment/seir_worth.yaml, at the true parameters): the model runs a PEST-style
 finite-difference Jacobian takes (``n_par + 1`` per Jacobian, at the best fit and at each of ``--draws`` posterior
 draws) against the engine's one batched call, the time of each, and the whole analysis (the verb
-:func:`sensitivity.analyses.worth.worth`) linear and averaged over the draws.
+:func:`sensitivity.analyses.worth.worth`) linear and averaged over the draws; then pyEMU's ``Schur`` on the same
+linearisation (the engine's Jacobian, the forecasts' gradients, the prior and the noise): the worth of every candidate
+day and each forecast's greedy design against the verb's.
 
 Usage: python benchmarks/bench_worth.py [--params 10] [--obs 20] [--candidates 400] [--forecasts 3] [--k 10]
        python benchmarks/bench_worth.py --seir [--draws 200]
@@ -76,20 +78,11 @@ def main() -> None:
     design, t_design = fastest(ours_design, args.repeats)
     print(f"problem: {n} parameters, {m} observations, {c} candidates, {f} forecasts; greedy k = {args.k}")
     print(f"ours   worth of {c} candidates: {1e3 * t_worth:9.2f} ms   greedy design: {1e3 * t_design:9.2f} ms")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pyemu
-    except ImportError:
-        print("pyemu is not importable: no comparison")
+    schur = pyemu_schur(jac, prior, noise, fore, cand, cand_noise, pars, obs, cands, fores)
+    if schur is None:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        schur = pyemu.Schur(jco=pyemu.Jco(x=np.vstack([jac, cand]), row_names=obs + cands, col_names=pars),
-                            parcov=pyemu.Cov(x=prior, names=pars),
-                            obscov=pyemu.Cov(x=np.concatenate([noise, cand_noise])[:, None], names=obs + cands,
-                                             isdiagonal=True),
-                            forecasts=pyemu.Matrix(x=fore, row_names=pars, col_names=fores), verbose=False)
         frame, p_worth = fastest(lambda: schur.get_added_obs_importance({k: [k] for k in cands}, base_obslist=list(obs),
                                                                         reset_zero_weight=0.0), 1)
         steps, p_design = fastest(lambda: schur.next_most_important_added_obs(
@@ -102,6 +95,25 @@ def main() -> None:
     print(f"ratio (pyemu / ours)  worth: {p_worth / t_worth:8.0f}x   greedy design: {p_design / t_design:8.0f}x")
     print(f"agreement: worth max rel. diff {diff_worth:.1e}; design same picks: {same}, variance max rel. diff "
           f"{diff_design:.1e}")
+
+
+def pyemu_schur(jac, prior, noise, fore, cand, cand_noise, pars, obs, cands, fores):
+    """pyEMU's ``Schur`` of the problem (observations and candidates in one Jacobian and one diagonal noise
+    covariance, the candidates zero-weighted by the calls' ``base_obslist``); None, with a line, without pyEMU."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pyemu
+    except ImportError:
+        print("pyemu is not importable: no comparison")
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pyemu.Schur(jco=pyemu.Jco(x=np.vstack([jac, cand]), row_names=obs + cands, col_names=pars),
+                           parcov=pyemu.Cov(x=prior, names=pars),
+                           obscov=pyemu.Cov(x=np.concatenate([noise, cand_noise])[:, None], names=obs + cands,
+                                            isdiagonal=True),
+                           forecasts=pyemu.Matrix(x=fore, row_names=pars, col_names=fores), verbose=False)
 
 
 def seir(args) -> None:
@@ -149,6 +161,50 @@ def seir(args) -> None:
           f"call {1e3 * t_engine_draws:8.2f} ms")
     print(f"whole analysis: linear {1e3 * t_linear:8.1f} ms   averaged over {args.draws} draws "
           f"{1e3 * t_averaged:8.1f} ms")
+    seir_against_pyemu(engine, space, settings, ds, x, observed, sigma)
+
+
+def seir_against_pyemu(engine, space, settings, ds, x, observed, sigma) -> None:
+    """pyEMU's ``Schur`` on the same linearisation (the engine's Jacobian at ``x``, the forecasts' gradients, the
+    space's prior, the observations' and candidates' noise): the worth of every candidate day and each forecast's
+    greedy design, against ``ds`` (the verb's result)."""
+    import re
+
+    from sensitivity.outputs.functionals import resolve
+
+    values, jac = engine(x[None, :])
+    y, J = values[0].reshape(-1), jac[0].reshape(values[0].size, -1)
+    fn = resolve(settings.forecasts, engine.surrogate.output)
+    fore = fn.apply(values, jac)[1][0].T  # [n_par, n_forecasts]
+    seen = np.isfinite(np.asarray(observed, float).reshape(-1))
+    days = np.flatnonzero(~seen) + 1
+    pars, fores = [f"p{i}" for i in range(len(space))], [f"f{i}" for i in range(len(fn))]
+    obs, cands = [f"o{d}" for d in np.flatnonzero(seen) + 1], [f"c{d}" for d in days]
+    cand_noise = (settings.candidate_sigma + settings.candidate_relative_sigma * np.abs(y[~seen])) ** 2
+    schur = pyemu_schur(J[seen], space.moments()[1], np.asarray(sigma, float).reshape(-1)[seen] ** 2, fore,
+                        J[~seen], cand_noise, pars, obs, cands, fores)
+    if schur is None:
+        return
+    def groups():  # pyEMU's greedy pops its picks from the dict it is given: a fresh one per call
+        return {c: [c] for c in cands}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame, t_worth = fastest(lambda: schur.get_added_obs_importance(groups(), base_obslist=obs,
+                                                                        reset_zero_weight=0.0), 1)
+        designs, t_design = fastest(lambda: [schur.next_most_important_added_obs(
+            forecast=f, niter=settings.design.k, obslist_dict=groups(), base_obslist=obs, reset_zero_weight=0.0)
+            for f in fores], 1)
+    theirs = frame.loc["base", fores].to_numpy() - frame.loc[cands, fores].to_numpy()
+    ours = ds["added_worth"].values[:, days - 1].T
+    same = all(list(steps["best_obs"]) == ["c" + re.search(r"day=(\d+)", c)[1] for c in ds["design_choice"].values[f]]
+               for f, steps in enumerate(designs))
+    variance = max(np.max(np.abs(steps[f"{name}_variance"].to_numpy() / ds["design_variance"].values[f, :, f] - 1))
+                   for f, (name, steps) in enumerate(zip(fores, designs)))
+    print(f"pyemu on the same linearisation: worth of {len(cands)} candidates {1e3 * t_worth:8.1f} ms, "
+          f"{len(fores)} designs of {settings.design.k} {1e3 * t_design:8.1f} ms")
+    print(f"agreement: worth max rel. diff {np.max(np.abs(ours / theirs - 1)):.1e}; designs same picks: {same}, "
+          f"variance max rel. diff {variance:.1e}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ observed, with noise ``candidate_sigma + candidate_relative_sigma |y|``), and a 
 distributions when it was fitted without one) or the space's (``prior_source: space``); the noise is the
 observation file's ``sigma`` or ``cov``. With ``posterior.path=.../posterior.nc`` the same analysis is averaged over
 the NUTS draws (at most ``max_draws``, each at its own Jacobian) and each forecast gets a verdict: does the linear
-answer at the best fit stand for the posterior? Every check that needs no model (a forecast over an unknown dim, a
+answer at the best fit stand for the posterior? On an ensemble surrogate the analysis is the ensemble mean's with
+each member's, their spread and a verdict per forecast: do the members rank the candidates and observations as the
+mean does (:func:`sensitivity.analyses.worth.worth_ensemble`)? Every check that needs no model (a forecast over an unknown dim, a
 candidate already observed, a singular prior, missing noise) fails in one line before the model loads.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from sensitivity.analyses.worth import WorthSettings, worth
+from sensitivity.analyses.worth import WorthSettings, worth, worth_ensemble
 from sensitivity.errors import ConfigError, DataError
 from workflows import build, chain
 from workflows.propagate import PredictiveConf
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 
 SettingsConf = schema_of(WorthSettings, "WorthSettingsConf", keys=(
     "forecasts", "candidates", "candidate_sigma", "candidate_relative_sigma", "group_observations_by",
-    "group_candidates_by", "max_draws", "batch_size", "rtol"))
+    "group_candidates_by", "max_draws", "batch_size", "rtol", "level", "min_rank_correlation"))
 DesignConf = schema_of(WorthSettings().design, "DesignConf")  # WorthSettings' own default design
 RunConf = schema_of(worth, "WorthRunConf", keys=("seed",))
 
@@ -150,15 +152,18 @@ def _compute(cfg: DictConfig, space, settings: WorthSettings, problem: dict, out
     if surrogate.output.flat_names() != problem["spec"].flat_names():
         raise DataError(f"calibration={cfg.calibration}: its outputs {problem['spec'].flat_names()[:3]}... are not "
                         f"the model's {surrogate.output.flat_names()[:3]}... ({surrogate.source})")
-    if surrogate.n_members > 1:
-        log.info("worth: the linear analysis of the %d-member ensemble's mean", surrogate.n_members)
-    engine = build.engine_from(cfg, surrogate, space)
+    ensemble = build.ensemble_from(cfg, surrogate)
+    engine = ensemble or build.engine_from(cfg, surrogate, space)
+    if ensemble is not None:
+        log.info("worth: the %d-member ensemble's mean, then each member, from one evaluation of all members",
+                 ensemble.members)
     draws = problem["draws"]
     log.info("worth: %d forecasts, %s engine (%s)%s", len(settings.forecasts), engine.mode, engine.dtype,
              "" if draws is None else f", averaged over at most {settings.max_draws} of {len(draws)} posterior draws")
     t0 = time.perf_counter()
-    ds = worth(engine, space, settings, best_fit=problem["best_fit"], observed_values=problem["observed_values"],
-               noise=problem["noise"], prior_covariance=problem["prior_covariance"], draws=draws, seed=cfg.seed)
+    verb = worth if ensemble is None else worth_ensemble
+    ds = verb(engine, space, settings, best_fit=problem["best_fit"], observed_values=problem["observed_values"],
+              noise=problem["noise"], prior_covariance=problem["prior_covariance"], draws=draws, seed=cfg.seed)
     seconds = time.perf_counter() - t0
     inputs = [Path(cfg.calibration), Path(cfg.observations.path), *([Path(cfg.posterior.path)] if draws is not None
                                                                      else [])]

@@ -35,14 +35,22 @@ def select(ds: xr.Dataset | str | Path, **names: Any) -> xr.Dataset:
     Each keyword ``axis=label`` selects on the ``<axis>_name`` coordinate (``parameter_name``,
     ``output_name``, ``method_name`` ...); a list of labels keeps that axis. ``ds`` may be a
     result dataset (indexed here with :func:`by_name`) or the path of a result file
-    (:func:`open_result`).
+    (:func:`open_result`): then the selection is read into memory and the file closed, so no handle on it
+    outlives the call (a lazy handle left open in a session made later opens of a result file in the same
+    process fail with "NetCDF: HDF error").
 
     Raises
     ------
     DataError
         An axis without a name coordinate, or a label that is not on it (naming the labels there).
     """
-    ds = open_result(ds) if isinstance(ds, (str, Path)) else by_name(ds)
+    if isinstance(ds, (str, Path)):
+        with open_result(ds) as opened:
+            return _select(opened, names).load()
+    return _select(by_name(ds), names)
+
+
+def _select(ds: xr.Dataset, names: dict[str, Any]) -> xr.Dataset:
     for axis, label in names.items():
         coord = f"{axis}_name"
         if coord not in ds.coords:

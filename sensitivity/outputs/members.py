@@ -55,3 +55,46 @@ def combined_bounds(estimate: np.ndarray, low: np.ndarray | None, high: np.ndarr
     below = 0.0 if low is None else estimate - np.asarray(low, float)
     above = 0.0 if high is None else np.asarray(high, float) - estimate
     return np.stack([estimate - np.hypot(below, half), estimate + np.hypot(above, half)], axis=-1)
+
+
+def spread_variables(name: str, estimate: xr.DataArray, stacked: xr.DataArray, level: float,
+                     interval: xr.DataArray | None = None) -> dict[str, xr.DataArray]:
+    """The variables that put a result ``name`` of the ensemble mean beside its members'.
+
+    Parameters
+    ----------
+    name
+        The result's variable name ``X``.
+    estimate
+        ``X`` of the ensemble mean.
+    stacked
+        ``X`` of each member on a leading ``member`` dim.
+    level
+        Probability of the combined interval, in (0, 1).
+    interval
+        ``X``'s own sampling interval on ``(*estimate.dims, bound)`` in any order; None: the surrogate's alone.
+
+    Returns
+    -------
+    dict
+        ``X_member`` (each member's), ``X_member_mean``, ``X_surrogate_std`` (their sd, ``ddof=1``: how much of
+        ``X`` is the surrogate) and ``X_combined_interval(..., bound)`` (:func:`combined_bounds`), in ``X``'s units.
+    """
+    k = stacked.sizes[MEMBER]
+    std = stacked.std(MEMBER, ddof=1)
+    long_name = estimate.attrs.get("long_name", name)
+    units = {key: value for key, value in estimate.attrs.items() if key.startswith("units")}
+    low, high = (None, None) if interval is None else (
+        interval.isel(bound=i).transpose(*estimate.dims).values for i in (0, 1))
+    bounds = combined_bounds(estimate.values, low, high, std.transpose(*estimate.dims).values, k, level)
+    what = "sampling and surrogate error combined" if interval is not None else "surrogate error"
+    combined = xr.DataArray(bounds, dims=(*estimate.dims, "bound"), coords=estimate.coords,
+                            attrs={**units, "long_name": f"{long_name}, {level:g} interval of {what}"})
+    return {
+        f"{name}_member": stacked.assign_attrs(long_name=f"{long_name} of each member", **units),
+        f"{name}_member_mean": stacked.mean(MEMBER).assign_attrs(long_name=f"{long_name}, mean of the members",
+                                                                 **units),
+        f"{name}_surrogate_std": std.assign_attrs(
+            long_name=f"{long_name}, standard deviation over the members (surrogate uncertainty)", **units),
+        f"{name}_combined_interval": combined if interval is None else combined.transpose(*interval.dims),
+    }

@@ -23,16 +23,18 @@ def sequential(layers: list, dtype: str, n_in: int = 3) -> keras.Sequential:
     return keras.Sequential([keras.Input((n_in,), dtype=dtype)] + copies)
 
 
-def linear_members(weights, biases, names: list[str], output: dict) -> list[keras.Model]:
+def linear_members(weights, biases, names: list[str], output: dict, units: list[str] | None = None
+                   ) -> list[keras.Model]:
     """Exactly linear Keras members ``y = x W_k^T + b_k`` (``weights [K, m, n]``, ``biases [K, m]``) with identity
-    scaling layers: an ensemble whose every index, moment and fit has a closed form."""
+    scaling layers (inputs in ``units``, default ``"1"``): an ensemble whose every index, moment and fit has a
+    closed form."""
     from sensitivity.surrogates.scaling import InputScaling, OutputScaling
 
     models = []
     for w, b in zip(np.asarray(weights, float), np.asarray(biases, float)):
         m, n = w.shape
         inputs = keras.Input((n,))
-        h = InputScaling([0.0] * n, [1.0] * n, [False] * n, names=names, units=["1"] * n)(inputs)
+        h = InputScaling([0.0] * n, [1.0] * n, [False] * n, names=names, units=list(units or ["1"] * n))(inputs)
         dense = keras.layers.Dense(m)
         h = dense(h)
         dense.set_weights([w.T, b])

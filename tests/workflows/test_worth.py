@@ -205,3 +205,80 @@ def test_the_report_reads_the_forecasts_of_worth_nc(seir):
         assert float(row[4].text) == pytest.approx(np.sqrt(post), rel=1e-3)
     assert [f.label for f in summary.facts][1:] == [f"design for {name}" for name in FORECASTS]
     assert summary.warnings == ()
+
+
+#: Three linear members y_k = W_k x + b_k of the SEIR demo's shape (6 parameters -> 100 days): members that differ.
+MEMBER_RNG = np.random.default_rng(21)
+
+
+@pytest.fixture(scope="module")
+def linear_ensemble(tmp_path_factory):
+    """An ensemble of three exactly linear members written by ``write_ensemble``, calibrated to the demo's
+    observations, and its worth study; ``(weights [K, 100, 6] as stored, biases [K, 100], calibration, worth.nc)``."""
+    from sensitivity.outputs.spec import OutputSpec
+    from sensitivity.surrogates.ensemble import write_ensemble
+    from tests.helpers.models import linear_members
+
+    root = tmp_path_factory.mktemp("worth_ensemble")
+    space = yaml.safe_load((ROOT / "conf" / "space" / "seir.yaml").read_text())["parameters"]
+    names, width = [p["name"] for p in space], np.array([p["high"] - p["low"] for p in space])
+    output = OutputSpec.from_dict(yaml.safe_load((ROOT / "conf" / "model" / "seir.yaml").read_text())["output"])
+    shape = np.sin(np.linspace(0, np.pi, 100))[:, None] * np.linspace(1, 2, 6)[None, :]
+    weights = (shape + MEMBER_RNG.normal(0, 0.4, (3, 100, 6))) * 40 / width
+    biases = MEMBER_RNG.normal(-15, 1, (3, 100))
+    models = linear_members(weights, biases, names, output.to_dict(), [p["units"] for p in space])
+    path = write_ensemble(root / "linear.ensemble", lambda k, file: models[k].save(file),
+                          [{"seed": k} for k in range(3)])
+    model = [f"model.source={path}"]
+    calibration = calibrate.run(compose("calibrate", CALIBRATE + model + ["emulator.enabled=false"],
+                                        root / "calibrate"))
+    result = worth.run(compose("worth", ["experiment=seir_worth", f"calibration={calibration}", "plots=false",
+                                         "candidate_sigma=5.0", "candidate_relative_sigma=0.0", *model],
+                               root / "worth"))
+    stored = weights.astype(np.float32).astype(float), biases.astype(np.float32).astype(float)  # Keras keeps float32
+    return *stored, calibration, result
+
+
+def member_worth(a, b, x, sigma, prior):
+    """Closed form of one linear model ``y = a x + b`` at ``x``: posterior forecast variances and the worth of each
+    candidate day (noise 5) by direct inversion; the peak's gradient is the row of its largest value."""
+    g = np.stack([a[np.argmax(a @ x + b)], a.sum(axis=0), a[89]], axis=1)
+    observed = list(OBSERVED_DAYS - 1)
+    base = posterior_variance(a, sigma, prior, g, observed)
+    added = np.stack([base - posterior_variance(a, sigma, prior, g, observed, [d - 1], [5.0]) for d in CANDIDATE_DAYS])
+    return base, added.T
+
+
+def test_the_worth_on_an_ensemble_per_member_with_the_spread_and_the_ranking_verdict(linear_ensemble):
+    """Oracle: each linear member's Jacobian is its weight matrix, so its worth is Bayes' rule by direct inversion
+    with that matrix; the ensemble mean's with the mean matrix; the verdict from scipy's Spearman of those."""
+    from scipy import stats
+
+    from sensitivity.analyses.worth import summary as worth_summary
+
+    weights, biases, calibration, path = linear_ensemble
+    ds = open_result(path)
+    assert cf_errors(path) == []
+    assert ds.attrs["ensemble_members"] == 3 and ds["added_worth_member"].dims == ("member", "forecast", "day")
+    space = yaml.safe_load((ROOT / "conf" / "space" / "seir.yaml").read_text())["parameters"]
+    x = read_estimate(calibration, names=[p["name"] for p in space]).mean
+    with xr.open_dataset(ROOT / "data" / "seir" / "observations.nc") as obs:
+        sigma = obs["sigma"].values.astype(float)
+    prior = np.diag([(p["high"] - p["low"]) ** 2 / 12 for p in space])
+    members = [member_worth(a, b, x, sigma, prior) for a, b in zip(weights, biases)]
+    mean_base, mean_added = member_worth(weights.mean(axis=0), biases.mean(axis=0), x, sigma, prior)
+    for k, (base, added) in enumerate(members):
+        np.testing.assert_allclose(ds["posterior_variance_member"].values[k], base, rtol=1e-7)
+        np.testing.assert_allclose(ds["added_worth_member"].values[k][:, CANDIDATE_DAYS - 1], added, rtol=1e-6)
+    np.testing.assert_allclose(ds["added_worth"].values[:, CANDIDATE_DAYS - 1], mean_added, rtol=1e-6)
+    np.testing.assert_allclose(ds["added_worth_surrogate_std"].values[:, CANDIDATE_DAYS - 1],
+                               np.std([a for _, a in members], axis=0, ddof=1), rtol=1e-6)
+    for k, (_, added) in enumerate(members):
+        for f in range(3):
+            assert ds["added_worth_rank_correlation"].values[k, f] == pytest.approx(
+                stats.spearmanr(mean_added[f], added[f]).statistic, abs=1e-9)
+            best = f"new_infections[day={CANDIDATE_DAYS[np.argmax(added[f])]}]"
+            assert str(ds["added_worth_best_member"].values[k, f]) == best
+    verdicts = worth_summary(ds).verdicts
+    assert [v.holds for v in verdicts] == [bool(r) for r in ds["worth_ranking_robust"].values]
+    assert [v.subject for v in verdicts] == [f"worth ranking of {name} robust to the surrogate" for name in FORECASTS]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
+from sensitivity.outputs.members import MEMBER, member_coords, spread_variables
 from sensitivity.analyses.indices.driver import compute, plan
 from sensitivity.analyses.indices.methods import Intervals, Method
 from sensitivity.runtime.lazy import lazy_import
@@ -87,23 +87,10 @@ def with_member_spread(mean: xr.Dataset, members: list[xr.Dataset], level: float
     k = len(members)
     out = mean.assign_coords(member_coords(k))
     for name in [v for v in mean.data_vars if f"{v}_interval" in mean.data_vars]:
-        estimate, interval = mean[name], mean[f"{name}_interval"]
         stacked = xr.concat([m[name] for m in members], dim=MEMBER, coords="minimal", compat="override",
                             join="override")
-        std = stacked.std(MEMBER, ddof=1)
-        long_name = estimate.attrs.get("long_name", name)
-        units = {key: value for key, value in estimate.attrs.items() if key.startswith("units")}
-        low, high = (interval.isel(bound=i).transpose(*estimate.dims).values for i in (0, 1))
-        bounds = combined_bounds(estimate.values, low, high, std.transpose(*estimate.dims).values, k, level)
-        out[f"{name}_member"] = stacked.assign_attrs(long_name=f"{long_name} of each member", **units)
-        out[f"{name}_member_mean"] = stacked.mean(MEMBER).assign_attrs(long_name=f"{long_name}, mean of the members",
-                                                                       **units)
-        out[f"{name}_surrogate_std"] = std.assign_attrs(
-            long_name=f"{long_name}, standard deviation over the members (surrogate uncertainty)", **units)
-        out[f"{name}_combined_interval"] = xr.DataArray(
-            bounds, dims=(*estimate.dims, "bound"),
-            attrs={**units, "long_name": f"{long_name}, {level:g} interval of sampling and surrogate error combined"}
-        ).transpose(*interval.dims)
+        for key, value in spread_variables(name, mean[name], stacked, level, mean[f"{name}_interval"]).items():
+            out[key] = value
     out.attrs["ensemble_members"] = k
     return out
 

@@ -15,7 +15,9 @@ with prior ``C_p``, noise ``C_e`` and forecast sensitivities ``y``:
 * :mod:`.plan` — :class:`WorthSettings` (forecasts as :mod:`sensitivity.outputs.functionals`, candidates, their
   noise, grouping by an output dim) and every check that needs no model;
 * :mod:`.driver` — the verb :func:`worth` at the calibration's best fit on a compiled surrogate, and averaged over
-  posterior draws; :mod:`.dataset` — its labeled dataset on the model's output dims and :func:`summary`.
+  posterior draws; :mod:`.dataset` — its labeled dataset on the model's output dims and :func:`summary`;
+* :mod:`.ensemble` — :func:`worth_ensemble`: on an ensemble surrogate, the mean's, each member's, their spread and
+  whether the members rank the data alike.
 
 References
 ----------
@@ -30,6 +32,7 @@ from sensitivity.analyses.worth.data_worth import (Design, ObservationWorth, add
 from sensitivity.analyses.worth.linear import FOSM, fosm
 from sensitivity.analyses.worth.summary import summary
 from sensitivity.analyses.worth.driver import worth
+from sensitivity.analyses.worth.ensemble import worth_ensemble
 from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.analyses.worth.settings import DesignSettings
 
@@ -47,4 +50,5 @@ __all__ = [
     "removed_importance",
     "summary",
     "worth",
+    "worth_ensemble",
 ]

@@ -22,6 +22,7 @@ from sensitivity.analyses.worth.plan import Plan, WorthSettings, plan
 from sensitivity.analyses.worth.settings import DesignSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.spec import OutputSpec
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -66,19 +67,30 @@ def worth(model: CompiledJacobian, space: ParameterSpace, settings: WorthSetting
     xarray.Dataset
         See :func:`~sensitivity.analyses.worth.dataset.worth_dataset`.
     """
-    spec = model.surrogate.output
-    prior = space.moments()[1] if prior_covariance is None else np.asarray(prior_covariance, dtype=float)
-    noise = np.asarray(noise, dtype=float)
-    noise = noise if noise.shape == (spec.size, spec.size) else noise.reshape(-1)
-    study = plan(spec, settings, observed_values, noise, prior)
-    x = space.check_points(np.asarray(best_fit, dtype=float).reshape(1, -1), what="best_fit")
+    study, x = prepare(model.surrogate.output, space, settings, best_fit, observed_values, noise, prior_covariance)
     values, jac = model(x)
     linear = analyse(study, settings, values, jac, space.names, with_designs=True)
     averaged = None
     if draws is not None:
-        averaged = posterior_averaged(model, study, settings, _thinned(np.asarray(draws, float), settings.max_draws),
-                                      space.names)
+        averaged = posterior_averaged(model, study, settings, thinned(draws, settings.max_draws), space.names)
     return worth_dataset(study, settings, space, linear, averaged, seed=seed)
+
+
+def prepare(spec: OutputSpec, space: ParameterSpace, settings: WorthSettings, best_fit: np.ndarray,
+            observed_values: np.ndarray, noise: np.ndarray, prior_covariance: np.ndarray | None
+            ) -> tuple[Plan, np.ndarray]:
+    """The study's plan (:func:`~sensitivity.analyses.worth.plan.plan`: the prior the space's when None) and the
+    best fit as one checked point ``[1, n_par]``."""
+    prior = space.moments()[1] if prior_covariance is None else np.asarray(prior_covariance, dtype=float)
+    noise = np.asarray(noise, dtype=float)
+    noise = noise if noise.shape == (spec.size, spec.size) else noise.reshape(-1)
+    study = plan(spec, settings, observed_values, noise, prior)
+    x = np.asarray(best_fit, dtype=float).reshape(1, -1)
+    if x.shape[1] == len(space):  # a fit on a bound of a log-scale parameter comes back from exp(log(bound)):
+        low, high = space.bounds.T  # within rounding of the bound, it is the bound
+        rounding = 1e-12 * np.maximum(np.abs(low), np.abs(high))
+        x = np.where((x < low) & (x >= low - rounding), low, np.where((x > high) & (x <= high + rounding), high, x))
+    return study, space.check_points(x, what="best_fit")
 
 
 def analyse(study: Plan, settings: WorthSettings, values: np.ndarray, jac: np.ndarray, names: list[str], *,
@@ -110,18 +122,34 @@ def analyse(study: Plan, settings: WorthSettings, values: np.ndarray, jac: np.nd
 def posterior_averaged(model: ValueAndJacobian, study: Plan, settings: WorthSettings, draws: np.ndarray,
                        names: list[str]) -> dict:
     """Prior and posterior forecast variances and the worth averaged over ``draws``, each at its own Jacobian."""
-    totals: dict[str, np.ndarray] = {}
+    average = Average(study, settings, names)
     for start in range(0, len(draws), settings.batch_size):
-        values, jac = model(draws[start:start + settings.batch_size])
+        average.add(*model(draws[start:start + settings.batch_size]))
+    return average.result()
+
+
+class Average:
+    """The running average over points of the analysis at each point's own Jacobian (no designs)."""
+
+    def __init__(self, study: Plan, settings: WorthSettings, names: list[str]) -> None:
+        self.study, self.settings, self.names = study, settings, names
+        self.count, self.totals = 0, {}
+
+    def add(self, values: np.ndarray, jac: np.ndarray) -> None:
+        """Add the points of ``values [K, *out]`` and ``jac [K, *out, n]``."""
         for k in range(len(values)):
-            one = analyse(study, settings, values[k:k + 1], jac[k:k + 1], names, with_designs=False)
+            one = analyse(self.study, self.settings, values[k:k + 1], jac[k:k + 1], self.names, with_designs=False)
             for key, value in (("prior_variance", one["problem"].prior_variance),
                                ("posterior_variance", one["problem"].posterior_variance),
                                ("added_worth", one["added"].worth),
                                ("removed_worth", None if one["removed"] is None else one["removed"].worth)):
                 if value is not None:
-                    totals[key] = totals.get(key, 0.0) + value
-    return {"n_draws": len(draws), **{key: value / len(draws) for key, value in totals.items()}}
+                    self.totals[key] = self.totals.get(key, 0.0) + value
+        self.count += len(values)
+
+    def result(self) -> dict:
+        """``n_draws`` and the averages, as :func:`posterior_averaged` returns them."""
+        return {"n_draws": self.count, **{key: value / self.count for key, value in self.totals.items()}}
 
 
 def _designs(design: DesignSettings, problem: FOSM, n_groups: int) -> list[DesignSettings]:
@@ -132,8 +160,10 @@ def _designs(design: DesignSettings, problem: FOSM, n_groups: int) -> list[Desig
     return [DesignSettings(design.criterion, k, design.forecast)]
 
 
-def _thinned(draws: np.ndarray, most: int) -> np.ndarray:
-    """At most ``most`` rows of ``[n_draws, n_par]`` draws, evenly spaced (deterministic)."""
+def thinned(draws: np.ndarray, most: int) -> np.ndarray:
+    """At most ``most`` rows of ``[n_draws, n_par]`` (or ``[chain, draw, n_par]``) draws, evenly spaced
+    (deterministic)."""
+    draws = np.asarray(draws, dtype=float)
     if draws.ndim == 3:  # [chain, draw, parameter]
         draws = draws.reshape(-1, draws.shape[-1])
     if draws.ndim != 2 or len(draws) == 0:

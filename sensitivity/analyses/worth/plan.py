@@ -49,6 +49,13 @@ class WorthSettings:
     rtol
         The linear and the posterior-averaged analyses disagree on a forecast when their posterior standard
         deviations differ by more than this fraction of the averaged one [1].
+    level
+        On an ensemble surrogate: the probability of each result's interval over the members
+        (:func:`sensitivity.outputs.members.combined_bounds`) [1].
+    min_rank_correlation
+        On an ensemble surrogate: the worth ranking of a forecast is robust to the surrogate's error when every
+        member's Spearman rank correlation of its worth with the ensemble mean's is at least this, and every member
+        finds the same most valuable candidate (and observation) [1].
     """
 
     forecasts: tuple[Functional, ...] = ()
@@ -61,6 +68,8 @@ class WorthSettings:
     max_draws: int = 200
     batch_size: int = 64
     rtol: float = 0.25
+    level: float = 0.95
+    min_rank_correlation: float = 0.9
 
     def __post_init__(self) -> None:
         forecasts = tuple(f if isinstance(f, Functional) else Functional.from_dict(f) for f in self.forecasts)
@@ -81,6 +90,11 @@ class WorthSettings:
                 raise ConfigError(f"`{key}` must be an integer >= 1, got {value!r}")
         if isinstance(self.rtol, bool) or not isinstance(self.rtol, (int, float)) or not self.rtol > 0:
             raise ConfigError(f"`rtol` must be a number > 0, got {self.rtol!r}")
+        if isinstance(self.level, bool) or not isinstance(self.level, (int, float)) or not 0 < self.level < 1:
+            raise ConfigError(f"`level` must be a number in (0, 1), got {self.level!r}")
+        value = self.min_rank_correlation
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1 <= value <= 1:
+            raise ConfigError(f"`min_rank_correlation` must be a number in [-1, 1], got {value!r}")
 
 
 @dataclass(frozen=True)

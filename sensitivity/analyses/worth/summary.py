@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sensitivity.analyses.worth.dataset import summary_lines
-from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table
+from sensitivity.analyses.worth.ensemble import RANKED
+from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, Verdict
 from sensitivity.datasets.summary_text import names, number, percent
 from sensitivity.runtime.lazy import lazy_import
 
@@ -18,6 +19,7 @@ def summary(ds: xr.Dataset) -> Summary:
     whose linear analysis disagrees with the posterior-averaged one."""
     lines = summary_lines(ds)
     facts = [Fact("observations, candidates", f"{ds.attrs.get('n_observed')}, {ds.attrs.get('n_candidates')}")]
+    facts += [Fact("ensemble members", str(ds.attrs["ensemble_members"]))] if "worth_ranking_robust" in ds else []
     facts += [Fact(*(part.strip() for part in line.split(":", 1))) for _, line in lines
               if line.startswith("design for ")]
     averaged = "averaged_posterior_variance" in ds
@@ -38,4 +40,36 @@ def summary(ds: xr.Dataset) -> Summary:
                   "The worth of every candidate and observation is in worth.nc (added_worth, removed_worth) and "
                   "its figure.")
     return Summary(str(ds.attrs.get("title", "data worth")), tuple(facts), (table,),
+                   verdicts=tuple(_ranking_verdict(ds, f) for f in range(ds.sizes["forecast"]))
+                   if "worth_ranking_robust" in ds else (),
                    warnings=tuple(line for severity, line in lines if severity == "warning"))
+
+
+def _ranking_verdict(ds: xr.Dataset, f: int) -> Verdict:
+    """Whether every member ranks forecast ``f``'s candidates and observations as the ensemble mean does; the
+    members, their rank correlations and most valuable candidate / observation as its table."""
+    name = str(ds["forecast_name"].values[f])
+    level = float(ds["worth_ranking_robust"].attrs["min_rank_correlation"])
+    ranked = [(kind, what) for kind, what in RANKED if f"{kind}_worth_rank_correlation" in ds]
+    mean_best = {kind: str(ds[f"{kind}_worth_best_member"].values[0, f]) for kind, _ in ranked}  # when it holds
+    rows, differ = [], []
+    for k in range(ds.sizes["member"]):
+        row = [Cell(str(k))]
+        for kind, what in ranked:
+            correlation = float(ds[f"{kind}_worth_rank_correlation"].values[k, f])
+            best = str(ds[f"{kind}_worth_best_member"].values[k, f])
+            row += [Cell(number(correlation), flag=BAD if correlation < level else ""), Cell(best)]
+            if correlation < level:
+                differ.append(f"member {k} ranks the {what} with Spearman {correlation:.3g} < {level:g}")
+        rows.append(tuple(row))
+    best = {kind: set(ds[f"{kind}_worth_best_member"].values[:, f].astype(str)) for kind, _ in ranked}
+    differ += [f"the members' most valuable {what}: {', '.join(sorted(best[kind]))}" for kind, what in ranked
+               if len(best[kind]) > 1]
+    holds = bool(int(ds["worth_ranking_robust"].values[f]))
+    differ = differ or ["the members agree on the most valuable candidate or observation, not the ensemble mean"]
+    statement = (f"every member ranks the {' and '.join(w for _, w in ranked)} of {name} as the ensemble mean does "
+                 f"(Spearman >= {level:g}, the same most valuable: {', '.join(mean_best.values())})" if holds else
+                 f"the worth ranking of {name} depends on the surrogate's error: {'; '.join(differ)}")
+    columns = ("member", *(c for kind, what in ranked for c in (f"Spearman ({what})", f"most valuable ({what})")))
+    return Verdict(f"worth ranking of {name} robust to the surrogate", holds, statement,
+                   Table(f"members' ranking of the data for {name}", columns, tuple(rows)))

@@ -129,3 +129,18 @@ def test_the_dataset_round_trips_through_netcdf(tmp_path) -> None:
     back = xr.open_dataset(tmp_path / "worth.nc")
     np.testing.assert_array_equal(back["added_worth"].values, ds["added_worth"].values)
     assert list(back["design_choice"].values[0]) == list(ds["design_choice"].values[0])
+
+
+def test_a_best_fit_on_the_bound_of_a_log_scale_parameter_is_that_bound() -> None:
+    """A calibration on the lower bound of a log-scale parameter reports ``exp(log(low))``, a rounding below it
+    (1e-5 -> 9.999999999999997e-06): the worth at that fit runs, as at the bound (it was refused as outside)."""
+    space = ParameterSpace.from_records([{"name": "x0", "units": "1", "low": 1e-5, "high": 1e-3, "scale": "log"},
+                                         {"name": "x1", "units": "1", "low": -1.0, "high": 1.0},
+                                         {"name": "x2", "units": "1", "low": -1.0, "high": 1.0}])
+    fit = np.array([np.exp(np.log(1e-5)), 0.2, 0.1])
+    assert fit[0] < 1e-5
+    settings = WorthSettings(forecasts=FORECASTS, candidate_relative_sigma=REL, candidate_sigma=CAND_SIGMA)
+    common = dict(observed_values=OBSERVED, noise=SIGMA)
+    at_fit = worth(LinearModel(), space, settings, best_fit=fit, **common)
+    at_bound = worth(LinearModel(), space, settings, best_fit=np.array([1e-5, 0.2, 0.1]), **common)
+    np.testing.assert_array_equal(at_fit["forecast_value"].values, at_bound["forecast_value"].values)
