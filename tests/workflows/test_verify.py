@@ -370,14 +370,16 @@ def test_refinement_of_a_reliability_runs_near_its_limit_state_where_the_u_funct
     sd c)."""
     from sensitivity.analyses.reliability import nataf
     from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
+    from sensitivity.store.checkpoints import Checkpoints
     from workflows import build
 
     cfg, s, result = _linear_reliability(compose_config, tmp_path, 0.0, ["verify.failure_runs=5",
                                                                          "verify.safe_runs=3"])
     space = build.space_from(cfg)
     simulator = build.simulator_from(cfg, cfg.verify.simulator, cfg.verify.simulator_kwargs, "`verify.simulator`")
+    kept = verify.Kept(Checkpoints(tmp_path / verify.PARTS), "test")
     checks = verify.Checks(cfg, space, build.surrogate_from(cfg, space), simulator, VerifyPlan(failure_runs=5,
-                           safe_runs=3), None, VerdictSettings())
+                           safe_runs=3), None, VerdictSettings(), kept)
     candidates = checks.points("reliability", result)
     design = open_result(result)["design_x"].values.reshape(-1, 3)[:1]
     assert candidates.shape == (1 + 8, 3)
