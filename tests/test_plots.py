@@ -769,3 +769,27 @@ def test_worth_figures_on_every_output_shape(shape, drawn, tmp_path):
     assert candidates.colorbars == (2 if shape == "field" else 0)
     assert titles(drawn["worth_designs.png"].panels) == ["design for first (variance)", "design for largest (variance)"]
     assert set(drawn["worth_contributions.png"].legend) == {"first", "largest"}
+
+
+@pytest.mark.parametrize("series", [False, True])
+def test_reliability_design_points_over_the_most_important_pairs(series, tmp_path):
+    """Importance factors 0.04, 0.36, 0.6, 0 on a, b, c, d: the pairs of the largest summed importance are (b, c),
+    (a, c), (c, d); one output or a series of 30 days, every threshold's design point, the figure written."""
+    from sensitivity.plots.reliability import design_point_figure, important_pairs
+
+    outputs = 30 if series else 1
+    alpha = np.array([0.2, 0.6, 0.7746, 0.0])
+    alpha = alpha / np.linalg.norm(alpha)
+    beta = np.linspace(1.0, 3.0, 4)  # [threshold]
+    u = beta[:, None, None, None] * np.broadcast_to(alpha[None, None, :, None], (4, 1, 4, outputs))
+    dims = ("threshold", "design_point", "parameter", "output")
+    ds = xr.Dataset({"design_u": (dims, u), "alpha": (dims, np.broadcast_to(alpha[None, None, :, None], u.shape)),
+                     "importance": (dims, np.broadcast_to(alpha[None, None, :, None] ** 2, u.shape)),
+                     "form_beta": (("threshold", "output"), np.broadcast_to(beta[:, None], (4, outputs)))},
+                    coords={"threshold": ("threshold", [1.0, 2.0, 3.0, 4.0], {"units": "m"}),
+                            "parameter_name": ("parameter", ["a", "b", "c", "d"])})
+    if series:
+        ds = ds.rename({"output": "day"}).assign_coords(day=np.arange(30.0))
+    assert important_pairs(ds) == [(1, 2), (0, 2), (2, 3)]
+    path = design_point_figure(ds, tmp_path / "design.png")
+    assert path.stat().st_size > 10_000

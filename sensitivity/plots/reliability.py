@@ -1,6 +1,6 @@
-"""Figures of a reliability analysis: fragility curves with intervals, and importance-factor bars.
+"""Figures of a reliability analysis: fragility curves with intervals, importance-factor bars, design points.
 
-Both read a dataset of :func:`sensitivity.analyses.reliability.reliability` on any output shape: its picked
+All read a dataset of :func:`sensitivity.analyses.reliability.reliability` on any output shape: its picked
 outputs (the dims after ``threshold``) are flattened, and at most :data:`MAX_CURVES` of them, evenly spaced,
 are drawn, each labeled by its coordinates.
 """
@@ -13,6 +13,8 @@ import xarray as xr
 
 #: Most picked outputs drawn in one figure.
 MAX_CURVES = 6
+#: Most input pairs (panels) of the design points figure.
+MAX_PAIRS = 3
 METHOD = "reliability_method"
 
 
@@ -102,8 +104,66 @@ def importance_figure(ds: xr.Dataset, path: str | Path) -> Path:
     return Path(path)
 
 
+def important_pairs(ds: xr.Dataset, count: int = MAX_PAIRS) -> list[tuple[int, int]]:
+    """The ``count`` input pairs of the largest summed importance factor (over every event's most probable
+    design point), as parameter positions, most important first."""
+    total = np.nan_to_num(ds["importance"].isel(design_point=0).transpose("parameter", ...).values)
+    total = total.reshape(ds.sizes["parameter"], -1).sum(axis=1)
+    n = len(total)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    return sorted(pairs, key=lambda p: -(total[p[0]] + total[p[1]]))[:count]
+
+
+def design_point_figure(ds: xr.Dataset, path: str | Path) -> Path:
+    """The most probable design points in the standard space over the most important input pairs
+    (:func:`important_pairs`): per drawn output, the design points of every threshold joined in threshold order,
+    and at the middle threshold the limit state as FORM linearises it (the tangent ``alpha . u = beta`` through
+    the design point, the other inputs held at theirs); circles of radius ``beta`` around the origin. Returns
+    ``path``."""
+    import matplotlib.pyplot as plt
+
+    dims, drawn = _outputs(ds)
+    names = [str(v) for v in ds["parameter_name"].values]
+    u = _flat(ds["design_u"].isel(design_point=0).transpose("threshold", "parameter", ...), dims)  # [T, n, out]
+    alpha = _flat(ds["alpha"].isel(design_point=0).transpose("threshold", "parameter", ...), dims)
+    middle = ds.sizes["threshold"] // 2
+    pairs = important_pairs(ds) if len(names) > 1 else []
+    fig, axes = plt.subplots(1, max(len(pairs), 1), figsize=(4.2 * max(len(pairs), 1), 4.0), squeeze=False)
+    for ax, (i, j) in zip(axes.ravel(), pairs):
+        reach = 1.0
+        for k in drawn:
+            line, = ax.plot(u[:, i, k], u[:, j, k], marker="o", ms=3, label=_label(ds, dims, k) or None)
+            ui, uj, ai, aj = u[middle, i, k], u[middle, j, k], alpha[middle, i, k], alpha[middle, j, k]
+            if np.all(np.isfinite([ui, uj, ai, aj])) and np.hypot(ai, aj) > 0:
+                s = np.linspace(-2.0, 2.0, 2) / np.hypot(ai, aj)
+                ax.plot(ui - aj * s, uj + ai * s, color=line.get_color(), ls="--", lw=1)
+            finite = np.abs(u[:, [i, j], k][np.isfinite(u[:, [i, j], k])])
+            reach = max(reach, float(finite.max()) if finite.size else 0.0)
+        for b in np.unique(np.round(np.nan_to_num(np.abs(ds["form_beta"].values.ravel())), 1))[-3:]:
+            ax.add_patch(plt.Circle((0, 0), b, fill=False, color="grey", lw=0.5, ls=":"))
+        lim = 1.2 * reach
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.plot(0, 0, "k+")
+        ax.set_xlabel(f"u[{names[i]}]")
+        ax.set_ylabel(f"u[{names[j]}]")
+    if not pairs:
+        axes[0, 0].set_visible(False)
+    if any(_label(ds, dims, k) for k in drawn) and pairs:
+        axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"Design points (standard space; dashed: the linearised limit state at threshold "
+                 f"{ds['threshold'].values[middle]:g} {ds['threshold'].attrs.get('units', '')})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
 def reliability_figures(ds: xr.Dataset, out_dir: str | Path) -> list[Path]:
-    """Both figures of ``ds`` into ``out_dir``: ``reliability_fragility.png``, ``reliability_importance.png``."""
+    """The figures of ``ds`` into ``out_dir``: ``reliability_fragility.png``, ``reliability_importance.png``,
+    ``reliability_design_points.png``."""
     out = Path(out_dir)
     return [fragility_figure(ds, out / "reliability_fragility.png"),
-            importance_figure(ds, out / "reliability_importance.png")]
+            importance_figure(ds, out / "reliability_importance.png"),
+            design_point_figure(ds, out / "reliability_design_points.png")]

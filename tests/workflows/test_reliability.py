@@ -44,7 +44,8 @@ def test_linear_series_of_correlated_normals_is_the_closed_form_per_day_and_thre
     assert np.all((low <= exact) & (exact <= high))
     assert ds["pf"].dims == ("reliability_method", "threshold", "day") and list(ds["day"].values) == [1.0, 2.0]
     assert cf_errors(path) == []
-    assert {p.name for p in path.parent.glob("*.png")} >= {"reliability_fragility.png", "reliability_importance.png"}
+    assert {p.name for p in path.parent.glob("*.png")} >= {"reliability_fragility.png", "reliability_importance.png",
+                                                           "reliability_design_points.png"}
     from workflows.report.kinds import kind_of  # the study report tells reliability.nc and states its summary
 
     kind = kind_of(ds)

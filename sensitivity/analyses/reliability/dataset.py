@@ -24,6 +24,8 @@ from sensitivity.analyses.reliability import sorm as sm
 from sensitivity.analyses.reliability.form import FormResult, threshold_sensitivity
 from sensitivity.analyses.reliability.ensemble import member_spread
 from sensitivity.analyses.reliability.events import threshold_derivative
+from sensitivity.analyses.reliability.parameter_sensitivity import (beta_sensitivity, distribution_parameters,
+                                                                     inverse_units, pf_sensitivity)
 from sensitivity.analyses.reliability.sorm import SormResult
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.axes import flat_coords, unstack_output
@@ -95,6 +97,10 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     with np.errstate(divide="ignore", invalid="ignore"):
         generalised = stats.norm.isf(pf)
     dbeta = threshold_sensitivity(result, threshold_derivative(m, s.thresholds, s.direction))
+    theta = distribution_parameters(space)
+    dbeta_dtheta = beta_sensitivity(result, plan.nataf, space, theta)
+    per_theta = axis_units_attrs(inverse_units(theta), "distribution_parameter_inverse")
+    per_unit = f"({unit})-1" if unit != "1" else "1"
     low, high = space.bounds.T
     design_x = _design_x(plan.nataf, result.design_u)
     outside = np.any((design_x < low) | (design_x > high), axis=-1) & np.isfinite(result.design_beta)
@@ -131,7 +137,13 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         "importance": (*on(result.importance, "design_point", "parameter"),
                        {"long_name": "importance factor alpha^2", "units": "1"}),
         "dbeta_dthreshold": (*on(dbeta, "design_point"), {"long_name": "d beta / d threshold at the design point",
-                                                          "units": f"({unit})-1" if unit != "1" else "1"}),
+                                                          "units": per_unit}),
+        "dpf_dthreshold": (*on(pf_sensitivity(result, dbeta)), {"long_name": "d pf / d threshold (FORM)",
+                                                                "units": per_unit}),
+        "dbeta_ddistribution": (*on(dbeta_dtheta, "design_point", "distribution_parameter"), {
+            "long_name": "d beta / d distribution parameter at the design point", **per_theta}),
+        "dpf_ddistribution": (*on(pf_sensitivity(result, dbeta_dtheta), "distribution_parameter"), {
+            "long_name": "d pf / d distribution parameter (FORM)", **per_theta}),
         "start_status": (*on(result.start_status.astype(np.int8), "start"), {
             "long_name": "FORM status of each start", **_flags(FORM_FLAGS)}),
         "start_beta": (*on(result.start_beta, "start"), {"long_name": "reliability index found from each start",
@@ -161,7 +173,10 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     coords = {**axis_coords(METHOD_DIM, methods), **parameter_coords(space.names, space.units),
               "threshold": xr.Variable("threshold", np.asarray(s.thresholds), {"long_name": "threshold of the output",
                                                                                "units": unit}),
-              "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"})}
+              "bound": xr.Variable("bound", np.array(["low", "high"], dtype=object), {"long_name": "interval bound"}),
+              **axis_coords("distribution_parameter", [q.name for q in theta], [q.units for q in theta]),
+              "distribution_parameter_inverse_units": xr.Variable("distribution_parameter", np.asarray(
+                  inverse_units(theta), dtype=object), {"long_name": "units of a sensitivity to the parameter"})}
     if member_pf is not None:
         coords.update(member_coords(k))
     ds = ds.assign_coords(coords).assign_coords(flat_coords(plan.output))

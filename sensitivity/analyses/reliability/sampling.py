@@ -16,7 +16,11 @@
     adapted towards an acceptance rate of 0.44 after every ``10 %`` of the chains. Its CoV is
     ``sqrt(sum_i delta_i^2)`` with ``delta_i^2 = (1 - p_i) / (N p_i) (1 + gamma_i)`` and ``gamma_i`` from the
     chains' indicator autocorrelation (Au & Beck 2001, eq. 27-29; correlation between levels neglected);
-    the interval is lognormal: ``Pf exp(-+z sqrt(ln(1 + CoV^2)))``.
+    the interval is lognormal: ``Pf exp(-+z sqrt(ln(1 + CoV^2)))``. Measured over 300 independent runs of
+    ``N = 2000`` on a linear limit state (2-D and 10-D, ``Pf`` 1e-4 and 1e-6): the mean is within 1.1 % +- 1.7 %
+    of the exact ``Pf`` (no bias); this CoV (0.20, 0.25) is 10-20 % below the runs' own (0.22-0.23, 0.30), as
+    it neglects the correlation between levels and between chains started from one chain's states, so the
+    95 % intervals cover 90-93 % of the time; at ``N = 5000`` the two CoVs agree within 4-16 %.
 
 Seeds: ``seed: int | numpy.random.Generator | None``; a given seed and settings reproduce a result exactly.
 

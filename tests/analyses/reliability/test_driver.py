@@ -62,6 +62,28 @@ def test_linear_margin_of_normals_is_exact_in_form_sorm_and_importance_sampling(
     assert any("verdict: form disagrees with importance_sampling on 0 of 5" in line for _, line in summary(ds))
 
 
+def test_sensitivities_to_the_distribution_parameters_and_the_threshold_in_the_dataset():
+    """R ~ N(5, 1) [kN], S ~ N(2, 0.5) [kN], failure R - S < T: beta = (3 - T) / s, s^2 = 1.25, so d beta / d
+    loc_R = 1 / s, d beta / d scale_R = -beta / s^2, d beta / d loc_S = -1 / s, d beta / d scale_S = -0.5 beta / s^2,
+    d pf / d theta = -phi(beta) d beta / d theta and d pf / d T = phi(beta) / s."""
+    space = ParameterSpace.from_records([{"name": n, "units": "kN", "distribution": d} for n, d in
+                                         (("R", {"kind": "norm", "loc": 5.0, "scale": 1.0}),
+                                          ("S", {"kind": "norm", "loc": 2.0, "scale": 0.5}))])
+    engine = _engine(margin_and_ratio, space, {**QUANTITY, "units": "kN"})
+    thresholds = np.array([0.0, 1.0])
+    settings = ReliabilitySettings(thresholds=list(thresholds), direction="below", output={"quantity": "margin"},
+                                   methods=("form",), form=FormSettings(tolerance=1e-8))
+    ds = reliability(engine, space, settings, seed=1).isel(output=0)
+    s = np.sqrt(1.25)
+    beta = (3.0 - thresholds) / s
+    exact = np.stack([np.full(2, 1 / s), -beta / s**2, np.full(2, -1 / s), -0.5 * beta / s**2], axis=1)
+    assert list(ds["distribution_parameter_name"].values) == ["R.loc", "R.scale", "S.loc", "S.scale"]
+    np.testing.assert_allclose(ds["dbeta_ddistribution"].isel(design_point=0).values, exact, rtol=1e-6)
+    np.testing.assert_allclose(ds["dpf_ddistribution"].values, -stats.norm.pdf(beta)[:, None] * exact, rtol=1e-6)
+    np.testing.assert_allclose(ds["dpf_dthreshold"].values, stats.norm.pdf(beta) / s, rtol=1e-6)
+    assert ds["dbeta_ddistribution"].attrs["units"] == "kN-1" and ds["dpf_dthreshold"].attrs["units"] == "(kN)-1"
+
+
 def test_lognormal_ratio_is_a_plane_in_u_so_the_pulled_back_hessian_gives_zero_curvature():
     """R, S lognormal: {R / S < T} = {ln R - ln S < ln T}, a hyperplane in u: beta exact, and the curvatures of
     the SORM Hessian (nonzero in x, nonzero x'') must cancel to 0."""
