@@ -260,6 +260,28 @@ def test_sobolev_targets_from_differences_of_the_simulator(tmp_path):
                                  network=network, plan=training.TrainingPlan(members=1), seed=0)
 
 
+def test_a_simulator_with_no_derivative_points_is_not_logged_as_no_simulator(tmp_path, caplog):
+    """Given a simulator and ``derivative_points=0`` (verify's refinement rounds), the log says the check was left
+    out by that setting, not that there is no simulator (issue 48: refinement logged "no simulator" while verify
+    ran it); the simulator is never called for it."""
+    x = make_grid(QUADRATIC_SPACE, "sobol", n=32, seed=1).points()
+    calls = []
+
+    def simulator(points):
+        calls.append(len(points))
+        return quadratic(points)
+
+    with caplog.at_level("INFO", logger="sensitivity.training.driver"):
+        trained = training.train_surrogate(x, quadratic(x), tmp_path, space=QUADRATIC_SPACE, output=QUADRATIC_OUTPUT,
+                                           network=training.TrainSettings(hidden=(4,), epochs=2),
+                                           plan=training.TrainingPlan(members=1, derivative_points=0),
+                                           simulator=simulator, seed=0)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "derivative fidelity not checked: derivative_points=0 (no simulator runs spent on it)" in messages
+    assert not any(m.startswith("no simulator:") for m in messages) and calls == []
+    assert "jacobian_error" not in trained.report
+
+
 @pytest.mark.slow
 def test_sobolev_training_fits_ishigami_slopes_better_than_plain_training():
     """Same 256 Ishigami samples, same network and seed: with the exact gradient in the loss the median relative

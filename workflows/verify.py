@@ -38,7 +38,7 @@ uninterrupted run does; ``verify.parts/`` goes once the result set is published.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -293,6 +293,9 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
     output = checks.surrogate.output
     x, y = read_samples(training, space.names, output, key="refine.training")
     network, training_plan, thresholds = training_settings(recorded.training, space, recorded.get("input_fields"))
+    # a round's simulator runs are its refine.runs_per_round: train's derivative check (2 n runs per checked point)
+    # is left out, and the verdicts judge each round's ensemble
+    training_plan = replace(training_plan, derivative_points=0)
     engine = build.settings(EngineSettings, cfg.jacobian)
     candidates = np.vstack([checks.points(key, path) for key, path in chosen.items()])
     state: dict[str, Any] = {"checks": checks, "trained": None, "round": 0}
@@ -303,7 +306,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         trained = train_surrogate(x_new, y_new.reshape(len(x_new), *output.shape), directory, space=space,
                                   output=output, network=network, plan=training_plan, engine=engine,
                                   thresholds=thresholds, seed=int(recorded.seed),
-                                  simulator=checks.simulator if network.jacobian_weight > 0 else None,
+                                  simulator=checks.simulator,
                                   checkpoints=Checkpoints(kept.store.directory / f"round-{state['round']}"))
         if state["trained"] is not None:
             shutil.rmtree(state["trained"][0])

@@ -109,7 +109,7 @@ def train_surrogate(
         When a fit is poor enough to warn.
     simulator
         The batched simulator the samples came from: the test Jacobians are checked against its float64 central
-        differences (``plan.derivative_points`` points, ``2 n`` runs each). None: values only.
+        differences (``plan.derivative_points`` points, ``2 n`` runs each; none with 0). None: values only.
     simulator_jacobian
         ``[M, n] -> [M, *out, n]``: the simulator's Jacobian ``dy/dx``, the targets of Sobolev training
         (``network.jacobian_weight > 0``). None: those targets are float64 central differences of ``simulator``
@@ -177,8 +177,10 @@ def train_surrogate(
         scale = validation.unit_cube_scale(space, x[checked])
         reference = validation.central_differences(simulator, x[checked], plan.fd_step * scale)
         derivatives = validation.derivative_errors(ensemble(x[checked])[1].mean(axis=0), reference, scale)
-    else:
+    elif simulator is None:
         log.info("no simulator: derivative fidelity not checked (give one to difference)")
+    else:
+        log.info("derivative fidelity not checked: derivative_points=0 (no simulator runs spent on it)")
     members = None if plan.members == 1 else _member_report(y[split.test], member_values, splits, len(x),
                                                              surrogate.spread_scale)
     report = report_dataset(x, y, split, names=space.names, units=space.units, output=output, values=values,

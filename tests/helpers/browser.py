@@ -3,7 +3,7 @@
 Chromium started with ``--remote-debugging-pipe`` reads protocol messages (JSON, each ending in a NUL byte)
 on its file descriptor 3 and writes its replies and events on 4. :func:`load_page` opens a file, waits for its
 load event, collects what the console and the browser logged, every request the page made, and the state of
-its images, and captures a full-page screenshot.
+its images and its rendered text (``innerText``: what a reader sees), and captures a full-page screenshot.
 
 :func:`chromium` finds the browser: Debian's ``chromium-headless-shell`` (or ``chromium``), installed with
 apt-get when it is missing and this process may (root, apt-get present).
@@ -67,6 +67,7 @@ class PageLoad:
     failed: list[str] = field(default_factory=list)
     requested: list[str] = field(default_factory=list)
     images: list[dict] = field(default_factory=list)
+    text: str = ""  # the page's rendered text, document.body.innerText
     screenshot: Path | None = None
 
     def errors(self) -> list[str]:
@@ -151,8 +152,8 @@ class _Pipe:
 
 
 def load_page(binary: str, page: Path, screenshot: Path, *, width: int = 1280, timeout: float = 60.0) -> PageLoad:
-    """Open ``page`` (a local file) in headless Chromium, wait for its load event, and report what happened;
-    the full page is captured as a PNG at ``screenshot``."""
+    """Open ``page`` (a local file) in headless Chromium, wait for its load event, and report what happened and
+    the text it shows; the full page is captured as a PNG at ``screenshot``."""
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
         pipe = _Pipe(binary, profile, width)
         try:
@@ -166,6 +167,8 @@ def load_page(binary: str, page: Path, screenshot: Path, *, width: int = 1280, t
             pipe.wait_for("Page.loadEventFired", timeout)
             images = pipe.send("Runtime.evaluate", {"expression": IMAGES_JS, "returnByValue": True},
                                session=session)["result"]["value"]
+            text = pipe.send("Runtime.evaluate", {"expression": "document.body.innerText", "returnByValue": True},
+                             session=session)["result"]["value"]
             size = pipe.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
             shot = pipe.send("Page.captureScreenshot", {
                 "format": "png", "captureBeyondViewport": True,
@@ -174,11 +177,11 @@ def load_page(binary: str, page: Path, screenshot: Path, *, width: int = 1280, t
             screenshot.write_bytes(base64.b64decode(shot["data"]))
         finally:
             pipe.close()
-    return _outcome(pipe.events, json.loads(images), screenshot)
+    return _outcome(pipe.events, json.loads(images), text, screenshot)
 
 
-def _outcome(events: list[dict], images: list[dict], screenshot: Path) -> PageLoad:
-    load = PageLoad(images=images, screenshot=screenshot)
+def _outcome(events: list[dict], images: list[dict], text: str, screenshot: Path) -> PageLoad:
+    load = PageLoad(images=images, text=text, screenshot=screenshot)
     for event in events:
         method, params = event.get("method"), event.get("params", {})
         if method == "Runtime.consoleAPICalled":

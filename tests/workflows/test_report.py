@@ -373,16 +373,12 @@ def test_the_log_and_the_report_of_a_calibration_render_one_summary(compose_conf
         assert all(text in line for text in cells), (cells, line)
 
 
-@pytest.mark.slow
-def test_a_cached_rerun_reports_the_failed_verification_as_the_first_run_did(compose_config, tmp_path, caplog):
+def _failed_verification_runs(compose_config, tmp_path, caplog) -> tuple[list[bytes], list[list]]:
     """`sensitivity run` of Sobol' indices on Ishigami (a = 7) verified against Ishigami with a = 3, whose x2 term's
-    share of the variance falls from 0.44 to ~0.13: the verification fails. The first run and its rerun (every stage
-    cached, nothing logged of the verdict) write the same report, byte for byte; both list the failure as a
-    warning of verify.nc and show the verdict with its worst cases, in the words the first run logged."""
+    share of the variance falls from 0.44 to ~0.13 (the verification fails), run twice into ``tmp_path``: the two
+    reports, and the records each run logged from ``workflows.verify``."""
     from hydra import initialize_config_dir
 
-    from sensitivity.analyses.verify.summary import summary
-    from sensitivity.datasets.summary import log_lines
     from workflows import run
     from workflows.registry import CONF_DIR
     from workflows.run import StageConf
@@ -401,6 +397,18 @@ def test_a_cached_rerun_reports_the_failed_verification_as_the_first_run_did(com
             assert run.run(cfg) == tmp_path
         reports.append((tmp_path / REPORT_NAME).read_bytes())
         logged.append([(r.levelno, r.getMessage()) for r in caplog.records if r.name == "workflows.verify"])
+    return reports, logged
+
+
+@pytest.mark.slow
+def test_a_cached_rerun_reports_the_failed_verification_as_the_first_run_did(compose_config, tmp_path, caplog):
+    """The failing study of :func:`_failed_verification_runs`: the first run and its rerun (every stage cached,
+    nothing logged of the verdict) write the same report, byte for byte; both list the failure as a warning of
+    verify.nc and show the verdict with its worst cases, in the words the first run logged."""
+    from sensitivity.analyses.verify.summary import summary
+    from sensitivity.datasets.summary import log_lines
+
+    reports, logged = _failed_verification_runs(compose_config, tmp_path, caplog)
     assert reports[0] == reports[1]
     with open_result(tmp_path / "verify" / "verify.nc") as ds:
         assert ds.attrs["verdict"] == "fails" and int(ds["sobol_verdict"]) == 0
@@ -416,3 +424,28 @@ def test_a_cached_rerun_reports_the_failed_verification_as_the_first_run_did(com
     worst = page.table("worst indices")
     assert _report_rows(worst) == _summary_rows(verdict.worst) and worst["rows"][0][0].startswith(("S1 of", "ST of"))
     assert float(worst["rows"][0][2]) > 1  # the worst case exceeds its sampling half-width
+
+
+@pytest.mark.slow
+def test_a_browser_shows_the_failed_verification_on_the_first_run_and_the_cached_rerun(browser, compose_config,
+                                                                                       tmp_path, caplog):
+    """Issue 48: the failing study of :func:`_failed_verification_runs` in headless Chromium: each run's page loads
+    without an error and the text it shows holds the verdict, the failure and its worst index, the same on the
+    cached rerun as on the first run."""
+    from sensitivity.analyses.verify.summary import summary
+
+    reports, _ = _failed_verification_runs(compose_config, tmp_path, caplog)
+    with open_result(tmp_path / "verify" / "verify.nc") as ds:
+        (verdict,) = summary(ds).verdicts
+    shown = []
+    for k, report in enumerate(reports):
+        page = tmp_path / f"report-{k}.html"
+        page.write_bytes(report)
+        load = load_page(browser, page, tmp_path / f"report-{k}.png")
+        assert load.errors() == []
+        text = " ".join(load.text.split())
+        assert f"indices: FAILS: {verdict.statement}" in text and "verdict fails" in text
+        assert verdict.worst.rows[0][0].text in text  # the worst index, in the verify section's table
+        shown.append(text)
+    assert shown[0] == shown[1]
+

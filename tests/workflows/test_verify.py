@@ -105,7 +105,7 @@ def _relative_rms(path, points: np.ndarray) -> float:
 
 
 @pytest.mark.slow
-def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagree(compose_config, tmp_path):
+def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagree(compose_config, tmp_path, caplog):
     from sensitivity.analyses.indices import sobol
     from sensitivity.sweep.from_file import read_samples
     from workflows import build, train
@@ -121,8 +121,14 @@ def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagre
     cfg = compose_config("verify", [*common, *model,  # no verify.simulator: the one training.nc records
                                     f"verify.indices={result}", "verify.sobol_rows=32", "refine.rounds=2",
                                     "refine.runs_per_round=64"], output_dir=tmp_path / "verify")
-    ds = open_result(verify.run(cfg))
+    with caplog.at_level("INFO", logger="sensitivity.training.driver"):
+        ds = open_result(verify.run(cfg))
     assert ds.attrs["simulator"] == "sensitivity.simulators.analytic:ishigami"
+    # each round's retraining leaves out train's derivative check by its setting, with the simulator at hand
+    # (issue 48: it logged "no simulator" while verify ran that simulator)
+    rounds = [r.getMessage() for r in caplog.records if r.name == "sensitivity.training.driver"]
+    assert rounds.count("derivative fidelity not checked: derivative_points=0 (no simulator runs spent on it)") == 2
+    assert not any(m.startswith("no simulator:") for m in rounds)
     # every round recorded: the training size, the verdict, the disagreement, the error, the runs added
     assert ds.sizes["round"] == 3 and ds.attrs["refine_outcome"] == "budget spent"
     np.testing.assert_array_equal(ds["refine_training_size"].values, [48, 112, 176])
