@@ -275,13 +275,18 @@ def check_known_keys(cfg: Any, schema: type, workflow: str) -> None:
 
 
 def _suggestion(schema: type, key: str) -> str:
-    """``"; did you mean `grid.seed`?"`` for an unknown ``key`` close to one the schema has, else ``""``."""
+    """``"; did you mean `grid.seed`?"`` for an unknown ``key`` close to one the schema has; for a key of a free
+    mapping (``model.kwargs``, ``training.simulator_kwargs``: Hydra merges ``key={a: 1}`` into the config's
+    mapping, which takes no key it does not hold) how to give it; else ``""``."""
     import difflib
 
     from omegaconf import OmegaConf
 
     parent_key, _, leaf = key.rpartition(".")
     parent = OmegaConf.select(OmegaConf.structured(schema), parent_key) if parent_key else OmegaConf.structured(schema)
+    if parent_key and OmegaConf.is_dict(parent) and OmegaConf.get_type(parent) is dict:
+        return (f"; `{parent_key}` is a mapping of your own keys, given one by one: `+{key}=...` (a mapping "
+                "given whole is merged into the config's own)")
     known = list(parent.keys()) if parent is not None and OmegaConf.is_dict(parent) else []
     close = difflib.get_close_matches(leaf, known, n=1)
     return f"; did you mean `{parent_key + '.' if parent_key else ''}{close[0]}`?" if close else ""

@@ -103,13 +103,41 @@ def _existing(path: str | Path, key: str) -> Path:
     return path
 
 
+def check_text(path: Path, what: str) -> None:
+    """Refuse a binary file given as CSV (a netCDF file renamed, an image) in one line: a NUL byte, or bytes that
+    are not UTF-8 (the file is read whole, as the CSV reader reads it next).
+
+    Parameters
+    ----------
+    path
+        The CSV file.
+    what
+        What the file is, opening the message (``observations file data.csv``, ``grid.path data.csv``).
+
+    Raises
+    ------
+    DataError
+        ``<what>: a binary file, not CSV text (NUL byte at offset 5)``.
+    """
+    data = path.read_bytes()
+    if b"\0" in data:
+        raise DataError(f"{what}: a binary file, not CSV text (NUL byte at offset {data.index(bytes(1))})")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{what}: a binary file, not CSV text (byte {data[err.start]:#04x} at offset {err.start} "
+                        "is not UTF-8)") from None
+
+
 def _read_csv(path: Path, key: str) -> pd.DataFrame:
     import pandas as pd
 
+    check_text(path, f"{key} {path}")
     try:
         return pd.read_csv(path)
     except Exception as err:  # pandas raises many types for malformed text
-        raise DataError(f"{key} {path} cannot be read as CSV: {err}") from None
+        reason = next((s.strip() for s in str(err).splitlines() if s.strip()), type(err).__name__)
+        raise DataError(f"{key} {path} cannot be read as CSV: {reason}") from None
 
 
 def _open_netcdf(path: Path, key: str) -> xr.Dataset:

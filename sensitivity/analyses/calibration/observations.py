@@ -37,6 +37,7 @@ from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.errors import DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.spec import OutputDim, OutputSpec
+from sensitivity.sweep.from_file import check_text
 from sensitivity.units import convert, instants, scale
 
 xr = lazy_import("xarray")
@@ -263,7 +264,7 @@ def _true_parameters(path: Path, ds: xr.Dataset) -> dict[str, float]:
 def _read_csv(path: Path, spec: OutputSpec):
     import pandas as pd
 
-    _check_text(path)
+    check_text(path, f"observations file {path}")
     try:
         table = pd.read_csv(path)
     except (OSError, ValueError) as err:
@@ -290,20 +291,6 @@ def _read_csv(path: Path, spec: OutputSpec):
         sigma = np.full(spec.size, np.nan)
         sigma[flat] = _numeric(path, table["sigma"], "sigma")
     return values, sigma, None, {}
-
-
-def _check_text(path: Path) -> None:
-    """Refuse a binary file given as CSV (a netCDF file renamed, an image): a NUL byte, or bytes that are not
-    UTF-8 (read whole: observations are small)."""
-    data = path.read_bytes()
-    if b"\0" in data:
-        raise DataError(f"observations file {path}: a binary file, not CSV text (NUL byte at offset "
-                        f"{data.index(bytes(1))})")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(f"observations file {path}: a binary file, not CSV text (byte {data[err.start]:#04x} at "
-                        f"offset {err.start} is not UTF-8)") from None
 
 
 def _csv_coordinates(path: Path, dim: OutputDim, column) -> np.ndarray:
