@@ -158,10 +158,10 @@ class PickedModel:
     def copies(self, x: np.ndarray) -> np.ndarray:
         """``x [K, n] -> [K, C, m]``: the picked outputs of the mean, then of each member of an ensemble
         (``C = 1 + members``; ``C = 1`` for one model), from one evaluation."""
-        values = np.asarray(self.model.values(x), float)
+        values = np.asarray(self.model.values(x))  # picked in the engine's dtype, then one float64 copy of those
         if not self.members:
-            return values.reshape(len(x), 1, -1)[:, :, self.indices]
-        values = values.reshape(self.members, len(x), -1)[:, :, self.indices].transpose(1, 0, 2)
+            return np.asarray(values.reshape(len(x), 1, -1)[:, :, self.indices], float)
+        values = np.asarray(values.reshape(self.members, len(x), -1)[:, :, self.indices], float).transpose(1, 0, 2)
         return np.concatenate([values.mean(axis=1, keepdims=True), values], axis=1)
 
     def copies_in_u(self, nataf: Nataf) -> Callable[[np.ndarray], np.ndarray]:
