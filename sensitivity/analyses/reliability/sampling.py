@@ -240,13 +240,14 @@ def importance_sampling(limit_state: ValuesFn, centres: np.ndarray,
 def importance_sampling_events(limit_state: Callable[[np.ndarray, np.ndarray], np.ndarray],
                                centres: Sequence[np.ndarray], settings: ImportanceSettings = ImportanceSettings(), *,
                                betas: Sequence[np.ndarray] | None = None,
-                               seed: int | np.random.Generator | None = None, max_points: int = 2**16
-                               ) -> SamplingResult:
+                               seed: int | np.random.Generator | None = None) -> SamplingResult:
     """Importance sampling of ``B`` events at once, each around its own design points, in few batched calls.
 
     Event ``b`` gets the draws :func:`importance_sampling` would give it were it called on the events in turn
-    with one generator (so the estimates are the same), but the points of all events are evaluated together,
-    at most ``max_points`` per call, and the draws are held one group of events at a time (bounded memory).
+    with one generator (so the estimates are the same), but the points of several events are evaluated together,
+    ``settings.block_size`` per call (the events whose samples fill one block at a time; an event of more samples
+    in blocks of its own), so the evaluations' memory stays bounded by the block (the draws of one group of
+    events are held whole: ``max(block_size, n_samples) x n`` numbers).
 
     Parameters
     ----------
@@ -257,8 +258,6 @@ def importance_sampling_events(limit_state: Callable[[np.ndarray, np.ndarray], n
         ``B`` arrays ``[D_b, n]``: each event's design points.
     betas
         ``B`` arrays ``[D_b]``: their reliability indices, for ``weights='probability'``.
-    max_points
-        Most points per call of ``limit_state``.
 
     Returns
     -------
@@ -266,19 +265,18 @@ def importance_sampling_events(limit_state: Callable[[np.ndarray, np.ndarray], n
         ``pf``, ``cov``, ``failures`` ``[B, C]``, ``interval`` ``[B, C, 2]`` (``C = 1`` for a ``[K]`` limit
         state); ``evaluations`` of all events.
     """
-    positive_int("max_points", max_points)
     if betas is not None and len(betas) != len(centres):
         raise ConfigError(f"`betas` must hold one array per event ({len(centres)}), got {len(betas)}")
     mixtures = [Mixture.of(c, settings.weights, None if betas is None else betas[b]) for b, c in enumerate(centres)]
     rng = np.random.default_rng(seed)
     sums = None
-    group = max(1, max_points // settings.n_samples)
+    group, block = max(1, settings.block_size // settings.n_samples), settings.block_size
     for first in range(0, len(mixtures), group):
         drawn = [mixture.draw(size, rng) for mixture in mixtures[first:first + group] for size in _blocks(settings)]
         u, log_ratio = (np.concatenate(a) for a in zip(*drawn))
         which = np.repeat(np.arange(first, min(first + group, len(mixtures))), settings.n_samples)
-        for rows in range(0, len(u), max_points):
-            at = slice(rows, rows + max_points)
+        for rows in range(0, len(u), block):
+            at = slice(rows, rows + block)
             g = event_values(lambda points: limit_state(points, which[at]), u[at])
             parts = _weighted_sums(g, log_ratio[at], which[at] - first, min(group, len(mixtures) - first))
             if sums is None:
