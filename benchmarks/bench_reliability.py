@@ -13,7 +13,14 @@ against Monte Carlo.
     times with independent seeds (one run's error is ~15 % at these sizes, so one seed says little about bias):
     the mean with its standard error, how often the intervals cover, Au & Beck's CoV against the runs' own.
 
+(c) ``--seir``: the demo's P(daily new infections > T on day t), 20 thresholds x 100 days = 2000 events in one
+    call of :func:`~sensitivity.analyses.reliability.reliability` (FORM + importance sampling, 400 samples per
+    event: the settings of the SEIR test in ``tests/workflows/test_reliability.py``) on the shipped surrogate
+    ``data/seir/surrogate.keras`` (float32, the engine's defaults): wall and CPU time of the call (fastest of
+    ``--repeats``, after one call that compiles), split into FORM and importance sampling, and the evaluations.
+
 Usage: python benchmarks/bench_reliability.py [--repeats 3] [--mc 20000000] [--subsets 20]
+       python benchmarks/bench_reliability.py --seir [--repeats 3]
 """
 from __future__ import annotations
 
@@ -181,12 +188,59 @@ def sampling(mc: int, subsets: int) -> None:
               f"{int(np.mean([s.evaluations for s in runs]))} evals")
 
 
+def seir(repeats: int) -> None:
+    from pathlib import Path
+
+    import sensitivity.analyses.reliability.driver as driver
+    from sensitivity.analyses.reliability import ImportanceSettings as IS
+    from sensitivity.simulators import seir as demo
+
+    space = demo.space()
+    surrogate = load_surrogate(str(Path(__file__).resolve().parents[1] / "data/seir/surrogate.keras"),
+                               input_names=space.names, input_units=space.units)
+    low, high = space.bounds.T
+    engine = compile_jacobian(surrogate, probe_points=np.stack([space.nominal, low + 0.7 * (high - low)]))
+    thresholds = tuple(float(t) for t in np.geomspace(10.0, 2000.0, 20).round(1))
+    settings = ReliabilitySettings(thresholds=thresholds, methods=("form", "importance_sampling"),
+                                   importance=IS(n_samples=400),
+                                   form=FormSettings(tolerance=1e-3, max_iterations=30, max_backtracks=10))
+    phases = {}
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            start, cpu = time.perf_counter(), time.process_time()
+            out = fn(*args, **kwargs)
+            phases[name] = (time.perf_counter() - start, time.process_time() - cpu)
+            return out
+        return call
+
+    driver.form = timed("FORM", driver.form)
+    driver.importance_sampling_events = timed("importance sampling", driver.importance_sampling_events)
+    reliability(engine, space, settings)  # compiles the engine's chunk functions
+    best = None
+    for _ in range(repeats):
+        start, cpu = time.perf_counter(), time.process_time()
+        ds = reliability(engine, space, settings)
+        run = (time.perf_counter() - start, time.process_time() - cpu, dict(phases))
+        best = run if best is None or run[0] < best[0] else best
+    wall, cpu, split = best
+    evaluations = ds["evaluations"].values
+    print(f"(c) SEIR: P(new infections > T on day t), {len(thresholds)} thresholds x 100 days = "
+          f"{ds['pf'].shape[1] * ds['pf'].shape[2]} events in one call: {wall:.2f} s wall, {cpu:.2f} s CPU "
+          f"(fastest of {repeats}; " + ", ".join(f"{k} {w:.2f} s wall / {c:.2f} s CPU" for k, (w, c) in split.items())
+          + f"); evaluations FORM {int(evaluations[0])} (value + Jacobian), importance sampling {int(evaluations[1])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mc", type=int, default=20_000_000)
     parser.add_argument("--subsets", type=int, default=20, help="independent subset simulations per case")
+    parser.add_argument("--seir", action="store_true", help="only (c): the SEIR demo's 2000 events in one call")
     args = parser.parse_args()
+    if args.seir:
+        seir(args.repeats)
+        return
     compare(args.repeats)
     sampling(args.mc, args.subsets)
 

@@ -15,8 +15,9 @@ batched callables.
 ``sorm`` (:mod:`~sensitivity.analyses.reliability.sorm`)
     Principal curvatures at the design points; Breitung, Hohenbichler-Rackwitz, Tvedt and the paraboloid's
     exact probability.
-``monte_carlo``, ``importance_sampling``, ``subset_simulation`` (:mod:`~sensitivity.analyses.reliability.sampling`)
-    Sampling estimates with intervals and coefficients of variation.
+``monte_carlo``, ``importance_sampling``, ``importance_sampling_events``, ``subset_simulation``
+    (:mod:`~sensitivity.analyses.reliability.sampling`): sampling estimates with intervals and coefficients of
+    variation; ``importance_sampling_events``: many events, each at its own design points, in few batched calls.
 ``threshold_limit_state``, ``threshold_events``, ``union``, ``intersection``
     (:mod:`~sensitivity.analyses.reliability.events`):
     outputs x thresholds as one batch of events (a fragility curve from one run); combined events.
@@ -37,6 +38,7 @@ from sensitivity.analyses.reliability.sampling import (
     MonteCarloSettings,
     SubsetSettings,
     importance_sampling,
+    importance_sampling_events,
     monte_carlo,
     subset_simulation,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "SubsetSettings",
     "form",
     "importance_sampling",
+    "importance_sampling_events",
     "intersection",
     "monte_carlo",
     "nataf",

@@ -25,7 +25,7 @@ from sensitivity.analyses.reliability import events as ev
 from sensitivity.analyses.reliability.dataset import reliability_dataset
 from sensitivity.analyses.reliability.ensemble import member_form
 from sensitivity.analyses.reliability.form import FormResult, form, sphere_starts
-from sensitivity.analyses.reliability.sampling import importance_sampling, monte_carlo, subset_simulation
+from sensitivity.analyses.reliability.sampling import importance_sampling_events, monte_carlo, subset_simulation
 from sensitivity.analyses.reliability.settings import ReliabilitySettings, select_outputs
 from sensitivity.analyses.reliability.sorm import sorm
 from sensitivity.analyses.reliability.standard_space import Nataf
@@ -158,10 +158,10 @@ class PickedModel:
     def copies(self, x: np.ndarray) -> np.ndarray:
         """``x [K, n] -> [K, C, m]``: the picked outputs of the mean, then of each member of an ensemble
         (``C = 1 + members``; ``C = 1`` for one model), from one evaluation."""
-        values = np.asarray(self.model.values(x), float)
+        values = np.asarray(self.model.values(x))  # picked in the engine's dtype, then one float64 copy of those
         if not self.members:
-            return values.reshape(len(x), 1, -1)[:, :, self.indices]
-        values = values.reshape(self.members, len(x), -1)[:, :, self.indices].transpose(1, 0, 2)
+            return np.asarray(values.reshape(len(x), 1, -1)[:, :, self.indices], float)
+        values = np.asarray(values.reshape(self.members, len(x), -1)[:, :, self.indices], float).transpose(1, 0, 2)
         return np.concatenate([values.mean(axis=1, keepdims=True), values], axis=1)
 
     def copies_in_u(self, nataf: Nataf) -> Callable[[np.ndarray], np.ndarray]:
@@ -228,32 +228,35 @@ def _importance(copies: Callable, c: int, result: FormResult, p: Plan, rng: np.r
     every member (``copies: u -> [K, C, m]``) on the same samples: ``pf [C, E]``, ``interval [C, E, 2]``,
     ``cov [C, E]``, evaluations.
 
-    Where the origin fails (``beta < 0``, Pf > 1/2) the safe event ``-g <= 0`` is sampled at the same points
-    (their index ``-beta``) and ``Pf = 1 - P(safe)``, with the interval mirrored: a proposal centred at the design
-    point resolves the small side of the two.
+    All events' samples are drawn in turn from ``rng`` and evaluated together in a few batched calls
+    (:func:`~sensitivity.analyses.reliability.sampling.importance_sampling_events`). Where the origin fails
+    (``beta < 0``, Pf > 1/2) the safe event ``-g <= 0`` is sampled at the same points (their index ``-beta``)
+    and ``Pf = 1 - P(safe)``, with the interval mirrored: a proposal centred at the design point resolves the
+    small side of the two.
     """
     s = p.settings
     e = result.beta.size
-    t = len(s.thresholds)
     pf, cov = np.full((c, e), np.nan), np.full((c, e), np.nan)
     interval = np.full((c, e, 2), np.nan)
-    evaluations = 0
-    for event in np.flatnonzero(np.isfinite(result.beta)):
-        i, j = divmod(int(event), t)
-        found = np.isfinite(result.design_beta[event])
-        flip = -1.0 if result.beta[event] < 0 else 1.0  # origin failed: sample the safe side, Pf = 1 - P(safe)
-        limit = lambda u, i=i, j=j, flip=flip: flip * ev.threshold_values(  # noqa: E731
-            copies(u)[:, :, i], [s.thresholds[j]], s.direction)
-        r = importance_sampling(limit, result.design_u[event, found], s.importance,
-                                betas=flip * result.design_beta[event, found], seed=rng)
-        if flip > 0:
-            pf[:, event], interval[:, event], cov[:, event] = r.pf, r.interval, r.cov
-        else:
-            pf[:, event], interval[:, event] = 1.0 - r.pf, 1.0 - r.interval[:, ::-1]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                cov[:, event] = r.cov * r.pf / pf[:, event]
-        evaluations += r.evaluations
-    return pf, interval, cov, evaluations
+    events = np.flatnonzero(np.isfinite(result.beta))
+    if events.size == 0:
+        return pf, interval, cov, 0
+    flip = np.where(result.beta[events] < 0, -1.0, 1.0)  # origin failed: sample the safe side, Pf = 1 - P(safe)
+    found = [np.isfinite(result.design_beta[event]) for event in events]
+
+    def limit(u: np.ndarray, which: np.ndarray) -> np.ndarray:
+        return flip[which, None] * ev.own_threshold_values(copies(u), events[which], s.thresholds, s.direction)
+
+    r = importance_sampling_events(limit, [result.design_u[event, f] for event, f in zip(events, found)],
+                                   s.importance, betas=[b * result.design_beta[event, f]
+                                                        for b, event, f in zip(flip, events, found)], seed=rng)
+    safe = flip < 0
+    pf[:, events], interval[:, events], cov[:, events] = r.pf.T, r.interval.transpose(1, 0, 2), r.cov.T
+    pf[:, events[safe]] = 1.0 - r.pf[safe].T
+    interval[:, events[safe]] = 1.0 - r.interval[safe][:, :, ::-1].transpose(1, 0, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cov[:, events[safe]] = r.cov[safe].T * r.pf[safe].T / pf[:, events[safe]]
+    return pf, interval, cov, r.evaluations
 
 
 def _subset(values: Callable, e: int, p: Plan, rng: np.random.Generator) -> tuple:

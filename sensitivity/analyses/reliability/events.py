@@ -12,6 +12,7 @@ event fails: ``min_e g_e``) and :func:`intersection` (all fail: ``max_e g_e``) m
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 import numpy as np
@@ -42,6 +43,21 @@ def threshold_values(values: np.ndarray, thresholds: Sequence[float] | np.ndarra
         raise ConfigError(f"`values` must be [K] or [K, m], got shape {y.shape}")
     t, sign = _thresholds(thresholds), _sign(direction)
     return (sign * (t[None, None, :] - y[:, :, None])).reshape(len(y), -1)
+
+
+def own_threshold_values(values: np.ndarray, events: np.ndarray, thresholds: Sequence[float] | np.ndarray,
+                         direction: Direction) -> np.ndarray:
+    """``g [K, ...]`` of event ``events[k]`` (``e = i t + j``: output ``i``, threshold ``j``) at row ``k`` of
+    outputs ``values [K, ..., m]`` (the dims between, e.g. an ensemble's copies, kept)."""
+    y = np.asarray(values, dtype=float)
+    t, sign = _thresholds(thresholds), _sign(direction)
+    output, threshold = np.divmod(np.asarray(events, dtype=int), t.size)
+    if y.ndim < 2 or output.shape != (len(y),) or (output.size and output.max() >= y.shape[-1]):
+        raise ConfigError(f"`events` must be [K] indices of the {y.shape[-1] * t.size} events of `values` [K, ..., m]"
+                          f", got shapes {output.shape} and {y.shape}")
+    lead = (-1,) + (1,) * (y.ndim - 1)
+    picked = np.take_along_axis(y, output.reshape(lead), axis=-1)[..., 0]
+    return sign * (t[threshold].reshape(lead[:-1]) - picked)
 
 
 def threshold_events(values: np.ndarray, jacobians: np.ndarray, thresholds: Sequence[float] | np.ndarray,
@@ -91,17 +107,44 @@ def threshold_derivative(n_outputs: int, thresholds: Sequence[float] | np.ndarra
     return np.full(n_outputs * _thresholds(thresholds).size, _sign(direction))
 
 
+@dataclass(frozen=True)
+class ThresholdLimitState:
+    """The FORM limit state of all outputs x thresholds of ``model: u [K, n] -> (y [K, m], dy/du [K, m, n])``.
+
+    Called, every event at every point (``g [K, m t]``, ``grad [K, m t, n]``); :meth:`own`, each point's own
+    event only, which :func:`~sensitivity.analyses.reliability.form.form` takes when it is there: a batched FORM
+    run steps ``E S`` points (every event from every start) and needs one event of each, so the ``[K, E, n]``
+    gradients of every event at every point (``E^2 S n`` numbers) are never formed.
+    """
+
+    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    thresholds: np.ndarray
+    direction: Direction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
+        _sign(self.direction)
+
+    def __call__(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``g [K, m t]`` and ``grad [K, m t, n]`` of every event at ``u [K, n]``."""
+        y, jac = self.model(u)
+        return threshold_events(y, jac, self.thresholds, self.direction)
+
+    def own(self, u: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``g [K]`` and ``grad [K, n]`` of event ``events[k]`` (``e = i t + j``) at ``u[k]``."""
+        y, jac = (np.asarray(a, dtype=float) for a in self.model(u))
+        if y.ndim != 2 or jac.ndim != 3 or jac.shape[:2] != y.shape:
+            raise ConfigError(f"`values` [K, m] and `jacobians` [K, m, n] must agree, got shapes {y.shape} and "
+                              f"{jac.shape}")
+        g = own_threshold_values(y, events, self.thresholds, self.direction)
+        output = np.asarray(events, dtype=int) // self.thresholds.size
+        return g, -_sign(self.direction) * jac[np.arange(len(y)), output]
+
+
 def threshold_limit_state(model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                          thresholds: Sequence[float] | np.ndarray, direction: Direction
-                          ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+                          thresholds: Sequence[float] | np.ndarray, direction: Direction) -> ThresholdLimitState:
     """A FORM limit state of all outputs x thresholds from ``model: u [K, n] -> (y [K, m], dy/du [K, m, n])``."""
-    t, _ = _thresholds(thresholds), _sign(direction)
-
-    def limit_state(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        y, jac = model(u)
-        return threshold_events(y, jac, t, direction)
-
-    return limit_state
+    return ThresholdLimitState(model, thresholds, direction)
 
 
 def union(limit_state: Callable[[np.ndarray], np.ndarray], columns: Sequence[int] | None = None

@@ -162,7 +162,17 @@ class FormResult:
 
 def _evaluate(fn: LimitStateFn, points: np.ndarray, events: np.ndarray, n_events: int | None
               ) -> tuple[np.ndarray, np.ndarray, int]:
-    """``g`` and ``grad g`` of each point's own event: ``[K]``, ``[K, n]``, and the number of events."""
+    """``g`` and ``grad g`` of each point's own event: ``[K]``, ``[K, n]``, and the number of events.
+
+    A limit state with an ``own(points, events)`` method (:class:`~sensitivity.analyses.reliability.events.
+    ThresholdLimitState`) evaluates only those, once the number of events is known."""
+    own = getattr(fn, "own", None)
+    if own is not None and n_events is not None:
+        values, grads = (np.asarray(a, dtype=float) for a in own(points, events))
+        if values.shape != (len(points),) or grads.shape != points.shape:
+            raise ConfigError(f"the limit state's own events must be values [K] and gradients [K, n] for "
+                              f"[K, n] = {list(points.shape)}, got shapes {values.shape} and {grads.shape}")
+        return values, grads, n_events
     values, grads = fn(points)
     values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
     k, n = points.shape

@@ -38,7 +38,7 @@ Probabilistic Engineering Mechanics 41, 89-103, doi:10.1016/j.probengmech.2015.0
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 
@@ -229,17 +229,92 @@ def importance_sampling(limit_state: ValuesFn, centres: np.ndarray,
     """
     mixture = Mixture.of(centres, settings.weights, betas)
     rng = np.random.default_rng(seed)
-    total = total_sq = failures = None
-    done = 0
-    while done < settings.n_samples:
-        size = min(settings.block_size, settings.n_samples - done)
+    sums = None
+    for size in _blocks(settings):
         u, log_ratio = mixture.draw(size, rng)
-        g = event_values(limit_state, u)
-        weighted = np.where(g <= 0, np.exp(log_ratio)[:, None], 0.0)
-        parts = (weighted.sum(axis=0), (weighted**2).sum(axis=0), np.sum(g <= 0, axis=0))
-        total, total_sq, failures = parts if total is None else (total + parts[0], total_sq + parts[1],
-                                                                  failures + parts[2])
-        done += size
+        parts = _weighted_sums(event_values(limit_state, u), log_ratio)
+        sums = parts if sums is None else tuple(a + b for a, b in zip(sums, parts))
+    return _importance_result(*sums, settings)
+
+
+def importance_sampling_events(limit_state: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                               centres: Sequence[np.ndarray], settings: ImportanceSettings = ImportanceSettings(), *,
+                               betas: Sequence[np.ndarray] | None = None,
+                               seed: int | np.random.Generator | None = None) -> SamplingResult:
+    """Importance sampling of ``B`` events at once, each around its own design points, in few batched calls.
+
+    Event ``b`` gets the draws :func:`importance_sampling` would give it were it called on the events in turn
+    with one generator (so the estimates are the same), but the points of several events are evaluated together,
+    ``settings.block_size`` per call (the events whose samples fill one block at a time; an event of more samples
+    in blocks of its own), so the evaluations' memory stays bounded by the block (the draws of one group of
+    events are held whole: ``max(block_size, n_samples) x n`` numbers).
+
+    Parameters
+    ----------
+    limit_state
+        ``(u [K, n], which [K]) -> g [K]`` or ``[K, C]``: event ``which[k]`` at ``u[k]`` (``C`` copies of it,
+        e.g. an ensemble's mean and members, all estimated on the same draws).
+    centres
+        ``B`` arrays ``[D_b, n]``: each event's design points.
+    betas
+        ``B`` arrays ``[D_b]``: their reliability indices, for ``weights='probability'``.
+
+    Returns
+    -------
+    SamplingResult
+        ``pf``, ``cov``, ``failures`` ``[B, C]``, ``interval`` ``[B, C, 2]`` (``C = 1`` for a ``[K]`` limit
+        state); ``evaluations`` of all events.
+    """
+    if betas is not None and len(betas) != len(centres):
+        raise ConfigError(f"`betas` must hold one array per event ({len(centres)}), got {len(betas)}")
+    mixtures = [Mixture.of(c, settings.weights, None if betas is None else betas[b]) for b, c in enumerate(centres)]
+    rng = np.random.default_rng(seed)
+    sums = None
+    group, block = max(1, settings.block_size // settings.n_samples), settings.block_size
+    for first in range(0, len(mixtures), group):
+        drawn = [mixture.draw(size, rng) for mixture in mixtures[first:first + group] for size in _blocks(settings)]
+        u, log_ratio = (np.concatenate(a) for a in zip(*drawn))
+        which = np.repeat(np.arange(first, min(first + group, len(mixtures))), settings.n_samples)
+        for rows in range(0, len(u), block):
+            at = slice(rows, rows + block)
+            g = event_values(lambda points: limit_state(points, which[at]), u[at])
+            parts = _weighted_sums(g, log_ratio[at], which[at] - first, min(group, len(mixtures) - first))
+            if sums is None:
+                sums = tuple(np.zeros((len(mixtures), g.shape[1])) for _ in parts)
+            for total, part in zip(sums, parts):
+                total[first:first + len(part)] += part
+    if sums is None:
+        raise ConfigError("`centres` must hold at least one event, got none")
+    result = _importance_result(*sums, settings)
+    return SamplingResult(pf=result.pf, interval=result.interval, cov=result.cov, failures=result.failures,
+                          evaluations=settings.n_samples * len(mixtures), method=result.method,
+                          interval_kind=result.interval_kind)
+
+
+def _blocks(settings: ImportanceSettings | MonteCarloSettings) -> list[int]:
+    """The sizes of the blocks of ``n_samples`` points, ``block_size`` each but the last."""
+    full, rest = divmod(settings.n_samples, settings.block_size)
+    return [settings.block_size] * full + ([rest] if rest else [])
+
+
+def _weighted_sums(g: np.ndarray, log_ratio: np.ndarray, which: np.ndarray | None = None, groups: int = 1
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``sum 1[g <= 0] phi/h``, its sum of squares and the failure count per column of ``g [K, E]``: ``[E]``;
+    or, given ``which [K]`` (``0 <= which < groups``), per group of rows and column: ``[groups, E]``."""
+    failed = g <= 0
+    weighted = np.where(failed, np.exp(log_ratio)[:, None], 0.0)
+    parts = (weighted, weighted**2, failed.astype(float))
+    if which is None:
+        return tuple(part.sum(axis=0) for part in parts)
+    out = tuple(np.zeros((groups, g.shape[1])) for _ in parts)
+    for total, part in zip(out, parts):
+        np.add.at(total, which, part)
+    return out
+
+
+def _importance_result(total: np.ndarray, total_sq: np.ndarray, failures: np.ndarray, settings: ImportanceSettings
+                       ) -> SamplingResult:
+    """The estimate, its standard error and normal interval from the sums of :func:`_weighted_sums`."""
     m = settings.n_samples
     pf = total / m
     se = np.sqrt(np.maximum(total_sq / m - pf**2, 0.0) / (m - 1))
@@ -247,7 +322,8 @@ def importance_sampling(limit_state: ValuesFn, centres: np.ndarray,
     with np.errstate(divide="ignore", invalid="ignore"):
         cov = se / pf
     return SamplingResult(pf=pf, interval=np.stack([np.maximum(pf - z * se, 0.0), pf + z * se], axis=-1), cov=cov,
-                          failures=failures, evaluations=m, method="importance_sampling", interval_kind="normal")
+                          failures=failures.astype(int), evaluations=m, method="importance_sampling",
+                          interval_kind="normal")
 
 
 @dataclass(frozen=True)
@@ -270,6 +346,9 @@ class Mixture:
             b = np.asarray(betas, dtype=float)
             if b.shape != (d,) or not np.all(np.isfinite(b)):
                 raise ConfigError(f"`betas` must be [{d}] finite numbers, got {betas!r}")
+        if d == 1:  # one centre: weight 1 (what either rule gives), without scipy's per-call cost
+            return cls(c, np.zeros(1))
+        if weights == "probability":
             return cls(c, stats.norm.logsf(b) - special.logsumexp(stats.norm.logsf(b)))
         return cls(c, np.full(d, -np.log(d)))
 
@@ -279,6 +358,8 @@ class Mixture:
         which = rng.choice(d, size=size, p=np.exp(self.log_w)) if d > 1 else np.zeros(size, dtype=int)
         u = c[which] + rng.standard_normal((size, c.shape[1]))
         half_norms = 0.5 * np.sum(c * c, axis=1)
+        if d == 1:  # the log-sum-exp of one term is the term
+            return u, half_norms[0] - u @ c[0]
         return u, -special.logsumexp(self.log_w[None, :] + u @ c.T - half_norms[None, :], axis=1)
 
 

@@ -42,7 +42,12 @@ import numpy as np
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
+special = lazy_import("scipy.special")
 stats = lazy_import("scipy.stats")
+
+#: ``log sqrt(2 pi)``: ``log phi(z) = -z^2 / 2 - LOG_SQRT_2PI``, the standard normal's log density as
+#: ``scipy.stats.norm.logpdf`` computes it, without its per-call cost.
+LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
 #: ``points [K, n] -> (values [K, ...], gradients [K, ..., n])``, batched.
 GradientFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -114,8 +119,8 @@ class Nataf:
         x = np.empty_like(z)
         for i, marginal in enumerate(self.marginals):
             zi, low = z[:, i], z[:, i] <= 0
-            x[low, i] = marginal.ppf(stats.norm.cdf(zi[low]))
-            x[~low, i] = marginal.isf(stats.norm.sf(zi[~low]))
+            x[low, i] = marginal.ppf(special.ndtr(zi[low]))  # Phi, as scipy.stats.norm.cdf computes it
+            x[~low, i] = marginal.isf(special.ndtr(-zi[~low]))  # 1 - Phi, as norm.sf computes it
         return x
 
     def to_standard(self, x: np.ndarray) -> np.ndarray:
@@ -149,7 +154,7 @@ class Nataf:
         x = self.to_physical(u)
         log_scale = np.empty_like(z)
         for i, marginal in enumerate(self.marginals):
-            log_scale[:, i] = stats.norm.logpdf(z[:, i]) - marginal.logpdf(x[:, i])
+            log_scale[:, i] = -0.5 * z[:, i] ** 2 - LOG_SQRT_2PI - marginal.logpdf(x[:, i])
         return x, z, np.exp(log_scale)
 
     def second_derivatives(self, u: np.ndarray) -> np.ndarray:

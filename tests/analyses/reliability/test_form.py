@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from sensitivity.analyses.reliability import FormSettings, form, nataf, sphere_starts, threshold_sensitivity
-from sensitivity.analyses.reliability.events import threshold_derivative, threshold_limit_state
+from sensitivity.analyses.reliability.events import ThresholdLimitState, threshold_derivative, threshold_limit_state
 from sensitivity.analyses.reliability.form import CONVERGED, LINE_SEARCH_FAILED, MAX_ITERATIONS, ZERO_GRADIENT
 from sensitivity.errors import ConfigError
 
@@ -102,6 +102,39 @@ def test_outputs_times_thresholds_in_one_run_give_a_fragility_curve_and_its_slop
     np.testing.assert_allclose(slope[:, 0], np.repeat(1.0 / sigma, 3), rtol=1e-9)
     below = form(threshold_limit_state(model, thresholds, "below"), np.zeros((1, 2)))
     np.testing.assert_allclose(below.beta, -exact, rtol=1e-9)
+
+
+def test_each_point_steps_on_its_own_event_only_with_the_design_points_of_every_event():
+    """A threshold limit state hands FORM each point's own event (``ThresholdLimitState.own``): after the first
+    point, no call forms the ``[K, E, n]`` gradients of every event, and the design points are those of the
+    full evaluation, on a curved model (y = exp(0.3 u1) + u2^2 / 4 + u2 and 2 u1 + 0.1 u2^2, below by FORM's
+    closed form where y is linear in the direction of the design point)."""
+    def model(u):
+        y = np.stack([np.exp(0.3 * u[:, 0]) + u[:, 1] ** 2 / 4 + u[:, 1], 2.0 * u[:, 0] + 0.1 * u[:, 1] ** 2], axis=1)
+        jac = np.stack([np.stack([0.3 * np.exp(0.3 * u[:, 0]), u[:, 1] / 2 + 1.0], axis=1),
+                        np.stack([np.full(len(u), 2.0), 0.2 * u[:, 1]], axis=1)], axis=1)
+        return y, jac
+
+    thresholds = [2.0, 3.0, 4.5]
+    limit = threshold_limit_state(model, thresholds, "above")
+    full_calls = []
+
+    def every_event(u):
+        full_calls.append(len(u))
+        return limit(u)
+
+    starts = sphere_starts(2, 5, seed=1)
+    own = form(limit, starts, FormSettings(tolerance=1e-10))
+    full = form(every_event, starts, FormSettings(tolerance=1e-10))
+    calls, every = [], ThresholdLimitState.__call__
+    with pytest.MonkeyPatch.context() as patch:  # the own-event path evaluates every event at one point only
+        patch.setattr(ThresholdLimitState, "__call__", lambda self, u: calls.append(len(u)) or every(self, u))
+        form(limit, starts, FormSettings(tolerance=1e-10))
+    assert calls == [1] and len(full_calls) > 10
+    np.testing.assert_allclose(own.design_u, full.design_u, atol=1e-12)
+    np.testing.assert_array_equal(own.start_status, full.start_status)
+    assert own.evaluations == full.evaluations
+    np.testing.assert_allclose(own.beta[3:], np.array(thresholds) / 2.0, rtol=1e-8)  # 2 u1 = T at u2 = 0
 
 
 def test_threshold_sensitivity_matches_finite_differences_on_a_nonlinear_limit_state():

@@ -11,6 +11,7 @@ from sensitivity.analyses.reliability import (
     SubsetSettings,
     form,
     importance_sampling,
+    importance_sampling_events,
     intersection,
     monte_carlo,
     subset_simulation,
@@ -47,6 +48,49 @@ def test_union_and_intersection_of_independent_events():
     all_ = monte_carlo(intersection(both), 2, settings, seed=3)
     assert any_.interval[0, 0] <= p1 + p2 - p1 * p2 <= any_.interval[0, 1]
     assert all_.interval[0, 0] <= p1 * p2 <= all_.interval[0, 1]
+
+
+def test_importance_sampling_of_many_events_in_few_calls_is_each_events_own_run():
+    """Linear events g_b = beta_b - alpha_b . u (one with two design points: the union of two half-spaces) and two
+    copies of each (the second with beta + 0.5), in batched calls of at most ``block_size`` points (two events per
+    call; then one event's 5 000 samples in blocks of 4 000 and 1 000): each event's estimate is what
+    importance_sampling gives it when run on the events in turn with one generator, and every interval covers the
+    exact Phi(-beta) (the union's: 1 - Phi_2 with the half-spaces' correlation)."""
+    rng = np.random.default_rng(0)
+    betas = np.array([1.0, 2.5, 3.5, 4.75])
+    alphas = rng.standard_normal((5, N_DIM))
+    alphas /= np.linalg.norm(alphas, axis=1, keepdims=True)
+    shift = np.array([0.0, 0.5])
+
+    def one(u, b):
+        g = betas[b] - u @ alphas[b]
+        return np.minimum(g, betas[b] - u @ alphas[4]) if b == 3 else g
+
+    calls = []
+
+    def limit(u, which):
+        calls.append(len(u))
+        g = np.array([one(point[None], b)[0] for point, b in zip(u, which)])
+        return g[:, None] + shift[None, :]
+
+    centres = [(b * alphas[i])[None] for i, b in enumerate(betas)]
+    centres[3] = np.stack([betas[3] * alphas[3], betas[3] * alphas[4]])
+    given = [np.full(len(c), b) for c, b in zip(centres, betas)]
+    for block, expected in ((10_000, [10_000] * 2), (4_000, [4_000, 1_000] * 4)):
+        settings = ImportanceSettings(n_samples=5_000, block_size=block, confidence=0.999)
+        calls.clear()
+        batched = importance_sampling_events(limit, centres, settings, betas=given, seed=np.random.default_rng(7))
+        generator = np.random.default_rng(7)
+        in_turn = [importance_sampling(lambda u, b=b: one(u, b)[:, None] + shift[None, :], centres[b], settings,
+                                       betas=given[b], seed=generator) for b in range(4)]
+        assert calls == expected and batched.evaluations == 20_000
+        np.testing.assert_allclose(batched.pf, [r.pf for r in in_turn], rtol=1e-12)
+        np.testing.assert_allclose(batched.interval, [r.interval for r in in_turn], rtol=1e-12)
+        np.testing.assert_array_equal(batched.failures, [r.failures for r in in_turn])
+    rho = alphas[3] @ alphas[4]
+    exact = stats.norm.sf(betas[:, None] + shift[None, :])
+    exact[3] = [1.0 - stats.multivariate_normal([0, 0], [[1, rho], [rho, 1]]).cdf([b, b]) for b in betas[3] + shift]
+    assert np.all((batched.interval[..., 0] <= exact) & (exact <= batched.interval[..., 1]))
 
 
 def test_importance_sampling_at_the_design_point_covers_a_one_in_a_million_probability():
