@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--reference", type=int, default=0, help="base rows of a simulator-only reference (0: none)")
     parser.add_argument("--floor", type=float, default=0.02, help="reference indices below it are not scored")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cost-ratio", type=float, default=None,
+                        help="fix the allocation's cost ratio (a rerun on recorded simulator runs: their run's ratio)")
     parser.add_argument("--out", default="/tmp/bench_multifidelity_seir")
     args = parser.parse_args()
 
@@ -53,7 +55,8 @@ def main() -> None:
             "experiment=seir", f"output_dir={args.out}/budget{args.budget}_seed{args.seed}", "progress=false",
             "multifidelity.simulator=sensitivity.simulators.seir:simulate", f"multifidelity.budget={args.budget}",
             f"multifidelity.pilot={args.pilot}", f"multifidelity.workers={args.workers}",
-            f"multifidelity.surrogate_rows={args.rows}", f"seed={args.seed}"])
+            f"multifidelity.surrogate_rows={args.rows}", f"seed={args.seed}",
+            *([f"multifidelity.cost_ratio={args.cost_ratio!r}"] if args.cost_ratio else [])])
     started = time.perf_counter()
     path = multifidelity.run(cfg)
     wall = time.perf_counter() - started
@@ -73,6 +76,13 @@ def main() -> None:
               f"{np.mean(ratio <= 2):.3f}; measured variance reduction vs simulator-only at the same budget: "
               f"median {np.nanmedian(reduction):.3f}; bias significant in {int(ds[f'{q}_bias_significant'].sum())} "
               f"of {ratio.size}")
+        wide = (width / alone > 2)
+        if wide.any():
+            rho = ds[f"{q}_term_correlation"].values
+            print(f"  the {int(wide.sum())} wider than 2x: days {sorted(set(np.nonzero(wide)[1].tolist()))}, "
+                  f"|{q}| <= {np.nanmax(np.abs(ds[q].values[wide])):.4f}, anchored width <= {np.nanmax(width[wide]):.4f}"
+                  f" (median {np.nanmedian(width[wide]):.4f}), term correlation median {np.nanmedian(rho[wide]):.3f}"
+                  f" (the others {np.nanmedian(rho[~wide]):.4f})")
     if args.reference:
         reference(ds, args)
 

@@ -10,7 +10,9 @@ over ``multifidelity.workers`` spawned processes in batches of ``multifidelity.b
 recorded in the run directory (``simulator_pilot.nc``, ``simulator_runs_<first>_<last>.nc`` by row block, and
 their ``.parts/`` while unfinished: :func:`sensitivity.simulators.runner.run_simulator`), so a rerun after a kill
 runs only the missing batches. ``multifidelity.cost_ratio`` fixes the allocation's cost ratio (else measured: a
-rerun whose measured ratio moves the allocation runs its new rows into a file of their own).
+rerun whose measured ratio moves the allocation runs its new rows into a file of their own). ``plots`` draws
+``multifidelity_indices.png`` (:func:`sensitivity.plots.multifidelity.multifidelity_figure`), which the report
+shows.
 
 ``multifidelity.reliability`` (a reliability.nc of this surrogate, importance sampling among its methods) adds the
 simulator's failure probability of each of its events beside the surrogate's
@@ -60,6 +62,7 @@ class MultifidelityConf(SurrogateStudyConf):
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
+    plots: bool = True  # multifidelity_indices.png: the anchored and the surrogate-only indices side by side
 
 
 SCHEMA = MultifidelityConf
@@ -162,6 +165,11 @@ def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: O
                     simulator=cfg.multifidelity.simulator)
     write_atomic(ds, out_dir / "multifidelity.nc")
     build.log_summary(log, mf.summary(ds), "multifidelity: ")
+    if cfg.plots:
+        build.file_backend()
+        from sensitivity.plots.multifidelity import multifidelity_figure
+
+        log.info("figure: %s", multifidelity_figure(ds, out_dir / "multifidelity_indices.png").name)
     return files
 
 
