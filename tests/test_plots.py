@@ -419,6 +419,34 @@ def test_indices_figures(study, drawn, tmp_path):
     assert [ax.get_xlabel() for ax in d.panels[-n_panels:]] == [DAY] * n_panels
 
 
+def test_multifidelity_figure(study, drawn, tmp_path):
+    """The anchored and the surrogate-only indices side by side with their intervals: a series along its days
+    (a panel per parameter and index, two lines and two bands each), named scalars and a field as bars per
+    parameter (two bars per parameter, with whiskers) in a row per shown output."""
+    from sensitivity.datasets import open_result
+    from sensitivity.plots.multifidelity import multifidelity_figure
+
+    shape, paths = study
+    ds = open_result(paths["multifidelity"])
+    multifidelity_figure(ds, tmp_path / "multifidelity_indices.png")
+    d = drawn["multifidelity_indices.png"]
+    assert d.legend == ["simulator-anchored", "surrogate only"] and "simulator runs" in d.suptitle
+    if shape in ("series", "labels_by_series"):
+        assert len(d.panels) == len(PARAMETERS) * 2
+        held = ", species = prey" if shape == "labels_by_series" else ""
+        assert titles(d.panels)[:2] == [f"first-order index S1: a{held}", f"total index ST: a{held}"]
+        assert [ax.get_xlabel() for ax in d.panels[-2:]] == [DAY, DAY]
+        for ax in d.panels:
+            assert len(ax.get_lines()) == 2 and len(ax.collections) == 2
+        return
+    rows = {"scalar": 1, "named": 3, "field": 1}[shape]
+    assert len(d.panels) == rows * 2
+    for ax in d.panels:
+        assert ticks(ax) == PARAMETERS and len(ax.patches) == 2 * len(PARAMETERS)
+    if shape in ("scalar", "named"):
+        assert [t.split("\n")[1] for t in titles(d.panels)[::2]] == ROWS[shape]
+
+
 def test_an_ensembles_combined_interval_is_drawn_beside_the_sampling_one(drawn, tmp_path):
     """An ensemble's ``<index>_combined_interval`` (sampling and surrogate error): a grey whisker per
     parameter from its low to its high bound, over the black one, and the title says so."""

@@ -10,7 +10,16 @@ over ``multifidelity.workers`` spawned processes in batches of ``multifidelity.b
 recorded in the run directory (``simulator_pilot.nc``, ``simulator_runs_<first>_<last>.nc`` by row block, and
 their ``.parts/`` while unfinished: :func:`sensitivity.simulators.runner.run_simulator`), so a rerun after a kill
 runs only the missing batches. ``multifidelity.cost_ratio`` fixes the allocation's cost ratio (else measured: a
-rerun whose measured ratio moves the allocation runs its new rows into a file of their own).
+rerun whose measured ratio moves the allocation runs its new rows into a file of their own). ``plots`` draws
+``multifidelity_indices.png`` (:func:`sensitivity.plots.multifidelity.multifidelity_figure`), which the report
+shows.
+
+``multifidelity.reliability`` (a reliability.nc of this surrogate, importance sampling among its methods) adds the
+simulator's failure probability of each of its events beside the surrogate's
+(:func:`sensitivity.analyses.multifidelity.failure_probabilities`: the analysis's importance-sampling proposal,
+redrawn, is the biasing density; the simulator runs on ``multifidelity.failure_runs`` of the draws the surrogate
+fails and ``multifidelity.safe_runs`` of the others, per event, recorded as ``simulator_reliability_<k>.nc``),
+outside the budget of the indices.
 
 Every bad setting (no simulator, a budget that does not pay for the pilot, a dependent space) is one line before
 the model loads (:func:`check`, which ``sensitivity run`` calls for a multifidelity stage before its first stage).
@@ -33,14 +42,17 @@ log = logging.getLogger(__name__)
 
 StudyConf = schema_of(mf.MultifidelityStudy, "MultifidelityStudyConf")
 RunnerConf = schema_of(RunnerSettings, "RunnerConf")
+ReliabilityConf = schema_of(mf.MFReliability, "MFReliabilityConf", keys=("failure_runs", "safe_runs"))
 
 
 @dataclass
-class MultifidelitySectionConf(StudyConf, RunnerConf):
+class MultifidelitySectionConf(StudyConf, RunnerConf, ReliabilityConf):
     """The simulator, its budget and how its runs are spread."""
 
     simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy), required
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
+    reliability: Optional[str] = None  # a reliability.nc (importance sampling among its methods): the simulator's Pf
+    # of its events on its proposal (multifidelity.failure_runs + multifidelity.safe_runs simulator runs per event)
 
 
 @dataclass
@@ -50,6 +62,7 @@ class MultifidelityConf(SurrogateStudyConf):
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
+    plots: bool = True  # multifidelity_indices.png: the anchored and the surrogate-only indices side by side
 
 
 SCHEMA = MultifidelityConf
@@ -71,20 +84,42 @@ def check(cfg: DictConfig) -> tuple[Any, mf.MultifidelityStudy, RunnerSettings]:
     settings = build.settings(mf.MultifidelityStudy, m).check(len(space))
     runner = build.settings(RunnerSettings, m).check()
     design.require_independent(space, method="the multifidelity Sobol' indices", instead=sobol.DEPENDENT)
+    if m.reliability:
+        _reliability_settings(m, settings)
     return space, settings, runner
+
+
+def _reliability_of(cfg: DictConfig, space) -> Optional[Path]:
+    """The reliability.nc ``multifidelity.reliability`` (verified, of this space, with importance sampling), or
+    None; read when the study runs (an earlier stage of ``sensitivity run`` may write it)."""
+    from workflows import chain
+    from workflows.reliability import reliability_events
+
+    if not cfg.multifidelity.reliability:
+        return None
+    path = chain.consumed(cfg, cfg.multifidelity.reliability, "multifidelity.reliability", space=space)
+    reliability_events(path, "multifidelity.reliability")
+    return path
+
+
+def _reliability_settings(m: DictConfig, study: mf.MultifidelityStudy) -> mf.MFReliability:
+    """The :class:`~sensitivity.analyses.multifidelity.MFReliability` of ``multifidelity``, at the study's level."""
+    return mf.MFReliability(failure_runs=m.failure_runs, safe_runs=m.safe_runs, conf_level=study.conf_level).check()
 
 
 def run(cfg: DictConfig) -> Path:
     """Run the multifidelity study of ``cfg``; return the path of ``multifidelity.nc``."""
     space, settings, runner = check(cfg)
+    reliability = _reliability_of(cfg, space)
     m = cfg.multifidelity
     simulator = build.simulator_from(cfg, m.simulator, m.simulator_kwargs, WHAT)  # kwargs checked before any run
     try:
-        with build.result_set(cfg, "multifidelity") as results:
+        with build.result_set(cfg, "multifidelity", [reliability]) as results:
             if results.complete:
                 build.announce_complete(results, "multifidelity")
                 return results.path("multifidelity.nc")
-            runs = _compute(cfg, space, settings, runner, simulator, results.directory, results.staging)
+            runs = _compute(cfg, space, settings, runner, simulator, reliability, results.directory,
+                            results.staging)
             for name in runs:
                 results.adopt(name)
             results.publish()
@@ -93,8 +128,10 @@ def run(cfg: DictConfig) -> Path:
     return results.path("multifidelity.nc")
 
 
-def _compute(cfg: DictConfig, space, settings, runner, simulator, run_dir: Path, out_dir: Path) -> list[str]:
-    """The study -> ``out_dir/multifidelity.nc``; return the names of the simulator's run files in ``run_dir``."""
+def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: Optional[Path], run_dir: Path,
+             out_dir: Path) -> list[str]:
+    """The study (and the failure probabilities of ``reliability``'s events) -> ``out_dir/multifidelity.nc``;
+    return the names of the simulator's run files in ``run_dir``."""
     from sensitivity.analyses.callables import BatchedModel
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.simulators.runner import run_simulator
@@ -118,11 +155,45 @@ def _compute(cfg: DictConfig, space, settings, runner, simulator, run_dir: Path,
              settings.pilot_blocks(len(space)) * block, runner.workers)
     ds = mf.multifidelity(BatchedModel(values=engine.flat_values, output=surrogate.output), space, settings,
                           simulator=staged, seed=cfg.seed)
+    if reliability is not None:
+        ds = _failure_probabilities(cfg, ds, space, surrogate, engine, settings, reliability, simulator, runner,
+                                    run_dir, files)
     ds.attrs.update(provenance(title=f"Multifidelity estimates of {cfg.multifidelity.simulator} with {surrogate.source}",
                                workflow="multifidelity", config_yaml=build.config_yaml(cfg),
                                surrogate_source=surrogate.source, surrogate_hash=surrogate.content_hash,
-                               seed=cfg.seed, inputs=[]),
+                               seed=cfg.seed, inputs=[reliability] if reliability is not None else []),
                     simulator=cfg.multifidelity.simulator)
     write_atomic(ds, out_dir / "multifidelity.nc")
     build.log_summary(log, mf.summary(ds), "multifidelity: ")
+    if cfg.plots:
+        build.file_backend()
+        from sensitivity.plots.multifidelity import multifidelity_figure
+
+        log.info("figure: %s", multifidelity_figure(ds, out_dir / "multifidelity_indices.png").name)
     return files
+
+
+def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settings, path: Path, simulator, runner,
+                           run_dir: Path, files: list[str]):
+    """``ds`` with the simulator-anchored failure probabilities of the events of the reliability.nc ``path``; the
+    simulator's runs recorded as ``simulator_reliability_<k>.nc`` (named in ``files``)."""
+    from sensitivity.analyses.reliability import plan
+    from sensitivity.simulators.runner import run_simulator
+    from workflows.reliability import reliability_events
+
+    recorded, read = reliability_events(path, "multifidelity.reliability")
+    picked = plan(space, surrogate.output, recorded)
+    found = read(picked.indices)
+
+    def simulate(points):
+        name = f"simulator_reliability_{len([f for f in files if f.startswith('simulator_reliability_')])}.nc"
+        files.append(name)
+        return run_simulator(simulator, points, run_dir / name, runner, progress=cfg.progress,
+                             desc="simulator reliability").values
+
+    log.info("multifidelity: reliability %s: the simulator at the design points and %d + %d importance samples of "
+             "each of %d events", path, cfg.multifidelity.failure_runs, cfg.multifidelity.safe_runs,
+             len(found.design_beta))
+    pf = mf.failure_probabilities(simulate, engine.flat_values, picked.nataf.to_physical, found,
+                                  _reliability_settings(cfg.multifidelity, settings), seed=cfg.seed)
+    return ds.assign(pf.data_vars).assign_coords(pf.coords).assign_attrs(pf.attrs)

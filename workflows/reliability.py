@@ -94,6 +94,25 @@ def check(cfg: DictConfig) -> tuple[Any, Any]:
     return space, settings
 
 
+def reliability_events(path: Path, what: str):
+    """``(settings, read)`` of a reliability.nc that another workflow consumes (``what``: its config key, e.g.
+    ``verify.reliability``): its recorded :class:`~sensitivity.analyses.reliability.ReliabilitySettings` and
+    ``read(indices) ->`` :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents`; a one-line error when
+    it holds no importance sampling (whose proposal the consumer redraws)."""
+    from sensitivity.analyses.verify.reliability import ReliabilityEvents
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import ConfigError
+
+    with open_result(path) as ds:
+        settings = settings_from(OmegaConf.create(ds.attrs["config"]))
+        ds = ds[["design_u", "design_beta", "dbeta_dthreshold"]].load()
+    if "importance_sampling" not in settings.methods:
+        raise ConfigError(f"`{what}`: {path} ran {list(settings.methods)}; {what.split('.')[0]} redraws the "
+                          "importance samples of its design points: run reliability with `importance_sampling` among "
+                          "its methods")
+    return settings, lambda indices: ReliabilityEvents.from_dataset(ds, indices, settings)
+
+
 def run(cfg: DictConfig) -> Path:
     """Run the reliability analysis of ``cfg``; return the path of ``reliability.nc``."""
     space, settings = check(cfg)

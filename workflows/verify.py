@@ -48,6 +48,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from sensitivity.analyses.verify import RefinePlan, VerdictSettings, VerifyPlan
 from sensitivity.analyses.verify.summary import summary
 from workflows import build, chain
+from workflows.reliability import reliability_events
 from workflows.schema import ObservationsConf, SimulatorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ def run(cfg: DictConfig) -> Path:
     if "indices" in chosen:
         _check_sobol_intervals(chosen["indices"])
     if "reliability" in chosen:
-        _reliability_events(chosen["reliability"])  # one-line errors before any simulator run
+        reliability_events(chosen["reliability"], "verify.reliability")  # one-line errors before any simulator run
     verdict = build.settings(VerdictSettings, v)
     simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
@@ -171,25 +172,6 @@ def _check_sobol_intervals(path: Path) -> None:
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
-
-
-def _reliability_events(path: Path):
-    """``(settings, read)`` of a reliability.nc: its recorded
-    :class:`~sensitivity.analyses.reliability.ReliabilitySettings` and ``read(indices) ->``
-    :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents`; a one-line error when it holds no
-    importance sampling (whose proposal verify redraws)."""
-    from sensitivity.analyses.verify.reliability import ReliabilityEvents
-    from sensitivity.datasets import open_result
-    from sensitivity.errors import ConfigError
-    from workflows.reliability import settings_from
-
-    with open_result(path) as ds:
-        settings = settings_from(OmegaConf.create(ds.attrs["config"]))
-        ds = ds[["design_u", "design_beta", "dbeta_dthreshold"]].load()
-    if "importance_sampling" not in settings.methods:
-        raise ConfigError(f"`verify.reliability`: {path} ran {list(settings.methods)}; verify redraws the importance "
-                          "samples of its design points: run reliability with `importance_sampling` among its methods")
-    return settings, lambda indices: ReliabilityEvents.from_dataset(ds, indices, settings)
 
 
 def _simulator_of_training(cfg: DictConfig) -> None:
@@ -419,7 +401,7 @@ class Checks:
     def reliability(self, path: Path):
         from sensitivity.analyses.verify.reliability import verify_reliability
 
-        settings, read = _reliability_events(path)
+        settings, read = reliability_events(path, "verify.reliability")
         nataf = self._reliability_plan(settings).nataf
         found = read(self._reliability_plan(settings).indices)
         log.info("verify: reliability %s: the simulator at the design points and %d + %d importance samples of each "
@@ -431,7 +413,7 @@ class Checks:
     def _reliability_candidates(self, path: Path) -> np.ndarray:
         """``[P, n]`` every event's design points and ``failure_runs + safe_runs`` draws of its importance-sampling
         proposal (near its limit state): the candidates of a refinement, run where the U-function is lowest."""
-        settings, read = _reliability_events(path)
+        settings, read = reliability_events(path, "verify.reliability")
         p = self._reliability_plan(settings)
         u = read(p.indices).near_limit_state(self.plan.failure_runs + self.plan.safe_runs, self.cfg.seed)
         return p.nataf.to_physical(u)
@@ -441,7 +423,7 @@ class Checks:
         :func:`~sensitivity.analyses.verify.reliability.u_function`) as a refinement's priority."""
         from sensitivity.analyses.verify.reliability import u_function
 
-        settings, read = _reliability_events(path)
+        settings, read = reliability_events(path, "verify.reliability")
         found = read(self._reliability_plan(settings).indices)
         return lambda values: u_function(values, found)
 

@@ -100,21 +100,25 @@ def _plan(da: xr.DataArray, **kwargs) -> lay.Layout:
     return lay.plan(da, lay.output_dims(da, INDEX_DIMS), **kwargs)
 
 
-def shown_outputs(ds: xr.Dataset) -> list[tuple[dict[str, int], str]]:
+def shown_outputs(ds: xr.Dataset, reference: str | None = None,
+                  variance: str | None = None) -> list[tuple[dict[str, int], str]]:
     """Which outputs the bar, ranking and active-subspace figures show: ``(isel, label)`` pairs.
 
     Named scalars: each output (the first :data:`MAX_SHOWN`). A series or a field: in each panel of
     its layout (one per label of a labeled dim), the element with the largest output variance (the
-    most informative one to rank parameters on).
+    most informative one to rank parameters on). ``reference`` and ``variance`` name the per-output variable whose
+    dims are the model's and the output variance (default: the first of the indices' own that ``ds`` holds).
     """
-    dims = output_dims(ds)
+    reference = reference or _reference(ds)
+    dims = [] if reference is None else lay.output_dims(ds[reference], INDEX_DIMS)
     if not dims:
         return [({}, "")]
-    plan = _plan(ds[_reference(ds)], categories=False, max_panels=MAX_SHOWN)
+    plan = _plan(ds[reference], categories=False, max_panels=MAX_SHOWN)
     if plan.kind == "points":
         return [(dict(p.index), p.title) for p in plan.panels]
-    variance = next((ds[v] for v in ("sobol_variance", "dgsm_variance", "sobol_dependent_variance", "shapley_variance",
-                                     "given_data_variance") if v in ds), None)
+    names = (variance,) if variance else ("sobol_variance", "dgsm_variance", "sobol_dependent_variance",
+                                          "shapley_variance", "given_data_variance")
+    variance = next((ds[v] for v in names if v in ds), None)
     numeric = [d for d in dims if not lay.is_labeled(ds, d)]
     shown = []
     for panel in plan.panels:

@@ -68,3 +68,97 @@ def test_bad_settings_are_one_line_before_the_model_loads(compose_config, tmp_pa
     with pytest.raises(ConfigError, match=message):
         multifidelity.run(cfg)
     assert not (tmp_path / "multifidelity.nc").exists()
+
+
+A, MU, SD = [1.0, -2.0, 0.5], np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.5, 2.0])
+
+
+def _linear(bias: float) -> tuple[list[str], list[str], float]:
+    """``(model overrides, reliability overrides, s)``: the surrogate ``a . x + bias s`` of normal ``x`` (``s`` the sd
+    of ``a . x``), failure ``a . x > T`` at ``beta = 3``; the simulator is ``a . x``."""
+    s = float(np.sqrt(np.sum((np.array(A) * SD) ** 2)))
+    threshold = float(np.array(A) @ MU + 3.0 * s)
+    params = [f"{{name: x{i}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
+              for i, (m, d) in enumerate(zip(MU, SD))]
+    common = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+              "model.output={name: y, units: m}", f"space.parameters=[{', '.join(params)}]",
+              "jacobian.jit_compile=false", f"++model.kwargs={{weights: [{A}], offset: [{bias * s}]}}"]
+    return common, ["jacobian=float64", f"event.thresholds=[{threshold}]", "methods=[form,importance_sampling]"], s
+
+
+#: The simulator of :func:`_linear` and a small study of it.
+LINEAR_STUDY = ["multifidelity.simulator=sensitivity.simulators.analytic:linear",
+                f"+multifidelity.simulator_kwargs.weights=[{A}]", "multifidelity.budget=200", "multifidelity.pilot=20",
+                "multifidelity.surrogate_rows=256", "multifidelity.n_resamples=20", "multifidelity.cost_ratio=10000"]
+
+
+def test_the_simulators_failure_probability_stands_beside_the_biased_surrogates(compose_config, tmp_path):
+    """The surrogate a . x + 0.5 s of normal x against the simulator a . x (s the sd of a . x), failure a . x > T at
+    beta = 3: on the surrogate's importance-sampling proposal the anchored Pf is the exact Phi(-3) within its
+    interval, the surrogate's (Pf x 3.4) is not; the simulator's runs are recorded in the run directory."""
+    from scipy import stats
+
+    from workflows import reliability
+
+    common, events, _ = _linear(0.5)
+    result = reliability.run(compose_config("reliability", [*common, *events, "plots=false"],
+                                            output_dir=tmp_path / "reliability"))
+    path = multifidelity.run(compose_config("multifidelity", [
+        *common, *LINEAR_STUDY, f"multifidelity.reliability={result}", "multifidelity.failure_runs=200",
+        "multifidelity.safe_runs=20"], output_dir=tmp_path / "multifidelity"))
+    ds = open_result(path)
+    exact = stats.norm.sf(3.0)
+    low, high = ds["reliability_pf_simulator_interval"].values[0]
+    assert low <= exact <= high
+    low, high = ds["reliability_pf_surrogate_interval"].values[0]
+    assert exact < low and int(ds["reliability_changes"][0]) == 1
+    assert int(ds["reliability_runs"]) == 1 + 200 + 20 and cf_errors(path) == []
+    assert sorted(p.name for p in path.parent.glob("simulator_reliability_*.nc")) == [
+        "simulator_reliability_0.nc", "simulator_reliability_1.nc", "simulator_reliability_2.nc"]
+    from workflows.report.kinds import kind_of
+
+    verdicts = kind_of(ds).summarize(ds).verdicts
+    assert [v.holds for v in verdicts] == [False, False] and "changes Pf" in verdicts[1].statement  # the mean too
+
+
+def test_a_reliability_result_without_importance_sampling_is_refused_before_any_simulator_run(compose_config,
+                                                                                              tmp_path):
+    from workflows import reliability
+
+    common = ["jacobian=float64", "jacobian.jit_compile=false"]
+    result = reliability.run(compose_config("reliability", [*common, "methods=[form]", "event.thresholds=[10]",
+                                                            "plots=false"], output_dir=tmp_path / "reliability"))
+    with pytest.raises(ConfigError, match="`multifidelity.reliability`: .* ran \\['form'\\]; multifidelity redraws"):
+        multifidelity.run(compose_config("multifidelity", [*FAST, f"multifidelity.reliability={result}"],
+                                         output_dir=tmp_path / "multifidelity"))
+    assert not list((tmp_path / "multifidelity").glob("simulator_*"))
+
+
+def test_multifidelity_is_a_stage_of_run_fed_by_a_reliability_stage(compose_config, tmp_path):
+    """`sensitivity run` with a reliability stage feeding `multifidelity.reliability`: the study's dataset carries
+    the indices and the event's Pf (a perfect surrogate: the anchored Pf is the surrogate's), its figure is drawn,
+    and a rerun finds both stages complete."""
+    from hydra import initialize_config_dir
+
+    from workflows import run
+    from workflows.registry import CONF_DIR
+
+    common, events, _ = _linear(0.0)
+    cfg = compose_config("run")  # in process, study null: each stage composes its own defaults and overrides
+    cfg.stages = [
+        run.StageConf(name="reliability", workflow="reliability", overrides=[*common, *events,
+                                                                              "importance.n_samples=2000"]),
+        run.StageConf(name="multifidelity", workflow="multifidelity", overrides=[
+            *common, *LINEAR_STUDY, "multifidelity.failure_runs=10", "multifidelity.safe_runs=5"],
+            inputs={"multifidelity.reliability": "reliability"})]
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        run.run(cfg)
+    stage = tmp_path / "multifidelity"
+    ds = open_result(stage / "multifidelity.nc")
+    assert {"S1", "reliability_pf_simulator_interval"} <= set(ds.variables)
+    assert float(ds["reliability_pf_simulator"][0]) == float(ds["reliability_pf_surrogate"][0]) > 0
+    assert (stage / "multifidelity_indices.png").is_file() and (stage / "simulator_reliability_1.nc").is_file()
+    published = (stage / "manifest.json").stat().st_mtime_ns
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        run.run(cfg)
+    assert (stage / "manifest.json").stat().st_mtime_ns == published

@@ -42,7 +42,8 @@ def _other(ds: xr.Dataset) -> Summary:
         Fact("variables", ", ".join(map(str, ds.data_vars)) or "none")))
 
 
-#: The kinds in the order they are tried (a step map holds a ``rank`` too: it comes before the indices).
+#: The kinds in the order they are tried (a step map holds a ``rank`` too: it comes before the indices; a
+#: multifidelity.nc may hold a reliability verdict: it comes before the verification).
 KINDS: tuple[Kind, ...] = (
     Kind("calibration", lambda ds: {"estimate", "parameter_interval", "best_start"} <= set(ds.variables),
          calibration.summary),
@@ -51,10 +52,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("posterior", lambda ds: "draws" in ds and "chain" in ds.dims, posterior.summary),
     Kind("propagation", lambda ds: METHOD_DIM in ds.dims and "output_mean" in ds, propagation.summary),
     Kind("pointwise propagation", lambda ds: "output_std" in ds and "sample" in ds.dims, propagation.local_summary),
-    Kind("verification", lambda ds: any(f"{prefix}_verdict" in ds for _, prefix in verify.ANALYSES),
-         verify.summary),
     Kind("multifidelity", lambda ds: {"S1_surrogate", "output_mean_surrogate", "correlation"} <= set(ds.variables),
          multifidelity_summary),
+    Kind("verification", lambda ds: any(f"{prefix}_verdict" in ds for _, prefix in verify.ANALYSES),
+         verify.summary),
     Kind("sensitivity indices", _is_indices, indices.summary),
     Kind("sweep", lambda ds: "jacobian" in ds and "sample" in ds.dims, sweep.summary),
     Kind("data worth", lambda ds: {"added_worth", "design_choice", "posterior_variance"} <= set(ds.variables),

@@ -12,6 +12,9 @@ surrogate, evaluated on nested samples (the surrogate's first rows are the simul
   design (:func:`sobol_indices`; :class:`MFSobol`, :class:`MFSobolResult`);
 - :mod:`~sensitivity.analyses.multifidelity.importance_sampling`: multifidelity importance sampling of a failure
   probability (:func:`failure_probability`; :class:`MFImportanceSampling`, :class:`MFISResult`);
+- :mod:`~sensitivity.analyses.multifidelity.reliability`: the simulator's failure probabilities of a reliability
+  analysis's events, its importance-sampling proposal the biasing density and the surrogate the control variate
+  (:func:`failure_probabilities`, settings :class:`MFReliability`);
 - :mod:`~sensitivity.analyses.multifidelity.study`: the study verb (:func:`multifidelity`, settings
   :class:`MultifidelityStudy`): pilot, allocation, anchored moments and indices of every output beside the
   surrogate's, as a labeled dataset (:mod:`~sensitivity.analyses.multifidelity.dataset`) with its
@@ -27,12 +30,13 @@ from sensitivity.analyses.multifidelity.control_variates import (ControlVariate,
                                                                  estimate_mean, estimate_variance)
 from sensitivity.analyses.multifidelity.importance_sampling import (MFImportanceSampling, MFISResult,
                                                                     failure_probability)
+from sensitivity.analyses.multifidelity.reliability import MFReliability, failure_probabilities
 from sensitivity.analyses.multifidelity.sobol import MFSobol, MFSobolResult, sobol_indices
 from sensitivity.analyses.multifidelity.study import MultifidelityStudy, multifidelity
 from sensitivity.analyses.multifidelity.summary import summary
 
 __all__ = [
-    "Allocation", "AllocationResult", "CVResult", "ControlVariate", "MFISResult", "MFImportanceSampling", "MFSobol",
-    "MFSobolResult", "MultifidelityStudy", "allocate", "estimate_covariance", "estimate_mean", "estimate_variance", "failure_probability",
-    "multifidelity", "sobol_indices", "summary",
+    "Allocation", "AllocationResult", "CVResult", "ControlVariate", "MFISResult", "MFImportanceSampling", "MFReliability",
+    "MFSobol", "MFSobolResult", "MultifidelityStudy", "allocate", "estimate_covariance", "estimate_mean",
+    "estimate_variance", "failure_probabilities", "failure_probability", "multifidelity", "sobol_indices", "summary",
 ]

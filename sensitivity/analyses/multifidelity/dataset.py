@@ -11,7 +11,12 @@ Variables (``output`` is put back on the model's own dims by :func:`~sensitivity
   error, ``<name>_bias_significant`` (1 where ``|bias| > z se`` at ``conf_level``);
 - ``<name>_variance_reduction``: ``1 - Var[anchored] / Var[simulator-only at the same budget]``, measured (bootstrap
   for the indices, the estimator's variance for the moments); ``predicted_variance_reduction`` and ``correlation``
-  ``(output)``: the allocation's prediction and the pilot's correlation;
+  ``(output)``: the allocation's prediction and the pilot's correlation; ``S1_term_correlation``,
+  ``ST_term_correlation`` ``(parameter, output)``: the correlation of the simulator's and the surrogate's per-row
+  numerator terms on the shared rows, which sets each index's variance reduction (``1 - rho^2 (N - n) / N``): where a
+  parameter barely moves an output the surrogate's error dominates its terms, ``rho`` is low and the anchored
+  interval is as wide as the simulator's ``n`` rows allow (wider than the surrogate-only one, which ignores that
+  error);
 - attributes: ``n_sim_runs``, ``n_sim_rows``, ``n_sur_rows``, ``n_sur_optimal``, ``budget``, ``pilot_runs``,
   ``cost_sim`` / ``cost_sur`` [s per run, measured], ``cost_ratio`` (the allocation's: given, or measured), ``surrogate_worthwhile``, ``verdict`` (``bias
   significant`` or ``no significant bias``), ``method``, ``references``.
@@ -87,6 +92,10 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
         data[f"{name}_variance_reduction"] = (dims, reduction, {
             "long_name": f"{long}: 1 - variance of the anchored estimate over that of the simulator alone at the "
                          "same budget (measured)", "units": "1"})
+    for name, key in (("S1", "main"), ("ST", "total")):
+        data[f"{name}_term_correlation"] = (("parameter", "output"), mf.correlation[key], {
+            "long_name": f"{QUANTITIES[name]}: correlation of the simulator's and the surrogate's per-row numerator "
+                         "terms on the shared rows", "units": "1"})
     data["correlation"] = (("output",), plan.rho, {"long_name": "pilot correlation of simulator and surrogate",
                                                    "units": "1"})
     data["predicted_variance_reduction"] = (("output",), plan.variance_reduction, {

@@ -33,13 +33,17 @@ def summary(ds: xr.Dataset) -> Summary:
     )
     outputs = _outputs(ds)
     tables = (_indices(ds, outputs), _moments(ds, outputs))
+    verdicts = ()
+    if "reliability_pf_simulator" in ds:
+        tables += (_failure_probabilities(ds),)
+        verdicts = (_reliability_verdict(ds),)
     flagged = [q for q in ("S1", "ST", "output_mean", "output_variance") if int(ds[f"{q}_bias_significant"].sum())]
     verdict = Verdict(
         "the surrogate agrees with the simulator", not flagged,
         f"the simulator-anchored estimates differ from the surrogate's by more than their combined interval in "
         f"{', '.join(flagged)}: the surrogate is biased there and the anchored values stand" if flagged else
         "every anchored estimate agrees with the surrogate's within their combined interval")
-    return Summary(str(a.get("title", "multifidelity")), facts, tables, (verdict,), recorded_warnings(ds))
+    return Summary(str(a.get("title", "multifidelity")), facts, tables, (verdict, *verdicts), recorded_warnings(ds))
 
 
 def _outputs(ds: xr.Dataset) -> list[dict[str, int]]:
@@ -89,6 +93,29 @@ def _pair(ds: xr.Dataset, q: str, at: dict[str, int]) -> list[Cell]:
     flag = checked(number(v(f"{q}_surrogate")), not biased)
     return [Cell(number(v(q)), interval(low, high)), Cell(flag.text, interval(s_low, s_high), flag=flag.flag),
             Cell(percent(v(f"{q}_variance_reduction")))]
+
+
+def _failure_probabilities(ds: xr.Dataset) -> Table:
+    """Per event of the reliability analysis: the anchored Pf and the surrogate's, each with its interval."""
+    rows = []
+    for k in range(ds.sizes["reliability_event"]):
+        v = lambda name: ds[f"reliability_pf_{name}"].values[k]  # noqa: E731
+        flag = checked(number(v("surrogate"), 3), not ds["reliability_changes"].values[k])
+        rows.append((Cell(f"output {int(ds['reliability_event_output'].values[k])}, threshold "
+                          f"{number(float(ds['reliability_event_threshold'].values[k]), 4)}"),
+                     Cell(number(v("simulator"), 3), interval(*v("simulator_interval"))),
+                     Cell(flag.text, interval(*v("surrogate_interval")), flag=flag.flag)))
+    return Table("Failure probabilities: simulator-anchored and surrogate-only", ("event", "Pf anchored",
+                 "Pf surrogate"), tuple(rows), note=f"{int(ds['reliability_runs'])} simulator runs; red: the "
+                 "surrogate's error changes Pf beyond the sampling uncertainty")
+
+
+def _reliability_verdict(ds: xr.Dataset) -> Verdict:
+    changed = int(ds["reliability_changes"].values.sum())
+    return Verdict("the surrogate's failure probabilities agree with the simulator's", not changed,
+                   f"the simulator changes Pf beyond its sampling uncertainty on {changed} of "
+                   f"{ds.sizes['reliability_event']} events: the anchored values stand" if changed else
+                   f"every event's anchored Pf agrees with the surrogate's ({ds.sizes['reliability_event']} events)")
 
 
 def _range(values: np.ndarray) -> str:

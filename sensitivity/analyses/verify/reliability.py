@@ -211,7 +211,7 @@ def verify_reliability(simulate: FlatFn, surrogate: FlatFn, to_physical: Callabl
         "reliability_changes": (event_dims, np.where(assessed, changes, 0).astype(np.int8), {
             "long_name": f"the surrogate's error changes pf: |change| > {z:.3g} (se of pf + se of the change)",
             "flag_values": np.array([0, 1], np.int8), "flag_meanings": "unchanged changes"}),
-        "reliability_runs": ((), np.int64(runs), {"long_name": "simulator runs of the reliability check", **one}),
+        "reliability_runs": ((), np.int32(runs), {"long_name": "simulator runs of the reliability check", **one}),
         "reliability_verdict": ((), np.int8(not bool((changes & assessed).any())), {
             "long_name": "no event's pf changes beyond its sampling uncertainty when the simulator replaces the "
                          "surrogate", **VERDICT}),
