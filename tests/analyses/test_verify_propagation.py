@@ -106,3 +106,25 @@ def test_the_redrawn_sample_is_the_one_monte_carlo_evaluated(sampler):
     settings = dict(n_samples=2**10, n_replicates=4, sampler=sampler, block_size=64)
     monte_carlo(inputs, model, **settings, seed=7)
     np.testing.assert_array_equal(sample_points(inputs, 1, **settings, seed=7), np.vstack(seen[1:]))
+
+
+def test_the_propagations_own_half_widths_are_its_combined_interval_else_its_sampling_one():
+    """An ensemble's propagation: half its combined interval; one model's: Student's t (R - 1 = 15 degrees of
+    freedom, 2.1314 at 0.95) times its Monte Carlo standard error."""
+    import xarray as xr
+
+    from sensitivity.analyses.verify.propagation import recorded_half_widths
+
+    methods = {"propagation_method_name": ("propagation_method", ["first_order", "monte_carlo"])}
+    se = xr.DataArray([[np.nan, np.nan], [0.1, 0.2]], dims=("propagation_method", "output"))
+    one = xr.Dataset({"output_mean_se": se, "output_std_se": 2 * se}, coords=methods,
+                     attrs={"monte_carlo_n_replicates": 16})
+    half = recorded_half_widths(one, ("output",), 0.95)
+    np.testing.assert_allclose(half["mean"], 2.131449546 * np.array([0.1, 0.2]), rtol=1e-8)
+    np.testing.assert_allclose(half["std"], 2.131449546 * np.array([0.2, 0.4]), rtol=1e-8)
+    bounds = xr.DataArray(np.array([[[0, 0], [0, 0]], [[1.0, 2.0], [3.0, 7.0]]]),
+                          dims=("propagation_method", "output", "bound"))
+    ensemble = one.assign(output_mean_combined_interval=bounds, output_std_combined_interval=2 * bounds)
+    half = recorded_half_widths(ensemble, ("output",), 0.95)
+    np.testing.assert_allclose(half["mean"], [0.5, 2.0])
+    np.testing.assert_allclose(half["std"], [1.0, 4.0])

@@ -462,7 +462,7 @@ def test_a_propagation_is_verified_by_the_simulators_moments_anchored_on_its_mon
     ds = open_result(verify.run(_linear_propagation(compose_config, tmp_path, scale)))
     assert int(ds["propagation_verdict"]) == holds and ds.attrs["verdicts"] == \
         f"propagation={'holds' if holds else 'fails'}"
-    assert int(ds["propagation_runs"]) == 256 and int(ds["propagation_sample_size"]) == 2**16
+    assert int(ds["propagation_runs"]) == 1024 and int(ds["propagation_sample_size"]) == 2**16
     np.testing.assert_allclose(ds["propagation_std_simulator"].values, std, rtol=1e-3)
     np.testing.assert_allclose(ds["propagation_mean_simulator"].values, np.array(A) @ MU, atol=1e-3 * std)
     low, high = ds["propagation_std_simulator_interval"].values[0]
