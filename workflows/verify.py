@@ -31,7 +31,9 @@ with the settings recorded there (:func:`sensitivity.training.train_surrogate`),
 rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); the last retrained ensemble and its
 training.nc into ``refined/``. The verdicts of the analyses' own variables are the given surrogate's; the same
 checks of the last retrained ensemble are beside them, every variable prefixed ``refined_`` (``refined_sobol_verdict``,
-``refined_calibration_shift_ratio``, ...).
+``refined_calibration_shift_ratio``, ...). A propagation's candidates are its verified runs; a retrained ensemble's
+mean and std are its own on the same sample, judged with the half-widths the given propagation reports (its members'
+spread, not the retrained ones': propagate again with the refined ensemble for its own).
 
 A kill loses no finished work: the simulator's runs and every member each round retrains are kept in ``verify.parts/``
 of the run directory (:class:`sensitivity.store.checkpoints.Checkpoints`, fingerprinted by the run's settings and
