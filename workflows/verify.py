@@ -2,14 +2,18 @@
 -> verify.nc.
 
 Given the results of analyses of a surrogate (``verify.calibration``: calibration.nc, ``verify.posterior``:
-posterior.nc, ``verify.indices``: indices.nc, ``verify.reliability``: reliability.nc, any of them) and the simulator
+posterior.nc, ``verify.indices``: indices.nc, ``verify.reliability``: reliability.nc, ``verify.propagation``:
+propagation.nc, any of them) and the simulator
 (``verify.simulator``, a batched ``package.module:function`` as for ``train``; left null, the one the surrogate's
 training.nc records), the
 simulator is run at the points each result depends on: the calibration's best fit and distinct minima, an evenly
 spaced subset of the posterior draws (``verify.draws``), the first base rows of the Sobol' design
 (``verify.sobol_rows``, redrawn from the indices' recorded settings), a reliability analysis's design points and
 its importance samples redrawn from its recorded proposal (``verify.failure_runs`` among those the surrogate fails,
-``verify.safe_runs`` among the others, per event: :mod:`sensitivity.analyses.verify.reliability`). Reliability is
+``verify.safe_runs`` among the others, per event: :mod:`sensitivity.analyses.verify.reliability`), the first
+``verify.propagation_runs`` points of a propagation's Monte Carlo sample, redrawn from its recorded settings and seed
+(the surrogate on all of it: the simulator's mean and std of every output by control variates, judged against the
+propagation's own intervals: :mod:`sensitivity.analyses.verify.propagation`). Reliability is
 verified here, as a mode of verify, not as a section of the reliability workflow: like every other analysis it is a
 published result verified against the simulator in its own run, so the simulator's cost and configuration stay out
 of the analysis and a reliability.nc can be verified (and refined) after the fact. The surrogate's error there is
@@ -27,7 +31,9 @@ with the settings recorded there (:func:`sensitivity.training.train_surrogate`),
 rounds are spent. Every round goes into verify.nc (``refine_*`` on ``round``); the last retrained ensemble and its
 training.nc into ``refined/``. The verdicts of the analyses' own variables are the given surrogate's; the same
 checks of the last retrained ensemble are beside them, every variable prefixed ``refined_`` (``refined_sobol_verdict``,
-``refined_calibration_shift_ratio``, ...).
+``refined_calibration_shift_ratio``, ...). A propagation's candidates are its verified runs; a retrained ensemble's
+mean and std are its own on the same sample, judged with the half-widths the given propagation reports (its members'
+spread, not the retrained ones': propagate again with the refined ensemble for its own).
 
 A kill loses no finished work: the simulator's runs and every member each round retrains are kept in ``verify.parts/``
 of the run directory (:class:`sensitivity.store.checkpoints.Checkpoints`, fingerprinted by the run's settings and
@@ -60,7 +66,7 @@ RefineConf = schema_of(RefinePlan, "RefineConf", extra=[
     ("training", Optional[str], None)])  # the surrogate's training.nc (null: the one beside model.source)
 
 #: Result kinds verify reads, in the order it checks them.
-RESULTS = ("calibration", "posterior", "indices", "reliability")
+RESULTS = ("calibration", "posterior", "indices", "reliability", "propagation")
 #: The run directory's unfinished work of ``verify``: the simulator's runs and the members of each refinement round.
 PARTS = "verify.parts"
 
@@ -77,6 +83,8 @@ class VerifySectionConf(PlanConf, VerdictConf):
     indices: Optional[str] = None  # an indices.nc: the first base rows of its Sobol' design
     reliability: Optional[str] = None  # a reliability.nc (importance sampling among its methods): its design points
     # and a subsample of its importance samples, redrawn (verify.failure_runs, verify.safe_runs per event)
+    propagation: Optional[str] = None  # a propagation.nc (monte_carlo among its methods): its sample redrawn, the
+    # simulator on its first verify.propagation_runs points; the simulator's mean and std by control variates
     strict: bool = False  # a verdict that fails ends the run with exit code 1 (after verify.nc is published)
 
 
@@ -102,8 +110,9 @@ def run(cfg: DictConfig) -> Path:
     v = cfg.verify
     chosen = {key: build.repo_path(v[key]) for key in RESULTS if v[key]}
     if not chosen:
-        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior`, `verify.indices` and/or "
-                          "`verify.reliability` (result files of analyses of this surrogate)")
+        raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior`, `verify.indices`, "
+                          "`verify.reliability` and/or `verify.propagation` (result files of analyses of this "
+                          "surrogate)")
     if not v.simulator:
         _simulator_of_training(cfg)
     plan = build.settings(VerifyPlan, v)
@@ -121,6 +130,8 @@ def run(cfg: DictConfig) -> Path:
         _check_sobol_intervals(chosen["indices"])
     if "reliability" in chosen:
         reliability_events(chosen["reliability"], "verify.reliability")  # one-line errors before any simulator run
+    if "propagation" in chosen:
+        _recorded_propagation(chosen["propagation"])
     verdict = build.settings(VerdictSettings, v)
     simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
@@ -172,6 +183,22 @@ def _check_sobol_intervals(path: Path) -> None:
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
+
+
+def _recorded_propagation(path: Path):
+    """``(recorded config, settings)`` of a propagation.nc (:class:`~sensitivity.analyses.propagation.Propagation`);
+    a one-line error when it ran no Monte Carlo (whose sample verify redraws)."""
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import ConfigError
+    from workflows.propagate import propagation_from
+
+    with open_result(path) as ds:
+        recorded = OmegaConf.create(ds.attrs.get("config", "{}"))
+    methods = list(OmegaConf.select(recorded, "propagation.methods", default=[]) or [])
+    if "monte_carlo" not in methods:
+        raise ConfigError(f"`verify.propagation`: {path} ran {methods}; verify redraws its Monte Carlo sample: run "
+                          "propagate with `monte_carlo` among its methods")
+    return recorded, propagation_from(recorded.propagation)
 
 
 def _simulator_of_training(cfg: DictConfig) -> None:
@@ -410,6 +437,31 @@ class Checks:
                                   failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
                                   seed=self.cfg.seed)
 
+    def propagation(self, path: Path):
+        from sensitivity.analyses.verify.propagation import recorded_half_widths, verify_propagation
+        from sensitivity.datasets import open_result
+
+        level = _recorded_propagation(path)[1].level
+        with open_result(path) as ds:
+            half = recorded_half_widths(ds, self.surrogate.output.dim_names, level)
+        sample = self._propagation_sample(path)
+        runs = min(self.plan.propagation_runs, len(sample))
+        log.info("verify: propagation %s: the simulator at the first %d of its %d Monte Carlo points, the surrogate "
+                 "at all", path, runs, len(sample))
+        return verify_propagation(self._simulate, self.engine.flat_values, sample, runs, half, level=level,
+                                  settings=self.verdict, member_std=self._member_std)
+
+    def _propagation_sample(self, path: Path) -> np.ndarray:
+        """``[N, n]`` the Monte Carlo sample of the propagation ``path``, redrawn from its recorded inputs, settings
+        and seed (:func:`~sensitivity.analyses.propagation.monte_carlo.sample_points`)."""
+        from sensitivity.analyses.propagation.monte_carlo import sample_points
+        from workflows.propagate import inputs_from
+
+        recorded, settings = _recorded_propagation(path)
+        inputs, _ = inputs_from(recorded, self.space)
+        return sample_points(inputs, self.surrogate.output_size, **settings.monte_carlo.kwargs(),
+                             seed=int(recorded.seed))
+
     def _reliability_candidates(self, path: Path) -> np.ndarray:
         """``[P, n]`` every event's design points and ``failure_runs + safe_runs`` draws of its importance-sampling
         proposal (near its limit state): the candidates of a refinement, run where the U-function is lowest."""
@@ -438,6 +490,8 @@ class Checks:
 
         if key == "reliability":
             return self._reliability_candidates(path)
+        if key == "propagation":
+            return self._propagation_sample(path)[:self.plan.propagation_runs]
         if key == "calibration":
             return build.calibration_minima(path, self.space.names)
         if key == "posterior":

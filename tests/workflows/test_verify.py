@@ -429,3 +429,76 @@ def test_a_reliability_result_without_importance_sampling_is_refused_before_any_
         verify.run(compose_config("verify", [*common, "verify.simulator=sensitivity.simulators.analytic:ishigami",
                                              f"verify.reliability={result}"], output_dir=tmp_path / "verify"))
     assert "\n" not in str(err.value) and not (tmp_path / "verify" / "verify.nc").exists()
+
+
+def _linear_propagation(compose_config, tmp_path, scale: float, methods: str = "[monte_carlo]"):
+    """The Monte Carlo propagation of normal x through the surrogate ``mean + scale (a . x - mean)`` (the exact mean,
+    the std scaled: a bias an ensemble's members would share), and the config of its verification against the
+    simulator ``a . x``."""
+    from workflows import propagate
+
+    mean = float(np.array(A) @ MU)
+    params = [f"{{name: x{i}, units: '1', distribution: {{kind: norm, loc: {m}, scale: {d}}}}}"
+              for i, (m, d) in enumerate(zip(MU, SD))]
+    common = ["model=function", "model.source=sensitivity.simulators.analytic:linear",
+              "model.output={name: y, units: m}", f"space.parameters=[{', '.join(params)}]", "jacobian=float64",
+              "jacobian.jit_compile=false",
+              f"++model.kwargs={{weights: [{(scale * np.array(A)).tolist()}], offset: [{(1 - scale) * mean}]}}"]
+    result = propagate.run(compose_config("propagate", [*common, f"propagation.methods={methods}", "plots=false"],
+                                          output_dir=tmp_path / "propagate"))
+    return compose_config("verify", [*common, "verify.simulator=sensitivity.simulators.analytic:linear",
+                                     f"+verify.simulator_kwargs.weights=[{A}]", f"verify.propagation={result}"],
+                          output_dir=tmp_path / "verify")
+
+
+@pytest.mark.parametrize("scale, holds", [(1.0, True), (0.99, False)])
+def test_a_propagation_is_verified_by_the_simulators_moments_anchored_on_its_monte_carlo_sample(compose_config,
+                                                                                              tmp_path, caplog,
+                                                                                              scale, holds):
+    """A 1 % bias in the std, far outside the propagation's own RQMC interval, fails the verdict naming the std; the
+    simulator's anchored std is the exact one (the surrogate an affine map of the simulator: the control variate
+    recovers the simulator's std on the whole sample)."""
+    std = float(np.sqrt(np.sum((np.array(A) * SD) ** 2)))
+    ds = open_result(verify.run(_linear_propagation(compose_config, tmp_path, scale)))
+    assert int(ds["propagation_verdict"]) == holds and ds.attrs["verdicts"] == \
+        f"propagation={'holds' if holds else 'fails'}"
+    assert int(ds["propagation_runs"]) == 1024 and int(ds["propagation_sample_size"]) == 2**16
+    np.testing.assert_allclose(ds["propagation_std_simulator"].values, std, rtol=1e-3)
+    np.testing.assert_allclose(ds["propagation_mean_simulator"].values, np.array(A) @ MU, atol=1e-3 * std)
+    low, high = ds["propagation_std_simulator_interval"].values[0]
+    assert low <= std <= high
+    np.testing.assert_allclose(ds["propagation_std_error"].values, (scale - 1) * std, atol=1e-3 * std)
+    assert int(ds["propagation_mean_flag"][0]) == 0 and int(ds["propagation_std_flag"][0]) == (0 if holds else 1)
+    if not holds:
+        assert "flagged: std of y: the surrogate's Monte Carlo mean and std differ from the simulator's" in caplog.text
+
+
+def test_a_propagation_without_monte_carlo_is_refused_before_any_simulator_run(compose_config, tmp_path):
+    cfg = _linear_propagation(compose_config, tmp_path, 1.0, methods="[first_order]")
+    with pytest.raises(ConfigError, match=r"`verify.propagation`: .* ran \['first_order'\]; verify redraws its Monte "
+                                          "Carlo sample") as err:
+        verify.run(cfg)
+    assert "\n" not in str(err.value) and not (tmp_path / "verify" / "verify.nc").exists()
+
+
+def test_the_redrawn_propagation_sample_is_the_one_it_ran_and_its_first_runs_are_the_refinement_candidates(
+        compose_config, tmp_path):
+    """The sample redrawn from propagation.nc's recorded settings gives its recorded Monte Carlo mean and std
+    through the surrogate; a refinement's candidates are the verified runs, its first verify.propagation_runs."""
+    from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
+    from sensitivity.store.checkpoints import Checkpoints
+    from workflows import build
+
+    cfg = _linear_propagation(compose_config, tmp_path, 0.99)
+    space = build.space_from(cfg)
+    surrogate = build.surrogate_from(cfg, space)
+    checks = verify.Checks(cfg, space, surrogate, None, VerifyPlan(propagation_runs=32), None, VerdictSettings(),
+                           verify.Kept(Checkpoints(tmp_path / verify.PARTS), "test"))
+    recorded = open_result(cfg.verify.propagation)
+    at = list(recorded["propagation_method_name"].values).index("monte_carlo")
+    sample = checks._propagation_sample(cfg.verify.propagation)
+    values = checks.engine.flat_values(sample)[:, 0]
+    np.testing.assert_allclose(values.mean(), float(recorded["output_mean"].isel(propagation_method=at).squeeze()), rtol=1e-12)
+    np.testing.assert_allclose(values.std(ddof=1), float(recorded["output_std"].isel(propagation_method=at).squeeze()),
+                               rtol=1e-9)
+    np.testing.assert_array_equal(checks.points("propagation", cfg.verify.propagation), sample[:32])

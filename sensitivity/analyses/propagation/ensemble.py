@@ -162,7 +162,7 @@ def merge_members(primary: xr.Dataset, members: xr.Dataset, level: float = Propa
     k = members.sizes[MEMBER]
     out = primary.assign_coords({**member_coords(k), **axis_coords("bound", ["low", "high"])}).assign(
         {name: members[name] for name in members.data_vars})
-    factor = _sampling_factor(primary, level)
+    factor = sampling_factor(primary, level)
     for name in MOMENTS:
         estimate = primary[name]
         dims = estimate.dims
@@ -202,7 +202,7 @@ def _band_intervals(primary: xr.Dataset, std: xr.DataArray, k: int) -> dict[str,
                                                       "spread combined (surrogate error included)"})}
 
 
-def _sampling_factor(ds: xr.Dataset, level: float) -> xr.DataArray:
+def sampling_factor(ds: xr.Dataset, level: float) -> xr.DataArray:
     """Per method, the half-width of the sampling interval per standard error: Student's ``t`` with ``R - 1``
     degrees of freedom for Monte Carlo's ``R`` replicates (the spread of which gives its standard errors), the normal
     quantile for any other method (the posterior predictive's chain-based errors; the moment methods' are NaN)."""

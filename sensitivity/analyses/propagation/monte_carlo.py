@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from contextlib import closing
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -97,13 +97,10 @@ def monte_carlo(
     probe = evaluate(values_fn, inputs.mean[None, :], keep_float32=True)
     m = probe.shape[1]
     outputs = OutputLabels.of(m, output_names, output_units)
-    n_rep, rep_size = replicate_plan(n_samples, n_replicates, m, max_bytes, power_of_two=sampler == "sobol")
-    block = min(_checked_positive_int(block_size, "block_size"), rep_size)
+    n_rep, rep_size, points = _sample(inputs, m, n_samples, n_replicates, sampler, block_size, max_bytes, rng)
     pooled, spread = _PooledMoments(m), _Spread()
     outside = 0
     buffer = np.empty((m, rep_size), probe.dtype)  # one replicate, each output's values contiguous
-    points = (inputs.from_unit_cube(u) for _ in range(n_rep)
-              for u in unit_cube_blocks(rep_size, inputs.n, block, sampler, rng))
     replicate, start = _PooledMoments(m), 0
     with closing(evaluate_ahead(values_fn, points, keep_float32=True)) as evaluated:  # closed on an error too
         for x, y in evaluated:
@@ -121,6 +118,36 @@ def monte_carlo(
                            quantile_values=spread.mean["quantile"], se=spread.standard_error())
     result.attrs.update(n_samples=n_rep * rep_size, n_replicates=n_rep, sampler=sampler)
     return result
+
+
+def sample_points(
+    inputs: InputUncertainty,
+    m: int,
+    *,
+    n_samples: int = MonteCarlo.n_samples,
+    n_replicates: int = MonteCarlo.n_replicates,
+    sampler: Sampler = MonteCarlo.sampler,
+    block_size: int = MonteCarlo.block_size,
+    max_bytes: int = MonteCarlo.max_bytes,
+    seed: int | np.random.Generator | None = None,
+) -> np.ndarray:
+    """``[N, n]`` the points :func:`monte_carlo` evaluates a model of ``m`` (flat) outputs at with these settings
+    and seed, in its order (replicate after replicate): its sample redrawn, as
+    :func:`~sensitivity.analyses.verify.propagation.verify_propagation` runs the simulator on it."""
+    _, _, points = _sample(inputs, m, n_samples, n_replicates, sampler, block_size, max_bytes,
+                           np.random.default_rng(seed))
+    return np.vstack(list(points))
+
+
+def _sample(inputs: InputUncertainty, m: int, n_samples: int, n_replicates: int, sampler: Sampler, block_size: int,
+            max_bytes: int, rng: np.random.Generator) -> tuple[int, int, Iterator[np.ndarray]]:
+    """``(replicates, replicate size, blocks of points)``: the replicate plan of ``m`` outputs and its points, drawn
+    from ``rng`` block by block (lazily)."""
+    n_rep, rep_size = replicate_plan(n_samples, n_replicates, m, max_bytes, power_of_two=sampler == "sobol")
+    block = min(_checked_positive_int(block_size, "block_size"), rep_size)
+    points = (inputs.from_unit_cube(u) for _ in range(n_rep)
+              for u in unit_cube_blocks(rep_size, inputs.n, block, sampler, rng))
+    return n_rep, rep_size, points
 
 
 def replicate_plan(n_samples: int, n_replicates: int, m: int, max_bytes: int, *,

@@ -13,7 +13,7 @@ xr = lazy_import("xarray")
 
 #: The analyses a verification checks: (what it is called, the prefix of its variables), in the order checked.
 ANALYSES = (("calibration", "calibration"), ("posterior", "posterior"), ("indices", "sobol"),
-            ("reliability", "reliability"))
+            ("reliability", "reliability"), ("propagation", "propagation"))
 #: At most this many worst cases per verdict.
 WORST = 5
 
@@ -60,6 +60,8 @@ def _verdict(ds: xr.Dataset, name: str, prefix: str) -> Verdict:
                                                                 "shift / Monte Carlo standard error"))
     if prefix.endswith("reliability"):
         return _reliability(ds, name, prefix, holds)
+    if prefix.endswith("propagation"):
+        return _propagation(ds, name, prefix, holds)
     return _sobol(ds, name, prefix, holds)
 
 
@@ -78,6 +80,46 @@ def _reliability(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict
                        flag=BAD if ds[f"{prefix}_changes"].values[k] else PLAIN)) for k in order)
     return Verdict(name, holds, statement, Table("largest changes of pf", ("event", "pf surrogate -> simulator"),
                                                  rows))
+
+
+def _propagation(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
+    """The outputs' means and stds the simulator's anchored ones move most, in combined half-widths, flagged first."""
+    cases = []
+    for key in ("mean", "std"):
+        ratio, flag = ds[f"{prefix}_{key}_error_ratio"], ds[f"{prefix}_{key}_flag"]
+        for i in range(ratio.size):
+            at = dict(zip(ratio.dims, (int(n) for n in np.unravel_index(i, ratio.shape))))
+            cases.append((int(flag.values.ravel()[i]), float(ratio.values.ravel()[i]), key, at))
+    cases.sort(key=lambda c: (c[0] == 0, -np.nan_to_num(c[1], nan=np.inf)))
+    flagged = [f"{key} of {_output_position(ds[f'{prefix}_{key}_flag'], at)}" for flag, _, key, at in cases if flag]
+    worst = cases[0]
+    statement = ((f"flagged: {', '.join(flagged[:WORST])}{', ...' if len(flagged) > WORST else ''}: " if flagged
+                  else "") + f"the surrogate's Monte Carlo mean and std differ from the simulator's (control variates "
+                 f"on {int(ds[f'{prefix}_runs'])} simulator runs of its {int(ds[f'{prefix}_sample_size'])} points) by "
+                 f"at most {worst[1]:.2f} combined half-widths ({worst[2]} of "
+                 f"{_output_position(ds[f'{prefix}_{worst[2]}_flag'], worst[3])})")
+    rows = []
+    for flag, ratio, key, at in cases[:WORST]:
+        interval = ds[f"{prefix}_{key}_simulator_interval"].isel(at).values
+        rows.append((Cell(f"{key} of {_output_position(ds[f'{prefix}_{key}_flag'], at)}"),
+                     Cell(f"{number(float(ds[f'{prefix}_{key}_surrogate'].isel(at)), 4)} -> "
+                          f"{number(float(ds[f'{prefix}_{key}_simulator'].isel(at)), 4)} [{number(interval[0], 4)}, "
+                          f"{number(interval[1], 4)}]"),
+                     Cell(number(ratio, 3), flag=BAD if flag else PLAIN)))
+    return Verdict(name, holds, statement, Table("worst moments (flagged first, then by |surrogate - simulator| / "
+                                                 "combined half-width)", ("moment", "surrogate -> simulator [interval]",
+                                                                          "ratio"), tuple(rows)))
+
+
+def _output_position(variable: xr.DataArray, at: dict[str, int]) -> str:
+    """``y`` (one output: its label) or ``day = 3, well = W2``: the output of a variable on the model's output dims
+    at ``at``."""
+    from sensitivity.outputs.labels import position_label
+
+    where = [f"{d} = {position_label(variable, d, i)}" for d, i in at.items() if variable.sizes[d] > 1]
+    if where:
+        return ", ".join(where)
+    return position_label(variable, variable.dims[0], 0) if variable.dims else "the output"
 
 
 def _parameter_worst(ds: xr.Dataset, prefix: str, variables: tuple[str, str], title: str) -> Table:

@@ -1,4 +1,5 @@
-"""What makes a verdict fail: the rules that flag an index, an estimate or a posterior mean, each with its cause.
+"""What makes a verdict fail: the rules that flag an index, an estimate, a posterior mean or a propagated moment, each
+with its cause.
 
 A surrogate error is worth flagging only where it could change what the analysis concludes. Sampling noise
 cannot: an error below the analysis's own uncertainty (a Sobol' index's sampling half-width, an estimate's
@@ -56,15 +57,23 @@ class VerdictSettings:
         ``high - low`` [1]: a parameter is flagged only when its shift exceeds both its standard error and this
         floor. The default 0.001 is a tenth of the 1 % of a range a study reports an estimate to; it matters only
         where the standard error is smaller still (a near-perfectly identified parameter, a very long chain).
+    moment_tolerance
+        Absolute tolerance of a propagated output mean or standard deviation, a fraction of the simulator's output
+        standard deviation [1]: a moment is flagged only when its error exceeds both its combined half-width
+        (:mod:`~sensitivity.analyses.verify.propagation`) and this. The default 0.001 is a tenth of the 1 % a study
+        reports a moment to, and below the surrogate biases worth finding (a 256-run ensemble of a 10-input
+        function: 0.5 % of the std, outside its own interval); it matters only where both intervals are narrower
+        still (a long randomised QMC sample of a surrogate exact but for its float32 rounding).
     """
 
     index_tolerance: float = 0.01
     importance: float | None = None
     flag_on: Literal["error", "conclusion", "either"] = "either"
     shift_tolerance: float = 1e-3
+    moment_tolerance: float = 1e-3
 
     def __post_init__(self) -> None:
-        for name in ("index_tolerance", "shift_tolerance", "importance"):
+        for name in ("index_tolerance", "shift_tolerance", "moment_tolerance", "importance"):
             value = getattr(self, name)
             if value is None and name == "importance":
                 continue
