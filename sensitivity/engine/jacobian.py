@@ -226,7 +226,9 @@ def compile_jacobian(
     # on a chain, read off the weights (no trace before the first call); else traced once, the trace calls reuse
     activation = sum(chain.widths) if chain is not None else activation_size(values.plain, n_in)
     itemsize = np.dtype(dtype).itemsize
-    if chunk_size is None and isinstance(chain, ConvChain):
+    if chunk_size is None and isinstance(chain, MeanChain):
+        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
+    elif chunk_size is None and isinstance(chain, ConvChain):
         chunk_size = chain.chunk_size(itemsize, memory_budget_mb)
     elif chunk_size is None and chain is not None:  # a cache-sized block, within the budget
         block = DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES
@@ -287,15 +289,16 @@ def layer_chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain
 
 
 def ensemble_chain(surrogate: Surrogate, mode: str) -> tuple[Any, str]:
-    """The ensemble mean of ``surrogate``'s members as one chain, each member's dense chain in turn
+    """The ensemble mean of ``surrogate``'s members as one chain, each member's layer chain in turn
     (:class:`~sensitivity.engine.member_path.MeanChain`), and a sentence saying why; ``None`` and the reason where the
-    members are not MLPs of one architecture (the engine then differentiates the mean by autodiff)."""
+    members are not networks of one architecture on a layer path (the engine then differentiates the mean by
+    autodiff)."""
     k = surrogate.n_members
-    chain = member_chain(surrogate.members, surrogate.n_in, surrogate.dtype)
+    chain = member_chain(surrogate.members, surrogate.n_in, surrogate.dtype, mode)
     if isinstance(chain, str):
-        return None, f"an ensemble of {k} whose members are not MLPs of one architecture: {chain}"
+        return None, f"an ensemble of {k} whose members are not networks of one architecture on a layer path: {chain}"
     tangents = f"{surrogate.n_in} tangents" if mode == "forward" else f"{surrogate.output_size} cotangents"
-    return MeanChain(chain), f"the mean of {k} members, each member's {tangents} as one block through its dense chain"
+    return MeanChain(chain), f"the mean of {k} members, each member's {tangents} as one block through its {chain.kind}"
 
 
 def _layer_names(steps: list[Step]) -> str:
