@@ -39,9 +39,8 @@ import numpy as np
 import tensorflow as tf
 
 from sensitivity.engine.autodiff import autodiff_functions
-from sensitivity.engine.chunks import (CONV_BLOCK_BYTES, DENSE_BLOCK_BYTES, ChunkedFunction, activation_size,
-                                       auto_chunk_size, checked_chunk_size, checked_points, dense_chunk_size,
-                                       settings_text)
+from sensitivity.engine.chunks import (ChunkedFunction, activation_size, auto_chunk_size, checked_chunk_size,
+                                       checked_points, settings_text)
 from sensitivity.engine.dense_path import DenseChain, chain_of
 from sensitivity.engine.layers import AffineStep, LinearStep, MaxPoolStep, Step, layer_steps
 from sensitivity.engine.member_path import MeanChain, member_chain
@@ -226,14 +225,10 @@ def compile_jacobian(
     # on a chain, read off the weights (no trace before the first call); else traced once, the trace calls reuse
     activation = sum(chain.widths) if chain is not None else activation_size(values.plain, n_in)
     itemsize = np.dtype(dtype).itemsize
-    if chunk_size is None and isinstance(chain, MeanChain):
-        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
-    elif chunk_size is None and isinstance(chain, ConvChain):
+    if chunk_size is None and isinstance(chain, ConvChain):
         chunk_size = chain.chunk_size(itemsize, memory_budget_mb)
-    elif chunk_size is None and chain is not None:  # a cache-sized block, within the budget
-        block = DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES
-        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, chosen.mode, itemsize,
-                                      min(block, int(memory_budget_mb * 2**20)))
+    elif chunk_size is None and chain is not None:  # a dense or member chain: a cache-sized block, within the budget
+        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
     elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, chosen.mode, itemsize, memory_budget_mb)
     return CompiledJacobian(surrogate, chosen.mode, path, jit_compile, dtype, checked_chunk_size(chunk_size),

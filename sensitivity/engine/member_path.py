@@ -17,7 +17,9 @@ scratch run): at 8,192 points 5.17x / 4.95x / 4.96x one member's time (seir / A 
 6.55x, at 64 points 2.30x / 3.60x / 2.83x against 3.22x / 5.36x / 4.76x. XLA's batched matmuls ran slower than
 the members' own 2-D ones, and a chunk sized for the whole stack (1 / K of a member's) was shorter than the
 fastest: a chunk of half a member's (:data:`CHUNK_SHARE`) was the fastest of a quarter to one member's chunk on
-all three shapes. Conv members: see :meth:`MemberChain.chunk_size`.
+all three shapes. Conv members likewise: their channels stacked through grouped convolutions and batched Dense
+kernels ran 0.65-0.67x the members in turn (docs/performance.md, "Conv ensembles"); half a member's chunk was the
+fastest of 256-2,048 points (:meth:`MemberChain.chunk_size`).
 
 :func:`member_chain` builds it from the members' chains; :class:`MeanChain` is the ensemble mean on top of it,
 the chain :func:`sensitivity.engine.jacobian.compile_jacobian` compiles for an ensemble surrogate.
@@ -29,7 +31,6 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from sensitivity.engine.chunks import CONV_BLOCK_BYTES, DENSE_BLOCK_BYTES, dense_chunk_size
 from sensitivity.engine.dense_path import DenseChain, chain_of, flat_outputs
 from sensitivity.engine.layers import layer_steps
 from sensitivity.engine.reverse_path import MIN_CHUNK, ConvChain, conv_chain
@@ -51,7 +52,6 @@ class MemberChain:
 
     chains: tuple[DenseChain, ...] | tuple[ConvChain, ...]
 
-    reversible = True
 
     @property
     def members(self) -> int:
@@ -72,16 +72,14 @@ class MemberChain:
         """Points per chunk: one member's chunk over :data:`CHUNK_SHARE` [points].
 
         One member's chunk is its own engine's: a conv chain's (:meth:`ConvChain.chunk_size
-        <sensitivity.engine.reverse_path.ConvChain.chunk_size>`, its cotangent blocks cache-sized), a dense chain's
-        widest tangent block within :data:`~sensitivity.engine.chunks.DENSE_BLOCK_BYTES` (an MLP) or
-        :data:`~sensitivity.engine.chunks.CONV_BLOCK_BYTES` (forward mode through convolutions), and within
-        ``memory_budget_mb`` [MiB].
+        <sensitivity.engine.reverse_path.ConvChain.chunk_size>`, its cotangent blocks cache-sized), or a dense
+        chain's (:meth:`DenseChain.chunk_size <sensitivity.engine.dense_path.DenseChain.chunk_size>`, its tangent
+        blocks :data:`CHUNK_SHARE` times wider); ``memory_budget_mb`` [MiB].
         """
         first = self.chains[0]
         if isinstance(first, ConvChain):
             return max(MIN_CHUNK, first.chunk_size(itemsize, memory_budget_mb) // CHUNK_SHARE)
-        block = min(DENSE_BLOCK_BYTES if first.reversible else CONV_BLOCK_BYTES, int(memory_budget_mb * 2**20))
-        return dense_chunk_size([CHUNK_SHARE * w for w in first.widths], n_in, n_out, mode, itemsize, block)
+        return first.chunk_size(mode, n_in, n_out, itemsize, memory_budget_mb, share=CHUNK_SHARE)
 
     def values(self, x: tf.Tensor) -> tf.Tensor:
         """Every member's outputs ``[K, B, n_out]`` at ``x [B, n]``."""
@@ -112,7 +110,6 @@ class MeanChain:
 
     chain: MemberChain
 
-    reversible = True
 
     @property
     def widths(self) -> tuple[int, ...]:
