@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from sensitivity.engine.chunks import CONV_BLOCK_BYTES, DENSE_BLOCK_BYTES, dense_chunk_size
 from sensitivity.engine.layers import AffineStep, ElementwiseStep, LinearStep, Step, layer_steps
 
 #: Largest folded kernel of the first two products of the chain (see :func:`fold`) [bytes]. The fold does the
@@ -80,6 +81,15 @@ class DenseChain:
     def reversible(self) -> bool:
         """Has the chain a reverse mode here (affine and elementwise steps only)?"""
         return not any(isinstance(step, LinearStep) for step in self.steps)
+
+    def chunk_size(self, mode: str, n_in: int, n_out: int, itemsize: int, memory_budget_mb: float,
+                   share: int = 1) -> int:
+        """Points per chunk [points]: the widest tangent block of ``share`` copies of the chain (the members of an
+        ensemble, :mod:`sensitivity.engine.member_path`) within a cache-sized block,
+        :data:`~sensitivity.engine.chunks.DENSE_BLOCK_BYTES` (an MLP) or
+        :data:`~sensitivity.engine.chunks.CONV_BLOCK_BYTES` (convolutions), and within ``memory_budget_mb`` [MiB]."""
+        block = min(DENSE_BLOCK_BYTES if self.reversible else CONV_BLOCK_BYTES, int(memory_budget_mb * 2**20))
+        return dense_chunk_size([share * w for w in self.widths], n_in, n_out, mode, itemsize, block)
 
     def values(self, x: tf.Tensor) -> tf.Tensor:
         """The chain's outputs, flattened: ``[B, n_out]``."""

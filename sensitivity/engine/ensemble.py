@@ -7,9 +7,11 @@ chunks by the engine's one chunking core (:class:`~sensitivity.engine.chunks.Chu
 batch axis before the points': full chunks through XLA, a shorter one without, so it never retraces; the plain
 graph where XLA fails). The mode and the form of forward mode are chosen as for one model
 (:func:`sensitivity.engine.modes.choose_form`: forward mode by double reverse for members whose tangents TensorFlow
-cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one MLP architecture take the member path
-(:mod:`sensitivity.engine.member_path`: each member's dense chain in turn, in chunks sized for it); other ensembles stack each member's own engine
-function (:func:`~sensitivity.engine.jacobian.jacobian_functions`) inside the same compiled call.
+cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one architecture whose layers a layer path reads (MLPs,
+and conv nets over a field of inputs) take the member path (:mod:`sensitivity.engine.member_path`: each member's
+dense or reverse conv chain in turn, in chunks sized for it); other ensembles stack each member's own engine
+function (:func:`~sensitivity.engine.jacobian.jacobian_functions`) inside the same compiled call, and the log and
+``path_reason`` say why (the member and its layer that no layer path reads).
 
 The results come back member-major, ``[K, N, *out]`` and ``[K, N, *out, n_in]``
 (:meth:`CompiledEnsemble.__call__`), or as the flat member-major views the analyses stack into one output
@@ -28,8 +30,8 @@ from typing import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
-from sensitivity.engine.chunks import (DENSE_BLOCK_BYTES, ChunkedFunction, activation_size, auto_chunk_size,
-                                       checked_chunk_size, checked_points, dense_chunk_size, settings_text)
+from sensitivity.engine.chunks import (ChunkedFunction, activation_size, auto_chunk_size, checked_chunk_size,
+                                       checked_points, settings_text)
 from sensitivity.engine.jacobian import engine_functions, layer_chain
 from sensitivity.engine.member_path import MemberChain, member_chain
 from sensitivity.engine.modes import choose_form, resolve_mode
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 class CompiledEnsemble:
     """Every member's values and Jacobians, compiled once and evaluated in fixed-size chunks.
 
-    Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (the members' dense chains) or
+    Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (the members' layer chains) or
     ``"stacked"`` (each member's own function in one call), ``path_reason`` says why. ``forward_form`` is how the
     stacked members' forward mode runs (see :attr:`sensitivity.engine.jacobian.CompiledJacobian.forward_form`).
     """
@@ -135,8 +137,9 @@ def compile_ensemble(
     """Compile every member's values and Jacobians of an ensemble ``surrogate`` into one function.
 
     The settings are those of :func:`sensitivity.engine.jacobian.compile_jacobian` (the command line's ``jacobian.*``);
-    a single model is an ensemble of one. ``path="dense"`` demands the member path (members of one MLP
-    architecture), ``"autodiff"`` each member's autodiff function, ``"auto"`` the member path where it applies.
+    a single model is an ensemble of one. ``path="dense"`` demands the member path (members of one architecture
+    whose layers a layer path reads), ``"autodiff"`` each member's autodiff function, ``"auto"`` the member path
+    where it applies.
     Stacked members whose forward-mode tangents TensorFlow cannot carry get forward mode by double reverse, checked
     at probe points, or reverse mode (see :func:`sensitivity.engine.modes.choose_form`).
 
@@ -152,13 +155,13 @@ def compile_ensemble(
     k, n_in, n_out, dtype = len(members), surrogate.n_in, surrogate.output_size, surrogate.dtype
     resolved = resolve_mode(mode, n_in, n_out)
     chain: MemberChain | str = "path 'autodiff' was asked for" if path == "autodiff" else \
-        member_chain(members, n_in, dtype)
+        member_chain(members, n_in, dtype, resolved)
     if path == "dense" and isinstance(chain, str):
-        raise ConfigError(f"`path` 'dense' needs members that are Keras MLPs of one architecture; "
-                          f"{surrogate.source} is not: {chain}")
+        raise ConfigError(f"`path` 'dense' needs members that are Keras networks of one architecture on a layer "
+                          f"path; {surrogate.source} is not: {chain}")
     chains: dict[str, list] = {}  # stacked: each member's layer chain (None: autodiff) per mode, found once
     if isinstance(chain, MemberChain):
-        kind, reason = "member", f"{k} members' dense chains in turn, in one call"
+        kind, reason = "member", f"{k} members' {chain.kind}s in turn, in one call"
 
         def functions(mode: str, form: str) -> tuple[Callable, Callable]:
             return chain.values, chain.forward if mode == "forward" else chain.reverse
@@ -197,7 +200,7 @@ def compile_ensemble(
                          source=surrogate.source, point_axis=1)
     itemsize = np.dtype(dtype).itemsize
     if chunk_size is None and isinstance(chain, MemberChain):
-        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, chosen.mode, itemsize, DENSE_BLOCK_BYTES)
+        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
     elif chunk_size is None:  # the activations of every member, read off the traced values function
         chunk_size = auto_chunk_size(activation_size(values.plain, n_in), n_in, n_out, chosen.mode, itemsize,
                                      memory_budget_mb)

@@ -39,9 +39,8 @@ import numpy as np
 import tensorflow as tf
 
 from sensitivity.engine.autodiff import autodiff_functions
-from sensitivity.engine.chunks import (CONV_BLOCK_BYTES, DENSE_BLOCK_BYTES, ChunkedFunction, activation_size,
-                                       auto_chunk_size, checked_chunk_size, checked_points, dense_chunk_size,
-                                       settings_text)
+from sensitivity.engine.chunks import (ChunkedFunction, activation_size, auto_chunk_size, checked_chunk_size,
+                                       checked_points, settings_text)
 from sensitivity.engine.dense_path import DenseChain, chain_of
 from sensitivity.engine.layers import AffineStep, LinearStep, MaxPoolStep, Step, layer_steps
 from sensitivity.engine.member_path import MeanChain, member_chain
@@ -228,10 +227,8 @@ def compile_jacobian(
     itemsize = np.dtype(dtype).itemsize
     if chunk_size is None and isinstance(chain, ConvChain):
         chunk_size = chain.chunk_size(itemsize, memory_budget_mb)
-    elif chunk_size is None and chain is not None:  # a cache-sized block, within the budget
-        block = DENSE_BLOCK_BYTES if chain.reversible else CONV_BLOCK_BYTES
-        chunk_size = dense_chunk_size(list(chain.widths), n_in, n_out, chosen.mode, itemsize,
-                                      min(block, int(memory_budget_mb * 2**20)))
+    elif chunk_size is None and chain is not None:  # a dense or member chain: a cache-sized block, within the budget
+        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
     elif chunk_size is None:
         chunk_size = auto_chunk_size(activation, n_in, n_out, chosen.mode, itemsize, memory_budget_mb)
     return CompiledJacobian(surrogate, chosen.mode, path, jit_compile, dtype, checked_chunk_size(chunk_size),
@@ -287,15 +284,16 @@ def layer_chain(surrogate: Surrogate, mode: str) -> tuple[DenseChain | ConvChain
 
 
 def ensemble_chain(surrogate: Surrogate, mode: str) -> tuple[Any, str]:
-    """The ensemble mean of ``surrogate``'s members as one chain, each member's dense chain in turn
+    """The ensemble mean of ``surrogate``'s members as one chain, each member's layer chain in turn
     (:class:`~sensitivity.engine.member_path.MeanChain`), and a sentence saying why; ``None`` and the reason where the
-    members are not MLPs of one architecture (the engine then differentiates the mean by autodiff)."""
+    members are not networks of one architecture on a layer path (the engine then differentiates the mean by
+    autodiff)."""
     k = surrogate.n_members
-    chain = member_chain(surrogate.members, surrogate.n_in, surrogate.dtype)
+    chain = member_chain(surrogate.members, surrogate.n_in, surrogate.dtype, mode)
     if isinstance(chain, str):
-        return None, f"an ensemble of {k} whose members are not MLPs of one architecture: {chain}"
+        return None, f"an ensemble of {k} whose members are not networks of one architecture on a layer path: {chain}"
     tangents = f"{surrogate.n_in} tangents" if mode == "forward" else f"{surrogate.output_size} cotangents"
-    return MeanChain(chain), f"the mean of {k} members, each member's {tangents} as one block through its dense chain"
+    return MeanChain(chain), f"the mean of {k} members, each member's {tangents} as one block through its {chain.kind}"
 
 
 def _layer_names(steps: list[Step]) -> str:

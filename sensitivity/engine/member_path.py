@@ -1,11 +1,15 @@
-"""The dense path of an ensemble: every member's own dense chain, one after another, in one compiled call.
+"""The member path of an ensemble: every member's own layer chain, one after another, in one compiled call.
 
-An ensemble of ``K`` MLPs of one architecture (the members :func:`sensitivity.training.train_surrogate` fits
-from different seeds and bootstrap resamples) is ``K`` matrix chains of equal shapes (see
-:mod:`sensitivity.engine.dense_path`). :class:`MemberChain` runs each member's verified
-:class:`~sensitivity.engine.dense_path.DenseChain` (its folded first or last kernels included) on the chunk in turn and
-stacks the results, so the ``K`` members' values and Jacobians, ``[K, B, n_out]`` and ``[K, B, n_out, n_in]``,
-come out of ONE compiled call: the per-layer work of ``K`` separate engines without their ``K`` calls.
+An ensemble of ``K`` networks of one architecture (the members :func:`sensitivity.training.train_surrogate` fits
+from different seeds and bootstrap resamples: MLPs, or conv nets over a field of inputs) is ``K`` layer chains of
+equal shapes. :class:`MemberChain` runs each member's verified chain on the chunk in turn and stacks the results,
+so the ``K`` members' values and Jacobians, ``[K, B, n_out]`` and ``[K, B, n_out, n_in]``, come out of ONE compiled
+call: the per-layer work of ``K`` separate engines without their ``K`` calls. A member's chain is the one its own
+engine would take (:func:`sensitivity.engine.jacobian.layer_chain`): the dense chain of an MLP
+(:class:`~sensitivity.engine.dense_path.DenseChain`, its folded first or last kernels included), or for a conv net
+in reverse mode the reverse chain through its convolutions and pooling
+(:class:`~sensitivity.engine.reverse_path.ConvChain`; in forward mode its dense chain, convolutions applied to the
+folded tangent block).
 
 Measured against the previous form, the members as a batch axis (kernels stacked into ``[K, k, h]``, one batched
 matmul per layer; ``benchmarks/bench_ensemble.py``'s shapes, 5 members, float32, 2-core CPU, one interleaved
@@ -13,7 +17,9 @@ scratch run): at 8,192 points 5.17x / 4.95x / 4.96x one member's time (seir / A 
 6.55x, at 64 points 2.30x / 3.60x / 2.83x against 3.22x / 5.36x / 4.76x. XLA's batched matmuls ran slower than
 the members' own 2-D ones, and a chunk sized for the whole stack (1 / K of a member's) was shorter than the
 fastest: a chunk of half a member's (:data:`CHUNK_SHARE`) was the fastest of a quarter to one member's chunk on
-all three shapes.
+all three shapes. Conv members likewise: their channels stacked through grouped convolutions and batched Dense
+kernels ran 0.65-0.67x the members in turn (docs/performance.md, "Conv ensembles"); half a member's chunk was the
+fastest of 256-2,048 points (:meth:`MemberChain.chunk_size`).
 
 :func:`member_chain` builds it from the members' chains; :class:`MeanChain` is the ensemble mean on top of it,
 the chain :func:`sensitivity.engine.jacobian.compile_jacobian` compiles for an ensemble surrogate.
@@ -26,25 +32,26 @@ from typing import Any, Sequence
 import tensorflow as tf
 
 from sensitivity.engine.dense_path import DenseChain, chain_of, flat_outputs
-from sensitivity.engine.layers import AffineStep, layer_steps
+from sensitivity.engine.layers import layer_steps
+from sensitivity.engine.reverse_path import MIN_CHUNK, ConvChain, conv_chain
 
-#: A member chain's chunk is that of one member over this share (see :attr:`MemberChain.widths`).
+#: A member chain's chunk is that of one member over this share (see :meth:`MemberChain.chunk_size`).
 CHUNK_SHARE = 2
 
 
 @dataclass(frozen=True)
 class MemberChain:
-    """``K`` members' dense chains, evaluated one after another, their results on a leading member axis.
+    """``K`` members' layer chains, evaluated one after another, their results on a leading member axis.
 
     Attributes
     ----------
     chains
-        Each member's verified :class:`~sensitivity.engine.dense_path.DenseChain` (affine and elementwise steps).
+        Each member's verified chain: all :class:`~sensitivity.engine.dense_path.DenseChain` (affine, linear and
+        elementwise steps), or all :class:`~sensitivity.engine.reverse_path.ConvChain` (reverse mode only).
     """
 
-    chains: tuple[DenseChain, ...]
+    chains: tuple[DenseChain, ...] | tuple[ConvChain, ...]
 
-    reversible = True
 
     @property
     def members(self) -> int:
@@ -53,9 +60,26 @@ class MemberChain:
 
     @property
     def widths(self) -> tuple[int, ...]:
-        """Numbers per point after each affine step, input first, times :data:`CHUNK_SHARE`: what the engine
-        sizes its chunks by, so that a chunk is :data:`CHUNK_SHARE` times shorter than one member's."""
-        return tuple(CHUNK_SHARE * w for w in self.chains[0].widths)
+        """Numbers per point after each step of member 0's chain, input first (:attr:`DenseChain.widths`)."""
+        return self.chains[0].widths
+
+    @property
+    def kind(self) -> str:
+        """What the members' chains are, for the engine's report: ``"dense chain"`` or ``"reverse conv chain"``."""
+        return "reverse conv chain" if isinstance(self.chains[0], ConvChain) else "dense chain"
+
+    def chunk_size(self, mode: str, n_in: int, n_out: int, itemsize: int, memory_budget_mb: float) -> int:
+        """Points per chunk: one member's chunk over :data:`CHUNK_SHARE` [points].
+
+        One member's chunk is its own engine's: a conv chain's (:meth:`ConvChain.chunk_size
+        <sensitivity.engine.reverse_path.ConvChain.chunk_size>`, its cotangent blocks cache-sized), or a dense
+        chain's (:meth:`DenseChain.chunk_size <sensitivity.engine.dense_path.DenseChain.chunk_size>`, its tangent
+        blocks :data:`CHUNK_SHARE` times wider); ``memory_budget_mb`` [MiB].
+        """
+        first = self.chains[0]
+        if isinstance(first, ConvChain):
+            return max(MIN_CHUNK, first.chunk_size(itemsize, memory_budget_mb) // CHUNK_SHARE)
+        return first.chunk_size(mode, n_in, n_out, itemsize, memory_budget_mb, share=CHUNK_SHARE)
 
     def values(self, x: tf.Tensor) -> tf.Tensor:
         """Every member's outputs ``[K, B, n_out]`` at ``x [B, n]``."""
@@ -86,11 +110,13 @@ class MeanChain:
 
     chain: MemberChain
 
-    reversible = True
 
     @property
     def widths(self) -> tuple[int, ...]:
         return self.chain.widths
+
+    def chunk_size(self, mode: str, n_in: int, n_out: int, itemsize: int, memory_budget_mb: float) -> int:
+        return self.chain.chunk_size(mode, n_in, n_out, itemsize, memory_budget_mb)
 
     def values(self, x: tf.Tensor) -> tf.Tensor:
         return tf.reduce_mean(self.chain.values(x), axis=0)
@@ -104,22 +130,26 @@ class MeanChain:
         return tf.reduce_mean(values, axis=0), tf.reduce_mean(jacobian, axis=0)
 
 
-def member_chain(members: Sequence[Any], n_in: int, dtype: str) -> MemberChain | str:
-    """The verified :class:`MemberChain` of the surrogates ``members`` (Keras MLPs of one architecture), or why not.
+def member_chain(members: Sequence[Any], n_in: int, dtype: str, mode: str) -> MemberChain | str:
+    """The verified :class:`MemberChain` of the surrogates ``members`` in ``mode``, or a sentence saying why not.
 
-    Each member must take the dense path on its own (:func:`~sensitivity.engine.dense_path.chain_of`, which verifies
-    its chain against the member on probe points) with only affine and elementwise steps, all with the same step
-    kinds and kernel shapes (the chunk is sized by member 0's widths).
+    Each member must take a layer path on its own, verified against the member on probe points: its dense chain
+    (:func:`~sensitivity.engine.dense_path.chain_of`; in reverse mode with affine and elementwise steps only), else in
+    reverse mode its reverse chain through convolutions, pooling and reshaping layers
+    (:func:`~sensitivity.engine.reverse_path.conv_chain`); all members of one architecture: the same chain kind, step
+    kinds and widths (the chunk is sized by member 0's).
     """
     chains = []
     for k, member in enumerate(members):
         steps = layer_steps(member.fn, dtype)
-        chain = steps if isinstance(steps, str) else chain_of(steps, member.fn, n_in, dtype)
+        if isinstance(steps, str):
+            return f"member {k}: {steps}"
+        chain = chain_of(steps, member.fn, n_in, dtype)
+        chain = flat_outputs(chain, dtype) if isinstance(chain, DenseChain) else chain
+        if mode == "reverse" and not (isinstance(chain, DenseChain) and chain.reversible):
+            chain = conv_chain(steps, member.fn, n_in, dtype)
         if isinstance(chain, str):
             return f"member {k}: {chain}"
-        chain = flat_outputs(chain, dtype)
-        if not chain.reversible:
-            return f"member {k} has convolution or reshaping layers (the member axis is for MLPs)"
         chains.append(chain)
     layout = _layout(chains[0])
     for k, chain in enumerate(chains[1:], start=1):
@@ -128,7 +158,6 @@ def member_chain(members: Sequence[Any], n_in: int, dtype: str) -> MemberChain |
     return MemberChain(tuple(chains))
 
 
-def _layout(chain: DenseChain) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
-    """Step kinds and kernel shapes of a chain: what must agree for members to share one chunk size."""
-    return tuple((step.kind, tuple(step.kernel.shape) if isinstance(step, AffineStep) else None)
-                 for step in chain.steps)
+def _layout(chain: DenseChain | ConvChain) -> tuple[Any, ...]:
+    """Chain kind, step kinds and widths of a chain: what must agree for members to share one chunk size."""
+    return type(chain).__name__, tuple(type(step).__name__ for step in chain.steps), chain.widths

@@ -168,5 +168,79 @@ def test_members_of_different_architectures_share_one_call_without_stacking(tmp_
     values, jacobian = engine(x)
     for k, m in enumerate(model.members):
         np.testing.assert_allclose(jacobian[k], central_differences(m, x), rtol=1e-6, atol=1e-9)
-    with pytest.raises(sensitivity.ConfigError, match="`path` 'dense' needs members that are Keras MLPs of one"):
+    with pytest.raises(sensitivity.ConfigError, match="`path` 'dense' needs members that are Keras networks of one"):
         compile_ensemble(model, path="dense")
+
+
+FIELD_NAMES = [f"logk_{i}" for i in range(8)] + ["recharge"]
+WELLS = OutputSpec.from_dict({"name": "head", "units": "m", "names": ["w1", "w2", "w3"]})
+
+
+def trained_conv_member(seed: int) -> keras.Model:
+    """A conv member as ``train`` builds it for ``input_fields={logk: [8]}`` and one more input: InputScaling (log
+    of the field), the fixed field layout, Reshape, two Conv1D, Flatten, Dense, OutputScaling; random weights."""
+    from sensitivity.settings import ConvTrunk, TrainSettings
+    from sensitivity.training.fit import build_network
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    settings = TrainSettings(hidden=(12,), conv=ConvTrunk("logk", (8,), filters=(4, 3)),
+                             log_inputs=tuple(FIELD_NAMES[:8]))
+    return build_network(field_points(64, rng), rng.normal(size=3), rng.uniform(0.5, 1.5, 3), names=FIELD_NAMES,
+                         units=["m s-1"] * 8 + ["mm"], output=WELLS, settings=settings)[0]
+
+
+def pooled_conv_member(seed: int) -> keras.Model:
+    """A user's 2-D conv member: InputScaling, Reshape(3, 3, 1), Conv2D, MaxPooling2D, Conv2D,
+    GlobalAveragePooling2D, Dense, OutputScaling (the ninth input, ``recharge``, is a cell of the field here)."""
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((9,))
+    h = InputScaling(offset=[0.1 * seed] * 9, scale=[0.8] * 9, log=[True] * 9, names=FIELD_NAMES,
+                     units=["m s-1"] * 9)(inputs)
+    h = keras.layers.Reshape((3, 3, 1))(h)
+    h = keras.layers.Conv2D(4, 2, padding="same", activation="tanh")(h)
+    h = keras.layers.MaxPooling2D(2, padding="same")(h)
+    h = keras.layers.Conv2D(5, 2, padding="same", activation="tanh")(h)
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    h = keras.layers.Dense(3)(keras.layers.Dense(8, activation="tanh")(h))
+    h = OutputScaling(offset=[10.0, 11.0, 12.0], scale=[0.5, 0.7, 0.9], log=False, output_spec=WELLS.to_dict())(h)
+    return keras.Model(inputs, h)
+
+
+def field_points(n: int, rng: np.random.Generator = RNG) -> np.ndarray:
+    return np.exp(rng.uniform(np.log(0.2), np.log(5.0), (n, 9)))  # steps of central differences ~1e-6 of x
+
+
+@pytest.mark.parametrize("build", [trained_conv_member, pooled_conv_member], ids=["trained-1d", "pooled-2d"])
+def test_conv_members_take_the_member_path_and_match_finite_differences(tmp_path, build):
+    """Issue 48: conv members (as ``train`` builds them, or with pooling) take the member path in reverse mode: every
+    member's reverse conv chain in one compiled call, each member's Jacobian that of float64 central differences."""
+    path = ensemble_dir(tmp_path, [build(k) for k in range(2)])
+    model = sensitivity.load_surrogate(path, dtype="float64")
+    engine = compile_ensemble(model, chunk_size=16)
+    assert (engine.path, engine.mode, engine.members) == ("member", "reverse", 2)
+    assert engine.path_reason == "2 members' reverse conv chains in turn, in one call"
+    x = field_points(40, np.random.default_rng(3))  # two full chunks (XLA) and a short one
+    values, jacobian = engine(x)
+    assert jacobian.shape == (2, 40, 3, 9)
+
+    def close_to_differences(got, f):  # absolute tolerance: 1e-8 of the largest entry (entries near 0)
+        expected = central_differences(f, x)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-8 * np.abs(expected).max())
+
+    for k, m in enumerate(model.members):
+        np.testing.assert_allclose(values[k], m(x), rtol=1e-12)
+        close_to_differences(jacobian[k], m)
+    assert engine.trace_count == 2
+    mean = sensitivity.compile_jacobian(model)
+    assert mean.path == "dense" and "mean of 2 members" in mean.path_reason and "reverse conv chain" in mean.path_reason
+    close_to_differences(mean(x)[1], model)
+
+
+def test_conv_members_off_the_member_path_say_which_layer(tmp_path):
+    """Forward mode has no pass through max pooling: the ensemble is stacked, and its reason names the member and
+    the layer kind, not "MLPs only"."""
+    path = ensemble_dir(tmp_path, [pooled_conv_member(k) for k in range(2)])
+    engine = compile_ensemble(sensitivity.load_surrogate(path, dtype="float64"), "forward")
+    assert engine.path == "stacked"
+    assert "member 0: max pooling has no forward mode on the fast path" in engine.path_reason
