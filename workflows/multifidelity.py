@@ -16,7 +16,7 @@ shows.
 
 ``multifidelity.reliability`` (a reliability.nc of this surrogate, importance sampling among its methods) adds the
 simulator's failure probability of each of its events beside the surrogate's
-(:func:`sensitivity.analyses.multifidelity.failure_probabilities`: the analysis's importance-sampling proposal,
+(:func:`sensitivity.analyses.verify.anchored_pf.failure_probabilities`: the analysis's importance-sampling proposal,
 redrawn, is the biasing density; the simulator runs on ``multifidelity.failure_runs`` of the draws the surrogate
 fails and ``multifidelity.safe_runs`` of the others, per event, recorded as ``simulator_reliability_<k>.nc``),
 outside the budget of the indices.
@@ -34,6 +34,7 @@ from typing import Any, Dict, Optional
 from omegaconf import DictConfig
 
 from sensitivity.analyses import multifidelity as mf
+from sensitivity.analyses.verify import anchored_pf
 from sensitivity.simulators.runner import RunnerSettings
 from workflows import build
 from workflows.schema import SimulatorConf, SurrogateStudyConf, schema_of
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 StudyConf = schema_of(mf.MultifidelityStudy, "MultifidelityStudyConf")
 RunnerConf = schema_of(RunnerSettings, "RunnerConf")
-ReliabilityConf = schema_of(mf.MFReliability, "MFReliabilityConf", keys=("failure_runs", "safe_runs"))
+ReliabilityConf = schema_of(anchored_pf.MFReliability, "MFReliabilityConf", keys=("failure_runs", "safe_runs"))
 
 
 @dataclass
@@ -102,9 +103,9 @@ def _reliability_of(cfg: DictConfig, space) -> Optional[Path]:
     return path
 
 
-def _reliability_settings(m: DictConfig, study: mf.MultifidelityStudy) -> mf.MFReliability:
-    """The :class:`~sensitivity.analyses.multifidelity.MFReliability` of ``multifidelity``, at the study's level."""
-    return mf.MFReliability(failure_runs=m.failure_runs, safe_runs=m.safe_runs, conf_level=study.conf_level).check()
+def _reliability_settings(m: DictConfig, study: mf.MultifidelityStudy) -> anchored_pf.MFReliability:
+    """The :class:`~sensitivity.analyses.verify.anchored_pf.MFReliability` of ``multifidelity``, at the study's level."""
+    return anchored_pf.MFReliability(failure_runs=m.failure_runs, safe_runs=m.safe_runs, conf_level=study.conf_level).check()
 
 
 def run(cfg: DictConfig) -> Path:
@@ -194,6 +195,6 @@ def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settin
     log.info("multifidelity: reliability %s: the simulator at the design points and %d + %d importance samples of "
              "each of %d events", path, cfg.multifidelity.failure_runs, cfg.multifidelity.safe_runs,
              len(found.design_beta))
-    pf = mf.failure_probabilities(simulate, engine.flat_values, picked.nataf.to_physical, found,
+    pf = anchored_pf.failure_probabilities(simulate, engine.flat_values, picked.nataf.to_physical, found,
                                   _reliability_settings(cfg.multifidelity, settings), seed=cfg.seed)
     return ds.assign(pf.data_vars).assign_coords(pf.coords).assign_attrs(pf.attrs)

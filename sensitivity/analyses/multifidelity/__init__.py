@@ -12,16 +12,15 @@ surrogate, evaluated on nested samples (the surrogate's first rows are the simul
   design (:func:`sobol_indices`; :class:`MFSobol`, :class:`MFSobolResult`);
 - :mod:`~sensitivity.analyses.multifidelity.importance_sampling`: multifidelity importance sampling of a failure
   probability (:func:`failure_probability`; :class:`MFImportanceSampling`, :class:`MFISResult`);
-- :mod:`~sensitivity.analyses.multifidelity.reliability`: the simulator's failure probabilities of a reliability
-  analysis's events, its importance-sampling proposal the biasing density and the surrogate the control variate
-  (:func:`failure_probabilities`, settings :class:`MFReliability`);
 - :mod:`~sensitivity.analyses.multifidelity.study`: the study verb (:func:`multifidelity`, settings
   :class:`MultifidelityStudy`): pilot, allocation, anchored moments and indices of every output beside the
   surrogate's, as a labeled dataset (:mod:`~sensitivity.analyses.multifidelity.dataset`) with its
   :func:`~sensitivity.analyses.multifidelity.summary.summary`.
 
 The estimators take arrays; the study verb takes the surrogate's values and a simulator callable (the caller
-records its runs: :func:`sensitivity.simulators.runner.run_simulator`) and writes no file.
+records its runs: :func:`sensitivity.simulators.runner.run_simulator`) and writes no file. The simulator's failure
+probabilities of a reliability analysis's events live with the check that judges by the same estimator,
+:mod:`sensitivity.analyses.verify.anchored_pf` (the verify package uses this one's estimators, not the reverse).
 """
 from __future__ import annotations
 
@@ -30,13 +29,12 @@ from sensitivity.analyses.multifidelity.control_variates import (ControlVariate,
                                                                  estimate_mean, estimate_variance)
 from sensitivity.analyses.multifidelity.importance_sampling import (MFImportanceSampling, MFISResult,
                                                                     failure_probability)
-from sensitivity.analyses.multifidelity.reliability import MFReliability, failure_probabilities
 from sensitivity.analyses.multifidelity.sobol import MFSobol, MFSobolResult, sobol_indices
 from sensitivity.analyses.multifidelity.study import MultifidelityStudy, multifidelity
 from sensitivity.analyses.multifidelity.summary import summary
 
 __all__ = [
-    "Allocation", "AllocationResult", "CVResult", "ControlVariate", "MFISResult", "MFImportanceSampling", "MFReliability",
+    "Allocation", "AllocationResult", "CVResult", "ControlVariate", "MFISResult", "MFImportanceSampling",
     "MFSobol", "MFSobolResult", "MultifidelityStudy", "allocate", "estimate_covariance", "estimate_mean",
-    "estimate_variance", "failure_probabilities", "failure_probability", "multifidelity", "sobol_indices", "summary",
+    "estimate_variance", "failure_probability", "multifidelity", "sobol_indices", "summary",
 ]

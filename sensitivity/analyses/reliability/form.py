@@ -164,8 +164,9 @@ def _evaluate(fn: LimitStateFn, points: np.ndarray, events: np.ndarray, n_events
               ) -> tuple[np.ndarray, np.ndarray, int]:
     """``g`` and ``grad g`` of each point's own event: ``[K]``, ``[K, n]``, and the number of events.
 
-    A limit state with an ``own(points, events)`` method (:class:`~sensitivity.analyses.reliability.events.
-    ThresholdLimitState`) evaluates only those, once the number of events is known."""
+    A limit state with an ``own(points, events)`` method
+    (:class:`~sensitivity.analyses.reliability.events.ThresholdLimitState`) evaluates only those, once the number of
+    events is known."""
     own = getattr(fn, "own", None)
     if own is not None and n_events is not None:
         values, grads = (np.asarray(a, dtype=float) for a in own(points, events))

@@ -2,7 +2,9 @@
 
 :mod:`.checks` holds one check per analysis (:func:`verify_calibration`, :func:`verify_posterior`,
 :func:`verify_sobol`), :mod:`.reliability` and :mod:`.propagation` (:func:`verify_propagation`: a propagation's
-Monte Carlo moments against the simulator's, anchored by control variates); :class:`VerifyPlan` says how many of an
+Monte Carlo moments against the simulator's, anchored by control variates) and :mod:`.anchored_pf` (the
+simulator's failure probabilities from a few of its runs on a reliability analysis's proposal, the estimator the
+reliability check judges by, as an answer with its interval); :class:`VerifyPlan` says how many of an
 analysis's points are verified (:class:`RefinePlan`: how many runs refinement may add); :func:`refine` adds simulator
 runs where an ensemble's members disagree most on those points and retrains, until the verdict holds or the rounds
 are spent; :class:`VerdictSettings` says when a value is flagged (:mod:`.verdict`).

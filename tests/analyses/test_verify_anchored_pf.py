@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.multifidelity.reliability import MFReliability, failure_probabilities
+from sensitivity.analyses.verify.anchored_pf import MFReliability, failure_probabilities
 from sensitivity.analyses.reliability.sampling import ImportanceSettings
 from sensitivity.analyses.verify.reliability import ReliabilityEvents
 from sensitivity.errors import ConfigError
