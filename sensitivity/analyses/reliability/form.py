@@ -143,7 +143,8 @@ class FormResult:
     """Design points of ``E`` events from ``S`` starts; ``D`` the most distinct points of any event.
 
     Per start (``[E, S]``, ``[E, S, n]``): ``start_u`` (last iterate), ``start_beta``, ``start_status``
-    (:data:`STATUS_MESSAGES`), ``start_iterations``, ``start_point`` (index of its distinct design point,
+    (:data:`STATUS_MESSAGES`), ``start_iterations``, ``start_g`` and ``start_gradient_norm`` (``g`` and
+    ``||grad_u g||`` at the last iterate: how close a start that failed came to the surface), ``start_point`` (index of its distinct design point,
     -1 if not converged). Per distinct design point, most probable first (``[E, D]``, ``[E, D, n]``, NaN
     padded): ``design_u``, ``design_beta``, ``alpha``, ``importance`` (``alpha^2``), ``gradient``
     (``grad_u g`` at ``u*``), ``design_pf`` (``Phi(-beta_i)``), ``starts`` (how many starts found it). Per
@@ -155,6 +156,8 @@ class FormResult:
     start_beta: np.ndarray
     start_status: np.ndarray
     start_iterations: np.ndarray
+    start_g: np.ndarray
+    start_gradient_norm: np.ndarray
     start_point: np.ndarray
     design_u: np.ndarray
     design_beta: np.ndarray
@@ -295,7 +298,8 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
     result = _cluster(u.reshape(e, s, n), beta.reshape(e, s), alpha.reshape(e, s, n), grad.reshape(e, s, n),
                       settings)
     return FormResult(start_u=u.reshape(e, s, n), start_beta=beta.reshape(e, s), start_status=status.reshape(e, s),
-                      start_iterations=iterations.reshape(e, s), union=settings.union, evaluations=evaluations,
+                      start_iterations=iterations.reshape(e, s), start_g=g.reshape(e, s),
+                      start_gradient_norm=norm.reshape(e, s), union=settings.union, evaluations=evaluations,
                       **result)
 
 
