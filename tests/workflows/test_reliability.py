@@ -141,3 +141,47 @@ def test_a_biased_ensembles_combined_interval_covers_the_exact_pf_where_its_samp
     low, high = ds["pf_combined_interval"].values
     assert low <= exact <= high
     assert ds.sizes["member"] == 5
+
+
+def _ishigami_monte_carlo(thresholds, n=1_000_000, seed=7):
+    """Plain Monte Carlo of P(y > T) for the Ishigami function (a=7, b=0.1) on U(-pi, pi)^3: pf and its std."""
+    x = np.random.default_rng(seed).uniform(-np.pi, np.pi, (n, 3))
+    y = np.sin(x[:, 0]) + 7.0 * np.sin(x[:, 1]) ** 2 + 0.1 * x[:, 2] ** 4 * np.sin(x[:, 0])
+    pf = (y[:, None] > np.asarray(thresholds)[None, :]).mean(axis=0)
+    return pf, np.sqrt(pf * (1 - pf) / n)
+
+
+def test_the_default_command_has_a_design_point_for_every_event_and_matches_monte_carlo(compose_config, tmp_path):
+    """`sensitivity reliability` with its packaged config (Ishigami, four thresholds): a start at the origin
+    never leaves the planes u2 = 0, u3 = 0 (y is even in x2 and x3), where y <= 1 < T, so with the origin as the
+    only start every Pf was NaN. Every event now has a design point and finite FORM / SORM / importance-sampling
+    Pf; importance sampling matches a Monte Carlo reference of the closed-form Ishigami function (10^6 points),
+    FORM over-estimates it (every principal curvature is positive) and SORM (Breitung) is within 25 % of it."""
+    ds = open_result(reliability.run(compose_config("reliability", ["plots=false"], output_dir=tmp_path / "out")))
+    thresholds = ds["threshold"].values
+    reference, sd = _ishigami_monte_carlo(thresholds)
+    names = list(ds["reliability_method_name"].values)
+    pf = {name: ds["pf"].isel(reliability_method=k).values.ravel() for k, name in enumerate(names)}
+    for name in ("form", "sorm_breitung", "importance_sampling"):
+        assert np.all(np.isfinite(pf[name])), name
+    assert np.all(np.isfinite(ds["form_beta"].values))
+    low, high = ds["pf_interval"].isel(reliability_method=names.index("importance_sampling")).values.reshape(-1, 2).T
+    assert np.all((low - 4 * sd <= reference) & (reference <= high + 4 * sd))
+    assert np.all(ds["curvature"].values > 0) and np.all(pf["form"] > reference)  # curved away from the origin
+    np.testing.assert_allclose(pf["sorm_breitung"], reference, rtol=0.25)
+
+
+def test_a_threshold_beyond_the_outputs_reach_is_stated_in_one_line(compose_config, tmp_path):
+    """Ishigami's y is at most 1 + 7 + 0.1 pi^4 = 17.74: no design point exists for T = 20, and the summary says so
+    for that event (with where its starts stopped) while T = 12 keeps its finite Pf."""
+    ds = open_result(reliability.run(compose_config("reliability", ["plots=false", "event.thresholds=[12, 20]"],
+                                                    output_dir=tmp_path / "out")))
+    from sensitivity.analyses.reliability import summary
+
+    warnings = [w for w in summary(ds).warnings if "no design point" in w]
+    assert len(warnings) == 1 and "ishigami > 20 (4 starts" in warnings[0] and "beyond the output's reach" in \
+        warnings[0]
+    stopped = float(warnings[0].split("stopped at output ")[1].split()[0])
+    assert stopped == pytest.approx(1.0 + 7.0 + 0.1 * np.pi**4, rel=1e-3)
+    form_pf = ds["pf"].isel(reliability_method=0).values.ravel()
+    assert np.isfinite(form_pf[0]) and np.isnan(form_pf[1])

@@ -72,6 +72,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     s = plan.settings
     t, m = len(s.thresholds), plan.indices.size
     unit = plan.output.flat_units()[0]
+    sign = 1.0 if s.direction == "above" else -1.0  # g = sign (T - y)
 
     def on(a: np.ndarray, *dims: str) -> tuple:
         a = np.asarray(a).reshape(m, t, *np.shape(a)[1:])
@@ -149,7 +150,12 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         "start_beta": (*on(result.start_beta, "start"), {"long_name": "reliability index found from each start",
                                                          "units": "1"}),
         "start_iterations": (*on(result.start_iterations.astype(np.int32), "start"),
-                             {"long_name": "iHL-RF iterations of each start", "units": "1"}),
+                             {"long_name": "iHL-RF / SQP iterations of each start", "units": "1"}),
+        "start_output": (*on(np.asarray(s.thresholds)[np.arange(m * t) % t, None] - sign * result.start_g, "start"),
+                         {"long_name": "output at the last iterate of each start", "units": unit}),
+        "start_gradient_norm": (*on(result.start_gradient_norm, "start"), {
+            "long_name": "norm of the output's gradient in the standard normal space at the last iterate of each "
+                         "start", "units": unit}),
     }
     if second is not None:
         v["curvature"] = (*on(second.curvatures, "design_point", "curvature"),
@@ -186,6 +192,37 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     if result.note:
         ds.attrs["form_note"] = result.note
     return unstack_output(ds, plan.output)
+
+
+def _no_design_point(ds: xr.Dataset, most: int = 10) -> list[str]:
+    """One line per event without a design point (at most ``most``, then a count): how its starts ended and the
+    output where the closest one stopped, so a threshold beyond the output's reach (every start on the safe
+    side, at a stationary point of the output) or at a critical value (``grad`` vanishing at the threshold)
+    reads as such, not as a silent NaN."""
+    beta = ds["form_beta"]
+    missing = np.argwhere(np.isnan(beta.values))
+    names = dict(FORM_FLAGS)
+    above = ds.attrs.get("direction", "above") == "above"
+    lines = []
+    for index in missing[:most]:
+        at = dict(zip(beta.dims, (int(i) for i in index)))
+        status, y, grad = (ds[v].isel(at).values for v in ("start_status", "start_output", "start_gradient_norm"))
+        threshold = float(ds["threshold"].values[at["threshold"]])
+        labels = [str(ds[f"{d}_name"].values[i]) if f"{d}_name" in ds.coords else f"{d}={ds[d].values[i]}"
+                  for d, i in at.items() if d != "threshold"]
+        counts = ", ".join(f"{int((status == k).sum())} {name}" for k, name in names.items() if (status == k).any())
+        gap = np.abs(y - threshold)
+        closest = int(np.nanargmin(gap)) if np.isfinite(gap).any() else 0
+        safe = np.all(y < threshold) if above else np.all(y > threshold)
+        why = ("; it reached the threshold where the gradient vanishes: the threshold is a critical value of the "
+               "output, FORM has no normal there" if gap[closest] <= 1e-6 * max(1.0, abs(threshold)) else
+               "; every start stayed on the safe side: the threshold may be beyond the output's reach" if safe else "")
+        lines.append(f"FORM: no design point for {' '.join(labels) or 'the output'} {'>' if above else '<'} "
+                     f"{threshold:g} ({status.size} starts: {counts}); the closest stopped at output {y[closest]:.6g}"
+                     f" with gradient norm {grad[closest]:.2g}{why}")
+    if len(missing) > most:
+        lines.append(f"FORM: no design point for {len(missing) - most} more events")
+    return lines
 
 
 def _design_x(nataf: Any, design_u: np.ndarray) -> np.ndarray:
@@ -243,6 +280,7 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     failed = int((ds["start_status"].values != 0).sum())
     if failed:
         lines.append(("warning", f"FORM: {failed} of {ds['start_status'].size} starts did not converge"))
+    lines += [("warning", line) for line in _no_design_point(ds)]
     for var, what in (("several_contribute", "events have several contributing design points (pf is their union)"),
                       ("design_outside_bounds", "design points lie outside the parameter bounds (the surrogate "
                                                 "extrapolates there)")):

@@ -9,8 +9,15 @@ with a step length from an Armijo backtracking search on the merit function
 ``m(u) = ||u||^2 / 2 + c |g(u)|``, ``c = gamma max(||u||, ||u + d||) / ||grad g||`` (``gamma > 1``). Since
 ``c > ||u|| / ||grad g||``, ``d`` is a descent direction of ``m``:
 ``grad m . d <= -||u - (alpha . u) alpha||^2 - (c - ||u|| / ||grad g||) |g| < 0`` away from a design point,
-which is what makes the method converge where plain HL-RF cycles. All starts and all events step together:
-one call of the limit state per iteration and per backtracking step, on every start still running.
+which is what makes the method converge where plain HL-RF cycles. That step is the SQP step of the problem
+with the Lagrangian's Hessian ``B = I``; by default ``B`` is a damped BFGS estimate of ``I + mu H_g`` instead
+(``B d + mu grad g = -u``, ``grad g . d = -g``; Powell 1978), which keeps the descent property
+(``grad m . d <= -d.B d - (c - |mu|) |g|``, ``c >= gamma |mu|``) and converges superlinearly at a curved design
+point where HL-RF's linear rate is slow or oscillates (Ishigami's: 15 iterations instead of 100 unconverged).
+Near a design point (residual below ``local_radius``) a step that halves the residual is taken even where the
+merit function cannot resolve its decrease (about the squared off-normal distance, below the rounding of ``g``
+for tolerances under ``sqrt(eps)``). All starts and all events step together: one call of the limit state per
+iteration and per backtracking step, on every start still running.
 
 A start has converged when both its distance to the surface ``|g| / ||grad g||`` and the part of ``u``
 off the normal, ``||u - (alpha . u) alpha||``, are below ``tolerance`` (standard units). Then
@@ -35,6 +42,8 @@ Rackwitz, R. & Fiessler, B. (1978), Structural reliability under combined random
 Structures 9(5), 489-494, doi:10.1016/0045-7949(78)90046-9.
 Zhang, Y. & Der Kiureghian, A. (1995), Two improved algorithms for reliability analysis, in Reliability and
 Optimization of Structural Systems, Springer, 297-304, doi:10.1007/978-0-387-34866-7_32.
+Powell, M. J. D. (1978), A fast algorithm for nonlinearly constrained optimization calculations, in Numerical
+Analysis, Lecture Notes in Mathematics 630, Springer, 144-157, doi:10.1007/BFb0067703.
 Hohenbichler, M. & Rackwitz, R. (1983), First-order concepts in system reliability, Structural Safety 1(3),
 177-188, doi:10.1016/0167-4730(82)90024-8.
 """
@@ -83,6 +92,13 @@ class FormSettings:
         Step-length reduction per backtracking step, in (0, 1).
     max_backtracks
         Most backtracking steps per iteration before the start fails with ``LINE_SEARCH_FAILED``.
+    quasi_newton
+        Step with a damped BFGS estimate of the Lagrangian's Hessian ``I + mu H_g`` (an SQP step: superlinear
+        near a curved design point where HL-RF's step, ``B = I``, contracts slowly or oscillates); False: the
+        iHL-RF step.
+    local_radius
+        Within this convergence residual (``max(|g| / ||grad g||, ||u - (alpha . u) alpha||)``) [standard units]
+        a step that halves the residual is taken even where the merit function cannot resolve its decrease.
     cluster_cosine
         Two converged starts are the same design point when the cosine of their ``alpha`` reaches this.
     union
@@ -99,6 +115,8 @@ class FormSettings:
     armijo: float = 0.5
     backtrack: float = 0.5
     max_backtracks: int = 40
+    quasi_newton: bool = True
+    local_radius: float = 1e-2
     cluster_cosine: float = 0.99
     union: Literal["series", "sum"] = "series"
     contribution: float = 0.01
@@ -107,6 +125,9 @@ class FormSettings:
         positive_int("max_iterations", self.max_iterations)
         positive_int("max_backtracks", self.max_backtracks)
         positive("tolerance", self.tolerance)
+        positive("local_radius", self.local_radius)
+        if not isinstance(self.quasi_newton, bool):
+            raise ConfigError(f"`quasi_newton` must be true or false, got {self.quasi_newton!r}")
         if positive("gamma", self.gamma) <= 1:
             raise ConfigError(f"`gamma` must be > 1, got {self.gamma!r}")
         fraction("armijo", self.armijo)
@@ -122,7 +143,8 @@ class FormResult:
     """Design points of ``E`` events from ``S`` starts; ``D`` the most distinct points of any event.
 
     Per start (``[E, S]``, ``[E, S, n]``): ``start_u`` (last iterate), ``start_beta``, ``start_status``
-    (:data:`STATUS_MESSAGES`), ``start_iterations``, ``start_point`` (index of its distinct design point,
+    (:data:`STATUS_MESSAGES`), ``start_iterations``, ``start_g`` and ``start_gradient_norm`` (``g`` and
+    ``||grad_u g||`` at the last iterate: how close a start that failed came to the surface), ``start_point`` (index of its distinct design point,
     -1 if not converged). Per distinct design point, most probable first (``[E, D]``, ``[E, D, n]``, NaN
     padded): ``design_u``, ``design_beta``, ``alpha``, ``importance`` (``alpha^2``), ``gradient``
     (``grad_u g`` at ``u*``), ``design_pf`` (``Phi(-beta_i)``), ``starts`` (how many starts found it). Per
@@ -134,6 +156,8 @@ class FormResult:
     start_beta: np.ndarray
     start_status: np.ndarray
     start_iterations: np.ndarray
+    start_g: np.ndarray
+    start_gradient_norm: np.ndarray
     start_point: np.ndarray
     design_u: np.ndarray
     design_beta: np.ndarray
@@ -189,7 +213,7 @@ def _evaluate(fn: LimitStateFn, points: np.ndarray, events: np.ndarray, n_events
 
 
 def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings = FormSettings()) -> FormResult:
-    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF.
+    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF / SQP.
 
     Parameters
     ----------
@@ -222,6 +246,7 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
     evaluations += len(u)
     status = np.full(e * s, RUNNING)
     iterations = np.zeros(e * s, dtype=int)
+    hess = np.repeat(np.eye(n)[None], e * s, axis=0)  # the Lagrangian's Hessian, I + mu H_g: I is HL-RF's
     tol = settings.tolerance
     for step in range(settings.max_iterations + 1):
         running = status == RUNNING
@@ -238,19 +263,26 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         if active.size == 0 or step == settings.max_iterations:
             break
         ua, ga, grada, na = u[active], g[active], grad[active], safe[active]
-        d = ((np.sum(grada * ua, axis=1) - ga) / na**2)[:, None] * grada - ua
-        c = settings.gamma * np.maximum(np.linalg.norm(ua, axis=1), np.linalg.norm(ua + d, axis=1)) / na
-        merit = 0.5 * np.sum(ua**2, axis=1) + c * np.abs(ga)
+        d, mu = _direction(hess[active], ua, ga, grada)
+        c = settings.gamma * np.maximum(np.maximum(np.linalg.norm(ua, axis=1), np.linalg.norm(ua + d, axis=1)) / na,
+                                        np.abs(mu))
         slope = np.sum(ua * d, axis=1) + c * np.sign(ga) * np.sum(grada * d, axis=1)
+        ud, dd = np.sum(ua * d, axis=1), np.sum(d**2, axis=1)
+        residual = np.maximum(np.abs(ga) / na, off[active])
         step_length = np.ones(active.size)
         pending = np.arange(active.size)
         for _ in range(settings.max_backtracks):
-            trial = ua[pending] + step_length[pending, None] * d[pending]
+            lam = step_length[pending]
+            trial = ua[pending] + lam[:, None] * d[pending]
             gt, gradt, _ = _evaluate(limit_state, trial, events[active[pending]], e)
             evaluations += len(trial)
-            mt = 0.5 * np.sum(trial**2, axis=1) + c[pending] * np.abs(gt)
-            ok = np.isfinite(mt) & (mt <= merit[pending] + settings.armijo * step_length[pending] * slope[pending])
+            # m(u + lam d) - m(u) without the cancellation of ||u||^2 (exact: ||u + lam d||^2 - ||u||^2)
+            change = lam * ud[pending] + 0.5 * lam**2 * dd[pending] + c[pending] * (np.abs(gt) - np.abs(ga[pending]))
+            ok = np.isfinite(change) & (change <= settings.armijo * lam * slope[pending])
+            ok |= _local_progress(trial, gt, gradt, residual[pending], settings.local_radius)
             done = active[pending[ok]]
+            if settings.quasi_newton:
+                hess[done] = _bfgs(hess[done], trial[ok] - u[done], mu[pending[ok]], gradt[ok] - grad[done])
             u[done], g[done], grad[done] = trial[ok], gt[ok], gradt[ok]
             pending = pending[~ok]
             if pending.size == 0:
@@ -267,8 +299,59 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
     result = _cluster(u.reshape(e, s, n), beta.reshape(e, s), alpha.reshape(e, s, n), grad.reshape(e, s, n),
                       settings)
     return FormResult(start_u=u.reshape(e, s, n), start_beta=beta.reshape(e, s), start_status=status.reshape(e, s),
-                      start_iterations=iterations.reshape(e, s), union=settings.union, evaluations=evaluations,
+                      start_iterations=iterations.reshape(e, s), start_g=g.reshape(e, s),
+                      start_gradient_norm=norm.reshape(e, s), union=settings.union, evaluations=evaluations,
                       **result)
+
+
+def _direction(hess: np.ndarray, u: np.ndarray, g: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The SQP step ``d`` and multiplier ``mu`` of ``min ||u||^2 / 2`` subject to ``g(u) + grad g . d = 0``.
+
+    ``B d + mu grad g = -u`` with ``B`` [K, n, n] positive definite: ``mu = (g - grad g . B^-1 u) /
+    (grad g . B^-1 grad g)``, ``d = -B^-1 (u + mu grad g)``; with ``B = I``, the HL-RF step.
+    """
+    solved = np.linalg.solve(hess, np.stack([u, grad], axis=2))
+    inv_u, inv_grad = solved[..., 0], solved[..., 1]
+    mu = (g - np.sum(grad * inv_u, axis=1)) / np.sum(grad * inv_grad, axis=1)
+    return -(inv_u + mu[:, None] * inv_grad), mu
+
+
+def _bfgs(hess: np.ndarray, step: np.ndarray, mu: np.ndarray, grad_change: np.ndarray) -> np.ndarray:
+    """Powell's damped BFGS update of the Lagrangian's Hessian ``B`` [K, n, n] after ``step`` [K, n].
+
+    The Lagrangian's gradient ``u + mu grad g`` changed by ``y = step + mu grad_change``; where
+    ``step . y < 0.2 step . B step`` (curvature of the wrong sign, the constraint's concave side), ``y`` is moved
+    towards ``B step`` so that ``B`` stays positive definite (Powell 1978, doi:10.1007/BFb0067703;
+    Nocedal & Wright 2006, Procedure 18.2). Zero steps leave ``B`` unchanged.
+    """
+    y = step + mu[:, None] * grad_change
+    bs = np.einsum("kij,kj->ki", hess, step)
+    sbs, sy = np.sum(step * bs, axis=1), np.sum(step * y, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = np.where(sy >= 0.2 * sbs, 1.0, 0.8 * sbs / (sbs - sy))
+        r = theta[:, None] * y + (1.0 - theta)[:, None] * bs
+        update = hess - bs[:, :, None] * bs[:, None, :] / sbs[:, None, None] \
+            + r[:, :, None] * r[:, None, :] / np.sum(step * r, axis=1)[:, None, None]
+    keep = (sbs > 0) & np.all(np.isfinite(update), axis=(1, 2))
+    return np.where(keep[:, None, None], update, hess)
+
+
+def _local_progress(u: np.ndarray, g: np.ndarray, grad: np.ndarray, residual: np.ndarray, radius: float
+                    ) -> np.ndarray:
+    """Whether trial points ``u`` at least halve the convergence residual of starts already within ``radius``.
+
+    The residual is ``max(|g| / ||grad g||, ||u - (alpha . u) alpha||)``, the two convergence measures. Near a
+    design point the merit function's decrease, about the squared off-normal distance, falls below the rounding
+    of ``g`` (a float64 ``g`` of magnitude ``1`` resolves ``||u_off||`` down to ``sqrt(eps) ~ 1.5e-8``, a float32
+    surrogate's to ``~3e-4``), so the Armijo test rejects every step there; a step that halves the residual is
+    measured progress instead (a contraction: the local phase cannot cycle).
+    """
+    norm = np.linalg.norm(grad, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha = -grad / norm[:, None]
+        off = np.linalg.norm(u - np.sum(alpha * u, axis=1)[:, None] * alpha, axis=1)
+        trial = np.maximum(np.abs(g) / norm, off)
+    return (residual <= radius) & np.isfinite(trial) & (trial <= 0.5 * residual)
 
 
 def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarray, settings: FormSettings) -> dict:

@@ -47,6 +47,9 @@ class ReliabilitySettings:
         Any of :data:`METHODS`; ``sorm`` and ``importance_sampling`` need ``form`` (its design points).
     starts
         FORM starts per event: the origin, then ``starts - 1`` antipodal random directions at ``start_radius``.
+        More than the origin by default: where the output is even in an input with a symmetric marginal
+        (Ishigami's ``x2`` and ``x3``), ``grad g`` has no component along that input on the whole plane
+        ``u_i = 0``, so a start at the origin never leaves it and finds no design point off it.
     start_radius
         Distance of the random starts from the origin [standard units].
     form, importance, subset, monte_carlo
@@ -62,7 +65,7 @@ class ReliabilitySettings:
     output: Mapping[str, Any] = field(default_factory=dict)
     output_range: tuple[float, float] | None = None
     methods: tuple[str, ...] = DEFAULT_METHODS
-    starts: int = 1
+    starts: int = 4
     start_radius: float = 1.0
     form: FormSettings = FormSettings(tolerance=1e-4)
     importance: ImportanceSettings = ImportanceSettings(n_samples=4_000)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sensitivity.analyses.reliability import form, nataf, sphere_starts
+from sensitivity.analyses.reliability import FormSettings, form, nataf, sphere_starts
+from sensitivity.analyses.reliability.form import CONVERGED
 
 ot = pytest.importorskip("openturns")
 
@@ -48,3 +49,20 @@ def test_form_matches_openturns_on_mixed_correlated_inputs():
     x_star = space.to_physical(ours.design_u[0, :1])[0]
     np.testing.assert_allclose(x_star, np.array(theirs.getPhysicalSpaceDesignPoint()), rtol=1e-4)
     assert ours.pf[0] == pytest.approx(theirs.getEventProbability(), rel=1e-3)
+
+
+@pytest.mark.parametrize("quasi_newton", [True, False])
+def test_form_from_the_origin_converges_at_tolerance_1e_8_and_matches_openturns(quasi_newton):
+    """At 1e-8 the merit function's decrease (the squared off-normal distance, ~1e-16) is below the rounding of
+    ``g``: the Armijo test used to reject every step and the start hit ``max_iterations``. The residual-halving
+    local phase converges both the iHL-RF and the quasi-Newton step, to OpenTURNS' SQP design point."""
+    space = nataf([stats.gumbel_r(loc=10.0, scale=2.0), stats.lognorm(0.25, scale=np.exp(1.0)),
+                   stats.uniform(1.0, 2.0), stats.truncnorm(-1.5, 3.5, loc=5.0, scale=2.0)], CORRELATION)
+    ours = form(space.pull_back(g_x), np.zeros((1, 4)), FormSettings(tolerance=1e-8, quasi_newton=quasi_newton))
+    theirs = openturns_form()
+    assert ours.start_status[0, 0] == CONVERGED
+    assert ours.start_iterations[0, 0] < 50
+    assert ours.beta[0] == pytest.approx(theirs.getHasoferReliabilityIndex(), abs=1e-8)
+    x_star = space.to_physical(ours.design_u[0, :1])[0]
+    np.testing.assert_allclose(x_star, np.array(theirs.getPhysicalSpaceDesignPoint()), rtol=1e-7)
+    assert ours.pf[0] == pytest.approx(theirs.getEventProbability(), rel=1e-6)
