@@ -70,7 +70,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         estimate them, :mod:`~sensitivity.analyses.reliability.ensemble`), or None.
     """
     s = plan.settings
-    t, m = len(s.thresholds), plan.indices.size
+    t, m = len(s.thresholds), plan.size
     unit = plan.output.flat_units()[0]
 
     def on(a: np.ndarray, *dims: str) -> tuple:
@@ -182,10 +182,17 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     ds = ds.assign_coords(coords).assign_coords(flat_coords(plan.output))
     ds.attrs.update(direction=s.direction, failure=f"output {'>' if s.direction == 'above' else '<'} threshold",
                     methods=" ".join(s.methods), union=result.union, seed=int(seed), starts=int(s.starts),
-                    output_selection=", ".join(f"{k}={val}" for k, val in s.output.items()) or "all")
+                    output_selection=_selection(plan))
     if result.note:
         ds.attrs["form_note"] = result.note
     return unstack_output(ds, plan.output)
+
+
+def _selection(plan: Any) -> str:
+    """What the events are about, as one line: ``dim=label, ...`` (``all``), or the functionals' names."""
+    if plan.functionals is not None:
+        return "functionals " + ", ".join(plan.functionals.names)
+    return ", ".join(f"{k}={val}" for k, val in plan.settings.output.items()) or "all"
 
 
 def _design_x(nataf: Any, design_u: np.ndarray) -> np.ndarray:
