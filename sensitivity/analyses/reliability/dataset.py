@@ -180,7 +180,8 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     if member_pf is not None:
         coords.update(member_coords(k))
     ds = ds.assign_coords(coords).assign_coords(flat_coords(plan.output))
-    ds.attrs.update(direction=s.direction, failure=f"output {'>' if s.direction == 'above' else '<'} threshold",
+    quantity = "output" if plan.functionals is None else "functional"
+    ds.attrs.update(direction=s.direction, failure=f"{quantity} {'>' if s.direction == 'above' else '<'} threshold",
                     methods=" ".join(s.methods), union=result.union, seed=int(seed), starts=int(s.starts),
                     output_selection=_selection(plan))
     if result.note:
@@ -240,8 +241,10 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     outside the parameter bounds, SORM failures, and the methods the verdict finds in disagreement with the
     sampling reference; on an ensemble, the largest surrogate std of ``pf``.
     """
+    quantities = "functionals" if str(ds.attrs.get("output_selection", "")).startswith("functionals ") else "outputs"
+    events = ds["form_beta"].size // ds.sizes["threshold"]
     lines: list[tuple[str, str]] = [("info", f"failure: {ds.attrs.get('failure', '')}; {ds.sizes['threshold']} "
-                                             f"thresholds, {ds['form_beta'].size // ds.sizes['threshold']} outputs")]
+                                             f"thresholds, {events} {quantities}")]
     for k, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
         pf = ds["pf"].isel({METHOD_DIM: k}).values
         finite = pf[np.isfinite(pf)]
