@@ -2,11 +2,13 @@
 reliability.nc.
 
 The events are a picked output (``event.output``: ``{dim: label}``, any element of any output shape; the dims not
-named stay, so a series gives Pf per day) above or below every threshold of ``event.thresholds``, all in one
+named stay, so a series gives Pf per day), or functionals of the outputs (``event.functionals``: the value at a label,
+the max / sum / mean over a dim, a weighted sum, declared as worth's ``forecasts``,
+:mod:`sensitivity.outputs.functionals`), above or below every threshold of ``event.thresholds``, all in one
 batched call of :func:`sensitivity.analyses.reliability.reliability`; the inputs' distribution is the space's
 marginals and copula. Every bad input (a threshold outside ``event.output_range``, an unknown output dim or label,
-a parameter without a proper distribution) is a one-line error before the model loads (:func:`check`, which
-``sensitivity run`` calls for a reliability stage before its first stage).
+a functional over an unknown dim, a parameter without a proper distribution) is a one-line error before the model
+loads (:func:`check`, which ``sensitivity run`` calls for a reliability stage before its first stage).
 """
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ def _section(cls: type, name: str) -> type:
     return schema
 
 
-EventConf = schema_of(rel.ReliabilitySettings, "EventConf", keys=("thresholds", "direction", "output_range"),
-                      extra=[("output", Any, None)])  # typed Any: a {dim: label} mapping of any dims
+EventConf = schema_of(rel.ReliabilitySettings, "EventConf",  # `output` typed Any: a {dim: label} mapping of any dims
+                      keys=("thresholds", "direction", "output_range", "functionals"), extra=[("output", Any, None)])
 FormConf = _section(rel.FormSettings, "form")
 ImportanceConf = _section(rel.ImportanceSettings, "importance")
 SubsetConf = _section(rel.SubsetSettings, "subset")
@@ -74,6 +76,7 @@ def settings_from(cfg: DictConfig) -> Any:
         ("monte_carlo", rel.MonteCarloSettings))}
     return rel.ReliabilitySettings(
         thresholds=tuple(event["thresholds"] or ()), direction=event["direction"], output=event["output"] or {},
+        functionals=tuple(event["functionals"] or ()),
         output_range=None if event["output_range"] is None else tuple(event["output_range"]),
         methods=tuple(cfg.methods), starts=cfg.n_starts, start_radius=cfg.start_radius, rtol=cfg.rtol, **sections)
 
@@ -98,7 +101,8 @@ def reliability_events(path: Path, what: str):
     """``(settings, read)`` of a reliability.nc that another workflow consumes (``what``: its config key, e.g.
     ``verify.reliability``): its recorded :class:`~sensitivity.analyses.reliability.ReliabilitySettings` and
     ``read(indices) ->`` :class:`~sensitivity.analyses.verify.reliability.ReliabilityEvents`; a one-line error when
-    it holds no importance sampling (whose proposal the consumer redraws)."""
+    it holds no importance sampling (whose proposal the consumer redraws), or when its events are about functionals
+    (the consumer compares the simulator's outputs at the picked output indices)."""
     from sensitivity.analyses.verify.reliability import ReliabilityEvents
     from sensitivity.datasets import open_result
     from sensitivity.errors import ConfigError
@@ -110,6 +114,10 @@ def reliability_events(path: Path, what: str):
         raise ConfigError(f"`{what}`: {path} ran {list(settings.methods)}; {what.split('.')[0]} redraws the "
                           "importance samples of its design points: run reliability with `importance_sampling` among "
                           "its methods")
+    if settings.functionals:
+        raise ConfigError(f"`{what}`: {path} is about functionals {[f.name for f in settings.functionals]}; "
+                          f"{what.split('.')[0]} compares the simulator's picked outputs: run reliability with "
+                          "`event.output` instead of `event.functionals`")
     return settings, lambda indices: ReliabilityEvents.from_dataset(ds, indices, settings)
 
 

@@ -59,6 +59,11 @@ def test_linear_series_of_correlated_normals_is_the_closed_form_per_day_and_thre
     (["event.output={day: 7}"], "`output.day`: 7 is not on the dim; it has \\[1.0, 2.0\\]"),
     (["event.direction=over"], "`direction` must be one of 'above', 'below', got 'over'"),
     (["methods=[sorm]"], "'sorm' needs 'form'"),
+    (["methods=[form]", "event.functionals=[{name: weekly, kind: sum, over: [week]}]"],
+     "forecast 'weekly': 'week' is not an output dim; the dims are \\['day'\\]"),
+    (["event.functionals=[{name: total, kind: sum, over: [day]}]"], "'sorm' takes the outputs' own Hessians"),
+    (["methods=[form]", "event.output={day: 1.0}", "event.functionals=[{name: total, kind: sum, over: [day]}]"],
+     "`output` and `functionals` are exclusive"),
     (["space.parameters=[{name: d, units: m, distribution: {kind: uniform, loc: 0, scale: 1e-320}}]"],
      "parameter 'd': reliability needs a proper continuous distribution"),
 ])
@@ -75,6 +80,33 @@ def test_bad_input_fails_in_one_line_before_the_model_loads(compose_config, tmp_
         reliability.run(cfg)
     assert "\n" not in str(err.value)
     assert not list(tmp_path.rglob("reliability.nc"))
+
+
+def test_the_sum_over_days_of_a_linear_series_is_the_closed_form_and_verify_refuses_it(compose_config, tmp_path):
+    """f = sum_d (W_d x + c_d) of correlated normals: beta = (T - m) / s and Pf = Phi(-beta) exactly, from
+    ``event.functionals``; a consumer of reliability.nc that compares the simulator's picked outputs refuses it in
+    one line."""
+    from workflows.reliability import reliability_events
+
+    thresholds = [0.0, 5.0, 10.0]
+    cfg = compose_config("reliability", linear_model() + space(NORMALS, CORRELATION.tolist()) + FAST + [
+        f"event.thresholds={thresholds}", "methods=[form,importance_sampling]", "form.tolerance=1e-9",
+        "importance.confidence=0.999", "event.functionals=[{name: total, kind: sum, over: [day]}]"])
+    path = reliability.run(cfg)
+    ds = open_result(path)
+    cov = CORRELATION * np.outer(SDS, SDS)
+    weights = W.sum(axis=0)
+    beta = (np.array(thresholds) - weights @ MEANS - C.sum()) / np.sqrt(weights @ cov @ weights)
+    total = ds.sel(functional=0)
+    np.testing.assert_allclose(total["form_beta"].values, beta, rtol=1e-7)
+    np.testing.assert_allclose(total["pf"].isel(reliability_method=0).values, stats.norm.sf(beta), rtol=1e-7)
+    low, high = total["pf_interval"].isel(reliability_method=1).values.T
+    assert np.all((low <= stats.norm.sf(beta)) & (stats.norm.sf(beta) <= high))
+    assert total["functional_name"].item() == "total" and ds["threshold"].attrs["units"] == "m"
+    assert cf_errors(path) == []
+    with pytest.raises(ConfigError, match="is about functionals \\['total'\\]; verify compares") as err:
+        reliability_events(path, "verify.reliability")
+    assert "\n" not in str(err.value)
 
 
 def test_seir_daily_new_infections_above_20_thresholds_on_100_days_in_one_call(compose_config, tmp_path):

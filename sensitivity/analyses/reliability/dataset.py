@@ -70,7 +70,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         estimate them, :mod:`~sensitivity.analyses.reliability.ensemble`), or None.
     """
     s = plan.settings
-    t, m = len(s.thresholds), plan.indices.size
+    t, m = len(s.thresholds), plan.size
     unit = plan.output.flat_units()[0]
     sign = 1.0 if s.direction == "above" else -1.0  # g = sign (T - y)
 
@@ -186,9 +186,10 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     if member_pf is not None:
         coords.update(member_coords(k))
     ds = ds.assign_coords(coords).assign_coords(flat_coords(plan.output))
-    ds.attrs.update(direction=s.direction, failure=f"output {'>' if s.direction == 'above' else '<'} threshold",
+    quantity = "output" if plan.functionals is None else "functional"
+    ds.attrs.update(direction=s.direction, failure=f"{quantity} {'>' if s.direction == 'above' else '<'} threshold",
                     methods=" ".join(s.methods), union=result.union, seed=int(seed), starts=int(s.starts),
-                    output_selection=", ".join(f"{k}={val}" for k, val in s.output.items()) or "all")
+                    output_selection=_selection(plan))
     if result.note:
         ds.attrs["form_note"] = result.note
     return unstack_output(ds, plan.output)
@@ -223,6 +224,13 @@ def _no_design_point(ds: xr.Dataset, most: int = 10) -> list[str]:
     if len(missing) > most:
         lines.append(f"FORM: no design point for {len(missing) - most} more events")
     return lines
+
+
+def _selection(plan: Any) -> str:
+    """What the events are about, as one line: ``dim=label, ...`` (``all``), or the functionals' names."""
+    if plan.functionals is not None:
+        return "functionals " + ", ".join(plan.functionals.names)
+    return ", ".join(f"{k}={val}" for k, val in plan.settings.output.items()) or "all"
 
 
 def _design_x(nataf: Any, design_u: np.ndarray) -> np.ndarray:
@@ -270,8 +278,10 @@ def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
     outside the parameter bounds, SORM failures, and the methods the verdict finds in disagreement with the
     sampling reference; on an ensemble, the largest surrogate std of ``pf``.
     """
+    quantities = "functionals" if str(ds.attrs.get("output_selection", "")).startswith("functionals ") else "outputs"
+    events = ds["form_beta"].size // ds.sizes["threshold"]
     lines: list[tuple[str, str]] = [("info", f"failure: {ds.attrs.get('failure', '')}; {ds.sizes['threshold']} "
-                                             f"thresholds, {ds['form_beta'].size // ds.sizes['threshold']} outputs")]
+                                             f"thresholds, {events} {quantities}")]
     for k, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
         pf = ds["pf"].isel({METHOD_DIM: k}).values
         finite = pf[np.isfinite(pf)]

@@ -31,7 +31,8 @@ from sensitivity.analyses.reliability.sorm import sorm
 from sensitivity.analyses.reliability.standard_space import Nataf
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
-from sensitivity.outputs.spec import OutputSpec
+from sensitivity.outputs.functionals import Functionals, resolve
+from sensitivity.outputs.spec import OutputDim, OutputSpec
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.settings import HESSIAN_MAX_ROWS
 
@@ -43,22 +44,56 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Plan:
-    """What :func:`plan` checked: the transform, the picked outputs' flat indices and their description."""
+    """What :func:`plan` checked: the transform, the events' quantities and their description.
+
+    Attributes
+    ----------
+    nataf
+        The map of the space to the standard normal space.
+    indices
+        ``[m]`` flat (C order) model outputs of the picked outputs; None where the events are about functionals.
+    output
+        The events' quantities: the picked outputs, or the functionals along one labeled dim ``functional``.
+    settings
+        The checked settings.
+    functionals
+        The resolved functionals (:func:`sensitivity.outputs.functionals.resolve`), or None.
+    """
 
     nataf: Nataf
-    indices: np.ndarray
+    indices: np.ndarray | None
     output: OutputSpec
     settings: ReliabilitySettings
+    functionals: Functionals | None = None
+
+    @property
+    def size(self) -> int:
+        """``m``: the quantities per point (picked outputs or functionals)."""
+        return self.output.size
+
+    def pick(self, values: np.ndarray, jacobian: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The events' quantities ``[K, m]`` and their Jacobians ``[K, m, n]`` from the model's ``[K, *out]`` and
+        ``[K, *out, n]`` (the functional's weights chained with the model's Jacobian); None without ``jacobian``."""
+        if self.functionals is not None:
+            return self.functionals.apply(values, jacobian)
+        k = len(values)  # picked in the engine's dtype, then one float64 copy of those
+        flat = np.asarray(np.asarray(values).reshape(k, -1)[:, self.indices], float)
+        if jacobian is None:
+            return flat, None
+        jacobian = np.asarray(jacobian)
+        return flat, np.asarray(jacobian.reshape(k, -1, jacobian.shape[-1])[:, self.indices], float)
 
 
 def plan(space: ParameterSpace, output: OutputSpec, settings: ReliabilitySettings) -> Plan:
-    """Check the space, the picked outputs and the settings before any model is loaded.
+    """Check the space, the events' outputs or functionals and the settings before any model is loaded.
 
     Raises
     ------
     ConfigError
         A parameter without a proper continuous distribution (a density that is not finite and positive
-        at its median), an unknown output dim or label, outputs of several units under one threshold.
+        at its median), an unknown output dim or label (of ``output`` or of a functional), quantities of several
+        units under one threshold list.
     """
     if not isinstance(settings, ReliabilitySettings):
         raise ConfigError(f"`settings` must be a ReliabilitySettings, got {type(settings).__name__}")
@@ -70,12 +105,21 @@ def plan(space: ParameterSpace, output: OutputSpec, settings: ReliabilitySetting
             raise ConfigError(f"parameter {p.name!r}: reliability needs a proper continuous distribution, got "
                               f"{p.distribution.kind!r} with density {density!r} at its median")
         marginals.append(frozen)
+    nataf = Nataf(tuple(marginals), space.correlation)
+    if settings.functionals:
+        resolved = resolve(settings.functionals, output)
+        if len(set(resolved.units)) > 1:
+            raise ConfigError(f"`functionals` have several units {sorted(set(resolved.units))}; one threshold list "
+                              "needs one unit: declare functionals of one")
+        described = OutputSpec("functional", resolved.units[0], (OutputDim(
+            "functional", resolved.names, long_name="; ".join(resolved.long_names)),), f"functionals of {output.name}")
+        return Plan(nataf, None, described, settings, resolved)
     indices, picked = select_outputs(output, settings.output)
     units = set(picked.flat_units())
     if len(units) > 1:
         raise ConfigError(f"`output` picks outputs of several units {sorted(units)}; one threshold list needs "
                           "one unit: pick outputs of one")
-    return Plan(Nataf(tuple(marginals), space.correlation), indices, picked, settings)
+    return Plan(nataf, indices, picked, settings)
 
 
 def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: ReliabilitySettings, *,
@@ -104,8 +148,8 @@ def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: 
     """
     p = plan(space, model.surrogate.output, settings)
     members = int(getattr(model, "members", 0) or 0)
-    flat = PickedModel(model, p.indices, members)
-    n, m, t = p.nataf.n, p.indices.size, len(settings.thresholds)
+    flat = PickedModel(model, p.pick, members)
+    n, m, t = p.nataf.n, p.size, len(settings.thresholds)
     rng = np.random.default_rng(seed)
     starts = sphere_starts(n, settings.starts, radius=settings.start_radius, seed=rng)
     in_u = p.nataf.pull_back(flat)
@@ -136,10 +180,11 @@ def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: 
 
 @dataclass(frozen=True)
 class PickedModel:
-    """The picked outputs of a compiled surrogate (the members' mean of an ensemble), in physical units."""
+    """The events' quantities of a compiled surrogate (the members' mean of an ensemble), in physical units:
+    its picked outputs or functionals of its outputs (``pick``: :meth:`Plan.pick`)."""
 
     model: Any
-    indices: np.ndarray
+    pick: Callable[..., tuple[np.ndarray, np.ndarray | None]]
     members: int
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,21 +192,20 @@ class PickedModel:
         values, jac = self.model(x)
         if self.members:
             values, jac = values.mean(axis=0), jac.mean(axis=0)
-        k = len(x)
-        return (np.asarray(values, float).reshape(k, -1)[:, self.indices],
-                np.asarray(jac, float).reshape(k, -1, x.shape[1])[:, self.indices])
+        return self.pick(values, jac)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """``x [K, n] -> y [K, m]``, values only."""
         return self.copies(x)[:, 0]
 
     def copies(self, x: np.ndarray) -> np.ndarray:
-        """``x [K, n] -> [K, C, m]``: the picked outputs of the mean, then of each member of an ensemble
+        """``x [K, n] -> [K, C, m]``: the quantities of the mean, then of each member of an ensemble
         (``C = 1 + members``; ``C = 1`` for one model), from one evaluation."""
-        values = np.asarray(self.model.values(x))  # picked in the engine's dtype, then one float64 copy of those
+        values = np.asarray(self.model.values(x))
+        k = len(x)
         if not self.members:
-            return np.asarray(values.reshape(len(x), 1, -1)[:, :, self.indices], float)
-        values = np.asarray(values.reshape(self.members, len(x), -1)[:, :, self.indices], float).transpose(1, 0, 2)
+            return self.pick(values.reshape(k, -1))[0][:, None]
+        values = self.pick(values.reshape(self.members * k, -1))[0].reshape(self.members, k, -1).transpose(1, 0, 2)
         return np.concatenate([values.mean(axis=1, keepdims=True), values], axis=1)
 
     def copies_in_u(self, nataf: Nataf) -> Callable[[np.ndarray], np.ndarray]:

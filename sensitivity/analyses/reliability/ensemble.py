@@ -29,7 +29,8 @@ from sensitivity.outputs.members import combined_bounds
 
 
 def member_form(model: Any, plan: Any, starts: np.ndarray, members: int) -> np.ndarray:
-    """``[K, E]`` FORM ``Pf`` of every member: the members side by side as ``K m`` outputs of one FORM run.
+    """``[K, E]`` FORM ``Pf`` of every member: the members side by side as ``K m`` quantities of one FORM run
+    (each member's picked outputs or functionals, :meth:`~sensitivity.analyses.reliability.driver.Plan.pick`).
 
     Parameters
     ----------
@@ -42,14 +43,15 @@ def member_form(model: Any, plan: Any, starts: np.ndarray, members: int) -> np.n
     members
         ``K``.
     """
-    m, n = plan.indices.size, plan.nataf.n
+    m, n = plan.size, plan.nataf.n
     t = len(plan.settings.thresholds)
 
     def stacked(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values, jac = model(x)
         k = len(x)
-        values = np.asarray(values, float).reshape(members, k, -1)[:, :, plan.indices]
-        jac = np.asarray(jac, float).reshape(members, k, -1, n)[:, :, plan.indices]
+        values, jac = plan.pick(np.asarray(values).reshape(members * k, -1),
+                                np.asarray(jac).reshape(members * k, -1, n))
+        values, jac = values.reshape(members, k, m), jac.reshape(members, k, m, n)
         return values.transpose(1, 0, 2).reshape(k, -1), jac.transpose(1, 0, 2, 3).reshape(k, -1, n)
 
     limit = ev.threshold_limit_state(plan.nataf.pull_back(stacked), plan.settings.thresholds,

@@ -1,7 +1,8 @@
 """The settings of one reliability analysis, and the outputs an event is about, picked by label.
 
 :class:`ReliabilitySettings` freezes every choice of :func:`~sensitivity.analyses.reliability.driver.reliability`:
-the event (an output, above or below thresholds), the methods and their settings. :func:`select_outputs` picks
+the event (an output or functionals of the outputs, above or below thresholds), the methods and their settings.
+:func:`select_outputs` picks
 the outputs of an event from the model's :class:`~sensitivity.outputs.spec.OutputSpec` the way
 :func:`sensitivity.datasets.select` picks from a dataset: ``{dim: label}`` drops that dim, ``{dim: [labels]}``
 keeps it with those labels, a dim not named is kept whole (so ``{"species": "I"}`` of a ``(species, day)``
@@ -19,6 +20,7 @@ from sensitivity.analyses.reliability._checks import choice, fraction, positive,
 from sensitivity.analyses.reliability.form import FormSettings
 from sensitivity.analyses.reliability.sampling import ImportanceSettings, MonteCarloSettings, SubsetSettings
 from sensitivity.errors import ConfigError
+from sensitivity.outputs.functionals import Functional
 from sensitivity.outputs.spec import OutputDim, OutputSpec
 
 #: Methods of :func:`~sensitivity.analyses.reliability.driver.reliability`, in the order they run.
@@ -39,6 +41,11 @@ class ReliabilitySettings:
         ``'above'`` (failure ``y > T``) or ``'below'`` (failure ``y < T``).
     output
         ``{dim: label or [labels]}``: the outputs the events are about (:func:`select_outputs`); empty: all.
+    functionals
+        Differentiable functionals of the outputs the events are about instead of outputs
+        (:class:`~sensitivity.outputs.functionals.Functional`, or its ``{name, kind, at, over, weights, units}``
+        mapping): the value at a label, the max / sum / mean over a dim, a weighted sum; one event per functional
+        and threshold. Exclusive with ``output``; SORM needs the outputs' own Hessians, so it is refused with them.
     output_range
         ``[low, high]``: the range the output was recorded over (its training data) [the output's units]; a
         threshold outside it is refused before any model evaluation (the surrogate knows nothing there). None:
@@ -63,6 +70,7 @@ class ReliabilitySettings:
     thresholds: tuple[float, ...] = ()
     direction: Literal["above", "below"] = "above"
     output: Mapping[str, Any] = field(default_factory=dict)
+    functionals: tuple[Functional, ...] = ()
     output_range: tuple[float, float] | None = None
     methods: tuple[str, ...] = DEFAULT_METHODS
     starts: int = 4
@@ -81,6 +89,14 @@ class ReliabilitySettings:
         choice("direction", self.direction, ("above", "below"))
         if not isinstance(self.output, Mapping):
             raise ConfigError(f"`output` must be a mapping {{dim: label or [labels]}}, got {self.output!r}")
+        if not isinstance(self.functionals, (list, tuple)):
+            raise ConfigError(f"`functionals` must be a list of {{name, kind, at, over, ...}}, got "
+                              f"{self.functionals!r}")
+        functionals = tuple(f if isinstance(f, Functional) else Functional.from_dict(f) for f in self.functionals)
+        object.__setattr__(self, "functionals", functionals)
+        if functionals and self.output:
+            raise ConfigError(f"`output` and `functionals` are exclusive: an event is about outputs or functionals of "
+                              f"them, got output {dict(self.output)} and {len(functionals)} functionals")
         if self.output_range is not None:
             low, high = _range(self.output_range)
             outside = [v for v in self.thresholds if not low <= v <= high]
@@ -95,6 +111,9 @@ class ReliabilitySettings:
         for name in ("sorm", "importance_sampling"):
             if name in methods and "form" not in methods:
                 raise ConfigError(f"`methods`: {name!r} needs 'form' (its design points), got {list(methods)}")
+        if functionals and "sorm" in methods:
+            raise ConfigError(f"`methods`: 'sorm' takes the outputs' own Hessians, not a functional's; drop it or "
+                              f"give `output` instead of `functionals`, got {list(methods)}")
         object.__setattr__(self, "methods", tuple(m for m in METHODS if m in methods))
         positive_int("starts", self.starts)
         positive("start_radius", self.start_radius)
