@@ -52,22 +52,26 @@ def test_a_mapping_of_keyword_arguments_given_whole_is_refused_saying_how_to_giv
     """``key={a: 1}`` merges into the config's mapping, which Hydra refuses as "not in struct" (a user's own kwargs
     cannot be given that way); the one line now says the form that works, and that form composes to the value
     given (Hydra, the oracle)."""
+    from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     from workflows.cli import _check_composition, _compose
     from workflows.schema import register
 
     register()
-    with pytest.raises(SystemExit) as ended:
-        _check_composition(workflow, ["training.simulator=sensitivity.simulators.analytic:quadratic", override])
-    said = capsys.readouterr().err.strip()
-    assert ended.value.code == 2 and "\n" not in said
-    assert said.endswith(f"`{key}` is a mapping of your own keys, given one by one: `+{key}.{leaf}=...` (a mapping "
-                         "given whole is merged into the config's own)")
-    value = OmegaConf.create(override.partition("=")[2])[leaf]
-    cfg = _compose(workflow, ["training.simulator=sensitivity.simulators.analytic:quadratic", f"+{key}.{leaf}={value}"],
-                   None)
-    assert OmegaConf.select(cfg, key)[leaf] == value
+    try:
+        with pytest.raises(SystemExit) as ended:
+            _check_composition(workflow, ["training.simulator=sensitivity.simulators.analytic:quadratic", override])
+        said = capsys.readouterr().err.strip()
+        assert ended.value.code == 2 and "\n" not in said
+        assert said.endswith(f"`{key}` is a mapping of your own keys, given one by one: `+{key}.{leaf}=...` (a "
+                             "mapping given whole is merged into the config's own)")
+        value = OmegaConf.create(override.partition("=")[2])[leaf]
+        cfg = _compose(workflow, ["training.simulator=sensitivity.simulators.analytic:quadratic",
+                                  f"+{key}.{leaf}={value}"], None)
+        assert OmegaConf.select(cfg, key)[leaf] == value
+    finally:  # the composition set Hydra's job config of this process: a later in-process `run` would pass its
+        HydraConfig.instance().cfg = None  # overrides on to every stage
 
 
 def _group_options() -> dict[str, list[str]]:
