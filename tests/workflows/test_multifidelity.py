@@ -139,11 +139,13 @@ def test_multifidelity_is_a_stage_of_run_fed_by_a_reliability_stage(compose_conf
     the indices and the event's Pf (a perfect surrogate: the anchored Pf is the surrogate's), its figure is drawn,
     and a rerun finds both stages complete."""
     from hydra import initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
 
     from workflows import run
     from workflows.registry import CONF_DIR
 
-    common, events, _ = _linear(0.0)
+    HydraConfig.instance().cfg = None  # no job config left by an earlier in-process composition: its overrides
+    common, events, _ = _linear(0.0)   # would pass on to every stage (an in-process `run` has no command line)
     cfg = compose_config("run")  # in process, study null: each stage composes its own defaults and overrides
     cfg.stages = [
         run.StageConf(name="reliability", workflow="reliability", overrides=[*common, *events,
