@@ -1,7 +1,7 @@
 """Build step that ships the repository's ``conf/`` and ``data/`` inside the ``workflows`` package.
 
 Everything else is declared in ``pyproject.toml``. The top-level folders stay the one source;
-a wheel gets copies at ``workflows/conf`` and ``workflows/data`` (see ``workflows/registry.py``),
+a wheel gets copies at ``workflows/conf`` and ``workflows/data`` (see ``workflows/plumbing/registry.py``),
 while an editable install reads the top-level folders directly.
 """
 from __future__ import annotations

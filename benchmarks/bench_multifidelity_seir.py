@@ -63,8 +63,8 @@ def main() -> None:
 
     from sensitivity.datasets import open_result
     from workflows import multifidelity
-    from workflows.registry import CONF_DIR
-    from workflows.schema import register
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import register
 
     register()
     with initialize_config_dir(str(CONF_DIR), version_base=None):

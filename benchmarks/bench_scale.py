@@ -133,7 +133,7 @@ def child_sweep(n: int, shard: int, shards: int, path: str) -> dict:
 def child_merge(root: str, path: str) -> dict:
     from sensitivity.sweep.merge import merge
     from sensitivity.sweep.merge_plan import plan_merge
-    from workflows.multirun import find_runs
+    from workflows.plumbing.multirun import find_runs
 
     t0 = time.perf_counter()
     plan = plan_merge(find_runs(root), root)

@@ -110,9 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from sensitivity.engine.jacobian import compile_jacobian
-    from workflows.build import engine_from, space_from, surrogate_from
+    from workflows.plumbing.build import engine_from, space_from, surrogate_from
     from workflows.cli import _compose
-    from workflows.schema import register
+    from workflows.plumbing.schema import register
 
     register("sweep")  # the sweep's config schema, as the command line registers it
 

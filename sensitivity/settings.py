@@ -1,6 +1,6 @@
 """Settings of the modules that run TensorFlow, importable without it.
 
-The command line builds its config schemas from these classes (:func:`workflows.schema.schema_of`), so
+The command line builds its config schemas from these classes (:func:`workflows.plumbing.schema.schema_of`), so
 composing a config or printing ``sensitivity --help`` does not import TensorFlow (seconds, and its log lines);
 the modules that run them, :mod:`sensitivity.engine.jacobian`, :mod:`sensitivity.training` and
 :mod:`sensitivity.interop.export`, take their settings and defaults from here.

@@ -27,8 +27,8 @@ def compose_config(tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from workflows.registry import CONF_DIR
-    from workflows.schema import register
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import register
 
     register()
 

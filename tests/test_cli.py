@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import CLI, ROOT
 from workflows import merge
 from workflows.cli import _positional
-from workflows.registry import WORKFLOWS, available
+from workflows.plumbing.registry import WORKFLOWS, available
 
 
 def test_every_workflow_is_listed_with_one_line():
@@ -33,7 +33,7 @@ def test_a_key_appended_past_the_schema_is_refused_with_a_suggestion(compose_con
     import pytest
 
     from sensitivity.errors import ConfigError
-    from workflows.schema import own_config
+    from workflows.plumbing.schema import own_config
 
     own_config(compose_config("sweep", ["grid.seed=3", "+model.kwargs.zz=1"]), "sweep")  # free-form
     with pytest.raises(ConfigError, match=r"unknown key `grid.seeed`: .*did you mean `grid.seed`\?$") as err:
@@ -56,7 +56,7 @@ def test_a_mapping_of_keyword_arguments_given_whole_is_refused_saying_how_to_giv
     from omegaconf import OmegaConf
 
     from workflows.cli import _check_composition, _compose
-    from workflows.schema import register
+    from workflows.plumbing.schema import register
 
     register()
     try:
@@ -76,7 +76,7 @@ def test_a_mapping_of_keyword_arguments_given_whole_is_refused_saying_how_to_giv
 
 def _group_options() -> dict[str, list[str]]:
     """Every config group of ``conf/`` (``hydra/launcher`` included) and its options."""
-    from workflows.registry import CONF_DIR
+    from workflows.plumbing.registry import CONF_DIR
 
     groups = {d.name: d for d in CONF_DIR.iterdir() if d.is_dir() and d.name != "hydra"}
     groups["hydra/launcher"] = CONF_DIR / "hydra" / "launcher"
@@ -94,8 +94,8 @@ def test_every_workflow_composes_with_every_option_of_its_groups_and_fits_its_sc
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from workflows.registry import CONF_DIR, WORKFLOWS
-    from workflows.schema import own_config, register
+    from workflows.plumbing.registry import CONF_DIR, WORKFLOWS
+    from workflows.plumbing.schema import own_config, register
 
     register()
     options = _group_options()
@@ -146,7 +146,7 @@ def test_config_errors_and_printed_configs_import_no_heavy_module(tmp_path):
     in turn and reads ``sys.modules`` after each, so a leak is named with the first call that imported it."""
     script = ("import contextlib, io, json, sys\n"
               "from workflows.cli import main\n"
-              "from workflows.registry import WORKFLOWS\n"
+              "from workflows.plumbing.registry import WORKFLOWS\n"
               f"heavy = {HEAVY!r}\n"
               "calls = [[name, *args] for name in WORKFLOWS for args in (['--cfg', 'job'], ['grid.n=abc'],\n"
               "                                                          ['no_such_key=1'])] + [['init', 'study']]\n"
@@ -178,7 +178,7 @@ def test_an_override_the_application_writes_reads_back_unchanged(value):
     failed to lex (LexerNoViableAltException), which stopped `sensitivity run` in a folder named `stüdy`."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from workflows.naming import override
+    from workflows.plumbing.naming import override
 
     parsed = OverridesParser.create().parse_override(override("output_dir", value))
     assert parsed.key_or_group == "output_dir" and parsed.value() == value
@@ -234,7 +234,7 @@ def test_a_run_directory_on_a_read_only_file_system_is_one_line(tmp_path, monkey
     from omegaconf import OmegaConf
 
     from sensitivity.errors import DataError
-    from workflows.build import output_dir
+    from workflows.plumbing.build import output_dir
 
     def read_only(self, *args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system", str(self))

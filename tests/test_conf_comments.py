@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from workflows.registry import CONF_DIR
-from workflows.schema import _SCHEMAS, register
+from workflows.plumbing.registry import CONF_DIR
+from workflows.plumbing.schema import _SCHEMAS, register
 
 #: A comment line that reads as a YAML mapping entry: ``# key: value`` (a commented-out setting).
 SETTING = re.compile(r"^\s*#\s*([A-Za-z_][A-Za-z0-9_]*):(\s|$)")
@@ -41,7 +41,7 @@ def test_a_schema_sent_to_a_multirun_job_and_back_keeps_its_defaults():
     class must still construct its defaults. Oracle: a dataclass defined in this file, never pickled."""
     import cloudpickle
 
-    from workflows.schema import study_schema
+    from workflows.plumbing.schema import study_schema
 
     register()
     schema = study_schema("sweep", _SCHEMAS)

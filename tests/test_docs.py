@@ -427,8 +427,8 @@ def own_configs() -> dict[str, dict]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from workflows.registry import CONF_DIR, WORKFLOWS
-    from workflows.schema import own_config, register
+    from workflows.plumbing.registry import CONF_DIR, WORKFLOWS
+    from workflows.plumbing.schema import own_config, register
 
     register()
     configs = {}
@@ -448,7 +448,7 @@ def study_config(name: str) -> dict:
     from omegaconf import OmegaConf
 
     from tests.helpers.study_config import compose_in_study, init_study
-    from workflows.schema import own_config
+    from workflows.plumbing.schema import own_config
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = compose_in_study(init_study(Path(tmp) / "study"), name)

@@ -61,8 +61,8 @@ def test_every_workflow_takes_each_of_its_keys_from_one_experiment_file(tmp_path
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from workflows.registry import CONF_DIR
-    from workflows.schema import _SCHEMAS, own_config, own_keys, register
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import _SCHEMAS, own_config, own_keys, register
 
     register()
     every: dict[str, Any] = {}
@@ -95,8 +95,8 @@ def test_an_experiment_chooses_every_study_preset_for_every_workflow(tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from workflows.registry import CONF_DIR
-    from workflows.schema import _SCHEMAS, own_config, register
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import _SCHEMAS, own_config, register
 
     register()
     (tmp_path / "experiment").mkdir()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -137,7 +138,78 @@ def test_an_upward_import_is_caught(tmp_path, importer, line):
 MAX_MODULE_LINES = 500
 
 
-def test_no_library_module_is_over_the_line_limit():
-    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "sensitivity").rglob("*.py"))
+def test_no_library_or_workflow_module_is_over_the_line_limit():
+    long = {str(p.relative_to(ROOT)): n for tree in ("sensitivity", "workflows") for p in sorted((ROOT / tree).rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+#: The application's layers, top down: the entry (``cli``, which dispatches to every command), the commands (one
+#: module per verb), then the report and the plumbing the commands wire with; the library below them all.
+WORKFLOW_ENTRY = "cli"
+
+
+def workflow_layer(module):
+    """``entry``, ``command``, ``report`` or ``plumbing`` for a dotted ``workflows.*`` module name (else None)."""
+    parts = module.split(".")
+    if parts[0] != "workflows" or len(parts) < 2 or parts[1] in ("__init__", "__main__"):
+        return None
+    return {WORKFLOW_ENTRY: "entry", "report": "report", "plumbing": "plumbing"}.get(parts[1], "command")
+
+
+def workflow_imports(workflows):
+    """``(importer, imported)`` dotted names of every ``workflows.*`` import in the ``workflows/`` tree,
+    function-local ones included."""
+    for path in sorted(workflows.rglob("*.py")):
+        importer = ".".join(("workflows",) + path.relative_to(workflows).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                package = (workflows / Path(*node.module.split(".")[1:])).is_dir()  # `from workflows.plumbing import build`
+                names = [f"{node.module}.{a.name}" for a in node.names] if package else [node.module]
+            else:
+                continue
+            yield from ((importer, name) for name in names if name.startswith("workflows."))
+
+
+def layering_faults(workflows):
+    """Imports that break the application's layers: a command importing another command, the plumbing or the
+    report importing a command or the entry, the plumbing importing the report."""
+    allowed = {"entry": {"command", "report", "plumbing"}, "command": {"report", "plumbing"},
+               "report": {"report", "plumbing"}, "plumbing": {"plumbing"}}
+    return [f"{a} -> {b}" for a, b in workflow_imports(workflows)
+            if workflow_layer(a) and workflow_layer(b) and workflow_layer(b) not in allowed[workflow_layer(a)]]
+
+
+def test_a_command_imports_no_other_command_and_the_plumbing_no_command():
+    assert layering_faults(ROOT / "workflows") == []
+
+
+@pytest.mark.parametrize("importer, line", [
+    ("verify.py", "from workflows.propagate import propagation_from"),
+    ("plumbing/build.py", "    from workflows.train import run  # deferred"),
+    ("plumbing/chain.py", "from workflows.report import render_report"),
+])
+def test_a_layering_fault_is_caught(tmp_path, importer, line):
+    workflows = tmp_path / "workflows"
+    shutil.copytree(ROOT / "workflows", workflows, ignore=shutil.ignore_patterns("__pycache__"))
+    target = workflows / importer
+    if line.startswith(" "):
+        line = "def _added():\n" + line + "\n"
+    target.write_text(target.read_text() + "\n" + line + "\n")
+    assert len(layering_faults(workflows)) == 1
+
+
+def test_the_plumbing_modules_import_each_other_without_a_cycle():
+    """Deferred (function-local) imports count: a cycle hidden in a function is still a cycle."""
+    edges = {}
+    for a, b in workflow_imports(ROOT / "workflows"):
+        if a.startswith("workflows.plumbing.") and b.startswith("workflows.plumbing."):
+            edges.setdefault(a, set()).add(b)
+
+    def reaches(start, goal, seen=()):
+        return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, seen + (nxt,)))
+                   for nxt in edges.get(start, ()))
+
+    assert [a for a in edges if reaches(a, a)] == []

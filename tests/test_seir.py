@@ -96,7 +96,7 @@ def test_synthetic_observations_follow_the_documented_noise_model():
 
 def test_space_and_output_match_the_configs(compose_config):
     from sensitivity.outputs.spec import OutputSpec
-    from workflows import build
+    from workflows.plumbing import build
 
     cfg = compose_config("sweep", ["experiment=seir"])
     space = build.space_from(cfg)

@@ -50,7 +50,7 @@ def installed(tmp_path_factory) -> Path:
 
 
 def test_the_wheel_runs_the_default_study_in_an_empty_folder(installed, tmp_path):
-    where = _run([str(installed / "python"), "-c", "import workflows.registry as r; print(r.CONF_DIR)"],
+    where = _run([str(installed / "python"), "-c", "import workflows.plumbing.registry as r; print(r.CONF_DIR)"],
                  cwd=tmp_path).stdout.strip()
     assert Path(where).is_relative_to(installed.parent), where  # the packaged configs, not this checkout's
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}

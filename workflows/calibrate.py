@@ -29,8 +29,8 @@ from sensitivity.analyses.calibration import (
 from sensitivity.analyses.calibration.summary import summary
 from sensitivity.errors import ConfigError
 from sensitivity.sweep.stored import StoredSweep
-from workflows import build, chain
-from workflows.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
+from workflows.plumbing import build, chain
+from workflows.plumbing.schema import (GridConf, ObservationsConf, PriorConf, SurrogateStudyConf, kinds_schema, schema_of,
                               settings_from)
 
 log = logging.getLogger(__name__)

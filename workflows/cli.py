@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-from workflows.registry import CONF_DIR, WORKFLOWS, available
+from workflows.plumbing.registry import CONF_DIR, WORKFLOWS, available
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -78,7 +78,7 @@ def _positional(module, overrides: list[str]) -> list[str]:
     key = getattr(module, "POSITIONAL", None)
     if key and overrides and not overrides[0].startswith("-") and (
             "=" not in overrides[0] or Path(overrides[0]).exists()):
-        from workflows.naming import override
+        from workflows.plumbing.naming import override
 
         return [override(key, overrides[0]), *overrides[1:]]
     return overrides
@@ -88,9 +88,9 @@ def _hydra_main(name: str, overrides: list[str]) -> None:
     import hydra
 
     from sensitivity.errors import SensitivityError, VerificationFailed
-    from workflows.naming import register_resolver
-    from workflows.runner import run_workflow
-    from workflows.schema import register
+    from workflows.plumbing.naming import register_resolver
+    from workflows.plumbing.runner import run_workflow
+    from workflows.plumbing.schema import register
 
     register(name)
     register_resolver()
@@ -135,7 +135,7 @@ def _check_composition(name: str, overrides: list[str]) -> None:
     """Compose the job's config as Hydra will, and turn a composition error into one line (exit 2).
 
     With ``--cfg job`` (``-c job``) print the composed config with only this workflow's keys instead
-    (:func:`workflows.schema.own_config`): an experiment file's keys for other workflows are left out.
+    (:func:`workflows.plumbing.schema.own_config`): an experiment file's keys for other workflows are left out.
     """
     import yaml
     from hydra.core.global_hydra import GlobalHydra
@@ -144,8 +144,8 @@ def _check_composition(name: str, overrides: list[str]) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from sensitivity.errors import SensitivityError
-    from workflows.build import check_study
-    from workflows.schema import own_config
+    from workflows.plumbing.build import check_study
+    from workflows.plumbing.schema import own_config
 
     args, show, config_dir = _config_overrides(overrides)
     try:
@@ -191,7 +191,7 @@ def _compose(name: str, overrides: list[str], config_dir: str | None):
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from workflows.naming import register_resolver
+    from workflows.plumbing.naming import register_resolver
 
     register_resolver()
     GlobalHydra.instance().clear()
@@ -240,7 +240,7 @@ def _one_line(err: BaseException) -> str:
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from sensitivity.errors import SensitivityError, yaml_reason
-    from workflows.schema import suggest_for
+    from workflows.plumbing.schema import suggest_for
 
     if isinstance(err, SensitivityError):
         return str(err)

@@ -26,8 +26,8 @@ from sensitivity.errors import ConfigError
 from sensitivity.sweep.designs import make_grid
 from sensitivity.interop.pest import calibration_point, write_pest_at
 from sensitivity.settings import ExportSettings
-from workflows import build, chain
-from workflows.schema import SurrogateStudyConf, schema_of
+from workflows.plumbing import build, chain
+from workflows.plumbing.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from sensitivity.analyses import indices
 from sensitivity.analyses.indices.summary import summary
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.fields import field_cells
-from workflows import build, chain
-from workflows.schema import SurrogateStudyConf, schema_of
+from workflows.plumbing import build, chain
+from workflows.plumbing.schema import SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 

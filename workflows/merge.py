@@ -16,9 +16,9 @@ from omegaconf import DictConfig
 
 from sensitivity.sweep.merge import merge
 from sensitivity.sweep.merge_plan import MissingShards, plan_merge
-from workflows import build
-from workflows.multirun import find_runs, rerun_command
-from workflows.schema import schema_of
+from workflows.plumbing import build
+from workflows.plumbing.multirun import find_runs, rerun_command
+from workflows.plumbing.schema import schema_of
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def run(cfg: DictConfig) -> Path:
 def study_of(cfg: DictConfig) -> list[str]:
     """The overrides choosing the study (``experiment=``, ``model=``, ``space=``) that every shard was run with,
     for the next command's hint."""
-    from workflows.runner import STUDY_KEYS
+    from workflows.plumbing.runner import STUDY_KEYS
 
     runs = find_runs(Path(cfg.input_dir).expanduser(), cfg.file)
     shared = set.intersection(*(set(r.overrides) for r in runs)) if runs else set()

@@ -36,8 +36,8 @@ from omegaconf import DictConfig
 from sensitivity.analyses import multifidelity as mf
 from sensitivity.analyses.verify import anchored_pf
 from sensitivity.simulators.runner import RunnerSettings
-from workflows import build
-from workflows.schema import SimulatorConf, SurrogateStudyConf, schema_of
+from workflows.plumbing import build
+from workflows.plumbing.schema import SimulatorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ def check(cfg: DictConfig) -> tuple[Any, mf.MultifidelityStudy, RunnerSettings]:
 def _reliability_of(cfg: DictConfig, space) -> Optional[Path]:
     """The reliability.nc ``multifidelity.reliability`` (verified, of this space, with importance sampling), or
     None; read when the study runs (an earlier stage of ``sensitivity run`` may write it)."""
-    from workflows import chain
-    from workflows.reliability import reliability_events
+    from workflows.plumbing import chain
+    from workflows.plumbing.reliability_settings import reliability_events
 
     if not cfg.multifidelity.reliability:
         return None
@@ -180,7 +180,7 @@ def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settin
     simulator's runs recorded as ``simulator_reliability_<k>.nc`` (named in ``files``)."""
     from sensitivity.analyses.reliability import plan
     from sensitivity.simulators.runner import run_simulator
-    from workflows.reliability import reliability_events
+    from workflows.plumbing.reliability_settings import reliability_events
 
     recorded, read = reliability_events(path, "multifidelity.reliability")
     picked = plan(space, surrogate.output, recorded)

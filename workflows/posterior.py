@@ -22,11 +22,11 @@ from typing import List, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from workflows import build, chain
+from workflows.plumbing import build, chain
 from sensitivity.analyses.posterior import NUTS, Sampling, initial_points, sample_posterior
 from sensitivity.analyses.posterior.summary import summary
 from sensitivity.runtime.progress import progress_bar
-from workflows.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
+from workflows.plumbing.schema import ObservationsConf, PriorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 

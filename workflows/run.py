@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError
-from workflows import build
+from workflows.plumbing import build
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,11 @@ def run(cfg: DictConfig) -> Path:
     """
     from hydra import compose
 
-    from workflows.naming import override
+    from workflows.plumbing.naming import override
     from workflows.report import render_report
-    from workflows.registry import WORKFLOWS
-    from workflows.runner import check_workflow, run_workflow
-    from workflows.schema import register
+    from workflows.plumbing.registry import WORKFLOWS
+    from workflows.plumbing.runner import check_workflow, run_workflow
+    from workflows.plumbing.schema import register
 
     if not cfg.stages:
         raise ConfigError("`stages` is empty: the study's experiment file lists the stages (see "

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from workflows import build
-from workflows.schema import SweepConf
+from workflows.plumbing import build
+from workflows.plumbing.schema import SweepConf
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     """Compute the sweep into ``out`` through the sweep store (resuming the verified parts of an interrupted run)."""
     from sensitivity.datasets import check_disk_space, provenance
     from sensitivity.sweep.designs import shard_bounds
-    from workflows.model_inputs import model_inputs_hash
+    from workflows.plumbing.model_inputs import model_inputs_hash
 
     surrogate = build.surrogate_from(cfg, space)  # imports TensorFlow quietly, before the engine's modules do
     from sensitivity.sweep.stream import point_bytes, sweep

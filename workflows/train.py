@@ -30,21 +30,14 @@ from omegaconf import DictConfig
 
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.sweep.from_file import read_samples
-from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
-from workflows import build
-from workflows.schema import GridConf, JacobianConf, ModelConf, SimulatorConf, SpaceConf, schema_of
-from workflows.training_design import training_grid
-from workflows.training_network import ConvConf, conv_trunk
+from sensitivity.settings import EngineSettings
+from workflows.plumbing import build
+from workflows.plumbing.schema import GridConf, JacobianConf, ModelConf, SimulatorConf, SpaceConf
+from workflows.plumbing.training_design import training_grid
+from workflows.plumbing.training_network import ConvConf
+from workflows.plumbing.training_settings import NetworkConf, PlanConf, WarnConf, training_settings
 
 log = logging.getLogger(__name__)
-
-
-NetworkConf = schema_of(TrainSettings, "NetworkConf", keys=("hidden", "activation", "learning_rate", "batch_size",
-                                                         "epochs", "patience", "log_output",
-                                                         "jacobian_weight"))
-WarnConf = schema_of(Thresholds, "WarnConf", keys=("warn_r2", "warn_jacobian"),
-                     rename={"warn_r2": "r2", "warn_jacobian": "jacobian"})
-PlanConf = schema_of(TrainingPlan, "PlanConf")
 
 
 @dataclass
@@ -55,7 +48,7 @@ class TrainingConf(NetworkConf, WarnConf, PlanConf, ConvConf):
     data: Optional[str] = None               # .nc or .csv of samples: trained on instead of simulating the grid
     log_inputs: Optional[List[str]] = None   # null: the parameters with scale: log
     log_every: int = 100                     # one progress line every this many epochs
-    runs: Optional[int] = None               # the training size: simulator runs of the `grid` design (workflows.training_design)
+    runs: Optional[int] = None               # the training size: simulator runs of the `grid` design (workflows.plumbing.training_design)
 
 
 @dataclass
@@ -105,15 +98,6 @@ def run(cfg: DictConfig) -> Path:
     if cfg.export_dir:
         _export([model_path, results.path("training.nc")], Path(cfg.export_dir))
     return model_path
-
-
-def training_settings(t: DictConfig, space, input_fields=None) -> tuple[TrainSettings, TrainingPlan, Thresholds]:
-    """The network, plan and warning thresholds of a ``training`` section (this run's, or one recorded in a
-    training.nc) and the ``input_fields`` of a convolutional trunk."""
-    log_inputs = t.log_inputs if t.log_inputs is not None else [p.name for p in space.parameters if p.scale == "log"]
-    return (build.settings(TrainSettings, t, log_inputs=tuple(log_inputs),
-                           conv=conv_trunk(t, build.plain(input_fields))), build.settings(TrainingPlan, t),
-            Thresholds(r2=t.warn_r2, jacobian=t.warn_jacobian))
 
 
 def _simulator_jacobian(t: DictConfig, shape: tuple[int, ...] | None):
@@ -176,7 +160,7 @@ def _samples(cfg: DictConfig, space, simulator, kept, fingerprint: str) -> tuple
                           "is required")
     import hashlib
 
-    from workflows.model_inputs import simulator_hash
+    from workflows.plumbing.model_inputs import simulator_hash
 
     x = training_grid(cfg, space).points()
     key = hashlib.sha256((fingerprint + simulator_hash(cfg.training.simulator)).encode()

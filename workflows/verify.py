@@ -20,7 +20,7 @@ of the analysis and a reliability.nc can be verified (and refined) after the fac
 compared with the analysis's own uncertainty (:mod:`sensitivity.analyses.verify`), with a verdict each: the surrogate error below
 the sampling error, or not. On an ensemble surrogate the members' spread at the same points is reported beside the
 error. Every consumed result is verified first and must have been computed with this run's surrogate, space and
-observations (:mod:`workflows.chain`).
+observations (:mod:`workflows.plumbing.chain`).
 
 With ``refine.rounds`` > 0 an ensemble surrogate is refined (:func:`sensitivity.analyses.verify.refine`): each round
 adds ``refine.runs_per_round`` simulator runs among those points, where the members disagree most (with a
@@ -53,9 +53,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sensitivity.analyses.verify import RefinePlan, VerdictSettings, VerifyPlan
 from sensitivity.analyses.verify.summary import summary
-from workflows import build, chain
-from workflows.reliability import reliability_events
-from workflows.schema import ObservationsConf, SimulatorConf, SurrogateStudyConf, schema_of
+from workflows.plumbing import build, chain
+from workflows.plumbing.reliability_settings import reliability_events
+from workflows.plumbing.verify_checks import Checks, Kept, parameter_coords, recorded_propagation
+from workflows.plumbing.schema import ObservationsConf, SimulatorConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def run(cfg: DictConfig) -> Path:
     if "reliability" in chosen:
         reliability_events(chosen["reliability"], "verify.reliability")  # one-line errors before any simulator run
     if "propagation" in chosen:
-        _recorded_propagation(chosen["propagation"])
+        recorded_propagation(chosen["propagation"])
     verdict = build.settings(VerdictSettings, v)
     simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
@@ -143,7 +144,7 @@ def run(cfg: DictConfig) -> Path:
 
                 from sensitivity.store.checkpoints import Checkpoints
 
-                from workflows.model_inputs import simulator_hash
+                from workflows.plumbing.model_inputs import simulator_hash
 
                 kept = Kept(Checkpoints(results.path(PARTS)),
                             build.fingerprint(results.fingerprint, simulator_hash(v.simulator)))
@@ -183,22 +184,6 @@ def _check_sobol_intervals(path: Path) -> None:
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
-
-
-def _recorded_propagation(path: Path):
-    """``(recorded config, settings)`` of a propagation.nc (:class:`~sensitivity.analyses.propagation.Propagation`);
-    a one-line error when it ran no Monte Carlo (whose sample verify redraws)."""
-    from sensitivity.datasets import open_result
-    from sensitivity.errors import ConfigError
-    from workflows.propagate import propagation_from
-
-    with open_result(path) as ds:
-        recorded = OmegaConf.create(ds.attrs.get("config", "{}"))
-    methods = list(OmegaConf.select(recorded, "propagation.methods", default=[]) or [])
-    if "monte_carlo" not in methods:
-        raise ConfigError(f"`verify.propagation`: {path} ran {methods}; verify redraws its Monte Carlo sample: run "
-                          "propagate with `monte_carlo` among its methods")
-    return recorded, propagation_from(recorded.propagation)
 
 
 def _simulator_of_training(cfg: DictConfig) -> None:
@@ -270,7 +255,7 @@ def _checks_dataset(parts: list, spec, space):
     from sensitivity.outputs.axes import flat_coords, unstack_output
 
     return unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
-        {**flat_coords(spec), **_parameter_coords(space)}), spec)
+        {**flat_coords(spec), **parameter_coords(space)}), spec)
 
 
 def _verdict_variable(key: str) -> str:
@@ -291,7 +276,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
     from sensitivity.settings import EngineSettings
     from sensitivity.store.checkpoints import Checkpoints
     from sensitivity.training import train_surrogate
-    from workflows.train import training_settings
+    from workflows.plumbing.training_settings import training_settings
 
     if checks.ensemble is None:
         raise ConfigError("`refine.rounds` > 0 needs an ensemble surrogate (its members' disagreement chooses the "
@@ -358,228 +343,4 @@ def _refined_checks(parts: list, spec, space):
         variable.attrs["long_name"] = f"refined ensemble: {variable.attrs.get('long_name', name)}"
     return ds.rename({name: f"refined_{name}" for name in ds.data_vars})
 
-
-@dataclass(frozen=True)
-class Kept:
-    """Where a run keeps its finished work (:class:`sensitivity.store.checkpoints.Checkpoints`) and the fingerprint
-    of the run's result set and the simulator's code, which the kept simulator runs' fingerprints extend."""
-
-    store: Any
-    fingerprint: str
-
-
-@dataclass
-class Checks:
-    """The checks of one verification: the surrogate, its ensemble engine when it has one, the simulator."""
-
-    cfg: DictConfig
-    space: Any
-    surrogate: Any
-    simulator: Any
-    plan: VerifyPlan
-    obs_path: Path | None
-    verdict: VerdictSettings
-    kept: Kept  # the simulator's runs, kept for a rerun after a kill
-    cache: dict = field(default_factory=dict)  # the simulator's outputs by point set: a refinement runs it once
-
-    def __post_init__(self) -> None:
-        self.engine = build.engine_from(self.cfg, self.surrogate, self.space)
-        self.ensemble = build.ensemble_from(self.cfg, self.surrogate)
-
-    def calibration(self, path: Path):
-        from sensitivity.analyses.verify import verify_calibration
-
-        observations = self._observations("calibration")
-        points = self.points("calibration", path)
-        se = _best_standard_error(path, self.space.names)
-        _, jacobian = self.engine.flat_value_and_jacobian(points[:1])
-        log.info("verify: calibration %s: the simulator at the best fit and %d other minima", path, len(points) - 1)
-        return verify_calibration(self._simulate, self.engine.flat_values, jacobian[0].astype(float), points, se,
-                                  observations, member_std=self._member_std, floor=self._floor)
-
-    def posterior(self, path: Path):
-        from sensitivity.analyses.verify import gaussian_log_likelihood, verify_posterior
-        from sensitivity.datasets import open_result
-
-        observations = self._observations("posterior")
-        draws = self.points("posterior", path)
-        with open_result(path) as ds:
-            mcse = _in_order(ds, "mcse_mean", self.space.names)
-            emulator = "emulator" in str(ds.attrs.get("likelihood", ""))
-        values = self.engine.flat_values(draws).astype(float)
-        spread = self._member_std(draws) ** 2 if emulator and self.ensemble is not None else None
-        log.info("verify: posterior %s: the simulator at %d draws", path, len(draws))
-        return verify_posterior(self._simulate, gaussian_log_likelihood(values, observations, spread), draws, mcse,
-                                observations, surrogate=self.engine.flat_values, member_std=self._member_std,
-                                floor=self._floor)
-
-    def indices(self, path: Path):
-        from sensitivity.analyses.verify import verify_sobol
-        from sensitivity.datasets import open_result
-
-        with open_result(path) as ds:
-            half = {key: _half_widths(ds, f"sobol_{key}_interval", self.surrogate.output) for key in ("S1", "ST")}
-        rows = self.points("indices", path)
-        log.info("verify: indices %s: the simulator at the first %d base rows of its Sobol' design (%d runs)", path,
-                 self.plan.sobol_rows, len(rows))
-        return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
-                            member_std=self._member_std, settings=self.verdict)
-
-    def reliability(self, path: Path):
-        from sensitivity.analyses.verify.reliability import verify_reliability
-
-        settings, read = reliability_events(path, "verify.reliability")
-        nataf = self._reliability_plan(settings).nataf
-        found = read(self._reliability_plan(settings).indices)
-        log.info("verify: reliability %s: the simulator at the design points and %d + %d importance samples of each "
-                 "of %d events", path, self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta))
-        return verify_reliability(self._simulate, self.engine.flat_values, nataf.to_physical, found,
-                                  failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
-                                  seed=self.cfg.seed)
-
-    def propagation(self, path: Path):
-        from sensitivity.analyses.verify.propagation import recorded_half_widths, verify_propagation
-        from sensitivity.datasets import open_result
-
-        level = _recorded_propagation(path)[1].level
-        with open_result(path) as ds:
-            half = recorded_half_widths(ds, self.surrogate.output.dim_names, level)
-        sample = self._propagation_sample(path)
-        runs = min(self.plan.propagation_runs, len(sample))
-        log.info("verify: propagation %s: the simulator at the first %d of its %d Monte Carlo points, the surrogate "
-                 "at all", path, runs, len(sample))
-        return verify_propagation(self._simulate, self.engine.flat_values, sample, runs, half, level=level,
-                                  settings=self.verdict, member_std=self._member_std)
-
-    def _propagation_sample(self, path: Path) -> np.ndarray:
-        """``[N, n]`` the Monte Carlo sample of the propagation ``path``, redrawn from its recorded inputs, settings
-        and seed (:func:`~sensitivity.analyses.propagation.monte_carlo.sample_points`)."""
-        from sensitivity.analyses.propagation.monte_carlo import sample_points
-        from workflows.propagate import inputs_from
-
-        recorded, settings = _recorded_propagation(path)
-        inputs, _ = inputs_from(recorded, self.space)
-        return sample_points(inputs, self.surrogate.output_size, **settings.monte_carlo.kwargs(),
-                             seed=int(recorded.seed))
-
-    def _reliability_candidates(self, path: Path) -> np.ndarray:
-        """``[P, n]`` every event's design points and ``failure_runs + safe_runs`` draws of its importance-sampling
-        proposal (near its limit state): the candidates of a refinement, run where the U-function is lowest."""
-        settings, read = reliability_events(path, "verify.reliability")
-        p = self._reliability_plan(settings)
-        u = read(p.indices).near_limit_state(self.plan.failure_runs + self.plan.safe_runs, self.cfg.seed)
-        return p.nataf.to_physical(u)
-
-    def u_priority(self, path: Path):
-        """The U-function of the reliability result ``path``'s events (lowest first,
-        :func:`~sensitivity.analyses.verify.reliability.u_function`) as a refinement's priority."""
-        from sensitivity.analyses.verify.reliability import u_function
-
-        settings, read = reliability_events(path, "verify.reliability")
-        found = read(self._reliability_plan(settings).indices)
-        return lambda values: u_function(values, found)
-
-    def _reliability_plan(self, settings):
-        from sensitivity.analyses.reliability import plan
-
-        return plan(self.space, self.surrogate.output, settings)
-
-    def points(self, key: str, path: Path) -> np.ndarray:
-        """``[P, n]`` the points the analysis ``key`` (its result ``path``) is verified at."""
-        from sensitivity.datasets import open_result, read_draws
-
-        if key == "reliability":
-            return self._reliability_candidates(path)
-        if key == "propagation":
-            return self._propagation_sample(path)[:self.plan.propagation_runs]
-        if key == "calibration":
-            return build.calibration_minima(path, self.space.names)
-        if key == "posterior":
-            return self.plan.posterior_subset(read_draws(path, self.space.names).values)
-        from sensitivity.analyses.indices import sobol
-
-        with open_result(path) as ds:
-            recorded = OmegaConf.create(ds.attrs["config"])
-        replicates = recorded.intervals.replicates if recorded.intervals.method == "rqmc" else 1
-        design = sobol.sample(self.space, recorded.sobol.n, seed=recorded.seed, replicates=replicates)
-        return self.plan.design_rows(design, len(self.space))
-
-    def _simulate(self, points: np.ndarray) -> np.ndarray:
-        import hashlib
-
-        key = hashlib.sha256(np.ascontiguousarray(points, float).tobytes()).hexdigest()
-        if key not in self.cache:
-            self.cache[key] = self._simulated(points, key)
-        return self.cache[key]
-
-    def _simulated(self, points: np.ndarray, key: str) -> np.ndarray:
-        """The simulator's flat outputs at ``points`` (whose hash is ``key``): kept by an interrupted run, or run and
-        kept."""
-        name, fingerprint = f"simulated-{key[:16]}", f"{self.kept.fingerprint}:{key}"
-        entry = self.kept.store.load(name, fingerprint)
-        if entry is not None:
-            log.info("verify: the simulator's %d runs reused from an interrupted run (%s)", len(points), entry)
-            return np.load(entry / "y.npy")
-        y = self.simulator(points).reshape(len(points), -1)
-        self.kept.store.save(name, fingerprint, lambda tmp: np.save(tmp / "y.npy", y))
-        return y
-
-    @property
-    def _floor(self) -> np.ndarray:
-        """``[n]`` the absolute floor of a shift of an estimate or a posterior mean [parameter units]."""
-        return self.verdict.shift_floor(self.space.bounds)
-
-    @property
-    def members(self):
-        """The ensemble's members' values ``[P, n] -> [K, P, m]`` (None for one model)."""
-        if self.ensemble is None:
-            return None
-        k = self.ensemble.members
-        return lambda points: self.ensemble.values(points).reshape(k, len(points), -1).astype(float)
-
-    @property
-    def _member_std(self):
-        """The ensemble's predictive spread ``[P, n] -> [P, m]`` (None for one model)."""
-        if self.ensemble is None:
-            return None
-        k = self.ensemble.members
-
-        def spread(points: np.ndarray) -> np.ndarray:
-            values = self.ensemble.values(points).reshape(k, len(points), -1).astype(float)
-            return np.sqrt((1 + 1 / k) * values.var(axis=0, ddof=1))
-
-        return spread
-
-    def _observations(self, what: str):
-        from sensitivity.analyses.calibration import ObservationModel
-        from sensitivity.analyses.calibration.observations import read_observations
-
-        obs = read_observations(self.obs_path, self.surrogate.output)
-        return ObservationModel.from_arrays(obs.values, **obs.errors())
-
-
-def _best_standard_error(path: Path, names: list[str]) -> np.ndarray:
-    """``[n]`` the standard errors of a calibration's best start, in the order ``names``."""
-    from sensitivity.datasets import open_result
-
-    with open_result(path) as ds:
-        return _in_order(ds.isel(start=int(ds["best_start"])), "standard_error", names)
-
-
-def _in_order(ds, variable: str, names: list[str]) -> np.ndarray:
-    order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
-    return ds[variable].values[order].astype(float)
-
-
-def _half_widths(ds, variable: str, spec) -> np.ndarray:
-    """``[d, m]`` half-widths of an index's sampling interval on the model's flat outputs (checked present by
-    :func:`_check_sobol_intervals`)."""
-    interval = ds[variable].transpose("parameter", *spec.dim_names, "bound").values
-    return 0.5 * (interval[..., 1] - interval[..., 0]).reshape(interval.shape[0], -1)
-
-
-def _parameter_coords(space) -> dict:
-    from sensitivity.outputs.labels import parameter_coords
-
-    return parameter_coords(space.names, space.units)
 

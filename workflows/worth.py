@@ -26,9 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.worth import WorthSettings, worth, worth_ensemble
 from sensitivity.errors import ConfigError, DataError
-from workflows import build, chain
-from workflows.propagate import PredictiveConf
-from workflows.schema import ObservationsConf, SurrogateStudyConf, schema_of
+from workflows.plumbing import build, chain
+from workflows.plumbing.propagation_settings import PredictiveConf
+from workflows.plumbing.schema import ObservationsConf, SurrogateStudyConf, schema_of
 
 log = logging.getLogger(__name__)
 

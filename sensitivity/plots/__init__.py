@@ -2,5 +2,5 @@
 
 Every figure lays out the model's outputs through :mod:`sensitivity.plots.layout` (a panel per label,
 the numeric coordinate as x with its units, fields as maps), whatever the output's shape.
-The backend is the caller's choice: the workflows select Agg (``workflows.build.file_backend``), a notebook keeps its own.
+The backend is the caller's choice: the workflows select Agg (``workflows.plumbing.build.file_backend``), a notebook keeps its own.
 """

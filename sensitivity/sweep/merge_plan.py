@@ -1,6 +1,6 @@
 """The plan of a merge: which shards of a multirun form one computation, checked before anything is read.
 
-The application (``workflows.multirun``) reads a multirun's job directories into :class:`Run` objects;
+The application (``workflows.plumbing.multirun``) reads a multirun's job directories into :class:`Run` objects;
 :func:`plan_merge` checks that they are one computation split cleanly -- every grid index exactly once (no gap, no
 overlap), the same resolved config except the shard keys, the same surrogate -- and refuses with a one-line
 :class:`~sensitivity.errors.DataError` naming the missing or mismatched shards. When the multirun also swept
@@ -150,7 +150,7 @@ def plan_merge(runs: Sequence[Run], root: str | Path, *, shard_key: str = SHARD_
     Parameters
     ----------
     runs
-        The jobs (``workflows.multirun.find_runs`` reads a Hydra multirun's).
+        The jobs (``workflows.plumbing.multirun.find_runs`` reads a Hydra multirun's).
     root
         The multirun directory (named in messages).
     shard_key, num_shards_key

@@ -49,8 +49,8 @@ def run_stages(study: Path, run_dir: Path, *overrides: str) -> dict[str, Path]:
     """Run :data:`STAGES` in this process, composed on the study's config path as the command line composes
     them, from the study folder (the caller changes into it); returns each stage's result path."""
     from workflows.cli import _compose
-    from workflows.runner import run_workflow
-    from workflows.schema import register
+    from workflows.plumbing.runner import run_workflow
+    from workflows.plumbing.schema import register
 
     register()
     results: dict[str, Path] = {}

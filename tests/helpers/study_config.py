@@ -22,9 +22,9 @@ def compose_in_study(study: Path, name: str, overrides: list[str] | None = None)
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from workflows.naming import register_resolver
-    from workflows.registry import CONF_DIR
-    from workflows.schema import register
+    from workflows.plumbing.naming import register_resolver
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import register
 
     register()
     register_resolver()

@@ -20,7 +20,7 @@ from sensitivity.sweep.stored import StoredSweep
 from sensitivity.errors import DataError
 from sensitivity.sweep.merge import merge, merged_attrs, whole_grid_config
 from sensitivity.sweep.merge_plan import MissingShards, plan_merge
-from workflows.multirun import find_runs, rerun_command
+from workflows.plumbing.multirun import find_runs, rerun_command
 from tests.helpers.cf import cf_errors
 
 SLOPES = {"a": 1.0, "b": -2.0}

@@ -97,7 +97,7 @@ def test_a_salib_problem_file_is_the_space_its_results_record_and_are_checked_ag
     import yaml
 
     from sensitivity.errors import SensitivityError
-    from workflows.runner import run_workflow
+    from workflows.plumbing.runner import run_workflow
 
     problem_path = tmp_path / "problem.json"
     problem_path.write_text(json.dumps(PROBLEM))

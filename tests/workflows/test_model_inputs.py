@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from sensitivity.errors import ConfigError
-from workflows.model_inputs import model_files, model_inputs_hash
+from workflows.plumbing.model_inputs import model_files, model_inputs_hash
 
 MODEL = """\
 import numpy as np
@@ -108,7 +108,7 @@ def test_a_package_model_is_its_module_alone_its_imports_left_to_the_versions():
 
 
 def test_a_missing_declared_input_is_refused_by_the_checks_before_any_run_directory(study):
-    from workflows.build import check_study
+    from workflows.plumbing.build import check_study
 
     with pytest.raises(ConfigError, match=r"^`model.depends_on`: 'gone.csv' does not exist$"):
         check_study(model_cfg(depends_on=["gone.csv"]))

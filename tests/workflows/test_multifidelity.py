@@ -142,7 +142,7 @@ def test_multifidelity_is_a_stage_of_run_fed_by_a_reliability_stage(compose_conf
     from hydra.core.hydra_config import HydraConfig
 
     from workflows import run
-    from workflows.registry import CONF_DIR
+    from workflows.plumbing.registry import CONF_DIR
 
     HydraConfig.instance().cfg = None  # no job config left by an earlier in-process composition: its overrides
     common, events, _ = _linear(0.0)   # would pass on to every stage (an in-process `run` has no command line)

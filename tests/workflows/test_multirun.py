@@ -139,8 +139,8 @@ def test_launcher_configs_compose(launcher, target):
     from hydra.core.plugins import Plugins
     from hydra.plugins.launcher import Launcher
 
-    from workflows.registry import CONF_DIR
-    from workflows.schema import register
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import register
 
     if launcher == "slurm":
         pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the `slurm` extra is not installed")

@@ -197,7 +197,7 @@ def test_a_rank_deficient_calibration_is_sampled_where_its_gaussian_is_undefined
 
 
 def test_a_space_prior_says_it_leaves_the_spaces_correlation_out(compose_config, tmp_path, caplog):
-    from workflows import build
+    from workflows.plumbing import build
 
     corr = "space.correlation=[[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 1.0]]"
     for overrides, warned in (([corr], True), ([], False)):
@@ -234,7 +234,7 @@ def test_lognormal_and_log_uniform_inputs_are_fitted_and_sampled_in_log_x_by_def
     """The default `log_parameters` (null): `scale: log`, and the inputs whose law is one of log x on x > 0 (lognormal,
     log-uniform, not shifted by a loc, not truncated at 0); an explicit list, even empty, is taken as it is."""
     from sensitivity.inputs.space import ParameterSpace
-    from workflows.build import log_mask_from
+    from workflows.plumbing.build import log_mask_from
 
     def law(kind, **params):
         return {"kind": kind, **params}

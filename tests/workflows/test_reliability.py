@@ -68,7 +68,7 @@ def test_linear_series_of_correlated_normals_is_the_closed_form_per_day_and_thre
      "parameter 'd': reliability needs a proper continuous distribution"),
 ])
 def test_bad_input_fails_in_one_line_before_the_model_loads(compose_config, tmp_path, monkeypatch, override, message):
-    from workflows import build
+    from workflows.plumbing import build
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded")
@@ -86,7 +86,7 @@ def test_the_sum_over_days_of_a_linear_series_is_the_closed_form_and_verify_refu
     """f = sum_d (W_d x + c_d) of correlated normals: beta = (T - m) / s and Pf = Phi(-beta) exactly, from
     ``event.functionals``; a consumer of reliability.nc that compares the simulator's picked outputs refuses it in
     one line."""
-    from workflows.reliability import reliability_events
+    from workflows.plumbing.reliability_settings import reliability_events
 
     thresholds = [0.0, 5.0, 10.0]
     cfg = compose_config("reliability", linear_model() + space(NORMALS, CORRELATION.tolist()) + FAST + [
@@ -125,7 +125,7 @@ def test_seir_daily_new_infections_above_20_thresholds_on_100_days_in_one_call(c
           f"{ds['evaluations'].values.tolist()}")
     assert ds["pf"].shape == (2, 20, 100) and ds["pf"].dims == ("reliability_method", "threshold", "day")
     from sensitivity.analyses.reliability import nataf
-    from workflows import build
+    from workflows.plumbing import build
 
     space_ = build.space_from(cfg)
     engine = build.engine_from(cfg, build.surrogate_from(cfg, space_), space_)

@@ -380,7 +380,7 @@ def _failed_verification_runs(compose_config, tmp_path, caplog) -> tuple[list[by
     from hydra import initialize_config_dir
 
     from workflows import run
-    from workflows.registry import CONF_DIR
+    from workflows.plumbing.registry import CONF_DIR
     from workflows.run import StageConf
 
     common = ["jacobian=float64", "jacobian.jit_compile=false"]

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers.cf import cf_report
 from workflows import run
-from workflows.registry import CONF_DIR
+from workflows.plumbing.registry import CONF_DIR
 
 pytestmark = pytest.mark.slow
 

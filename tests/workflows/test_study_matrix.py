@@ -43,8 +43,8 @@ def run(study, monkeypatch):
     """``run(workflow, shape, *overrides, into=workflow)``: compose as the command line does and run in
     ``runs/<shape>/<into>``; returns the result path."""
     from workflows.cli import _compose
-    from workflows.runner import run_workflow
-    from workflows.schema import register
+    from workflows.plumbing.runner import run_workflow
+    from workflows.plumbing.schema import register
 
     register()
     monkeypatch.chdir(study)

@@ -125,8 +125,8 @@ def test_corrupt_dataset_fails_with_one_line_and_exit_code_2(tmp_path):
 ])
 def test_the_training_size_is_training_runs_and_grid_n_is_the_sweeps(compose_config, caplog, overrides, runs,
                                                                       warned):
-    from workflows import build
-    from workflows.training_design import training_grid
+    from workflows.plumbing import build
+    from workflows.plumbing.training_design import training_grid
 
     cfg = compose_config("train", overrides)
     with caplog.at_level("WARNING"):
@@ -141,8 +141,8 @@ def test_the_training_size_is_training_runs_and_grid_n_is_the_sweeps(compose_con
 
 def test_a_study_from_init_trains_on_training_runs_and_sweeps_grid_n(tmp_path, caplog):
     from tests.helpers.study_config import compose_in_study, init_study
-    from workflows import build
-    from workflows.training_design import training_grid
+    from workflows.plumbing import build
+    from workflows.plumbing.training_design import training_grid
 
     study = init_study(tmp_path / "study")
     cfg = compose_in_study(study, "train")

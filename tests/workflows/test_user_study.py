@@ -11,7 +11,7 @@ import yaml
 
 from tests.helpers import CLI
 from workflows.init import FILES
-from workflows.naming import run_name
+from workflows.plumbing.naming import run_name
 
 
 def test_run_names_are_short_safe_and_stable():

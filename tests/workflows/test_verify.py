@@ -108,7 +108,8 @@ def _relative_rms(path, points: np.ndarray) -> float:
 def test_refinement_retrains_an_under_trained_ensemble_where_its_members_disagree(compose_config, tmp_path, caplog):
     from sensitivity.analyses.indices import sobol
     from sensitivity.sweep.from_file import read_samples
-    from workflows import build, train
+    from workflows import train
+    from workflows.plumbing import build
 
     common = ["model=ishigami", "space=ishigami", "jacobian=float64", "jacobian.jit_compile=false"]
     source = train.run(compose_config("train", [
@@ -377,7 +378,7 @@ def test_refinement_of_a_reliability_runs_near_its_limit_state_where_the_u_funct
     from sensitivity.analyses.reliability import nataf
     from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
     from sensitivity.store.checkpoints import Checkpoints
-    from workflows import build
+    from workflows.plumbing import build
 
     cfg, s, result = _linear_reliability(compose_config, tmp_path, 0.0, ["verify.failure_runs=5",
                                                                          "verify.safe_runs=3"])
@@ -487,7 +488,7 @@ def test_the_redrawn_propagation_sample_is_the_one_it_ran_and_its_first_runs_are
     through the surrogate; a refinement's candidates are the verified runs, its first verify.propagation_runs."""
     from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
     from sensitivity.store.checkpoints import Checkpoints
-    from workflows import build
+    from workflows.plumbing import build
 
     cfg = _linear_propagation(compose_config, tmp_path, 0.99)
     space = build.space_from(cfg)

@@ -17,7 +17,8 @@ from sensitivity.datasets import open_result, read_estimate, record_checksum
 from sensitivity.errors import ConfigError, DataError
 from tests.helpers import CLI, ROOT
 from tests.helpers.cf import cf_errors
-from workflows import build, calibrate, worth
+from workflows import calibrate, worth
+from workflows.plumbing import build
 
 FORECASTS = ("peak_daily_infections", "cumulative_cases", "infections_on_day_90")
 OBSERVED_DAYS, CANDIDATE_DAYS = np.arange(1, 71), np.arange(71, 101)  # data/seir/observations.nc: days 1-70
@@ -28,8 +29,8 @@ def compose(name: str, overrides: list[str], output_dir):
     from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from workflows.registry import CONF_DIR
-    from workflows.schema import register
+    from workflows.plumbing.registry import CONF_DIR
+    from workflows.plumbing.schema import register
 
     register()
     GlobalHydra.instance().clear()

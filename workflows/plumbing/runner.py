@@ -3,8 +3,8 @@
 The command line (:mod:`workflows.cli`) and the study chain (:mod:`workflows.run`) both run a
 workflow through :func:`run_workflow`, so the rules hold for every entry point: the keys of other
 workflows (one experiment file for a whole study) are checked and dropped
-(:func:`workflows.schema.own_config`), TensorFlow is imported only where a workflow first needs a model, after
-its checks (:func:`workflows.build.tensorflow`), and a
+(:func:`workflows.plumbing.schema.own_config`), TensorFlow is imported only where a workflow first needs a model, after
+its checks (:func:`workflows.plumbing.build.tensorflow`), and a
 finished run names its result, points ``outputs/<workflow>/latest`` at its run directory and
 prints the command that takes the result further.
 """
@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workflows.registry import WORKFLOWS
+from workflows.plumbing.registry import WORKFLOWS
 
 log = logging.getLogger("sensitivity")
 
@@ -40,15 +40,15 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
     Parameters
     ----------
     name
-        A workflow of :data:`workflows.registry.WORKFLOWS`.
+        A workflow of :data:`workflows.plumbing.registry.WORKFLOWS`.
     cfg
         Its composed config (Hydra's job config), possibly holding other workflows' keys.
     overrides
         The command-line overrides, to repeat ``experiment=`` in the suggested next command; None: no
         announcement (a stage of ``sensitivity run``).
     """
-    from workflows.build import with_space_file
-    from workflows.schema import own_config, register
+    from workflows.plumbing.build import with_space_file
+    from workflows.plumbing.schema import own_config, register
 
     register(name)  # a launcher's job process (submitit) runs the task without the command line's set-up
     module = importlib.import_module(WORKFLOWS[name])
@@ -64,10 +64,10 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
 
 def check_workflow(name: str, cfg: Any) -> None:
     """Check workflow ``name``'s settings in the composed ``cfg`` without running it: what every study checks
-    (:func:`workflows.build.check_study`), then its own ``check``, where it has one (``sensitivity run`` checks
+    (:func:`workflows.plumbing.build.check_study`), then its own ``check``, where it has one (``sensitivity run`` checks
     every stage so before its first stage runs)."""
-    from workflows.build import check_study, with_space_file
-    from workflows.schema import own_config, register
+    from workflows.plumbing.build import check_study, with_space_file
+    from workflows.plumbing.schema import own_config, register
 
     register(name)
     module = importlib.import_module(WORKFLOWS[name])

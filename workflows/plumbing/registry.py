@@ -1,7 +1,7 @@
 """The workflow registry: which workflows exist, where their modules and configs are.
 
 Imported by the command line (:mod:`workflows.cli`), the schema registration
-(:mod:`workflows.schema`) and the study chain (:mod:`workflows.run`); it imports none of them.
+(:mod:`workflows.plumbing.schema`) and the study chain (:mod:`workflows.run`); it imports none of them.
 Each workflow is a module with a ``run(cfg)`` function, optionally a ``SCHEMA`` dataclass and a
 ``POSITIONAL`` config key, a primary config ``conf/<workflow>.yaml`` and a line in :data:`SUMMARIES` (here, so
 that ``sensitivity --help`` imports no workflow).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # the `workflows` package
 
 #: The folder holding ``conf/`` and ``data/``: this package in a wheel (``setup.py``'s build step copies the
 #: repository's top-level folders into it), else the repository root (a source checkout, an editable install).

@@ -6,7 +6,7 @@ from typing import Any
 
 from sensitivity.errors import ConfigError
 from sensitivity.settings import ConvTrunk
-from workflows.schema import schema_of
+from workflows.plumbing.schema import schema_of
 
 #: ``training.architecture``, ``training.filters``, ``training.kernel_size`` (the library's defaults).
 ConvConf = schema_of(ConvTrunk, "ConvConf", keys=("filters", "kernel_size"), extra=[("architecture", str, "mlp")])

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.sweep.designs import Grid
-from workflows import build
+from workflows.plumbing import build
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,6 @@
 """Turn composed config nodes into library objects: the space, surrogate, engine and grid every workflow shares."""
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -10,17 +8,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from sensitivity import __version__
 from sensitivity.errors import ConfigError
 from sensitivity.sweep.designs import Grid, make_grid
 from sensitivity.inputs.space import ParameterSpace
+from workflows.plumbing.values import fingerprint, plain, repo_path  # noqa: F401 (the commands' `build.plain`)
 
 log = logging.getLogger(__name__)
-
-
-def plain(node: Any) -> Any:
-    """A config node as plain Python containers, interpolations resolved."""
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) or OmegaConf.is_list(node) else node
 
 
 def space_from(cfg: DictConfig) -> ParameterSpace:
@@ -51,7 +44,7 @@ def check_study(cfg: DictConfig) -> None:
 
         check_points_per_part(cfg.points_per_part)
     if "model" in cfg:
-        from workflows.model_inputs import declared_inputs
+        from workflows.plumbing.model_inputs import declared_inputs
 
         declared_inputs(cfg)  # a missing `model.depends_on` path
     if "model" in cfg and OmegaConf.select(cfg, "model.output", default=None) is not None:
@@ -139,12 +132,6 @@ def config_yaml(cfg: DictConfig) -> str:
     return OmegaConf.to_yaml(cfg, resolve=True)
 
 
-def fingerprint(*parts: Any) -> str:
-    """A stable hash of the things that define a computation (config nodes, hashes, versions)."""
-    payload = json.dumps([plain(p) for p in parts] + [__version__], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
 #: Keys that change where or how a run reports, not what it computes: outside every result's fingerprint.
 RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "recompute")
 
@@ -162,8 +149,8 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     """
     from sensitivity.datasets import content_hash
     from sensitivity.datasets.publish import ResultSet
-    from workflows.model_inputs import model_inputs_hash
-    from workflows.schema import workflow_keys
+    from workflows.plumbing.model_inputs import model_inputs_hash
+    from workflows.plumbing.schema import workflow_keys
 
     check_study(cfg)  # a bad space or output description is refused before the run directory is touched
     files = {str(p): content_hash(p) for p in (Path(str(i)) for i in inputs if i) if p.is_file()}
@@ -232,29 +219,16 @@ def with_space_file(cfg: DictConfig) -> DictConfig:
     """``cfg`` with its ``space`` replaced by the space of the SALib problem file ``cfg.space_file`` when one is
     set (``space_file`` kept), else ``cfg`` itself: the space a run computes with is then the one its result
     records in its config, fingerprints (an edited problem file reruns the stages it feeds) and is compared with
-    by the runs that consume it (:func:`workflows.chain.consumed`)."""
+    by the runs that consume it (:func:`workflows.plumbing.chain.consumed`)."""
     space = space_from_problem_file(cfg)
     if space is None or "space" not in cfg:
         return cfg
     log.info("space: %d parameters from SALib problem %s", len(space), cfg.space_file)
-    from workflows.schema import SpaceConf
+    from workflows.plumbing.schema import SpaceConf
 
     resolved = cfg.copy()
     resolved.space = OmegaConf.merge(OmegaConf.structured(SpaceConf), space.records())
     return resolved
-
-
-def repo_path(path: str | Path) -> Path:
-    """A path from a config: as given when it is absolute or exists from the working directory, else relative
-    to the packaged resources (the repository root, or the installed package holding ``conf/`` and ``data/``)
-    when it exists there, so ``data/seir/...`` works from any directory and from a wheel; a path found
-    nowhere is returned as given, for the error message."""
-    from workflows.registry import RESOURCE_ROOT
-
-    given = Path(path).expanduser()
-    if given.is_absolute() or given.exists() or not (RESOURCE_ROOT / given).exists():
-        return given
-    return RESOURCE_ROOT / given
 
 
 # ----------------------------------------------------------------------------- the calibration problem

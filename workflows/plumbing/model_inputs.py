@@ -39,7 +39,7 @@ def model_inputs_hash(cfg: DictConfig) -> str | None:
     ConfigError
         A path of ``model.depends_on`` that does not exist (named, with its value).
     """
-    from workflows.build import fingerprint
+    from workflows.plumbing.values import fingerprint
 
     source = OmegaConf.select(cfg, "model.source", default=None)
     if not source or OmegaConf.is_missing(cfg.model, "source"):
@@ -52,7 +52,7 @@ def model_inputs_hash(cfg: DictConfig) -> str | None:
 
 def model_files(cfg: DictConfig) -> list[Path]:
     """The files whose content ``cfg.model`` reads, sorted (see :func:`model_inputs_hash`)."""
-    from workflows.build import plain, repo_path
+    from workflows.plumbing.values import plain, repo_path
 
     model = cfg.model
     found: set[Path] = set()
@@ -72,14 +72,14 @@ def model_files(cfg: DictConfig) -> list[Path]:
 
 
 def declared_inputs(cfg: DictConfig) -> list[Path]:
-    """The paths of ``model.depends_on``, resolved as every config path is (:func:`workflows.build.repo_path`).
+    """The paths of ``model.depends_on``, resolved as every config path is (:func:`workflows.plumbing.values.repo_path`).
 
     Raises
     ------
     ConfigError
         A path that does not exist, named with its value.
     """
-    from workflows.build import plain, repo_path
+    from workflows.plumbing.values import plain, repo_path
 
     paths = []
     for text in plain(OmegaConf.select(cfg, "model.depends_on", default=None)) or []:
@@ -95,7 +95,7 @@ def simulator_hash(source: str) -> str:
     its folder (:func:`module_files`): with its kwargs and the package versions, what its runs depend on (a run kept by
     an interrupted run is reused only while this holds)."""
     from sensitivity.datasets import content_hash
-    from workflows.build import fingerprint
+    from workflows.plumbing.values import fingerprint
 
     return fingerprint(sorted(content_hash(file) for file in module_files(source.partition(":")[0])))
 

@@ -36,7 +36,7 @@ from hydra.core.config_store import ConfigStore
 from sensitivity.sweep.designs import make_grid
 from sensitivity.settings import EngineSettings
 from sensitivity.surrogates.simulator import SimulatorSettings
-from workflows.registry import modules
+from workflows.plumbing.registry import modules
 
 # dataclasses' sentinels pickle by name, as the singletons they are. The schemas below are built at run time
 # (make_dataclass), so cloudpickle sends them by value with a multirun job's config (Hydra's submitit launcher) and,
@@ -240,7 +240,7 @@ class SurrogateStudyConf:
     grid: GridConf = field(default_factory=GridConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     space_file: Optional[str] = None  # a SALib problem file (JSON/YAML) used as the space instead of `space`
-    allow_unverified: bool = False  # use an input result that has no checksum record (workflows/chain.py)
+    allow_unverified: bool = False  # use an input result that has no checksum record (workflows/plumbing/chain.py)
     allow_other_sources: bool = False  # use an input result computed from another surrogate, observations or space
     replace_other_settings: bool = False  # replace a result of other settings in the run directory (sensitivity run)
     recompute: bool = False  # recompute even when the run directory holds this computation's complete result

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig
 
-from workflows import build
+from workflows.plumbing import build
 
 log = logging.getLogger(__name__)
 
