@@ -92,7 +92,8 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
     ----------
     simulator
         The checked simulator (:func:`sensitivity.surrogates.simulator.simulator_from`); with ``workers > 1`` it
-        must be importable (``"package.module:function"``, or a module-level function).
+        must be importable (``"package.module:function"``, or a module-level function) or a picklable object (a
+        :class:`~sensitivity.simulators.program.Program`).
     points
         ``[N, n]`` parameter points [the parameters' units].
     path
@@ -123,7 +124,7 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
     if x.ndim != 2 or x.shape[0] < 1 or not np.isfinite(x).all():
         raise DataError(f"`points` must be finite [N, n] parameter points with N >= 1, got shape {x.shape}")
     path = Path(path)
-    fingerprint = digest(str(simulator.source), simulator.kwargs, simulator.output_shape, s.batch_size,
+    fingerprint = digest(simulator.identity, simulator.kwargs, simulator.output_shape, s.batch_size,
                          x.shape, _hash(x))
     if path.is_file() and verify_checksum(path):
         with xr.open_dataset(path) as ds:

@@ -54,7 +54,10 @@ def simulator_from(source: str | Callable[..., Any], kwargs: Mapping[str, Any] |
     ----------
     source
         A callable, or ``"package.module:function"`` imported from ``sys.path``
-        (:func:`sensitivity.surrogates.load.import_callable`).
+        (:func:`sensitivity.surrogates.load.import_callable`), or a picklable callable object such as a program
+        (:class:`sensitivity.simulators.program.Program`): its ``label`` names it, its ``fingerprint()`` identifies
+        its runs (:attr:`CheckedSimulator.identity`), and its own one-line :class:`ModelError` (a program's run:
+        the point and the kept folder) is reported whole.
     kwargs
         Keyword arguments bound to it (e.g. ``{"scale": 1.0}``), checked against its signature here.
     what
@@ -74,7 +77,8 @@ def simulator_from(source: str | Callable[..., Any], kwargs: Mapping[str, Any] |
     from sensitivity.surrogates.load import bind_checked, import_callable
 
     target = import_callable(source, what=what) if isinstance(source, str) else source
-    label = source if isinstance(source, str) else getattr(source, "__qualname__", repr(source))
+    label = source if isinstance(source, str) else getattr(source, "label", None) or getattr(
+        source, "__qualname__", repr(source))
     bound = bind_checked(target, dict(kwargs or {}), label, what=_kwargs_key(what),
                          hint="keyword arguments of another simulator? give this one's own")
     return CheckedSimulator(source, bound, dict(kwargs or {}), f"simulator {label} ({what})", output_shape, settings)
@@ -112,6 +116,13 @@ class CheckedSimulator:
         twin._worker = SimulatorWorker(self.source, self.kwargs, self.label, why=why)
         return twin
 
+    @property
+    def identity(self) -> str:
+        """What identifies the simulator's runs in a fingerprint: a source's own ``fingerprint()`` (a program: the
+        files it reads), else the source as text."""
+        fingerprint = getattr(self.source, "fingerprint", None)
+        return fingerprint() if callable(fingerprint) else str(self.source)
+
     def __call__(self, points: np.ndarray) -> np.ndarray:
         points = np.asarray(points, dtype=np.float64)
         return self._checked(self._run(points), points)
@@ -127,11 +138,15 @@ class CheckedSimulator:
         if self._worker is None:
             try:
                 return self._bound(points)
+            except ModelError as err:  # the source's own one-line account (a program: its point and kept folder)
+                raise ModelError(f"{self.label}: {err}") from None
             except (Exception, SystemExit) as err:  # a user's code: sys.exit(0) must not end the run silently
                 raise ModelError(f"{self.label} raised {_exception(err)} {_batch(points)}") from None
         reply = self._worker.call(points, self.settings.timeout)
         if reply.status == "ok":
             return reply.value
+        if reply.status == "failed":
+            raise ModelError(f"{self.label}: {reply.value}")
         if reply.status == "raised":
             raise ModelError(f"{self.label} raised {_one_line(reply.value)} {_batch(points)}")
         if reply.status == "timeout" and reply.value == "start":

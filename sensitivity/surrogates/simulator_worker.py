@@ -15,7 +15,7 @@ from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
 
-from sensitivity.errors import ConfigError
+from sensitivity.errors import ConfigError, ModelError
 
 #: Seconds the worker may take to start and import the simulator's module, on top of the first call's limit
 #: (a module that imports TensorFlow takes ~5 s; a cold disk several times that).
@@ -24,10 +24,11 @@ STARTUP_S = 120.0
 
 @dataclass(frozen=True)
 class Reply:
-    """What one call came back with: ``ok`` (``value``: the returned array), ``raised`` (``value``: the exception
-    as ``Type: message``), ``timeout`` or ``died`` (``value``: the worker's exit code)."""
+    """What one call came back with: ``ok`` (``value``: the returned array), ``failed`` (``value``: the message of
+    the simulator's own :class:`~sensitivity.errors.ModelError`), ``raised`` (``value``: any other exception as
+    ``Type: message``), ``timeout`` or ``died`` (``value``: the worker's exit code)."""
 
-    status: Literal["ok", "raised", "timeout", "died"]
+    status: Literal["ok", "failed", "raised", "timeout", "died"]
     value: Any = None
 
 
@@ -122,6 +123,8 @@ def _serve(conn, source: str | Callable[..., Any], kwargs: dict[str, Any]) -> No
             continue
         try:
             reply = ("ok", fn(points))
+        except ModelError as err:  # the simulator's own one-line account, sent whole
+            reply = ("failed", str(err))
         except BaseException as err:  # noqa: BLE001 (SystemExit too: the parent reports it)
             reply = ("raised", f"{type(err).__name__}: {err}")
         try:
