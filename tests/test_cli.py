@@ -171,6 +171,33 @@ def test_config_errors_and_printed_configs_import_no_heavy_module(tmp_path):
     assert (tmp_path / "study" / "conf").is_dir()
 
 
+@pytest.mark.parametrize("override, quoted", [("calibration=élan.nc", "calibration='élan.nc'"),
+                                              ("calibration=l'été.nc", 'calibration="l\'été.nc"')])
+def test_a_non_ascii_letter_in_an_unquoted_override_says_to_quote_the_value(capsys, override, quoted):
+    """Hydra's lexer refuses the unquoted letter (LexerNoViableAltException); the one line ends with the override
+    quoted, which Hydra's own parser (the oracle) reads back as the value written."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from workflows.cli import _check_composition
+    from workflows.schema import register
+
+    register()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            _check_composition("worth", [override])
+        said = capsys.readouterr().err.strip()
+        assert ended.value.code == 2 and "\n" not in said
+        assert said.startswith("sensitivity worth: LexerNoViableAltException") and said.endswith(
+            f"; quote the value: {quoted}")
+    finally:
+        HydraConfig.instance().cfg = None
+        GlobalHydra.instance().clear()
+    parsed = OverridesParser.create().parse_override(quoted)
+    assert parsed.key_or_group == "calibration" and parsed.value() == override.partition("=")[2]
+
+
 @pytest.mark.parametrize("value", ["/home/me/stüdy/outputs/run/sweep", "/tmp/a b/é 1", "it's", "a\\b", "end\\",
                                    "q\\'x", "x,y=z"])
 def test_an_override_the_application_writes_reads_back_unchanged(value):

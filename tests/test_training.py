@@ -121,6 +121,30 @@ def test_value_errors_of_a_constant_offset():
     np.testing.assert_allclose(errors.r2, 1.0 - 0.01 / y.var(axis=0))
 
 
+def test_constant_outputs_are_reported_as_constant_and_left_out_of_the_fits_alarm():
+    """Day 0 is the initial condition: 0.1 on every sample (whose float mean is not 0.1: the plain R^2 formula gives
+    -2e25 there) and 0 for the second species; day 1 varies and fits well. No R^2 for the constant ones, no
+    "values fit poorly", and one line naming them."""
+    from sensitivity.training.validation import constant_outputs_line
+
+    rng = np.random.default_rng(3)
+    y = np.stack([np.full(103, 0.1), np.zeros(103), rng.normal(size=103)], axis=1)
+    pred = y + rng.normal(0.0, 1e-3, y.shape)
+    errors = training.value_errors(y, pred)
+    assert np.isnan(errors.r2[:2]).all() and errors.constant.tolist() == [True, True, False]
+    residual, spread = ((pred - y)[:, 2] ** 2).sum(), ((y[:, 2] - y[:, 2].mean()) ** 2).sum()
+    np.testing.assert_allclose(errors.r2[2], 1.0 - residual / spread)
+    assert training.fidelity_warnings(errors, None, ["a"]) == []
+    names = ["prey[day=0]", "predator[day=0]", "prey[day=1]"]
+    assert constant_outputs_line(errors, names) == (
+        "constant outputs (one value on every test sample, no R^2; left out of the fit's check): prey[day=0], "
+        "predator[day=0]")
+    assert constant_outputs_line(training.value_errors(y[:, 2:], pred[:, 2:]), names[2:]) is None
+    poor = training.value_errors(y, y + rng.normal(0.0, 0.5, y.shape))  # the varying output fits poorly: it is named
+    (message,) = training.fidelity_warnings(poor, None, ["a"])
+    assert message.startswith(f"values fit poorly: lowest test R^2 {poor.r2[2]:.4f} <")  # day 1's, not day 0's
+
+
 def test_central_differences_are_exact_for_quadratics():
     x = make_grid(QUADRATIC_SPACE, "random", n=10, seed=1).points()
     jac = training.central_differences(quadratic, x, np.full_like(x, 0.1))

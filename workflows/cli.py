@@ -231,6 +231,17 @@ def _check_writable(cfg) -> None:
                             f"write, or set {key}")
 
 
+def _quote_hint(err: BaseException) -> str:
+    """For an override Hydra's lexer could not read (a non-ASCII letter in an unquoted value): the override quoted."""
+    from hydra.errors import OverrideParseException
+
+    if not isinstance(err, OverrideParseException) or "LexerNoViableAlt" not in str(err):
+        return ""
+    key, equals, value = str(err.override).partition("=")
+    quote = '"' if "'" in value else "'"
+    return f"; quote the value: {key}{equals}{quote}{value}{quote}" if equals else "; quote the value"
+
+
 def _one_line(err: BaseException) -> str:
     """A composition error in one line: the first line of each error in its chain down to the one naming the
     key, a suggestion for a key that is not in the schema, the options of a config group."""
@@ -260,6 +271,7 @@ def _one_line(err: BaseException) -> str:
             lines.append(line)
     key = getattr(chain[-1], "full_key", None)
     hint = suggest_for(key) if key and isinstance(chain[-1], (ConfigKeyError, ConfigAttributeError)) else ""
+    hint += _quote_hint(err)
     options = [str(o) for o in getattr(err, "options", None) or []]
     if options:
         wanted = str(getattr(err, "missing_cfg_file", "") or "").rpartition("/")[2]

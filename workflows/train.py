@@ -169,10 +169,18 @@ def _samples(cfg: DictConfig, space, simulator, kept, fingerprint: str) -> tuple
     if entry is not None:
         log.info("train: the simulator's %d runs reused from an interrupted run (%s)", len(x), entry)
         return x, np.load(entry / "y.npy"), []
+    from sensitivity.datasets.write import checksum_path
+    from sensitivity.simulators.runner import RunnerSettings, run_simulator
+
     start = time.perf_counter()
-    y = simulator(x)
+    # in about 100 recorded batches, with a progress bar; the file's name holds the key (the simulator's code)
+    runs = kept.directory / f"runs-{key[:16]}.nc"
+    y = run_simulator(simulator, x, runs, RunnerSettings(batch_size=max(1, -(-len(x) // 100))),
+                      progress=cfg.progress, desc="train: simulator").values
     log.info("train: simulated %d points of the %s grid in %.1f s", len(x), cfg.grid.kind, time.perf_counter() - start)
     kept.save("simulated", key, lambda tmp: np.save(tmp / "y.npy", y))
+    for done in (runs, checksum_path(runs)):  # kept as y.npy
+        done.unlink(missing_ok=True)
     return x, y, []
 
 

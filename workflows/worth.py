@@ -83,8 +83,7 @@ def run(cfg: DictConfig) -> Path:
                               "observations.path=...)")
     space, settings = check(cfg)
     obs_path = check_path(build.repo_path(cfg.observations.path))
-    calibration = chain.consumed(cfg, check_path(build.repo_path(cfg.calibration)), "calibration",
-                                 observations=obs_path, space=space)
+    calibration = chain.consumed(cfg, cfg.calibration, "calibration", observations=obs_path, space=space)
     draws_path = cfg.posterior.path and chain.consumed(cfg, cfg.posterior.path, "posterior.path", space=space)
     problem = _problem(cfg, space, settings, calibration, obs_path, draws_path)
     with build.result_set(cfg, "worth", [calibration, obs_path, draws_path]) as results:

@@ -187,6 +187,8 @@ def train_surrogate(
                             history=_histories(fits), derivatives=derivatives, check_samples=checked,
                             parameter_long_names=[p.long_name for p in space.parameters], members=members)
     summary = validation.summary_lines(values, derivatives, space.names)
+    constant = validation.constant_outputs_line(values, output.flat_names())
+    summary += [constant] if constant else []
     if members is not None:
         summary.append(f"ensemble of {plan.members}: member test RMSE max {np.nanmax(members.rmse):.4g}; predictive "
                        f"spread of the members on the test samples {np.nanmedian(members.spread / values.rmse):.2f} x "

@@ -26,27 +26,41 @@ from sensitivity.inputs.space import ParameterSpace
 
 @dataclass(frozen=True)
 class ValueErrors:
-    """Per-output value errors over a set of samples, in output units (``r2`` dimensionless)."""
+    """Per-output value errors over a set of samples, in output units (``r2`` dimensionless); ``constant`` marks the
+    outputs that take one value on every sample (an initial condition), whose ``r2`` is undefined (NaN)."""
 
     rmse: np.ndarray
     max_error: np.ndarray
     r2: np.ndarray
+    constant: np.ndarray | None = None
 
 
 def value_errors(y_true: np.ndarray, y_pred: np.ndarray) -> ValueErrors:
     """Root-mean-square error, maximum absolute error and coefficient of determination per output.
 
-    ``r2 = 1 - sum (y - y_hat)^2 / sum (y - mean y)^2`` over the samples (NaN for a constant output).
-    Arrays are ``[K, *out]``; results ``[*out]``.
+    ``r2 = 1 - sum (y - y_hat)^2 / sum (y - mean y)^2`` over the samples, NaN for a constant output: one whose
+    values span no more than 4 ulps of their magnitude (the mean of equal values may differ from them by rounding,
+    which would put ``r2`` near ``-1e25``). Arrays are ``[K, *out]``; results ``[*out]``.
     """
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
     if y_true.shape != y_pred.shape or y_true.ndim < 2:
         raise DataError(f"`y_true` {list(y_true.shape)} and `y_pred` {list(y_pred.shape)} must have one shape [K, ...]")
     residual = y_pred - y_true
+    constant = np.ptp(y_true, axis=0) <= 4 * np.finfo(float).eps * np.abs(y_true).max(axis=0)
     total = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = np.where(total > 0, 1.0 - (residual**2).sum(axis=0) / total, np.nan)
-    return ValueErrors(np.sqrt((residual**2).mean(axis=0)), np.abs(residual).max(axis=0), r2)
+        r2 = np.where(constant, np.nan, 1.0 - (residual**2).sum(axis=0) / total)
+    return ValueErrors(np.sqrt((residual**2).mean(axis=0)), np.abs(residual).max(axis=0), r2, constant)
+
+
+def constant_outputs_line(values: ValueErrors, output_names: Sequence[str], shown: int = 5) -> str | None:
+    """One line naming the outputs constant on the test samples (left out of the R^2 check), None when none is."""
+    if values.constant is None or not values.constant.any():
+        return None
+    names = [output_names[i] for i in np.flatnonzero(values.constant.ravel())]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (f"constant outputs (one value on every test sample, no R^2; left out of the fit's check): "
+            f"{', '.join(names[:shown])}{more}")
 
 
 def unit_cube_scale(space: ParameterSpace, points: np.ndarray) -> np.ndarray:
@@ -150,7 +164,7 @@ def fidelity_warnings(values: ValueErrors, derivatives: DerivativeErrors | None,
                       thresholds: Thresholds = Thresholds()) -> list[str]:
     """One-line warnings about a poor fit; the derivative warning says so when the values look fine."""
     messages = []
-    r2_min = float(np.nanmin(values.r2))
+    r2_min = float(np.nanmin(values.r2)) if np.isfinite(values.r2).any() else np.nan  # NaN: every output constant
     if r2_min < thresholds.r2:
         messages.append(f"values fit poorly: lowest test R^2 {r2_min:.4f} < {thresholds.r2}")
     if derivatives is not None:
@@ -159,7 +173,7 @@ def fidelity_warnings(values: ValueErrors, derivatives: DerivativeErrors | None,
             shown = [derivatives.shown_error(j)[0] for j in range(len(names))]
             worst = int(np.nanargmax(shown))
             error, against = derivatives.shown_error(worst)
-            although = " although the values fit well" if r2_min >= thresholds.r2 else ""
+            although = " although the values fit well" if not r2_min < thresholds.r2 else ""
             messages.append(
                 f"derivatives are poor{although}: median relative Jacobian error {median:.3f} > {thresholds.jacobian} "
                 f"(worst parameter {names[worst]!r}: {error:.3f}{' ' + against if against else ''}); every "

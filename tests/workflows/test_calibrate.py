@@ -157,6 +157,23 @@ def test_gaussian_prior_gives_the_closed_form_posterior(compose_config, tmp_path
     np.testing.assert_allclose(ds["prior_std"].values, [0.05, 2.0])
 
 
+def test_integer_entries_of_prior_cov_are_numbers_and_other_entries_one_line(compose_config, tmp_path):
+    """`prior.cov=[[1,0],[0,4]]` (ints, as a user types them) is the covariance diag(1, 4): the closed-form MAP (q's
+    prior mean its nominal mid-point 0)."""
+    path, y, sigma = linear_observations(tmp_path)
+    ds = xr.open_dataset(calibrate.run(compose_config("calibrate", [*LINEAR, f"observations.path={path}",
+                                                                    "prior.mean={p: 1.0}", "prior.cov=[[1,0],[0,4]]"])))
+    np.testing.assert_array_equal(ds["prior_covariance"].values, [[1.0, 0.0], [0.0, 4.0]])
+    jw, yw = LINEAR_W / sigma[:, None], y / sigma
+    precision = np.diag([1.0, 0.25])
+    cov = np.linalg.inv(jw.T @ jw + precision)
+    np.testing.assert_allclose(ds["covariance"].values[0], cov, rtol=1e-9)
+    np.testing.assert_allclose(ds["estimate"].values[0], cov @ (jw.T @ yw + precision @ [1.0, 0.0]), rtol=1e-9)
+    with pytest.raises(ConfigError, match=r"^`prior.cov` must be a matrix of numbers, got \[\[1, 'a'\], \[0, 4\]\]$"):
+        calibrate.run(compose_config("calibrate", [*LINEAR, f"observations.path={path}", "prior.cov=[[1,a],[0,4]]"],
+                                     output_dir=tmp_path / "b"))
+
+
 def test_the_prior_from_the_space_is_its_marginals_moments_and_correlation(compose_config, tmp_path):
     """`prior.from_space`: p ~ N(1.1, 0.05), q ~ U(-10, 10) (mean 0, std 20 / sqrt 12), correlation 0.3, as the
     Gaussian prior D R D: estimate and covariance are the linear MAP closed forms."""

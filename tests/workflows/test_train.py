@@ -397,3 +397,23 @@ def test_a_kept_member_of_other_settings_or_with_a_damaged_file_is_trained_again
     assert trained == [0, 1, 2] and "member 0: reused" not in caplog.text and "member 1: reused" not in caplog.text
     assert "member-0: kept by a run of other inputs or settings; computed again" in caplog.text
     assert "member-1: its files do not match their record member-1.json (damaged); computed again" in caplog.text
+
+
+def test_the_simulators_runs_show_progress_while_train_runs_them(compose_config, tmp_path, monkeypatch, capsys):
+    """The simulator runs through the recorded runner with its progress bar (tqdm on stderr), not as one silent
+    call; killed after the runs, the kept runs are the simulator's values."""
+    from sensitivity.training import driver
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(driver, "fit", killed)
+    cfg = [*TINY, "training.runs=32", "training.members=1", "training.derivative_points=0", "progress=true"]
+    with pytest.raises(KeyboardInterrupt):
+        train.run(compose_config("train", cfg, output_dir=tmp_path / "out"))
+    err = capsys.readouterr().err
+    assert "train: simulator: 100%" in err and "32.0/32.0" in err
+    parts = tmp_path / "out" / "train.parts"
+    assert sorted(p.name for p in parts.iterdir()) == ["simulated", "simulated.json"]  # the runner's file folded in
+    y = np.load(parts / "simulated" / "y.npy")
+    assert y.shape == (32, 2)

@@ -154,6 +154,7 @@ BAD = {
     "unknown prior source": (["prior_source=flat"], ConfigError, "`prior_source` must be one of"),
     "no noise": (["observations.path={no_sigma}", "allow_other_sources=true"], DataError,
                  "no `sigma` or `cov` variable"),
+    "missing calibration": (["calibration={missing}"], DataError, "`calibration`: result not found: "),
 }
 
 
@@ -162,8 +163,9 @@ def _overrides(case, calibration, tmp_path):
     with xr.open_dataset(ROOT / "data" / "seir" / "observations.nc") as obs:
         obs.load().drop_vars("sigma").to_netcdf(no_sigma)
     singular = singular_prior_calibration(calibration, tmp_path) if case == "singular prior" else None
+    missing = tmp_path / "calibrate" / "calibration.nc"
     return [f"calibration={calibration}", *(o.replace("{singular}", str(singular)).replace("{no_sigma}", str(no_sigma))
-                                          for o in BAD[case][0])]
+                                          .replace("{missing}", str(missing)) for o in BAD[case][0])]
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -263,7 +263,10 @@ def prior_from(node: DictConfig, space) -> tuple[np.ndarray | None, np.ndarray |
         raise ConfigError("give either `prior.std` or `prior.cov`, not both")
     center = np.array([float(mean.get(n, p.nominal)) for n, p in zip(space.names, space.parameters)])
     if cov is not None:
-        return center, np.asarray(cov, dtype=float)
+        try:
+            return center, np.asarray(cov, dtype=float)
+        except (TypeError, ValueError):
+            raise ConfigError(f"`prior.cov` must be a matrix of numbers, got {cov!r}") from None
     missing = [n for n in space.names if n not in std]
     if missing:
         raise ConfigError(f"`prior.std` must give every parameter a standard deviation; missing {missing}")

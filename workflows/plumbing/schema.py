@@ -226,7 +226,9 @@ class PriorConf:
     # typed Any: OmegaConf cannot merge a dict override into a None or an empty typed Dict node
     mean: Any = None  # name -> value
     std: Any = None  # name -> standard deviation
-    cov: Optional[List[List[float]]] = None
+    # typed Any: OmegaConf's merge refuses an int in a List[List[float]] ("Value 0 (int) is incompatible with type
+    # hint 'float'"); the numbers are checked where the prior is built (workflows.build.prior_from)
+    cov: Any = None  # [[...], ...] an n x n matrix in the space's parameter order
     from_space: bool = False  # the space's distributions: each marginal's mean and std, the space's correlation
 
 

@@ -25,7 +25,11 @@ than subtracting from ``P``, so the error does not accumulate over the steps.
 Removing an observation group is done from scratch for each group, batched: its whitened rows are zeroed (for
 a diagonal noise covariance; for a correlated one the kept rows are re-whitened with the kept block of ``C_e``,
 as pyEMU's ``get`` does) and the QR factor recomputed. A downdate would subtract, and lose every digit when
-the removed group is what pins a direction down.
+the removed group is what pins a direction down. The worth is not the difference of the two variances either
+(which loses ``log10(variance / worth)`` digits): it is the decrease of adding the group back to the posterior
+without it, the sum of squares above with ``F`` that posterior's factor. For a correlated noise the group's rows
+are whitened conditionally on the kept ones (the trailing rows of ``L_e^-1 J`` with ``C_e = L_e L_e^T`` ordered
+kept first), which are independent of them and add the rest of the information.
 
 Greedy selection is exact for ``k = 1``. ``ln det`` is monotone submodular in the chosen set, so the greedy
 D-optimal design is within ``1 - 1/e`` of the best ``k``-subset (Nemhauser et al. 1978; Shamaiah et al. 2010);
@@ -81,8 +85,8 @@ class ObservationWorth:
     variance
         ``[n_groups, n_fore]`` posterior forecast variances after the change [forecast units squared].
     worth
-        ``[n_groups, n_fore]`` ``|variance - base_variance|``: the increase when removed, the decrease when
-        added (>= 0) [forecast units squared].
+        ``[n_groups, n_fore]`` ``|variance - base_variance|``, computed directly as a sum of squares (not as
+        that difference): the increase when removed, the decrease when added (>= 0) [forecast units squared].
     base_log_det, log_det
         ``ln det P`` before and ``[n_groups]`` after the change.
     base_trace, trace
@@ -169,28 +173,31 @@ def removed_importance(problem: FOSM, groups: GroupSpec = None) -> ObservationWo
     """
     names, members = resolve_groups(groups, problem.observation_names, "groups")
     lower, n_obs, n_par = problem.prior_factor, *problem.jacobian.shape
-    variance = np.empty((len(names), len(problem.forecast_names)))
+    variance, worth = np.empty((2, len(names), len(problem.forecast_names)))
     logdet, trace = np.empty(len(names)), np.empty(len(names))
     if problem.noise_is_diagonal:
-        whitened = problem.whitened_jacobian @ lower
+        rows = problem.whitened_jacobian
+        whitened = rows @ lower
         batch = max(1, BATCH_BYTES // (8 * (n_obs + n_par) * n_par))
         for start in range(0, len(names), batch):
-            rows = range(start, min(start + batch, len(names)))
-            keep = np.ones((len(rows), n_obs))
-            for i, row in enumerate(rows):
-                keep[i, members[row]] = 0.0
-            info = information_factor(keep[:, :, None] * whitened[None])
-            variance[rows.start:rows.stop], logdet[rows.start:rows.stop], trace[rows.start:rows.stop] = _summaries(
-                problem, info)
+            part = slice(start, min(start + batch, len(names)))
+            keep = np.ones((part.stop - start, n_obs))
+            for i, removed in enumerate(members[part]):
+                keep[i, removed] = 0.0
+            variance[part], logdet[part], trace[part], factor = _summaries(
+                problem, information_factor(keep[:, :, None] * whitened[None]))
+            worth[part] = _gains(factor, problem.forecasts, rows, members[part])[0]
     else:
         for row, removed in enumerate(members):
             kept = np.setdiff1d(np.arange(n_obs), removed)
-            jac = whiten(problem.jacobian[kept], problem.noise_covariance[np.ix_(kept, kept)], False)
-            info = information_factor(jac @ lower)[None]
-            variance[row:row + 1], logdet[row:row + 1], trace[row:row + 1] = _summaries(problem, info)
+            order = np.concatenate([kept, removed])  # kept first: their rows whitened by the kept block of C_e
+            rows = whiten(problem.jacobian[order], problem.noise_covariance[np.ix_(order, order)], False)
+            at = slice(row, row + 1)
+            variance[at], logdet[at], trace[at], factor = _summaries(
+                problem, information_factor(rows[:kept.size] @ lower)[None])
+            worth[at] = _gains(factor, problem.forecasts, rows, [np.arange(kept.size, n_obs)])[0]
     return ObservationWorth(kind="removed", group_names=names, forecast_names=problem.forecast_names,
-                            base_variance=problem.posterior_variance, variance=variance,
-                            worth=np.maximum(variance - problem.posterior_variance[None, :], 0.0),
+                            base_variance=problem.posterior_variance, variance=variance, worth=worth,
                             base_log_det=problem.log_det_posterior, log_det=logdet,
                             base_trace=problem.trace_posterior, trace=trace)
 
@@ -283,7 +290,7 @@ def next_most_important(problem: FOSM, candidates: np.ndarray, candidate_noise: 
         remaining[pick] = False
         chosen.append(pick)
         info = np.linalg.qr(np.concatenate([info, whitened_rows[members[pick]]]), mode="r")  # R^T R + a^T a
-        var, ld, tr = _summaries(problem, info[None])
+        var, ld, tr, _ = _summaries(problem, info[None])
         variance.append(var[0])
         logdet.append(ld[0])
         trace.append(tr[0])
@@ -323,30 +330,32 @@ def _candidates(problem: FOSM, candidates: np.ndarray, noise: np.ndarray | float
 def _gains(factor: np.ndarray, forecasts: np.ndarray, rows: np.ndarray,
            members: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decreases of the forecast variances ``[G, n_fore]``, of ``ln det P`` ``[G]`` and of ``trace P`` ``[G]`` when
-    each group of noise-whitened ``rows`` is added to ``P = F F^T`` (see the module's docstring)."""
-    projected = rows @ factor                      # W rows: S^-1/2 j^T F, [n_cand, n_par]
-    z = factor.T @ forecasts                       # [n_par, n_fore]
+    each group of noise-whitened ``rows`` is added to ``P = F F^T`` (see the module's docstring); ``factor`` is one
+    ``F`` ``[n_par, n_par]`` for every group or ``[G, n_par, n_par]``, one per group."""
     sizes = np.array([m.size for m in members])
-    if np.all(sizes == 1):                         # one row each: Sherman-Morrison, vectorised
-        w = projected[np.concatenate(members)]
+    if factor.ndim == 2 and np.all(sizes == 1):   # one row each on one posterior: Sherman-Morrison, vectorised
+        w = rows[np.concatenate(members)] @ factor  # W rows: S^-1/2 j^T F, [n_cand, n_par]
+        z = factor.T @ forecasts                    # [n_par, n_fore]
         denom = 1.0 + np.sum(w**2, axis=1)
         drop = (w @ z) ** 2 / denom[:, None]
         return drop, np.log(denom), np.sum((w @ factor.T) ** 2, axis=1) / denom
     width = int(sizes.max())
-    padded = np.zeros((len(members), width, factor.shape[0]))   # zero rows add nothing to I + W W^T
+    padded = np.zeros((len(members), width, rows.shape[1]))   # zero rows add nothing to I + W W^T
     for g, member in enumerate(members):
-        padded[g, :member.size] = projected[member]
-    gram = np.eye(width) + padded @ np.swapaxes(padded, -1, -2)
+        padded[g, :member.size] = rows[member]
+    projected = padded @ factor                               # W, [G, width, n_par]
+    transposed = np.swapaxes(factor, -1, -2)
+    gram = np.eye(width) + projected @ np.swapaxes(projected, -1, -2)
     chol = np.linalg.cholesky(gram)
-    drop = np.sum(np.linalg.solve(chol, padded @ z) ** 2, axis=1)
+    drop = np.sum(np.linalg.solve(chol, projected @ (transposed @ forecasts)) ** 2, axis=-2)
     dlogdet = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
-    dtrace = np.sum(np.linalg.solve(chol, padded @ factor.T) ** 2, axis=(1, 2))
+    dtrace = np.sum(np.linalg.solve(chol, projected @ transposed) ** 2, axis=(-2, -1))
     return drop, dlogdet, dtrace
 
 
-def _summaries(problem: FOSM, info: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Forecast variances ``[B, n_fore]``, ``ln det P`` ``[B]`` and ``trace P`` ``[B]`` of a stack ``[B, n, n]`` of
-    information factors."""
+def _summaries(problem: FOSM, info: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Forecast variances ``[B, n_fore]``, ``ln det P`` ``[B]``, ``trace P`` ``[B]`` and the posterior factors
+    ``F`` ``[B, n, n]`` of a stack ``[B, n, n]`` of information factors."""
     factor = posterior_factor(problem.prior_factor[None], info)
     variance = np.sum((np.swapaxes(factor, -1, -2) @ problem.forecasts) ** 2, axis=1)
-    return variance, log_det(problem.prior_factor[None], info), np.sum(factor**2, axis=(1, 2))
+    return variance, log_det(problem.prior_factor[None], info), np.sum(factor**2, axis=(1, 2)), factor

@@ -3,6 +3,7 @@
 Variables (``F`` forecasts on ``forecast``, labels in ``forecast_name``, units in ``forecast_units``):
 
 * ``forecast_value(forecast)``, ``prior_variance``, ``posterior_variance``, ``variance_reduction``;
+* ``prior_covariance(parameter_i, parameter_j)``: the prior the analysis used [parameter units squared];
 * ``contribution(parameter, forecast)``: the drop of the posterior variance were the parameter known, with
   ``posterior_variance_parameter_known`` and ``prior_variance_parameter_known``;
 * ``removed_worth(forecast, *dims)`` and ``added_worth(forecast, *dims)``: the increase (decrease) of each
@@ -22,7 +23,7 @@ import numpy as np
 from sensitivity.analyses.worth.plan import Plan, WorthSettings
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.axes import own_coords, unstack_output
-from sensitivity.outputs.labels import axis_coords, axis_units_attrs, parameter_coords
+from sensitivity.outputs.labels import axis_coords, axis_units_attrs, matrix_coords, parameter_coords
 from sensitivity.outputs.spec import FLAT
 from sensitivity.runtime.lazy import lazy_import
 
@@ -45,6 +46,9 @@ def worth_dataset(study: Plan, settings: WorthSettings, space: ParameterSpace, l
                                {"long_name": "posterior forecast variance (linear, at the best fit)", **squared}),
         "variance_reduction": ((FORECAST,), problem.variance_reduction,
                                {"long_name": "fraction of the prior forecast variance the data remove", "units": "1"}),
+        "prior_covariance": (("parameter_i", "parameter_j"), problem.prior_covariance, {
+            "long_name": "prior parameter covariance the analysis used",
+            **axis_units_attrs(list(space.units), "parameter", squared=True)}),
     }
     if linear.get("contributions") is not None:
         c = linear["contributions"]
@@ -57,7 +61,8 @@ def worth_dataset(study: Plan, settings: WorthSettings, space: ParameterSpace, l
             prior_variance_parameter_known=(pf, c.prior_variance, {
                 "long_name": "prior forecast variance with the parameter known", **squared}))
     ds = xr.Dataset(variables, coords={**axis_coords(FORECAST, list(fn.names), list(fn.units)),
-                                       **parameter_coords(space.names, space.units)})
+                                       **parameter_coords(space.names, space.units),
+                                       **matrix_coords("parameter", space.names, space.units)})
     ds["forecast_name"].attrs["description"] = "; ".join(f"{n}: {d}" for n, d in zip(fn.names, fn.long_names))
     worth = {"added_worth": (linear["added"].worth, study.candidates, settings.group_candidates_by,
                              "decrease of the posterior forecast variance when the candidate is added")}

@@ -4,9 +4,10 @@ the data alike.
 :func:`worth_ensemble` evaluates every member at the best fit (and at the posterior draws) once
 (:class:`~sensitivity.engine.ensemble.CompiledEnsemble`) and runs the analysis of :mod:`.driver` on the ensemble
 mean (values and Jacobians averaged over the members: the surrogate every other analysis uses) and on each member.
-Beside each result ``X`` of the mean (forecast values and variances, the worth of every observation and candidate,
-their posterior-averaged counterparts) it adds ``X_member``, ``X_member_mean``, ``X_surrogate_std`` and
-``X_combined_interval`` (:func:`~sensitivity.outputs.members.spread_variables`: the members treated as draws of
+Beside each result ``X`` of the mean (forecast values and variances, each parameter's contribution to them, the
+worth of every observation and candidate, their posterior-averaged counterparts) it adds ``X_member``,
+``X_member_mean``, ``X_surrogate_std`` and ``X_combined_interval``
+(:func:`~sensitivity.outputs.members.spread_variables`: the members treated as draws of
 the surrogate's error, Lakshminarayanan et al. 2017, arXiv:1612.01474), each member's greedy designs, and the
 verdict the brief of a data-worth study needs: is the ranking of the data robust to the surrogate's error? For each
 forecast and each of the candidates (added) and the observations (removed), every member's Spearman rank
@@ -34,9 +35,9 @@ if TYPE_CHECKING:
     from sensitivity.engine.ensemble import CompiledEnsemble
 
 #: The results of a worth dataset that get each member's value and the members' spread (when present).
-SPREAD = ("forecast_value", "prior_variance", "posterior_variance", "variance_reduction", "added_worth",
-          "removed_worth", "averaged_prior_variance", "averaged_posterior_variance", "averaged_added_worth",
-          "averaged_removed_worth")
+SPREAD = ("forecast_value", "prior_variance", "posterior_variance", "variance_reduction", "contribution",
+          "posterior_variance_parameter_known", "prior_variance_parameter_known", "added_worth", "removed_worth",
+          "averaged_prior_variance", "averaged_posterior_variance", "averaged_added_worth", "averaged_removed_worth")
 #: The worth whose ranking the verdict compares: ``(kind of ObservationWorth in the analysis, what it ranks)``.
 RANKED = (("added", "candidates"), ("removed", "observations"))
 

@@ -144,3 +144,27 @@ def test_a_best_fit_on_the_bound_of_a_log_scale_parameter_is_that_bound() -> Non
     at_fit = worth(LinearModel(), space, settings, best_fit=fit, **common)
     at_bound = worth(LinearModel(), space, settings, best_fit=np.array([1e-5, 0.2, 0.1]), **common)
     np.testing.assert_array_equal(at_fit["forecast_value"].values, at_bound["forecast_value"].values)
+
+
+def test_the_dataset_records_the_prior_covariance_it_used_with_its_units(tmp_path) -> None:
+    import xarray as xr
+
+    space = ParameterSpace.from_records([{"name": f"x{i}", "units": "m", "low": -1e3, "high": 1e3,
+                                          "distribution": {"kind": "norm", "loc": 0.0, "scale": s}}
+                                         for i, s in enumerate((1.0, 2.0, 0.5))])
+    settings = WorthSettings(forecasts=FORECASTS, candidate_sigma=CAND_SIGMA, candidate_relative_sigma=REL)
+    given = np.array([[1.0, 0.3, 0.0], [0.3, 2.0, -0.1], [0.0, -0.1, 0.5]])
+    for prior, expected in ((given, given), (None, np.diag([1.0, 4.0, 0.25]))):  # None: the space's moments
+        ds = worth(LinearModel(), space, settings, best_fit=np.array([0.3, -0.2, 0.1]), observed_values=OBSERVED,
+                   noise=SIGMA, prior_covariance=prior)
+        ds.to_netcdf(tmp_path / "worth.nc", engine="netcdf4")
+        with xr.open_dataset(tmp_path / "worth.nc") as back:
+            cov = back["prior_covariance"]
+            assert cov.dims == ("parameter_i", "parameter_j") and cov.attrs["units"] == "m2"
+            assert list(back["parameter_i_name"].values) == list(back["parameter_j_name"].values) == ["x0", "x1", "x2"]
+            np.testing.assert_allclose(cov.values, expected, rtol=1e-12)
+            # the posterior variance is the one of this prior (Bayes' rule by inversion)
+            jac, obs, _, fore, _ = reference()
+            np.testing.assert_allclose(back["posterior_variance"],
+                                       forecast_variance(posterior(jac[obs], expected, np.full(obs.size, 0.25)), fore),
+                                       rtol=1e-10)

@@ -130,3 +130,38 @@ def test_bad_ensemble_settings_are_one_line(key, value, message):
     with pytest.raises(ConfigError) as err:
         WorthSettings(forecasts=FORECASTS, **{key: value})
     assert str(err.value) == message
+
+
+def contributions_closed_form(a: np.ndarray) -> np.ndarray:
+    """``[n_par, 2]`` drop of each forecast's posterior variance were the parameter known (its row and column gone
+    from the diagonal prior, its column from ``a``): Bayes' rule by direct inversion."""
+    prior, g = np.diag(SCALES**2), np.stack([a.sum(axis=0), a[DAYS - 1]], axis=1)
+    base = forecast_variance(posterior(a[:4], prior, SIGMA[:4] ** 2), g)
+    drops = []
+    for i in range(3):
+        keep = np.delete(np.arange(3), i)
+        known = posterior(a[:4][:, keep], prior[np.ix_(keep, keep)], SIGMA[:4] ** 2)
+        drops.append(base - forecast_variance(known, g[keep]))
+    return np.array(drops)
+
+
+def test_parameter_contributions_carry_each_members_value_their_spread_and_combined_interval():
+    """Members whose Jacobians differ (by 30 % of the base's scale): each member's contribution of each parameter
+    against its closed form, their sd and the combined interval of sensitivity.outputs.members around the mean's."""
+    jacobians = BASE + np.random.default_rng(12).normal(0.0, 0.3, size=(4, DAYS, 3))
+    ds = run(jacobians)
+    members = np.stack([contributions_closed_form(a) for a in jacobians])
+    mean = contributions_closed_form(jacobians.mean(axis=0))
+    assert ds["contribution_member"].dims == ("member", "parameter", "forecast")
+    np.testing.assert_allclose(ds["contribution_member"].values, members, rtol=1e-9)
+    np.testing.assert_allclose(ds["contribution"].values, mean, rtol=1e-9)
+    std = members.std(axis=0, ddof=1)
+    np.testing.assert_allclose(ds["contribution_surrogate_std"].values, std, rtol=1e-8)
+    half = spread_factor(4, SETTINGS.level) * std
+    interval = ds["contribution_combined_interval"]
+    assert interval.dims == ("parameter", "forecast", "bound")
+    np.testing.assert_allclose(interval.values[..., 0], mean - half, rtol=1e-8)
+    np.testing.assert_allclose(interval.values[..., 1], mean + half, rtol=1e-8)
+    assert np.all(std > 1e-3 * np.abs(mean))  # the members do disagree: the interval is not the mean alone
+    for name in ("posterior_variance_parameter_known", "prior_variance_parameter_known"):
+        assert ds[f"{name}_combined_interval"].dims == ("parameter", "forecast", "bound")

@@ -66,6 +66,8 @@ def test_removed_observation_importance(case):
     frame = base.get_removed_obs_importance({o: [o] for o in OBS})
     np.testing.assert_allclose(result.variance, frame.loc[OBS, FORES], rtol=RTOL)
     np.testing.assert_allclose(result.base_variance, frame.loc["base", FORES], rtol=RTOL)
+    # the worth is computed directly; pyEMU's is the difference of its two variances (exact here to ~1e-13)
+    np.testing.assert_allclose(result.worth, frame.loc[OBS, FORES] - frame.loc["base", FORES], rtol=1e-8)
 
 
 def test_added_observation_importance(case):
@@ -113,5 +115,6 @@ def test_correlated_noise_posterior_and_removed_groups():
                             forecasts=pyemu.Matrix(x=p.forecasts, row_names=PARS, col_names=FORES), verbose=False)
         frame = schur.get_removed_obs_importance({k: list(v) for k, v in groups.items()})
     np.testing.assert_allclose(ours.posterior_variance, [schur.posterior_forecast[f] for f in FORES], rtol=RTOL)
-    np.testing.assert_allclose(removed_importance(ours, groups).variance, frame.loc[list(groups), FORES],
-                               rtol=RTOL)
+    result = removed_importance(ours, groups)
+    np.testing.assert_allclose(result.variance, frame.loc[list(groups), FORES], rtol=RTOL)
+    np.testing.assert_allclose(result.worth, frame.loc[list(groups), FORES] - frame.loc["base", FORES], rtol=1e-8)
