@@ -50,7 +50,7 @@ DEPENDENT = ("method `sobol_dependent` (full and independent Sobol' indices) or 
              "which sample the space's Gaussian copula")
 
 #: Base rows per model call of the one-pass analysis (:func:`analyze_model`).
-BLOCK_ROWS = 1 << 12
+BLOCK_ROWS = 1 << 10
 
 
 def sample(
