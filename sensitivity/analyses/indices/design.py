@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensitivity.inputs.uncertainty import inputs_from_space, unit_cube_blocks
+from sensitivity.inputs.uncertainty import inputs_from_space
+from sensitivity.runtime.lazy import lazy_import
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.inputs.space import ParameterSpace
+
+qmc = lazy_import("scipy.stats.qmc")
 
 Seed = int | np.random.Generator | None
 
@@ -26,12 +29,39 @@ def sobol_base(d: int, n: int, seed: Seed, replicates: int = 1) -> np.ndarray:
     sequence; the scramblings are stacked in order (the randomised-QMC replicates of
     :mod:`~sensitivity.analyses.indices.intervals`). The scrambling generator is
     ``numpy.random.default_rng(seed)``, drawn from in order, so the same integer reproduces the
-    points; with one scrambling SALib, given that same Generator, draws them too. Each scrambling
-    is :func:`sensitivity.inputs.uncertainty.unit_cube_blocks`' in one block.
+    points; with one scrambling SALib, given that same Generator, draws them too. This is
+    :class:`SobolBase`'s rows ``[0, n)``.
     """
-    check_power_of_two(n, what="n", minimum=2 * replicates)
-    rng, size = np.random.default_rng(seed), n // replicates
-    return np.concatenate([next(unit_cube_blocks(size, d, size, "sobol", rng)) for _ in range(replicates)])
+    return SobolBase(d, n, seed, replicates).rows(0, n)
+
+
+class SobolBase:
+    """:func:`sobol_base`'s design, any rows ``[start, stop)`` of it without the others (:meth:`rows`).
+
+    The scramblings are drawn from ``numpy.random.default_rng(seed)`` in order when the object is made (as
+    :func:`sensitivity.inputs.uncertainty.unit_cube_blocks` draws one: scipy's scrambled ``qmc.Sobol``);
+    a row range is then the engines' sequence fast-forwarded to it, so a design of any size is produced in
+    blocks of bounded memory.
+    """
+
+    def __init__(self, d: int, n: int, seed: Seed, replicates: int = 1):
+        check_power_of_two(n, what="n", minimum=2 * replicates)
+        rng, self.n, self.size = np.random.default_rng(seed), n, n // replicates
+        self.engines = [qmc.Sobol(d, scramble=True, rng=rng) for _ in range(replicates)]
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """``[stop - start, d]`` rows ``start .. stop - 1`` of the design."""
+        if not 0 <= start <= stop <= self.n:
+            raise ConfigError(f"rows [{start}, {stop}) must lie in the design's [0, {self.n})")
+        out = []
+        for r in range(start // self.size, -(-stop // self.size)):
+            lo, hi = max(start, r * self.size) - r * self.size, min(stop, (r + 1) * self.size) - r * self.size
+            engine = self.engines[r]
+            engine.reset()
+            if lo:  # scipy's fast_forward(0) fails
+                engine.fast_forward(lo)
+            out.append(engine.random(hi - lo))
+        return np.concatenate(out) if out else np.empty((0, self.engines[0].d))
 
 
 def to_distribution(space: ParameterSpace, u: np.ndarray) -> np.ndarray:

@@ -240,29 +240,44 @@ class Dgsm:
 
 @dataclass(frozen=True)
 class Sobol:
-    """Sobol' first/total (and second) order indices per parameter, and per group when ``groups`` are given."""
+    """Sobol' first/total (and second) order indices per parameter, and per group when ``groups`` are given.
+
+    With randomised-QMC intervals or none the design is generated, evaluated and reduced ``block`` base rows at a
+    time (:func:`~sensitivity.analyses.indices.sobol.analyze_model`): memory does not grow with ``n``. Bootstrap
+    intervals resample the whole design, which is then drawn in :meth:`design` and held.
+    """
 
     n: int = 1024
     second_order: bool = False
     groups: Mapping[str, Sequence[str]] | None = None
     convergence_start: int = 64
+    block: int = sobol.BLOCK_ROWS
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> dict[str, np.ndarray]:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> dict[str, np.ndarray | None]:
         check_power_of_two(self.convergence_start, what="convergence_start")
+        check_power_of_two(self.block, what="block", minimum=1)
         intervals.check_size(self.n, what="n")
+        keys = ["sobol"] + (["sobol_groups"] if self.groups is not None else [])
         kwargs = {"seed": seed, "calc_second_order": self.second_order, "replicates": intervals.replicates_of(qmc=True)}
-        designs = {"sobol": sobol.sample(space, self.n, **kwargs)}
-        if self.groups is not None:
-            designs["sobol_groups"] = sobol.sample(space, self.n, groups=self.groups, **kwargs)
-        return designs
+        sobol.check(space, self.groups)  # every setting checked now; the points drawn in `run`, unless the
+        if intervals.plan(qmc=True).kind != "bootstrap":  # bootstrap needs them whole
+            return dict.fromkeys(keys)
+        return {key: sobol.sample(space, self.n, groups=self.groups if key == "sobol_groups" else None, **kwargs)
+                for key in keys}
 
-    def run(self, ctx: Context, design: dict[str, np.ndarray]) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: dict[str, np.ndarray | None]) -> dict[str, xr.Dataset]:
         out = {}
+        options = {"calc_second_order": self.second_order, "convergence_start": min(self.convergence_start, self.n),
+                   **ctx.analysis_kwargs()}
         for key, points in design.items():
-            values = timed(f"{key}: {len(points)} evaluations", ctx.model.values, points)
             groups = self.groups if key == "sobol_groups" else None
-            ds = sobol.analyze(values, ctx.space, groups=groups, calc_second_order=self.second_order,
-                               convergence_start=min(self.convergence_start, self.n), **ctx.analysis_kwargs())
+            if points is None:
+                ds = timed(f"{key}: {self.n} base rows evaluated and reduced {self.block} at a time",
+                           partial(sobol.analyze_model, ctx.model.values, ctx.space, self.n, seed=ctx.seed,
+                                   groups=groups, block=self.block, **options))
+            else:
+                values = timed(f"{key}: {len(points)} evaluations", ctx.model.values, points)
+                ds = sobol.analyze(values, ctx.space, groups=groups, **options)
             out[key] = ds.rename({"group_member": "member"}) if groups is not None else ds
         return out
 

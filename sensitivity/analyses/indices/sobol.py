@@ -1,10 +1,11 @@
 """Variance-based (Sobol') first, total and second-order indices of every output at once.
 
-``sample`` builds Saltelli's design from a scrambled Sobol' sequence; the model is
-evaluated on all of its rows in one batched call; ``analyze`` turns the values
-``[N (G + 2), m]`` (or ``[N (2G + 2), m]`` with second order) into a labeled
-dataset with intervals (:mod:`~sensitivity.analyses.indices.intervals`: by default randomised-QMC
-over independent scramblings of the design) and a convergence record.
+``sample`` builds Saltelli's design from a scrambled Sobol' sequence (``sample_rows`` any base rows of it
+alone); ``analyze`` turns the values ``[N (G + 2), m]`` (or ``[N (2G + 2), m]`` with second order) into a
+labeled dataset with intervals (:mod:`~sensitivity.analyses.indices.intervals`: by default randomised-QMC
+over independent scramblings of the design) and a convergence record; ``analyze_model`` does the same in one
+pass, generating, evaluating and reducing the design block by block, in memory independent of ``N``. Both
+reduce the values through the one-pass statistics of :mod:`~sensitivity.analyses.indices.pickfreeze`.
 
 Estimators (Saltelli et al. 2010, doi:10.1016/j.cpc.2009.09.018, Table 2), for a
 factor (parameter or group) ``i`` with ``A_B^(i)`` the matrix ``A`` whose ``i``
@@ -27,11 +28,12 @@ Rosenblatt transform) and :mod:`~sensitivity.analyses.indices.shapley`.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import bootstrap, dataset, design, tails
+from sensitivity.analyses.indices import bootstrap, dataset, design, pickfreeze, tails
+from sensitivity.analyses.moments import Moments
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
 from sensitivity.errors import ConfigError, DataError
@@ -47,8 +49,8 @@ Groups = Mapping[str, Sequence[str]]
 DEPENDENT = ("method `sobol_dependent` (full and independent Sobol' indices) or `shapley` (Shapley effects), "
              "which sample the space's Gaussian copula")
 
-#: ``status`` flag values.
-STATUS_OK, STATUS_CONSTANT = 0, 1
+#: Base rows per model call of the one-pass analysis (:func:`analyze_model`).
+BLOCK_ROWS = 1 << 10
 
 
 def sample(
@@ -91,10 +93,18 @@ def sample(
         Points in physical units, one row per model evaluation.
     """
     design.require_independent(space, method="Sobol' sampling", instead=DEPENDENT)
+    base = design.SobolBase(2 * len(space), n, seed, replicates)
+    return sample_rows(space, base, 0, n, groups=groups, calc_second_order=calc_second_order)
+
+
+def sample_rows(space: ParameterSpace, base: design.SobolBase, start: int, stop: int, *,
+                calc_second_order: bool = False, groups: Groups | None = None) -> np.ndarray:
+    """The points of :func:`sample`'s base rows ``start .. stop - 1`` (``(stop - start) (G + 2)`` rows, or
+    ``(2G + 2)``), from their unit-cube base rows (``base``: ``2d`` columns) alone."""
     members = _membership(space, groups)
     d = len(space)
-    base = design.sobol_base(2 * d, n, seed, replicates)
-    a, b = base[:, :d], base[:, d:]
+    rows = base.rows(start, stop)
+    a, b = rows[:, :d], rows[:, d:]
     blocks = [a[:, None], np.where(members[None], b[:, None], a[:, None])]
     if calc_second_order:
         blocks.append(np.where(members[None], a[:, None], b[:, None]))
@@ -150,24 +160,93 @@ def analyze(
         ``S2`` ``(factor_i, factor_j, output)`` (symmetric, NaN diagonal) when asked,
         ``variance (output)``, ``S1_convergence``/``ST_convergence`` ``(n_samples, factor, output)``
         ``status (output)`` (1 where an output is constant: its indices are NaN) and the
-        heavy-tail check of every output on all rows (``tail_share``, ``tail_index``,
+        heavy-tail check of every output on the first ``TAIL_ROWS`` = 65,536 rows (``tail_share``, ``tail_index``,
         ``tail_flag``; :mod:`~sensitivity.analyses.indices.tails`).
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
     design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
     plan = intervals.check()
-    members = _membership(space, groups)
-    g = members.shape[0]
+    g = _membership(space, groups).shape[0]
     y = design.as_values(values)
     per_block = 2 * g + 2 if calc_second_order else g + 2
     n = base_size(y.shape[0], per_block, g, calc_second_order)
-    convergence_start = design.check_power_of_two(convergence_start, what="convergence_start")
     blocks = y.reshape(n, per_block, y.shape[1])
+    acc = accumulate(blocks, g, calc_second_order, plan, convergence_sizes(convergence_start, n))
+    reps = _bootstrap(blocks, g, calc_second_order, plan) if plan.kind == "bootstrap" else acc.replicate_estimates()
+    return _dataset(acc, reps, y, space, groups=groups, calc_second_order=calc_second_order, plan=plan,
+                    output_names=output_names, output_units=output_units)
 
-    reps = replicate_estimates(blocks, g, calc_second_order, plan)
-    sizes = [2**k for k in range(convergence_start.bit_length() - 1, n.bit_length())] or [n]
-    conv = [_estimate(blocks[:k], g, False, np.ones((1, k))) for k in sizes]
 
+def analyze_model(
+    model: Callable[[np.ndarray], np.ndarray],
+    space: ParameterSpace,
+    n: int,
+    *,
+    seed: Seed = None,
+    groups: Groups | None = None,
+    calc_second_order: bool = False,
+    intervals: IntervalPlan = RQMC,
+    convergence_start: int = 64,
+    block: int = BLOCK_ROWS,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """:func:`analyze` of ``model`` on :func:`sample`'s design, in one pass: memory independent of ``n``.
+
+    The design's base rows are generated (:func:`sample_rows`), evaluated and reduced into one-pass statistics
+    (:class:`~sensitivity.analyses.indices.pickfreeze.Accumulator`) ``block`` base rows at a time; no array of
+    the design's size is made. The result is :func:`analyze`'s of ``model(sample(space, n, ...))`` (the same
+    rows, the same estimators) to float64 round-off, with randomised-QMC intervals or none; bootstrap intervals
+    resample the whole design and are refused here (:func:`analyze` makes them).
+
+    Parameters
+    ----------
+    model
+        Values ``[rows, m]`` at points ``[rows, d]`` in physical units (one column per output).
+    space, n, seed, groups, calc_second_order
+        As :func:`sample`'s (the replicates are ``intervals``').
+    intervals, convergence_start, output_names, output_units
+        As :func:`analyze`'s.
+    block
+        Base rows per model call, a power of two (each then ``block (G + 2)`` points).
+    """
+    design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
+    plan = intervals.check()
+    if plan.kind == "bootstrap":
+        raise ConfigError("the one-pass Sobol' analysis makes randomised-QMC intervals or none, got `intervals` = "
+                          "'bootstrap' (analyze the design's values in memory for it)")
+    block = design.check_power_of_two(block, what="block", minimum=1)
+    replicates = plan.check_rows(n) if plan.kind == "rqmc" else 1
+    base = design.SobolBase(2 * len(space), n, seed, replicates)
+    g = _membership(space, groups).shape[0]
+    per_block, sizes = 2 * g + 2 if calc_second_order else g + 2, convergence_sizes(convergence_start, n)
+    acc = None
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        points = sample_rows(space, base, start, stop, groups=groups, calc_second_order=calc_second_order)
+        y = design.as_values(model(points))
+        if acc is None:
+            acc = pickfreeze.Accumulator(n, g, calc_second_order, y.shape[1], replicates=replicates, sizes=sizes)
+        acc.update(y.reshape(stop - start, per_block, -1))
+    return _dataset(acc, acc.replicate_estimates(), acc.tail_values(), space, groups=groups,
+                    calc_second_order=calc_second_order, plan=plan, output_names=output_names,
+                    output_units=output_units)
+
+
+def convergence_sizes(start: int, n: int) -> list[int]:
+    """The prefix sizes of the convergence record: ``start, 2 start, ..., n`` (``[n]`` when ``start > n``)."""
+    start = design.check_power_of_two(start, what="convergence_start")
+    return [2**k for k in range(start.bit_length() - 1, n.bit_length())] or [n]
+
+
+def _dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], values: np.ndarray, space: ParameterSpace, *,
+             groups: Groups | None, calc_second_order: bool, plan: IntervalPlan,
+             output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
+    """:func:`analyze`'s dataset from the replicate estimates, the accumulator's convergence record and the
+    design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice)."""
+    members = _membership(space, groups)
+    n, y = acc.n, values
+    sizes, conv = sorted(acc.prefixes), acc.convergence()
     factor = "parameter" if groups is None else "group"
     coords = {
         **(dataset.parameter_axis(space) if groups is None else axis_coords("group", list(groups))),
@@ -221,7 +300,8 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
                       output_units: Sequence[str] | None) -> tuple[dict[str, xr.Variable], dict[str, xr.Variable]]:
     """``variance``, ``status`` and the heavy-tail check of a pick-freeze analysis, and their coordinates.
 
-    ``reps`` is :func:`replicate_estimates`' result, ``y`` the model values on every row.
+    ``reps`` is :func:`replicate_estimates`' result, ``y`` the model values on the design's rows in order: the
+    heavy-tail check reads the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them.
     """
     var_units, var_coords = dataset.units_table(
         "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
@@ -237,9 +317,15 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
             {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
              "flag_meanings": "ok constant_output"},
         ),
-        **tails.tail_variables(y),
+        **tails.tail_variables(y[: pickfreeze.TAIL_ROWS]),
     }
     return data, var_coords
+
+
+def check(space: ParameterSpace, groups: Groups | None = None) -> None:
+    """Refuse a space with correlated inputs and ``groups`` that are not a partition of its parameters."""
+    design.require_independent(space, method="Sobol' sampling", instead=DEPENDENT)
+    _membership(space, groups)
 
 
 def _membership(space: ParameterSpace, groups: Groups | None) -> np.ndarray:
@@ -275,61 +361,39 @@ def base_size(rows: int, per_block: int, g: int, second: bool) -> int:
     return n
 
 
+def accumulate(blocks: np.ndarray, g: int, second: bool, plan: IntervalPlan,
+               sizes: Sequence[int] = ()) -> pickfreeze.Accumulator:
+    """The one-pass statistics of the values ``blocks [N, rows per block, m]`` held in memory, reduced in row
+    blocks of bounded memory: one set per randomised-QMC scrambling under ``rqmc``, else one."""
+    n, _, m = blocks.shape
+    replicates = plan.check_rows(n) if plan.kind == "rqmc" else 1
+    acc = pickfreeze.Accumulator(n, g, second, m, replicates=replicates, sizes=sizes)
+    step = max(1, bootstrap.CHUNK_ELEMENTS // (len(acc.pairs) * m))
+    for start in range(0, n, step):
+        acc.update(blocks[start : start + step])
+    return acc
+
+
 def replicate_estimates(blocks: np.ndarray, g: int, second: bool, plan: IntervalPlan) -> dict[str, np.ndarray]:
-    """:func:`_estimate` on all rows (first), then on each randomised-QMC scrambling or bootstrap resample.
+    """The estimates on all rows (first), then on each randomised-QMC scrambling or bootstrap resample.
 
-    A scrambling's estimate is computed on its rows alone (centred and scaled by their own mean
-    and deviation), so the replicates are independent; bootstrap resamples share the centring of
-    all rows, as SALib's.
+    ``S1``, ``ST`` ``[K, G, m]``, ``S2`` ``[K, G, G, m]``, ``variance`` ``[K, m]`` in output units squared,
+    ``status`` ``[m]`` (:func:`~sensitivity.analyses.indices.pickfreeze.estimates`). A scrambling's estimate is
+    computed on its rows alone (centred on their own mean), so the replicates are independent; bootstrap
+    resamples share the centring of all rows, as SALib's.
     """
-    if plan.kind != "rqmc":
-        return _estimate(blocks, g, second, plan.weights(blocks.shape[0]))
-    parts = [blocks, *np.split(blocks, plan.check_rows(blocks.shape[0]))]
-    estimates = [_estimate(part, g, second, np.ones((1, part.shape[0]))) for part in parts]
-    out = {key: np.concatenate([e[key] for e in estimates]) for key in estimates[0] if key != "status"}
-    return {**out, "status": estimates[0]["status"]}
+    if plan.kind == "bootstrap":
+        return _bootstrap(blocks, g, second, plan)
+    return accumulate(blocks, g, second, plan).replicate_estimates()
 
 
-def _estimate(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Indices of every output under each row weighting, in output chunks of bounded memory.
-
-    ``blocks`` is ``[N, rows per block, m]``; ``weights`` ``[K, N]`` (row 0 all ones
-    gives the estimate, the others bootstrap resamples). Returns arrays with a leading
-    ``K`` axis: ``S1``, ``ST`` ``[K, G, m]``, ``S2`` ``[K, G, G, m]``, ``variance``
-    ``[K, m]`` in output units squared, and ``status`` ``[m]``.
-    """
-    n, per_block, m = blocks.shape
-    chunk = max(1, bootstrap.CHUNK_ELEMENTS // (n * per_block * (g if second else 1)))
-    parts = [_estimate_chunk(blocks[:, :, s : s + chunk], g, second, weights) for s in range(0, m, chunk)]
+def _bootstrap(blocks: np.ndarray, g: int, second: bool, plan: IntervalPlan) -> dict[str, np.ndarray]:
+    """The estimate and every bootstrap resample's, from weighted statistics of the rows, in output chunks."""
+    n, _, m = blocks.shape
+    weights, pairs = plan.weights(n), pickfreeze.pairs(g, second)
+    chunk = max(1, bootstrap.CHUNK_ELEMENTS // (n * len(pairs)))
+    parts = []
+    for s in range(0, m, chunk):
+        stats = Moments.of(pickfreeze.variables(blocks[:, :, s : s + chunk], g), pairs, weights)
+        parts.append(pickfreeze.estimates(stats.mean, stats.comoment, n, g, second, shared_centre=True))
     return {key: np.concatenate([p[key] for p in parts], axis=-1) for key in parts[0]}
-
-
-def _estimate_chunk(blocks: np.ndarray, g: int, second: bool, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """:func:`_estimate` for one chunk of outputs."""
-    flat = blocks.reshape(-1, blocks.shape[2])
-    mean, std = flat.mean(axis=0), flat.std(axis=0)
-    constant = std <= np.finfo(np.float64).eps * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)
-    y = (blocks - mean) / np.where(constant, 1.0, std)
-    a, b, ab = y[:, 0], y[:, -1], y[:, 1 : g + 1]
-
-    def avg(terms: np.ndarray) -> np.ndarray:
-        return bootstrap.weighted_mean(weights, terms)
-
-    variance = (avg(a * a) + avg(b * b)) / 2 - ((avg(a) + avg(b)) / 2) ** 2
-    inv = 1.0 / np.where(constant, np.nan, variance)
-    s1 = avg(b[:, None] * (ab - a[:, None])) * inv[:, None]
-    out = {
-        "S1": s1,
-        "ST": 0.5 * avg((a[:, None] - ab) ** 2) * inv[:, None],
-        "variance": variance * np.where(constant, 0.0, std) ** 2,
-        "status": np.where(constant, STATUS_CONSTANT, STATUS_OK),
-    }
-    if second:
-        ba = y[:, g + 1 : 2 * g + 1]
-        v = (avg(ba[:, :, None] * ab[:, None]) - avg(a * b)[:, None, None]) * inv[:, None, None]
-        s2 = v - s1[:, :, None] - s1[:, None, :]
-        upper = np.triu(np.ones((g, g), dtype=bool), 1)[None, :, :, None]
-        s2 = np.where(upper, s2, np.swapaxes(s2, 1, 2))
-        s2[:, np.arange(g), np.arange(g)] = np.nan
-        out["S2"] = s2
-    return out
