@@ -203,23 +203,23 @@ class _Recipe:
     token: str
 
     def build(self) -> CheckedSimulator:
-        """The checked simulator, built once per worker thread (a simulator with a time limit keeps its own
-        worker process there)."""
+        """The checked simulator, built once per worker thread and run (a simulator with a time limit keeps its own
+        worker process there, closed when a later run's simulator takes the thread's place)."""
         from sensitivity.surrogates.simulator import simulator_from
 
-        key = (self.token, threading.get_ident())
-        with _BUILT_LOCK:
-            built = _BUILT.get(key)
-        if built is None:
+        thread = threading.get_ident()
+        token, built = _BUILT.get(thread, (None, None))
+        if token != self.token:
+            if built is not None:
+                built.close()
             built = simulator_from(self.source, self.kwargs, output_shape=self.output_shape, settings=self.settings)
             built.label = self.label
-            with _BUILT_LOCK:
-                _BUILT[key] = built
+            _BUILT[thread] = (self.token, built)
         return built
 
 
-_BUILT: dict[tuple[str, int], Any] = {}
-_BUILT_LOCK = threading.Lock()
+#: A Dask worker thread's simulator: its run's token and the checked simulator (each thread reads only its own).
+_BUILT: dict[int, tuple[str, Any]] = {}
 
 
 def _dask_task(recipe: _Recipe, points: np.ndarray) -> tuple[np.ndarray, float]:
@@ -244,18 +244,12 @@ def _dask(simulator: CheckedSimulator, x: np.ndarray, blocks: Sequence[tuple[int
         run = f"simulator-{recipe.token[:8]}"
         futures = {client.submit(_dask_task, recipe, x[a:b], retries=settings.retries, pure=False,
                                  key=f"{run}-{a}-{b}"): (a, b) for a, b in blocks}
-        try:
-            for finished in as_completed(futures).batches():
-                for future in sorted(finished, key=lambda f: (f.status != "finished", futures[f])):
+        try:  # results gathered as the tasks finish, not one round trip each
+            for finished in as_completed(futures, with_results=True, raise_errors=False).batches():
+                for future, result in sorted(finished, key=lambda fr: (fr[0].status != "finished", futures[fr[0]])):
                     a, b = futures.pop(future)
-                    try:
-                        done = Batch(a, b, *future.result())
-                    except ModelError as err:  # the checked simulator's one line
-                        done = Batch(a, b, error=err)
-                    except Exception as err:  # noqa: BLE001 (the cluster's own: KilledWorker, a cancelled task)
-                        done = Batch(a, b, error=ModelError(
-                            f"{simulator.label}: its batch of points [{a}, {b}) was not run by the Dask cluster "
-                            f"({type(err).__name__}: {_first_line(err)})"))
+                    done = Batch(a, b, *result) if future.status == "finished" else \
+                        Batch(a, b, error=_batch_error(result, simulator.label, a, b))
                     future.release()
                     yield done
         finally:
@@ -263,11 +257,23 @@ def _dask(simulator: CheckedSimulator, x: np.ndarray, blocks: Sequence[tuple[int
                 client.cancel(list(futures))
 
 
+def _batch_error(result: Any, label: str, a: int, b: int) -> ModelError:
+    """The one-line error of a failed task: the checked simulator's own, or one naming the batch the cluster lost
+    (``KilledWorker``: its workers died too often; a cancelled task)."""
+    err = result[1] if isinstance(result, tuple) else result  # (type, exception, traceback), or the CancelledError
+    if isinstance(err, ModelError):
+        return err
+    return ModelError(f"{label}: its batch of points [{a}, {b}) was not run by the Dask cluster "
+                      f"({type(err).__name__}: {_first_line(err)})")
+
+
 @contextlib.contextmanager
 def _client(settings: ExecutorSettings, *, worker_children: bool) -> Iterator[Any]:
     """A ``distributed.Client`` for the run: to the scheduler at ``address``, or to a cluster started (and closed)
     here. ``worker_children``: the simulator starts a process of its own (a time limit), which a daemonic Dask
     worker may not."""
+    import logging
+
     import dask
     from distributed import Client, LocalCluster
 
@@ -282,8 +288,10 @@ def _client(settings: ExecutorSettings, *, worker_children: bool) -> Iterator[An
                     from None
         else:
             if settings.kind == "dask":
+                # the workers' own log lines (a heartbeat missed while the cluster closes) silenced: a failed
+                # batch comes back through its task
                 cluster = LocalCluster(n_workers=settings.n_workers, threads_per_worker=settings.threads_per_worker,
-                                       processes=True, dashboard_address=None)
+                                       processes=True, dashboard_address=None, silence_logs=logging.CRITICAL)
             else:
                 cluster = job_cluster(settings)
                 cluster.scale(jobs=settings.n_workers)

@@ -29,7 +29,7 @@ import numpy as np
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.runtime.progress import progress_bar
-from sensitivity.simulators.executors import ExecutorSettings
+from sensitivity.simulators.executors import ExecutorSettings, run_batches
 
 if TYPE_CHECKING:
     from sensitivity.surrogates.simulator import CheckedSimulator
@@ -156,8 +156,6 @@ def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[in
                  executor: ExecutorSettings, *, progress: bool, desc: str, total: int) -> None:
     """Run every batch of ``todo`` where ``executor`` says, writing each as it finishes (in this thread); the
     first failure stops the run (the batches finished before it are written)."""
-    from sensitivity.simulators.executors import run_batches
-
     if not todo:
         return
     with progress_bar(total, initial=total - sum(b - a for a, b in todo), unit="run", enabled=progress,
