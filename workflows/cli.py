@@ -9,11 +9,13 @@ and exit code 2 (a :class:`~sensitivity.errors.VerificationFailed`, a published 
 """
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import logging
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from workflows.plumbing.registry import CONF_DIR, WORKFLOWS, available
@@ -113,6 +115,7 @@ def _hydra_main(name: str, overrides: list[str]) -> None:
             raise SystemExit(code) from None
 
     signal.signal(signal.SIGTERM, _terminate)
+    faulthandler.enable()  # a simulator (or model) that crashes the process in-process: the fault and where, not silence
 
     sys.argv = [f"sensitivity {name}", *overrides]
     hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=name)(task)()
@@ -122,8 +125,31 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is, so that a run stops as cleanly as on Ctrl-C (exit 143)."""
 
 
+#: Seconds a run has, after SIGTERM, to stop cleanly before the process ends anyway (a call into the simulator
+#: in-process cannot be interrupted, and the runner's pool waits for it).
+TERMINATE_GRACE_S = 10.0
+
+
 def _terminate(signum, frame) -> None:
+    """Raise :class:`Terminated` in the main thread, and end the process with exit 143 after
+    :data:`TERMINATE_GRACE_S` seconds (at once on a second SIGTERM) should the run not stop by then: finished
+    batches and parts are on disk already, and the run lock is released with the process."""
+    if getattr(_terminate, "raised", False):
+        _abandon()
+    _terminate.raised = True
+    watchdog = threading.Timer(TERMINATE_GRACE_S, _abandon)
+    watchdog.daemon = True
+    watchdog.start()
     raise Terminated()
+
+
+def _abandon() -> None:
+    """End the process with exit 143 now, saying so (a simulator call that does not return is left running)."""
+    sys.stderr.write("sensitivity: terminated; a call still running in this process (a simulator's, in-process) "
+                     f"was abandoned after {TERMINATE_GRACE_S:g} s; finished work is on disk: rerun the same command "
+                     "to resume\n")
+    sys.stderr.flush()
+    os._exit(143)
 
 
 #: Command-line flags with which Hydra does something else than compose one job (multiruns compose per job).

@@ -112,15 +112,11 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
         with indices.in_section(key, StoredSweep, sweep) as stored:
             indices.in_section(key, partial(indices.check_sweep_sample, method=label, grids=grids), stored, space,
                                surrogate.output, surrogate.content_hash)
-    ensemble = build.ensemble_from(cfg, surrogate)
-    jac = ensemble or build.engine_from(cfg, surrogate, space)
+    jac = build.any_engine(cfg, surrogate, space)  # an ensemble's members: each one's indices, their spread
     log.info("indices: %s on %s (%d parameters, %d outputs%s), %s mode, %s", ", ".join(chosen), surrogate.source,
-             len(space), surrogate.output_size, f", {surrogate.n_members} members" if ensemble else "", jac.mode,
-             jac.dtype)
-    if ensemble is None:
-        ds = indices.compute(jac, space, methods, designs=designs, **options)
-    else:  # the ensemble mean's indices, each member's, their spread and the combined intervals
-        ds = indices.compute_ensemble(ensemble, space, methods, designs=designs, **options)
+             len(space), surrogate.output_size,
+             f", {surrogate.n_members} members" if surrogate.n_members > 1 else "", jac.mode, jac.dtype)
+    ds = indices.compute(jac, space, methods, designs=designs, **options)
     ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))

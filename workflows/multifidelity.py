@@ -115,7 +115,7 @@ def run(cfg: DictConfig) -> Path:
     m = cfg.multifidelity
     simulator = build.simulator_from(cfg, m.simulator, m.simulator_kwargs, WHAT)  # kwargs checked before any run
     try:
-        with build.result_set(cfg, "multifidelity", [reliability]) as results:
+        with build.result_set(cfg, "multifidelity", [reliability], simulators=[m.simulator]) as results:
             if results.complete:
                 build.announce_complete(results, "multifidelity")
                 return results.path("multifidelity.nc")
@@ -133,13 +133,12 @@ def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: O
              out_dir: Path) -> list[str]:
     """The study (and the failure probabilities of ``reliability``'s events) -> ``out_dir/multifidelity.nc``;
     return the names of the simulator's run files in ``run_dir``."""
-    from sensitivity.analyses.callables import BatchedModel
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.simulators.runner import run_simulator
 
     surrogate = build.surrogate_from(cfg, space)
     simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
-    engine = build.ensemble_from(cfg, surrogate) or build.engine_from(cfg, surrogate, space)
+    engine = build.any_engine(cfg, surrogate, space)  # an ensemble's members: the study handles them
     block = len(space) + 2
     files: list[str] = []
 
@@ -154,8 +153,7 @@ def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: O
     log.info("multifidelity: %s anchored on %s, a budget of %d simulator runs (%d the pilot), %d worker(s)",
              surrogate.source, cfg.multifidelity.simulator, settings.budget,
              settings.pilot_blocks(len(space)) * block, runner.workers)
-    ds = mf.multifidelity(BatchedModel(values=engine.flat_values, output=surrogate.output), space, settings,
-                          simulator=staged, seed=cfg.seed)
+    ds = mf.multifidelity(engine, space, settings, simulator=staged, seed=cfg.seed)
     if reliability is not None:
         ds = _failure_probabilities(cfg, ds, space, surrogate, engine, settings, reliability, simulator, runner,
                                     run_dir, files)
@@ -179,6 +177,7 @@ def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settin
     """``ds`` with the simulator-anchored failure probabilities of the events of the reliability.nc ``path``; the
     simulator's runs recorded as ``simulator_reliability_<k>.nc`` (named in ``files``)."""
     from sensitivity.analyses.reliability import plan
+    from sensitivity.outputs.members import flat_mean_values
     from sensitivity.simulators.runner import run_simulator
     from workflows.plumbing.reliability_settings import reliability_events
 
@@ -195,6 +194,6 @@ def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settin
     log.info("multifidelity: reliability %s: the simulator at the design points and %d + %d importance samples of "
              "each of %d events", path, cfg.multifidelity.failure_runs, cfg.multifidelity.safe_runs,
              len(found.design_beta))
-    pf = anchored_pf.failure_probabilities(simulate, engine.flat_values, picked.nataf.to_physical, found,
+    pf = anchored_pf.failure_probabilities(simulate, flat_mean_values(engine), picked.nataf.to_physical, found,
                                   _reliability_settings(cfg.multifidelity, settings), seed=cfg.seed)
     return ds.assign(pf.data_vars).assign_coords(pf.coords).assign_attrs(pf.attrs)

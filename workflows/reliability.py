@@ -79,7 +79,7 @@ def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
 
     surrogate = build.surrogate_from(cfg, space)
     rel.plan(space, surrogate.output, settings)  # the loaded model's outputs, when the config did not give them
-    engine = build.ensemble_from(cfg, surrogate) or build.engine_from(cfg, surrogate, space)
+    engine = build.any_engine(cfg, surrogate, space)  # an ensemble's members: the analysis handles them
     log.info("reliability: %s of %s, %d thresholds, %s", " ".join(settings.methods), surrogate.source,
              len(settings.thresholds), settings.direction)
     hessian = None

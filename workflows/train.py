@@ -86,7 +86,8 @@ def run(cfg: DictConfig) -> Path:
         if t.simulator else None
     try:
         jacobian = _simulator_jacobian(t, shape) if t.simulator_jacobian and network.jacobian_weight > 0 else None
-        with build.result_set(cfg, "train", [cfg.training.data and build.repo_path(cfg.training.data)]) as results:
+        with build.result_set(cfg, "train", [cfg.training.data and build.repo_path(cfg.training.data)],
+                              simulators=[cfg.training.simulator]) as results:
             if results.complete:  # the same samples and settings: the published surrogate is this run's
                 build.announce_complete(results, "train")
                 model_path = results.path(plan.saved_name)

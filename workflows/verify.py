@@ -136,7 +136,7 @@ def run(cfg: DictConfig) -> Path:
     verdict = build.settings(VerdictSettings, v)
     simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
-        with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training]) as results:
+        with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training], simulators=[v.simulator]) as results:
             if results.complete:
                 build.announce_complete(results, "verify")
             else:

@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from sensitivity.analyses.worth import WorthSettings, worth, worth_ensemble
+from sensitivity.analyses.worth import WorthSettings, worth
 from sensitivity.errors import ConfigError, DataError
 from workflows.plumbing import build, chain
 from workflows.plumbing.propagation_settings import PredictiveConf
@@ -151,17 +151,15 @@ def _compute(cfg: DictConfig, space, settings: WorthSettings, problem: dict, out
     if surrogate.output.flat_names() != problem["spec"].flat_names():
         raise DataError(f"calibration={cfg.calibration}: its outputs {problem['spec'].flat_names()[:3]}... are not "
                         f"the model's {surrogate.output.flat_names()[:3]}... ({surrogate.source})")
-    ensemble = build.ensemble_from(cfg, surrogate)
-    engine = ensemble or build.engine_from(cfg, surrogate, space)
-    if ensemble is not None:
+    engine = build.any_engine(cfg, surrogate, space)  # an ensemble's members: each one's worth, their spread
+    if surrogate.n_members > 1:
         log.info("worth: the %d-member ensemble's mean, then each member, from one evaluation of all members",
-                 ensemble.members)
+                 surrogate.n_members)
     draws = problem["draws"]
     log.info("worth: %d forecasts, %s engine (%s)%s", len(settings.forecasts), engine.mode, engine.dtype,
              "" if draws is None else f", averaged over at most {settings.max_draws} of {len(draws)} posterior draws")
     t0 = time.perf_counter()
-    verb = worth if ensemble is None else worth_ensemble
-    ds = verb(engine, space, settings, best_fit=problem["best_fit"], observed_values=problem["observed_values"],
+    ds = worth(engine, space, settings, best_fit=problem["best_fit"], observed_values=problem["observed_values"],
               noise=problem["noise"], prior_covariance=problem["prior_covariance"], draws=draws, seed=cfg.seed)
     seconds = time.perf_counter() - t0
     inputs = [Path(cfg.calibration), Path(cfg.observations.path), *([Path(cfg.posterior.path)] if draws is not None

@@ -1,5 +1,7 @@
-"""What every analysis of an ensemble shares: the ``member`` axis, the spread of a result over the members, and the
-interval that combines it with the analysis's own sampling interval.
+"""What every analysis of an ensemble shares: the ``member`` axis, the members of a compiled engine, the predictive
+spread ``(1 + 1/K) s^2`` of a result over the members, and the interval that combines it with the analysis's own
+sampling interval; the one place that writes them (:func:`predictive_variance`, :func:`spread_variables`,
+:func:`with_member_spread`).
 
 An ensemble of ``K`` surrogates (:mod:`sensitivity.surrogates.ensemble`) predicts with the mean of its members; the spread of
 a result over the members estimates how much of that result is the surrogate. Treating the unknown truth as one
@@ -34,13 +36,46 @@ def member_coords(k: int) -> dict[str, xr.Variable]:
                                                                         "units": "1"})}
 
 
-def spread_factor(k: int, level: float) -> float:
-    """``t_{K-1, (1 + level)/2} sqrt(1 + 1/K)``: the half-width of the surrogate interval per unit of member sd."""
+def member_count(engine: object) -> int:
+    """``K``, the members of a compiled ensemble (:class:`sensitivity.engine.ensemble.CompiledEnsemble`); 0 for one
+    model (a compiled surrogate, a :class:`~sensitivity.analyses.callables.BatchedModel`, a function)."""
+    k = getattr(engine, "members", 0)
+    return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else 0
+
+
+def flat_mean_values(engine: object):
+    """``[N, n] -> [N, m]``: the flat values of any compiled engine, the members' mean of an ensemble (its prediction)."""
+    k = member_count(engine)
+    if not k:
+        return engine.flat_values
+
+    def mean(points: np.ndarray) -> np.ndarray:
+        return np.asarray(engine.values(points)).reshape(k, len(points), -1).mean(axis=0)
+
+    return mean
+
+
+def predictive_factor(k: int) -> float:
+    """``1 + 1/K``: the variance of a new draw about the mean of ``K`` members, per unit of the members' variance
+    (the truth as one more member: Geisser 1993, ch. 2)."""
     if k < 2:
         raise ConfigError(f"an ensemble's spread needs at least 2 members, got {k}")
+    return 1.0 + 1.0 / k
+
+
+def predictive_variance(values: np.ndarray, axis: int = 0) -> np.ndarray:
+    """``(1 + 1/K) s^2``: the predictive variance of the members' values along ``axis`` (``K`` long; ``s^2`` their
+    variance, ``ddof=1``), in the values' units squared."""
+    values = np.asarray(values, float)
+    return predictive_factor(values.shape[axis]) * values.var(axis=axis, ddof=1)
+
+
+def spread_factor(k: int, level: float) -> float:
+    """``t_{K-1, (1 + level)/2} sqrt(1 + 1/K)``: the half-width of the surrogate interval per unit of member sd."""
+    factor = predictive_factor(k)
     if not 0 < level < 1:
         raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
-    return float(stats.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(1 + 1 / k))
+    return float(stats.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(factor))
 
 
 def combined_bounds(estimate: np.ndarray, low: np.ndarray | None, high: np.ndarray | None, std: np.ndarray, k: int,
@@ -98,3 +133,20 @@ def spread_variables(name: str, estimate: xr.DataArray, stacked: xr.DataArray, l
             long_name=f"{long_name}, standard deviation over the members (surrogate uncertainty)", **units),
         f"{name}_combined_interval": combined if interval is None else combined.transpose(*interval.dims),
     }
+
+
+def with_member_spread(mean: xr.Dataset, members: list[xr.Dataset], level: float,
+                       names: list[str] | None = None) -> xr.Dataset:
+    """``mean`` (a result of the ensemble mean) with, beside each result ``X`` of ``names`` (default: every ``X``
+    with an ``X_interval`` in ``mean``), the members' ``X`` from ``members`` (one result each, the same analysis on
+    the same samples) and their spread: :func:`spread_variables` with ``X_interval`` as the sampling interval; the
+    ``member`` coordinate and the attribute ``ensemble_members``."""
+    k = len(members)
+    out = mean.assign_coords(member_coords(k))
+    for name in names if names is not None else [v for v in mean.data_vars if f"{v}_interval" in mean.data_vars]:
+        stacked = xr.concat([m[name] for m in members], dim=MEMBER, coords="minimal", compat="override",
+                            join="override")
+        for key, value in spread_variables(name, mean[name], stacked, level, mean.get(f"{name}_interval")).items():
+            out[key] = value
+    out.attrs["ensemble_members"] = k
+    return out

@@ -112,16 +112,21 @@ class CheckedSimulator:
 
         twin = CheckedSimulator.__new__(CheckedSimulator)
         twin.label, twin.output_shape, twin.settings = self.label, self.output_shape, self.settings
-        twin.source, twin.kwargs, twin._bound = self.source, self.kwargs, self._bound
+        twin.source, twin.kwargs, twin._bound, twin.code = self.source, self.kwargs, self._bound, self.code
         twin._worker = SimulatorWorker(self.source, self.kwargs, self.label, why=why)
         return twin
+
+    #: A hash of the simulator's code (its module's and what that imports from its folder), set by the caller that
+    #: can compute it: part of :attr:`identity`, so that runs recorded before an edit of the code are not reused.
+    code: str = ""
 
     @property
     def identity(self) -> str:
         """What identifies the simulator's runs in a fingerprint: a source's own ``fingerprint()`` (a program: the
-        files it reads), else the source as text."""
+        files it reads), else the source as text, with :attr:`code` where given."""
         fingerprint = getattr(self.source, "fingerprint", None)
-        return fingerprint() if callable(fingerprint) else str(self.source)
+        identity = fingerprint() if callable(fingerprint) else str(self.source)
+        return f"{identity} {self.code}" if self.code else identity
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         points = np.asarray(points, dtype=np.float64)

@@ -30,6 +30,7 @@ from sensitivity.inputs.space import ParameterSpace
 from sensitivity.training import validation
 from sensitivity.training.fit import FitResult, Split, fit, split_samples
 from sensitivity.training.report import MemberReport, report_dataset
+from sensitivity.outputs.members import predictive_variance
 
 xr = lazy_import("xarray")
 
@@ -314,9 +315,9 @@ def _spread_scale(fits: list[FitResult], x: np.ndarray, y: np.ndarray) -> np.nda
     members' predictive variance match the ensemble mean's squared error there (variance scaling, Levi et al.
     2022, doi:10.3390/s22155540; 1 for an output on which the members agree exactly)."""
     members = np.stack([np.asarray(f.model(x.astype(np.float32)), float).reshape(len(x), -1) for f in fits])
-    k, truth = len(fits), y.reshape(len(y), -1)
+    truth = y.reshape(len(y), -1)
     mse = ((members.mean(axis=0) - truth) ** 2).mean(axis=0)
-    spread = (1 + 1 / k) * members.var(axis=0, ddof=1).mean(axis=0)
+    spread = predictive_variance(members).mean(axis=0)
     return np.sqrt(np.divide(mse, spread, out=np.ones_like(mse), where=spread > 0))
 
 
@@ -333,8 +334,7 @@ def _member_report(y_test: np.ndarray, member_values: np.ndarray, splits: list[S
                    scale: tuple[float, ...]) -> MemberReport:
     """Each member's test RMSE, the members' (calibrated) spread on the test samples and the bootstrap counts."""
     rmse = np.sqrt(((member_values - y_test[None]) ** 2).mean(axis=1))
-    k = len(member_values)
-    spread = np.sqrt((1 + 1 / k) * member_values.var(axis=0, ddof=1).mean(axis=0))
+    spread = np.sqrt(predictive_variance(member_values).mean(axis=0))
     counts = np.array([np.bincount(s.train, minlength=n) for s in splits])
     return MemberReport(rmse, spread, counts, np.reshape(scale, spread.shape) if scale else np.ones_like(spread))
 

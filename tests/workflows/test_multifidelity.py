@@ -164,3 +164,130 @@ def test_multifidelity_is_a_stage_of_run_fed_by_a_reliability_stage(compose_conf
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         run.run(cfg)
     assert (stage / "manifest.json").stat().st_mtime_ns == published
+
+
+def _spread_carried(ds) -> None:
+    """The members' surrogate-only estimates, their spread and the combined intervals, beside the anchored ones."""
+    k = ds.attrs["ensemble_members"]
+    for q in ("S1", "ST", "output_mean", "output_variance"):
+        members = ds[f"{q}_surrogate_member"]
+        assert members.dims[0] == "member" and members.sizes["member"] == k
+        np.testing.assert_allclose(ds[f"{q}_surrogate_surrogate_std"].values, members.std("member", ddof=1).values)
+        combined, sampling = ds[f"{q}_surrogate_combined_interval"], ds[f"{q}_surrogate_interval"]
+        assert (combined.sel(bound=0) <= sampling.sel(bound=0) + 1e-12).all()
+        assert (combined.sel(bound=1) >= sampling.sel(bound=1) - 1e-12).all()
+
+
+@pytest.mark.slow
+def test_an_ensemble_from_train_anchors_the_exact_indices_and_carries_its_members_spread(compose_config, tmp_path):
+    from workflows import train
+
+    common = ["model=ishigami", "space=ishigami", "jacobian=float64", "jacobian.jit_compile=false"]
+    source = train.run(compose_config("train", [
+        *common, "training.simulator=tests.helpers.functions:ishigami", "training.runs=128", "training.members=3",
+        "training.epochs=60", "training.hidden=[16,16]", "training.derivative_points=0"],
+        output_dir=tmp_path / "train"))
+    assert source.name == "surrogate.ensemble"
+    path = multifidelity.run(compose_config("multifidelity", [*FAST, *common, f"model.source={source}",
+                                                               "model.kwargs={}", "seed=2"],
+                                            output_dir=tmp_path / "mf"))
+    ds, exact = open_result(path), ishigami_indices()
+    for q in ("S1", "ST"):  # the anchor holds the closed form whatever the under-trained members say
+        low, high = np.moveaxis(ds[f"{q}_interval"].values[:, 0], -1, 0)
+        assert ((low <= exact[q]) & (exact[q] <= high)).all(), (q, low, high)
+    _spread_carried(ds)
+    assert ds.attrs["ensemble_members"] == 3 and cf_errors(path) == []
+
+
+@pytest.mark.slow
+def test_the_demos_shipped_ensemble_anchors_the_simulators_own_mean(compose_config, tmp_path):
+    """data/seir/surrogate.ensemble anchored on the SEIR simulator: the anchored mean's interval holds a plain Monte
+    Carlo mean of the simulator (512 other points, its own 3-se band added), on every day."""
+    from sensitivity.simulators.seir import simulate
+    from workflows.plumbing import build
+
+    cfg = compose_config("multifidelity", [
+        "experiment=seir_ensemble", "jacobian.jit_compile=false",
+        "multifidelity.simulator=sensitivity.simulators.seir:simulate", "multifidelity.budget=240",
+        "multifidelity.surrogate_rows=256", "multifidelity.n_resamples=20", "multifidelity.cost_ratio=100",
+        "plots=false"])
+    ds = open_result(multifidelity.run(cfg))
+    _spread_carried(ds)
+    assert ds.attrs["ensemble_members"] == 5
+    space = build.space_from(cfg)
+    x = space.bounds[:, 0] + np.random.default_rng(7).random((512, len(space))) * np.ptp(space.bounds, axis=1)
+    y = np.asarray(simulate(x), float).reshape(512, -1)
+    mc, se = y.mean(axis=0), y.std(axis=0, ddof=1) / np.sqrt(512)
+    low, high = ds["output_mean_interval"].transpose("bound", ...).values.reshape(2, -1)
+    assert ((low - 3 * se <= mc) & (mc <= high + 3 * se)).all()
+
+
+def test_an_edited_simulator_is_a_new_computation(compose_config, tmp_path, monkeypatch):
+    """The study fingerprints the simulator's code: after an edit of its module the same command (as a `run`
+    stage gives it, replacing other settings) runs the new simulator on every point, none of the old runs kept."""
+    import sys
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "my_sim.py").write_text("import numpy as np\n\ndef f(x):\n    return (x[:, :1] + x[:, 1:2])\n")
+    monkeypatch.syspath_prepend(str(folder))
+    overrides = ["jacobian.jit_compile=false", "model=function", "model.source=tests.helpers.models:decay",
+                 "model.output={name: y, units: m}",
+                 "space.parameters=[{name: a, units: m, low: 1, high: 2}, {name: k, units: day-1, low: 0.1, high: 0.5}]",
+                 "++model.kwargs={days: 1}", "multifidelity.simulator=my_sim:f", "multifidelity.budget=200",
+                 "multifidelity.pilot=20", "multifidelity.surrogate_rows=256", "multifidelity.n_resamples=20",
+                 "multifidelity.cost_ratio=100", "replace_other_settings=true", "plots=false"]
+    first = open_result(multifidelity.run(compose_config("multifidelity", overrides, output_dir=tmp_path / "mf")))
+    np.testing.assert_allclose(first["output_mean_simulator_only"].values, 1.5 + 0.3, rtol=0.05)  # E[a + k]
+    (folder / "my_sim.py").write_text("import numpy as np\n\ndef f(x):\n    return 10 + (x[:, :1] + x[:, 1:2])\n")
+    monkeypatch.delitem(sys.modules, "my_sim")  # a new process imports the edited module
+    second = open_result(multifidelity.run(compose_config("multifidelity", overrides, output_dir=tmp_path / "mf")))
+    np.testing.assert_allclose(second["output_mean_simulator_only"].values, 11.5 + 0.3, rtol=0.05)
+
+
+HANGS = "import time\n\ndef f(x):\n    time.sleep(3600)\n    return x[:, :1]\n"
+CRASHES = "import ctypes\n\ndef f(x):\n    ctypes.string_at(0)\n    return x[:, :1]\n"
+
+
+def _cli(tmp_path, module: str):
+    """``sensitivity multifidelity`` on a simulator ``my_sim:f`` of source ``module``, started in a subprocess."""
+    import os
+    import subprocess
+
+    from tests.helpers import CLI, ROOT
+
+    (tmp_path / "my_sim.py").write_text(module)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    command = CLI + ["multifidelity", "model=ishigami", "jacobian.jit_compile=false", "multifidelity.simulator=my_sim:f",
+                     "multifidelity.budget=100", "multifidelity.pilot=20", "multifidelity.surrogate_rows=64",
+                     "multifidelity.cost_ratio=100", "plots=false", "progress=false",
+                     f"hydra.run.dir={tmp_path / 'run'}"]
+    return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_run_whose_in_process_simulator_call_hangs(tmp_path):
+    import signal
+    import time
+
+    from workflows.cli import TERMINATE_GRACE_S
+
+    proc = _cli(tmp_path, HANGS)
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "run").glob("simulator_pilot.nc.parts")) and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    time.sleep(1.0)  # inside the simulator's call
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=TERMINATE_GRACE_S + 60)
+    assert proc.returncode == 143, err[-2000:]
+    assert "terminated" in err and "abandoned" in err
+
+
+@pytest.mark.slow
+def test_a_simulator_that_crashes_the_process_is_named(tmp_path):
+    proc = _cli(tmp_path, CRASHES)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == -11, err[-2000:]  # SIGSEGV: the shell's exit 139
+    assert "Segmentation fault" in err and "my_sim.py" in err

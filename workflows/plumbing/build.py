@@ -97,6 +97,12 @@ def ensemble_from(cfg: DictConfig, surrogate):
                             memory_budget_mb=j.memory_budget_mb)
 
 
+def any_engine(cfg: DictConfig, surrogate, space: ParameterSpace):
+    """The compiled engine of ``surrogate`` as every study verb takes it: an ensemble's (:func:`ensemble_from`, the
+    verb handles its members), else one model's (:func:`engine_from`)."""
+    return ensemble_from(cfg, surrogate) or engine_from(cfg, surrogate, space)
+
+
 def check_design_size(node: DictConfig, d: int, key: str) -> None:
     """Refuse the size ``node.n`` of a drawn design (sobol, halton, lhs, random) of ``d`` parameters in one line
     naming ``<key>.n`` (:func:`sensitivity.sweep.designs.check_grid_size`)."""
@@ -137,9 +143,11 @@ RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "r
 
 
 def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = (), *,
-               recorded: Mapping[str, str] | None = None):
+               recorded: Mapping[str, str] | None = None, simulators: Iterable[str | None] = ()):
     """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
-    (its run-only keys left out), the content of its input files and of everything the model reads.
+    (its run-only keys left out), the content of its input files, of everything the model reads and of the code of
+    the ``simulators`` it runs (``package.module:function``, :func:`~workflows.plumbing.model_inputs.simulator_hash`:
+    an edit of a simulator's module, or of one it imports from its folder, is a new computation).
 
     ``recorded`` gives input files by the checksums recorded beside them (``{path: sha256}``, e.g. a merge's
     shards, verified as they are read) instead of hashing them again.
@@ -149,7 +157,7 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     """
     from sensitivity.datasets import content_hash
     from sensitivity.datasets.publish import ResultSet
-    from workflows.plumbing.model_inputs import model_inputs_hash
+    from workflows.plumbing.model_inputs import model_inputs_hash, simulator_hash
     from workflows.plumbing.schema import workflow_keys
 
     check_study(cfg)  # a bad space or output description is refused before the run directory is touched
@@ -158,7 +166,8 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     own = workflow_keys(workflow)  # the other studies' sections an experiment file sets do not change this result
     config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
-                     fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg)),
+                     fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg),
+                                             *(simulator_hash(str(s)) for s in simulators if s)),
                      replace=bool(cfg.get("replace_other_settings", False)),
                      recompute=bool(cfg.get("recompute", False)))
 
@@ -300,8 +309,12 @@ def simulator_from(cfg: DictConfig, source: str, kwargs: Any, what: str, output_
     from sensitivity.surrogates.simulator import SimulatorSettings
     from sensitivity.surrogates.simulator import simulator_from as library_simulator
 
-    return library_simulator(source, plain(kwargs), what=what, output_shape=output_shape,
-                             settings=settings(SimulatorSettings, cfg.simulator))
+    from workflows.plumbing.model_inputs import simulator_hash
+
+    simulator = library_simulator(source, plain(kwargs), what=what, output_shape=output_shape,
+                                  settings=settings(SimulatorSettings, cfg.simulator))
+    simulator.code = simulator_hash(source)  # its recorded runs are not reused after an edit of its code
+    return simulator
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:

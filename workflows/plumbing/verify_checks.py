@@ -15,6 +15,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
+from sensitivity.outputs.members import predictive_variance
 from workflows.plumbing import build
 from workflows.plumbing.reliability_settings import reliability_events
 
@@ -224,7 +225,7 @@ class Checks:
 
         def spread(points: np.ndarray) -> np.ndarray:
             values = self.ensemble.values(points).reshape(k, len(points), -1).astype(float)
-            return np.sqrt((1 + 1 / k) * values.var(axis=0, ddof=1))
+            return np.sqrt(predictive_variance(values))
 
         return spread
 

@@ -39,7 +39,7 @@ from sensitivity.analyses.calibration.driver import Fit, calibrate
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import minimum_points
 from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn
-from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords
+from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords, predictive_factor
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -136,7 +136,7 @@ def emulator_covariance(member_values: Callable[[np.ndarray], np.ndarray], x: np
     if k < 2:
         raise ConfigError(f"the emulator variance needs an ensemble of at least 2 members, got {k}")
     covariance, lam = shrunk_covariance(values)
-    return (1 + 1 / k) * covariance, lam
+    return predictive_factor(k) * covariance, lam
 
 
 def shrunk_covariance(samples: np.ndarray) -> tuple[np.ndarray, float]:

@@ -22,6 +22,7 @@ from sensitivity.outputs.labels import position_label
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.axes import unstack_output
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.members import member_count
 
 xr = lazy_import("xarray")
 
@@ -99,6 +100,10 @@ def compute(
         ``rank``/``kendall_tau``/``top_k_agreement`` (with two or more ranking measures), and
         each method's attributes as global attributes ``<prefix>_<attr>``.
     """
+    if member_count(engine):  # an ensemble: the mean's indices, each member's, their spread and combined intervals
+        from sensitivity.analyses.indices.ensemble import compute_ensemble
+
+        return compute_ensemble(engine, space, methods, seed=seed, intervals=intervals, top_k=top_k, designs=designs)
     if designs is None:
         designs = plan(space, methods, seed=seed, intervals=intervals, top_k=top_k)
     ctx = Context(FlatModel(engine), space, seed, intervals)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from sensitivity.outputs.members import MEMBER, member_coords, spread_variables
+from sensitivity.outputs.members import with_member_spread
 from sensitivity.analyses.indices.driver import compute, plan
 from sensitivity.analyses.indices.methods import Intervals, Method
 from sensitivity.runtime.lazy import lazy_import
@@ -79,20 +79,6 @@ def compute_ensemble(
         log.info("indices of member %d of %d", k + 1, ensemble.members)
         members.append(compute(_View(shared, k), space, methods, **options))
     return with_member_spread(mean, members, intervals.conf_level)
-
-
-def with_member_spread(mean: xr.Dataset, members: list[xr.Dataset], level: float) -> xr.Dataset:
-    """``mean`` with each member's index, their mean, sd and the combined interval beside every index that has a
-    sampling interval (``X`` and ``X_interval`` in ``mean``)."""
-    k = len(members)
-    out = mean.assign_coords(member_coords(k))
-    for name in [v for v in mean.data_vars if f"{v}_interval" in mean.data_vars]:
-        stacked = xr.concat([m[name] for m in members], dim=MEMBER, coords="minimal", compat="override",
-                            join="override")
-        for key, value in spread_variables(name, mean[name], stacked, level, mean[f"{name}_interval"]).items():
-            out[key] = value
-    out.attrs["ensemble_members"] = k
-    return out
 
 
 @dataclass

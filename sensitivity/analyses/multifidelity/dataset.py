@@ -9,6 +9,8 @@ Variables (``output`` is put back on the model's own dims by :func:`~sensitivity
   the surrogate alone on the whole design; ``<name>_simulator_only``: the simulator's runs alone;
 - ``<name>_bias``: anchored minus surrogate-only (what the surrogate got wrong), ``<name>_bias_se`` its standard
   error, ``<name>_bias_significant`` (1 where ``|bias| > z se`` at ``conf_level``);
+- ``simulator_constant`` ``(output)``: 1 where the simulator's runs do not vary (zero variance: the indices are
+  undefined, NaN; the verdict leaves such outputs out rather than blame the surrogate);
 - ``<name>_variance_reduction``: ``1 - Var[anchored] / Var[simulator-only at the same budget]``, measured (bootstrap
   for the indices, the estimator's variance for the moments); ``predicted_variance_reduction`` and ``correlation``
   ``(output)``: the allocation's prediction and the pilot's correlation; ``S1_term_correlation``,
@@ -17,8 +19,16 @@ Variables (``output`` is put back on the model's own dims by :func:`~sensitivity
   parameter barely moves an output the surrogate's error dominates its terms, ``rho`` is low and the anchored
   interval is as wide as the simulator's ``n`` rows allow (wider than the surrogate-only one, which ignores that
   error);
+- with an ensemble surrogate, beside each surrogate-only estimate ``X_surrogate``: ``X_surrogate_member`` (each
+  member's own on the same design), ``X_surrogate_member_mean``, ``X_surrogate_surrogate_std`` (their sd) and
+  ``X_surrogate_combined_interval`` (its sampling interval widened by the members' spread,
+  :func:`sensitivity.outputs.members.spread_variables`), the ``member`` coordinate and ``ensemble_members``;
 - attributes: ``n_sim_runs``, ``n_sim_rows``, ``n_sur_rows``, ``n_sur_optimal``, ``budget``, ``pilot_runs``,
-  ``cost_sim`` / ``cost_sur`` [s per run, measured], ``cost_ratio`` (the allocation's: given, or measured), ``surrogate_worthwhile``, ``verdict`` (``bias
+  ``cost_sim`` / ``cost_sur`` [s per run, measured], ``cost_ratio`` (the allocation's) and ``cost_ratio_source``
+  (``given``: ``cost_ratio`` set, the allocation repeats; ``measured``: this run's, on this machine now),
+  ``n_sim_optimal`` (the allocation's optimum of simulator row blocks), ``allocation_note`` (why the row blocks that
+  ran depart from the optimum), ``surrogate_worthwhile`` (the row blocks that ran predicted better than the simulator
+  alone on the whole budget), ``verdict`` (``bias
   significant`` or ``no significant bias``), ``method``, ``references``.
 """
 from __future__ import annotations
@@ -31,6 +41,7 @@ from sensitivity.analyses.multifidelity.checks import z_value
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.axes import flat_coords, unstack_output
 from sensitivity.outputs.labels import axis_coords, axis_units_attrs
+from sensitivity.outputs.members import with_member_spread
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.runtime.lazy import lazy_import
 
@@ -47,7 +58,8 @@ QUANTITIES = {"S1": "first-order Sobol' index", "ST": "total Sobol' index", "out
 
 
 def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[str, Any], plan: Any, s: Any, *,
-                  n_sim: int, n_sur: int, cost_sim: float, cost_sur: float, cost_ratio: float) -> xr.Dataset:
+                  n_sim: int, n_sur: int, cost_sim: float, cost_sur: float, cost_ratio: float,
+                  constant: np.ndarray | None = None) -> xr.Dataset:
     """The dataset of :func:`sensitivity.analyses.multifidelity.study.multifidelity` (see the module)."""
     g = len(space)
     m = est["mean"].estimate.shape[0]
@@ -102,12 +114,30 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
         "long_name": "variance reduction of the mean predicted by the allocation (MFMC)", "units": "1"})
     coords = {**axis_coords("parameter", space.names, space.units), **flat_coords(spec),
               **axis_coords("bound", ["low", "high"])}
-    significant = any(int(np.asarray(data[f"{q}_bias_significant"][1]).any()) for q in QUANTITIES)
+    constant = np.zeros(m, bool) if constant is None else np.asarray(constant, bool)
+    data["simulator_constant"] = (("output",), constant.astype(np.int8), {
+        "long_name": "the simulator's runs do not vary in this output (zero variance: its Sobol' indices are "
+                     "undefined, NaN, and the verdict leaves it out)", "units": "1",
+        "flag_values": np.array([0, 1], np.int8), "flag_meanings": "varies constant"})
+    significant = any(int((np.asarray(data[f"{q}_bias_significant"][1]) & ~constant).any()) for q in QUANTITIES)
     ds = xr.Dataset(data, coords=coords, attrs={
         "n_sim_runs": n_sim * (g + 2), "n_sim_rows": n_sim, "n_sur_rows": n_sur, "n_sur_optimal": int(plan.n_sur),
         "budget": int(s.budget), "pilot_runs": int(s.pilot_blocks(g) * (g + 2)), "cost_sim": float(cost_sim),
         "cost_sur": float(cost_sur), "cost_ratio": float(cost_ratio),
+        "n_sim_optimal": int(plan.n_sim), "allocation_note": str(getattr(plan, "note", "")),
+        "cost_ratio_source": "given" if s.cost_ratio else "measured",
         "surrogate_worthwhile": int(plan.worthwhile), "conf_level": float(s.conf_level),
         "verdict": "bias significant" if significant else "no significant bias",
         "method": METHOD, "references": REFERENCES})
+    if "members" in est:  # an ensemble: each member's surrogate-only estimates, their spread, the combined intervals
+        members = [xr.Dataset({f"{q}_surrogate": (ds[f"{q}_surrogate"].dims, values)
+                               for q, values in _surrogate_only(member).items()}, coords=ds.coords)
+                   for member in est["members"]]
+        ds = with_member_spread(ds, members, s.conf_level, names=[f"{q}_surrogate" for q in QUANTITIES])
     return unstack_output(ds, spec)
+
+
+def _surrogate_only(est: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The surrogate-only estimates of one surrogate (an ensemble's member), by the dataset's quantity names."""
+    return {"S1": est["sobol_surrogate"].S1, "ST": est["sobol_surrogate"].ST,
+            "output_mean": est["mean_surrogate"].estimate, "output_variance": est["variance_surrogate"].estimate}

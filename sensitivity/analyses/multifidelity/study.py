@@ -33,12 +33,13 @@ import numpy as np
 
 from sensitivity.analyses.callables import BatchedModel
 from sensitivity.analyses.multifidelity import checks
-from sensitivity.analyses.multifidelity.allocation import Allocation, allocate
+from sensitivity.analyses.multifidelity.allocation import Allocation, AllocationResult, allocate
 from sensitivity.analyses.multifidelity.checks import Seed
 from sensitivity.analyses.multifidelity.control_variates import ControlVariate, estimate_mean, estimate_variance
 from sensitivity.analyses.multifidelity.sobol import MFSobol, sobol_indices
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.members import member_count
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -118,7 +119,10 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     Parameters
     ----------
     model
-        The surrogate: its ``values`` ``[K, n] -> [K, m]`` and its ``output`` description.
+        The surrogate: a :class:`BatchedModel` (its ``values`` ``[K, n] -> [K, m]`` and its ``output``
+        description), a compiled surrogate, or a compiled ensemble, whose members' mean is the control variate and
+        whose members each give their own surrogate-only estimates on the same design (their spread and the
+        combined intervals, :func:`sensitivity.outputs.members.with_member_spread`).
     space
         Independent inputs (the pick-freeze design swaps columns).
     settings
@@ -141,15 +145,16 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
 
     g = len(space)
     s = settings.check(g)
-    if model.values is None:
-        raise ConfigError("the multifidelity study needs the surrogate's values (`model.values`)")
+    values, output, k = _surrogate(model)
     design.require_independent(space, method="the multifidelity Sobol' indices", instead=sobol.DEPENDENT)
     rng = checks.rng(seed)
     block, big = g + 2, s.surrogate_rows
     points = sobol.sample(space, big, seed=rng)
     started = time.perf_counter()
-    sur = _flat(model.values(points), len(points), "the surrogate")
+    sur = values(points)
     cost_sur = max((time.perf_counter() - started) / len(points), 1e-12)
+    members = sur.reshape(k, len(points), -1) if k else None  # [K, N (G + 2), m] of an ensemble
+    sur = _flat(sur if members is None else members.mean(axis=0), len(points), "the surrogate")
     p = s.pilot_blocks(g)
     started = time.perf_counter()
     pilot, seconds = _ran(simulator(points[:p * block], "pilot"))
@@ -160,20 +165,102 @@ def multifidelity(model: BatchedModel, space: ParameterSpace, settings: Multifid
     ratio = s.cost_ratio or cost_sim / cost_sur
     plan = allocate(pilot, sur[:p * block], Allocation(budget=float(s.budget * ratio), cost_sim=float(block * ratio),
                                                        cost_sur=float(block), min_sim=3))
-    n = plan.n_sim
-    if not plan.worthwhile:  # the simulator alone, on the whole budget (the surrogate on its rows costs no run)
-        n = s.budget // block
-    elif plan.n_sur > big:  # the surrogate stops at `surrogate_rows`: what it leaves of the budget, the simulator runs
-        n = int(math.floor(s.budget / block - big / ratio))
-    n = min(max(n, p), s.budget // block, big)
-    rows = min(big, max(plan.n_sur, n)) if plan.worthwhile else n
-    rows = max(n, 2 ** int(math.floor(math.log2(rows))))  # the first 2^k rows of a scrambled Sobol' sequence
+    n, rows, spent = spend(plan, s, p, block, ratio)
     rest = _ran(simulator(points[p * block:n * block], "runs"))[0] if n > p else np.empty((0, pilot.shape[1]))
     sim = np.concatenate([pilot, _flat(rest, (n - p) * block, "the simulator")])
     y0, y1 = sim.reshape(n, block, -1), sur[:rows * block].reshape(rows, block, -1)
     estimates = _estimates(y0, y1, g, s, rng)
-    return study_dataset(model.output, space, estimates, plan, s, n_sim=n, n_sur=rows, cost_sim=cost_sim,
-                         cost_sur=cost_sur, cost_ratio=ratio)
+    if members is not None:  # each member's own estimates on the same design: the surrogate's spread
+        estimates["members"] = [_surrogate_only(member[:rows * block].reshape(rows, block, -1), g, s, rng)
+                                for member in members]
+    return study_dataset(output, space, estimates, spent, s, n_sim=n, n_sur=rows, cost_sim=cost_sim,
+                         cost_sur=cost_sur, cost_ratio=ratio, constant=np.ptp(sim, axis=0) == 0)
+
+
+@dataclass(frozen=True)
+class Spent:
+    """How the budget was spent: the allocation's plan, and what ran where it departs from it.
+
+    ``worthwhile`` and ``variance_ratio`` / ``variance_reduction`` (``[m]``, the mean's prediction against the
+    simulator alone on the whole budget) are those of the row blocks that ran; ``note`` says why they depart from
+    the plan's optimum (empty where they do not)."""
+
+    plan: AllocationResult
+    worthwhile: bool
+    variance_ratio: np.ndarray
+    variance_reduction: np.ndarray
+    note: str
+
+    @property
+    def rho(self) -> np.ndarray:
+        """``[m]`` the pilot's correlation of every output."""
+        return self.plan.rho
+
+    @property
+    def n_sim(self) -> int:
+        """The allocation's optimum of simulator row blocks."""
+        return self.plan.n_sim
+
+    @property
+    def n_sur(self) -> int:
+        """The allocation's optimum of surrogate row blocks."""
+        return self.plan.n_sur
+
+
+def spend(plan: AllocationResult, s: MultifidelityStudy, p: int, block: int, ratio: float) -> tuple[int, int, Spent]:
+    """``(n, N, spent)``: the simulator's and the surrogate's row blocks that the budget pays for, after the pilot.
+
+    The simulator runs at least the pilot's ``p`` blocks (more where the allocation's optimum ``plan.n_sim`` is
+    larger); the surrogate gets the blocks the rest of the budget buys at the cost ratio (``ratio``), at most
+    ``surrogate_rows`` and rounded down to a power of two (the first rows of a scrambled Sobol' sequence); what
+    that leaves of the budget goes to more simulator blocks. Where the result is predicted no better than the
+    simulator alone on the whole budget (or the allocation says so), the simulator runs alone: ``N = n``.
+    """
+    alone = min(s.budget // block, s.surrogate_rows)  # row blocks of the simulator alone
+    notes = []
+    if plan.worthwhile:
+        n = max(plan.n_sim, p)
+        if plan.n_sim < p:
+            notes.append(f"the pilot's {p} row blocks exceed the optimum's {plan.n_sim}")
+        affordable = int(math.floor((s.budget - n * block) * ratio / block))
+        rows = max(n, min(affordable, s.surrogate_rows))
+        if affordable > s.surrogate_rows:
+            notes.append(f"the surrogate stops at surrogate_rows = {s.surrogate_rows} row blocks")
+        if rows & (rows - 1) and 2 ** int(math.log2(rows)) >= n:
+            rows = 2 ** int(math.log2(rows))
+            notes.append(f"its row blocks rounded down to {rows}, a power of two")
+        more = min(rows, alone, int(math.floor((s.budget - rows * block / ratio) / block)))
+        if more > n:
+            notes.append(f"the rest of the budget to {more - n} more simulator row blocks")
+            n = more
+        rho2 = np.minimum(np.asarray(plan.rho, float) ** 2, 1.0)
+        ratios = (1.0 - (1.0 - n / rows) * rho2) / n * alone
+        worthwhile = bool((1.0 - (1.0 - n / rows) * min(plan.rho_design ** 2, 1.0)) / n * alone < 1.0)
+        if worthwhile:
+            return n, rows, Spent(plan, True, ratios, 1.0 - ratios, "; ".join(notes))
+        notes = [f"the simulator alone: at the cost ratio {ratio:.3g}, the {rows} surrogate row blocks the budget "
+                 f"pays for besides {n} of the simulator's would not lower the variance"]
+    else:
+        notes = [f"the simulator alone: the correlation {plan.rho_design:.3g} does not pay for the surrogate's cost "
+                 f"at the cost ratio {ratio:.3g}"]
+    n = max(alone, p)
+    ones = np.ones_like(np.asarray(plan.rho, float))
+    return n, n, Spent(plan, False, ones, 0.0 * ones, "; ".join(notes))
+
+
+def _surrogate(model) -> tuple[Callable[[np.ndarray], np.ndarray], object, int]:
+    """``(values, output spec, K)`` of any surrogate: a :class:`BatchedModel` (its ``values``), a compiled surrogate
+    (:func:`sensitivity.engine.jacobian.compile_jacobian`: its flat values) or a compiled ensemble
+    (:func:`sensitivity.engine.ensemble.compile_ensemble`: every member's values ``[K, N, *out]``, ``K`` > 0)."""
+    if isinstance(model, BatchedModel):
+        if model.values is None:
+            raise ConfigError("the multifidelity study needs the surrogate's values (`model.values`)")
+        return model.values, model.output, 0
+    k = member_count(model)
+    if not (k or hasattr(model, "flat_values")):
+        raise ConfigError(f"`model` must be a BatchedModel or a compiled surrogate or ensemble, got {model!r}")
+    output = getattr(getattr(model, "surrogate", None), "output", None)
+    return (model.values, output, k) if k else (model.flat_values, output, 0)
 
 
 def _estimates(y0: np.ndarray, y1: np.ndarray, g: int, s: MultifidelityStudy, rng: np.random.Generator) -> dict:
@@ -183,13 +270,19 @@ def _estimates(y0: np.ndarray, y1: np.ndarray, g: int, s: MultifidelityStudy, rn
     cv = ControlVariate(conf_level=s.conf_level)
     ab0 = np.concatenate([y0[:, 0], y0[:, -1]])
     ab1 = np.concatenate([y1[:n, 0], y1[:n, -1], y1[n:, 0], y1[n:, -1]])  # the shared rows first (nested)
-    ab_sur = np.concatenate([y1[:, 0], y1[:, -1]])
     return {
-        "sobol": sobol_indices(y0, y1, g, mf, seed=rng),
-        "sobol_surrogate": sobol_indices(y1, y1, g, mf, seed=rng),  # n = N: the surrogate's own pick-freeze
-        "mean": estimate_mean(ab0, ab1, cv), "mean_surrogate": estimate_mean(ab_sur, ab_sur, cv),
-        "variance": estimate_variance(ab0, ab1, cv), "variance_surrogate": estimate_variance(ab_sur, ab_sur, cv),
+        "sobol": sobol_indices(y0, y1, g, mf, seed=rng), "mean": estimate_mean(ab0, ab1, cv),
+        "variance": estimate_variance(ab0, ab1, cv), **_surrogate_only(y1, g, s, rng),
     }
+
+
+def _surrogate_only(y1: np.ndarray, g: int, s: MultifidelityStudy, rng: np.random.Generator) -> dict:
+    """The surrogate-only indices and moments of its blocks ``y1 [N, G + 2, m]`` (the estimators with the surrogate
+    as both fidelities, ``n = N``: the control variate vanishes)."""
+    ab = np.concatenate([y1[:, 0], y1[:, -1]])
+    cv = ControlVariate(conf_level=s.conf_level)
+    return {"sobol_surrogate": sobol_indices(y1, y1, g, MFSobol(s.n_resamples, s.conf_level), seed=rng),
+            "mean_surrogate": estimate_mean(ab, ab, cv), "variance_surrogate": estimate_variance(ab, ab, cv)}
 
 
 def _ran(result) -> tuple[np.ndarray, float | None]:

@@ -21,15 +21,21 @@ def summary(ds: xr.Dataset) -> Summary:
     """Facts of the allocation; a table of the anchored and surrogate-only Sobol' indices and one of the moments,
     each with its interval, bias and variance reduction; the verdict on the surrogate's bias."""
     a = ds.attrs
+    block = ds.sizes["parameter"] + 2
+    spent = f"{a['n_sim_runs']} of a budget of {a['budget']} ({a['pilot_runs']} of them the pilot)"
+    if a["surrogate_worthwhile"]:
+        spent += (f"; the surrogate's {a['n_sur_rows'] * block} runs cost the worth of "
+                  f"{number(a['n_sur_rows'] * block / a['cost_ratio'])} more at the cost ratio")
     facts = (
-        Fact("simulator runs", f"{a['n_sim_runs']} of a budget of {a['budget']} ({a['pilot_runs']} of them the pilot)"),
+        Fact("simulator runs", spent),
         Fact("design", f"{a['n_sim_rows']} pick-freeze row blocks on the simulator, {a['n_sur_rows']} on the "
-                       f"surrogate (optimal {a['n_sur_optimal']})"),
-        Fact("cost ratio", f"{number(a['cost_ratio'])} (measured: simulator {number(a['cost_sim'])} s per run, "
-                           f"surrogate {number(a['cost_sur'])} s)"),
+                       f"surrogate (optimal {a.get('n_sim_optimal', '?')} and {a['n_sur_optimal']})"),
+        Fact("cost ratio", _cost_ratio(a)),
         Fact("pilot correlation", _range(ds["correlation"].values)),
         Fact("surrogate worthwhile", "yes" if a["surrogate_worthwhile"] else
-             "no: the correlation is too low for the cost ratio; the simulator alone sets the estimates"),
+             "no: it would not lower the variance at this cost ratio; the simulator alone sets the estimates"),
+        *((Fact("allocation", a["allocation_note"]),) if a.get("allocation_note") else ()),
+        *_constant(ds),
     )
     outputs = _outputs(ds)
     tables = (_indices(ds, outputs), _moments(ds, outputs))
@@ -37,13 +43,35 @@ def summary(ds: xr.Dataset) -> Summary:
     if "reliability_pf_simulator" in ds:
         tables += (_failure_probabilities(ds),)
         verdicts = (_reliability_verdict(ds),)
-    flagged = [q for q in ("S1", "ST", "output_mean", "output_variance") if int(ds[f"{q}_bias_significant"].sum())]
+    varies = ds["simulator_constant"] == 0 if "simulator_constant" in ds else True
+    flagged = [q for q in ("S1", "ST", "output_mean", "output_variance")
+               if int((ds[f"{q}_bias_significant"] * varies).sum())]
     verdict = Verdict(
         "the surrogate agrees with the simulator", not flagged,
         f"the simulator-anchored estimates differ from the surrogate's by more than their combined interval in "
         f"{', '.join(flagged)}: the surrogate is biased there and the anchored values stand" if flagged else
-        "every anchored estimate agrees with the surrogate's within their combined interval")
+        "every anchored estimate agrees with the surrogate's within their combined interval" + (
+            "; the outputs in which the simulator is constant left out" if _constant(ds) else ""))
     return Summary(str(a.get("title", "multifidelity")), facts, tables, (verdict, *verdicts), recorded_warnings(ds))
+
+
+def _cost_ratio(a: dict) -> str:
+    """The allocation's cost ratio, and whether it was given (repeatable) or measured on this run."""
+    if a.get("cost_ratio_source") == "given":
+        return f"{number(a['cost_ratio'])} (given: multifidelity.cost_ratio; the allocation repeats on any machine)"
+    return (f"{number(a['cost_ratio'])}, measured on this run (simulator {number(a['cost_sim'])} s per run, surrogate "
+            f"{number(a['cost_sur'])} s): the allocation depends on this machine's speed now; give "
+            f"multifidelity.cost_ratio={number(a['cost_ratio'])} to repeat it")
+
+
+def _constant(ds: xr.Dataset) -> tuple[Fact, ...]:
+    """A fact naming the outputs in which the simulator's runs do not vary (none: no fact)."""
+    if "simulator_constant" not in ds or not int(ds["simulator_constant"].sum()):
+        return ()
+    count, total = int(ds["simulator_constant"].sum()), int(ds["simulator_constant"].size)
+    return (Fact("constant outputs", f"{count} of {total}: the simulator's {ds.attrs['n_sim_runs']} runs do not vary "
+                                     "there (zero variance), so their Sobol' indices are undefined (NaN); the "
+                                     "verdict leaves them out"),)
 
 
 def _outputs(ds: xr.Dataset) -> list[dict[str, int]]:

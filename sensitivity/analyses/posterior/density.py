@@ -38,6 +38,7 @@ from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior.priors import check_prior_families, describe, log_density
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.members import predictive_factor
 
 _PRECONDITIONER_DRAWS = 4096  # Laplace draws whose moments in u space precondition the sampler
 _MIN_INSIDE = 64  # fewer draws inside the bounds: no preconditioning
@@ -287,7 +288,7 @@ def _emulator_likelihood(members: ModelFn, observations: ObservationModel, model
         stacked = tf.gather(tf.reshape(stacked, [tf.shape(stacked)[0], tf.shape(x)[0], -1]), rows, axis=2)
         k = tf.cast(tf.shape(stacked)[0], tf.float64)
         mean = tf.reduce_mean(stacked, axis=0)
-        spread = (1 + 1 / k) * tf.reduce_sum(tf.square(stacked - mean), axis=0) / (k - 1)  # [B, m_o]
+        spread = predictive_factor(k) * tf.reduce_sum(tf.square(stacked - mean), axis=0) / (k - 1)  # [B, m_o]
         diff = mean - y
         if w.ndim == 1:
             total = variance + spread

@@ -13,6 +13,7 @@ import numpy as np
 
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
+from sensitivity.outputs.members import predictive_variance
 
 xr = lazy_import("xarray")
 
@@ -77,8 +78,7 @@ def refine(simulate: Callable[[np.ndarray], np.ndarray], fit: FitFn, check: Chec
     members = fit(x, y) if initial is None else initial
     for r in range(rounds + 1):
         values = np.asarray(members(candidates), float).reshape(-1, len(candidates), truth.shape[1])
-        k = values.shape[0]
-        spread = np.sqrt((1 + 1 / k) * values.var(axis=0, ddof=1)) if k > 1 else np.zeros_like(truth)
+        spread = np.sqrt(predictive_variance(values)) if values.shape[0] > 1 else np.zeros_like(truth)
         disagreement = (spread / scale).max(axis=1)  # [P]: the output where the members disagree most
         error = (values.mean(axis=0) - truth) / scale
         verdict = bool(check(members))

@@ -22,6 +22,7 @@ from sensitivity.analyses.worth.plan import Plan, WorthSettings, plan
 from sensitivity.analyses.worth.settings import DesignSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.members import member_count
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.runtime.lazy import lazy_import
 
@@ -67,6 +68,11 @@ def worth(model: CompiledJacobian, space: ParameterSpace, settings: WorthSetting
     xarray.Dataset
         See :func:`~sensitivity.analyses.worth.dataset.worth_dataset`.
     """
+    if member_count(model):  # an ensemble: the mean's study, each member's, their spread and the ranking verdict
+        from sensitivity.analyses.worth.ensemble import worth_ensemble
+
+        return worth_ensemble(model, space, settings, best_fit=best_fit, observed_values=observed_values,
+                              noise=noise, prior_covariance=prior_covariance, draws=draws, seed=seed)
     study, x = prepare(model.surrogate.output, space, settings, best_fit, observed_values, noise, prior_covariance)
     values, jac = model(x)
     linear = analyse(study, settings, values, jac, space.names, with_designs=True)

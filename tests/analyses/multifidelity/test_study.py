@@ -77,3 +77,82 @@ def test_bad_settings_are_one_line_before_any_run(changes, message):
     with pytest.raises(ConfigError, match=message):
         multifidelity(BatchedModel(values=ishigami), SPACE, settings, simulator=simulator(calls), seed=0)
     assert calls == []
+
+
+#: The members of a fake ensemble: Ishigami plus ``c_k x1`` (their mean is Ishigami itself).
+OFFSETS = np.array([-0.3, 0.0, 0.3])
+
+
+class FakeEnsemble:
+    """A compiled ensemble's face (:class:`sensitivity.engine.ensemble.CompiledEnsemble`): ``members`` and every
+    member's values ``[K, N, 1]``."""
+
+    members = len(OFFSETS)
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        return np.stack([ishigami(x) + c * x[:, :1] for c in OFFSETS])
+
+
+def member_variance(c: float) -> float:
+    """Closed-form variance of ``ishigami + c x1`` on U(-pi, pi)^3: ``V + c^2 pi^2 / 3 + 2 c Cov(ishigami, x1)``,
+    ``Cov = E[x1 sin x1] (1 + B E[x3^4]) = 1 + B pi^4 / 5``."""
+    return V + c**2 * np.pi**2 / 3 + 2 * c * (1 + B * np.pi**4 / 5)
+
+
+def test_an_ensembles_members_each_give_their_estimates_beside_the_anchored_ones():
+    ds = multifidelity(FakeEnsemble(), SPACE, SETTINGS, simulator=simulator([]), seed=3)
+    for q, exact in (("S1", S1), ("ST", ST)):  # the members' mean is Ishigami: the anchored intervals hold it
+        low, high = ds[f"{q}_interval"].values[:, 0].T
+        assert ((low <= exact) & (exact <= high)).all(), (q, low, high, exact)
+    assert ds.attrs["ensemble_members"] == 3 and ds.sizes["member"] == 3
+    estimate = ds["output_variance_surrogate_member"].values[:, 0]
+    exact = np.array([member_variance(c) for c in OFFSETS])  # each member's own variance, closed form
+    half = np.diff(ds["output_variance_surrogate_interval"].values[0])[0] / 2
+    assert (np.abs(estimate - exact) < 2 * half).all(), (estimate, exact, half)
+    np.testing.assert_allclose(ds["output_variance_surrogate_surrogate_std"].values, np.std(exact, ddof=1), rtol=0.2)
+    low, high = ds["output_variance_surrogate_combined_interval"].values[0]
+    sampling = ds["output_variance_surrogate_interval"].values[0]
+    assert low < sampling[0] and high > sampling[1]  # widened by the members' spread
+    for q in ("S1", "ST", "output_mean"):
+        assert ds[f"{q}_surrogate_member"].dims[0] == "member" and f"{q}_surrogate_combined_interval" in ds
+
+
+def test_a_simulator_as_cheap_as_the_surrogate_gets_the_whole_budget_and_a_no():
+    """A perfect surrogate costing as much as the simulator: the budget buys 200 simulator row blocks, or 13 + 128
+    surrogate ones after the pilot (``2^7``, then ``floor(200 - 128) = 72`` simulator blocks): the MFMC variance
+    ``1/128`` of the mean (rho = 1) is above the simulator alone's ``1/200``, so the surrogate does not pay."""
+    settings = MultifidelityStudy(budget=1000, n_resamples=50, cost_ratio=1.0)
+    ds = multifidelity(BatchedModel(values=ishigami), SPACE, settings, simulator=simulator([]), seed=1)
+    assert ds.attrs["surrogate_worthwhile"] == 0 and ds.attrs["n_sim_runs"] == 1000
+    assert "the simulator alone" in ds.attrs["allocation_note"]
+    assert "no" in {f.label: f.value for f in summary(ds).facts}["surrogate worthwhile"]
+    cheaper = multifidelity(BatchedModel(values=ishigami), SPACE, MultifidelityStudy(budget=1000, n_resamples=50,
+                                                                                     cost_ratio=5.0),
+                            simulator=simulator([]), seed=1)
+    a = cheaper.attrs  # the surrogate 5x cheaper: 512 surrogate blocks (cost 512) and 97 simulator ones (485 runs)
+    assert a["surrogate_worthwhile"] == 1 and (a["n_sim_rows"], a["n_sur_rows"]) == (97, 512)
+    assert 1000 - 5 < a["n_sim_runs"] + a["n_sur_rows"] * 5 / 5.0 <= 1000  # the budget spent
+    np.testing.assert_allclose(cheaper["predicted_variance_reduction"].values, 1 - 200 / 512)  # 1 - (1/512)/(1/200)
+
+
+def test_the_cost_ratio_says_whether_it_was_given_or_measured():
+    given = multifidelity(BatchedModel(values=ishigami), SPACE, SETTINGS, simulator=simulator([]), seed=1)
+    assert given.attrs["cost_ratio_source"] == "given"
+    assert "repeats" in {f.label: f.value for f in summary(given).facts}["cost ratio"]
+    measured = multifidelity(BatchedModel(values=ishigami), SPACE, MultifidelityStudy(
+        **{**SETTINGS.__dict__, "cost_ratio": None}), simulator=simulator([]), seed=1)
+    assert measured.attrs["cost_ratio_source"] == "measured"
+    text = {f.label: f.value for f in summary(measured).facts}["cost ratio"]
+    assert "measured on this run" in text and "multifidelity.cost_ratio=" in text
+
+
+def test_a_constant_simulator_is_named_constant_and_the_surrogate_not_blamed():
+    def constant(x: np.ndarray, stage: str) -> np.ndarray:
+        return np.full((len(x), 1), 2.0)
+
+    ds = multifidelity(BatchedModel(values=lambda x: 2.0 + 1e-3 * ishigami(x)), SPACE, SETTINGS, simulator=constant,
+                       seed=1)
+    assert np.isnan(ds["S1"].values).all() and int(ds["simulator_constant"].values[0]) == 1
+    assert ds.attrs["verdict"] == "no significant bias"
+    lines = summary(ds)
+    assert lines.verdicts[0].holds and "zero variance" in {f.label: f.value for f in lines.facts}["constant outputs"]
