@@ -490,3 +490,16 @@ def test_the_configuration_reference_has_every_key_and_its_defaults():
     for key, cell in shared.items():
         if cell != ABSENT:
             assert yaml.safe_load(cell.strip("`")) == _lookup(configs["sweep"], key), ("sweep", key, cell)
+
+
+def test_the_package_page_lists_every_registered_study_with_its_verbs_settings_and_result_kinds():
+    """The reference's table of studies is the registry's (``sensitivity.studies.STUDIES``), row for row."""
+    from sensitivity.studies import STUDIES, public
+
+    def names(part):
+        return ", ".join(f"`{public(entry)[0]}`" for entry in part) or "none"
+
+    expected = [f"| `{s.name}` | {names(s.verbs)} | {names(s.settings)} | "
+                f"{', '.join(k.name for k in s.kinds) or 'none'} |" for s in STUDIES]
+    page = (ROOT / "docs" / "reference" / "package.md").read_text().splitlines()
+    assert [line for line in page if line.startswith("| `")] == expected

@@ -60,7 +60,8 @@ def test_the_analyses_packages_import_each_other_without_a_cycle():
 
 
 #: The library's wings by floor: a module may import the wings of lower floors, never its own floor's others nor
-#: a higher one (docs/architecture.md draws it). ``sensitivity`` is the public face: the wings take only
+#: a higher one (docs/architecture.md draws it). ``studies`` (every study declared once, by dotted names) sits
+#: above the studies it names. ``sensitivity`` is the public face: the wings take only
 #: ``__version__`` from it.
 FLOORS = (
     ("errors",),
@@ -72,6 +73,7 @@ FLOORS = (
     ("engine",),
     ("sweep", "interop", "simulators", "plots"),
     ("training", "analyses"),
+    ("studies",),
 )
 
 

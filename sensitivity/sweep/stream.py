@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import netCDF4
@@ -32,13 +33,15 @@ from sensitivity import __version__
 from sensitivity.outputs.members import MEMBER, member_coords
 from sensitivity.datasets import sweep_dataset
 from sensitivity.datasets.build import MEMBER_STD, PER_MEMBER
-from sensitivity.engine.ensemble import CompiledEnsemble
 from sensitivity.errors import ConfigError
 from sensitivity.settings import check_points_per_part
 from sensitivity.sweep.designs import Grid, shard_bounds
-from sensitivity.engine.jacobian import CompiledJacobian
 from sensitivity.store.parts import digest
 from sensitivity.store.records import RecordStore, run_records
+
+if TYPE_CHECKING:  # the engine imports TensorFlow: a sweep is handed an engine already built
+    from sensitivity.engine.ensemble import CompiledEnsemble
+    from sensitivity.engine.jacobian import CompiledJacobian
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,8 @@ class SweepSummary:
 def point_bytes(jac: CompiledJacobian | CompiledEnsemble, store_members: bool = False) -> int:
     """Bytes a sweep by ``jac`` stores per point: the point, its values and Jacobians, for an ensemble their
     members' std beside them and, with ``store_members``, each member's own."""
+    from sensitivity.engine.ensemble import CompiledEnsemble
+
     ensemble = isinstance(jac, CompiledEnsemble)
     copies = 1 + ensemble + (jac.members if store_members and ensemble else 0)
     n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
@@ -132,6 +137,8 @@ def sweep(
     progress
         Show a progress bar (points/s, ETA) that does not garble logging.
     """
+    from sensitivity.engine.ensemble import CompiledEnsemble
+
     start, stop = shard_bounds(grid.size, shard, num_shards)
     ensemble = isinstance(jac, CompiledEnsemble)
     if store_members and not ensemble:

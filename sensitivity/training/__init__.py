@@ -16,11 +16,25 @@ from __future__ import annotations
 
 from sensitivity.settings import Thresholds, TrainingPlan, TrainSettings
 from sensitivity.training.driver import TrainedSurrogate, save_model, train_surrogate
-from sensitivity.training.fit import (FitResult, Split, build_network, deterministic_ops, fit, input_normalisation,
-                                      normalised_jacobian, split_samples, tangent_scale)
 from sensitivity.training.report import SUBSETS, report_dataset
 from sensitivity.training.validation import (DerivativeErrors, ValueErrors, central_differences, derivative_errors,
                                              fidelity_warnings, summary_lines, unit_cube_scale, value_errors)
+
+#: The names of :mod:`.fit`, which imports TensorFlow: served on first use (PEP 562), so that the verb and the
+#: settings here import none.
+_FIT = ("FitResult", "Split", "build_network", "deterministic_ops", "fit", "input_normalisation",
+        "normalised_jacobian", "split_samples", "tangent_scale")
+
+
+def __getattr__(name: str):
+    if name in _FIT:
+        import importlib
+
+        module = importlib.import_module("sensitivity.training.fit")
+        globals().update({served: getattr(module, served) for served in _FIT})  # `fit`: the function, as before
+        return globals()[name]
+    raise AttributeError(f"module 'sensitivity.training' has no attribute {name!r}")
+
 
 __all__ = [
     "SUBSETS", "DerivativeErrors", "FitResult", "Split", "Thresholds", "TrainSettings", "TrainedSurrogate",

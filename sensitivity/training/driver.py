@@ -16,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,9 +28,11 @@ from sensitivity.store.checkpoints import Checkpoints
 from sensitivity.surrogates.simulator import Simulator, SimulatorJacobian
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.training import validation
-from sensitivity.training.fit import FitResult, Split, fit, split_samples
 from sensitivity.training.report import MemberReport, report_dataset
 from sensitivity.outputs.members import predictive_variance
+
+if TYPE_CHECKING:  # the fit imports TensorFlow: deferred to the call, so that serving the verb imports none
+    from sensitivity.training.fit import FitResult, Split
 
 xr = lazy_import("xarray")
 
@@ -135,6 +137,7 @@ def train_surrogate(
     """
     from sensitivity.engine.ensemble import compile_ensemble
     from sensitivity.surrogates.load import load_surrogate
+    from sensitivity.training.fit import fit, split_samples
 
     split = split_samples(len(x), plan.validation_fraction, plan.test_fraction, seed)
     splits = [split] if plan.members == 1 or not plan.bootstrap else \
@@ -228,6 +231,8 @@ def _jacobian_targets(x: np.ndarray, split: Split, space: ParameterSpace, networ
 
 def _bootstrap(split: Split, seed: int) -> Split:
     """``split`` with its training samples replaced by a bootstrap resample of them (with replacement)."""
+    from sensitivity.training.fit import Split
+
     rng = np.random.default_rng(seed)
     return Split(np.sort(rng.choice(split.train, size=len(split.train), replace=True)), split.validation, split.test)
 
@@ -277,6 +282,8 @@ def _kept_member(directory: Path, network: TrainSettings) -> FitResult:
     import json
 
     import keras
+
+    from sensitivity.training.fit import FitResult
 
     record = json.loads((directory / MEMBER_FIT).read_text())
     model = keras.saving.load_model(directory / MEMBER_MODEL, safe_mode=True, compile=False)

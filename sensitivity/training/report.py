@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -10,8 +10,10 @@ from sensitivity.outputs.labels import parameter_coords, units_attrs
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.axes import own_coords
 from sensitivity.outputs.spec import OutputSpec
-from sensitivity.training.fit import Split
 from sensitivity.training.validation import NEGLIGIBLE_COLUMN, DerivativeErrors, ValueErrors
+
+if TYPE_CHECKING:
+    from sensitivity.training.fit import Split
 
 xr = lazy_import("xarray")
 

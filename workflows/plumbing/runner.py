@@ -13,22 +13,18 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
-from workflows.plumbing.registry import WORKFLOWS
+from sensitivity.studies import NONE
+from workflows.plumbing.registry import REGISTRY, WORKFLOWS
 
 log = logging.getLogger("sensitivity")
 
-#: Workflow -> the next workflow and the config key its result feeds (``{result}`` is the result's path).
-NEXT: dict[str, str] = {
-    "train": "sweep model=keras model.source={result}",
-    "sweep": "indices dgsm.sweep={result}",
-    "merge": "indices dgsm.sweep={result}",
-    "calibrate": "posterior calibration={result} observations.path={observations}",
-    "posterior": "propagate propagate=posterior uncertainty.path={result}",
-    "propagate": "indices",
-}
+#: Workflow -> the next workflow and the config keys its result feeds (``{result}`` is the result's path), from
+#: the registry.
+NEXT: dict[str, str] = {workflow.name: workflow.next for workflow in REGISTRY if workflow.next is not NONE}
 
 #: The stable name of a workflow's last run directory, beside the run directories.
 LATEST = "latest"
@@ -55,7 +51,7 @@ def run_workflow(name: str, cfg: Any, overrides: list[str] | None = None) -> Pat
     own = with_space_file(own_config(cfg, name))
     result = Path(module.run(own))
     if overrides is not None:
-        study = [o for o in overrides if o.split("=")[0] in STUDY_KEYS]
+        study = study_overrides(overrides)
         if not study and hasattr(module, "study_of"):  # merge: the study its shards were run with
             study = module.study_of(own)
         announce(name, cfg, result, study)
@@ -77,8 +73,15 @@ def check_workflow(name: str, cfg: Any) -> None:
         module.check(own)
 
 
-#: The overrides that choose the study, repeated in the suggested next command.
+#: The config keys that choose the study: an override of one of them or of a key under them (``model=keras``,
+#: ``model.source=m.keras``, ``+model.kwargs.r=2``, ``space.path=s.yaml``, ``~model.kwargs``) is repeated in the
+#: suggested next command.
 STUDY_KEYS = ("experiment", "model", "space")
+
+
+def study_overrides(overrides: list[str]) -> list[str]:
+    """The overrides among ``overrides`` that choose the study (:data:`STUDY_KEYS`), in their order."""
+    return [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in STUDY_KEYS]
 
 
 def announce(name: str, cfg: Any, result: Path, study: list[str]) -> None:
@@ -98,8 +101,8 @@ def announce(name: str, cfg: Any, result: Path, study: list[str]) -> None:
     given = OmegaConf.select(cfg, "observations.path", default=None, throw_on_missing=False) if \
         OmegaConf.is_config(cfg) else None
     observations = given or "<observations.nc>"
-    step = template.format(result=shown, observations=observations)
-    log.info("next: sensitivity %s", " ".join([step.split()[0], *study, *step.split()[1:]]))
+    verb, *keys = (token.format(result=shown, observations=observations) for token in template.split())
+    log.info("next: sensitivity %s", shlex.join([verb, *study, *keys]))  # quoted: it runs as printed in a shell
 
 
 def _shown(path: Path) -> str:

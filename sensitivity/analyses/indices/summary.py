@@ -18,6 +18,14 @@ xr = lazy_import("xarray")
 MAX_AGGREGATED = 8
 
 
+def is_indices(ds: xr.Dataset) -> bool:
+    """Whether ``ds`` is a result of indices: a ``measure`` dim, a ranking measure or an aggregated index."""
+    from sensitivity.plots.indices import AGGREGATED, MEASURES
+
+    return "measure" in ds.dims or any(m[0] in ds for m in MEASURES) or any(
+        f"aggregated_{suffix}" in ds for suffix, _ in AGGREGATED)
+
+
 def summary(ds: xr.Dataset) -> Summary:
     """A ranking table per output the figures show (the parameters in the order of the first ranking measure;
     each measure with its sampling interval, and where the dataset has them, an ensemble's combined interval of

@@ -18,6 +18,11 @@ ANALYSES = (("calibration", "calibration"), ("posterior", "posterior"), ("indice
 WORST = 5
 
 
+def is_verification(ds: xr.Dataset) -> bool:
+    """Whether ``ds`` is a verification's result: it holds a verdict of one of :data:`ANALYSES`."""
+    return any(f"{prefix}_verdict" in ds for _, prefix in ANALYSES)
+
+
 def summary(ds: xr.Dataset) -> Summary:
     """A verdict per analysis ``verify.nc`` holds (``<prefix>_verdict``), each with its worst cases; of a refined
     ensemble the same checks (``refined_<prefix>_verdict``) and the refinement's outcome."""
