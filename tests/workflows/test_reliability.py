@@ -139,9 +139,9 @@ def test_seir_daily_new_infections_above_20_thresholds_on_100_days_in_one_call(c
     inside = (mc >= low - 3 * se) & (mc <= high + 3 * se)
     off = resolved & inside & (np.abs(ds["pf"].values[0] - mc) > 0.1)
     print(f"resolved events {resolved.sum()}: IS within interval + 3 se on {inside[resolved].mean():.3f}; FORM off "
-          f"by > 0.1 on {off.sum()}, flagged on {(ds['agrees'].values[0][off] == 1).mean():.3f} of them")
+          f"by > 0.1 on {off.sum()}, flagged on {(ds['disagrees'].values[0][off] == 1).mean():.3f} of them")
     assert inside[resolved].mean() >= 0.95
-    assert (ds["agrees"].values[0][off] == 1).mean() >= 0.8  # the rest: within a 400-sample IS interval
+    assert (ds["disagrees"].values[0][off] == 1).mean() >= 0.8  # the rest: within a 400-sample IS interval
 
 
 def test_a_biased_ensembles_combined_interval_covers_the_exact_pf_where_its_sampling_interval_does_not(

@@ -64,6 +64,7 @@ stats = lazy_import("scipy.stats")
 LimitStateFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 RUNNING, CONVERGED, MAX_ITERATIONS, LINE_SEARCH_FAILED, ZERO_GRADIENT, NOT_FINITE = -1, 0, 1, 2, 3, 4
+SINGULAR_STEP, NOT_STARTED = 5, 6
 #: What each status code of a start means.
 STATUS_MESSAGES = {
     CONVERGED: "converged",
@@ -71,6 +72,8 @@ STATUS_MESSAGES = {
     LINE_SEARCH_FAILED: "line search found no decrease of the merit function",
     ZERO_GRADIENT: "zero gradient of g",
     NOT_FINITE: "g or its gradient not finite",
+    SINGULAR_STEP: "the step's linear system was singular",
+    NOT_STARTED: "search start not used (the event's last round found no new design point)",
 }
 
 
@@ -101,6 +104,13 @@ class FormSettings:
         a step that halves the residual is taken even where the merit function cannot resolve its decrease.
     cluster_cosine
         Two converged starts are the same design point when the cosine of their ``alpha`` reaches this.
+    search_rounds
+        Rounds of the search for design points the starts missed (:func:`form`); 0: none.
+    search_starts
+        Starts per event and search round, on the sphere of the event's smallest ``beta``.
+    beta_margin
+        Distinct design points with ``beta`` more than this above the smallest are dropped [standard units]
+        (1: each contributes less than ``Phi(-beta - 1) / Phi(-beta)``, 2.4 % at ``beta = 3``).
     union
         Probability of the union of distinct design points: ``'series'`` (``1 - Phi_k(beta; rho)``) or
         ``'sum'`` (``sum Phi(-beta_i)``).
@@ -118,6 +128,9 @@ class FormSettings:
     quasi_newton: bool = True
     local_radius: float = 1e-2
     cluster_cosine: float = 0.99
+    search_rounds: int = 3
+    search_starts: int = 4
+    beta_margin: float = 1.0
     union: Literal["series", "sum"] = "series"
     contribution: float = 0.01
 
@@ -134,6 +147,10 @@ class FormSettings:
         fraction("backtrack", self.backtrack)
         if not isinstance(self.cluster_cosine, (int, float)) or not -1 < self.cluster_cosine <= 1:
             raise ConfigError(f"`cluster_cosine` must be in (-1, 1], got {self.cluster_cosine!r}")
+        if not isinstance(self.search_rounds, int) or isinstance(self.search_rounds, bool) or self.search_rounds < 0:
+            raise ConfigError(f"`search_rounds` must be an integer >= 0, got {self.search_rounds!r}")
+        positive_int("search_starts", self.search_starts)
+        positive("beta_margin", self.beta_margin)
         choice("union", self.union, ("series", "sum"))
         fraction("contribution", self.contribution, closed=True)
 
@@ -212,8 +229,16 @@ def _evaluate(fn: LimitStateFn, points: np.ndarray, events: np.ndarray, n_events
     return values[rows, events], grads[rows, events], values.shape[1]
 
 
-def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings = FormSettings()) -> FormResult:
-    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF / SQP.
+def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings = FormSettings(), *,
+         seed: int | np.random.Generator | None = 0) -> FormResult:
+    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF / SQP, then a search
+    for the design points the starts missed.
+
+    After the given starts, up to ``search_rounds`` rounds start ``search_starts`` more per event on the sphere of
+    its smallest ``beta``, in the directions farthest from every design point found (:func:`_search_starts`);
+    an event stops searching after a round that found no new distinct point within ``beta_margin``. Distinct
+    points farther than ``beta_margin`` beyond the smallest ``beta`` are dropped (their share of ``Pf`` is below
+    ``Phi(-beta - margin) / Phi(-beta)``).
 
     Parameters
     ----------
@@ -227,6 +252,8 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         :func:`sphere_starts` for several); every event starts from every one.
     settings
         :class:`FormSettings`.
+    seed
+        Of the search's directions.
 
     Returns
     -------
@@ -239,14 +266,45 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         raise ConfigError(f"`starts` must be a finite [S, n] array with S >= 1, got shape {starts.shape}")
     s, n = starts.shape
     _, _, e = _evaluate(limit_state, starts[:1], np.zeros(1, dtype=int), None)
-    evaluations = 1
-    u = np.repeat(starts[None], e, axis=0).reshape(e * s, n)  # item b = event b // s, start b % s
-    events = np.repeat(np.arange(e), s)
+    first = _iterate(limit_state, np.repeat(starts[None], e, axis=0).reshape(e * s, n), np.repeat(np.arange(e), s),
+                     e, settings)
+    rounds = [{k: v.reshape(e, s, *v.shape[1:]) for k, v in first.items() if k != "evaluations"}]
+    evaluations = 1 + first["evaluations"]
+    rng = np.random.default_rng(seed)
+    searching = np.ones(e, dtype=bool)
+    for _ in range(settings.search_rounds):
+        known = {k: np.concatenate([r[k] for r in rounds], axis=1) for k in ("beta", "alpha")}
+        picked, centres = _search_starts(known["beta"], known["alpha"], searching, settings, rng)
+        if not picked.size:
+            break
+        k = settings.search_starts
+        run = _iterate(limit_state, centres.reshape(-1, n), np.repeat(picked, k), e, settings)
+        evaluations += run.pop("evaluations")
+        padded = {name: np.full((e, k, *v.shape[1:]), np.nan if v.dtype.kind == "f" else 0, dtype=v.dtype)
+                  for name, v in run.items()}
+        padded["status"][:] = NOT_STARTED
+        for name, v in run.items():
+            padded[name][picked] = v.reshape(len(picked), k, *v.shape[1:])
+        rounds.append(padded)
+        searching = _found_new(known["beta"], known["alpha"], padded["beta"], padded["alpha"], settings)
+    out = {k: np.concatenate([r[k] for r in rounds], axis=1) for k in rounds[0]}
+    result = _cluster(out["u"], out["beta"], out["alpha"], out["grad"], out["g"], settings)
+    return FormResult(start_u=out["u"], start_beta=out["beta"], start_status=out["status"],
+                      start_iterations=out["iterations"], start_g=out["g"],
+                      start_gradient_norm=np.linalg.norm(out["grad"], axis=2), union=settings.union,
+                      evaluations=evaluations, **result)
+
+
+def _iterate(limit_state: LimitStateFn, u: np.ndarray, events: np.ndarray, e: int, settings: FormSettings) -> dict:
+    """iHL-RF / SQP from the starts ``u [B, n]`` of events ``events [B]``: per start its last iterate ``u``, ``g``,
+    ``grad``, ``status``, ``iterations``, and where converged ``beta`` and ``alpha`` (else NaN); ``evaluations``."""
+    u = u.copy()
+    n = u.shape[1]
     g, grad, _ = _evaluate(limit_state, u, events, e)
-    evaluations += len(u)
-    status = np.full(e * s, RUNNING)
-    iterations = np.zeros(e * s, dtype=int)
-    hess = np.repeat(np.eye(n)[None], e * s, axis=0)  # the Lagrangian's Hessian, I + mu H_g: I is HL-RF's
+    evaluations = len(u)
+    status = np.full(len(u), RUNNING)
+    iterations = np.zeros(len(u), dtype=int)
+    hess = np.repeat(np.eye(n)[None], len(u), axis=0)  # the Lagrangian's Hessian, I + mu H_g: I is HL-RF's
     tol = settings.tolerance
     for step in range(settings.max_iterations + 1):
         running = status == RUNNING
@@ -262,8 +320,12 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         active = np.flatnonzero(status == RUNNING)
         if active.size == 0 or step == settings.max_iterations:
             break
+        hess[active] = _well_conditioned(hess[active])
         ua, ga, grada, na = u[active], g[active], grad[active], safe[active]
         d, mu = _direction(hess[active], ua, ga, grada)
+        singular = ~(np.all(np.isfinite(d), axis=1) & np.isfinite(mu))
+        status[active[singular]] = SINGULAR_STEP
+        active, ua, ga, grada, na, d, mu = (a[~singular] for a in (active, ua, ga, grada, na, d, mu))
         c = settings.gamma * np.maximum(np.maximum(np.linalg.norm(ua, axis=1), np.linalg.norm(ua + d, axis=1)) / na,
                                         np.abs(mu))
         slope = np.sum(ua * d, axis=1) + c * np.sign(ga) * np.sum(grada * d, axis=1)
@@ -291,28 +353,90 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         status[active[pending]] = LINE_SEARCH_FAILED
         iterations[active] += 1
     status[status == RUNNING] = MAX_ITERATIONS
-
     converged = status == CONVERGED
     norm = np.linalg.norm(grad, axis=1)
     alpha = np.where(converged[:, None], -grad / np.where(converged, norm, 1.0)[:, None], np.nan)
     beta = np.where(converged, np.sum(alpha * u, axis=1), np.nan)
-    result = _cluster(u.reshape(e, s, n), beta.reshape(e, s), alpha.reshape(e, s, n), grad.reshape(e, s, n),
-                      settings)
-    return FormResult(start_u=u.reshape(e, s, n), start_beta=beta.reshape(e, s), start_status=status.reshape(e, s),
-                      start_iterations=iterations.reshape(e, s), start_g=g.reshape(e, s),
-                      start_gradient_norm=norm.reshape(e, s), union=settings.union, evaluations=evaluations,
-                      **result)
+    return dict(u=u, g=g, grad=grad, status=status, iterations=iterations, beta=beta, alpha=alpha,
+                evaluations=evaluations)
+
+
+def _search_starts(beta: np.ndarray, alpha: np.ndarray, searching: np.ndarray, settings: FormSettings,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The events to search again and their starts ``[P, search_starts, n]``.
+
+    An event is searched while its last round found a new design point and its smallest ``beta`` is positive.
+    Its starts lie on the sphere of that radius (where the other design points that matter lie, within
+    ``beta_margin``), in the directions farthest from every design point found so far: greedily, from a pool of
+    ``max(64, 16 n)`` random directions, the one whose largest cosine to the found ``alpha`` and to the
+    directions already picked is smallest (a maximin design on the sphere). Where the search of a point left the
+    other points' basins unvisited, these starts land in them (Der Kiureghian & Dakessian 1998 keep the search
+    off the found points by bulges of ``g`` instead; on the sphere the limit state is left unchanged, so no
+    spurious point on a bulge's rim needs discarding).
+    """
+    with np.errstate(invalid="ignore"):
+        smallest = np.nanmin(np.where(np.isfinite(beta), beta, np.inf), axis=1)
+    picked = np.flatnonzero(searching & np.isfinite(smallest) & (smallest > 0))
+    n = alpha.shape[-1]
+    out = np.empty((len(picked), settings.search_starts, n))
+    pool = max(64, 16 * n)
+    for row, event in enumerate(picked):
+        directions = list(alpha[event][np.isfinite(beta[event])])
+        candidates = rng.standard_normal((pool, n))
+        candidates /= np.linalg.norm(candidates, axis=1, keepdims=True)
+        for k in range(settings.search_starts):
+            best = int(np.argmin(np.max(candidates @ np.asarray(directions).T, axis=1)))
+            out[row, k] = smallest[event] * candidates[best]
+            directions.append(candidates[best])
+    return picked, out
+
+
+def _found_new(beta: np.ndarray, alpha: np.ndarray, new_beta: np.ndarray, new_alpha: np.ndarray,
+               settings: FormSettings) -> np.ndarray:
+    """``[E]``: whether a round's converged starts found a design point distinct from every one before (cosine of
+    their ``alpha`` below ``cluster_cosine``) within ``beta_margin`` of the smallest ``beta``."""
+    with np.errstate(invalid="ignore"):
+        smallest = np.fmin(np.nanmin(np.where(np.isfinite(beta), beta, np.inf), axis=1),
+                           np.nanmin(np.where(np.isfinite(new_beta), new_beta, np.inf), axis=1))
+    cos = np.einsum("esn,ekn->esk", np.nan_to_num(new_alpha), np.nan_to_num(alpha))
+    cos = np.where(np.isfinite(beta)[:, None, :], cos, -np.inf).max(axis=2, initial=-np.inf)
+    distinct = np.isfinite(new_beta) & (cos < settings.cluster_cosine) & \
+        (new_beta <= smallest[:, None] + settings.beta_margin)
+    return distinct.any(axis=1)
+
+
+def _well_conditioned(hess: np.ndarray, limit: float = 1e12) -> np.ndarray:
+    """``hess [K, n, n]`` with every quasi-Newton estimate that is not finite or whose condition number exceeds
+    ``limit`` reset to ``I`` (the HL-RF step): the safeguard that keeps an SQP step from a numerically singular
+    ``B`` (a damped BFGS update at a start where the surrogate is flat along some input) from being taken."""
+    finite = np.all(np.isfinite(hess), axis=(1, 2))
+    ok = finite.copy()
+    if finite.any():
+        with np.errstate(all="ignore"):
+            ok[finite] = np.linalg.cond(hess[finite]) <= limit
+    return np.where(ok[:, None, None], hess, np.eye(hess.shape[1])[None])
 
 
 def _direction(hess: np.ndarray, u: np.ndarray, g: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The SQP step ``d`` and multiplier ``mu`` of ``min ||u||^2 / 2`` subject to ``g(u) + grad g . d = 0``.
 
     ``B d + mu grad g = -u`` with ``B`` [K, n, n] positive definite: ``mu = (g - grad g . B^-1 u) /
-    (grad g . B^-1 grad g)``, ``d = -B^-1 (u + mu grad g)``; with ``B = I``, the HL-RF step.
+    (grad g . B^-1 grad g)``, ``d = -B^-1 (u + mu grad g)``; with ``B = I``, the HL-RF step. A row whose system
+    is singular gets NaN (its start ends with ``SINGULAR_STEP``), not an exception for the whole batch.
     """
-    solved = np.linalg.solve(hess, np.stack([u, grad], axis=2))
+    rhs = np.stack([u, grad], axis=2)
+    try:
+        solved = np.linalg.solve(hess, rhs)
+    except np.linalg.LinAlgError:
+        solved = np.full(rhs.shape, np.nan)
+        for k in range(len(hess)):
+            try:
+                solved[k] = np.linalg.solve(hess[k], rhs[k])
+            except np.linalg.LinAlgError:
+                pass
     inv_u, inv_grad = solved[..., 0], solved[..., 1]
-    mu = (g - np.sum(grad * inv_u, axis=1)) / np.sum(grad * inv_grad, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mu = (g - np.sum(grad * inv_u, axis=1)) / np.sum(grad * inv_grad, axis=1)
     return -(inv_u + mu[:, None] * inv_grad), mu
 
 
@@ -354,9 +478,14 @@ def _local_progress(u: np.ndarray, g: np.ndarray, grad: np.ndarray, residual: np
     return (residual <= radius) & np.isfinite(trial) & (trial <= 0.5 * residual)
 
 
-def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarray, settings: FormSettings) -> dict:
-    """Distinct design points per event (greedy by ``beta``, same point when ``cos(alpha_i, alpha_j)`` is high)."""
+def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarray, g: np.ndarray,
+             settings: FormSettings) -> dict:
+    """Distinct design points per event (greedy by ``beta``, same point when ``cos(alpha_i, alpha_j)`` is high),
+    each represented by its start closest to the surface (smallest ``|g| / ||grad g||``: of starts converged to
+    one point within ``tolerance``, the most accurate ``beta``, not the smallest)."""
     e, s, n = u.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.abs(g) / np.linalg.norm(grad, axis=2)
     groups: list[list[list[int]]] = []
     start_point = np.full((e, s), -1)
     for ev in range(e):
@@ -372,6 +501,11 @@ def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarra
             else:
                 start_point[ev, j] = len(reps)
                 reps.append([j])
+        if reps:  # the points that matter: within beta_margin of the smallest
+            kept = [r for r in reps if beta[ev, r[0]] <= beta[ev, reps[0][0]] + settings.beta_margin]
+            for r in reps[len(kept):]:
+                start_point[ev, r] = -1
+            reps = kept
         groups.append(reps)
     d = max(1, max(len(g) for g in groups))
     design_u, design_alpha, design_grad = (np.full((e, d, n), np.nan) for _ in range(3))
@@ -381,7 +515,7 @@ def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarra
     several = np.zeros(e, dtype=bool)
     for ev, reps in enumerate(groups):
         for k, members in enumerate(reps):
-            j = members[0]
+            j = members[int(np.argmin(distance[ev, members]))]
             design_u[ev, k], design_alpha[ev, k], design_grad[ev, k] = u[ev, j], alpha[ev, j], grad[ev, j]
             design_beta[ev, k], starts[ev, k] = beta[ev, j], len(members)
         if reps:

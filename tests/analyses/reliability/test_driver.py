@@ -53,7 +53,7 @@ def test_linear_margin_of_normals_is_exact_in_form_sorm_and_importance_sampling(
     np.testing.assert_allclose(ds["curvature"].values, 0.0, atol=1e-7)
     low, high = ds["pf_interval"].isel(reliability_method=4).values.T
     assert np.all((low <= exact) & (exact <= high))
-    assert (ds["agrees"].values[:4] == 0).all() and (ds["agrees"].values[4] == -1).all()
+    assert (ds["disagrees"].values[:4] == 0).all() and (ds["disagrees"].values[4] == -1).all()
     alpha2 = np.array([1.0, 0.25]) / 1.25  # importance factors sigma_i^2 / sum sigma^2
     np.testing.assert_allclose(ds["importance"].isel(design_point=0).values, np.broadcast_to(alpha2, (5, 2)),
                                rtol=1e-7)
