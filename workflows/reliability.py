@@ -59,7 +59,7 @@ class ReliabilityConf(MethodsConf, SurrogateStudyConf):
     subset: SubsetConf = field(default_factory=SubsetConf)
     monte_carlo: MonteCarloConf = field(default_factory=MonteCarloConf)
     hessian_max_rows: int = HESSIAN_MAX_ROWS  # SORM: working memory of the compiled Hessian (rows)
-    training: Optional[str] = None  # the surrogate's training.nc, whose inputs' reach flags extrapolated design
+    training_data: Optional[str] = None  # the surrogate's training.nc, whose inputs' reach flags extrapolated design
     # points (null: the training.nc beside model.source, if there is one; none found: "unknown")
     seed: int = 0
     output_dir: str = "???"
@@ -166,25 +166,25 @@ def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
 
 def _training_inputs(cfg: DictConfig, space) -> tuple[Any, str]:
     """The surrogate's training inputs ``[N, n]`` in the space's parameter order and where they come from:
-    ``training`` or the training.nc beside ``model.source``; ``(None, "none")`` where there is none, or where its
+    ``training_data`` or the training.nc beside ``model.source``; ``(None, "none")`` where there is none, or where its
     parameters are not the space's (said in the log)."""
     import numpy as np
 
     from sensitivity.datasets import open_result
     from sensitivity.errors import ConfigError
 
-    given = cfg.training
+    given = cfg.training_data
     source = build.repo_path(cfg.model.source)
     path = build.repo_path(given) if given else source.parent / "training.nc" if source.exists() else None
     if path is None or not path.is_file():
         if given:
-            raise ConfigError(f"`training`: {path} not found")
+            raise ConfigError(f"`training_data`: {path} not found")
         log.info("reliability: no training.nc beside the model %s: the training data's reach of the design points "
                  "is unknown", cfg.model.source)
         return None, "none"
     with open_result(path) as ds:
         if "x" not in ds or "parameter_name" not in ds.coords:
-            raise ConfigError(f"`training`: {path} holds no training inputs x(sample, parameter)")
+            raise ConfigError(f"`training_data`: {path} holds no training inputs x(sample, parameter)")
         names = [str(v) for v in ds["parameter_name"].values]
         x = np.asarray(ds["x"].values, dtype=float)
     if sorted(names) != sorted(space.names):

@@ -24,7 +24,8 @@ import numpy as np
 from sensitivity.analyses.reliability import events as ev
 from sensitivity.analyses.reliability.dataset import reliability_dataset
 from sensitivity.analyses.reliability.ensemble import member_form
-from sensitivity.analyses.reliability.form import FormResult, form, sphere_starts
+from sensitivity.analyses.reliability.form import FormResult, form
+from sensitivity.analyses.reliability.search import sphere_starts
 from sensitivity.analyses.reliability.reach import UNKNOWN, training_reach
 from sensitivity.analyses.reliability.sampling import importance_sampling_events, monte_carlo, subset_simulation
 from sensitivity.analyses.reliability.settings import ReliabilitySettings, select_outputs

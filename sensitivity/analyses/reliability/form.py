@@ -25,14 +25,10 @@ off the normal, ``||u - (alpha . u) alpha||``, are below ``tolerance`` (standard
 (signed: negative where the origin lies in the failure domain, ``g(0) < 0``), ``Pf = Phi(-beta)``
 (``norm.sf``), importance factors ``alpha_i^2``. Starts that do not converge keep their status and NaN.
 
-Converged starts are clustered into distinct design points by the direction cosine of their ``alpha``. The
-probability of the union of the ``k`` distinct half-spaces ``{alpha_i . U > beta_i}`` (a series system) is
-``1 - Phi_k(beta; rho)``, ``rho_ij = alpha_i . alpha_j`` (Hohenbichler & Rackwitz 1983), evaluated without
-cancellation as the sum of the disjoint parts
-``P(A_i and no A_j, j < i) = Phi_i((beta_1, ..., beta_{i-1}, -beta_i); S rho S)`` (``S`` flips the sign of
-the ``i``-th row and column) with scipy's ``multivariate_normal`` (Genz's algorithm, relative accuracy
-``1e-6``); or, with ``union='sum'``, the plain sum ``sum_i Phi(-beta_i)`` (an upper bound that counts
-overlaps twice).
+Converged starts are clustered into distinct design points by the direction cosine of their ``alpha``; a search
+then starts more where the others may lie (:mod:`~sensitivity.analyses.reliability.search`). The probability of
+the union of the distinct half-spaces (a series system) is ``1 - Phi_k(beta; rho)``, ``rho_ij = alpha_i . alpha_j``
+(:func:`~sensitivity.analyses.reliability.union.union_probability`), or with ``union='sum'`` ``sum Phi(-beta_i)``.
 
 References
 ----------
@@ -44,8 +40,6 @@ Zhang, Y. & Der Kiureghian, A. (1995), Two improved algorithms for reliability a
 Optimization of Structural Systems, Springer, 297-304, doi:10.1007/978-0-387-34866-7_32.
 Powell, M. J. D. (1978), A fast algorithm for nonlinearly constrained optimization calculations, in Numerical
 Analysis, Lecture Notes in Mathematics 630, Springer, 144-157, doi:10.1007/BFb0067703.
-Hohenbichler, M. & Rackwitz, R. (1983), First-order concepts in system reliability, Structural Safety 1(3),
-177-188, doi:10.1016/0167-4730(82)90024-8.
 """
 from __future__ import annotations
 
@@ -55,6 +49,8 @@ from typing import Callable, Literal
 import numpy as np
 
 from sensitivity.analyses.reliability._checks import choice, fraction, positive, positive_int
+from sensitivity.analyses.reliability.search import found_new, search_starts
+from sensitivity.analyses.reliability.union import union_probability
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -67,14 +63,10 @@ RUNNING, CONVERGED, MAX_ITERATIONS, LINE_SEARCH_FAILED, ZERO_GRADIENT, NOT_FINIT
 SINGULAR_STEP, NOT_STARTED = 5, 6
 #: What each status code of a start means.
 STATUS_MESSAGES = {
-    CONVERGED: "converged",
-    MAX_ITERATIONS: "max_iterations reached",
-    LINE_SEARCH_FAILED: "line search found no decrease of the merit function",
-    ZERO_GRADIENT: "zero gradient of g",
-    NOT_FINITE: "g or its gradient not finite",
-    SINGULAR_STEP: "the step's linear system was singular",
-    NOT_STARTED: "search start not used (the event's last round found no new design point)",
-}
+    CONVERGED: "converged", MAX_ITERATIONS: "max_iterations reached",
+    LINE_SEARCH_FAILED: "line search found no decrease of the merit function", ZERO_GRADIENT: "zero gradient of g",
+    NOT_FINITE: "g or its gradient not finite", SINGULAR_STEP: "the step's linear system was singular",
+    NOT_STARTED: "search start not used (the event's last round found no new design point)"}
 
 
 @dataclass(frozen=True)
@@ -235,7 +227,7 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
     for the design points the starts missed.
 
     After the given starts, up to ``search_rounds`` rounds start ``search_starts`` more per event on the sphere of
-    its smallest ``beta``, in the directions farthest from every design point found (:func:`_search_starts`);
+    its smallest ``beta``, in the directions farthest from every design point found (:func:`~sensitivity.analyses.reliability.search.search_starts`);
     an event stops searching after a round that found no new distinct point within ``beta_margin``. Distinct
     points farther than ``beta_margin`` beyond the smallest ``beta`` are dropped (their share of ``Pf`` is below
     ``Phi(-beta - margin) / Phi(-beta)``).
@@ -268,25 +260,24 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
     _, _, e = _evaluate(limit_state, starts[:1], np.zeros(1, dtype=int), None)
     first = _iterate(limit_state, np.repeat(starts[None], e, axis=0).reshape(e * s, n), np.repeat(np.arange(e), s),
                      e, settings)
-    rounds = [{k: v.reshape(e, s, *v.shape[1:]) for k, v in first.items() if k != "evaluations"}]
-    evaluations = 1 + first["evaluations"]
+    evaluations = 1 + first.pop("evaluations")
+    rounds = [{k: v.reshape(e, s, *v.shape[1:]) for k, v in first.items()}]
     rng = np.random.default_rng(seed)
     searching = np.ones(e, dtype=bool)
     for _ in range(settings.search_rounds):
         known = {k: np.concatenate([r[k] for r in rounds], axis=1) for k in ("beta", "alpha")}
-        picked, centres = _search_starts(known["beta"], known["alpha"], searching, settings, rng)
+        picked, centres = search_starts(known["beta"], known["alpha"], searching, settings, rng)
         if not picked.size:
             break
         k = settings.search_starts
         run = _iterate(limit_state, centres.reshape(-1, n), np.repeat(picked, k), e, settings)
         evaluations += run.pop("evaluations")
-        padded = {name: np.full((e, k, *v.shape[1:]), np.nan if v.dtype.kind == "f" else 0, dtype=v.dtype)
-                  for name, v in run.items()}
-        padded["status"][:] = NOT_STARTED
+        padded = {name: np.full((e, k, *v.shape[1:]), np.nan if v.dtype.kind == "f" else NOT_STARTED if name ==
+                                "status" else 0, dtype=v.dtype) for name, v in run.items()}
         for name, v in run.items():
             padded[name][picked] = v.reshape(len(picked), k, *v.shape[1:])
         rounds.append(padded)
-        searching = _found_new(known["beta"], known["alpha"], padded["beta"], padded["alpha"], settings)
+        searching = found_new(known["beta"], known["alpha"], padded["beta"], padded["alpha"], settings)
     out = {k: np.concatenate([r[k] for r in rounds], axis=1) for k in rounds[0]}
     result = _cluster(out["u"], out["beta"], out["alpha"], out["grad"], out["g"], settings)
     return FormResult(start_u=out["u"], start_beta=out["beta"], start_status=out["status"],
@@ -359,50 +350,6 @@ def _iterate(limit_state: LimitStateFn, u: np.ndarray, events: np.ndarray, e: in
     beta = np.where(converged, np.sum(alpha * u, axis=1), np.nan)
     return dict(u=u, g=g, grad=grad, status=status, iterations=iterations, beta=beta, alpha=alpha,
                 evaluations=evaluations)
-
-
-def _search_starts(beta: np.ndarray, alpha: np.ndarray, searching: np.ndarray, settings: FormSettings,
-                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The events to search again and their starts ``[P, search_starts, n]``.
-
-    An event is searched while its last round found a new design point and its smallest ``beta`` is positive.
-    Its starts lie on the sphere of that radius (where the other design points that matter lie, within
-    ``beta_margin``), in the directions farthest from every design point found so far: greedily, from a pool of
-    ``max(64, 16 n)`` random directions, the one whose largest cosine to the found ``alpha`` and to the
-    directions already picked is smallest (a maximin design on the sphere). Where the search of a point left the
-    other points' basins unvisited, these starts land in them (Der Kiureghian & Dakessian 1998 keep the search
-    off the found points by bulges of ``g`` instead; on the sphere the limit state is left unchanged, so no
-    spurious point on a bulge's rim needs discarding).
-    """
-    with np.errstate(invalid="ignore"):
-        smallest = np.nanmin(np.where(np.isfinite(beta), beta, np.inf), axis=1)
-    picked = np.flatnonzero(searching & np.isfinite(smallest) & (smallest > 0))
-    n = alpha.shape[-1]
-    out = np.empty((len(picked), settings.search_starts, n))
-    pool = max(64, 16 * n)
-    for row, event in enumerate(picked):
-        directions = list(alpha[event][np.isfinite(beta[event])])
-        candidates = rng.standard_normal((pool, n))
-        candidates /= np.linalg.norm(candidates, axis=1, keepdims=True)
-        for k in range(settings.search_starts):
-            best = int(np.argmin(np.max(candidates @ np.asarray(directions).T, axis=1)))
-            out[row, k] = smallest[event] * candidates[best]
-            directions.append(candidates[best])
-    return picked, out
-
-
-def _found_new(beta: np.ndarray, alpha: np.ndarray, new_beta: np.ndarray, new_alpha: np.ndarray,
-               settings: FormSettings) -> np.ndarray:
-    """``[E]``: whether a round's converged starts found a design point distinct from every one before (cosine of
-    their ``alpha`` below ``cluster_cosine``) within ``beta_margin`` of the smallest ``beta``."""
-    with np.errstate(invalid="ignore"):
-        smallest = np.fmin(np.nanmin(np.where(np.isfinite(beta), beta, np.inf), axis=1),
-                           np.nanmin(np.where(np.isfinite(new_beta), new_beta, np.inf), axis=1))
-    cos = np.einsum("esn,ekn->esk", np.nan_to_num(new_alpha), np.nan_to_num(alpha))
-    cos = np.where(np.isfinite(beta)[:, None, :], cos, -np.inf).max(axis=2, initial=-np.inf)
-    distinct = np.isfinite(new_beta) & (cos < settings.cluster_cosine) & \
-        (new_beta <= smallest[:, None] + settings.beta_margin)
-    return distinct.any(axis=1)
 
 
 def _well_conditioned(hess: np.ndarray, limit: float = 1e12) -> np.ndarray:
@@ -530,39 +477,6 @@ def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarra
                 several_contribute=several)
 
 
-def union_probability(beta: np.ndarray, alpha: np.ndarray, method: Literal["series", "sum"] = "series") -> float:
-    """First-order probability of the union of half-spaces ``{alpha_i . U > beta_i}``.
-
-    Parameters
-    ----------
-    beta
-        ``[k]`` signed reliability indices.
-    alpha
-        ``[k, n]`` unit normals.
-    method
-        ``'series'``: ``1 - Phi_k(beta; rho)``, ``rho = alpha alpha^T``, as a sum of disjoint parts (no
-        cancellation at small probabilities); ``'sum'``: ``sum_i Phi(-beta_i)``.
-    """
-    choice("method", method, ("series", "sum"))
-    beta, alpha = np.asarray(beta, dtype=float), np.asarray(alpha, dtype=float)
-    if method == "sum" or len(beta) == 1:
-        return float(np.sum(stats.norm.sf(beta)))
-    order = np.argsort(beta)
-    beta, alpha = beta[order], alpha[order]
-    rho = np.clip(alpha @ alpha.T, -1.0, 1.0)
-    np.fill_diagonal(rho, 1.0)
-    total = float(stats.norm.sf(beta[0]))
-    for i in range(1, len(beta)):
-        flip = np.ones(i + 1)
-        flip[i] = -1.0
-        cov = rho[: i + 1, : i + 1] * np.outer(flip, flip)
-        upper = np.concatenate([beta[:i], [-beta[i]]])
-        mvn = stats.multivariate_normal(np.zeros(i + 1), cov, allow_singular=True, abseps=1e-300, releps=1e-6,
-                                        maxpts=200_000 * (i + 1))
-        total += float(max(mvn.cdf(upper), 0.0))
-    return total
-
-
 def threshold_sensitivity(result: FormResult, dg_dthreshold: np.ndarray) -> np.ndarray:
     """``d beta_i / d T`` at every distinct design point, ``[E, D]`` [1 / threshold units].
 
@@ -581,23 +495,3 @@ def threshold_sensitivity(result: FormResult, dg_dthreshold: np.ndarray) -> np.n
     if dg.shape != result.beta.shape:
         raise ConfigError(f"`dg_dthreshold` must be [{result.beta.shape[0]}], got shape {dg.shape}")
     return dg[:, None] / np.linalg.norm(result.gradient, axis=2)
-
-
-def sphere_starts(n: int, count: int, *, radius: float = 1.0, origin: bool = True,
-                  seed: int | np.random.Generator | None = None) -> np.ndarray:
-    """``[count, n]`` starts: the origin (where ``origin``) and random directions at ``radius`` [standard units].
-
-    Directions come in antipodal pairs, so a symmetric problem is started on both sides.
-    """
-    positive_int("n", n)
-    positive_int("count", count)
-    positive("radius", radius)
-    rng = np.random.default_rng(seed)
-    k = count - int(origin)
-    halves = rng.standard_normal(((k + 1) // 2, n))
-    halves /= np.linalg.norm(halves, axis=1, keepdims=True)
-    directions = np.stack([halves, -halves], axis=1).reshape(-1, n)[:k]
-    out = radius * directions
-    if origin:
-        out = np.concatenate([np.zeros((1, n)), out])
-    return out

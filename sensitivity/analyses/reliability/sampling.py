@@ -86,9 +86,8 @@ class ImportanceSettings:
     weights
         Mixture weights of the centres: ``'equal'`` or ``'probability'`` (``~ Phi(-beta_i)``, needs ``betas``).
     defensive
-        Weight of the defensive component, the standard normal itself, in the mixture (Hesterberg 1995): it bounds
-        every likelihood ratio by ``1 / defensive``, so failure mass near no centre (a design point the search
-        missed) costs variance, not bias with an interval that excludes the truth; 0: none.
+        Weight of the standard normal itself in the mixture (Hesterberg 1995): every likelihood ratio is at most
+        ``1 / defensive``, so failure mass near no centre costs variance, not a biased interval; 0: none.
     """
 
     n_samples: int = 20_000
@@ -102,8 +101,7 @@ class ImportanceSettings:
         positive_int("block_size", self.block_size)
         fraction("confidence", self.confidence)
         choice("weights", self.weights, ("equal", "probability"))
-        if not isinstance(self.defensive, (int, float)) or isinstance(self.defensive, bool) or \
-                not 0 <= self.defensive < 1:
+        if not isinstance(self.defensive, (int, float)) or isinstance(self.defensive, bool) or not 0 <= self.defensive < 1:
             raise ConfigError(f"`defensive` must be a weight in [0, 1), got {self.defensive!r}")
 
 
@@ -345,10 +343,8 @@ class Mixture:
     log_w: np.ndarray
 
     @classmethod
-    def proposal(cls, centres: np.ndarray, settings: ImportanceSettings, betas: np.ndarray | None = None
-                 ) -> "Mixture":
-        """The proposal ``settings`` describe at ``centres [D, n]``: :meth:`of` with its weights and defensive
-        component."""
+    def proposal(cls, centres: np.ndarray, settings: ImportanceSettings, betas: np.ndarray | None = None) -> "Mixture":
+        """The proposal of ``settings`` at ``centres [D, n]``: :meth:`of` with its weights and defensive component."""
         return cls.of(centres, settings.weights, betas, defensive=settings.defensive)
 
     @classmethod
@@ -356,12 +352,9 @@ class Mixture:
            ) -> "Mixture":
         """The mixture at ``centres [D, n]`` with ``'equal'`` weights or ``'probability'`` ones (``~ Phi(-beta_i)``),
         and, where ``defensive > 0``, the standard normal (a centre at the origin) of that weight."""
-        mixture = cls._of(centres, weights, betas)
-        if not defensive:
-            return mixture
-        origin = np.zeros((1, mixture.centres.shape[1]))
-        return cls(np.concatenate([origin, mixture.centres]),
-                   np.concatenate([[np.log(defensive)], np.log1p(-defensive) + mixture.log_w]))
+        mix = cls._of(centres, weights, betas)
+        return cls(np.concatenate([np.zeros((1, mix.centres.shape[1])), mix.centres]), np.concatenate(
+            [[np.log(defensive)], np.log1p(-defensive) + mix.log_w])) if defensive else mix
 
     @classmethod
     def _of(cls, centres: np.ndarray, weights: str, betas: np.ndarray | None) -> "Mixture":

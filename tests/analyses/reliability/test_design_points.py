@@ -10,7 +10,8 @@ from scipy import integrate, stats
 from sensitivity.analyses.reliability import ReliabilitySettings, form, importance_sampling, reliability, sphere_starts
 from sensitivity.analyses.reliability.dataset import summary_lines
 from sensitivity.analyses.reliability.reach import BEYOND, UNKNOWN, WITHIN, training_reach
-from tests.analyses.reliability.test_driver import _engine, _space
+from tests.helpers.reliability import engine as _engine
+from tests.helpers.reliability import space_of as _space
 
 K = 7.0  # the four-branch system of Waarts (2000) / Schueremans & Van Gemert (2005) with k = 7
 NORMAL2 = [{"kind": "norm", "loc": 0.0, "scale": 1.0}] * 2

@@ -13,20 +13,12 @@ from sensitivity.analyses.reliability.form import FormSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.spec import OutputSpec
+from tests.helpers.reliability import engine, space_of
 
 DAYS = [0.0, 1.0, 2.0, 3.0]
 
 
-def _engine(fn, space, output):
-    from sensitivity.engine.jacobian import compile_jacobian
-    from sensitivity.surrogates.load import load_surrogate
-
-    surrogate = load_surrogate(fn, input_names=space.names, input_units=space.units, output=output, dtype="float64")
-    return compile_jacobian(surrogate, jit_compile=False)
-
-
-def _space(kinds):
-    return ParameterSpace.from_records([{"name": f"x{i}", "units": "1", "distribution": d} for i, d in enumerate(kinds)])
+_engine, _space = engine, space_of
 
 
 def margin_and_ratio(x):
