@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -37,6 +37,8 @@ class ReliabilityConf(MethodsConf, SurrogateStudyConf):
     subset: SubsetConf = field(default_factory=SubsetConf)
     monte_carlo: MonteCarloConf = field(default_factory=MonteCarloConf)
     hessian_max_rows: int = HESSIAN_MAX_ROWS  # SORM: working memory of the compiled Hessian (rows)
+    training_data: Optional[str] = None  # the surrogate's training.nc, whose inputs' reach flags extrapolated design
+    # points (null: the training.nc beside model.source, if there is one; none found: "unknown")
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
@@ -86,7 +88,9 @@ def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
     if "sorm" in settings.methods:
         picked = rel.plan(space, surrogate.output, settings).indices
         hessian = rel.output_hessian(engine, picked, max_rows=cfg.hessian_max_rows)
-    ds = rel.reliability(engine, space, settings, seed=cfg.seed, hessian=hessian)
+    training, record = _training_inputs(cfg, space)
+    ds = rel.reliability(engine, space, settings, seed=cfg.seed, hessian=hessian, training_inputs=training,
+                         training_record=record)
     ds.attrs.update(provenance(title=f"Reliability of {surrogate.source}", workflow="reliability",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[]))
@@ -99,3 +103,33 @@ def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
         for figure in reliability_figures(ds, out_dir):
             log.info("figure: %s", figure.name)
     return out
+
+
+def _training_inputs(cfg: DictConfig, space) -> tuple[Any, str]:
+    """The surrogate's training inputs ``[N, n]`` in the space's parameter order and where they come from:
+    ``training_data`` or the training.nc beside ``model.source``; ``(None, "none")`` where there is none, or where its
+    parameters are not the space's (said in the log)."""
+    import numpy as np
+
+    from sensitivity.datasets import open_result
+    from sensitivity.errors import ConfigError
+
+    given = cfg.training_data
+    source = build.repo_path(cfg.model.source)
+    path = build.repo_path(given) if given else source.parent / "training.nc" if source.exists() else None
+    if path is None or not path.is_file():
+        if given:
+            raise ConfigError(f"`training_data`: {path} not found")
+        log.info("reliability: no training.nc beside the model %s: the training data's reach of the design points "
+                 "is unknown", cfg.model.source)
+        return None, "none"
+    with open_result(path) as ds:
+        if "x" not in ds or "parameter_name" not in ds.coords:
+            raise ConfigError(f"`training_data`: {path} holds no training inputs x(sample, parameter)")
+        names = [str(v) for v in ds["parameter_name"].values]
+        x = np.asarray(ds["x"].values, dtype=float)
+    if sorted(names) != sorted(space.names):
+        log.info("reliability: %s was trained on parameters %s, not the space's %s: the training data's reach is "
+                 "unknown", path, names, list(space.names))
+        return None, "none"
+    return x[:, [names.index(n) for n in space.names]], str(path)

@@ -50,7 +50,9 @@ def test_linear_series_of_correlated_normals_is_the_closed_form_per_day_and_thre
 
     kind = kind_of(ds)
     facts = {fact.label: fact.value for fact in kind.summarize(ds).facts}
-    assert kind.name == "reliability" and facts["form"].startswith(f"pf in [{exact.min():.3g}, {exact.max():.3g}]")
+    assert kind.name == "reliability"  # per threshold, each method's pf (over the 2 days: smallest to largest)
+    for j, t in enumerate(thresholds):
+        assert facts[f"pf at threshold {t:g}"].startswith(f"form {exact[j].min():.3g} to {exact[j].max():.3g} over 2")
 
 
 @pytest.mark.parametrize("override, message", [
@@ -139,9 +141,9 @@ def test_seir_daily_new_infections_above_20_thresholds_on_100_days_in_one_call(c
     inside = (mc >= low - 3 * se) & (mc <= high + 3 * se)
     off = resolved & inside & (np.abs(ds["pf"].values[0] - mc) > 0.1)
     print(f"resolved events {resolved.sum()}: IS within interval + 3 se on {inside[resolved].mean():.3f}; FORM off "
-          f"by > 0.1 on {off.sum()}, flagged on {(ds['agrees'].values[0][off] == 1).mean():.3f} of them")
+          f"by > 0.1 on {off.sum()}, flagged on {(ds['disagrees'].values[0][off] == 1).mean():.3f} of them")
     assert inside[resolved].mean() >= 0.95
-    assert (ds["agrees"].values[0][off] == 1).mean() >= 0.8  # the rest: within a 400-sample IS interval
+    assert (ds["disagrees"].values[0][off] == 1).mean() >= 0.8  # the rest: within a 400-sample IS interval
 
 
 def test_a_biased_ensembles_combined_interval_covers_the_exact_pf_where_its_sampling_interval_does_not(
@@ -188,7 +190,7 @@ def test_the_default_command_has_a_design_point_for_every_event_and_matches_mont
     never leaves the planes u2 = 0, u3 = 0 (y is even in x2 and x3), where y <= 1 < T, so with the origin as the
     only start every Pf was NaN. Every event now has a design point and finite FORM / SORM / importance-sampling
     Pf; importance sampling matches a Monte Carlo reference of the closed-form Ishigami function (10^6 points),
-    FORM over-estimates it (every principal curvature is positive) and SORM (Breitung) is within 25 % of it."""
+    FORM over-estimates it (every principal curvature is positive), and SORM (Breitung) is flagged where it is off."""
     ds = open_result(reliability.run(compose_config("reliability", ["plots=false"], output_dir=tmp_path / "out")))
     thresholds = ds["threshold"].values
     reference, sd = _ishigami_monte_carlo(thresholds)
@@ -200,7 +202,10 @@ def test_the_default_command_has_a_design_point_for_every_event_and_matches_mont
     low, high = ds["pf_interval"].isel(reliability_method=names.index("importance_sampling")).values.reshape(-1, 2).T
     assert np.all((low - 4 * sd <= reference) & (reference <= high + 4 * sd))
     assert np.all(ds["curvature"].values > 0) and np.all(pf["form"] > reference)  # curved away from the origin
-    np.testing.assert_allclose(pf["sorm_breitung"], reference, rtol=0.25)
+    # with all four symmetric design points found (x2 = +-pi/2, x3 of either sign), Breitung's asymptotic formula at
+    # these small beta (1.6 to 2.7) over-estimates by 30-60 %: the verdict flags it wherever it is off by 25 %
+    off = np.abs(pf["sorm_breitung"] / reference - 1) > 0.25
+    assert (ds["disagrees"].isel(reliability_method=names.index("sorm_breitung")).values.ravel()[off] == 1).all()
 
 
 def test_a_threshold_beyond_the_outputs_reach_is_stated_in_one_line(compose_config, tmp_path):

@@ -32,7 +32,8 @@ from sensitivity.analyses.reliability.events import (
     threshold_limit_state,
     union,
 )
-from sensitivity.analyses.reliability.form import FormSettings, form, sphere_starts, threshold_sensitivity
+from sensitivity.analyses.reliability.form import FormSettings, form, threshold_sensitivity
+from sensitivity.analyses.reliability.search import sphere_starts
 from sensitivity.analyses.reliability.sampling import (
     ImportanceSettings,
     MonteCarloSettings,

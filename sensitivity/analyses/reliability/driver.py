@@ -24,7 +24,9 @@ import numpy as np
 from sensitivity.analyses.reliability import events as ev
 from sensitivity.analyses.reliability.dataset import reliability_dataset
 from sensitivity.analyses.reliability.ensemble import member_form
-from sensitivity.analyses.reliability.form import FormResult, form, sphere_starts
+from sensitivity.analyses.reliability.form import FormResult, form
+from sensitivity.analyses.reliability.search import sphere_starts
+from sensitivity.analyses.reliability.reach import UNKNOWN, training_reach
 from sensitivity.analyses.reliability.sampling import importance_sampling_events, monte_carlo, subset_simulation
 from sensitivity.analyses.reliability.settings import ReliabilitySettings, select_outputs
 from sensitivity.analyses.reliability.sorm import sorm
@@ -123,7 +125,8 @@ def plan(space: ParameterSpace, output: OutputSpec, settings: ReliabilitySetting
 
 
 def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: ReliabilitySettings, *,
-                seed: int = 0, hessian: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
+                seed: int = 0, hessian: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                training_inputs: np.ndarray | None = None, training_record: str = "none") -> xr.Dataset:
     """Probabilities of failure of every picked output x threshold, by FORM, SORM and sampling.
 
     Parameters
@@ -140,6 +143,12 @@ def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: 
     hessian
         ``(x [K, n], which [K]) -> [K, n, n]``: each point's Hessian of picked output ``which`` (physical
         units), for SORM; None: compiled from ``model.surrogate.fn`` (:func:`output_hessian`).
+    training_inputs
+        ``[N, n]`` the inputs the surrogate was trained on (physical units, the space's parameter order): design
+        points beyond their reach are flagged (:func:`~sensitivity.analyses.reliability.reach.training_reach`);
+        None: ``unknown``.
+    training_record
+        Where ``training_inputs`` come from, recorded beside the flags.
 
     Returns
     -------
@@ -153,7 +162,8 @@ def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: 
     rng = np.random.default_rng(seed)
     starts = sphere_starts(n, settings.starts, radius=settings.start_radius, seed=rng)
     in_u = p.nataf.pull_back(flat)
-    result = form(ev.threshold_limit_state(in_u, settings.thresholds, settings.direction), starts, settings.form)
+    result = form(ev.threshold_limit_state(in_u, settings.thresholds, settings.direction), starts, settings.form,
+                  seed=rng)
     second = None
     if "sorm" in settings.methods:
         second = sorm(_hessian_in_u(p, flat, hessian or output_hessian(model, p.indices), result), result)
@@ -175,7 +185,11 @@ def reliability(model: CompiledJacobian | Any, space: ParameterSpace, settings: 
         member_pf["monte_carlo"] = per_copy(mc.pf)[1:]
     if members > 1:
         member_pf["form"] = member_form(model, p, starts, members)
-    return reliability_dataset(space, p, result, second, sampled, member_pf if members > 1 else None, seed=seed)
+    reach = training_reach(p.nataf.to_physical(np.nan_to_num(result.design_u.reshape(-1, n))).reshape(
+        result.design_u.shape), training_inputs)
+    reach[~np.isfinite(result.design_beta)] = UNKNOWN
+    return reliability_dataset(space, p, result, second, sampled, member_pf if members > 1 else None, seed=seed,
+                               reach=reach, training_record=training_record if training_inputs is not None else "none")
 
 
 @dataclass(frozen=True)

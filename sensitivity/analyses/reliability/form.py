@@ -25,14 +25,10 @@ off the normal, ``||u - (alpha . u) alpha||``, are below ``tolerance`` (standard
 (signed: negative where the origin lies in the failure domain, ``g(0) < 0``), ``Pf = Phi(-beta)``
 (``norm.sf``), importance factors ``alpha_i^2``. Starts that do not converge keep their status and NaN.
 
-Converged starts are clustered into distinct design points by the direction cosine of their ``alpha``. The
-probability of the union of the ``k`` distinct half-spaces ``{alpha_i . U > beta_i}`` (a series system) is
-``1 - Phi_k(beta; rho)``, ``rho_ij = alpha_i . alpha_j`` (Hohenbichler & Rackwitz 1983), evaluated without
-cancellation as the sum of the disjoint parts
-``P(A_i and no A_j, j < i) = Phi_i((beta_1, ..., beta_{i-1}, -beta_i); S rho S)`` (``S`` flips the sign of
-the ``i``-th row and column) with scipy's ``multivariate_normal`` (Genz's algorithm, relative accuracy
-``1e-6``); or, with ``union='sum'``, the plain sum ``sum_i Phi(-beta_i)`` (an upper bound that counts
-overlaps twice).
+Converged starts are clustered into distinct design points by the direction cosine of their ``alpha``; a search
+then starts more where the others may lie (:mod:`~sensitivity.analyses.reliability.search`). The probability of
+the union of the distinct half-spaces (a series system) is ``1 - Phi_k(beta; rho)``, ``rho_ij = alpha_i . alpha_j``
+(:func:`~sensitivity.analyses.reliability.union.union_probability`), or with ``union='sum'`` ``sum Phi(-beta_i)``.
 
 References
 ----------
@@ -44,8 +40,6 @@ Zhang, Y. & Der Kiureghian, A. (1995), Two improved algorithms for reliability a
 Optimization of Structural Systems, Springer, 297-304, doi:10.1007/978-0-387-34866-7_32.
 Powell, M. J. D. (1978), A fast algorithm for nonlinearly constrained optimization calculations, in Numerical
 Analysis, Lecture Notes in Mathematics 630, Springer, 144-157, doi:10.1007/BFb0067703.
-Hohenbichler, M. & Rackwitz, R. (1983), First-order concepts in system reliability, Structural Safety 1(3),
-177-188, doi:10.1016/0167-4730(82)90024-8.
 """
 from __future__ import annotations
 
@@ -55,6 +49,8 @@ from typing import Callable, Literal
 import numpy as np
 
 from sensitivity.analyses.reliability._checks import choice, fraction, positive, positive_int
+from sensitivity.analyses.reliability.search import found_new, search_starts
+from sensitivity.analyses.reliability.union import union_probability
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -64,14 +60,13 @@ stats = lazy_import("scipy.stats")
 LimitStateFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 RUNNING, CONVERGED, MAX_ITERATIONS, LINE_SEARCH_FAILED, ZERO_GRADIENT, NOT_FINITE = -1, 0, 1, 2, 3, 4
+SINGULAR_STEP, NOT_STARTED = 5, 6
 #: What each status code of a start means.
 STATUS_MESSAGES = {
-    CONVERGED: "converged",
-    MAX_ITERATIONS: "max_iterations reached",
-    LINE_SEARCH_FAILED: "line search found no decrease of the merit function",
-    ZERO_GRADIENT: "zero gradient of g",
-    NOT_FINITE: "g or its gradient not finite",
-}
+    CONVERGED: "converged", MAX_ITERATIONS: "max_iterations reached",
+    LINE_SEARCH_FAILED: "line search found no decrease of the merit function", ZERO_GRADIENT: "zero gradient of g",
+    NOT_FINITE: "g or its gradient not finite", SINGULAR_STEP: "the step's linear system was singular",
+    NOT_STARTED: "search start not used (the event's last round found no new design point)"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +96,13 @@ class FormSettings:
         a step that halves the residual is taken even where the merit function cannot resolve its decrease.
     cluster_cosine
         Two converged starts are the same design point when the cosine of their ``alpha`` reaches this.
+    search_rounds
+        Rounds of the search for design points the starts missed (:func:`form`); 0: none.
+    search_starts
+        Starts per event and search round, on the sphere of the event's smallest ``beta``.
+    beta_margin
+        Distinct design points with ``beta`` more than this above the smallest are dropped [standard units]
+        (1: each contributes less than ``Phi(-beta - 1) / Phi(-beta)``, 2.4 % at ``beta = 3``).
     union
         Probability of the union of distinct design points: ``'series'`` (``1 - Phi_k(beta; rho)``) or
         ``'sum'`` (``sum Phi(-beta_i)``).
@@ -118,6 +120,9 @@ class FormSettings:
     quasi_newton: bool = True
     local_radius: float = 1e-2
     cluster_cosine: float = 0.99
+    search_rounds: int = 3
+    search_starts: int = 4
+    beta_margin: float = 1.0
     union: Literal["series", "sum"] = "series"
     contribution: float = 0.01
 
@@ -134,6 +139,10 @@ class FormSettings:
         fraction("backtrack", self.backtrack)
         if not isinstance(self.cluster_cosine, (int, float)) or not -1 < self.cluster_cosine <= 1:
             raise ConfigError(f"`cluster_cosine` must be in (-1, 1], got {self.cluster_cosine!r}")
+        if not isinstance(self.search_rounds, int) or isinstance(self.search_rounds, bool) or self.search_rounds < 0:
+            raise ConfigError(f"`search_rounds` must be an integer >= 0, got {self.search_rounds!r}")
+        positive_int("search_starts", self.search_starts)
+        positive("beta_margin", self.beta_margin)
         choice("union", self.union, ("series", "sum"))
         fraction("contribution", self.contribution, closed=True)
 
@@ -212,8 +221,16 @@ def _evaluate(fn: LimitStateFn, points: np.ndarray, events: np.ndarray, n_events
     return values[rows, events], grads[rows, events], values.shape[1]
 
 
-def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings = FormSettings()) -> FormResult:
-    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF / SQP.
+def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings = FormSettings(), *,
+         seed: int | np.random.Generator | None = 0) -> FormResult:
+    """Design points of every event of ``limit_state`` from every start, by batched iHL-RF / SQP, then a search
+    for the design points the starts missed.
+
+    After the given starts, up to ``search_rounds`` rounds start ``search_starts`` more per event on the sphere of
+    its smallest ``beta``, in the directions farthest from every design point found (:func:`~sensitivity.analyses.reliability.search.search_starts`);
+    an event stops searching after a round that found no new distinct point within ``beta_margin``. Distinct
+    points farther than ``beta_margin`` beyond the smallest ``beta`` are dropped (their share of ``Pf`` is below
+    ``Phi(-beta - margin) / Phi(-beta)``).
 
     Parameters
     ----------
@@ -227,6 +244,8 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         :func:`sphere_starts` for several); every event starts from every one.
     settings
         :class:`FormSettings`.
+    seed
+        Of the search's directions.
 
     Returns
     -------
@@ -239,14 +258,44 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         raise ConfigError(f"`starts` must be a finite [S, n] array with S >= 1, got shape {starts.shape}")
     s, n = starts.shape
     _, _, e = _evaluate(limit_state, starts[:1], np.zeros(1, dtype=int), None)
-    evaluations = 1
-    u = np.repeat(starts[None], e, axis=0).reshape(e * s, n)  # item b = event b // s, start b % s
-    events = np.repeat(np.arange(e), s)
+    first = _iterate(limit_state, np.repeat(starts[None], e, axis=0).reshape(e * s, n), np.repeat(np.arange(e), s),
+                     e, settings)
+    evaluations = 1 + first.pop("evaluations")
+    rounds = [{k: v.reshape(e, s, *v.shape[1:]) for k, v in first.items()}]
+    rng = np.random.default_rng(seed)
+    searching = np.ones(e, dtype=bool)
+    for _ in range(settings.search_rounds):
+        known = {k: np.concatenate([r[k] for r in rounds], axis=1) for k in ("beta", "alpha")}
+        picked, centres = search_starts(known["beta"], known["alpha"], searching, settings, rng)
+        if not picked.size:
+            break
+        k = settings.search_starts
+        run = _iterate(limit_state, centres.reshape(-1, n), np.repeat(picked, k), e, settings)
+        evaluations += run.pop("evaluations")
+        padded = {name: np.full((e, k, *v.shape[1:]), np.nan if v.dtype.kind == "f" else NOT_STARTED if name ==
+                                "status" else 0, dtype=v.dtype) for name, v in run.items()}
+        for name, v in run.items():
+            padded[name][picked] = v.reshape(len(picked), k, *v.shape[1:])
+        rounds.append(padded)
+        searching = found_new(known["beta"], known["alpha"], padded["beta"], padded["alpha"], settings)
+    out = {k: np.concatenate([r[k] for r in rounds], axis=1) for k in rounds[0]}
+    result = _cluster(out["u"], out["beta"], out["alpha"], out["grad"], out["g"], settings)
+    return FormResult(start_u=out["u"], start_beta=out["beta"], start_status=out["status"],
+                      start_iterations=out["iterations"], start_g=out["g"],
+                      start_gradient_norm=np.linalg.norm(out["grad"], axis=2), union=settings.union,
+                      evaluations=evaluations, **result)
+
+
+def _iterate(limit_state: LimitStateFn, u: np.ndarray, events: np.ndarray, e: int, settings: FormSettings) -> dict:
+    """iHL-RF / SQP from the starts ``u [B, n]`` of events ``events [B]``: per start its last iterate ``u``, ``g``,
+    ``grad``, ``status``, ``iterations``, and where converged ``beta`` and ``alpha`` (else NaN); ``evaluations``."""
+    u = u.copy()
+    n = u.shape[1]
     g, grad, _ = _evaluate(limit_state, u, events, e)
-    evaluations += len(u)
-    status = np.full(e * s, RUNNING)
-    iterations = np.zeros(e * s, dtype=int)
-    hess = np.repeat(np.eye(n)[None], e * s, axis=0)  # the Lagrangian's Hessian, I + mu H_g: I is HL-RF's
+    evaluations = len(u)
+    status = np.full(len(u), RUNNING)
+    iterations = np.zeros(len(u), dtype=int)
+    hess = np.repeat(np.eye(n)[None], len(u), axis=0)  # the Lagrangian's Hessian, I + mu H_g: I is HL-RF's
     tol = settings.tolerance
     for step in range(settings.max_iterations + 1):
         running = status == RUNNING
@@ -262,8 +311,12 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         active = np.flatnonzero(status == RUNNING)
         if active.size == 0 or step == settings.max_iterations:
             break
+        hess[active] = _well_conditioned(hess[active])
         ua, ga, grada, na = u[active], g[active], grad[active], safe[active]
         d, mu = _direction(hess[active], ua, ga, grada)
+        singular = ~(np.all(np.isfinite(d), axis=1) & np.isfinite(mu))
+        status[active[singular]] = SINGULAR_STEP
+        active, ua, ga, grada, na, d, mu = (a[~singular] for a in (active, ua, ga, grada, na, d, mu))
         c = settings.gamma * np.maximum(np.maximum(np.linalg.norm(ua, axis=1), np.linalg.norm(ua + d, axis=1)) / na,
                                         np.abs(mu))
         slope = np.sum(ua * d, axis=1) + c * np.sign(ga) * np.sum(grada * d, axis=1)
@@ -291,28 +344,46 @@ def form(limit_state: LimitStateFn, starts: np.ndarray, settings: FormSettings =
         status[active[pending]] = LINE_SEARCH_FAILED
         iterations[active] += 1
     status[status == RUNNING] = MAX_ITERATIONS
-
     converged = status == CONVERGED
     norm = np.linalg.norm(grad, axis=1)
     alpha = np.where(converged[:, None], -grad / np.where(converged, norm, 1.0)[:, None], np.nan)
     beta = np.where(converged, np.sum(alpha * u, axis=1), np.nan)
-    result = _cluster(u.reshape(e, s, n), beta.reshape(e, s), alpha.reshape(e, s, n), grad.reshape(e, s, n),
-                      settings)
-    return FormResult(start_u=u.reshape(e, s, n), start_beta=beta.reshape(e, s), start_status=status.reshape(e, s),
-                      start_iterations=iterations.reshape(e, s), start_g=g.reshape(e, s),
-                      start_gradient_norm=norm.reshape(e, s), union=settings.union, evaluations=evaluations,
-                      **result)
+    return dict(u=u, g=g, grad=grad, status=status, iterations=iterations, beta=beta, alpha=alpha,
+                evaluations=evaluations)
+
+
+def _well_conditioned(hess: np.ndarray, limit: float = 1e12) -> np.ndarray:
+    """``hess [K, n, n]`` with every quasi-Newton estimate that is not finite or whose condition number exceeds
+    ``limit`` reset to ``I`` (the HL-RF step): the safeguard that keeps an SQP step from a numerically singular
+    ``B`` (a damped BFGS update at a start where the surrogate is flat along some input) from being taken."""
+    finite = np.all(np.isfinite(hess), axis=(1, 2))
+    ok = finite.copy()
+    if finite.any():
+        with np.errstate(all="ignore"):
+            ok[finite] = np.linalg.cond(hess[finite]) <= limit
+    return np.where(ok[:, None, None], hess, np.eye(hess.shape[1])[None])
 
 
 def _direction(hess: np.ndarray, u: np.ndarray, g: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The SQP step ``d`` and multiplier ``mu`` of ``min ||u||^2 / 2`` subject to ``g(u) + grad g . d = 0``.
 
     ``B d + mu grad g = -u`` with ``B`` [K, n, n] positive definite: ``mu = (g - grad g . B^-1 u) /
-    (grad g . B^-1 grad g)``, ``d = -B^-1 (u + mu grad g)``; with ``B = I``, the HL-RF step.
+    (grad g . B^-1 grad g)``, ``d = -B^-1 (u + mu grad g)``; with ``B = I``, the HL-RF step. A row whose system
+    is singular gets NaN (its start ends with ``SINGULAR_STEP``), not an exception for the whole batch.
     """
-    solved = np.linalg.solve(hess, np.stack([u, grad], axis=2))
+    rhs = np.stack([u, grad], axis=2)
+    try:
+        solved = np.linalg.solve(hess, rhs)
+    except np.linalg.LinAlgError:
+        solved = np.full(rhs.shape, np.nan)
+        for k in range(len(hess)):
+            try:
+                solved[k] = np.linalg.solve(hess[k], rhs[k])
+            except np.linalg.LinAlgError:
+                pass
     inv_u, inv_grad = solved[..., 0], solved[..., 1]
-    mu = (g - np.sum(grad * inv_u, axis=1)) / np.sum(grad * inv_grad, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mu = (g - np.sum(grad * inv_u, axis=1)) / np.sum(grad * inv_grad, axis=1)
     return -(inv_u + mu[:, None] * inv_grad), mu
 
 
@@ -354,9 +425,14 @@ def _local_progress(u: np.ndarray, g: np.ndarray, grad: np.ndarray, residual: np
     return (residual <= radius) & np.isfinite(trial) & (trial <= 0.5 * residual)
 
 
-def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarray, settings: FormSettings) -> dict:
-    """Distinct design points per event (greedy by ``beta``, same point when ``cos(alpha_i, alpha_j)`` is high)."""
+def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarray, g: np.ndarray,
+             settings: FormSettings) -> dict:
+    """Distinct design points per event (greedy by ``beta``, same point when ``cos(alpha_i, alpha_j)`` is high),
+    each represented by its start closest to the surface (smallest ``|g| / ||grad g||``: of starts converged to
+    one point within ``tolerance``, the most accurate ``beta``, not the smallest)."""
     e, s, n = u.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.abs(g) / np.linalg.norm(grad, axis=2)
     groups: list[list[list[int]]] = []
     start_point = np.full((e, s), -1)
     for ev in range(e):
@@ -372,6 +448,11 @@ def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarra
             else:
                 start_point[ev, j] = len(reps)
                 reps.append([j])
+        if reps:  # the points that matter: within beta_margin of the smallest
+            kept = [r for r in reps if beta[ev, r[0]] <= beta[ev, reps[0][0]] + settings.beta_margin]
+            for r in reps[len(kept):]:
+                start_point[ev, r] = -1
+            reps = kept
         groups.append(reps)
     d = max(1, max(len(g) for g in groups))
     design_u, design_alpha, design_grad = (np.full((e, d, n), np.nan) for _ in range(3))
@@ -381,7 +462,7 @@ def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarra
     several = np.zeros(e, dtype=bool)
     for ev, reps in enumerate(groups):
         for k, members in enumerate(reps):
-            j = members[0]
+            j = members[int(np.argmin(distance[ev, members]))]
             design_u[ev, k], design_alpha[ev, k], design_grad[ev, k] = u[ev, j], alpha[ev, j], grad[ev, j]
             design_beta[ev, k], starts[ev, k] = beta[ev, j], len(members)
         if reps:
@@ -394,39 +475,6 @@ def _cluster(u: np.ndarray, beta: np.ndarray, alpha: np.ndarray, grad: np.ndarra
                 importance=design_alpha**2, gradient=design_grad, design_pf=design_pf, starts=starts,
                 beta=design_beta[:, 0], pf=pf, n_points=np.array([len(r) for r in groups]),
                 several_contribute=several)
-
-
-def union_probability(beta: np.ndarray, alpha: np.ndarray, method: Literal["series", "sum"] = "series") -> float:
-    """First-order probability of the union of half-spaces ``{alpha_i . U > beta_i}``.
-
-    Parameters
-    ----------
-    beta
-        ``[k]`` signed reliability indices.
-    alpha
-        ``[k, n]`` unit normals.
-    method
-        ``'series'``: ``1 - Phi_k(beta; rho)``, ``rho = alpha alpha^T``, as a sum of disjoint parts (no
-        cancellation at small probabilities); ``'sum'``: ``sum_i Phi(-beta_i)``.
-    """
-    choice("method", method, ("series", "sum"))
-    beta, alpha = np.asarray(beta, dtype=float), np.asarray(alpha, dtype=float)
-    if method == "sum" or len(beta) == 1:
-        return float(np.sum(stats.norm.sf(beta)))
-    order = np.argsort(beta)
-    beta, alpha = beta[order], alpha[order]
-    rho = np.clip(alpha @ alpha.T, -1.0, 1.0)
-    np.fill_diagonal(rho, 1.0)
-    total = float(stats.norm.sf(beta[0]))
-    for i in range(1, len(beta)):
-        flip = np.ones(i + 1)
-        flip[i] = -1.0
-        cov = rho[: i + 1, : i + 1] * np.outer(flip, flip)
-        upper = np.concatenate([beta[:i], [-beta[i]]])
-        mvn = stats.multivariate_normal(np.zeros(i + 1), cov, allow_singular=True, abseps=1e-300, releps=1e-6,
-                                        maxpts=200_000 * (i + 1))
-        total += float(max(mvn.cdf(upper), 0.0))
-    return total
 
 
 def threshold_sensitivity(result: FormResult, dg_dthreshold: np.ndarray) -> np.ndarray:
@@ -447,23 +495,3 @@ def threshold_sensitivity(result: FormResult, dg_dthreshold: np.ndarray) -> np.n
     if dg.shape != result.beta.shape:
         raise ConfigError(f"`dg_dthreshold` must be [{result.beta.shape[0]}], got shape {dg.shape}")
     return dg[:, None] / np.linalg.norm(result.gradient, axis=2)
-
-
-def sphere_starts(n: int, count: int, *, radius: float = 1.0, origin: bool = True,
-                  seed: int | np.random.Generator | None = None) -> np.ndarray:
-    """``[count, n]`` starts: the origin (where ``origin``) and random directions at ``radius`` [standard units].
-
-    Directions come in antipodal pairs, so a symmetric problem is started on both sides.
-    """
-    positive_int("n", n)
-    positive_int("count", count)
-    positive("radius", radius)
-    rng = np.random.default_rng(seed)
-    k = count - int(origin)
-    halves = rng.standard_normal(((k + 1) // 2, n))
-    halves /= np.linalg.norm(halves, axis=1, keepdims=True)
-    directions = np.stack([halves, -halves], axis=1).reshape(-1, n)[:k]
-    out = radius * directions
-    if origin:
-        out = np.concatenate([np.zeros((1, n)), out])
-    return out

@@ -4,8 +4,9 @@
     Plain Monte Carlo in blocks (bounded memory), every event of a ``[K, E]`` limit state at once; the
     Clopper-Pearson (exact binomial) interval and ``CoV = sqrt((1 - Pf) / (N Pf))``.
 ``importance_sampling``
-    Samples from the Gaussian mixture ``h(u) = sum_i w_i phi_n(u - u*_i)`` centred at design points, with
-    equal weights or ``w_i`` proportional to ``Phi(-beta_i)``; the estimate ``mean(1[g <= 0] phi_n / h)``,
+    Samples from the Gaussian mixture ``h(u) = w_0 phi_n(u) + (1 - w_0) sum_i w_i phi_n(u - u*_i)`` centred at
+    design points, with equal weights or ``w_i`` proportional to ``Phi(-beta_i)``, and the defensive component
+    ``phi_n`` itself of weight ``w_0`` (Hesterberg 1995: ``phi_n / h <= 1 / w_0``); the estimate ``mean(1[g <= 0] phi_n / h)``,
     its standard error from the sample variance and a normal interval (Melchers 1989). Likelihood ratios in
     log space: ``phi_n(u) / phi_n(u - c) = exp(|c|^2 / 2 - u . c)``.
 ``subset_simulation``
@@ -30,6 +31,8 @@ Clopper, C. J. & Pearson, E. S. (1934), The use of confidence or fiducial limits
 the binomial, Biometrika 26(4), 404-413, doi:10.1093/biomet/26.4.404.
 Melchers, R. E. (1989), Importance sampling in structural systems, Structural Safety 6(1), 3-10,
 doi:10.1016/0167-4730(89)90003-9.
+Hesterberg, T. (1995), Weighted average importance sampling and defensive mixture distributions,
+Technometrics 37(2), 185-194, doi:10.1080/00401706.1995.10484303.
 Au, S.-K. & Beck, J. L. (2001), Estimation of small failure probabilities in high dimensions by subset
 simulation, Probabilistic Engineering Mechanics 16(4), 263-277, doi:10.1016/S0266-8920(01)00019-4.
 Papaioannou, I., Betz, W., Zwirglmaier, K. & Straub, D. (2015), MCMC algorithms for subset simulation,
@@ -82,18 +85,24 @@ class ImportanceSettings:
         As in :class:`MonteCarloSettings`.
     weights
         Mixture weights of the centres: ``'equal'`` or ``'probability'`` (``~ Phi(-beta_i)``, needs ``betas``).
+    defensive
+        Weight of the standard normal itself in the mixture (Hesterberg 1995): every likelihood ratio is at most
+        ``1 / defensive``, so failure mass near no centre costs variance, not a biased interval; 0: none.
     """
 
     n_samples: int = 20_000
     block_size: int = 10_000
     confidence: float = 0.95
     weights: Literal["equal", "probability"] = "probability"
+    defensive: float = 0.1
 
     def __post_init__(self) -> None:
         positive_int("n_samples", self.n_samples)
         positive_int("block_size", self.block_size)
         fraction("confidence", self.confidence)
         choice("weights", self.weights, ("equal", "probability"))
+        if not isinstance(self.defensive, (int, float)) or isinstance(self.defensive, bool) or not 0 <= self.defensive < 1:
+            raise ConfigError(f"`defensive` must be a weight in [0, 1), got {self.defensive!r}")
 
 
 @dataclass(frozen=True)
@@ -227,7 +236,7 @@ def importance_sampling(limit_state: ValuesFn, centres: np.ndarray,
     betas
         ``[D]`` their reliability indices, for ``weights='probability'``.
     """
-    mixture = Mixture.of(centres, settings.weights, betas)
+    mixture = Mixture.proposal(centres, settings, betas)
     rng = np.random.default_rng(seed)
     sums = None
     for size in _blocks(settings):
@@ -267,7 +276,7 @@ def importance_sampling_events(limit_state: Callable[[np.ndarray, np.ndarray], n
     """
     if betas is not None and len(betas) != len(centres):
         raise ConfigError(f"`betas` must hold one array per event ({len(centres)}), got {len(betas)}")
-    mixtures = [Mixture.of(c, settings.weights, None if betas is None else betas[b]) for b, c in enumerate(centres)]
+    mixtures = [Mixture.proposal(c, settings, None if betas is None else betas[b]) for b, c in enumerate(centres)]
     rng = np.random.default_rng(seed)
     sums = None
     group, block = max(1, settings.block_size // settings.n_samples), settings.block_size
@@ -334,8 +343,21 @@ class Mixture:
     log_w: np.ndarray
 
     @classmethod
-    def of(cls, centres: np.ndarray, weights: str, betas: np.ndarray | None = None) -> "Mixture":
-        """The mixture at ``centres [D, n]`` with ``'equal'`` weights or ``'probability'`` ones (``~ Phi(-beta_i)``)."""
+    def proposal(cls, centres: np.ndarray, settings: ImportanceSettings, betas: np.ndarray | None = None) -> "Mixture":
+        """The proposal of ``settings`` at ``centres [D, n]``: :meth:`of` with its weights and defensive component."""
+        return cls.of(centres, settings.weights, betas, defensive=settings.defensive)
+
+    @classmethod
+    def of(cls, centres: np.ndarray, weights: str, betas: np.ndarray | None = None, *, defensive: float = 0.0
+           ) -> "Mixture":
+        """The mixture at ``centres [D, n]`` with ``'equal'`` weights or ``'probability'`` ones (``~ Phi(-beta_i)``),
+        and, where ``defensive > 0``, the standard normal (a centre at the origin) of that weight."""
+        mix = cls._of(centres, weights, betas)
+        return cls(np.concatenate([np.zeros((1, mix.centres.shape[1])), mix.centres]), np.concatenate(
+            [[np.log(defensive)], np.log1p(-defensive) + mix.log_w])) if defensive else mix
+
+    @classmethod
+    def _of(cls, centres: np.ndarray, weights: str, betas: np.ndarray | None) -> "Mixture":
         c = np.atleast_2d(np.asarray(centres, dtype=float))
         if c.ndim != 2 or c.shape[0] < 1 or not np.all(np.isfinite(c)):
             raise ConfigError(f"`centres` must be a finite [D, n] array with D >= 1, got shape {np.shape(centres)}")

@@ -101,7 +101,7 @@ class ReliabilityEvents:
         for centres, betas in zip(self.design_u, self.design_beta):
             ok = np.isfinite(betas)
             if ok.any():
-                u += [centres[ok], Mixture.of(centres[ok], self.importance.weights, betas[ok]).draw(draws, rng)[0]]
+                u += [centres[ok], Mixture.proposal(centres[ok], self.importance, betas[ok]).draw(draws, rng)[0]]
         return np.vstack(u) if u else np.empty((0, self.design_u.shape[-1]))
 
 
@@ -156,7 +156,7 @@ def verify_reliability(simulate: FlatFn, surrogate: FlatFn, to_physical: Callabl
 
         x_star = to_physical(found.design_u[event, ok])
         design_error[event, ok] = (_flat(surrogate, x_star)[:, column] - _flat(simulate, x_star)[:, column])
-        mixture = Mixture.of(found.design_u[event, ok], found.importance.weights, found.design_beta[event, ok])
+        mixture = Mixture.proposal(found.design_u[event, ok], found.importance, found.design_beta[event, ok])
         u, log_ratio = mixture.draw(found.importance.n_samples, rng)
         x = to_physical(u)
         weight = np.exp(log_ratio)

@@ -13,20 +13,12 @@ from sensitivity.analyses.reliability.form import FormSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.spec import OutputSpec
+from tests.helpers.reliability import engine, space_of
 
 DAYS = [0.0, 1.0, 2.0, 3.0]
 
 
-def _engine(fn, space, output):
-    from sensitivity.engine.jacobian import compile_jacobian
-    from sensitivity.surrogates.load import load_surrogate
-
-    surrogate = load_surrogate(fn, input_names=space.names, input_units=space.units, output=output, dtype="float64")
-    return compile_jacobian(surrogate, jit_compile=False)
-
-
-def _space(kinds):
-    return ParameterSpace.from_records([{"name": f"x{i}", "units": "1", "distribution": d} for i, d in enumerate(kinds)])
+_engine, _space = engine, space_of
 
 
 def margin_and_ratio(x):
@@ -53,7 +45,7 @@ def test_linear_margin_of_normals_is_exact_in_form_sorm_and_importance_sampling(
     np.testing.assert_allclose(ds["curvature"].values, 0.0, atol=1e-7)
     low, high = ds["pf_interval"].isel(reliability_method=4).values.T
     assert np.all((low <= exact) & (exact <= high))
-    assert (ds["agrees"].values[:4] == 0).all() and (ds["agrees"].values[4] == -1).all()
+    assert (ds["disagrees"].values[:4] == 0).all() and (ds["disagrees"].values[4] == -1).all()
     alpha2 = np.array([1.0, 0.25]) / 1.25  # importance factors sigma_i^2 / sum sigma^2
     np.testing.assert_allclose(ds["importance"].isel(design_point=0).values, np.broadcast_to(alpha2, (5, 2)),
                                rtol=1e-7)

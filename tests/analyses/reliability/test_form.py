@@ -8,7 +8,8 @@ from scipy import stats
 
 from sensitivity.analyses.reliability import FormSettings, form, nataf, sphere_starts, threshold_sensitivity
 from sensitivity.analyses.reliability.events import ThresholdLimitState, threshold_derivative, threshold_limit_state
-from sensitivity.analyses.reliability.form import CONVERGED, LINE_SEARCH_FAILED, MAX_ITERATIONS, ZERO_GRADIENT
+from sensitivity.analyses.reliability.form import (CONVERGED, LINE_SEARCH_FAILED, MAX_ITERATIONS, NOT_STARTED,
+                                                   ZERO_GRADIENT)
 from sensitivity.errors import ConfigError
 
 
@@ -60,10 +61,13 @@ def symmetric(beta0):
                       np.concatenate([-np.sign(u[:, :1]), np.zeros_like(u[:, 1:])], axis=1))
 
 
-def test_two_symmetric_design_points_one_start_finds_one_several_find_both():
-    single = form(symmetric(3.0), np.array([[0.3, 0.1, -0.2]]))
+def test_two_symmetric_design_points_one_start_finds_one_the_search_or_several_starts_find_both():
+    single = form(symmetric(3.0), np.array([[0.3, 0.1, -0.2]]), FormSettings(search_rounds=0))
     assert single.n_points[0] == 1 and single.pf[0] == pytest.approx(stats.norm.sf(3.0), rel=1e-9)
     assert not single.several_contribute[0]
+    searched = form(symmetric(3.0), np.array([[0.3, 0.1, -0.2]]))  # the default search from the one start's point
+    assert searched.n_points[0] == 2 and searched.pf[0] == pytest.approx(2.0 * stats.norm.sf(3.0), rel=1e-6)
+    assert (searched.start_status[0, 1:] != NOT_STARTED).sum() >= 4  # its first round of search starts ran
     many = form(symmetric(3.0), sphere_starts(3, 9, seed=4))
     assert many.n_points[0] == 2
     assert sorted(many.design_u[0, :, 0]) == pytest.approx([-3.0, 3.0], rel=1e-9)
@@ -170,3 +174,20 @@ def test_bad_starts_and_shapes_are_config_errors():
         form(linear([1.0], 2.0), np.zeros(3))
     with pytest.raises(ConfigError, match="limit state must return"):
         form(lambda u: (np.zeros(len(u)), np.zeros((len(u), 5))), np.zeros((1, 2)))
+
+
+def test_a_singular_step_is_a_failed_start_not_a_crash(monkeypatch):
+    """The SEIR fault (50 thresholds x 100 days: ``LinAlgError: Singular matrix`` in the direction step, exit 1):
+    a quasi-Newton estimate that went singular is reset to ``I`` (the HL-RF step) and the start goes on; a
+    system that is singular all the same gives NaN for its row (status ``SINGULAR_STEP``), not an exception for
+    the batch."""
+    import importlib
+
+    fm = importlib.import_module("sensitivity.analyses.reliability.form")  # the module (the package exports the verb)
+    monkeypatch.setattr(fm, "_bfgs", lambda hess, *args: np.zeros_like(hess))  # every update singular
+    result = form(linear([1.0, 2.0], 3.0), np.array([[0.5, -0.5], [1.0, 1.0]]), FormSettings(search_rounds=0))
+    assert (result.start_status == CONVERGED).all() and result.beta[0] == pytest.approx(3.0 / np.sqrt(5.0), rel=1e-9)
+    hess = np.stack([np.eye(2), np.zeros((2, 2))])
+    d, mu = fm._direction(hess, np.ones((2, 2)), np.ones(2), np.ones((2, 2)))
+    assert np.all(np.isfinite(d[0])) and np.all(np.isnan(d[1])) and np.isnan(mu[1])
+    assert fm.STATUS_MESSAGES[fm.SINGULAR_STEP] == "the step's linear system was singular"
