@@ -81,8 +81,8 @@ def run(cfg: DictConfig) -> Path:
 
 
 def study_of(cfg: DictConfig) -> list[str]:
-    """The overrides choosing the study (``experiment=``, ``model=``, ``model.source=``, ``space.path=``, ...) that every shard was run with,
-    for the next command's hint."""
+    """The overrides choosing the study (``experiment=``, ``model=``, ``model.source=``, ``space.path=``, ...) that
+    every shard was run with, for the next command's hint."""
     from workflows.plumbing.runner import study_overrides
 
     runs = find_runs(Path(cfg.input_dir).expanduser(), cfg.file)
