@@ -9,8 +9,9 @@ The engine in three lines::
 Every name of ``__all__`` is served lazily: the verbs of every study (``calibrate``, ``sample_posterior``,
 ``propagate``, ``compute_indices``, ``reliability``, ``worth``, ``multifidelity``, the ``verify_*`` checks,
 ``train_surrogate``, ``sweep_surrogate``, ``run_simulator``: :data:`sensitivity.studies.STUDIES`), their settings,
-the input constructors, ``select`` and ``open_result`` import no TensorFlow; the engine's names (``load_surrogate``, ``compile_jacobian``, ...) import it on first use. So
-``import sensitivity`` and the command line stay fast.
+the input constructors, ``select`` and ``open_result`` import no TensorFlow; the engine's names
+(``load_surrogate``, ``compile_jacobian``, ...) import it on first use. So ``import sensitivity`` and the command
+line stay fast.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ _LAZY = {
     "TrustRegion": "sensitivity.analyses.calibration.TrustRegion",
     "read_observations": "sensitivity.analyses.calibration.observations.read_observations",
     "NUTS": "sensitivity.analyses.posterior.NUTS", "Prior": "sensitivity.analyses.posterior.Prior",
-    "Unscented": "sensitivity.analyses.propagation.Unscented", "MonteCarlo": "sensitivity.analyses.propagation.MonteCarlo",
+    "Unscented": "sensitivity.analyses.propagation.Unscented",
+    "MonteCarlo": "sensitivity.analyses.propagation.MonteCarlo",
     "Verdict": "sensitivity.analyses.propagation.Verdict",
     # the inputs and outputs
     "gaussian_inputs": "sensitivity.inputs.uncertainty.gaussian_inputs",

@@ -81,10 +81,10 @@ def run(cfg: DictConfig) -> Path:
 
 
 def study_of(cfg: DictConfig) -> list[str]:
-    """The overrides choosing the study (``experiment=``, ``model=``, ``space=``) that every shard was run with,
-    for the next command's hint."""
-    from workflows.plumbing.runner import STUDY_KEYS
+    """The overrides choosing the study (``experiment=``, ``model=``, ``model.source=``, ``space.path=``, ...) that
+    every shard was run with, for the next command's hint."""
+    from workflows.plumbing.runner import study_overrides
 
     runs = find_runs(Path(cfg.input_dir).expanduser(), cfg.file)
     shared = set.intersection(*(set(r.overrides) for r in runs)) if runs else set()
-    return [o for o in (runs[0].overrides if runs else ()) if o in shared and o.split("=")[0] in STUDY_KEYS]
+    return study_overrides([o for o in (runs[0].overrides if runs else ()) if o in shared])
