@@ -110,10 +110,11 @@ class Checks:
         nataf = self._reliability_plan(settings).nataf
         found = read(self._reliability_plan(settings).indices)
         log.info("verify: reliability %s: the simulator at the design points and %d + %d importance samples of each "
-                 "of %d events", path, self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta))
+                 "of %d events (topped up to at most %d where that could not see a factor-2 change of pf)", path,
+                 self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta), self.plan.reliability_max_runs)
         return verify_reliability(self._simulate, self.engine.flat_values, nataf.to_physical, found,
                                   failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
-                                  seed=self.cfg.seed)
+                                  max_runs=self.plan.reliability_max_runs, seed=self.cfg.seed)
 
     def propagation(self, path: Path):
         from sensitivity.analyses.verify.propagation import recorded_half_widths, verify_propagation
