@@ -91,6 +91,23 @@ def test_a_surrogate_that_sees_one_mode_of_four_never_holds(seed):
         assert float(ds["reliability_runs_needed"][0]) > max_runs
 
 
+def test_an_event_without_a_design_point_is_not_checked_and_says_so():
+    """A threshold below the output's whole range: the analysis finds no design point (NaN) and nothing is run
+    there; the event is inconclusive and the summary names it as not checked (it used to count as holding)."""
+    from sensitivity.analyses.verify.summary import summary
+
+    found = events(0.0)
+    beta = found.design_beta.copy()
+    beta[0] = np.nan
+    found = ReliabilityEvents(found.indices, found.thresholds, "above", found.design_u, beta,
+                              found.dbeta_dthreshold, found.importance)
+    ds = verify_reliability(simulator, simulator, to_physical, found, max_runs=20_000, seed=0)
+    np.testing.assert_array_equal(ds["reliability_event_verdict"].values, [2, 1])
+    assert int(ds["reliability_verdict"]) == 2 and int(ds["reliability_event_runs"][0]) == 0
+    (verdict,) = summary(ds.assign_attrs(verdict="inconclusive")).verdicts
+    assert verdict.inconclusive and "not checked: output 0, threshold" in verdict.statement
+
+
 def test_too_few_runs_are_refused_in_one_line():
     with pytest.raises(ConfigError, match="`failure_runs` must be an integer >= 2, got 1"):
         verify_reliability(simulator, simulator, to_physical, events(0.0), failure_runs=1)

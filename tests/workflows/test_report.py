@@ -468,7 +468,8 @@ def test_an_inconclusive_verdict_is_a_warning_shown_amber_never_green():
     summary = Summary("verification", verdicts=(verdict,))
     assert log_lines(summary) == [(logging.WARNING, f"reliability: INCONCLUSIVE: {verdict.statement}")]
     result = Result("verify.nc", "verify", "", "", "", summary, None)
-    assert [n.message for n in result_warnings("verify", [result])] == [f"reliability: INCONCLUSIVE: {verdict.statement}"]
+    warned = [n.message for n in result_warnings("verify", [result])]
+    assert warned == [f"reliability: INCONCLUSIVE: {verdict.statement}"]
     source = _environment().loader.get_source(_environment(), "report.html.j2")[0]
     assert '<p class="verdict {{ v.flag }}">' in source and "p.verdict.unsure {" in source
     assert Verdict.of("x", 1, "").flag == GOOD

@@ -57,7 +57,8 @@ def _tolerance(name: str, anchored: np.ndarray, values: dict[str, tuple]) -> tup
     (:func:`~sensitivity.analyses.agreement.outcome`): an index's
     :data:`~sensitivity.analyses.agreement.INDEX_TOLERANCE` and itself; the mean's
     :data:`~sensitivity.analyses.agreement.MOMENT_TOLERANCE` of the output's standard deviation and that standard
-    deviation (a mean near zero has no factor-2 scale of its own); the variance's ``2 MOMENT_TOLERANCE`` of itself and itself."""
+    deviation (a mean near zero has no factor-2 scale of its own); the variance's ``2 MOMENT_TOLERANCE`` of itself
+    and itself."""
     if name in ("S1", "ST"):
         return INDEX_TOLERANCE, anchored
     std = np.sqrt(np.maximum(values["output_variance"][0], 0.0))
