@@ -51,6 +51,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from sensitivity.analyses.agreement import HOLDS, WORDS, overall
 from sensitivity.analyses.verify import RefinePlan, VerdictSettings, VerifyPlan
 from sensitivity.analyses.verify.summary import summary
 from workflows.plumbing import build, chain
@@ -161,14 +162,15 @@ def run(cfg: DictConfig) -> Path:
 
 
 def _strict(path: Path) -> None:
-    """``verify.strict``: a published verdict that fails is a :class:`~sensitivity.errors.VerificationFailed`."""
+    """``verify.strict``: a published verdict that does not hold (fails or is inconclusive) is a
+    :class:`~sensitivity.errors.VerificationFailed`."""
     from sensitivity.datasets import open_result
     from sensitivity.errors import VerificationFailed
 
     with open_result(path) as ds:
         verdict, verdicts = ds.attrs.get("verdict"), ds.attrs.get("verdicts", "")
     if verdict != "holds":
-        raise VerificationFailed(f"verify.strict: the verdict fails ({verdicts}); the checks are in {path}")
+        raise VerificationFailed(f"verify.strict: the verdict {verdict} ({verdicts}); the checks are in {path}")
 
 
 def _check_sobol_intervals(path: Path) -> None:
@@ -235,16 +237,16 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
                                workflow="verify", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed,
                                inputs=[*chosen.values(), *([obs_path] if obs_path else [])]),
-                    simulator=cfg.verify.simulator, verdict="holds" if all(verdicts.values()) else "fails",
-                    verdicts=" ".join(f"{k}={'holds' if v else 'fails'}" for k, v in verdicts.items()))
+                    simulator=cfg.verify.simulator, verdict=WORDS[overall(verdicts.values())],
+                    verdicts=" ".join(f"{k}={WORDS[v]}" for k, v in verdicts.items()))
     if refined is not None:
         ds = ds.merge(refined.drop_vars("parameter", errors="ignore"), compat="equals", combine_attrs="drop_conflicts")
         ds.attrs.update(refined.attrs)
     out = write_atomic(ds, out_dir / "verify.nc")
     build.log_summary(log, summary(ds), "verify: ")
-    if not all(verdicts.values()) and not cfg.verify.strict:
-        log.warning("verify: the verdict FAILS (%s); the exit code stays 0: verify.strict=true makes it 1",
-                    ds.attrs["verdicts"])
+    if overall(verdicts.values()) != HOLDS and not cfg.verify.strict:
+        log.warning("verify: the verdict %s (%s); the exit code stays 0: verify.strict=true makes it 1",
+                    ds.attrs["verdict"].upper(), ds.attrs["verdicts"])
     return out
 
 
@@ -314,7 +316,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
     def check(members) -> bool:
         current = state["checks"]
         state["parts"] = [getattr(current, key)(path) for key, path in chosen.items()]
-        return all(int(part[_verdict_variable(key)]) for key, part in zip(chosen, state["parts"]))
+        return overall(int(part[_verdict_variable(key)]) for key, part in zip(chosen, state["parts"])) == HOLDS
 
     priority = checks.u_priority(chosen["reliability"]) if "reliability" in chosen else None  # AK-MCS's U
     ds = refine(checks._simulate, fit, check, x, y.reshape(len(x), -1), candidates, rounds=refining.rounds,

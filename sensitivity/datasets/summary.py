@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-#: :attr:`Cell.flag` of a value that fails its check (red), that passes one (green), or neither.
-BAD, GOOD, PLAIN = "bad", "good", ""
+#: :attr:`Cell.flag` of a value that fails its check (red), that passes one (green), or neither; of one its check
+#: could not judge (amber: an inconclusive verdict, never green).
+BAD, GOOD, PLAIN, UNSURE = "bad", "good", "", "unsure"
 
 
 @dataclass(frozen=True)
@@ -53,18 +54,36 @@ class Fact:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A check the result records: what was checked, whether it ``holds``, the statement behind it, and a table
-    of its worst cases (None without one)."""
+    """A check the result records: what was checked, whether it ``holds``, the statement behind it, a table of its
+    worst cases (None without one), and whether it is ``inconclusive``: a check from a sample that found no error
+    but could not have seen a factor-2 one (:mod:`sensitivity.analyses.agreement`); it does not hold then."""
 
     subject: str
     holds: bool
     statement: str
     worst: Table | None = None
+    inconclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.holds and self.inconclusive:
+            raise ValueError(f"the verdict on {self.subject!r} cannot both hold and be inconclusive")
+
+    @classmethod
+    def of(cls, subject: str, code: int, statement: str, worst: Table | None = None) -> "Verdict":
+        """A verdict of a recorded code (:data:`~sensitivity.analyses.agreement.FAILS`, ``HOLDS`` or
+        ``INCONCLUSIVE``: 0, 1, 2)."""
+        return cls(subject, int(code) == 1, statement, worst, inconclusive=int(code) == 2)
 
     @property
     def word(self) -> str:
-        """``holds`` or ``FAILS``."""
-        return "holds" if self.holds else "FAILS"
+        """``holds``, ``FAILS`` or ``INCONCLUSIVE``."""
+        return "holds" if self.holds else "INCONCLUSIVE" if self.inconclusive else "FAILS"
+
+    @property
+    def flag(self) -> str:
+        """How the verdict is shown: :data:`GOOD` when it holds, :data:`BAD` when it fails, :data:`UNSURE` when
+        inconclusive."""
+        return GOOD if self.holds else UNSURE if self.inconclusive else BAD
 
 
 @dataclass(frozen=True)

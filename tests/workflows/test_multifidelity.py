@@ -42,7 +42,7 @@ def test_a_perfect_surrogate_gives_its_own_estimates(compose_config):
     ds = open_result(multifidelity.run(compose_config("multifidelity", FAST)))  # model: Ishigami itself
     for q in ("S1", "ST", "output_mean", "output_variance"):
         np.testing.assert_allclose(ds[q].values, ds[f"{q}_surrogate"].values, rtol=1e-6, atol=1e-9)
-    assert ds.attrs["verdict"] == "no significant bias"
+    assert ds.attrs["verdict"] != "bias significant" and int(ds["S1_bias_significant"].sum()) == 0
 
 
 def test_a_series_keeps_its_dims(compose_config):

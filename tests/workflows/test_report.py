@@ -449,3 +449,27 @@ def test_a_browser_shows_the_failed_verification_on_the_first_run_and_the_cached
         shown.append(text)
     assert shown[0] == shown[1]
 
+
+
+def test_an_inconclusive_verdict_is_a_warning_shown_amber_never_green():
+    """A check that could not have seen a factor-2 error neither holds nor fails: the log warns, the run's notices
+    list it, and the page's verdict paragraph takes the amber class the template styles (not the green one)."""
+    import logging
+
+    from sensitivity.datasets.summary import GOOD, UNSURE, Summary, Verdict, log_lines
+    from workflows.report.notices import result_warnings
+    from workflows.report.page import Result
+    from workflows.report.render import _environment
+
+    verdict = Verdict.of("reliability", 2, "its 4096 runs could not have seen a factor-2 change of pf")
+    assert (verdict.holds, verdict.inconclusive, verdict.word, verdict.flag) == (False, True, "INCONCLUSIVE", UNSURE)
+    with pytest.raises(ValueError, match="cannot both hold and be inconclusive"):
+        Verdict("x", True, "", inconclusive=True)
+    summary = Summary("verification", verdicts=(verdict,))
+    assert log_lines(summary) == [(logging.WARNING, f"reliability: INCONCLUSIVE: {verdict.statement}")]
+    result = Result("verify.nc", "verify", "", "", "", summary, None)
+    warned = [n.message for n in result_warnings("verify", [result])]
+    assert warned == [f"reliability: INCONCLUSIVE: {verdict.statement}"]
+    source = _environment().loader.get_source(_environment(), "report.html.j2")[0]
+    assert '<p class="verdict {{ v.flag }}">' in source and "p.verdict.unsure {" in source
+    assert Verdict.of("x", 1, "").flag == GOOD

@@ -111,10 +111,11 @@ class Checks:
         nataf = self._reliability_plan(settings).nataf
         found = read(self._reliability_plan(settings).indices)
         log.info("verify: reliability %s: the simulator at the design points and %d + %d importance samples of each "
-                 "of %d events", path, self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta))
+                 "of %d events (topped up to at most %d where that could not see a factor-2 change of pf)", path,
+                 self.plan.failure_runs, self.plan.safe_runs, len(found.design_beta), self.plan.reliability_max_runs)
         return verify_reliability(self._simulate, self.engine.flat_values, nataf.to_physical, found,
                                   failure_runs=self.plan.failure_runs, safe_runs=self.plan.safe_runs,
-                                  seed=self.cfg.seed)
+                                  max_runs=self.plan.reliability_max_runs, seed=self.cfg.seed)
 
     def propagation(self, path: Path):
         from sensitivity.analyses.verify.propagation import recorded_half_widths, verify_propagation
@@ -252,7 +253,7 @@ def _in_order(ds, variable: str, names: list[str]) -> np.ndarray:
 
 def _half_widths(ds, variable: str, spec) -> np.ndarray:
     """``[d, m]`` half-widths of an index's sampling interval on the model's flat outputs (checked present by
-    :func:`_check_sobol_intervals`)."""
+    the command :mod:`workflows.verify` before any check)."""
     interval = ds[variable].transpose("parameter", *spec.dim_names, "bound").values
     return 0.5 * (interval[..., 1] - interval[..., 0]).reshape(interval.shape[0], -1)
 

@@ -8,7 +8,11 @@ Variables (``output`` is put back on the model's own dims by :func:`~sensitivity
   estimates; ``<name>_interval`` beside each (``bound``); ``<name>_surrogate`` and ``<name>_surrogate_interval``:
   the surrogate alone on the whole design; ``<name>_simulator_only``: the simulator's runs alone;
 - ``<name>_bias``: anchored minus surrogate-only (what the surrogate got wrong), ``<name>_bias_se`` its standard
-  error, ``<name>_bias_significant`` (1 where ``|bias| > z se`` at ``conf_level``);
+  error (of the two estimates as if independent: their positive correlation makes it an upper bound),
+  ``<name>_agreement`` (fails, holds or inconclusive by the rule :mod:`sensitivity.analyses.verify` judges by,
+  :func:`sensitivity.analyses.agreement.outcome`: fails where ``|bias| > max(z se, tolerance)``, inconclusive where
+  the se could not have seen a factor-2 error; the tolerance of an index is
+  :data:`~sensitivity.analyses.agreement.INDEX_TOLERANCE`) and ``<name>_bias_significant`` (1 where it fails);
 - ``simulator_constant`` ``(output)``: 1 where the simulator's runs do not vary (zero variance: the indices are
   undefined, NaN; the verdict leaves such outputs out rather than blame the surrogate);
 - ``<name>_variance_reduction``: ``1 - Var[anchored] / Var[simulator-only at the same budget]``, measured (bootstrap
@@ -28,8 +32,8 @@ Variables (``output`` is put back on the model's own dims by :func:`~sensitivity
   (``given``: ``cost_ratio`` set, the allocation repeats; ``measured``: this run's, on this machine now),
   ``n_sim_optimal`` (the allocation's optimum of simulator row blocks), ``allocation_note`` (why the row blocks that
   ran depart from the optimum), ``surrogate_worthwhile`` (the row blocks that ran predicted better than the simulator
-  alone on the whole budget), ``verdict`` (``bias
-  significant`` or ``no significant bias``), ``method``, ``references``.
+  alone on the whole budget), ``verdict`` (``bias significant``, ``no significant bias`` or ``inconclusive``, of the
+  outputs that vary), ``method``, ``references``.
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from sensitivity.analyses.agreement import (FAILS, HOLDS, INCONCLUSIVE, INDEX_TOLERANCE, MOMENT_TOLERANCE, VERDICT,
+                                            Power, outcome, overall)
 from sensitivity.analyses.multifidelity.checks import z_value
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.axes import flat_coords, unstack_output
@@ -55,6 +61,21 @@ REFERENCES = "doi:10.1137/15M1046472 doi:10.1137/17M1151006 doi:10.1016/j.jcp.20
 #: The estimates of the dataset and their long names.
 QUANTITIES = {"S1": "first-order Sobol' index", "ST": "total Sobol' index", "output_mean": "output mean",
               "output_variance": "output variance"}
+
+
+def _tolerance(name: str, anchored: np.ndarray, values: dict[str, tuple]) -> tuple[float | np.ndarray, np.ndarray]:
+    """The tolerance and the scale of a factor-2 error of quantity ``name``
+    (:func:`~sensitivity.analyses.agreement.outcome`): an index's
+    :data:`~sensitivity.analyses.agreement.INDEX_TOLERANCE` and itself; the mean's
+    :data:`~sensitivity.analyses.agreement.MOMENT_TOLERANCE` of the output's standard deviation and that standard
+    deviation (a mean near zero has no factor-2 scale of its own); the variance's ``2 MOMENT_TOLERANCE`` of itself
+    and itself."""
+    if name in ("S1", "ST"):
+        return INDEX_TOLERANCE, anchored
+    std = np.sqrt(np.maximum(values["output_variance"][0], 0.0))
+    if name == "output_mean":
+        return MOMENT_TOLERANCE * std, std
+    return 2 * MOMENT_TOLERANCE * std**2, anchored
 
 
 def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[str, Any], plan: Any, s: Any, *,
@@ -96,9 +117,15 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
         data[f"{name}_bias"] = (dims, bias, {"long_name": f"{long}: anchored minus surrogate-only (the surrogate's "
                                                           "bias the simulator corrected)", **attrs})
         data[f"{name}_bias_se"] = (dims, bias_se, {"long_name": f"{long}: standard error of the bias", **attrs})
-        data[f"{name}_bias_significant"] = (dims, (np.abs(bias) > z * bias_se).astype(np.int8), {
-            "long_name": f"{long}: the surrogate's bias exceeds {z:.3g} standard errors", "units": "1",
+        tolerance, scale = _tolerance(name, anchored, values)
+        verdict = outcome(bias, bias_se, scale, tolerance, Power(s.conf_level))
+        data[f"{name}_bias_significant"] = (dims, (verdict == FAILS).astype(np.int8), {
+            "long_name": f"{long}: the surrogate's bias exceeds {z:.3g} standard errors and the tolerance "
+                         f"{tolerance if np.ndim(tolerance) == 0 else 'of the output'}", "units": "1",
             "flag_values": np.array([0, 1], np.int8), "flag_meanings": "not_significant significant"})
+        data[f"{name}_agreement"] = (dims, verdict, {
+            "long_name": f"{long}: the surrogate agrees (holds), is biased (fails), or the simulator's runs could not "
+                         "have seen a factor-2 error (inconclusive)", **VERDICT})
         with np.errstate(invalid="ignore"):
             reduction = 1.0 - np.asarray(ratio) * (n_sim / n_mc)
         data[f"{name}_variance_reduction"] = (dims, reduction, {
@@ -119,7 +146,8 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
         "long_name": "the simulator's runs do not vary in this output (zero variance: its Sobol' indices are "
                      "undefined, NaN, and the verdict leaves it out)", "units": "1",
         "flag_values": np.array([0, 1], np.int8), "flag_meanings": "varies constant"})
-    significant = any(int((np.asarray(data[f"{q}_bias_significant"][1]) & ~constant).any()) for q in QUANTITIES)
+    agreement = overall(np.concatenate([np.asarray(data[f"{q}_agreement"][1])[..., ~constant].ravel()
+                                        for q in QUANTITIES]))  # of the outputs that vary
     ds = xr.Dataset(data, coords=coords, attrs={
         "n_sim_runs": n_sim * (g + 2), "n_sim_rows": n_sim, "n_sur_rows": n_sur, "n_sur_optimal": int(plan.n_sur),
         "budget": int(s.budget), "pilot_runs": int(s.pilot_blocks(g) * (g + 2)), "cost_sim": float(cost_sim),
@@ -127,7 +155,7 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
         "n_sim_optimal": int(plan.n_sim), "allocation_note": str(getattr(plan, "note", "")),
         "cost_ratio_source": "given" if s.cost_ratio else "measured",
         "surrogate_worthwhile": int(plan.worthwhile), "conf_level": float(s.conf_level),
-        "verdict": "bias significant" if significant else "no significant bias",
+        "verdict": {FAILS: "bias significant", HOLDS: "no significant bias", INCONCLUSIVE: "inconclusive"}[agreement],
         "method": METHOD, "references": REFERENCES})
     if "members" in est:  # an ensemble: each member's surrogate-only estimates, their spread, the combined intervals
         members = [xr.Dataset({f"{q}_surrogate": (ds[f"{q}_surrogate"].dims, values)

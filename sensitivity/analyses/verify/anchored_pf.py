@@ -16,7 +16,8 @@ support), with the standard error of both parts and a normal interval at ``conf_
 estimator of :func:`sensitivity.analyses.verify.reliability.verify_reliability` (stratified sampling, Cochran 1977,
 ch. 5), which runs it to judge the surrogate: here it is the answer, beside the surrogate's own ``Pf_sur`` and its
 interval. Where the simulator fails in a region the proposal misses, only the safe stratum's subsample sees it:
-give ``safe_runs`` enough runs to find a failure rate of about ``1 / safe_runs`` there.
+the pilot is topped up to the runs that would see a factor-2 change of Pf (about ``2 z / Pf`` safe runs, at most
+``max_runs``), and an event that stays short of them is inconclusive.
 """
 from __future__ import annotations
 
@@ -46,19 +47,25 @@ class MFReliability:
     ----------
     failure_runs, safe_runs
         Simulator runs per event among the redrawn importance samples the surrogate fails / does not fail
-        (>= 2 each) [runs].
+        (>= 2 each): the pilot [runs].
+    max_runs
+        Most simulator runs per event, pilot included: where the pilot could not have seen a factor-2 change of Pf,
+        the strata are topped up to the runs that would
+        (:func:`~sensitivity.analyses.verify.reliability.verify_reliability`), at most this many [runs].
     conf_level
         Confidence level of the intervals and of the verdict on the surrogate's error, in (0, 1).
     """
 
     failure_runs: int = 64
     safe_runs: int = 64
+    max_runs: int = 4096
     conf_level: float = 0.95
 
     def check(self) -> MFReliability:
         """These settings, or a one-line :class:`~sensitivity.errors.ConfigError` naming the bad field."""
         checks.count(self.failure_runs, "failure_runs", 2)
         checks.count(self.safe_runs, "safe_runs", 2)
+        checks.count(self.max_runs, "max_runs", self.failure_runs + self.safe_runs)
         checks.conf_level(self.conf_level)
         return self
 
@@ -94,7 +101,7 @@ def failure_probabilities(simulate: FlatFn, surrogate: FlatFn, to_physical: Call
     s = settings.check()
     at_level = dataclasses.replace(found, importance=dataclasses.replace(found.importance, confidence=s.conf_level))
     ds = verify_reliability(simulate, surrogate, to_physical, at_level, failure_runs=s.failure_runs,
-                            safe_runs=s.safe_runs, seed=seed)
+                            safe_runs=s.safe_runs, max_runs=s.max_runs, seed=seed)
     z = checks.z_value(s.conf_level)
     for who in ("simulator", "surrogate"):
         pf, se = ds[f"reliability_pf_{who}"], ds[f"reliability_pf_{who}_se"]

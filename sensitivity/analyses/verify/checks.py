@@ -4,8 +4,9 @@ own uncertainty: one verdict per analysis.
 Each check takes the simulator and the surrogate as batched maps on flat outputs (``[P, n] -> [P, m]``) and the
 analysis's own numbers (arrays the caller read from its result), runs the simulator only at those points, and
 returns a labeled dataset on a flat ``output`` axis with ``<prefix>_flag`` variables (why a value is flagged,
-:mod:`.verdict`) and a ``<prefix>_verdict`` (1: nothing flagged, 0: not). A value is flagged only when the
-surrogate's error exceeds both the analysis's own uncertainty and an absolute tolerance
+:mod:`.verdict`) and a ``<prefix>_verdict`` (1 holds: nothing flagged, 0 fails; 2 inconclusive: a check from a
+sample that could not have seen a factor-2 error, :mod:`sensitivity.analyses.agreement`). A value is flagged only
+when the surrogate's error exceeds both the analysis's own uncertainty and an absolute tolerance
 (:class:`~.verdict.VerdictSettings`), or changes a conclusion; a non-finite value is always flagged. The error
 is the surrogate's minus the simulator's. Where an ensemble's members are given, their spread at the same points
 (``<prefix>_member_std``) shows whether the ensemble knew.
@@ -33,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from sensitivity.analyses.agreement import VERDICT
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.indices import sobol
 from sensitivity.analyses.indices.intervals import IntervalPlan
@@ -46,7 +48,6 @@ xr = lazy_import("xarray")
 #: A batched map on flat outputs: ``[P, n]`` points -> ``[P, m]`` values.
 FlatFn = Callable[[np.ndarray], np.ndarray]
 
-VERDICT = {"flag_values": np.array([0, 1], np.int8), "flag_meanings": "fails holds"}
 
 
 def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray, points: np.ndarray,

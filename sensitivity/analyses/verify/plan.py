@@ -22,7 +22,11 @@ class VerifyPlan:
         Base rows of the Sobol' design verified, a power of two (``sobol_rows (d + 2)`` runs).
     failure_runs, safe_runs
         Per reliability event, simulator runs among the redrawn importance samples the surrogate fails / does
-        not fail (:func:`~sensitivity.analyses.verify.reliability.verify_reliability`) [runs].
+        not fail (:func:`~sensitivity.analyses.verify.reliability.verify_reliability`): the pilot [runs].
+    reliability_max_runs
+        Per reliability event, the most simulator runs in its failure region, pilot included: a pilot that could not
+        have seen a factor-2 change of Pf is topped up to the runs that would (about ``2 z / Pf`` safe runs, ``z =
+        1.96``: ~4,000 at Pf = 1e-3), at most this many, and the event is inconclusive where they fall short [runs].
     propagation_runs
         Simulator runs on a propagation's Monte Carlo sample, its first points (at least 3; at most the sample):
         the control variates' paired runs (:func:`~sensitivity.analyses.verify.propagation.verify_propagation`)
@@ -38,6 +42,7 @@ class VerifyPlan:
     sobol_rows: int = 64
     failure_runs: int = 64
     safe_runs: int = 64
+    reliability_max_runs: int = 4096
     propagation_runs: int = 1024
 
     def __post_init__(self) -> None:
@@ -49,6 +54,11 @@ class VerifyPlan:
             if isinstance(value, bool) or not isinstance(value, int) or value < 2:
                 raise ConfigError(f"`{name}` must be an integer >= 2, got {value!r}")
         check_power_of_two(self.sobol_rows, what="sobol_rows")
+        pilot = self.failure_runs + self.safe_runs
+        if isinstance(self.reliability_max_runs, bool) or not isinstance(self.reliability_max_runs, int) or \
+                self.reliability_max_runs < pilot:
+            raise ConfigError(f"`reliability_max_runs` must be an integer >= failure_runs + safe_runs = {pilot}, got "
+                              f"{self.reliability_max_runs!r}")
 
     def posterior_subset(self, draws: np.ndarray) -> np.ndarray:
         """``[P, n]`` of the stacked draws ``[N, n]``: ``P = min(draws, N)`` evenly spaced (every chain's share)."""

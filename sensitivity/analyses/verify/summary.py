@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensitivity.datasets.summary import BAD, PLAIN, Cell, Fact, Summary, Table, Verdict
+from sensitivity.analyses.agreement import INCONCLUSIVE
+from sensitivity.datasets.summary import BAD, PLAIN, UNSURE, Cell, Fact, Summary, Table, Verdict
 from sensitivity.datasets.summary_text import number
 from sensitivity.runtime.lazy import lazy_import
 
@@ -28,7 +29,7 @@ def summary(ds: xr.Dataset) -> Summary:
     ensemble the same checks (``refined_<prefix>_verdict``) and the refinement's outcome."""
     facts = [Fact("simulator", str(ds.attrs.get("simulator", "not recorded"))),
              Fact("verdict", str(ds.attrs.get("verdict", "not recorded")),
-                  flag=BAD if ds.attrs.get("verdict") == "fails" else "")]
+                  flag={"fails": BAD, "inconclusive": UNSURE}.get(ds.attrs.get("verdict"), PLAIN))]
     verdicts = [_verdict(ds, name, prefix) for name, prefix in ANALYSES if f"{prefix}_verdict" in ds]
     if "refine_verdict" in ds:
         facts.append(Fact("refinement", f"{ds.attrs.get('refine_outcome', '')} after {ds.sizes['round'] - 1} round(s):"
@@ -47,13 +48,13 @@ WHY = {"error": "error beyond the half-width and the tolerance", "ranking": "ran
 
 
 def _verdict(ds: xr.Dataset, name: str, prefix: str) -> Verdict:
-    holds = int(ds[f"{prefix}_verdict"]) == 1
+    code = int(ds[f"{prefix}_verdict"])  # the recorded verdict: fails, holds or inconclusive
     if prefix.endswith("calibration"):
         ratio = ds[f"{prefix}_shift_ratio"].values
         statement = (f"{_flagged_parameters(ds, prefix)}the surrogate's error shifts the estimate by at most "
                      f"{np.nanmax(ratio):.2f} standard errors (absolute floor {_floor_text(ds, prefix)}); whitened "
                      f"error at the best fit {float(ds[f'{prefix}_whitened_error_rms'][0]):.2f} x the noise")
-        return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("estimate_shift", "standard_error"),
+        return Verdict.of(name, code, statement, _parameter_worst(ds, prefix, ("estimate_shift", "standard_error"),
                                                                 "shift / standard error"))
     if prefix.endswith("posterior"):
         ratio = ds[f"{prefix}_shift_ratio"].values
@@ -61,33 +62,66 @@ def _verdict(ds: xr.Dataset, name: str, prefix: str) -> Verdict:
                      f"most {np.nanmax(ratio):.2f} Monte Carlo standard errors (absolute floor "
                      f"{_floor_text(ds, prefix)}; importance ESS {float(ds[f'{prefix}_importance_ess']):.2f} per "
                      "draw)")
-        return Verdict(name, holds, statement, _parameter_worst(ds, prefix, ("mean_shift", "mcse"),
+        return Verdict.of(name, code, statement, _parameter_worst(ds, prefix, ("mean_shift", "mcse"),
                                                                 "shift / Monte Carlo standard error"))
     if prefix.endswith("reliability"):
-        return _reliability(ds, name, prefix, holds)
+        return _reliability(ds, name, prefix, code)
     if prefix.endswith("propagation"):
-        return _propagation(ds, name, prefix, holds)
-    return _sobol(ds, name, prefix, holds)
+        return _propagation(ds, name, prefix, code)
+    return _sobol(ds, name, prefix, code)
 
 
-def _reliability(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
-    """The events whose pf the simulator changes beyond its sampling uncertainty, the largest change first."""
+def _reliability(ds: xr.Dataset, name: str, prefix: str, code: int) -> Verdict:
+    """The events whose pf the simulator changes beyond its sampling uncertainty, those whose check could not have
+    seen a factor-2 change (with the runs that would have), the largest change first."""
     change = ds[f"{prefix}_pf_change"].values
     changed = int(ds[f"{prefix}_changes"].values.sum())
     statement = (f"the surrogate's error changes pf beyond its sampling uncertainty on {changed} of {change.size} "
-                 f"events ({int(ds[f'{prefix}_runs'])} simulator runs); the simulator agrees on the sign of g on "
-                 f"{np.nanmin(ds[f'{prefix}_sign_agreement'].values):.0%} or more of its runs")
+                 f"events ({int(ds[f'{prefix}_runs'])} simulator runs)")
+    if np.isfinite(ds[f"{prefix}_sign_agreement"].values).any():
+        statement += (f"; the simulator agrees on the sign of g on "
+                      f"{np.nanmin(ds[f'{prefix}_sign_agreement'].values):.0%} or more of its runs")
+    statement += _inconclusive_events(ds, prefix)
     order = [int(k) for k in np.argsort(-np.nan_to_num(np.abs(change), nan=-1.0))[:WORST]]
-    rows = tuple((Cell(f"output {int(ds[f'{prefix}_event_output'].values[k])}, threshold "
-                       f"{number(float(ds[f'{prefix}_event_threshold'].values[k]), 4)}"),
+    per_event = ds.get(f"{prefix}_event_verdict")
+    rows = tuple((Cell(_event(ds, prefix, k)),
                   Cell(f"{number(float(ds[f'{prefix}_pf_surrogate'].values[k]), 3)} -> "
                        f"{number(float(ds[f'{prefix}_pf_simulator'].values[k]), 3)}",
-                       flag=BAD if ds[f"{prefix}_changes"].values[k] else PLAIN)) for k in order)
-    return Verdict(name, holds, statement, Table("largest changes of pf", ("event", "pf surrogate -> simulator"),
-                                                 rows))
+                       flag=BAD if ds[f"{prefix}_changes"].values[k] else UNSURE if per_event is not None and int(
+                           per_event.values[k]) == INCONCLUSIVE else PLAIN)) for k in order)
+    return Verdict.of(name, code, statement, Table("largest changes of pf", ("event", "pf surrogate -> simulator"),
+                                                    rows, note="amber: the check could not have seen a factor-2 "
+                                                               "change"))
 
 
-def _propagation(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
+def _event(ds: xr.Dataset, prefix: str, k: int) -> str:
+    return (f"output {int(ds[f'{prefix}_event_output'].values[k])}, threshold "
+            f"{number(float(ds[f'{prefix}_event_threshold'].values[k]), 4)}")
+
+
+def _inconclusive_events(ds: xr.Dataset, prefix: str) -> str:
+    """``; inconclusive on ...: its N runs could not have seen a factor-2 change of pf, about M would`` and the
+    events without a design point (not checked), or ''."""
+    if f"{prefix}_event_verdict" not in ds:
+        return ""
+    verdicts = ds[f"{prefix}_event_verdict"].values
+    unchecked = [k for k in np.flatnonzero(verdicts == INCONCLUSIVE) if not np.isfinite(
+        ds[f"{prefix}_pf_change"].values[k])]
+    blind = [k for k in np.flatnonzero(verdicts == INCONCLUSIVE) if k not in unchecked]
+    text = ""
+    for k in blind[:WORST]:
+        needed = float(ds[f"{prefix}_runs_needed"].values[k])
+        text += (f"; inconclusive on {_event(ds, prefix, k)}: its {int(ds[f'{prefix}_event_runs'].values[k])} runs "
+                 "could not have seen a factor-2 change of pf, " + (
+                     f"about {number(int(needed))} would (verify.reliability_max_runs)" if np.isfinite(needed) else
+                     "and no number would: the importance sample itself is too small (the analysis's n_samples)"))
+    if unchecked:
+        text += (f"; not checked: {', '.join(_event(ds, prefix, k) for k in unchecked[:WORST])} (no design point: "
+                 "the threshold is out of the output's reach, or the analysis found none)")
+    return text
+
+
+def _propagation(ds: xr.Dataset, name: str, prefix: str, code: int) -> Verdict:
     """The outputs' means and stds the simulator's anchored ones move most, in combined half-widths, flagged first."""
     cases = []
     for key in ("mean", "std"):
@@ -111,7 +145,7 @@ def _propagation(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict
                           f"{number(float(ds[f'{prefix}_{key}_simulator'].isel(at)), 4)} [{number(interval[0], 4)}, "
                           f"{number(interval[1], 4)}]"),
                      Cell(number(ratio, 3), flag=BAD if flag else PLAIN)))
-    return Verdict(name, holds, statement, Table("worst moments (flagged first, then by |surrogate - simulator| / "
+    return Verdict.of(name, code, statement, Table("worst moments (flagged first, then by |surrogate - simulator| / "
                                                  "combined half-width)", ("moment", "surrogate -> simulator [interval]",
                                                                           "ratio"), tuple(rows)))
 
@@ -139,7 +173,7 @@ def _parameter_worst(ds: xr.Dataset, prefix: str, variables: tuple[str, str], ti
                  rows)
 
 
-def _sobol(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
+def _sobol(ds: xr.Dataset, name: str, prefix: str, code: int) -> Verdict:
     ratios = {k: ds[f"{prefix}_{k}_error_ratio"].fillna(-np.inf) for k in ("S1", "ST")}  # NaN: a constant output
     index = max(ratios, key=lambda k: float(ratios[k].max()))
     worst = float(ratios[index].max())
@@ -151,7 +185,7 @@ def _sobol(ds: xr.Dataset, name: str, prefix: str, holds: bool) -> Verdict:
     rows = [_index_row(ds, prefix, case) for case in _worst_cases(ds, prefix, ratios)]
     table = Table("worst indices (flagged first, then by |surrogate - simulator| / sampling half-width)",
                   ("index", "surrogate - simulator", "ratio", "flagged for"), tuple(rows))
-    return Verdict(name, holds, statement, table)
+    return Verdict.of(name, code, statement, table)
 
 
 def _worst_cases(ds: xr.Dataset, prefix: str, ratios: dict[str, xr.DataArray]) -> list[tuple]:

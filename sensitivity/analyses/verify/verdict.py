@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from sensitivity.analyses.agreement import INDEX_TOLERANCE, MOMENT_TOLERANCE, agrees
 from sensitivity.errors import ConfigError
 
 ERROR, RANKING, THRESHOLD = 1, 2, 4
@@ -66,11 +67,11 @@ class VerdictSettings:
         still (a long randomised QMC sample of a surrogate exact but for its float32 rounding).
     """
 
-    index_tolerance: float = 0.01
+    index_tolerance: float = INDEX_TOLERANCE
     importance: float | None = None
     flag_on: Literal["error", "conclusion", "either"] = "either"
     shift_tolerance: float = 1e-3
-    moment_tolerance: float = 1e-3
+    moment_tolerance: float = MOMENT_TOLERANCE
 
     def __post_init__(self) -> None:
         for name in ("index_tolerance", "shift_tolerance", "moment_tolerance", "importance"):
@@ -101,8 +102,9 @@ def index_flags(key: str, surrogate: np.ndarray, simulator: np.ndarray, half_wid
     """``[d, m]`` int8 flags of one kind of Sobol' index ``key`` (``"S1"`` or ``"ST"``) of ``d`` inputs on ``m``
     outputs.
 
-    :data:`ERROR`: ``|S_sur - S_sim| > max(half-width, index_tolerance)``, or an index of one and not the other is
-    not finite (both not finite: the output is constant on the rows, nothing to judge). The conclusions (ST only):
+    :data:`ERROR`: ``|S_sur - S_sim| > max(half-width, index_tolerance)`` (the rule multifidelity judges its
+    indices by too, :func:`sensitivity.analyses.agreement.agrees`), or an index of one and not the other is not
+    finite (both not finite: the output is constant on the rows, nothing to judge). The conclusions (ST only):
     :data:`RANKING` on both inputs of a pair the simulator orders by more than ``max(index_tolerance, hw_i + hw_j)``
     (a gap its own sampling intervals resolve), both influential, whose order the surrogate reverses;
     :data:`THRESHOLD` on an input the two put on different sides of ``importance``, by an error above
@@ -114,7 +116,7 @@ def index_flags(key: str, surrogate: np.ndarray, simulator: np.ndarray, half_wid
     error = sur - sim
     if settings.flag_on in ("error", "either"):
         both_nan = ~np.isfinite(sur) & ~np.isfinite(sim)
-        beyond = ~(np.abs(error) <= np.maximum(np.nan_to_num(hw, nan=0.0), tol))
+        beyond = ~agrees(error, hw, tol)
         flags |= np.where(beyond & ~both_nan, ERROR, 0).astype(np.int8)
     if key != "ST" or settings.flag_on == "error":
         return flags
