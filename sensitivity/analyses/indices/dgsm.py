@@ -46,10 +46,11 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import bootstrap, dataset, design, tails
+from sensitivity.analyses.indices import bootstrap, dataset, design, onepass, tails
+from sensitivity.analyses.indices.pickfreeze import TAIL_ROWS
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
-from sensitivity.errors import DataError
+from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import Parameter, ParameterSpace
 
@@ -168,14 +169,14 @@ def analyze(
         ``nu (parameter, output)`` [(output/parameter units)^2], ``variance (output)``,
         ``poincare_constant (parameter)``, ``sobol_total_bound (parameter, output)`` [1],
         each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``) unless ``intervals="none"``,
-        and the heavy-tail check of every output (``tail_share``, ``tail_index``, ``tail_flag``;
-        :mod:`~sensitivity.analyses.indices.tails`).
+        and the heavy-tail check of every output on its first ``TAIL_ROWS`` = 65,536 points (``tail_share``,
+        ``tail_index``, ``tail_flag``; :mod:`~sensitivity.analyses.indices.tails`).
     """
     plan = intervals.check()
     jac, y = _checked(jacobian, values, space)
     weights = plan.weights(y.shape[0])
     nu = np.swapaxes(bootstrap.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
-    tail = tails.tail_variables(y)
+    tail = tails.tail_variables(y[:TAIL_ROWS])
     y = y - y.mean(axis=0)  # centred: the one-pass variance below is then free of cancellation
     mean = bootstrap.weighted_mean(weights, y)
     variance = bootstrap.weighted_mean(weights, y * y) - mean**2
@@ -183,6 +184,54 @@ def analyze(
     if plan.kind == "bootstrap":
         attrs["bootstrap"] = "multinomial resampling of the points"
     return _dataset(nu, variance, space, attrs, plan, output_names, output_units).assign(tail)
+
+
+def analyze_model(
+    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    space: ParameterSpace,
+    n: int,
+    *,
+    seed: Seed = None,
+    intervals: IntervalPlan = RQMC,
+    block: int = onepass.BLOCK_POINTS,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """:func:`analyze` of ``model`` on :func:`sample`'s points, in one pass: memory independent of ``n``.
+
+    The points are drawn (:func:`~sensitivity.analyses.indices.onepass.sample_blocks`), evaluated and reduced
+    ``block`` at a time into the means of ``(dy/dx)^2`` and ``y`` and the co-moment of ``y`` of each scrambling
+    (:class:`~sensitivity.analyses.indices.onepass.Replicates`); only the first ``TAIL_ROWS`` values are kept, for
+    the heavy-tail check. The result is :func:`analyze`'s of the same points to float64 round-off, with
+    randomised-QMC intervals or none; bootstrap intervals resample all ``n`` points and are refused here.
+
+    Parameters
+    ----------
+    model
+        ``points [b, n] -> (values [b, m], jacobian [b, m, n])`` in physical units.
+    space, n, seed
+        As :func:`sample`'s (the replicates are ``intervals``').
+    intervals, output_names, output_units
+        As :func:`analyze`'s.
+    block
+        Points per model call, a power of two.
+    """
+    plan = intervals.check()
+    if plan.kind == "bootstrap":
+        raise ConfigError("the one-pass DGSM makes randomised-QMC intervals or none, got `intervals` = 'bootstrap' "
+                          "(analyze the sample's Jacobians in memory for it)")
+    replicates = plan.check_rows(n) if plan.kind == "rqmc" else 1
+    d = len(space)
+    stats, head = onepass.Replicates(n, replicates, [[d, d]]), onepass.Head(TAIL_ROWS)
+    for points in onepass.sample_blocks(space, n, seed=seed, replicates=replicates, block=block):
+        values, jacobian = model(points)
+        jac, y = _checked(jacobian, values, space)
+        stats.update(np.concatenate([np.swapaxes(jac**2, 1, 2), y[:, None]], axis=1))  # [b, n + 1, m]
+        head.update(y)
+    sets = stats.sets()
+    nu, variance = onepass.stacked_means(sets)[:, :d], onepass.stacked_covariances(sets)[:, 0]
+    return _dataset(nu, variance, space, {"n_points": n}, plan, output_names, output_units).assign(
+        tails.tail_variables(head.values()))
 
 
 def analyze_blocks(

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, shapley,
-                                          sobol, sobol_dependent)
+from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, onepass,
+                                          shapley, sobol, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
@@ -209,8 +209,10 @@ class LocalDerivatives:
 class Dgsm:
     """DGSM with intervals and the total-Sobol' bound (:mod:`~sensitivity.analyses.indices.dgsm`).
 
-    On ``n`` fresh draws of the input distribution, or on the points of a stored ``sweep``
-    file read ``block`` points at a time (see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid).
+    On ``n`` fresh draws of the input distribution, drawn, evaluated and reduced in blocks
+    (:func:`~sensitivity.analyses.indices.dgsm.analyze_model`: memory does not grow with ``n``; bootstrap intervals
+    resample all ``n`` points, which are then held), or on the points of a stored ``sweep`` file read ``block``
+    points at a time (see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid).
     """
 
     n: int = 4096
@@ -234,8 +236,13 @@ class Dgsm:
                 ds.attrs.update(nonfinite_points=left_out.count, points=left_out.total,
                                 nonfinite_first=left_out.where(ctx.space.names))
             return {"dgsm": ds}
-        _, values, jac = ctx.input_sample(self.n)
-        return {"dgsm": dgsm.analyze(jac, values, ctx.space, **ctx.analysis_kwargs())}
+        kwargs = ctx.analysis_kwargs()
+        if kwargs["intervals"].kind == "bootstrap":  # resamples all n points: they are held
+            _, values, jac = ctx.input_sample(self.n)
+            return {"dgsm": dgsm.analyze(jac, values, ctx.space, **kwargs)}
+        return {"dgsm": timed(f"dgsm: {self.n} Jacobians evaluated and reduced {onepass.BLOCK_POINTS} at a time",
+                              partial(dgsm.analyze_model, ctx.model.jacobian, ctx.space, self.n, seed=ctx.seed,
+                                      **kwargs))}
 
 
 @dataclass(frozen=True)
