@@ -22,11 +22,12 @@ indices. The ``inputs`` attribute records which case a result is.
 """
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import bootstrap, dataset, design
+from sensitivity.analyses.indices import bootstrap, dataset, design, onepass
+from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.dgsm import sample
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan
 from sensitivity.errors import ConfigError
@@ -39,7 +40,7 @@ xr = lazy_import("xarray")
 Normalize = Literal["bounds", "std", "none"]
 NORMALIZE_KINDS: tuple[str, ...] = ("bounds", "std", "none")
 
-__all__ = ["analyze", "input_scale", "sample"]
+__all__ = ["analyze", "analyze_model", "input_scale", "sample"]
 
 
 def input_scale(space: ParameterSpace, normalize: Normalize) -> np.ndarray:
@@ -107,6 +108,77 @@ def analyze(
     jac = design.as_jacobian(jacobian, len(space))
     if n_active is not None:
         checked_n_active(n_active, len(space))
+    grad, labels = _gradients(jac, space, normalize, weights, quantity_name, quantity_units, output_names,
+                              output_units)
+    covs = _second_moments(grad, plan.weights(grad.shape[0]))  # [K, m, n, n]
+    return _result(covs, space, normalize=normalize, n_active=n_active, plan=plan, n_points=grad.shape[0],
+                   weights=weights, **labels)
+
+
+def analyze_model(
+    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    space: ParameterSpace,
+    n: int,
+    *,
+    seed: Seed = None,
+    weights: Sequence[float] | None = None,
+    quantity_name: str = "weighted_sum",
+    quantity_units: str | None = None,
+    normalize: Normalize = "bounds",
+    n_active: int | None = None,
+    intervals: IntervalPlan = RQMC,
+    block: int = onepass.BLOCK_POINTS,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """:func:`analyze` of ``model`` on :func:`sample`'s points, in one pass: memory independent of ``n``.
+
+    The points are drawn (:func:`~sensitivity.analyses.indices.onepass.sample_blocks`), evaluated and reduced
+    ``block`` at a time into the means ``g_i`` and co-moments ``C_ij`` of the normalised gradient of each
+    scrambling (:class:`~sensitivity.analyses.indices.onepass.Replicates`), whence
+    ``E[g_i g_j] = C_ij / N + g_i g_j``; the eigen-decomposition is made at the end. The result is
+    :func:`analyze`'s of the same points to float64 round-off, with randomised-QMC intervals or none; bootstrap
+    intervals resample all ``n`` points and are refused here.
+
+    Parameters
+    ----------
+    model
+        ``points [b, n] -> (values [b, m], jacobian [b, m, n])`` in physical units.
+    space, n, seed
+        As :func:`sample`'s (the replicates are ``intervals``').
+    weights, quantity_name, quantity_units, normalize, n_active, intervals, output_names, output_units
+        As :func:`analyze`'s.
+    block
+        Points per model call, a power of two.
+    """
+    plan = intervals.check()
+    if plan.kind == "bootstrap":
+        raise ConfigError("the one-pass active subspaces make randomised-QMC intervals or none, got `intervals` = "
+                          "'bootstrap' (analyze the sample's Jacobians in memory for it)")
+    input_scale(space, normalize)
+    if n_active is not None:
+        checked_n_active(n_active, len(space))
+    replicates, d = plan.check_rows(n) if plan.kind == "rqmc" else 1, len(space)
+    upper = np.stack(np.triu_indices(d), axis=1)  # the pairs i <= j of C
+    stats, labels = onepass.Replicates(n, replicates, upper), {}
+    for points in onepass.sample_blocks(space, n, seed=seed, replicates=replicates, block=block):
+        jac = design.as_jacobian(model(points)[1], d)
+        grad, labels = _gradients(jac, space, normalize, weights, quantity_name, quantity_units, output_names,
+                                  output_units)
+        stats.update(np.swapaxes(grad, 1, 2))  # [b, n, m]
+    sets = stats.sets()
+    means, covs = onepass.stacked_means(sets), onepass.stacked_covariances(sets)  # [K, n, m], [K, q, m]
+    second = np.empty((len(sets), d, d, means.shape[-1]))
+    second[:, upper[:, 0], upper[:, 1]] = covs + means[:, upper[:, 0]] * means[:, upper[:, 1]]
+    second[:, upper[:, 1], upper[:, 0]] = second[:, upper[:, 0], upper[:, 1]]
+    return _result(np.moveaxis(second, 3, 1), space, normalize=normalize, n_active=n_active, plan=plan,
+                   n_points=n, weights=weights, **labels)
+
+
+def _gradients(jac: np.ndarray, space: ParameterSpace, normalize: Normalize, weights: Sequence[float] | None,
+               quantity_name: str, quantity_units: str | None, output_names: Sequence[str] | None,
+               output_units: Sequence[str] | None) -> tuple[np.ndarray, dict[str, Sequence[str] | None]]:
+    """``[N, m, n]`` gradients in normalised inputs (of the one quantity with ``weights``), and their labels."""
     grad = jac * input_scale(space, normalize)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -114,9 +186,15 @@ def analyze(
             raise ConfigError(f"`weights` must give one weight per output ({jac.shape[1]}), got shape {list(w.shape)}")
         grad = np.einsum("k,nkj->nj", w, grad)[:, None, :]
         output_names, output_units = [quantity_name], None if quantity_units is None else [quantity_units]
-    n, m, d = grad.shape
+    return grad, {"output_names": output_names, "output_units": output_units}
 
-    covs = _second_moments(grad, plan.weights(n))  # [K, m, n, n]
+
+def _result(covs: np.ndarray, space: ParameterSpace, *, normalize: Normalize, n_active: int | None,
+            plan: IntervalPlan, n_points: int, weights: Sequence[float] | None,
+            output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
+    """The dataset of :func:`analyze` from ``covs [K, m, n, n]``: ``E[grad grad^T]`` on all points, then on each
+    replicate."""
+    m, d = covs.shape[1], covs.shape[2]
     eigenvalues = np.linalg.eigvalsh(covs)[..., ::-1]  # [K, m, n] descending
     values = eigenvalues[0]  # [m, n]
     vectors = _fix_signs(np.linalg.eigh(covs[0])[1][:, :, ::-1])  # [m, n(param), n(dir)]
@@ -160,7 +238,7 @@ def analyze(
         "references": "doi:10.1137/130916138 doi:10.1016/j.ress.2017.01.013",
         "normalize": normalize,
         "inputs": "dependent (Gaussian copula): C under the joint law" if design.is_correlated(space) else "independent",
-        "n_points": n,
+        "n_points": n_points,
         **plan.attrs(),
     }
     if weights is not None:

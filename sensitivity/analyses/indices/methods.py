@@ -327,7 +327,12 @@ class Quantity:
 
 @dataclass(frozen=True)
 class ActiveSubspaces:
-    """Active subspaces per output and/or for one scalar ``quantity`` of the outputs."""
+    """Active subspaces per output and/or for one scalar ``quantity`` of the outputs.
+
+    On ``n`` draws of the input distribution, drawn, evaluated and reduced in blocks
+    (:func:`~sensitivity.analyses.indices.active_subspaces.analyze_model`: memory does not grow with ``n``), once
+    per result; bootstrap intervals resample all ``n`` points, which are then held (and shared by both results).
+    """
 
     n: int = 4096
     normalize: str = "bounds"
@@ -344,15 +349,22 @@ class ActiveSubspaces:
             raise ConfigError("give `per_output: true` or a `quantity`, got neither")
 
     def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
-        _, _, jac = ctx.input_sample(self.n)
         kwargs = {"normalize": self.normalize, "n_active": self.n_active, **ctx.analysis_kwargs()}
+        if kwargs["intervals"].kind == "bootstrap":  # resamples all n points: they are held
+            jac = ctx.input_sample(self.n)[2]
+            analysis = partial(active_subspaces.analyze, jac, ctx.space)
+        else:
+            def analysis(**options: Any) -> xr.Dataset:
+                return timed(f"active subspaces: {self.n} Jacobians evaluated and reduced {onepass.BLOCK_POINTS} at "
+                             "a time", partial(active_subspaces.analyze_model, ctx.model.jacobian, ctx.space, self.n,
+                                               seed=ctx.seed, **options))
         out = {}
         if self.per_output:
-            out["active_subspace"] = active_subspaces.analyze(jac, ctx.space, **kwargs)
+            out["active_subspace"] = analysis(**kwargs)
         if self.quantity is not None:
             q = self.quantity
-            ds = active_subspaces.analyze(jac, ctx.space, weights=q.resolve(jac.shape[1]), quantity_name=q.name,
-                                          quantity_units=q.units, **kwargs)
+            ds = analysis(weights=q.resolve(len(ctx.model.labels["output_names"])), quantity_name=q.name,
+                          quantity_units=q.units, **kwargs)
             out["active_subspace_quantity"] = _rename_axis(ds, "output", "quantity")
         return out
 

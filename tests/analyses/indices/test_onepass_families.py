@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensitivity.analyses.indices import dgsm, onepass
+from sensitivity.analyses.indices import active_subspaces, dgsm, onepass
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.moments import Moments
 from sensitivity.errors import ConfigError
@@ -73,3 +73,43 @@ def test_dgsm_in_one_pass_of_a_linear_model_is_its_squared_slopes():
 def test_dgsm_in_one_pass_refuses_the_bootstrap():
     with pytest.raises(ConfigError, match="intervals.*bootstrap"):
         dgsm.analyze_model(ishigami_twice, ISHIGAMI, 64, intervals=IntervalPlan("bootstrap"))
+
+
+# ----------------------------------------------------------------------------- active subspaces
+RIDGE = np.array([0.6, -0.8, 0.0])  # a unit direction in the inputs normalised by bounds ([-1, 1] here)
+RIDGE_SPACE = uniform_space(3, -1.0, 1.0)
+
+
+def ridge(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``sin(w^T x)`` and ``1e3 + (w^T x)^2 + 0.1 x_2``: values and Jacobians ``[N, 2, 3]``."""
+    t = x @ RIDGE
+    values = np.stack([np.sin(t), 1e3 + t**2 + 0.1 * x[:, 2]], axis=1)
+    jac = np.stack([np.cos(t)[:, None] * RIDGE, 2 * t[:, None] * RIDGE + [0.0, 0.0, 0.1]], axis=1)
+    return values, jac
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=["rqmc", "none"])
+@pytest.mark.parametrize("weights", [None, [1.0, -0.5]], ids=["per_output", "quantity"])
+def test_active_subspaces_in_one_pass_equal_the_in_memory_estimator(plan, weights):
+    replicates = plan.replicates if plan.kind == "rqmc" else 1
+    held = active_subspaces.analyze(ridge(dgsm.sample(RIDGE_SPACE, 512, seed=2, replicates=replicates))[1],
+                                    RIDGE_SPACE, intervals=plan, weights=weights, quantity_name="q")
+    streamed = active_subspaces.analyze_model(ridge, RIDGE_SPACE, 512, seed=2, intervals=plan, weights=weights,
+                                              quantity_name="q", block=64)
+    assert set(streamed.data_vars) == set(held.data_vars) and streamed.attrs.keys() == held.attrs.keys()
+    top = held.eigenvalue.max().item()
+    for key in ("eigenvalue", "activity_score", "n_active", *(("eigenvalue_interval",) if plan.kind == "rqmc" else ())):
+        # eigenvalues are known to the round-off of C, eps * lambda_1, whatever their size
+        np.testing.assert_allclose(streamed[key].values, held[key].values, rtol=1e-10, atol=1e-12 * top, err_msg=key)
+    w1 = held.eigenvector.isel(direction=0)  # the first direction is separated; the null space's basis is not
+    np.testing.assert_allclose(streamed.eigenvector.isel(direction=0).values, w1.values, atol=1e-10)
+
+
+def test_active_subspace_of_a_ridge_function_in_one_pass_is_its_direction():
+    # C = E[cos^2(w^T x)] w w^T: rank one, the first eigenvector w (sign fixed: largest component positive), the
+    # others with eigenvalue 0, n_active 1
+    ds = active_subspaces.analyze_model(ridge, RIDGE_SPACE, 4096, seed=3, intervals=IntervalPlan("rqmc"))
+    first = ds.isel(output=0)
+    np.testing.assert_allclose(first.eigenvector.isel(direction=0).values, -RIDGE, atol=1e-12)
+    assert first.eigenvalue.values[1:].max() <= 1e-14 * first.eigenvalue.values[0]
+    assert first.n_active.item() == 1
