@@ -291,18 +291,23 @@ class Sobol:
 
 @dataclass(frozen=True)
 class Morris:
-    """Morris elementary effects on ``trajectories`` random trajectories of a ``levels``-level grid."""
+    """Morris elementary effects on ``trajectories`` random trajectories of a ``levels``-level grid.
+
+    The trajectories' points are made, evaluated and reduced in blocks
+    (:func:`~sensitivity.analyses.indices.morris.analyze_model`): no values of all of them are held.
+    """
 
     trajectories: int = 64
     levels: int = 4
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
-        return morris.sample(space, self.trajectories, levels=self.levels, seed=seed)
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> morris.Trajectories:
+        return morris.trajectories(space, self.trajectories, levels=self.levels, seed=seed)
 
-    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
-        values = timed(f"morris: {len(design)} evaluations", ctx.model.values, design)
-        return {"morris": morris.analyze(design, values, ctx.space, levels=self.levels,
-                                         **ctx.analysis_kwargs(qmc=False))}
+    def run(self, ctx: Context, design: morris.Trajectories) -> dict[str, xr.Dataset]:
+        analysis = partial(morris.analyze_model, ctx.model.values, design, ctx.space, levels=self.levels,
+                           **ctx.analysis_kwargs(qmc=False))
+        return {"morris": timed(f"morris: {design.count * (len(ctx.space) + 1)} evaluations, reduced "
+                                f"{onepass.BLOCK_POINTS} at a time", analysis)}
 
 
 @dataclass(frozen=True)

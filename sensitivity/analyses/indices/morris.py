@@ -18,12 +18,12 @@ both sides, beta, triangular) are used as they are.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import dataset, design
+from sensitivity.analyses.indices import dataset, design, onepass
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.errors import ConfigError, DataError
@@ -60,6 +60,37 @@ def sample(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None)
     seed
         Seed of the draws (int, Generator or None).
     """
+    return trajectories(space, r, levels=levels, seed=seed).points(0, r)
+
+
+@dataclass(frozen=True)
+class Trajectories:
+    """The draws of :func:`sample`'s ``r`` trajectories (``[r, d]`` starts, move ranks and directions), whose
+    points are made for any range of trajectories alone (:meth:`points`): ``3 r d`` numbers, not the design's
+    ``r (d + 1) d``."""
+
+    space: ParameterSpace
+    step: float
+    start: np.ndarray
+    rank: np.ndarray
+    down: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """The number of trajectories ``r``."""
+        return len(self.start)
+
+    def points(self, first: int, stop: int) -> np.ndarray:
+        """``[(stop - first) (d + 1), d]`` points of trajectories ``first .. stop - 1`` in physical units."""
+        d = self.start.shape[1]
+        moved = self.rank[first:stop, None, :] < np.arange(d + 1)[None, :, None]  # [t, d+1, d]
+        high = moved != self.down[first:stop, None, :]
+        unit = self.start[first:stop, None, :] + self.step * high
+        return design.to_distribution(self.space, unit.reshape(-1, d))
+
+
+def trajectories(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None) -> Trajectories:
+    """The draws of :func:`sample` (same arguments), its points not yet made."""
     step = delta(levels)
     design.require_independent(space, method="Morris screening")
     space = within_bounds(space)
@@ -70,11 +101,7 @@ def sample(space: ParameterSpace, r: int, *, levels: int = 4, seed: Seed = None)
     start = rng.choice(np.linspace(0.0, 1.0 - step, levels // 2), size=(r, d))
     order = np.argsort(rng.random((r, d)), axis=1)  # a random permutation per trajectory
     down = rng.random((r, d)) < 0.5
-    rank = np.argsort(order, axis=1)  # when each parameter moves
-    moved = rank[:, None, :] < np.arange(d + 1)[None, :, None]  # [r, d+1, d]
-    high = moved != down[:, None, :]
-    unit = start[:, None, :] + step * high
-    return design.to_distribution(space, unit.reshape(-1, d))
+    return Trajectories(space, step, start, np.argsort(order, axis=1), down)  # rank: when each parameter moves
 
 
 def analyze(
@@ -124,34 +151,102 @@ def analyze(
         raise DataError(f"`points` must have shape [r*{d + 1}, {d}] with r >= 2 trajectories, got {list(x.shape)}")
     design.check_rows(y.shape[0], x.shape[0], what="values")
     effects = _elementary_effects(x.reshape(-1, d + 1, d), y.reshape(-1, d + 1, y.shape[1]), step)  # [r, d, m]
-
-    rng = np.random.default_rng(plan.seed)
     r = effects.shape[0]
-    mu_star = np.abs(effects).mean(axis=0)
+    boot = None
+    if plan.kind != "none":
+        rng = np.random.default_rng(plan.seed)
+        boot = np.stack([np.abs(effects[rng.integers(r, size=(plan.n_resamples, r)), j]).mean(axis=1)
+                         for j in range(d)], axis=1)
+    return _dataset(effects.mean(axis=0), np.abs(effects).mean(axis=0), effects.std(axis=0, ddof=1), boot, space,
+                    plan=plan, levels=levels, r=r, output_names=output_names, output_units=output_units)
 
+
+def analyze_model(
+    model: Callable[[np.ndarray], np.ndarray],
+    drawn: Trajectories,
+    space: ParameterSpace,
+    *,
+    levels: int = 4,
+    intervals: IntervalPlan = IntervalPlan(),
+    block: int = onepass.BLOCK_POINTS,
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """:func:`analyze` of ``model`` on the trajectories ``drawn`` (:func:`trajectories`), in one pass.
+
+    The trajectories' points are made, evaluated and reduced about ``block`` points at a time: the means of the
+    elementary effects and of their absolute values and the effects' co-moments
+    (:class:`~sensitivity.analyses.moments.Moments`), and for the bootstrap of ``mu*`` each resample's sum of
+    ``|EE|``, ``sum_t c_kt |EE_t|`` with ``c_kt`` how often resample ``k`` drew trajectory ``t`` (the draws of
+    :func:`analyze`, made first: ``d n_resamples r`` counts, independent of the number of outputs). No values
+    or effects of all trajectories are held. The result is :func:`analyze`'s of the same points to float64
+    round-off.
+
+    Parameters
+    ----------
+    model
+        Values ``[rows, m]`` at points ``[rows, d]`` in physical units.
+    drawn
+        The trajectories, drawn with ``levels``.
+    space, levels, intervals, output_names, output_units
+        As :func:`analyze`'s.
+    block
+        About this many points per model call (whole trajectories, at least one).
+    """
+    step, plan, d, r = delta(levels), intervals.iid().check(), len(space), drawn.count
+    if drawn.step != step or drawn.start.shape[1] != d:
+        raise DataError(f"the trajectories of {drawn.start.shape[1]} parameters with step {drawn.step} do not "
+                        f"belong to {d} parameters and {levels} levels")
+    counts = None
+    if plan.kind != "none":
+        rng = np.random.default_rng(plan.seed)
+        counts = np.stack([_counts(rng.integers(r, size=(plan.n_resamples, r)), r) for _ in range(d)])  # [d, R, r]
+    stats, boot = onepass.Replicates(r, 1, np.stack([np.arange(d)] * 2, axis=1)), None
+    per_call = max(1, block // (d + 1))
+    for first in range(0, r, per_call):
+        stop = min(r, first + per_call)
+        x = drawn.points(first, stop)
+        y = design.as_values(model(x))
+        design.check_rows(y.shape[0], x.shape[0], what="values")
+        effects = _elementary_effects(x.reshape(-1, d + 1, d), y.reshape(-1, d + 1, y.shape[1]), step)  # [t, d, m]
+        stats.update(np.concatenate([effects, np.abs(effects)], axis=1))
+        if counts is not None:
+            part = np.einsum("jkt,tjm->kjm", counts[:, :, first:stop], np.abs(effects))
+            boot = part if boot is None else boot + part
+    total = stats.sets()[0]
+    sigma = np.sqrt(total.covariance(ddof=1))
+    return _dataset(total.mean[:d], total.mean[d:], sigma, None if boot is None else boot / r, space, plan=plan,
+                    levels=levels, r=r, output_names=output_names, output_units=output_units)
+
+
+def _counts(draws: np.ndarray, r: int) -> np.ndarray:
+    """``[K, r]`` how often each of ``r`` trajectories is drawn in each row of ``draws [K, r]``."""
+    flat = draws + r * np.arange(len(draws))[:, None]
+    return np.bincount(flat.ravel(), minlength=r * len(draws)).reshape(len(draws), r).astype(np.int32)
+
+
+def _dataset(mu: np.ndarray, mu_star: np.ndarray, sigma: np.ndarray, boot: np.ndarray | None,
+             space: ParameterSpace, *, plan: IntervalPlan, levels: int, r: int,
+             output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
+    """The dataset of ``mu``, ``mu*``, ``sigma`` ``[d, m]`` and the bootstrap means of ``|EE|`` ``[R, d, m]``."""
     units = common_units(output_units)
     ref = None if output_units is None else "output_units"
     coords = {
         **dataset.parameter_axis(space),
-        **dataset.output_axis(y.shape[1], output_names, output_units),
+        **dataset.output_axis(mu.shape[1], output_names, output_units),
         **dataset.BOUND_COORDS,
     }
     dims = ("parameter", "output")
     data = {
-        "mu": dataset.variable(
-            dims, effects.mean(axis=0), "Morris mean elementary effect mu", units, units_coordinate=ref
-        ),
+        "mu": dataset.variable(dims, mu, "Morris mean elementary effect mu", units, units_coordinate=ref),
         "mu_star": dataset.variable(
             dims, mu_star, "Morris mean absolute elementary effect mu*", units, units_coordinate=ref
         ),
         "sigma": dataset.variable(
-            dims, effects.std(axis=0, ddof=1), "Morris standard deviation of elementary effects", units,
-            units_coordinate=ref,
+            dims, sigma, "Morris standard deviation of elementary effects", units, units_coordinate=ref,
         ),
     }
-    if plan.kind != "none":
-        boot = np.stack([np.abs(effects[rng.integers(r, size=(plan.n_resamples, r)), j]).mean(axis=1)
-                         for j in range(d)], axis=1)
+    if boot is not None:
         data["mu_star_interval"] = dataset.variable(
             dims + ("bound",), plan.bounds(np.concatenate([mu_star[None], boot])),
             f"Morris mu*, {plan.describe()}", units, units_coordinate=ref,
@@ -160,7 +255,7 @@ def analyze(
         "method": "Morris elementary effects (Morris 1991; mu* of Campolongo et al. 2007)",
         "references": "doi:10.1080/00401706.1991.10484804 doi:10.1016/j.envsoft.2006.10.004",
         "levels": levels,
-        "delta": step,
+        "delta": delta(levels),
         "n_trajectories": r,
         **plan.attrs(),
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sensitivity.analyses.indices import active_subspaces, dgsm, onepass
+from sensitivity.analyses.indices import active_subspaces, dgsm, morris, onepass
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.moments import Moments
 from sensitivity.errors import ConfigError
@@ -113,3 +113,31 @@ def test_active_subspace_of_a_ridge_function_in_one_pass_is_its_direction():
     np.testing.assert_allclose(first.eigenvector.isel(direction=0).values, -RIDGE, atol=1e-12)
     assert first.eigenvalue.values[1:].max() <= 1e-14 * first.eigenvalue.values[0]
     assert first.n_active.item() == 1
+
+
+# ----------------------------------------------------------------------------- Morris
+@pytest.mark.parametrize("plan", [IntervalPlan("bootstrap", n_resamples=30, seed=4), IntervalPlan("none")],
+                         ids=["bootstrap", "none"])
+def test_morris_in_one_pass_equals_the_in_memory_estimator(plan):
+    def model(x):
+        return np.concatenate([ishigami(x), ishigami(x) ** 2 + 1e4], axis=1)
+
+    points = morris.sample(ISHIGAMI, 40, levels=6, seed=9)
+    held = morris.analyze(points, model(points), ISHIGAMI, levels=6, intervals=plan)
+    drawn = morris.trajectories(ISHIGAMI, 40, levels=6, seed=9)
+    assert_same(morris.analyze_model(model, drawn, ISHIGAMI, levels=6, intervals=plan, block=24), held)
+
+
+def test_morris_in_one_pass_of_a_linear_model_is_its_slopes_times_the_step():
+    # y = a^T x on [0, 2]^3: every elementary effect of x_i is a_i (b - a) = 2 a_i per unit quantile, so
+    # mu = 2 a_i, mu* = 2 |a_i|, sigma = 0 and every bootstrap mean of |EE| is 2 |a_i|
+    w = np.array([[1.0, -2.0, 0.5]])
+    space = uniform_space(3, 0.0, 2.0)
+    drawn = morris.trajectories(space, 64, levels=4, seed=1)
+    ds = morris.analyze_model(lambda x: linear(x, w, np.zeros(1)), drawn, space, levels=4,
+                              intervals=IntervalPlan("bootstrap", n_resamples=20, seed=2), block=16)
+    np.testing.assert_allclose(ds.mu.values[:, 0], 2 * w[0], rtol=1e-12)
+    np.testing.assert_allclose(ds.mu_star.values[:, 0], 2 * np.abs(w[0]), rtol=1e-12)
+    np.testing.assert_allclose(ds.sigma.values[:, 0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(ds.mu_star_interval.values[:, 0], np.repeat(2 * np.abs(w[0])[:, None], 2, 1),
+                               rtol=1e-12)
