@@ -21,6 +21,7 @@ import pytest
 import xarray as xr
 
 import sensitivity.plots
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 from tests.helpers.legible import illegible
 from tests.helpers.shapes import DAYS, LAT, LON, SHAPES, results
@@ -167,7 +168,7 @@ def test_calibration_fit_has_error_bars_and_the_band(study, drawn, tmp_path):
     lines = shape in ("series", "labels_by_series")
     assert d.legend == (["95% delta-method band of the fit", "best fit", "observed +- 1 std"] if lines else
                         ["best fit, 95% delta-method band", "observed +- 1 std"])
-    plan = lay.plan(ds["y_obs"], lay.output_dims(ds["y_obs"]))
+    plan = pos.plan(ds["y_obs"], pos.output_dims(ds["y_obs"]))
     for ax, panel in zip(d.panels, plan.panels):
         (observed,) = [c for c in ax.containers if c.get_label() == "observed +- 1 std"]
         segments = observed.lines[2][0].get_segments()  # one vertical bar per observation (none where missing)
@@ -520,7 +521,7 @@ def _array(coords: dict, dims: list[str]) -> xr.DataArray:
 def test_two_labeled_dims_and_a_series_are_panels_per_pair_of_labels():
     da = _array({**_labeled("site", ["A", "B"]), **_labeled("species", ["prey", "predator"]),
                  "day": _numeric("day", [1, 2, 3], "day")}, ["site", "species", "day"])
-    plan = lay.plan(da, lay.output_dims(da))
+    plan = pos.plan(da, pos.output_dims(da))
     assert plan.kind == "lines" and plan.x == "day" and plan.note == ""
     assert [p.title for p in plan.panels] == ["site = A, species = prey", "site = A, species = predator",
                                               "site = B, species = prey", "site = B, species = predator"]
@@ -530,12 +531,12 @@ def test_two_labeled_dims_and_a_series_are_panels_per_pair_of_labels():
 def test_a_third_numeric_dim_is_held_at_its_middle_and_named_in_the_title():
     da = _array({"day": _numeric("day", [1, 2, 3], "day"), "lon": _numeric("lon", [0, 1], "degrees_east"),
                  "lat": _numeric("lat", [5, 6, 7, 8], "degrees_north")}, ["day", "lon", "lat"])
-    plan = lay.plan(da, lay.output_dims(da))
+    plan = pos.plan(da, pos.output_dims(da))
     assert (plan.kind, plan.y, plan.x) == ("map", "lat", "lon")  # latitude up, whatever the order of the dims
     assert [p.title for p in plan.panels] == ["day = 2 day"]
     generic = _array({"depth": _numeric("depth", [1, 2], "m"), "distance": _numeric("distance", [0, 5, 9], "km")},
                      ["depth", "distance"])
-    assert (lambda p: (p.y, p.x))(lay.plan(generic, ["depth", "distance"])) == ("depth", "distance")
+    assert (lambda p: (p.y, p.x))(pos.plan(generic, ["depth", "distance"])) == ("depth", "distance")
 
 
 def test_observations_are_held_where_most_of_them_are():
@@ -545,51 +546,51 @@ def test_observations_are_held_where_most_of_them_are():
               "lon": _numeric("lon", [0, 1], "degrees_east")}
     observed = _array(coords, ["day", "lat", "lon"]).astype(bool)
     observed[0, 0, 0] = observed[2] = True
-    plan = lay.plan(observed, lay.output_dims(observed), shown=observed)
+    plan = pos.plan(observed, pos.output_dims(observed), shown=observed)
     assert [p.title for p in plan.panels] == ["day = 3 day"]
     observed[4] = observed[0] = True
-    assert [p.index["day"] for p in lay.plan(observed, lay.output_dims(observed), shown=observed).panels] == [2]
+    assert [p.index["day"] for p in pos.plan(observed, pos.output_dims(observed), shown=observed).panels] == [2]
     observed[2, 0, 0] = False
-    assert [p.title for p in lay.plan(observed, lay.output_dims(observed), shown=observed).panels] == ["day = 1 day"]
+    assert [p.title for p in pos.plan(observed, pos.output_dims(observed), shown=observed).panels] == ["day = 1 day"]
 
 
 def test_a_cf_time_axis_is_drawn_against_its_dates():
     times = xr.DataArray(np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[ns]"), dims="time",
                          attrs={"long_name": "date"})
     da = _array({"time": times, **_labeled("output", ["H"])}, ["output", "time"])
-    plan = lay.plan(da, ["output", "time"])
+    plan = pos.plan(da, ["output", "time"])
     assert plan.kind == "lines" and lay.x_positions(da, plan, plan.panels[0]).dtype.kind == "M"
     assert lay.coord_label(da, "time") == "date" and plan.panels[0].title == "output = H"
 
 
 def test_named_scalars_go_along_x_or_into_a_panel_each():
     da = _array({**_labeled("site", ["A", "B", "C"]), **_labeled("output", ["H", "Q"])}, ["site", "output"])
-    along = lay.plan(da, ["site", "output"])
+    along = pos.plan(da, ["site", "output"])
     assert along.kind == "points" and along.x == "output" and [p.title for p in along.panels] == [
         "site = A", "site = B", "site = C"]
-    each = lay.plan(da, ["site", "output"], categories=False)
+    each = pos.plan(da, ["site", "output"], categories=False)
     assert each.x is None and len(each.panels) == 6 and each.panels[1].title == "site = A, output = Q"
 
 
 def test_many_named_scalars_continue_in_the_next_panel():
-    names = [f"y{i}" for i in range(lay.MAX_CATEGORIES + 4)]
+    names = [f"y{i}" for i in range(pos.MAX_CATEGORIES + 4)]
     da = _array(_labeled("output", names), ["output"])
-    plan = lay.plan(da, ["output"])
+    plan = pos.plan(da, ["output"])
     shown = [[names[i] for i in lay.categories(plan, p, da)] for p in plan.panels]
-    assert shown == [names[:lay.MAX_CATEGORIES], names[lay.MAX_CATEGORIES:]]
+    assert shown == [names[:pos.MAX_CATEGORIES], names[pos.MAX_CATEGORIES:]]
 
 
 def test_panels_beyond_the_cap_are_left_out_and_counted():
     da = _array({**_labeled("station", [f"s{i}" for i in range(30)]), "day": _numeric("day", [1, 2], "day")},
                 ["station", "day"])
-    plan = lay.plan(da, ["station", "day"])
-    assert len(plan.panels) == lay.MAX_PANELS and plan.note == f" (first {lay.MAX_PANELS} of 30 panels)"
+    plan = pos.plan(da, ["station", "day"])
+    assert len(plan.panels) == pos.MAX_PANELS and plan.note == f" (first {pos.MAX_PANELS} of 30 panels)"
 
 
 def test_output_dims_leave_out_the_dataset_contracts_dims():
     da = xr.DataArray(np.zeros((2, 3, 4, 2)), dims=["propagation_method", "species", "day", "bound"])
-    assert lay.output_dims(da) == ["species", "day"]
-    assert lay.output_dims(da, exclude=["day"]) == ["species"]
+    assert pos.output_dims(da) == ["species", "day"]
+    assert pos.output_dims(da, exclude=["day"]) == ["species"]
 
 
 # ----------------------------------------------------------------------------- backend

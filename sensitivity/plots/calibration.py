@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 
 #: At most this many starts are drawn in the convergence figure (the lowest-cost ones first).
@@ -43,7 +44,7 @@ def fit_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     """
     best = ds.isel(start=_best(ds))
     obs = ds["y_obs"]
-    plan = lay.plan(obs, lay.output_dims(obs), shown=obs.notnull())
+    plan = pos.plan(obs, pos.output_dims(obs), shown=obs.notnull())
     low, high = _bounds(best["prediction_band"])
     level = ds["prediction_band"].attrs.get("long_name", "band").split(" ")[0]
     quantity = ds.attrs.get("output_long_name", "output")
@@ -73,11 +74,11 @@ def fit_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
 
 def _bounds(band: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
     """The low and high ends of an interval on ``bound`` (labels ``low``, ``high`` in ``bound_name``)."""
-    names = lay.labels(band, "bound") if lay.is_labeled(band, "bound") else ["low", "high"]
+    names = pos.labels(band, "bound") if pos.is_labeled(band, "bound") else ["low", "high"]
     return band.isel(bound=names.index("low")), band.isel(bound=names.index("high"))
 
 
-def _field_fit(obs: xr.DataArray, fitted: xr.DataArray, plan: lay.Layout, quantity: str, title: str,
+def _field_fit(obs: xr.DataArray, fitted: xr.DataArray, plan: pos.Layout, quantity: str, title: str,
                figure_path: str | Path) -> Path:
     """Observed, fitted and residual maps per label panel (rows); observed and fitted on one colour scale."""
     fig, axes = lay.grid(len(plan.panels), 3, size=(3.8, 3.0))

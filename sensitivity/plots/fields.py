@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 
 #: Measures a map shows, in order, with the variance that weights them (None: a plain mean) and a title.
@@ -40,9 +41,9 @@ def field_maps(ds: xr.Dataset, cells: np.ndarray, shape: Sequence[int]) -> list[
     for var, weight, title in [m for m in MAP_MEASURES if m[0] in ds][:MAX_ROWS]:
         index = ds[var].isel(parameter=cells)
         dims = [d for d in index.dims if d != "parameter"]
-        labeled = next((d for d in dims if lay.is_labeled(ds, d)), None)
+        labeled = next((d for d in dims if pos.is_labeled(ds, d)), None)
         columns = [(None, "all outputs")] if labeled is None else [
-            (i, lay.position_text(ds, {labeled: i})) for i in range(min(ds.sizes[labeled], MAX_COLUMNS))]
+            (i, pos.position_text(ds, {labeled: i})) for i in range(min(ds.sizes[labeled], MAX_COLUMNS))]
         for position, label in columns:
             one = index if position is None else index.isel({labeled: position})
             rest = [d for d in one.dims if d != "parameter"]

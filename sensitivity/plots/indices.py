@@ -11,23 +11,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import index_measures as iv
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 from sensitivity.inputs.fields import field_cells
 from sensitivity.plots.fields import field_figure
 
-#: Per-output importance measures, in panel order: (variable, its interval or None, panel title).
-MEASURES: tuple[tuple[str, str | None, str], ...] = (
-    ("sobol_S1", "sobol_S1_interval", "Sobol' first order S1"),
-    ("sobol_ST", "sobol_ST_interval", "Sobol' total ST"),
-    ("dgsm_sobol_total_bound", "dgsm_sobol_total_bound_interval", "DGSM bound on ST"),
-    ("morris_mu_star", "morris_mu_star_interval", "Morris mu*"),
-    ("active_subspace_activity_score", None, "activity score"),
-    ("local_sigma_normalized", None, "|sigma-normalised derivative| at nominal"),
-    ("shapley_effect", "shapley_effect_interval", "Shapley effect"),
-    ("sobol_dependent_S1_full", "sobol_dependent_S1_full_interval", "full first order (dependent)"),
-    ("sobol_dependent_ST_ind", "sobol_dependent_ST_ind_interval", "independent total (dependent)"),
-    ("given_data_S1", "given_data_S1_interval", "given-data S1"),
-)
 #: Total-effect measures, in the order a field's map prefers them.
 TOTAL = ("sobol_ST", "dgsm_sobol_total_bound", "morris_mu_star", "active_subspace_activity_score", "shapley_effect",
          "sobol_dependent_ST_ind", "given_data_S1")
@@ -42,13 +31,6 @@ DEPENDENT: tuple[tuple[str, str, str], ...] = (
     ("shapley_ST_ind", "shapley_ST_ind_interval", "ST independent (Shapley costs)"),
     ("given_data_S1", "given_data_S1_interval", "given-data S1"),
 )
-#: The aggregated indices, in bar order: (suffix of ``aggregated_`` and ``aggregated_pca_``, label).
-AGGREGATED: tuple[tuple[str, str], ...] = (("S1", "S1"), ("ST", "ST"), ("S1_full", "S1 full"), ("ST_full", "ST full"),
-                                           ("S1_ind", "S1 independent"), ("ST_ind", "ST independent"))
-#: Dims of ``indices.nc`` that are not the model's output dims (besides the dataset contract's own).
-INDEX_DIMS = ("direction", "group", "n_samples", "measure", "measure_i", "measure_j", "quantity", "component")
-#: At most this many outputs get a row of bars.
-MAX_SHOWN = 8
 #: What ranks the parameters when there are more than :data:`~sensitivity.plots.layout.MAX_PARAMETERS`: the first present.
 INFLUENCE = (*TOTAL, "aggregated_ST", "aggregated_ST_ind", "sobol_S1", "local_sigma_normalized")
 
@@ -72,8 +54,8 @@ def indices_figures(path: str | Path, out_dir: str | Path,
         figures.append(ranking_figure(ds, out_dir / "indices_ranking.png"))
     if "active_subspace_eigenvalue" in ds or "active_subspace_quantity_eigenvalue" in ds:
         figures.append(active_subspace_figure(ds, out_dir / "indices_active_subspace.png"))
-    measure = _reference(ds)
-    if measure is not None and _plan(ds[measure]).kind != "points":
+    measure = iv.first_measure(ds)
+    if measure is not None and iv.measure_plan(ds[measure]).kind != "points":
         figures.append(resolved_figure(ds, out_dir / "indices_resolved.png"))
     if "shapley_effect" in ds or "sobol_dependent_S1_full" in ds:
         figures.append(dependent_figure(ds, out_dir / "indices_dependent.png"))
@@ -84,61 +66,13 @@ def indices_figures(path: str | Path, out_dir: str | Path,
     return [f for f in figures if f is not None]
 
 
-# ----------------------------------------------------------------------------- selection
-def _reference(ds: xr.Dataset) -> str | None:
-    """The first per-output variable of ``ds``: its dims are the model's."""
-    return next((n for n in [m[0] for m in MEASURES] + ["dgsm_nu", "active_subspace_eigenvalue"] if n in ds), None)
-
-
-def output_dims(ds: xr.Dataset) -> list[str]:
-    """The model's own output dims in ``ds`` (``["output"]`` for named scalars, e.g. ``["day"]`` for the SEIR demo)."""
-    name = _reference(ds)
-    return [] if name is None else lay.output_dims(ds[name], INDEX_DIMS)
-
-
-def _plan(da: xr.DataArray, **kwargs) -> lay.Layout:
-    return lay.plan(da, lay.output_dims(da, INDEX_DIMS), **kwargs)
-
-
-def shown_outputs(ds: xr.Dataset, reference: str | None = None,
-                  variance: str | None = None) -> list[tuple[dict[str, int], str]]:
-    """Which outputs the bar, ranking and active-subspace figures show: ``(isel, label)`` pairs.
-
-    Named scalars: each output (the first :data:`MAX_SHOWN`). A series or a field: in each panel of
-    its layout (one per label of a labeled dim), the element with the largest output variance (the
-    most informative one to rank parameters on). ``reference`` and ``variance`` name the per-output variable whose
-    dims are the model's and the output variance (default: the first of the indices' own that ``ds`` holds).
-    """
-    reference = reference or _reference(ds)
-    dims = [] if reference is None else lay.output_dims(ds[reference], INDEX_DIMS)
-    if not dims:
-        return [({}, "")]
-    plan = _plan(ds[reference], categories=False, max_panels=MAX_SHOWN)
-    if plan.kind == "points":
-        return [(dict(p.index), p.title) for p in plan.panels]
-    names = (variance,) if variance else ("sobol_variance", "dgsm_variance", "sobol_dependent_variance",
-                                          "shapley_variance", "given_data_variance")
-    variance = next((ds[v] for v in names if v in ds), None)
-    numeric = [d for d in dims if not lay.is_labeled(ds, d)]
-    shown = []
-    for panel in plan.panels:
-        labels = {d: i for d, i in panel.index.items() if d not in numeric}
-        if variance is None:
-            where = {d: ds.sizes[d] // 2 for d in numeric}
-        else:
-            values = variance.isel(labels).transpose(*numeric).values
-            flat = int(np.nanargmax(np.nan_to_num(values, nan=-np.inf)))
-            where = dict(zip(numeric, (int(i) for i in np.unravel_index(flat, values.shape))))
-        index = {**labels, **where}
-        shown.append((index, lay.position_text(ds, index)))
-    return shown
 
 
 def _where(ds: xr.Dataset) -> str:
-    """How :func:`shown_outputs` chose the outputs, for a figure's title."""
-    if not output_dims(ds):
+    """How :func:`~sensitivity.outputs.index_measures.shown_outputs` chose the outputs, for a figure's title."""
+    if not iv.output_dims(ds):
         return ""
-    plan = _plan(ds[_reference(ds)], categories=False, max_panels=MAX_SHOWN)
+    plan = iv.measure_plan(ds[iv.first_measure(ds)], categories=False, max_panels=iv.MAX_SHOWN)
     if plan.kind == "points":
         return f"; first {len(plan.panels)} of {plan.total} outputs" if plan.note else ""
     return "; at the output of largest variance" + (" per panel" if plan.total > 1 else "") + plan.note
@@ -167,10 +101,10 @@ def _names(ds: xr.Dataset, axis: str = "parameter") -> list[str]:
 # ----------------------------------------------------------------------------- figures
 def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     """One panel per shown output (rows) and method (columns): bars per parameter with interval whiskers."""
-    present = [m for m in MEASURES if m[0] in ds]
+    present = [m for m in iv.MEASURES if m[0] in ds]
     if not present:
         return None
-    rows = shown_outputs(ds)
+    rows = iv.shown_outputs(ds)
     fig, axes = lay.grid(len(rows), len(present), size=(3.0, 2.5))
     for r, (index, label) in enumerate(rows):
         row, shown = shown_parameters(ds, index)  # each output's own most influential parameters
@@ -200,7 +134,7 @@ def bars_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
 
 def ranking_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     """Ranks of the parameters by each measure, and Kendall's tau between measures, for the first shown output."""
-    index, label = shown_outputs(ds)[0]
+    index, label = iv.shown_outputs(ds)[0]
     ds, shown = shown_parameters(ds)
     measures, names = _names(ds, "measure"), _names(ds)
     rank = ds["rank"].isel(index).transpose("measure", "parameter").values
@@ -225,7 +159,7 @@ def active_subspace_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     """Eigenvalue spectrum with intervals (log scale) and the leading direction, per shown output / quantity."""
     panels = []
     if "active_subspace_eigenvalue" in ds:
-        panels += [("active_subspace", index, label) for index, label in shown_outputs(ds)]
+        panels += [("active_subspace", index, label) for index, label in iv.shown_outputs(ds)]
     if "active_subspace_quantity_eigenvalue" in ds:
         panels.append(("active_subspace_quantity", {"quantity": 0}, str(ds["quantity_name"].values[0])))
     fig, axes = plt.subplots(2, len(panels), figsize=(max(6.0, 4.0 * len(panels)), 6), squeeze=False,
@@ -259,12 +193,12 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     interval band, a legend of the parameters. A field: maps of the total index (Sobol' ST, else the
     DGSM bound, Morris mu* or the activity score), one column per parameter and row per label panel.
     """
-    present = [m for m in MEASURES if m[0] in ds and not m[0].startswith("local")]
+    present = [m for m in iv.MEASURES if m[0] in ds and not m[0].startswith("local")]
     if not present:  # the local method alone: its bars are the whole story
         return None
     ds, shown = shown_parameters(ds)
     names = _names(ds)
-    plan = _plan(ds[present[0][0]])
+    plan = iv.measure_plan(ds[present[0][0]])
     if plan.kind == "map":
         return _total_maps(ds, plan, present, names, figure_path, shown)
     fig, axes = lay.grid(len(present), len(plan.panels), size=(4.2, 2.4), sharex=True)
@@ -291,7 +225,7 @@ def resolved_figure(ds: xr.Dataset, figure_path: Path) -> Path | None:
     return lay.save(fig, figure_path)
 
 
-def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], figure_path: Path, shown: str) -> Path:
+def _total_maps(ds: xr.Dataset, plan: pos.Layout, present, names: list[str], figure_path: Path, shown: str) -> Path:
     """Maps of the total index per parameter (columns) and label panel (rows), on one colour scale."""
     var, _, title = next((m for m in present if m[0] in TOTAL), present[0])
     da = ds[var]
@@ -310,7 +244,7 @@ def _total_maps(ds: xr.Dataset, plan: lay.Layout, present, names: list[str], fig
 def dependent_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     """Grouped bars per parameter of every index of dependent inputs present, with intervals, per shown output."""
     present = [m for m in DEPENDENT if m[0] in ds]
-    rows = shown_outputs(ds)
+    rows = iv.shown_outputs(ds)
     ds, shown = shown_parameters(ds)
     names = _names(ds)
     width = min(16.0, max(6.0, 0.25 * len(names) * len(present) + 2))
@@ -338,7 +272,7 @@ def aggregated_figure(ds: xr.Dataset, figure_path: Path) -> Path:
     kept = {d: 0 for d in ds["aggregated_variance"].dims}
     at = ", ".join(f"{d}={_fmt(ds[d].values[0]) if d in ds.coords else 0}" for d in kept)
     ds, shown = shown_parameters(ds)
-    names, keys = _names(ds), [(k, label) for k, label in AGGREGATED if f"aggregated_{k}" in ds]
+    names, keys = _names(ds), [(k, label) for k, label in iv.AGGREGATED if f"aggregated_{k}" in ds]
     components = _names(ds, "component")
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.6), constrained_layout=True)
     width = 0.8 / len(keys)

@@ -7,7 +7,7 @@ Laid out by the model's own output dims (:mod:`sensitivity.plots.layout`):
   anchored index and the surrogate-only one as lines along the series, each with its interval as a band; a
   labeled dim beside the series is held at its first label, which the title says;
 - named scalars or a field: one row per shown output (each named scalar; a field's element of largest output
-  variance, :func:`sensitivity.plots.indices.shown_outputs`), columns S1 and ST: per parameter the anchored bar and
+  variance, :func:`sensitivity.outputs.index_measures.shown_outputs`), columns S1 and ST: per parameter the anchored bar and
   the surrogate-only bar side by side, with their intervals as whiskers.
 
 Past :data:`~sensitivity.plots.layout.MAX_PARAMETERS` parameters, the most influential by the anchored total index.
@@ -20,8 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import positions as pos
+from sensitivity.outputs.index_measures import shown_outputs
 from sensitivity.plots import layout as lay
-from sensitivity.plots.indices import shown_outputs
 
 #: The indices drawn: (variable, title).
 INDICES = (("S1", "first-order index S1"), ("ST", "total index ST"))
@@ -33,8 +34,8 @@ def multifidelity_figure(ds: xr.Dataset, path: str | Path) -> Path:
     """Draw the anchored and the surrogate-only indices of ``ds`` with their intervals into ``path``; return it."""
     shown, note = lay.most_influential(ds["ST"], "anchored total index")
     ds = ds.isel(parameter=shown)
-    dims = lay.output_dims(ds["output_mean"])
-    plan = lay.plan(ds["output_mean"], dims, categories=False) if dims else None
+    dims = pos.output_dims(ds["output_mean"])
+    plan = pos.plan(ds["output_mean"], dims, categories=False) if dims else None
     if plan is not None and plan.kind == "lines":
         fig = _series(ds, plan)
     else:
@@ -46,7 +47,7 @@ def multifidelity_figure(ds: xr.Dataset, path: str | Path) -> Path:
     return lay.save(fig, path)
 
 
-def _series(ds: xr.Dataset, plan: lay.Layout) -> plt.Figure:
+def _series(ds: xr.Dataset, plan: pos.Layout) -> plt.Figure:
     """Rows: parameters; columns: S1, ST; lines along the series with interval bands."""
     panel = plan.panels[0]
     names = [str(n) for n in ds["parameter_name"].values]

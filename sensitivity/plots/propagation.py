@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 
 
@@ -37,8 +38,8 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     with xr.open_dataset(path) as ds:
         ds = ds.load()
     mean = ds["output_mean"]
-    plan = lay.plan(mean, lay.output_dims(mean))
-    names = lay.labels(ds, "propagation_method")
+    plan = pos.plan(mean, pos.output_dims(mean))
+    names = pos.labels(ds, "propagation_method")
     low, high, prob = _band(ds)
     combined = ds.get("output_mean_combined_interval")  # an ensemble's: the mean's sampling and surrogate error
     wide = ds.get("output_band_combined_interval")  # an ensemble's: the band with the surrogate's error
@@ -111,7 +112,7 @@ def propagation_figure(path: str | Path, figure_path: str | Path) -> Path:
     return lay.save(fig, figure_path)
 
 
-def _band_with_surrogate(ax, plan: lay.Layout, x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray,
+def _band_with_surrogate(ax, plan: pos.Layout, x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray,
                          color, label: str) -> None:
     """The band with the surrogate's error: dotted lines along a series, dotted whiskers with wide caps at points."""
     if plan.kind == "lines":
@@ -169,7 +170,7 @@ def _counts(flags: np.ndarray, names: list[str]) -> str:
     return "flagged: " + ", ".join(parts) if parts else "no verdict"
 
 
-def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names: list[str]) -> None:
+def _verdict_panel(ax, ds: xr.Dataset, plan: pos.Layout, panel: pos.Panel, names: list[str]) -> None:
     """Disagreement of each method with the verdict's reference in one panel; flagged outputs marked with a cross."""
     gap = lay.along_x(_gap(ds), plan, panel)
     flags = lay.along_x(ds["nonlinear"], plan, panel)
@@ -195,7 +196,7 @@ def _verdict_panel(ax, ds: xr.Dataset, plan: lay.Layout, panel: lay.Panel, names
     ax.set_ylabel(f"|method - {_reference(ds)}|\n/ its std (x: flagged)", fontsize="small")
 
 
-def _maps(ds: xr.Dataset, plan: lay.Layout, names: list[str], low: xr.DataArray, high: xr.DataArray, prob: float,
+def _maps(ds: xr.Dataset, plan: pos.Layout, names: list[str], low: xr.DataArray, high: xr.DataArray, prob: float,
           quantity: str, figure_path: str | Path) -> Path:
     """Per label panel rows of maps (mean, band width and, when there is a verdict, its gap), a column per method."""
     mean, flags = ds["output_mean"], ds["nonlinear"]
@@ -236,7 +237,7 @@ def _maps(ds: xr.Dataset, plan: lay.Layout, names: list[str], low: xr.DataArray,
     return lay.save(fig, figure_path)
 
 
-def _mark_flagged(ax, flags: xr.DataArray, plan: lay.Layout) -> None:
+def _mark_flagged(ax, flags: xr.DataArray, plan: pos.Layout) -> None:
     """A cross on every map cell the verdict flags."""
     values = flags.transpose(plan.y, plan.x).values
     ys, xs = np.nonzero(values == 1)

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 
 #: Quantiles over the sweep points: the band and the line.
@@ -39,8 +40,8 @@ def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 2
     scaled = jac * (ds["x"].max("sample") - ds["x"].min("sample"))
     shown, note = lay.most_influential(np.abs(scaled).median("sample"), "median |dy/dx| x range")
     scaled = scaled.isel(parameter=shown)
-    names = [lay.labels(ds, "parameter")[k] for k in shown]
-    plan = lay.plan(output, lay.output_dims(output))
+    names = [pos.labels(ds, "parameter")[k] for k in shown]
+    plan = pos.plan(output, pos.output_dims(output))
     n = ds.sizes["sample"]
     if plan.kind == "map":
         return _maps(np.abs(scaled).median("sample"), output, plan, names, n, figure_path, note)
@@ -67,7 +68,7 @@ def sweep_figure(path: str | Path, figure_path: str | Path, max_samples: int = 2
     return lay.save(fig, figure_path)
 
 
-def _maps(median: xr.DataArray, output: xr.DataArray, plan: lay.Layout, names: list[str], n: int,
+def _maps(median: xr.DataArray, output: xr.DataArray, plan: pos.Layout, names: list[str], n: int,
           figure_path: str | Path, note: str) -> Path:
     """Median ``|dy/dx| x range`` per parameter (columns) and label panel (rows), one colour scale per row."""
     fig, axes = lay.grid(len(plan.panels), len(names), size=(3.6, 3.0))

@@ -6,7 +6,7 @@ share an axis:
 
 * ``worth_candidates.png`` — the worth of every candidate (the share of the posterior variance it would remove) and
   of every observation (the share it would add, removed), on the model's own output dims
-  (:func:`sensitivity.plots.layout.plan`: a series per labeled panel, a map per forecast on a field, named scalars as
+  (:func:`sensitivity.outputs.positions.plan`: a series per labeled panel, a map per forecast on a field, named scalars as
   categories), one line or marker per forecast; with posterior draws, the averaged worth dotted beside it;
 * ``worth_designs.png`` — per design, each forecast's posterior standard deviation after each greedy step relative to
   today's, the chosen observations along the x axis;
@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.outputs import positions as pos
 from sensitivity.plots import layout as lay
 
 FORECAST = "forecast"
@@ -54,7 +55,7 @@ def candidates_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     """The worth of each candidate (solid) and observation (dashed) on the model's dims, per forecast."""
     added = ds["added_worth"]
     dims = [d for d in added.dims if d != FORECAST]
-    layout = lay.plan(ds, dims)
+    layout = pos.plan(ds, dims)
     names = _forecasts(ds)
     series = [(key, style, what) for key, style, what in (
         ("added_worth", "-", "added"), ("removed_worth", "--", "removed"), ("averaged_added_worth", ":",
@@ -83,7 +84,7 @@ def candidates_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
     return lay.save(fig, figure_path)
 
 
-def _worth_maps(ds: xr.Dataset, layout: lay.Layout, names: list[str], figure_path: str | Path) -> Path:
+def _worth_maps(ds: xr.Dataset, layout: pos.Layout, names: list[str], figure_path: str | Path) -> Path:
     """A field: one map of the candidates' worth per forecast (the first panel of the layout)."""
     panel = layout.panels[0]
     fig, axes = lay.wrapped(len(names))

@@ -54,17 +54,17 @@ def weighted_mean(weights: np.ndarray, terms: np.ndarray) -> np.ndarray:
     return (weights @ terms.reshape(n, -1) / n).reshape((weights.shape[0],) + terms.shape[1:])
 
 
-def interval(replicates: np.ndarray, conf_level: float, kind: str) -> np.ndarray:
+def interval(replicates: np.ndarray, level: float, kind: str) -> np.ndarray:
     """Confidence interval ``[..., 2]`` (low, high) from ``[1 + R, ...]`` estimate-then-replicates.
 
-    ``percentile``: the bootstrap quantiles ``(1 -+ conf_level) / 2`` of the replicates
+    ``percentile``: the bootstrap quantiles ``(1 -+ level) / 2`` of the replicates
     (Efron & Tibshirani 1993, doi:10.1007/978-1-4899-4541-9). ``normal``: the estimate
-    ``-+ z * sd`` with ``z = Phi^-1((1 + conf_level) / 2)`` and ``sd`` the replicates'
+    ``-+ z * sd`` with ``z = Phi^-1((1 + level) / 2)`` and ``sd`` the replicates'
     standard deviation (``ddof=1``) — SALib's ``*_conf`` is this half-width.
     """
     estimate, boot = replicates[0], replicates[1:]
     if kind == "normal":
-        half = stats.norm.ppf(0.5 + conf_level / 2) * np.std(boot, axis=0, ddof=1)
+        half = stats.norm.ppf(0.5 + level / 2) * np.std(boot, axis=0, ddof=1)
         return np.stack([estimate - half, estimate + half], axis=-1)
-    alpha = (1.0 - conf_level) / 2
+    alpha = (1.0 - level) / 2
     return np.moveaxis(np.quantile(boot, [alpha, 1.0 - alpha], axis=0), 0, -1)

@@ -8,6 +8,8 @@ import itertools
 import numpy as np
 
 from sensitivity.analyses.indices.driver import summary_lines
+from sensitivity.outputs.index_measures import AGGREGATED, MEASURES, shown_outputs
+from sensitivity.outputs.positions import position_text
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.datasets.summary_text import interval, names, number, units_at, with_units
 from sensitivity.datasets.summary import Cell, Fact, Summary, Table
@@ -20,8 +22,6 @@ MAX_AGGREGATED = 8
 
 def is_indices(ds: xr.Dataset) -> bool:
     """Whether ``ds`` is a result of indices: a ``measure`` dim, a ranking measure or an aggregated index."""
-    from sensitivity.plots.indices import AGGREGATED, MEASURES
-
     return "measure" in ds.dims or any(m[0] in ds for m in MEASURES) or any(
         f"aggregated_{suffix}" in ds for suffix, _ in AGGREGATED)
 
@@ -31,8 +31,6 @@ def summary(ds: xr.Dataset) -> Summary:
     each measure with its sampling interval, and where the dataset has them, an ensemble's combined interval of
     sampling and surrogate error and the members' std), the aggregated indices when computed, and the
     cross-checks; their warnings (heavy tails, DGSM bound, constant outputs)."""
-    from sensitivity.plots.indices import MEASURES, shown_outputs
-
     facts = [Fact("methods", str(ds.attrs.get("methods", "not recorded")))]
     facts += [Fact(f"{name.replace('_base_sample_size', '').replace('_n_points', '')} sample size", str(value))
               for name, value in ds.attrs.items() if name.endswith(("_base_sample_size", "_n_points"))]
@@ -101,9 +99,6 @@ def _numeric(ds: xr.Dataset, index: dict[str, int]) -> bool:
 
 def _aggregated(ds: xr.Dataset) -> list[Table]:
     """Aggregated Sobol' indices (Gamboa et al. 2014) per position of the dims they keep."""
-    from sensitivity.plots.indices import AGGREGATED
-    from sensitivity.plots.layout import position_text
-
     present = [(suffix, label) for suffix, label in AGGREGATED if f"aggregated_{suffix}" in ds]
     if not present:
         return []

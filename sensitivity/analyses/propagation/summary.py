@@ -9,6 +9,7 @@ import numpy as np
 
 from sensitivity.analyses.propagation.dataset import METHOD_DIM, STATUS_OK
 from sensitivity.analyses.propagation.verdict import VERDICT_NONLINEAR, summary_lines
+from sensitivity.outputs.positions import is_labeled, output_dims, position_text
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.datasets.summary_text import checked, names, number, percent, units_at, with_units
 from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, recorded_warnings
@@ -69,8 +70,6 @@ def _methods(ds: xr.Dataset) -> Table:
 
 
 def _moments(ds: xr.Dataset, reference: str | None) -> Table:
-    from sensitivity.plots.layout import position_text
-
     methods = names(ds, METHOD_DIM)
     mean, std = ds["output_mean"], ds["output_std"]
     scale = std.isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
@@ -92,8 +91,6 @@ def _moments(ds: xr.Dataset, reference: str | None) -> Table:
 def _combined(ds: xr.Dataset, reference: str | None) -> Table:
     """An ensemble's mean and std per method and output shown: the estimate, its sampling interval, the combined
     interval (:mod:`sensitivity.analyses.propagation.ensemble`) and the standard deviation over the members."""
-    from sensitivity.plots.layout import position_text
-
     methods = names(ds, METHOD_DIM)
     scale = ds["output_std"].isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
     shown, note = shown_outputs(ds, scale)
@@ -119,8 +116,6 @@ def _combined(ds: xr.Dataset, reference: str | None) -> Table:
 def _bands(ds: xr.Dataset, reference: str | None) -> Table:
     """An ensemble's band of the outputs per method and output shown: the band, the band with the surrogate's error
     (:mod:`sensitivity.analyses.propagation.ensemble`) and the members' spread at the samples."""
-    from sensitivity.plots.layout import position_text
-
     methods = names(ds, METHOD_DIM)
     scale = ds["output_std"].isel({METHOD_DIM: methods.index(reference) if reference in methods else 0})
     shown, note = shown_outputs(ds, scale)
@@ -152,8 +147,6 @@ def shown_outputs(ds: xr.Dataset, score: xr.DataArray) -> tuple[list[dict[str, i
     :data:`MAX_ROWS`, else every named scalar (the first :data:`MAX_ROWS`); along a series, :data:`ALONG`
     evenly spaced elements and the one where ``score`` (the reference's std) is largest; on a field, that
     largest one; each per label of the labeled dims (the first labels, about :data:`MAX_ROWS` rows)."""
-    from sensitivity.plots.layout import is_labeled, output_dims
-
     dims = output_dims(score)
     labeled = [d for d in dims if is_labeled(ds, d)]
     numeric = [d for d in dims if d not in labeled]

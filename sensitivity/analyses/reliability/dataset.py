@@ -1,4 +1,4 @@
-"""The labeled dataset of a reliability analysis, its verdict, and a summary of its key facts.
+"""The labeled dataset of a reliability analysis and its verdict.
 
 Events are picked output x threshold (``e = i t + j``, :mod:`~sensitivity.analyses.reliability.events`); the
 dataset puts them on ``threshold`` and the picked outputs' own dims (``pf(reliability_method, threshold, day)``
@@ -12,7 +12,8 @@ union probability times the ratio of the points' summed SORM and FORM probabilit
 The verdict (``disagrees``: 1 where the method disagrees, 0 where it agrees, -1 not assessed): FORM or SORM agrees
 with the sampling reference (importance sampling, else subset simulation, else Monte Carlo) where its ``pf`` lies
 in the reference's interval widened by ``rtol`` of the reference's ``pf`` on either side; ``not_assessed`` where
-either is missing. The summary says which estimate not to trust where they disagree (:func:`_verdict_lines`).
+either is missing. The summary says which estimate not to trust where they disagree
+(:mod:`~sensitivity.analyses.reliability.summary`).
 
 ``design_extrapolated``: whether each design point lies beyond the reach of the surrogate's training inputs
 (:mod:`~sensitivity.analyses.reliability.reach`; ``unknown`` without a record of them).
@@ -30,12 +31,12 @@ from sensitivity.analyses.reliability.ensemble import member_spread
 from sensitivity.analyses.reliability.events import threshold_derivative
 from sensitivity.analyses.reliability.parameter_sensitivity import (beta_sensitivity, distribution_parameters,
                                                                      inverse_units, pf_sensitivity)
-from sensitivity.analyses.reliability.reach import BEYOND, REACH_FLAGS, UNKNOWN
+from sensitivity.analyses.reliability.reach import REACH_FLAGS, UNKNOWN
 from sensitivity.analyses.reliability.sorm import SormResult
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.axes import flat_coords, unstack_output
 from sensitivity.outputs.labels import axis_coords, axis_units_attrs, parameter_coords
-from sensitivity.outputs.members import MEMBER, member_coords
+from sensitivity.outputs.members import member_coords
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -121,7 +122,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     v: dict[str, tuple] = {
         "pf": (*per_method(pf), {"long_name": "probability of failure", **probability}),
         "beta": (*per_method(generalised), {"long_name": "generalised reliability index -Phi^-1(pf)", "units": "1"}),
-        "pf_interval": (*per_method(interval, "bound"), {"long_name": f"{s.confidence:.0%} interval of pf "
+        "pf_interval": (*per_method(interval, "bound"), {"long_name": f"{s.level:.0%} interval of pf "
                                                          "(sampling methods; NaN for FORM and SORM)", **probability}),
         "pf_cov": (*per_method(cov), {"long_name": "coefficient of variation of the pf estimate", "units": "1"}),
         "evaluations": ((METHOD_DIM,), np.asarray(evaluations, np.int64).astype(np.float64),
@@ -180,7 +181,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         v["sorm_status"] = (*on(second.status.astype(np.int8), "design_point"), {
             "long_name": "SORM status of each design point", **_flags(SORM_FLAGS)})
     if member_pf is not None:
-        per_member, std, both, spread_of = member_spread(methods, member_pf, pf, interval, reference, s.confidence)
+        per_member, std, both, spread_of = member_spread(methods, member_pf, pf, interval, reference, s.level)
         k = per_member.shape[1]
         v["pf_member"] = ((METHOD_DIM, "member", *on(pf[0])[0]),
                           np.moveaxis(per_member.reshape(len(methods), k, m, t), 2, -1),
@@ -189,7 +190,7 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
         v["pf_surrogate_std"] = (*per_method(std), {"long_name": "standard deviation of the members' pf "
                                                                  "(surrogate uncertainty)", **probability})
         v["pf_combined_interval"] = (*on(both, "bound"), {
-            "long_name": f"{s.confidence:.0%} interval of the {reference or 'form'} pf with the surrogate's spread "
+            "long_name": f"{s.level:.0%} interval of the {reference or 'form'} pf with the surrogate's spread "
                          f"(the members' {spread_of} pf)", **probability})
     ds = xr.Dataset({name: xr.Variable(dims, values, attrs) for name, (dims, values, attrs) in v.items()})
     coords = {**axis_coords(METHOD_DIM, methods), **parameter_coords(space.names, space.units),
@@ -209,43 +210,6 @@ def reliability_dataset(space: ParameterSpace, plan: Any, result: FormResult, se
     if result.note:
         ds.attrs["form_note"] = result.note
     return unstack_output(ds, plan.output)
-
-
-def _no_design_point(ds: xr.Dataset, most: int = 10) -> list[str]:
-    """One line per event without a design point (at most ``most``, then a count): how its starts ended and the
-    output where the closest one stopped, so a threshold beyond the output's reach (every start on the safe
-    side, at a stationary point of the output; or every start on the failure side, a threshold short of the
-    output's whole range, ``Pf`` near 1) or at a critical value (``grad`` vanishing at the threshold) reads as
-    such, not as a silent NaN. Search starts that were not used do not count."""
-    beta = ds["form_beta"]
-    missing = np.argwhere(np.isnan(beta.values))
-    names = dict(FORM_FLAGS)
-    above = ds.attrs.get("direction", "above") == "above"
-    lines = []
-    for index in missing[:most]:
-        at = dict(zip(beta.dims, (int(i) for i in index)))
-        status, y, grad = (ds[v].isel(at).values for v in ("start_status", "start_output", "start_gradient_norm"))
-        used = status != fm.NOT_STARTED
-        status, y, grad = status[used], y[used], grad[used]
-        threshold = float(ds["threshold"].values[at["threshold"]])
-        labels = [str(ds[f"{d}_name"].values[i]) if f"{d}_name" in ds.coords else f"{d}={ds[d].values[i]}"
-                  for d, i in at.items() if d != "threshold"]
-        counts = ", ".join(f"{int((status == k).sum())} {name}" for k, name in names.items() if (status == k).any())
-        gap = np.abs(y - threshold)
-        closest = int(np.nanargmin(gap)) if np.isfinite(gap).any() else 0
-        safe = np.all(y < threshold) if above else np.all(y > threshold)
-        failed = np.all(y > threshold) if above else np.all(y < threshold)
-        why = ("; it reached the threshold where the gradient vanishes: the threshold is a critical value of the "
-               "output, FORM has no normal there" if gap[closest] <= 1e-6 * max(1.0, abs(threshold)) else
-               "; every start stayed on the safe side: the threshold may be beyond the output's reach" if safe else
-               "; every start stayed on the failure side: the threshold may be out of the output's reach on the "
-               f"other side ({'below' if above else 'above'} its whole range, Pf near 1)" if failed else "")
-        lines.append(f"FORM: no design point for {' '.join(labels) or 'the output'} {'>' if above else '<'} "
-                     f"{threshold:g} ({status.size} starts: {counts}); the closest stopped at output {y[closest]:.6g}"
-                     f" with gradient norm {grad[closest]:.2g}{why}")
-    if len(missing) > most:
-        lines.append(f"FORM: no design point for {len(missing) - most} more events")
-    return lines
 
 
 def _selection(plan: Any) -> str:
@@ -290,130 +254,3 @@ def _verdict(methods: list[str], pf: np.ndarray, interval: np.ndarray, reference
         ok = np.isfinite(pf[k]) & np.isfinite(pf[r]) & np.isfinite(low) & np.isfinite(high)
         flags[k] = np.where(ok, np.where((pf[k] >= low) & (pf[k] <= high), AGREES, DISAGREES), NOT_ASSESSED)
     return flags
-
-
-def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """``(severity, line)`` pairs: the key facts of a reliability dataset.
-
-    An ``info`` line per threshold with every method's ``pf`` (and the sampling intervals; over several outputs,
-    each method's smallest and largest), and one per method with its evaluations; ``warning`` lines for FORM
-    starts that did not converge, events without a design point (and why), events with several contributing design
-    points, design points outside the parameter bounds or beyond the reach of the training data, SORM failures,
-    and the methods the verdict finds in disagreement with the sampling reference, saying which estimate is not to
-    be trusted (:func:`_verdict_lines`); on an ensemble, the largest surrogate std of ``pf``.
-    """
-    quantities = "functionals" if str(ds.attrs.get("output_selection", "")).startswith("functionals ") else "outputs"
-    events = ds["form_beta"].size // ds.sizes["threshold"]
-    lines: list[tuple[str, str]] = [("info", f"failure: {ds.attrs.get('failure', '')}; {ds.sizes['threshold']} "
-                                             f"thresholds, {events} {quantities}")]
-    lines += [("info", line) for line in _pf_lines(ds)]
-    for k, name in enumerate(ds[f"{METHOD_DIM}_name"].values):
-        lines.append(("info", f"{name}: {int(ds['evaluations'].values[k])} evaluations"))
-    status = ds["start_status"].values
-    used = status != fm.NOT_STARTED
-    failed = int(((status != fm.CONVERGED) & used).sum())
-    if failed:
-        lines.append(("warning", f"FORM: {failed} of {int(used.sum())} starts did not converge"))
-    lines += [("warning", line) for line in _no_design_point(ds)]
-    for var, what in (("several_contribute", "events have several contributing design points (pf is their union)"),
-                      ("design_outside_bounds", "design points lie outside the parameter bounds (the surrogate "
-                                                "extrapolates there)")):
-        count = int((ds[var].values == 1).sum())
-        if count:
-            lines.append(("warning", f"{count} {what}"))
-    lines += _reach_lines(ds)
-    if "sorm_status" in ds:
-        bad = int(((ds["sorm_status"].values != 0) & np.isfinite(ds["design_beta"].values)).sum())
-        if bad:
-            lines.append(("warning", f"SORM failed at {bad} design points (see sorm_status)"))
-    lines += _verdict_lines(ds)
-    if "pf_surrogate_std" in ds:
-        lines.append(("info", f"ensemble of {ds.sizes[MEMBER]}: surrogate std of pf up to "
-                              f"{float(np.nanmax(ds['pf_surrogate_std'].values)):.3g}"))
-    return lines
-
-
-def _pf_lines(ds: xr.Dataset, most: int = 12) -> list[str]:
-    """``pf at threshold T: form 1.2e-03, ..., importance_sampling 1.3e-03 [1.1e-03, 1.5e-03]`` for the first
-    ``most`` thresholds (then a count); over several outputs each method's smallest and largest ``pf``."""
-    names = ds[f"{METHOD_DIM}_name"].values
-    thresholds = ds["threshold"].values
-    lines = []
-    for j, threshold in enumerate(thresholds[:most]):
-        parts = []
-        for k, name in enumerate(names):
-            pf = np.ravel(ds["pf"].isel({METHOD_DIM: k, "threshold": j}).values)
-            if pf.size == 1:
-                low, high = ds["pf_interval"].isel({METHOD_DIM: k, "threshold": j}).values.ravel()
-                shown = f"{pf[0]:.3g}" + (f" [{low:.3g}, {high:.3g}]" if np.isfinite(low) else "")
-            else:
-                finite = pf[np.isfinite(pf)]
-                shown = (f"{finite.min():.3g} to {finite.max():.3g} over {pf.size}" if finite.size else "nan") + \
-                    (f" ({pf.size - finite.size} nan)" if 0 < finite.size < pf.size else "")
-            parts.append(f"{name} {shown}")
-        lines.append(f"pf at threshold {threshold:g}: " + ", ".join(parts))
-    if len(thresholds) > most:
-        lines.append(f"pf at {len(thresholds) - most} more thresholds: in reliability.nc (pf)")
-    return lines
-
-
-def _reach_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """Whether the design points lie within the reach of the surrogate's training inputs, or that it is unknown."""
-    flags, found = ds["design_extrapolated"].values, np.isfinite(ds["design_beta"].values)
-    if not found.any():
-        return []
-    record = ds["design_extrapolated"].attrs.get("training_record", "none")
-    if (flags[found] == UNKNOWN).all():
-        return [("info", "training data's reach: unknown (no record of the surrogate's training inputs)")]
-    beyond = ((flags == BEYOND) & found).any(axis=ds["design_extrapolated"].dims.index("design_point"))
-    if not beyond.any():
-        return [("info", f"training data's reach: every design point within it ({record})")]
-    return [("warning", f"{int(beyond.sum())} of {beyond.size} events have a design point beyond the reach of the "
-                        f"training inputs ({record}): the surrogate extrapolates there, its pf rests on no training "
-                        "data (verify them against the simulator)")]
-
-
-def _verdict_lines(ds: xr.Dataset, weak_cov: float = 0.3) -> list[tuple[str, str]]:
-    """One line per judged method: on how many events it disagrees with the reference, and which estimate is not
-    to be trusted there: the method's (FORM: first order, with the number of design points; SORM: its paraboloid
-    at the design points) where the reference resolves ``pf`` (CoV at most ``weak_cov``), neither where it does
-    not."""
-    verdict = ds["disagrees"]
-    reference = verdict.attrs.get("verdict_reference", "none")
-    names = list(ds[f"{METHOD_DIM}_name"].values)
-    if reference not in names:
-        return []
-    r = names.index(reference)
-    ref_pf, ref_cov = (ds[v].isel({METHOD_DIM: r}).values for v in ("pf", "pf_cov"))
-    points = ds["n_design_points"].transpose(*ds["pf"].dims[1:]).values
-    lines = []
-    for k, name in enumerate(names):
-        flags = verdict.isel({METHOD_DIM: k}).values
-        if not (flags >= 0).any():
-            continue
-        bad = flags == DISAGREES
-        head = f"verdict: {name} disagrees with {reference} on {int(bad.sum())} of {int((flags >= 0).sum())} events"
-        if not bad.any():
-            lines.append(("info", head))
-            continue
-        weak = bad & ~(ref_cov <= weak_cov)
-        trusted = bad & ~weak
-        parts = []
-        if trusted.any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = ref_pf[trusted] / ds["pf"].isel({METHOD_DIM: k}).values[trusted]
-            finite = ratio[np.isfinite(ratio)]
-            found = (f"{reference} finds {finite.min():.2g} to {finite.max():.2g} times its pf" if finite.size
-                     else f"{reference}'s pf differs")
-            if name == "form":
-                single = int((points[trusted] == 1).sum())
-                why = (f"first order: {single} of them with one design point, {int(trusted.sum()) - single} with "
-                       f"several; {found}: a curved limit state or failure regions its half-spaces miss")
-            else:
-                why = f"its paraboloid at the design points misfits the surface (see curvature); {found}"
-            parts.append(f"{name}'s pf is not to be trusted on {int(trusted.sum())} of them ({why}); {reference}'s is")
-        if weak.any():
-            parts.append(f"on {int(weak.sum())} of them {reference}'s own CoV exceeds {weak_cov:g}: neither estimate "
-                         "is to be trusted there (more importance.n_samples)")
-        lines.append(("warning", f"{head}: " + "; ".join(parts)))
-    return lines

@@ -60,7 +60,7 @@ def member_form(model: Any, plan: Any, starts: np.ndarray, members: int) -> np.n
 
 
 def member_spread(methods: list[str], member_pf: dict[str, np.ndarray], pf: np.ndarray, interval: np.ndarray,
-                  reference: str | None, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+                  reference: str | None, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """The members' ``Pf`` per method, their spread, and the combined interval of the reference method.
 
     Parameters
@@ -73,8 +73,8 @@ def member_spread(methods: list[str], member_pf: dict[str, np.ndarray], pf: np.n
         ``[M, E]`` and ``[M, E, 2]`` the ensemble mean's ``Pf`` and sampling intervals per method.
     reference
         The sampling reference of the verdict (None: none ran).
-    confidence
-        Level of the intervals.
+    level
+        Probability of the intervals, in (0, 1).
 
     Returns
     -------
@@ -98,5 +98,5 @@ def member_spread(methods: list[str], member_pf: dict[str, np.ndarray], pf: np.n
     spread_of = reference if reference in member_pf else "form"
     combined = combined_bounds(pf[at], None if reference is None else interval[at, :, 0],
                                None if reference is None else interval[at, :, 1], std[methods.index(spread_of)], k,
-                               confidence)
+                               level)
     return per_member, std, np.clip(combined, 0.0, 1.0), spread_of

@@ -184,10 +184,10 @@ def _dimension(n: object) -> int:
     return positive_int("n", n)
 
 
-def clopper_pearson(failures: np.ndarray, n: int, confidence: float = 0.95) -> np.ndarray:
-    """``[..., 2]`` exact binomial interval of ``failures`` out of ``n``."""
+def clopper_pearson(failures: np.ndarray, n: int, level: float = 0.95) -> np.ndarray:
+    """``[..., 2]`` exact binomial interval of ``failures`` out of ``n``, of probability ``level``."""
     k = np.asarray(failures, dtype=float)
-    tail = (1.0 - confidence) / 2.0
+    tail = (1.0 - level) / 2.0
     low = np.where(k > 0, stats.beta.ppf(tail, np.maximum(k, 1), n - k + 1), 0.0)
     high = np.where(k < n, stats.beta.ppf(1.0 - tail, k + 1, np.maximum(n - k, 1)), 1.0)
     return np.stack([low, high], axis=-1)

@@ -125,8 +125,8 @@ class ReliabilitySettings:
             raise ConfigError(f"`rtol` must be a finite number >= 0, got {self.rtol!r}")
 
     @property
-    def confidence(self) -> float:
-        """The level of every sampling interval (the importance sampling's)."""
+    def level(self) -> float:
+        """The level of every sampling interval: the importance sampling's ``confidence`` (its config key)."""
         return fraction("confidence", self.importance.confidence)
 
 

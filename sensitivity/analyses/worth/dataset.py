@@ -1,4 +1,4 @@
-"""The labeled dataset of a data-worth study, on the model's own output dims, and its summary.
+"""The labeled dataset of a data-worth study, on the model's own output dims.
 
 Variables (``F`` forecasts on ``forecast``, labels in ``forecast_name``, units in ``forecast_units``):
 
@@ -155,34 +155,3 @@ def _averaged(problem, averaged: dict, rtol: float, squared: dict) -> dict[str, 
             "units": "1", "flag_values": np.array([0, 1], np.int8), "flag_meanings": "agrees disagrees",
             "rtol": float(rtol), "n_draws": int(averaged["n_draws"])}),
     }
-
-
-def summary_lines(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """``(severity, line)`` pairs of a worth dataset's key facts: per forecast its prior and posterior std, the
-    data's reduction, the most valuable candidate, the verdict; one line per design."""
-    lines = []
-    added = ds["added_worth"]
-    spare = [d for d in added.dims if d != FORECAST]
-    for f, name in enumerate(ds["forecast_name"].values):
-        best = added.isel({FORECAST: f}).stack(_k=spare)
-        where = int(np.nanargmax(best.values)) if np.isfinite(best.values).any() else None
-        at = "" if where is None else ", ".join(f"{d}={_label(ds, d, i)}" for d, i in zip(
-            spare, np.unravel_index(where, [added.sizes[d] for d in spare])))
-        prior_std = np.sqrt(float(ds["prior_variance"][f]))
-        text = (f"forecast {name}: {float(ds['forecast_value'][f]):.6g}, std prior {prior_std:.4g}"
-                f" -> posterior {np.sqrt(float(ds['posterior_variance'][f])):.4g} "
-                f"({100 * float(ds['variance_reduction'][f]):.1f} % of the variance removed); best candidate {at}")
-        severity = "info"
-        if "linear_disagrees" in ds:
-            text += f"; linear / posterior-averaged std {float(ds['linear_std_ratio'][f]):.3g}"
-            severity = "warning" if int(ds["linear_disagrees"][f]) else "info"
-        lines.append((severity, text))
-    for i, name in enumerate(ds["design_name"].values):
-        chosen = [str(c) for c in ds["design_choice"].values[i] if c]
-        lines.append(("info", f"design for {name}: {len(chosen)} steps, {', '.join(chosen)}"))
-    return lines
-
-
-def _label(ds: xr.Dataset, dim: str, index: int) -> str:
-    key = f"{dim}_name" if f"{dim}_name" in ds.coords else dim
-    return str(ds[key].values[index])

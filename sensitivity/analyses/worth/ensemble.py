@@ -7,7 +7,7 @@ mean (values and Jacobians averaged over the members: the surrogate every other 
 Beside each result ``X`` of the mean (forecast values and variances, each parameter's contribution to them, the
 worth of every observation and candidate, their posterior-averaged counterparts) it adds ``X_member``,
 ``X_member_mean``, ``X_surrogate_std`` and ``X_combined_interval``
-(:func:`~sensitivity.outputs.members.spread_variables`: the members treated as draws of
+(:func:`~sensitivity.outputs.members.with_member_spread`: the members treated as draws of
 the surrogate's error, Lakshminarayanan et al. 2017, arXiv:1612.01474), each member's greedy designs, and the
 verdict the brief of a data-worth study needs: is the ranking of the data robust to the surrogate's error? For each
 forecast and each of the candidates (added) and the observations (removed), every member's Spearman rank
@@ -25,7 +25,7 @@ from sensitivity.analyses.worth.dataset import FORECAST, worth_dataset
 from sensitivity.analyses.worth.driver import Average, analyse, prepare, thinned
 from sensitivity.analyses.worth.plan import WorthSettings
 from sensitivity.inputs.space import ParameterSpace
-from sensitivity.outputs.members import MEMBER, member_coords, spread_variables
+from sensitivity.outputs.members import MEMBER, with_member_spread
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -78,13 +78,11 @@ def worth_ensemble(ensemble: CompiledEnsemble, space: ParameterSpace, settings: 
 
 def with_member_worth(mean: xr.Dataset, members: list[xr.Dataset], mean_analysis: dict, member_analyses: list[dict],
                       settings: WorthSettings) -> xr.Dataset:
-    """``mean`` with every member's results, their spread, the members' designs and the ranking verdict."""
+    """``mean`` with every member's results and their spread (:func:`~sensitivity.outputs.members.with_member_spread`
+    of :data:`SPREAD`, the surrogate's interval alone: a linear analysis samples nothing), the members' designs and
+    the ranking verdict."""
     k = len(members)
-    out = mean.assign_coords(member_coords(k))
-    for name in [n for n in SPREAD if n in mean.data_vars]:
-        stacked = xr.concat([m[name] for m in members], dim=MEMBER, coords="minimal", compat="override",
-                            join="override")
-        out = out.assign(spread_variables(name, mean[name], stacked, settings.level))
+    out = with_member_spread(mean, members, settings.level, [n for n in SPREAD if n in mean.data_vars])
     steps = mean.sizes["step"]
     choices = np.full((k, mean.sizes["design"], steps), "", dtype=object)
     for i, m in enumerate(members):  # a member's design that stopped early is padded with ''
@@ -107,7 +105,6 @@ def with_member_worth(mean: xr.Dataset, members: list[xr.Dataset], mean_analysis
         "long_name": "every member ranks the candidates and observations as the ensemble mean does", "units": "1",
         "flag_values": np.array([0, 1], np.int8), "flag_meanings": "differs robust",
         "min_rank_correlation": float(settings.min_rank_correlation)})
-    out.attrs["ensemble_members"] = k
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensitivity.analyses.worth.dataset import summary_lines
+from sensitivity.analyses.worth.dataset import FORECAST
 from sensitivity.analyses.worth.ensemble import RANKED
 from sensitivity.datasets.summary import BAD, Cell, Fact, Summary, Table, Verdict
 from sensitivity.datasets.summary_text import names, number, percent
@@ -16,12 +16,12 @@ xr = lazy_import("xarray")
 def summary(ds: xr.Dataset) -> Summary:
     """Per forecast its value, prior and posterior std and the share of the variance the data remove (with the
     posterior-averaged std and the verdict when the file has them); the designs as facts; a warning per forecast
-    whose linear analysis disagrees with the posterior-averaged one."""
-    lines = summary_lines(ds)
+    whose linear analysis disagrees with the posterior-averaged one (:func:`_disagreement`)."""
     facts = [Fact("observations, candidates", f"{ds.attrs.get('n_observed')}, {ds.attrs.get('n_candidates')}")]
     facts += [Fact("ensemble members", str(ds.attrs["ensemble_members"]))] if "worth_ranking_robust" in ds else []
-    facts += [Fact(*(part.strip() for part in line.split(":", 1))) for _, line in lines
-              if line.startswith("design for ")]
+    facts += [Fact(f"design for {name}", f"{len(chosen)} steps, {', '.join(chosen)}")
+              for name, chosen in zip(ds["design_name"].values,
+                                      ([str(c) for c in choice if c] for choice in ds["design_choice"].values))]
     averaged = "averaged_posterior_variance" in ds
     columns = ["forecast", "units", "value at the best fit", "prior std", "posterior std", "variance removed"]
     columns += ["posterior-averaged std", "linear / averaged std"] if averaged else []
@@ -42,7 +42,8 @@ def summary(ds: xr.Dataset) -> Summary:
     return Summary(str(ds.attrs.get("title", "data worth")), tuple(facts), (table,),
                    verdicts=tuple(_ranking_verdict(ds, f) for f in range(ds.sizes["forecast"]))
                    if "worth_ranking_robust" in ds else (),
-                   warnings=tuple(line for severity, line in lines if severity == "warning"))
+                   warnings=tuple(_disagreement(ds, f) for f in range(ds.sizes[FORECAST])
+                                  if "linear_disagrees" in ds and int(ds["linear_disagrees"].values[f])))
 
 
 def _ranking_verdict(ds: xr.Dataset, f: int) -> Verdict:
@@ -73,3 +74,24 @@ def _ranking_verdict(ds: xr.Dataset, f: int) -> Verdict:
     columns = ("member", *(c for kind, what in ranked for c in (f"Spearman ({what})", f"most valuable ({what})")))
     return Verdict(f"worth ranking of {name} robust to the surrogate", holds, statement,
                    Table(f"members' ranking of the data for {name}", columns, tuple(rows)))
+
+
+def _disagreement(ds: xr.Dataset, f: int) -> str:
+    """Forecast ``f``'s value, prior and posterior std, the share of the variance the data remove, its most valuable
+    candidate and the ratio of its linear to its posterior-averaged std: the warning of a linear analysis that
+    disagrees with the posterior-averaged one."""
+    added = ds["added_worth"]
+    spare = [d for d in added.dims if d != FORECAST]
+    best = added.isel({FORECAST: f}).stack(_k=spare)
+    where = int(np.nanargmax(best.values)) if np.isfinite(best.values).any() else None
+    at = "" if where is None else ", ".join(f"{d}={_label(ds, d, i)}" for d, i in zip(
+        spare, np.unravel_index(where, [added.sizes[d] for d in spare])))
+    prior, posterior = (np.sqrt(float(ds[v][f])) for v in ("prior_variance", "posterior_variance"))
+    return (f"forecast {ds['forecast_name'].values[f]}: {float(ds['forecast_value'][f]):.6g}, std prior "
+            f"{prior:.4g} -> posterior {posterior:.4g} ({100 * float(ds['variance_reduction'][f]):.1f} % of the variance removed); best candidate {at}"
+            f"; linear / posterior-averaged std {float(ds['linear_std_ratio'][f]):.3g}")
+
+
+def _label(ds: xr.Dataset, dim: str, index: int) -> str:
+    key = f"{dim}_name" if f"{dim}_name" in ds.coords else dim
+    return str(ds[key].values[index])

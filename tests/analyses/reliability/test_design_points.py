@@ -8,7 +8,8 @@ import tensorflow as tf
 from scipy import integrate, stats
 
 from sensitivity.analyses.reliability import ReliabilitySettings, form, importance_sampling, reliability, sphere_starts
-from sensitivity.analyses.reliability.dataset import summary_lines
+from sensitivity.analyses.reliability.summary import summary
+from sensitivity.datasets.summary import log_lines
 from sensitivity.analyses.reliability.reach import BEYOND, UNKNOWN, WITHIN, training_reach
 from tests.helpers.reliability import engine as _engine
 from tests.helpers.reliability import space_of as _space
@@ -103,11 +104,11 @@ def test_the_verdict_names_form_as_the_estimate_not_to_trust_at_a_curved_single_
     assert int(ds["disagrees"].sel(reliability_method=0).item()) == 1
     low, high = ds["pf_interval"].sel(reliability_method=1).values.ravel()
     assert low <= exact <= high
-    line = next(line for _, line in summary_lines(ds) if line.startswith("verdict: form"))
+    line = next(line for line in summary(ds).warnings if line.startswith("verdict: form"))
     assert "form's pf is not to be trusted on 1 of them" in line and "1 of them with one design point" in line
     assert "importance_sampling's is" in line
     assert any(line.startswith("pf at threshold 3: form 0.00135, importance_sampling") for _, line in
-               summary_lines(ds))
+               log_lines(summary(ds)))
 
 
 def test_a_threshold_below_the_outputs_whole_range_says_out_of_reach():
@@ -117,7 +118,7 @@ def test_a_threshold_below_the_outputs_whole_range_says_out_of_reach():
     engine = _engine(lambda x: (10.0 + tf.tanh(x[:, :1])), space, {"name": "y", "units": "1"})
     ds = reliability(engine, space, ReliabilitySettings(thresholds=(5.0, 15.0), methods=("form",)), seed=0)
     assert np.isnan(ds["pf"].values).all()
-    lines = [line for _, line in summary_lines(ds) if line.startswith("FORM: no design point")]
+    lines = [line for line in summary(ds).warnings if line.startswith("FORM: no design point")]
     assert "every start stayed on the failure side" in lines[0] and "below its whole range, Pf near 1" in lines[0]
     assert "every start stayed on the safe side" in lines[1]
 
@@ -133,6 +134,6 @@ def test_a_design_point_beyond_the_training_inputs_reach_is_flagged_and_unknown_
     ds = reliability(engine, space, settings, seed=0, training_inputs=2.0 * box, training_record="training.nc")
     assert ds["design_extrapolated"].isel(design_point=0).values.ravel().tolist() == [WITHIN, BEYOND]
     assert any("1 of 2 events have a design point beyond the reach of the training inputs (training.nc)" in line
-               for severity, line in summary_lines(ds) if severity == "warning")
+               for line in summary(ds).warnings)
     unknown = reliability(engine, space, settings, seed=0)
-    assert any(line.startswith("training data's reach: unknown") for _, line in summary_lines(unknown))
+    assert any(line.startswith("training data's reach: unknown") for _, line in log_lines(summary(unknown)))

@@ -8,7 +8,8 @@ import tensorflow as tf
 from scipy import stats
 
 from sensitivity.analyses.reliability import ReliabilitySettings, plan, reliability, select_outputs
-from sensitivity.analyses.reliability.dataset import summary_lines as summary
+from sensitivity.analyses.reliability.summary import summary
+from sensitivity.datasets.summary import Fact
 from sensitivity.analyses.reliability.form import FormSettings
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
@@ -51,7 +52,7 @@ def test_linear_margin_of_normals_is_exact_in_form_sorm_and_importance_sampling(
                                rtol=1e-7)
     np.testing.assert_allclose(ds["dbeta_dthreshold"].isel(design_point=0).values, -1.0 / np.sqrt(1.25), rtol=1e-7)
     assert ds["output_name"].item() == "y[quantity=margin]" and ds.attrs["output_selection"] == "quantity=margin"
-    assert any("verdict: form disagrees with importance_sampling on 0 of 5" in line for _, line in summary(ds))
+    assert Fact("verdict", "form disagrees with importance_sampling on 0 of 5 events") in summary(ds).facts
 
 
 def test_sensitivities_to_the_distribution_parameters_and_the_threshold_in_the_dataset():

@@ -11,7 +11,8 @@ import tensorflow as tf
 from scipy import stats
 
 from sensitivity.analyses.reliability import ReliabilitySettings, plan, reliability
-from sensitivity.analyses.reliability.dataset import summary_lines as summary
+from sensitivity.analyses.reliability.summary import summary
+from sensitivity.datasets.summary import Fact
 from sensitivity.analyses.reliability.form import FormSettings
 from sensitivity.analyses.reliability.sampling import ImportanceSettings
 from sensitivity.errors import ConfigError
@@ -85,7 +86,7 @@ def test_each_functional_of_a_linear_series_gives_beta_and_pf_exact(name):
     assert np.all((low <= pf) & (pf <= high))
     assert ds["functional_name"].item() == name and ds["threshold"].attrs["units"] == "m"
     assert ds.attrs["output_selection"] == f"functionals {name}" and ds.attrs["failure"] == "functional > threshold"
-    assert summary(ds)[0] == ("info", "failure: functional > threshold; 3 thresholds, 1 functionals")
+    assert summary(ds).facts[0] == Fact("failure", "functional > threshold; 3 thresholds, 1 functionals")
 
 
 def test_several_functionals_and_thresholds_in_one_call_each_exact():
