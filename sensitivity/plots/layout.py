@@ -22,7 +22,6 @@ from matplotlib.font_manager import FontProperties
 
 from sensitivity.outputs.positions import Layout, Panel, is_labeled, labels
 # Until sensitivity.analyses.multifidelity.summary takes it from sensitivity.outputs.positions (issue 56):
-from sensitivity.outputs.positions import position_text  # noqa: F401
 
 #: Panels per row of a wrapped grid.
 MAX_COLUMNS = 3

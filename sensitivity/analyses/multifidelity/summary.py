@@ -142,7 +142,7 @@ def _outputs(ds: xr.Dataset) -> list[dict[str, int]]:
 
 
 def _label(ds: xr.Dataset, at: dict[str, int]) -> str:
-    from sensitivity.plots.layout import position_text
+    from sensitivity.outputs.positions import position_text
 
     return position_text(ds, at) or "output"
 
