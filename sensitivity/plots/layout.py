@@ -21,7 +21,6 @@ from matplotlib import ticker
 from matplotlib.font_manager import FontProperties
 
 from sensitivity.outputs.positions import Layout, Panel, is_labeled, labels
-# Until sensitivity.analyses.multifidelity.summary takes it from sensitivity.outputs.positions (issue 56):
 
 #: Panels per row of a wrapped grid.
 MAX_COLUMNS = 3
