@@ -19,6 +19,7 @@ from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior import (NUTS, PosteriorError, PosteriorWarning, Sampling, diagnose, flat_prior,
                                             gaussian_prior, initial_points, sample_posterior, space_prior)
 from sensitivity.analyses.posterior.density import Support
+from sensitivity.analyses.posterior.summary import summary
 from sensitivity.datasets import write_atomic
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
@@ -320,6 +321,8 @@ def test_a_stuck_chain_is_named_left_out_and_gets_its_own_advice(monkeypatch, ho
     np.testing.assert_allclose(ds["posterior_std"].values, kept.std(axis=0, ddof=1), rtol=1e-12)
     assert np.all(ds["rhat"].values < 1.01) and ds.attrs["diagnostics"].startswith("chain 2 ")
     assert int(ds["converged"]) == 0 and "warm-up" not in ds.attrs["diagnostics"]
+    facts = {f.label: f.value for f in summary(ds).facts}
+    assert facts["chains x draws"].endswith(f"{', '.join(map(str, stuck))} stuck, left out of the estimates)")
 
 
 def test_chains_that_all_mix_but_disagree_get_the_warm_up_advice(monkeypatch):
@@ -550,6 +553,9 @@ def test_lotka_volterra_starts_only_at_minima_and_its_posterior_is_the_laplace_o
     from sensitivity.analyses.calibration.statistics import minimum_points
     from tests.helpers import lotka_volterra as lv
 
+    x, step = lv.TRUE_RATES, 1e-6 * np.diag(lv.TRUE_RATES)  # the helper's Jacobian: central differences
+    central = (lv.value_and_jacobian(x + step)[0] - lv.value_and_jacobian(x - step)[0]).T / (2e-6 * x)
+    np.testing.assert_allclose(lv.value_and_jacobian(x[None])[1][0], central, rtol=1e-6, atol=1e-6)
     y, sigma = lv.observations()
     obs = ObservationModel.from_arrays(y.ravel(), sigma=sigma.ravel())
     space = lv.space()
