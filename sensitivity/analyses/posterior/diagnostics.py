@@ -69,9 +69,8 @@ class ChainHealth(NamedTuple):
 
     @property
     def kept(self) -> np.ndarray:
-        """``[C]`` bool: the chains the diagnostics and summaries use (all of them when fewer than two are healthy:
-        then no chain can be judged against the others)."""
-        return ~self.stuck if np.sum(~self.stuck) >= 2 else np.ones_like(self.stuck)
+        """``[C]`` bool: the chains the diagnostics and summaries use (all of them when none is healthy)."""
+        return ~self.stuck if (~self.stuck).any() else np.ones_like(self.stuck)
 
     def words(self, names: list[str], initial: np.ndarray) -> list[str]:
         """One line per stuck chain: where it is and where it started, against the healthy chains' log density."""

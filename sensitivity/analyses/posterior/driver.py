@@ -225,7 +225,10 @@ def sample_posterior(
                              "at the calibration's minima within chi-square reach of the best fit (its rejected starts "
                              "are not minima), or throw=False summarises the other chains")
     kept = health.kept
-    diag = diagnose(chains.draws[kept])
+    kept_draws = chains.draws[kept]
+    if len(kept_draws) == 1:  # one healthy chain: its halves are the two chains R-hat compares
+        kept_draws = kept_draws[:, : 2 * (kept_draws.shape[1] // 2)].reshape(2, -1, kept_draws.shape[2])
+    diag = diagnose(kept_draws)
     n_div = int(chains.divergent[kept].sum())
     failed = stuck + problems(diag, names, n_div, chains.divergent[kept].size)
     mixing = [names[j] for j in np.flatnonzero(~(diag.rhat <= RHAT_FAIL))]
