@@ -50,7 +50,8 @@ class StepMapConf(schema_of(StoredSweep.map_to, "BlockConf", keys=("block",)),  
     pass
 StepSliceConf = schema_of(step_slice, "StepSliceConf", keys=("points", "damping"), extra=[
     ("enabled", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
-FitConf = schema_of(Fit, "FitConf", keys=("level", "rcond", "minima_rtol", "record_history"))
+FitConf = schema_of(Fit, "FitConf", keys=("level", "rcond", "minima_rtol", "minima_level",
+                                                      "record_history"))
 EmulatorConf = schema_of(calibrate_ensemble, "EmulatorConf", keys=("iterations", "tol"),
                          extra=[("enabled", bool, True)])  # on an ensemble surrogate: its variance in the likelihood
 
@@ -155,7 +156,7 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     model = BatchedModel.of(jac, step_engine=step_engine)
     observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
     settings = Fit(solver=solver, rcond=cfg.rcond, level=cfg.level, minima_rtol=cfg.minima_rtol,
-                   record_history=cfg.record_history)
+                   minima_level=cfg.minima_level, record_history=cfg.record_history)
     problem = dict(space=space, log_parameters=log_mask, prior_mean=prior_mean, prior_cov=prior_cov)
     ensemble = build.ensemble_from(cfg, surrogate) if cfg.emulator.enabled else None
     if ensemble is not None and obs.sigma is None and obs.cov is None:

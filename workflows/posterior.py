@@ -8,7 +8,9 @@ approximation fails outright, the posterior is what remains). The prior is the c
 calibration``, the default: the Gaussian ``prior.*`` it was fitted with, or flat within the bounds), so the
 posterior and its Laplace approximation describe one target; or the space's marginals (``prior_source: space``;
 without the space's correlation, with a warning), or flat within the bounds (``prior_source: flat``). Convergence
-checks that fail are logged as warnings and recorded in the file; chains that do not mix end the run with an error.
+checks that fail are logged as warnings and recorded in the file; chains that do not mix, or a stuck chain (far below
+the others' log density, named with it), end the run with an error. The chains start only at the calibration's
+minima, never at its rejected starts (converged far above the best fit, e.g. held on a bound).
 On an ensemble surrogate the likelihood is the members' mean with their predictive variance added to the observation
 covariance (``emulator_variance``, Kennedy & O'Hagan 2001).
 """
@@ -34,7 +36,7 @@ log = logging.getLogger(__name__)
 NUTSConf = schema_of(NUTS, "NUTSConf")
 @dataclass
 class RunConf(schema_of(sample_posterior, "PosteriorRunConf", keys=("seed", "model_dtype")),
-              schema_of(Sampling, "SamplingConf", keys=("throw", "jit_compile"))):
+              schema_of(Sampling, "SamplingConf", keys=("throw", "jit_compile", "stuck_level"))):
     """The run's seed and model dtype, and the sampling settings but the sampler (``nuts``)."""
 StartsConf = schema_of(initial_points, "PosteriorStartsConf", keys=("spread",),
                        extra=[("n_chains", int, 16)])  # 16 measured best on 2 CPU cores (benchmarks/bench_sampling.py)
@@ -133,7 +135,8 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
     with warnings.catch_warnings(record=True) as caught, \
             progress_bar(transitions, desc="NUTS", unit="step", enabled=cfg.progress) as bar:
         warnings.simplefilter("always", PosteriorWarning)
-        settings = Sampling(sampler=sampler, throw=cfg.throw, jit_compile=cfg.jit_compile)
+        settings = Sampling(sampler=sampler, throw=cfg.throw, jit_compile=cfg.jit_compile,
+                            stuck_level=cfg.stuck_level)
         ds = sample_posterior(surrogate.fn, observations, settings, prior=prior, initial=start, space=space,
                               log_parameters=log_mask, laplace_mean=laplace.mean, laplace_cov=covariance,
                               seed=cfg.seed, model_dtype=cfg.model_dtype, members=members, progress=bar.update)

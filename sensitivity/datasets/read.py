@@ -155,7 +155,8 @@ class Draws(NamedTuple):
 
 
 def read_draws(path: str | Path, names: Sequence[str], variable: str = "draws") -> Draws:
-    """The MCMC draws of a ``posterior.nc``, stacked over chains, in the order ``names``.
+    """The MCMC draws of a ``posterior.nc``, stacked over its kept chains (``chain_kept``: not stuck), in the order
+    ``names``.
 
     Raises
     ------
@@ -168,6 +169,8 @@ def read_draws(path: str | Path, names: Sequence[str], variable: str = "draws") 
         ds = _in_order(ds, path, names)
         units = [str(u) for u in ds["parameter_units"].values] if "parameter_units" in ds.coords else None
         converged = "converged" not in ds.variables or int(ds["converged"]) == 1
+        if "chain_kept" in ds.variables:  # a stuck chain is not part of the posterior
+            ds = ds.isel(chain=np.flatnonzero(ds["chain_kept"].values == 1))
         return Draws(ds[variable].values.reshape(-1, len(names)).astype(float), ds.sizes["chain"], units, converged,
                      str(ds.attrs.get("diagnostics", "")), str(ds.attrs.get("prior", "not recorded")))
 

@@ -43,9 +43,11 @@ def _labels(ds: xr.Dataset) -> list[str]:
 
 
 def pair_figure(ds: xr.Dataset, figure_path: str | Path) -> Path:
-    """Histograms on the diagonal, draws below it, with the Laplace mean and its 95 % ellipse per pair."""
+    """Histograms on the diagonal, draws below it (of the kept chains: a stuck one is not the posterior), with the
+    Laplace mean and its 95 % ellipse per pair."""
     shown, note = shown_parameters(ds)
-    draws = ds["draws"].values.reshape(-1, ds.sizes["parameter"])[:, shown]
+    kept = ds["chain_kept"].values == 1 if "chain_kept" in ds else np.ones(ds.sizes["chain"], bool)
+    draws = ds["draws"].values[kept].reshape(-1, ds.sizes["parameter"])[:, shown]
     show = draws[np.linspace(0, len(draws) - 1, min(MAX_POINTS, len(draws))).astype(int)]
     mean, cov = ds["laplace_mean"].values[shown], ds["laplace_covariance"].values[np.ix_(shown, shown)]
     n, labels = draws.shape[1], [_labels(ds)[k] for k in shown]

@@ -340,6 +340,42 @@ def test_minima_near_zero_group_on_the_bounds_width():
 
 
 @pytest.mark.parametrize("known", [True, False])
+def test_starts_far_above_the_best_are_rejected_not_minima(known):
+    """y = sin(w t) has a local minimum in w at every few tenths: the fits from 12 starts end in several, all but
+    one thousands of cost units above the best. Reference: scipy's least_squares from the same starts; a start is a
+    minimum when its cost lies within chi2.ppf(0.999, 1) / 2 of the best (times s^2 = chi2_best / (m - 1) with
+    unknown noise), every other converged start is rejected, and the summary gives their count and cost range."""
+    from sensitivity.analyses.calibration.summary import summary
+
+    t = np.linspace(0.0, 10.0, 40)
+
+    def model(p):
+        return np.sin(p * t), (t * np.cos(p * t))[..., None]
+
+    sigma = 0.1
+    y = np.sin(1.3 * t) + sigma * np.random.default_rng(0).standard_normal(t.size)
+    starts = np.linspace(0.3, 3.6, 12)[:, None]
+    ds = calibrate(BatchedModel(value_and_jacobian=model),
+                   ObservationModel.from_arrays(y, sigma=sigma if known else None), starts=starts,
+                   space=ParameterSpace.from_records([{"name": "w", "units": "rad s-1", "low": 0.1, "high": 4.0}]))
+    weight = 1.0 / sigma if known else 1.0
+    fits = [optimize.least_squares(lambda w: weight * (np.sin(w * t) - y), s, bounds=(0.1, 4.0), xtol=1e-14,
+                                   ftol=1e-14, gtol=1e-14) for s in starts]
+    cost = np.array([f.cost for f in fits])
+    np.testing.assert_allclose(ds["cost"].values, cost, rtol=1e-6)
+    scale = 1.0 if known else 2.0 * cost.min() / (t.size - 1)
+    bound = stats.chi2.ppf(0.999, 1) / 2 * scale
+    assert float(ds["minima_max_delta_cost"]) == pytest.approx(bound, rel=1e-6)
+    rejected = cost > cost.min() + bound
+    assert rejected.sum() >= 6 and (cost[rejected] > 100 * scale).all()  # far basins, not near-ties
+    np.testing.assert_array_equal(ds["minimum"].values == -2, rejected)
+    assert int(ds["n_minima"]) == 1 and int(ds["n_rejected"]) == rejected.sum()
+    facts = {f.label: f.value for f in summary(ds).facts}
+    assert facts["rejected starts"].startswith(f"{rejected.sum()}, cost ")
+    assert "distinct minima" in facts and facts["distinct minima"].startswith("1 (cost within")
+
+
+@pytest.mark.parametrize("known", [True, False])
 def test_aic_bic_are_the_gaussian_log_likelihood(known):
     model, y, sigma, truth = problem(10)
     ds = calibrate(BatchedModel(value_and_jacobian=model), ObservationModel.from_arrays(y, sigma=sigma if known else

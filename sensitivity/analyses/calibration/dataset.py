@@ -11,7 +11,7 @@ from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import Problem
 from sensitivity.analyses.calibration.solvers import STATUS_MESSAGES, Status
 from sensitivity.analyses.calibration.statistics import (SE_NO_DEGREES_OF_FREEDOM, SE_OK, SE_RANK_DEFICIENT,
-                                                         Posterior, at_bound, correlation, delta_method_std,
+                                                         REJECTED, Posterior, at_bound, correlation, delta_method_std,
                                                          parameter_interval)
 from sensitivity.outputs.labels import axis_units_attrs, cost_units, matrix_coords, output_coords, parameter_coords
 from sensitivity.runtime.lazy import lazy_import
@@ -71,12 +71,14 @@ def _one(long_name: str, **extra) -> dict:
 
 
 def to_dataset(problem: Problem, fits: Fits, history: History | None, post: Posterior, x0: np.ndarray,
-               minimum: np.ndarray, labels: Labels, settings: dict, damping_label: str) -> xr.Dataset:
+               minimum: np.ndarray, labels: Labels, settings: dict, damping_label: str,
+               max_delta_cost: float) -> xr.Dataset:
     """The dataset :func:`~sensitivity.analyses.calibration.calibrate` returns (see there for its variables);
-    ``damping_label`` names what ``history_damping`` holds for the solver used."""
+    ``damping_label`` names what ``history_damping`` holds for the solver used, ``max_delta_cost`` the largest cost
+    above the best at which a start counted as a minimum."""
     units = _Units(labels, problem.observations.known_noise)
     data = {**_observation_vars(problem.observations, problem.m, units),
-            **_fit_vars(fits, x0, minimum, units),
+            **_fit_vars(fits, x0, minimum, max_delta_cost, units),
             **_statistics_vars(problem, fits, post, settings["level"], units)}
     if problem.prior_mean is not None:
         prior_cov = problem.prior_covariance
@@ -136,7 +138,7 @@ def _observation_vars(obs: ObservationModel, m: int, units: _Units) -> dict:
     }
 
 
-def _fit_vars(fits: Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) -> dict:
+def _fit_vars(fits: Fits, x0: np.ndarray, minimum: np.ndarray, max_delta_cost: float, units: _Units) -> dict:
     failed = fits.status == Status.NON_FINITE
     ok = minimum >= 0
     best = int(np.flatnonzero(ok)[np.argmin(fits.cost[ok])]) if ok.any() else -1
@@ -152,9 +154,17 @@ def _fit_vars(fits: Fits, x0: np.ndarray, minimum: np.ndarray, units: _Units) ->
         "n_iterations": (("start",), fits.n_iter, _one("solver iterations (trial points after the start)")),
         "cost": (("start",), np.where(failed, np.nan, fits.cost),
                  units.cost("half the squared norm of the whitened residuals, prior rows included")),
-        "minimum": (("start",), minimum, _one("index of the distinct minimum reached (-1: failed)")),
+        "minimum": (("start",), minimum, _one(
+            "index of the distinct minimum reached (-1: failed, -2: rejected start, its cost more than "
+            "minima_max_delta_cost above the best)")),
         "best_start": ((), np.int32(best), {"long_name": "start of lowest cost among successful fits (-1: none)"}),
-        "n_minima": ((), np.int32(minimum.max() + 1), _one("number of distinct minima")),
+        "n_minima": ((), np.int32(minimum.max() + 1), _one(
+            "number of distinct minima within minima_max_delta_cost of the best")),
+        "n_rejected": ((), np.int32(np.sum(minimum == REJECTED)), _one(
+            "converged starts whose cost lies more than minima_max_delta_cost above the best (not minima)")),
+        "minima_max_delta_cost": ((), np.float64(max_delta_cost), units.cost(
+            "largest cost above the best at which a start counts as a minimum: chi2.ppf(minima_level, "
+            "n_parameters) / 2 (times s^2 when the noise is unknown)")),
         "model_output": (("start", "output"), np.where(failed[:, None], np.nan, fits.values),
                          units.out("model output at the estimate")),
     }

@@ -12,7 +12,7 @@ from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.problem import build_problem, check_starts
 from sensitivity.analyses.calibration.solvers import (FAILED, GaussNewton, LevenbergMarquardt, Solver, Status,
                                                       TrustRegion)
-from sensitivity.analyses.calibration.statistics import distinct_minima, posterior
+from sensitivity.analyses.calibration.statistics import distinct_minima, minima_max_delta_cost, posterior
 from sensitivity.analyses.callables import BatchedModel
 from sensitivity.errors import ConfigError, SensitivityError
 from sensitivity.inputs.space import ParameterSpace
@@ -42,6 +42,12 @@ class Fit:
     minima_rtol
         Relative tolerance [1] for grouping final estimates into distinct minima: every parameter within
         ``minima_rtol`` times the larger of the two magnitudes and its bounds' width.
+    minima_level
+        Probability [1] of the likelihood-ratio region around the best fit within which a converged start counts as
+        a minimum: its cost at most ``chi2.ppf(minima_level, n) / 2`` above the best one's (the cost is half the
+        chi-square; times ``s^2`` when the noise is unknown), 9.2 for 4 parameters at the default 0.999 (Wilks
+        1938). A start that ends further up (held on a bound, or in a far basin, at a cost thousands of times the
+        best) is a *rejected start*, not a minimum: the posterior does not start chains there.
     record_history
         Keep the per-iteration history (memory ``K * iterations * n``).
     throw
@@ -53,6 +59,7 @@ class Fit:
     rcond: float = 1e-8
     level: float = 0.95
     minima_rtol: float = 1e-4
+    minima_level: float = 0.999
     record_history: bool = True
     throw: bool = True
 
@@ -60,6 +67,8 @@ class Fit:
         """Refuse a setting out of its range, in one line naming it."""
         if not isinstance(self.level, (int, float)) or not 0 < self.level < 1:
             raise ConfigError(f"`level` must lie in (0, 1), got {self.level!r}")
+        if not isinstance(self.minima_level, (int, float)) or not 0 < self.minima_level < 1:
+            raise ConfigError(f"`minima_level` must lie in (0, 1), got {self.minima_level!r}")
         if not isinstance(self.rcond, (int, float)) or not 0 < self.rcond < 1:
             raise ConfigError(f"`rcond` must lie in (0, 1), got {self.rcond!r}")
         if not isinstance(self.solver, (TrustRegion, LevenbergMarquardt, GaussNewton)):
@@ -122,7 +131,9 @@ def calibrate(
         ``standard_error``, ``correlation``, ``parameter_interval``, ``model_output``,
         ``residual``, ``prediction_std``, ``prediction_band``, ``singular_value``,
         ``singular_vector``, ``rank``, ``condition_number``, ``identifiability``,
-        ``minimum``; scalars ``best_start`` and ``n_minima``. With a prior, ``prior_mean``, ``prior_std``,
+        ``minimum`` (-1: failed, -2: a rejected start, its cost more than ``minima_max_delta_cost`` above the
+        best); scalars ``best_start``, ``n_minima`` (accepted minima only), ``n_rejected`` and
+        ``minima_max_delta_cost``. With a prior, ``prior_mean``, ``prior_std``,
         ``prior_covariance`` and per start ``prior_std_reduction``, ``1 - standard error / prior std``: what the
         data add to the prior (0: nothing); ``identifiability`` is then relative to the prior
         (:func:`~sensitivity.analyses.calibration.statistics.prior_scaled_identifiability`).
@@ -179,9 +190,10 @@ def calibrate(
         counts = {Status(s).name: int(c) for s, c in zip(*np.unique(fits.status, return_counts=True))}
         raise CalibrationError(f"calibrate: all {len(ok)} starts failed ({counts}); see `status` with throw=False")
     width = np.zeros(n) if bounds is None else np.diff(np.asarray(bounds, dtype=float), axis=1)[:, 0]
+    max_delta = minima_max_delta_cost(settings.minima_level, n, post, fits.cost, ok)
     minimum = distinct_minima(fits.x, fits.cost, ok, settings.minima_rtol,
-                              scale=np.where(np.isfinite(width), width, 0.0))
+                              scale=np.where(np.isfinite(width), width, 0.0), max_delta_cost=max_delta)
     labels = Labels(names, None if space is None else space.units, onames, output["output_units"])
-    attrs = {"solver": repr(solver), "rcond": rcond, "level": settings.level}
+    attrs = {"solver": repr(solver), "rcond": rcond, "level": settings.level, "minima_level": settings.minima_level}
     return to_dataset(problem, fits, history if settings.record_history else None, post, x0, minimum, labels, attrs,
-                      solver.DAMPING)
+                      solver.DAMPING, max_delta)

@@ -1,5 +1,8 @@
 """Statistics at the estimates: covariance, standard errors, identifiability, bands, distinct minima, bounds held.
 
+A converged start is a *minimum* only where its cost lies within a likelihood-ratio region of the best fit
+(:func:`minima_max_delta_cost`): a start held on a bound at a cost thousands of times the best is a rejected start.
+
 The linear algebra (:func:`equilibrated_svd` and the functions of its result) takes a stack
 ``[K, m, n]`` of *weighted* (whitened) Jacobians ``J_w = W^{1/2} dF/dx`` — one per fit or per
 sweep point — and works on all K at once with :mod:`numpy.linalg` gufuncs. Columns are equilibrated (scaled to unit
@@ -23,6 +26,9 @@ Automatic Control 19(6), 716-723. https://doi.org/10.1109/TAC.1974.1100705
 
 Schwarz, G. (1978). Estimating the dimension of a model. Ann. Statist. 6(2),
 461-464. https://doi.org/10.1214/aos/1176344136
+
+Wilks, S. S. (1938). The large-sample distribution of the likelihood ratio for testing composite hypotheses.
+Ann. Math. Statist. 9(1), 60-62. https://doi.org/10.1214/aoms/1177732360
 """
 from __future__ import annotations
 
@@ -313,15 +319,47 @@ def minimum_points(estimate: np.ndarray, cost: np.ndarray, label: np.ndarray) ->
     return np.asarray(estimate)[found].reshape(-1, np.shape(estimate)[-1])
 
 
+#: :func:`distinct_minima`'s label of a converged start whose cost lies beyond the region of the best fit.
+REJECTED = -2
+
+
+def minima_max_delta_cost(level: float, n: int, post: Posterior, cost: np.ndarray, ok: np.ndarray) -> float:
+    """The largest cost above the best fit's at which a converged start still counts as a minimum.
+
+    ``chi2.ppf(level, n) / 2``: the boundary of the likelihood-ratio confidence region of probability ``level``
+    about the best fit, ``2 (cost - cost_best) <= chi2_n(level)`` (Wilks 1938), in the cost's units (half the
+    chi-square). With unknown noise the cost is in squared output units and the bound is scaled by the best fit's
+    residual variance ``s^2 = chi2 / (m_o - n)``; without degrees of freedom there is no scale and every
+    converged start is a minimum (``inf``).
+
+    Parameters
+    ----------
+    level
+        Probability of the region (dimensionless, in (0, 1)).
+    n
+        Number of fitted parameters.
+    post
+        The statistics at the estimates (for ``s^2``).
+    cost, ok
+        ``[K]`` final costs and the starts that count (the best fit is the lowest of them).
+    """
+    if not ok.any():
+        return np.inf
+    scale = 1.0 if post.known_noise else float(post.residual_variance[np.flatnonzero(ok)[np.argmin(cost[ok])]])
+    bound = 0.5 * float(stats.chi2.ppf(level, n)) * scale
+    return bound if np.isfinite(bound) else np.inf
+
+
 def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rtol: float,
-                    scale: np.ndarray | None = None) -> np.ndarray:
+                    scale: np.ndarray | None = None, max_delta_cost: float = np.inf) -> np.ndarray:
     """Label each start with the index of its minimum, minima numbered by increasing cost.
 
-    Two estimates belong to the same minimum when every parameter agrees within
-    ``rtol`` times the larger of their magnitudes and the parameter's ``scale`` (its bounds' width), so that
-    estimates near zero (a log-conductivity of 0.0006) group as well as large ones. Greedy in order of cost: the
-    lowest-cost start not yet labeled founds a minimum and takes every unlabeled
-    start that agrees with it (cost ``O(K x minima)``).
+    A start whose cost lies more than ``max_delta_cost`` above the best is not a minimum that fits: it is
+    labeled :data:`REJECTED` (see :func:`minima_max_delta_cost`). Two of the others belong to the same minimum when
+    every parameter agrees within ``rtol`` times the larger of their magnitudes and the parameter's ``scale`` (its
+    bounds' width), so that estimates near zero (a log-conductivity of 0.0006) group as well as large ones. Greedy
+    in order of cost: the lowest-cost start not yet labeled founds a minimum and takes every unlabeled start that
+    agrees with it (cost ``O(K x minima)``).
 
     Parameters
     ----------
@@ -335,13 +373,18 @@ def distinct_minima(estimates: np.ndarray, cost: np.ndarray, ok: np.ndarray, rto
         Relative tolerance (dimensionless).
     scale
         ``[n]`` a parameter's own scale, in its units (0: the magnitudes alone); None: zeros.
+    max_delta_cost
+        Largest cost above the best at which a start is a minimum, in the cost's units (inf: every start).
 
     Returns
     -------
-    ``[K]`` int minimum index, -1 for starts not clustered.
+    ``[K]`` int minimum index, -1 for starts not clustered, :data:`REJECTED` for those too far above the best.
     """
     labels = np.full(cost.shape, -1, dtype=np.int32)
-    pending = np.flatnonzero(ok)[np.argsort(cost[ok], kind="stable")]
+    if ok.any():
+        labels[ok & (cost > np.min(cost[ok]) + max_delta_cost)] = REJECTED
+    pending = np.flatnonzero(ok & (labels == -1))
+    pending = pending[np.argsort(cost[pending], kind="stable")]
     while pending.size:
         founder = estimates[pending[0]]
         rest = estimates[pending]

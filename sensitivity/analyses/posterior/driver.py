@@ -5,8 +5,10 @@ flat prior meets an unbounded parameter, runs the chains (:mod:`.nuts`), diagnos
 (:mod:`.diagnostics`) and lays everything out on ``(chain, draw, parameter)`` beside the Laplace
 approximation it started from. Chains that did not converge are never summarised silently: a
 :class:`PosteriorWarning` names each failed check, the dataset's ``converged`` is 0 and its
-``diagnostics`` attribute lists the failures; chains that do not mix at all (R-hat above
-``RHAT_FAIL``) raise :class:`PosteriorError` unless ``throw=False``.
+``diagnostics`` attribute lists the failures. A stuck chain (far below the others' log density, or never moved:
+:func:`~sensitivity.analyses.posterior.diagnostics.chain_health`) is named with its log density and start and left
+out of the diagnostics and summaries (``chain_kept``); chains that do not mix at all (R-hat above ``RHAT_FAIL``) or
+stuck chains raise :class:`PosteriorError` unless ``throw=False``, with the advice of that diagnosis.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior.density import ModelFn, Prior, Support, log_posterior
-from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, diagnose, problems
+from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, chain_health, diagnose, problems
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
 from sensitivity.errors import ConfigError, SensitivityError
 from sensitivity.inputs.space import ParameterSpace
@@ -110,15 +112,24 @@ class Sampling:
     sampler
         :class:`~sensitivity.analyses.posterior.nuts.NUTS` settings (draws, warm-up, algorithm, ...).
     throw
-        Raise :class:`PosteriorError` when the chains do not mix (R-hat > ``RHAT_FAIL``); otherwise the draws are
-        returned with ``converged`` 0.
+        Raise :class:`PosteriorError` when a chain is stuck or the chains do not mix (R-hat > ``RHAT_FAIL``);
+        otherwise the draws are returned with ``converged`` 0, summarised over the chains that are not stuck.
     jit_compile
         Compile the sampler with XLA.
+    stuck_level
+        A chain whose mean log density lies more than ``chi2.ppf(stuck_level, n) / 2`` below the median chain's
+        is stuck (:func:`~sensitivity.analyses.posterior.diagnostics.chain_health`; 9.2 for 4 parameters at
+        0.999): within one mode the log density varies about its mean by ``chi2_n / 2``.
     """
 
     sampler: NUTS = NUTS()
     throw: bool = True
     jit_compile: bool = True
+    stuck_level: float = 0.999
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stuck_level, (int, float)) or not 0 < self.stuck_level < 1:
+            raise ConfigError(f"Sampling: `stuck_level` must lie in (0, 1), got {self.stuck_level!r}")
 
 
 def sample_posterior(
@@ -180,7 +191,8 @@ def sample_posterior(
     xarray.Dataset
         ``draws(chain, draw, parameter)``, ``log_density``, ``accept_prob``, ``divergent``,
         ``max_tree_depth_reached``, ``n_leapfrog`` on ``(chain, draw)``; ``initial(chain, parameter)``;
-        per parameter ``rhat``, ``ess_bulk``, ``ess_tail``, ``mcse_mean``, ``posterior_mean``,
+        ``chain_kept``, ``chain_mean_log_density`` and ``chain_moved`` on ``chain`` (the diagnostics and summaries
+        below use the kept chains only); per parameter ``rhat``, ``ess_bulk``, ``ess_tail``, ``mcse_mean``, ``posterior_mean``,
         ``posterior_std``, ``posterior_quantile(quantile, parameter)``, ``laplace_mean``, ``laplace_std``;
         ``posterior_covariance`` and ``laplace_covariance`` on ``(parameter_i, parameter_j)``; scalars
         ``converged``, ``n_divergent``, ``step_size``.
@@ -189,7 +201,7 @@ def sample_posterior(
     ------
     PosteriorError
         A flat prior on a parameter without a finite bound that the data do not identify (an improper
-        posterior), or chains that do not mix (with ``throw``).
+        posterior), or (with ``throw``) a stuck chain or chains that do not mix.
     """
     n = np.shape(initial)[-1]
     names = space.names if space is not None else [f"p{j}" for j in range(n)]
@@ -204,20 +216,34 @@ def sample_posterior(
     if prior.kind == "flat":
         check_proper(posterior, np.asarray(initial, float)[0], names)
     chains = run_nuts(posterior, initial, sampler, seed=seed, jit_compile=settings.jit_compile, progress=progress)
-    diag = diagnose(chains.draws)
-    n_div = int(chains.divergent.sum())
-    failed = problems(diag, names, n_div, chains.divergent.size)
-    stuck = [names[j] for j in np.flatnonzero(~(diag.rhat <= RHAT_FAIL))]
+    initial = np.asarray(initial, float)
+    health = chain_health(chains.log_density, chains.draws, settings.stuck_level)
+    stuck = health.words(names, initial)
     if stuck and settings.throw:
-        raise PosteriorError(f"the chains do not mix: R-hat > {RHAT_FAIL} for {stuck} "
-                             f"({', '.join(f'{r:.3g}' for r in diag.rhat)}); the posterior may be multimodal or "
-                             "improper; more warm-up, more chains or a prior is needed (throw=False keeps the draws)")
+        raise PosteriorError("posterior: " + "; ".join(stuck) + ": a chain far below the others sits in a far mode "
+                             "or on a bound, where a calibration start that did not fit leaves it; start the chains "
+                             "at the calibration's minima within chi-square reach of the best fit (its rejected starts "
+                             "are not minima), or throw=False summarises the other chains")
+    kept = health.kept
+    kept_draws = chains.draws[kept]
+    if len(kept_draws) == 1:  # one healthy chain: its halves are the two chains R-hat compares
+        kept_draws = kept_draws[:, : 2 * (kept_draws.shape[1] // 2)].reshape(2, -1, kept_draws.shape[2])
+    diag = diagnose(kept_draws)
+    n_div = int(chains.divergent[kept].sum())
+    failed = stuck + problems(diag, names, n_div, chains.divergent[kept].size)
+    mixing = [names[j] for j in np.flatnonzero(~(diag.rhat <= RHAT_FAIL))]
+    if mixing and settings.throw:
+        raise PosteriorError(f"the chains do not mix: R-hat > {RHAT_FAIL} for {mixing} "
+                             f"({', '.join(f'{r:.3g}' for r in diag.rhat)}), though every chain reaches the same log "
+                             f"density (mean {np.median(health.mean_log_density):.4g}, none stuck): more warm-up "
+                             "(nuts.num_warmup) and draws (nuts.num_draws); if that does not bring them together, the "
+                             "posterior has separate modes of similar height (throw=False keeps the draws)")
     if failed:
         warnings.warn("posterior chains failed convergence checks: " + "; ".join(failed), PosteriorWarning,
                       stacklevel=2)
     units = None if space is None else space.units
-    ds = _to_dataset(chains, diag, failed, names, units, laplace_mean, laplace_cov, sampler, seed,
-                     prior, posterior.n_observed, np.asarray(initial, float))
+    ds = _to_dataset(chains, health, diag, failed, names, units, laplace_mean, laplace_cov, sampler, seed,
+                     prior, posterior.n_observed, initial)
     ds.attrs["model_dtype"] = model_dtype
     ds.attrs["likelihood"] = "observation covariance" if members is None else (
         "ensemble mean, observation covariance + the members' predictive variance (emulator variance, Kennedy and "
@@ -254,7 +280,7 @@ def check_proper(posterior, at: np.ndarray, names: Sequence[str]) -> None:
                              "which have no finite bound; give them bounds or a prior")
 
 
-def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units: Sequence[str] | None,
+def _to_dataset(chains: Chains, health, diag, failed: list[str], names: list[str], units: Sequence[str] | None,
                 laplace_mean, laplace_cov, sampler: NUTS, seed: int, prior: Prior, n_observed: int,
                 initial: np.ndarray) -> xr.Dataset:
     c, d, n = chains.draws.shape
@@ -270,7 +296,7 @@ def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units
         return {"long_name": long_name, "units_coordinate": "parameter_units"}
 
     one = lambda long_name, **extra: {"long_name": long_name, "units": "1", **extra}  # noqa: E731
-    flat = chains.draws.reshape(-1, n)
+    flat = chains.draws[health.kept].reshape(-1, n)
     cov_attrs = pu("posterior covariance of the parameters", squared=True)
     nan_vec, nan_mat = np.full(n, np.nan), np.full((n, n), np.nan)
     lm = nan_vec if laplace_mean is None else np.asarray(laplace_mean, float)
@@ -286,6 +312,11 @@ def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units
                                    one("trajectory stopped at max_tree_depth (1 = yes)")),
         "n_leapfrog": (draw_dims, chains.leapfrogs.astype(np.int32), one("leapfrog steps (model gradient calls)")),
         "initial": (chain_dims + ("parameter",), initial, pu("chain start")),
+        "chain_kept": (chain_dims, health.kept.astype(np.int8), one(
+            "chain enters the diagnostics and summaries (0: stuck, far below the others' log density or never "
+            "moved)", flag_values=np.array([0, 1], np.int8), flag_meanings="stuck kept")),
+        "chain_mean_log_density": (chain_dims, health.mean_log_density, one("mean log posterior density of the chain")),
+        "chain_moved": (chain_dims, health.moved, one("share of the chain's transitions that changed its position")),
         "rhat": (("parameter",), diag.rhat, one("rank-normalised split R-hat (max of bulk and folded)")),
         "ess_bulk": (("parameter",), diag.ess_bulk, one("bulk effective sample size")),
         "ess_tail": (("parameter",), diag.ess_tail, one("tail effective sample size (5 % and 95 % quantiles)")),
@@ -299,8 +330,10 @@ def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units
         "laplace_std": (("parameter",), np.sqrt(np.diag(lc)), pu("Laplace (calibration) standard error")),
         "laplace_covariance": (("parameter_i", "parameter_j"), lc,
                                {**cov_attrs, "long_name": "Laplace (calibration) covariance of the parameters"}),
-        "converged": ((), np.int8(not failed), one("1 when R-hat < 1.01, ESS > 400 and no divergence")),
-        "n_divergent": ((), np.int32(chains.divergent.sum()), one("divergent transitions after warm-up")),
+        "converged": ((), np.int8(not failed), one("1 when no chain is stuck, R-hat < 1.01, ESS > 400 and no "
+                                                   "divergence")),
+        "n_divergent": ((), np.int32(chains.divergent[health.kept].sum()),
+                        one("divergent transitions after warm-up (kept chains)")),
         "step_size": ((), chains.step_size,
                       one("adapted leapfrog step in the preconditioned space (geometric mean over the chain groups)")),
     }
@@ -316,5 +349,6 @@ def _to_dataset(chains: Chains, diag, failed: list[str], names: list[str], units
         sampler=repr(sampler), sampler_seed=str(seed), prior=prior.description(), n_observed=str(n_observed),
         sampling_seconds=f"{chains.seconds:.3f}", rhat_threshold=str(RHAT_MAX), ess_threshold=str(ESS_MIN),
         diagnostics="; ".join(failed) if failed else "all checks passed",
-        mean_accept_prob=f"{float(chains.accept_prob.mean()):.4f}")
+        stuck_threshold=f"{health.gap:.4g}",
+        mean_accept_prob=f"{float(chains.accept_prob[health.kept].mean()):.4f}")
     return ds

@@ -19,7 +19,7 @@ def summary(ds: xr.Dataset) -> Summary:
     thresholds; a warning when the chains failed their convergence checks."""
     converged = "converged" not in ds or int(scalar(ds, "converged")) == 1
     facts = [Fact("sampler", str(ds.attrs.get("sampler", "not recorded"))),
-             Fact("chains x draws", f"{ds.sizes['chain']} x {ds.sizes['draw']}"),
+             Fact("chains x draws", f"{ds.sizes['chain']} x {ds.sizes['draw']}" + _left_out(ds)),
              Fact("prior", str(ds.attrs.get("prior", "not recorded"))),
              Fact("converged", "yes" if converged else f"no: {ds.attrs.get('diagnostics', '')}",
                   flag=GOOD if converged else BAD)]
@@ -34,6 +34,14 @@ def summary(ds: xr.Dataset) -> Summary:
     warnings = [] if converged else [f"posterior chains failed convergence checks: {ds.attrs.get('diagnostics', '')}"]
     return Summary(str(ds.attrs.get("title", "posterior")), tuple(facts), (_estimates(ds),),
                    warnings=tuple(warnings))
+
+
+def _left_out(ds: xr.Dataset) -> str:
+    """`` (chains 2, 5 stuck, left out of the estimates)`` where the file kept only some chains, else ''."""
+    if "chain_kept" not in ds or (ds["chain_kept"].values == 1).all():
+        return ""
+    stuck = np.flatnonzero(ds["chain_kept"].values != 1)
+    return f" (chain{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))} stuck, left out of the estimates)"
 
 
 def _estimates(ds: xr.Dataset) -> Table:
