@@ -15,8 +15,7 @@ from sensitivity.engine.chunks import auto_chunk_size
 from sensitivity.engine.ensemble import compile_ensemble
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.simulators import analytic
-from tests.engine.test_jacobian import _cotangent_stopped, _reservoir
-from tests.helpers.models import ishigami_biased
+from tests.helpers.models import cotangent_stopped, ishigami_biased, reservoir_fn
 
 DAYS = {"name": "q", "names": [f"d{t}" for t in range(6)]}
 
@@ -95,7 +94,7 @@ def test_the_double_reverse_check_runs_at_the_callers_probe_points(engine, caplo
     compile_, make = ENGINES[engine]
 
     def limited(gain):
-        return lambda x: gain * _reservoir(x, _cotangent_stopped) * tf.sqrt(0.3 - x[:, :1])
+        return lambda x: gain * reservoir_fn(x, cotangent_stopped) * tf.sqrt(0.3 - x[:, :1])
 
     model = make(load(limited(1.0), 2, output=DAYS), load(limited(1.5), 2, output=DAYS))
     with caplog.at_level("WARNING"):
