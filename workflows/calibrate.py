@@ -158,7 +158,7 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     settings = Fit(solver=solver, rcond=cfg.rcond, level=cfg.level, minima_rtol=cfg.minima_rtol,
                    minima_level=cfg.minima_level, record_history=cfg.record_history)
     problem = dict(space=space, log_parameters=log_mask, prior_mean=prior_mean, prior_cov=prior_cov)
-    ensemble = build.ensemble_from(cfg, surrogate) if cfg.emulator.enabled else None
+    ensemble = build.ensemble_from(cfg, surrogate, space) if cfg.emulator.enabled else None
     if ensemble is not None and obs.sigma is None and obs.cov is None:
         log.warning("calibrate: the observations carry no errors, so the ensemble's emulator variance cannot join "
                     "them: the plain fit only")

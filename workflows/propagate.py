@@ -101,6 +101,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     """All configured methods on the compiled surrogate -> ``out_dir/propagation.nc`` (+ figure)."""
     from sensitivity.datasets import provenance, write_atomic
     from sensitivity.datasets.summary import with_warning
+    from sensitivity.engine.hessian import hessian_of
 
     surrogate = build.surrogate_from(cfg, space)
     for key in ("uncertainty.path", "posterior.path"):  # computed with this surrogate
@@ -108,7 +109,7 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
             chain.consumed(cfg, OmegaConf.select(cfg, key), key, surrogate_hash=surrogate.content_hash)
     jac = build.engine_from(cfg, surrogate, space)
     p, spec = cfg.propagation, surrogate.output
-    hessian = _hessian(cfg, surrogate) if "second_order" in p.methods else None
+    hessian = hessian_of(jac, max_rows=p.hessian_max_rows) if "second_order" in p.methods else None
     inputs_path = cfg.uncertainty.path if cfg.uncertainty.source == "posterior" else None
     draws_path = cfg.posterior.path or inputs_path
     draws = None
@@ -125,14 +126,14 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     settings = propagation_from(p, reference)
     ds = propagate(BatchedModel.of(jac, hessian=hessian), inputs, settings, seed=cfg.seed, draws=draws)
     ds = with_replicate_plan(ds, p)
-    ensemble = build.ensemble_from(cfg, surrogate)
+    ensemble = build.ensemble_from(cfg, surrogate, space)
     if ensemble is not None:  # every method's mean and std per member, the same samples through all members
         from sensitivity.analyses.propagation import member_moments, merge_members
 
         log.info("propagate: the same inputs through each of the %d members", ensemble.members)
+        members_hessian = hessian_of(ensemble, max_rows=p.hessian_max_rows) if hessian is not None else None
         side_by_side = BatchedModel(values=ensemble.stacked_values,
-                                    value_and_jacobian=ensemble.stacked_value_and_jacobian,
-                                    hessian=_member_hessian(cfg, surrogate) if hessian is not None else None,
+                                    value_and_jacobian=ensemble.stacked_value_and_jacobian, hessian=members_hessian,
                                     output=spec)
         members = member_moments(side_by_side, inputs, ensemble.members, settings, seed=cfg.seed, draws=draws)
         ds = merge_members(ds, members, settings.level)
@@ -169,22 +170,6 @@ def _pointwise(cfg: DictConfig, inputs, sources: list[str], out_dir: Path) -> Pa
         out = sweep.map_to(out_dir / "local_propagation.nc", pointwise_analysis(sweep, inputs), attrs=attrs,
                            fingerprint=key, block=cfg.pointwise.block_size, progress=cfg.progress)
     return out
-
-
-def _hessian(cfg: DictConfig, surrogate):
-    from sensitivity.engine.hessian import compile_hessian
-
-    return compile_hessian(surrogate.fn, surrogate.n_in, output_size=surrogate.output_size,
-                           dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)
-
-
-def _member_hessian(cfg: DictConfig, surrogate):
-    """The compiled Hessian of every member side by side (:func:`sensitivity.engine.ensemble.stacked_model`)."""
-    from sensitivity.engine.ensemble import stacked_model
-    from sensitivity.engine.hessian import compile_hessian
-
-    return compile_hessian(stacked_model(surrogate), surrogate.n_in, output_size=surrogate.n_members *
-                           surrogate.output_size, dtype=cfg.jacobian.dtype, max_rows=cfg.propagation.hessian_max_rows)
 
 
 def _describe(cfg: DictConfig) -> str:

@@ -52,7 +52,7 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     surrogate = build.surrogate_from(cfg, space)  # imports TensorFlow quietly, before the engine's modules do
     from sensitivity.sweep.stream import point_bytes, sweep
 
-    members = build.ensemble_from(cfg, surrogate)  # an ensemble: the members' spread beside values and Jacobians
+    members = build.ensemble_from(cfg, surrogate, space)  # an ensemble: the members' spread beside values and Jacobians
     jac = members or build.engine_from(cfg, surrogate, space)
     start, stop = shard_bounds(grid.size, cfg.grid.shard, cfg.grid.num_shards)
     check_disk_space(out, (stop - start) * point_bytes(jac, cfg.store_members), "this sweep")

@@ -5,9 +5,10 @@
 ``[K, B, n_out]`` and Jacobians ``[K, B, n_out, n_in]`` of all ``K`` members at a batch of points, fed in
 chunks by the engine's one chunking core (:class:`~sensitivity.engine.chunks.ChunkedFunction`, the members as a
 batch axis before the points': full chunks through XLA, a shorter one without, so it never retraces; the plain
-graph where XLA fails). The mode and the form of forward mode are chosen as for one model
-(:func:`sensitivity.engine.modes.choose_form`: forward mode by double reverse for members whose tangents TensorFlow
-cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one architecture whose layers a layer path reads (MLPs,
+graph where XLA fails), compiled by the one compile sequence of the single engine (:mod:`sensitivity.engine.sequence`:
+the settings checked, the probe points, the chunk size from the memory budget). The mode and the form of forward mode
+are chosen as for one model (:func:`sensitivity.engine.modes.choose_form`: forward mode by double reverse for members
+whose tangents TensorFlow cannot carry, a ``tf.scan`` or a ``tf.cond``). Members of one architecture whose layers a layer path reads (MLPs,
 and conv nets over a field of inputs) take the member path (:mod:`sensitivity.engine.member_path`: each member's
 dense or reverse conv chain in turn, in chunks sized for it); other ensembles stack each member's own engine
 function (:func:`~sensitivity.engine.jacobian.jacobian_functions`) inside the same compiled call, and the log and
@@ -30,13 +31,12 @@ from typing import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
-from sensitivity.engine.chunks import (ChunkedFunction, activation_size, auto_chunk_size, checked_chunk_size,
-                                       checked_points, settings_text)
+from sensitivity.engine.chunks import ChunkedFunction, checked_points, settings_text
 from sensitivity.engine.jacobian import engine_functions, layer_chain
 from sensitivity.engine.member_path import MemberChain, member_chain
-from sensitivity.engine.modes import choose_form, resolve_mode
+from sensitivity.engine.sequence import checked_request, compile_functions
 from sensitivity.errors import ConfigError
-from sensitivity.settings import MODES, PATHS, EngineSettings, Mode, PathChoice
+from sensitivity.settings import EngineSettings, Mode, PathChoice
 from sensitivity.surrogates.load import Surrogate, recentred
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,9 @@ class CompiledEnsemble:
 
     Build with :func:`compile_ensemble`. ``members`` is ``K``; ``path`` is ``"member"`` (the members' layer chains) or
     ``"stacked"`` (each member's own function in one call), ``path_reason`` says why. ``forward_form`` is how the
-    stacked members' forward mode runs (see :attr:`sensitivity.engine.jacobian.CompiledJacobian.forward_form`).
+    stacked members' forward mode runs (see :attr:`sensitivity.engine.jacobian.CompiledJacobian.forward_form`);
+    ``activation_size`` the numbers per point its chunks are sized by (member 0's chain widths on the member path, every
+    member's intermediate tensors read off the traced graph on the stacked one).
     """
 
     surrogate: Surrogate
@@ -58,6 +60,7 @@ class CompiledEnsemble:
     jit_compile: bool
     dtype: str
     chunk_size: int
+    activation_size: int
     _jacobian: ChunkedFunction = field(repr=False)
     _values: ChunkedFunction = field(repr=False)
     _traces: dict[str, int] = field(repr=False)
@@ -133,79 +136,58 @@ def compile_ensemble(
     chunk_size: int | None = EngineSettings.chunk_size,
     memory_budget_mb: float = EngineSettings.memory_budget_mb,
     path: PathChoice = EngineSettings.path,
+    probe_points: np.ndarray | None = None,
 ) -> CompiledEnsemble:
     """Compile every member's values and Jacobians of an ensemble ``surrogate`` into one function.
 
-    The settings are those of :func:`sensitivity.engine.jacobian.compile_jacobian` (the command line's ``jacobian.*``);
-    a single model is an ensemble of one. ``path="dense"`` demands the member path (members of one architecture
-    whose layers a layer path reads), ``"autodiff"`` each member's autodiff function, ``"auto"`` the member path
-    where it applies.
+    The settings are those of :func:`sensitivity.engine.jacobian.compile_jacobian` (the command line's ``jacobian.*``),
+    checked and applied by the same sequence (:mod:`sensitivity.engine.sequence`: mode, path, dtype and memory budget
+    refused alike, the probe points, the chunk size from the budget); a single model is an ensemble of one.
+    ``path="dense"`` demands the member path (members of one architecture whose layers a layer path reads),
+    ``"autodiff"`` each member's autodiff function, ``"auto"`` the member path where it applies.
     Stacked members whose forward-mode tangents TensorFlow cannot carry get forward mode by double reverse, checked
-    at probe points, or reverse mode (see :func:`sensitivity.engine.modes.choose_form`).
+    at ``probe_points`` (as :func:`~sensitivity.engine.jacobian.compile_jacobian`'s), or reverse mode (see
+    :func:`sensitivity.engine.modes.choose_form`).
 
     Returns
     -------
     CompiledEnsemble
     """
-    if mode not in MODES:
-        raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
-    if path not in PATHS:
-        raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
+    resolved, memory_budget_mb = checked_request(surrogate, mode, path, memory_budget_mb)
     members = surrogate.members or (surrogate,)
-    k, n_in, n_out, dtype = len(members), surrogate.n_in, surrogate.output_size, surrogate.dtype
-    resolved = resolve_mode(mode, n_in, n_out)
+    k, n_in = len(members), surrogate.n_in
     chain: MemberChain | str = "path 'autodiff' was asked for" if path == "autodiff" else \
-        member_chain(members, n_in, dtype, resolved)
+        member_chain(members, n_in, surrogate.dtype, resolved)
     if path == "dense" and isinstance(chain, str):
         raise ConfigError(f"`path` 'dense' needs members that are Keras networks of one architecture on a layer "
                           f"path; {surrogate.source} is not: {chain}")
     chains: dict[str, list] = {}  # stacked: each member's layer chain (None: autodiff) per mode, found once
+
+    def member_chains(mode: str) -> list:
+        if mode not in chains:
+            chains[mode] = [None if path == "autodiff" else layer_chain(m, mode)[0] for m in members]
+        return chains[mode]
+
     if isinstance(chain, MemberChain):
-        kind, reason = "member", f"{k} members' {chain.kind}s in turn, in one call"
+        kind, reason, autodiff = "member", f"{k} members' {chain.kind}s in turn, in one call", False
 
         def functions(mode: str, form: str) -> tuple[Callable, Callable]:
-            return chain.values, chain.forward if mode == "forward" else chain.reverse
+            return _recentring(chain.values, chain.forward if mode == "forward" else chain.reverse, surrogate)
     else:
         kind, reason = "stacked", f"each member's own function in one call ({chain})"
+        autodiff = any(c is None for c in member_chains(resolved))
 
         def functions(mode: str, form: str) -> tuple[Callable, Callable]:
-            if mode not in chains:
-                chains[mode] = [None if path == "autodiff" else layer_chain(m, mode)[0] for m in members]
-            return _stacked_functions(members, chains[mode], mode, form)
+            return _recentring(*_stacked_functions(members, member_chains(mode), mode, form), surrogate)
     if surrogate.spread_scale:
         reason += "; members spread about their mean by the ensemble's calibration"
     log.info("%s: ensemble engine, %s mode: %s", surrogate.source, resolved, reason)
-    jit_compile = True if jit_compile is None else jit_compile
-    traces = {"jacobian": 0, "values": 0}
-    stacked_values = _recentring(*functions(resolved, "vectorized"), surrogate)[0]
-
-    def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
-        traces["values"] += 1
-        return (stacked_values(x),)
-
-    def build(mode: str, form: str) -> ChunkedFunction:
-        stacked_jacobian = _recentring(*functions(mode, form), surrogate)[1]
-        traces["jacobian"] = 0
-
-        def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            traces["jacobian"] += 1
-            return tuple(stacked_jacobian(x))
-
-        return ChunkedFunction(value_and_jacobian, n_in, dtype, jit_compile, kind == "stacked", surrogate.source,
-                               point_axis=1)
-
-    values = ChunkedFunction(values_only, n_in, dtype, jit_compile, kind == "stacked", surrogate.source, point_axis=1)
-    autodiff = any(c is None for c in chains.get(resolved, ()))
-    chosen = choose_form(build, stacked_values, mode, resolved, autodiff=autodiff, n_in=n_in, dtype=dtype,
-                         source=surrogate.source, point_axis=1)
-    itemsize = np.dtype(dtype).itemsize
-    if chunk_size is None and isinstance(chain, MemberChain):
-        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
-    elif chunk_size is None:  # the activations of every member, read off the traced values function
-        chunk_size = auto_chunk_size(activation_size(values.plain, n_in), n_in, n_out, chosen.mode, itemsize,
-                                     memory_budget_mb)
-    return CompiledEnsemble(surrogate, k, chosen.mode, kind, jit_compile, dtype, checked_chunk_size(chunk_size),
-                            chosen.jacobian, values, traces, path_reason=reason, forward_form=chosen.forward_form)
+    c = compile_functions(surrogate, functions, mode, resolved, chain=chain if kind == "member" else None,
+                          autodiff=autodiff, jit_compile=jit_compile, chunk_size=chunk_size,
+                          memory_budget_mb=memory_budget_mb, probe_points=probe_points, point_axis=1)
+    return CompiledEnsemble(surrogate, k, c.mode, kind, c.jit_compile, surrogate.dtype, c.chunk_size,
+                            c.activation_size, c.jacobian, c.values, c.traces, path_reason=reason,
+                            forward_form=c.forward_form)
 
 
 def stacked_model(surrogate: Surrogate) -> Callable[[tf.Tensor], tf.Tensor]:

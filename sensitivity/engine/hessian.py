@@ -1,13 +1,15 @@
 """Compiled Hessians of a TF-traceable model, for second-order propagation.
 
 :func:`compile_hessian` builds one ``tf.function`` with the fixed input signature ``[None, n_in]`` that
-returns the Hessian of every flattened output at a batch of points, so calls with any number of points
-never retrace. The scheme is reverse-over-reverse on an expanded batch, with no vectorising loop: every
-point is repeated ``m n`` times, row ``(b, k, i)`` of the repeated batch takes the gradient of output
-``k`` (one reverse sweep for the whole batch, each row's own), keeps its entry ``i``, and a second reverse
-sweep differentiates that once more, giving row ``(b, k, i)`` of the Hessian ``H[b, k, i, :]``. Cost ~
-``m n`` forward and ``2 m n`` reverse sweeps per point (a point's Hessian is one batched call); the model
-must treat the rows of a batch independently.
+returns the Hessian of every flattened output at a batch of points, run in chunks by the engines' one chunking
+core (:mod:`sensitivity.engine.chunks`), so calls with any number of points never retrace; :func:`hessian_of` builds
+it for what a compiled engine (one model's, or an ensemble's members) evaluates.
+
+The scheme is reverse-over-reverse on an expanded batch, with no vectorising loop: every point is repeated
+``m n`` times, row ``(b, k, i)`` of the repeated batch takes the gradient of output ``k`` (one reverse sweep for
+the whole batch, each row's own), keeps its entry ``i``, and a second reverse sweep differentiates that once more,
+giving row ``(b, k, i)`` of the Hessian ``H[b, k, i, :]``. Cost ~ ``m n`` forward and ``2 m n`` reverse sweeps
+per point (a point's Hessian is one batched call); the model must treat the rows of a batch independently.
 
 The earlier reverse-over-forward scheme (one ``ForwardAccumulator`` pass for the Jacobian, then
 ``GradientTape.batch_jacobian``) did the same arithmetic, but ``batch_jacobian`` vectorises its ``m n``
@@ -33,6 +35,9 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from sensitivity.engine.chunks import ChunkedFunction, checked_points
+from sensitivity.engine.ensemble import CompiledEnsemble, stacked_model
+from sensitivity.engine.jacobian import CompiledJacobian
 from sensitivity.errors import ConfigError, ModelError
 from sensitivity.settings import DTYPES, HESSIAN_MAX_ROWS
 
@@ -43,21 +48,23 @@ class CompiledHessian:
 
     Calling it on ``points [K, n_in]`` returns ``[K, m, n_in, n_in]`` float64 numpy
     (d^2 output / d parameter_i d parameter_j, in the model's physical units), evaluated in chunks of
-    ``chunk_size`` points.
+    ``chunk_size`` points by the engines' chunking core (:class:`~sensitivity.engine.chunks.ChunkedFunction`,
+    without XLA).
     """
 
     n_in: int
     output_size: int
     dtype: str
     chunk_size: int
-    _fn: Callable[[tf.Tensor], tf.Tensor] = field(repr=False)
+    _chunks: ChunkedFunction = field(repr=False)
     _traces: list[int] = field(repr=False)
 
     @property
     def function(self) -> Callable[[tf.Tensor], tf.Tensor]:
         """The traced function of one chunk, ``x [B, n_in] -> [B, m, n_in, n_in]`` in ``dtype``, for use
         inside another TensorFlow graph (e.g. an exported module)."""
-        return self._fn
+        plain = self._chunks.plain
+        return lambda x: plain(x)[0]
 
     @property
     def trace_count(self) -> int:
@@ -65,14 +72,9 @@ class CompiledHessian:
         return self._traces[0]
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
-        x = np.asarray(points, dtype=self.dtype)
-        if x.ndim != 2 or x.shape[1] != self.n_in:
-            raise ConfigError(f"points must have shape [K, {self.n_in}], got {list(np.shape(points))}")
+        x = checked_points(points, self.dtype, self.n_in)
         out = np.empty((len(x), self.output_size, self.n_in, self.n_in))
-        for start in range(0, len(x), self.chunk_size):
-            chunk = x[start : start + self.chunk_size]
-            out[start : start + len(chunk)] = self._fn(tf.constant(chunk)).numpy()
-        return out
+        return self._chunks.evaluate(x, self.chunk_size, lambda rows: [(rows, *out.shape[1:])], [out])[0]
 
 
 def compile_hessian(
@@ -117,7 +119,7 @@ def compile_hessian(
         raise ConfigError(f"`output_size` must be a positive integer, got {m!r}")
     traces = [0]
 
-    def hessian(x: tf.Tensor) -> tf.Tensor:
+    def hessian(x: tf.Tensor) -> tuple[tf.Tensor]:
         traces[0] += 1
         batch = tf.shape(x)[0]
         rows = tf.repeat(x, m * n_in, axis=0)  # [B * m * n, n]: point-major, then output k, then entry i
@@ -131,10 +133,31 @@ def compile_hessian(
             gradient = inner.gradient(picked, rows, unconnected_gradients=tf.UnconnectedGradients.ZERO)
             first = tf.reduce_sum(gradient * entries, axis=1)  # d y_k / d x_i
         second = outer.gradient(first, rows, unconnected_gradients=tf.UnconnectedGradients.ZERO)  # a linear model: 0
-        return tf.reshape(second, [batch, m, n_in, n_in])  # d^2 y_k / d x_i d x_j
+        return (tf.reshape(second, [batch, m, n_in, n_in]),)  # d^2 y_k / d x_i d x_j
 
     chunk = max(1, max_rows // (n_in * (m + 1)))
-    return CompiledHessian(n_in, m, dtype, chunk, tf.function(hessian, input_signature=signature), traces)
+    return CompiledHessian(n_in, m, dtype, chunk, ChunkedFunction(hessian, n_in, dtype, False, True, "hessian"), traces)
+
+
+def hessian_of(engine: CompiledJacobian | CompiledEnsemble, *, max_rows: int = HESSIAN_MAX_ROWS) -> CompiledHessian:
+    """The compiled Hessian of what a compiled engine evaluates, in its dtype: one model's flattened outputs
+    ``[m]`` (an ensemble surrogate's: its members' mean), or an ensemble engine's members side by side,
+    member-major ``[K m]`` as :meth:`~sensitivity.engine.ensemble.CompiledEnsemble.stacked_values` returns them
+    (:func:`~sensitivity.engine.ensemble.stacked_model`).
+
+    Parameters
+    ----------
+    engine
+        A :func:`~sensitivity.engine.jacobian.compile_jacobian` or
+        :func:`~sensitivity.engine.ensemble.compile_ensemble` engine.
+    max_rows
+        The working memory of :func:`compile_hessian` [rows of its expanded batch].
+    """
+    s = engine.surrogate
+    if isinstance(engine, CompiledEnsemble):
+        return compile_hessian(stacked_model(s), s.n_in, output_size=engine.members * s.output_size,
+                               dtype=engine.dtype, max_rows=max_rows)
+    return compile_hessian(s.fn, s.n_in, output_size=s.output_size, dtype=engine.dtype, max_rows=max_rows)
 
 
 def _traced_output_size(fn: Callable[[tf.Tensor], tf.Tensor], signature: list[tf.TensorSpec]) -> int:

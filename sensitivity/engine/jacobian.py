@@ -2,7 +2,9 @@
 
 :func:`compile_jacobian` builds, once per surrogate, a ``tf.function`` with a fixed input signature ``[None, n_in]``
 that returns the values and the Jacobian of a whole batch of points, and feeds it chunks of ``chunk_size`` points
-through the engine's one chunking core (:mod:`sensitivity.engine.chunks`, shared with the ensemble engine): XLA for
+through the engine's one chunking core (:mod:`sensitivity.engine.chunks`), by the one compile sequence of
+:mod:`sensitivity.engine.sequence` (settings checked, probe points, chunk size from the memory budget; both shared with
+the ensemble engine): XLA for
 full chunks, the plain graph for a shorter one, so it never retraces and small problems never pay seconds of
 compilation before their first result.
 
@@ -36,18 +38,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import tensorflow as tf
 
 from sensitivity.engine.autodiff import autodiff_functions
-from sensitivity.engine.chunks import (ChunkedFunction, activation_size, auto_chunk_size, checked_chunk_size,
-                                       checked_points, settings_text)
+from sensitivity.engine.chunks import ChunkedFunction, checked_points, settings_text
 from sensitivity.engine.dense_path import DenseChain, chain_of
 from sensitivity.engine.layers import AffineStep, LinearStep, MaxPoolStep, Step, layer_steps
 from sensitivity.engine.member_path import MeanChain, member_chain
-from sensitivity.engine.modes import choose_form, resolve_mode
 from sensitivity.engine.reverse_path import ConvChain, conv_chain
+from sensitivity.engine.sequence import checked_request, compile_functions
 from sensitivity.errors import ConfigError
-from sensitivity.settings import DTYPES, MODES, PATHS, EngineSettings, Mode, PathChoice, check_memory_budget
+from sensitivity.settings import EngineSettings, Mode, PathChoice
 from sensitivity.surrogates.load import Surrogate
 
 log = logging.getLogger(__name__)
@@ -185,55 +185,22 @@ def compile_jacobian(
     -------
     CompiledJacobian
     """
-    if mode not in MODES:
-        raise ConfigError(f"`mode` must be one of {MODES}, got {mode!r}")
-    if surrogate.dtype not in DTYPES:
-        raise ConfigError(f"`dtype` must be one of {DTYPES}, got {surrogate.dtype!r}")
-    memory_budget_mb = check_memory_budget(memory_budget_mb)
-    n_in, n_out, dtype = surrogate.n_in, surrogate.output_size, surrogate.dtype
-    resolved = resolve_mode(mode, n_in, n_out)
-    if path not in PATHS:
-        raise ConfigError(f"`path` must be one of {PATHS}, got {path!r}")
+    resolved, memory_budget_mb = checked_request(surrogate, mode, path, memory_budget_mb)
     chain, reason = (None, "path 'autodiff' was asked for") if path == "autodiff" else layer_chain(surrogate, resolved)
     if path == "dense" and chain is None:
         raise ConfigError(f"`path` 'dense' needs a Keras model of Dense/Conv/pooling/reshaping/elementwise "
                           f"layers; {surrogate.source} is not one: {reason}")
     path = "autodiff" if chain is None else "dense"
     log.info("%s: %s path, %s mode: %s", surrogate.source, path, resolved, reason)
-    jit_compile = True if jit_compile is None else jit_compile
-    autograph = chain is None  # a user's model function; the project's own chains need no AutoGraph
-    traces = {"jacobian": 0, "value": 0}
-    flat_values = engine_functions(surrogate, resolved, chain)[0]
 
-    def values_only(x: tf.Tensor) -> tuple[tf.Tensor]:
-        traces["value"] += 1
-        return (flat_values(x),)
+    def functions(mode: str, form: str) -> tuple[Callable, Callable]:
+        return engine_functions(surrogate, mode, chain, form)
 
-    def build(mode: str, form: str) -> ChunkedFunction:
-        flat_jacobian = engine_functions(surrogate, mode, chain, form)[1]
-        traces["jacobian"] = 0
-
-        def value_and_jacobian(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            traces["jacobian"] += 1
-            return flat_jacobian(x)
-
-        return ChunkedFunction(value_and_jacobian, n_in, dtype, jit_compile, autograph, surrogate.source)
-
-    values = ChunkedFunction(values_only, n_in, dtype, jit_compile, autograph, surrogate.source)
-    chosen = choose_form(build, flat_values, mode, resolved, autodiff=chain is None, n_in=n_in, dtype=dtype,
-                         source=surrogate.source, probe_points=probe_points)
-    # on a chain, read off the weights (no trace before the first call); else traced once, the trace calls reuse
-    activation = sum(chain.widths) if chain is not None else activation_size(values.plain, n_in)
-    itemsize = np.dtype(dtype).itemsize
-    if chunk_size is None and isinstance(chain, ConvChain):
-        chunk_size = chain.chunk_size(itemsize, memory_budget_mb)
-    elif chunk_size is None and chain is not None:  # a dense or member chain: a cache-sized block, within the budget
-        chunk_size = chain.chunk_size(chosen.mode, n_in, n_out, itemsize, memory_budget_mb)
-    elif chunk_size is None:
-        chunk_size = auto_chunk_size(activation, n_in, n_out, chosen.mode, itemsize, memory_budget_mb)
-    return CompiledJacobian(surrogate, chosen.mode, path, jit_compile, dtype, checked_chunk_size(chunk_size),
-                            activation, chosen.jacobian, values, traces, path_reason=reason,
-                            forward_form=chosen.forward_form)
+    c = compile_functions(surrogate, functions, mode, resolved, chain=chain, autodiff=chain is None,
+                          jit_compile=jit_compile, chunk_size=chunk_size, memory_budget_mb=memory_budget_mb,
+                          probe_points=probe_points)
+    return CompiledJacobian(surrogate, c.mode, path, c.jit_compile, surrogate.dtype, c.chunk_size, c.activation_size,
+                            c.jacobian, c.values, c.traces, path_reason=reason, forward_form=c.forward_form)
 
 
 def jacobian_functions(surrogate: Surrogate, mode: str, forward_form: str = "vectorized") -> tuple[Callable, Callable]:

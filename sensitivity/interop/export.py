@@ -17,8 +17,8 @@ and evaluates Jacobians at new points without ``GradientTape`` and without this 
 
 Functions (also exported as serving signatures of the same names, ``serving_default`` being
 ``value``): ``value``, ``jacobian``,
-``value_and_jacobian`` and, optionally, ``hessian`` (reverse-over-forward, as
-:func:`sensitivity.engine.hessian.compile_hessian`), each taking ``x [N, n_in]`` in the export dtype
+``value_and_jacobian`` and, optionally, ``hessian`` (the engine's compiled Hessian,
+:func:`sensitivity.engine.hessian.hessian_of`), each taking ``x [N, n_in]`` in the export dtype
 and returning a dict of tensors in physical units. Names and units travel as string variables
 (``parameter_names``, ``parameter_units``, ``output_names``, ``output_units``) and as one JSON
 document (``metadata_json``). With ``jit_compile`` the functions keep their XLA attribute: XLA
@@ -54,7 +54,7 @@ import tensorflow as tf
 from sensitivity import __version__
 from sensitivity.datasets import write_directory_atomic
 from sensitivity.errors import ConfigError, ModelError
-from sensitivity.engine.hessian import compile_hessian
+from sensitivity.engine.hessian import hessian_of
 from sensitivity.engine.jacobian import CompiledJacobian, jacobian_functions
 from sensitivity.settings import EXPORT_NOISE_FACTOR, EXPORT_ULPS, HESSIAN_MAX_ROWS, ExportSettings
 from sensitivity.units import quotient
@@ -140,9 +140,8 @@ class JacobianModule(tf.Module):
         self.jacobian = compiled(jacobian)
         self.value_and_jacobian = compiled(value_and_jacobian)
         if hessian:
-            # the traced reverse-over-forward function of compile_hessian, reused as it is
-            inner = compile_hessian(s.fn, n_in, output_size=s.output_size, dtype=s.dtype,
-                                    max_rows=hessian_max_rows).function
+            # the traced function of the engine's compiled Hessian, reused as it is
+            inner = hessian_of(jac, max_rows=hessian_max_rows).function
             self.hessian = tf.function(lambda x: {"hessian": tf.reshape(inner(x), [-1, *out_shape, n_in, n_in])},
                                        input_signature=signature)
         # Track every variable the traced graphs read (Keras weights, a reloaded SavedModel's variables, the
@@ -391,8 +390,7 @@ def check_export(
     errors_j = [relative_error(got[k], jacobian) for k in ("jacobian", "jacobian_only", "signature_jacobian")]
     hessian_error = float("nan")
     if "hessian" in got:
-        s = jac.surrogate
-        reference = compile_hessian(s.fn, s.n_in, output_size=s.output_size, dtype=s.dtype)(x[:hessian_points])
+        reference = hessian_of(jac)(x[:hessian_points])
         hessian_error = relative_error(got["hessian"].reshape(reference.shape), reference)
     rate = engine_rate(jac, bench, bench_seconds) if bench.size else float("nan")
     return ExportCheck(str(path), len(x), max(errors), max(errors_j), hessian_error, tolerance,

@@ -130,5 +130,29 @@ def test_bad_arguments_raise_one_line_config_errors(kwargs, message):
 
 
 def test_wrong_point_shape_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"shape \[K, 3\]"):
+    with pytest.raises(ConfigError, match=r"points must have shape \[N, 3\], got \[2, 4\]"):
         compile_hessian(closed_form_model, 3, dtype="float64")(np.zeros((2, 4)))
+
+
+def test_the_hessian_of_an_engine_is_its_models_or_every_members_side_by_side(points):
+    """``hessian_of`` an ensemble of two scaled copies of the closed-form model: the single engine's is the mean's
+    (the mean gain times the closed form), the ensemble engine's every member's, member-major (column ``k m + j``)."""
+    import dataclasses
+
+    import sensitivity
+    from sensitivity.engine.ensemble import compile_ensemble
+    from sensitivity.engine.hessian import hessian_of
+
+    gains = (1.0, 3.0)
+    output = {"name": "y", "names": ["a", "b", "c", "d"]}
+    members = [sensitivity.load_surrogate(lambda x, g=g: g * closed_form_model(x), input_names=["p", "q", "r"],
+                                          input_units=["1"] * 3, output=output, dtype="float64") for g in gains]
+    mean = lambda x: tf.reduce_mean(tf.stack([m.fn(x) for m in members]), axis=0)
+    ensemble = dataclasses.replace(members[0], fn=mean, members=tuple(members))
+    expected = np.array([closed_form_hessian(p) for p in points])  # [N, 4, 3, 3]
+    of_mean = hessian_of(sensitivity.compile_jacobian(ensemble, "reverse", jit_compile=False), max_rows=40)
+    assert of_mean.chunk_size == 2  # 40 // (3 * (4 + 1))
+    np.testing.assert_allclose(of_mean(points), np.mean(gains) * expected, rtol=1e-12, atol=1e-12)
+    of_members = hessian_of(compile_ensemble(ensemble, "reverse", jit_compile=False))
+    np.testing.assert_allclose(of_members(points), np.concatenate([g * expected for g in gains], axis=1),
+                               rtol=1e-12, atol=1e-12)

@@ -11,7 +11,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.engine.chunks import auto_chunk_size
 from sensitivity.simulators import analytic
 from tests.helpers.functions import ishigami_jacobian
-from tests.helpers.models import sequential
+from tests.helpers.models import RAIN, cotangent_stopped, reservoir_fn, reservoir_numpy, sequential
 from tests.helpers.references import central_differences
 
 RNG = np.random.default_rng(42)
@@ -379,33 +379,8 @@ def test_a_model_whose_control_flow_forward_mode_cannot_vectorise_takes_forward_
         caplog.clear()
 
 
-RAIN = np.array([3.0, 0.0, 5.0, 1.0, 0.0, 2.0])
 #: float64 central differences hold ~1e-9 of the scale (round-off eps/h with h = 1e-6)
 FD_TOL = {"float64": dict(rtol=1e-7, atol=1e-8), "float32": TOL["float32"]}
-
-
-def _reservoir(x, identity=tf.identity, rain=RAIN):
-    """A nonlinear reservoir stepped by tf.scan (whose TensorList state ForwardAccumulator cannot carry): storage
-    s_0 = a, outflow q_t = k s_t^2 / (1 + s_t), s_{t+1} = s_t - q_t + rain_t; x = [k, a] -> q [B, days]."""
-    k, a = identity(x[:, :1]), x[:, 1:]
-
-    def step(state, rain):
-        s, _ = state
-        q = k * s**2 / (1 + s)
-        return s - q + rain, q
-
-    _, q = tf.scan(step, tf.constant(rain, x.dtype), initializer=(a, tf.zeros_like(a)))
-    return tf.transpose(q[:, :, 0])
-
-
-def _reservoir_numpy(x):
-    k, s = x[:, 0], x[:, 1].copy()
-    out = []
-    for rain in RAIN:
-        q = k * s**2 / (1 + s)
-        out.append(q)
-        s = s - q + rain
-    return np.stack(out, axis=1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -413,22 +388,15 @@ def test_a_time_stepping_model_in_tf_scan_gets_forward_mode_by_double_reverse(dt
     """A hydrologist's bucket model as tf.scan over days: forward mode's tangents cannot go through its loop, so
     the columns come by double reverse (2 inputs, 6 outputs: forward mode is the cheaper one), checked against
     float64 central differences of the same model in numpy."""
-    model = load(_reservoir, 2, dtype, output={"name": "q", "names": [f"d{t}" for t in range(6)]})
+    model = load(reservoir_fn, 2, dtype, output={"name": "q", "names": [f"d{t}" for t in range(6)]})
     with caplog.at_level("WARNING", logger="sensitivity.engine.jacobian"):
         jac = sensitivity.compile_jacobian(model, "auto", chunk_size=8, jit_compile=False)
     assert (jac.mode, jac.forward_form) == ("forward", "double reverse") and "`dtype` <dtype: 'variant'>" in caplog.text
     x = np.random.default_rng(3).uniform([0.05, 0.5], [0.3, 4.0], (11, 2))
     values, jacobian = jac(x)
-    np.testing.assert_allclose(values, _reservoir_numpy(x), **TOL[dtype])
-    np.testing.assert_allclose(jacobian, central_differences(_reservoir_numpy, x), **FD_TOL[dtype])
+    np.testing.assert_allclose(values, reservoir_numpy(x), **TOL[dtype])
+    np.testing.assert_allclose(jacobian, central_differences(reservoir_numpy, x), **FD_TOL[dtype])
     assert jac.trace_count == 1  # the probe's trace is the one every later call reuses
-
-
-@tf.custom_gradient
-def _cotangent_stopped(k):
-    """The identity, with a gradient that passes the cotangent on but stops it: right as a first derivative, not
-    differentiable with respect to its cotangent (double reverse would see zero columns)."""
-    return tf.identity(k), lambda u: tf.stop_gradient(u)
 
 
 def test_a_model_whose_reverse_pass_double_reverse_cannot_differentiate_takes_reverse_mode_or_a_clear_error(caplog):
@@ -438,7 +406,7 @@ def test_a_model_whose_reverse_pass_double_reverse_cannot_differentiate_takes_re
     the call."""
     from sensitivity.errors import ModelError
 
-    model = load(lambda x: _reservoir(x, _cotangent_stopped), 2, "float64",
+    model = load(lambda x: reservoir_fn(x, cotangent_stopped), 2, "float64",
                  output={"name": "q", "names": [f"d{t}" for t in range(6)]})
     with caplog.at_level("WARNING", logger="sensitivity.engine.jacobian"):
         jac = sensitivity.compile_jacobian(model, "auto", chunk_size=4, jit_compile=True)
@@ -448,7 +416,7 @@ def test_a_model_whose_reverse_pass_double_reverse_cannot_differentiate_takes_re
     with caplog.at_level("WARNING", logger="sensitivity.engine.jacobian"):
         jacobian = jac(x)[1]
     assert "XLA failed on the first full chunk of 4 points" in caplog.text
-    np.testing.assert_allclose(jacobian, central_differences(_reservoir_numpy, x), **FD_TOL["float64"])
+    np.testing.assert_allclose(jacobian, central_differences(reservoir_numpy, x), **FD_TOL["float64"])
     with pytest.raises(ModelError, match=r"forward mode cannot carry the model's tangents \(.*\), nor differentiate "
                                          r"its reverse pass \(.*\); set jacobian.mode=reverse") as info:
         sensitivity.compile_jacobian(model, "forward", chunk_size=8, jit_compile=False)
@@ -462,7 +430,7 @@ def test_the_activation_of_a_scan_counts_every_step_so_the_chunk_keeps_to_the_me
     sizes = {}
     for steps in (6, 12, 18):
         names = [f"d{t}" for t in range(steps)]
-        model = load(lambda x, rain=np.resize(RAIN, steps): _reservoir(x, rain=rain), 2, "float64",
+        model = load(lambda x, rain=np.resize(RAIN, steps): reservoir_fn(x, rain=rain), 2, "float64",
                      output={"name": "q", "names": names})
         sizes[steps] = sensitivity.compile_jacobian(model, "reverse").activation_size
     assert sizes[12] - sizes[6] == sizes[18] - sizes[12] >= 6 * 7
@@ -473,7 +441,7 @@ def test_the_double_reverse_check_needs_points_where_the_model_is_defined(caplog
     probe points (k in [0.5, 2]) the model is NaN, the check cannot be made and a warning says so; at probe points
     inside its domain (a space's nominal point, as the workflows pass) the wrong columns are caught."""
     def limited(x):
-        return _reservoir(x, _cotangent_stopped) * tf.sqrt(0.3 - x[:, :1])
+        return reservoir_fn(x, cotangent_stopped) * tf.sqrt(0.3 - x[:, :1])
 
     model = load(limited, 2, "float64", output={"name": "q", "names": [f"d{t}" for t in range(6)]})
     with caplog.at_level("WARNING", logger="sensitivity.engine.jacobian"):

@@ -74,6 +74,28 @@ class Reservoir(keras.layers.Layer):
         return {**super().get_config(), "gain": self.gain, "rain": list(self.rain)}
 
 
+def reservoir_fn(x, identity=tf.identity, rain=RAIN):
+    """:class:`Reservoir` as a plain TF function, stepped by tf.scan (whose TensorList state ForwardAccumulator cannot
+    carry): storage s_0 = a, outflow q_t = k s_t^2 / (1 + s_t), s_{t+1} = s_t - q_t + rain_t; x = [k, a] -> q [B, days];
+    ``identity`` wraps ``k`` (e.g. :func:`cotangent_stopped`)."""
+    k, a = identity(x[:, :1]), x[:, 1:]
+
+    def step(state, rain):
+        s, _ = state
+        q = k * s**2 / (1 + s)
+        return s - q + rain, q
+
+    _, q = tf.scan(step, tf.constant(rain, x.dtype), initializer=(a, tf.zeros_like(a)))
+    return tf.transpose(q[:, :, 0])
+
+
+@tf.custom_gradient
+def cotangent_stopped(k):
+    """The identity, with a gradient that passes the cotangent on but stops it: right as a first derivative, not
+    differentiable with respect to its cotangent (double reverse would see zero columns)."""
+    return tf.identity(k), lambda u: tf.stop_gradient(u)
+
+
 def reservoir_numpy(x, gain: float = 1.0, rain: tuple = RAIN):
     """The numpy twin of :class:`Reservoir` (float64)."""
     k, s = x[:, 0], x[:, 1].copy()

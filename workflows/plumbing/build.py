@@ -75,32 +75,39 @@ def surrogate_from(cfg: DictConfig, space: ParameterSpace, dtype: str | None = N
 
 def engine_from(cfg: DictConfig, surrogate, space: ParameterSpace):
     """Compile the Jacobian engine with ``cfg.jacobian``; a fallback form of forward mode is checked at the
-    space's nominal point and at 70 % of every range (points where the model is defined)."""
+    :func:`probe_points` of the space."""
     from sensitivity.engine.jacobian import compile_jacobian
 
     j = cfg.jacobian
-    low, high = space.bounds.T
-    probe = np.stack([space.nominal, low + 0.7 * (high - low)])
     return compile_jacobian(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
-                            memory_budget_mb=j.memory_budget_mb, probe_points=probe)
+                            memory_budget_mb=j.memory_budget_mb, probe_points=probe_points(space))
 
 
-def ensemble_from(cfg: DictConfig, surrogate):
+def ensemble_from(cfg: DictConfig, surrogate, space: ParameterSpace | None = None):
     """Compile every member's values and Jacobians of an ensemble surrogate in one engine, with ``cfg.jacobian``
-    (:func:`sensitivity.engine.ensemble.compile_ensemble`); None for a single model."""
+    (:func:`sensitivity.engine.ensemble.compile_ensemble`), checked at the :func:`probe_points` of ``space`` like
+    :func:`engine_from` (the engine's default points without one); None for a single model."""
     if surrogate.n_members < 2:
         return None
     from sensitivity.engine.ensemble import compile_ensemble
 
     j = cfg.jacobian
     return compile_ensemble(surrogate, j.mode, jit_compile=j.jit_compile, chunk_size=j.chunk_size,
-                            memory_budget_mb=j.memory_budget_mb)
+                            memory_budget_mb=j.memory_budget_mb,
+                            probe_points=None if space is None else probe_points(space))
+
+
+def probe_points(space: ParameterSpace) -> np.ndarray:
+    """``[2, n]`` points where the model is defined, for an engine's check of forward mode by double reverse: the
+    space's nominal point and 70 % of every range."""
+    low, high = space.bounds.T
+    return np.stack([space.nominal, low + 0.7 * (high - low)])
 
 
 def any_engine(cfg: DictConfig, surrogate, space: ParameterSpace):
     """The compiled engine of ``surrogate`` as every study verb takes it: an ensemble's (:func:`ensemble_from`, the
     verb handles its members), else one model's (:func:`engine_from`)."""
-    return ensemble_from(cfg, surrogate) or engine_from(cfg, surrogate, space)
+    return ensemble_from(cfg, surrogate, space) or engine_from(cfg, surrogate, space)
 
 
 def check_design_size(node: DictConfig, d: int, key: str) -> None:
