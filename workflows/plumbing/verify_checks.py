@@ -63,7 +63,7 @@ class Checks:
 
     def __post_init__(self) -> None:
         self.engine = build.engine_from(self.cfg, self.surrogate, self.space)
-        self.ensemble = build.ensemble_from(self.cfg, self.surrogate)
+        self.ensemble = build.ensemble_from(self.cfg, self.surrogate, self.space)
 
     def calibration(self, path: Path):
         from sensitivity.analyses.verify import verify_calibration
