@@ -142,7 +142,8 @@ STUDIES: tuple[Study, ...] = (
         "GivenData", "Intervals")), (
         ResultKind("sensitivity indices", NONE, NONE, f"{_INDICES}.summary.summary",
                    test=f"{_INDICES}.summary.is_indices"),)),
-    Study("sweep", ("sensitivity.sweep.stream.sweep as sweep_surrogate",), ("sensitivity.sweep.designs.Grid",), (
+    Study("sweep", ("sensitivity.sweep.stream.sweep as sweep_surrogate",),
+          ("sensitivity.sweep.designs.Grid", "sensitivity.sweep.designs.GridDesign"), (
         ResultKind("sweep", ("jacobian",), ("sample",), "sensitivity.sweep.summary.summary"),)),
     Study("worth", ("sensitivity.analyses.worth.worth",),
           ("sensitivity.analyses.worth.WorthSettings", "sensitivity.analyses.worth.DesignSettings"), (

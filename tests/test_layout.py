@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -215,3 +216,39 @@ def test_the_plumbing_modules_import_each_other_without_a_cycle():
                    for nxt in edges.get(start, ()))
 
     assert [a for a in edges if reaches(a, a)] == []
+
+
+#: The modules that parse a result's recorded config (``attrs["config"]``), each with why: a result's library
+#: settings are read by ``sensitivity.datasets.settings_of`` (the ``settings`` attribute), never from its config.
+CONFIG_READERS = {
+    "sensitivity/sweep/merge_plan.py": "merge matches shards by their configs (the configs are what it compares)",
+    "sensitivity/sweep/merge.py": "merge records the whole grid's config and each swept cell's",
+    "workflows/plumbing/chain.py": "a consumed result's space compared with this run's (results of every verb)",
+    "workflows/plumbing/verify_checks.py": "a propagation's input uncertainty, a workflow section read from files",
+    "workflows/verify.py": "the simulator's kwargs a training.nc records (simulator settings, not a library's)",
+}
+
+
+def config_parsers(root):
+    """The modules of ``root``'s ``sensitivity/`` and ``workflows/`` trees that read a result's ``config``
+    attribute and parse YAML (``OmegaConf.create``, ``yaml.load``, ``yaml.safe_load``)."""
+    reads = re.compile(r"""attrs(?:\.get\(|\[)\s*["']config["']""")
+    parses = re.compile(r"OmegaConf\.create\(|yaml\.(?:safe_)?load\(")
+    return sorted(str(p.relative_to(root)) for tree in ("sensitivity", "workflows") for p in (root / tree).rglob("*.py")
+                  if reads.search(text := p.read_text()) and parses.search(text))
+
+
+def test_a_result_settings_are_read_back_in_one_place_not_parsed_from_its_config():
+    assert config_parsers(ROOT) == sorted(CONFIG_READERS)
+
+
+@pytest.mark.parametrize("module, line", [
+    ("workflows/multifidelity.py", "x = OmegaConf.create(ds.attrs['config'])"),
+    ("sensitivity/analyses/indices/dgsm_sweep.py", "x = yaml.safe_load(sweep.attrs.get('config') or 'null')"),
+])
+def test_a_new_config_parser_is_caught(tmp_path, module, line):
+    for tree in ("sensitivity", "workflows"):
+        shutil.copytree(ROOT / tree, tmp_path / tree, ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / module
+    target.write_text(target.read_text() + "\n" + line + "\n")
+    assert config_parsers(tmp_path) == sorted([*CONFIG_READERS, module])

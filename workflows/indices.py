@@ -119,7 +119,8 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
     ds = indices.compute(jac, space, methods, designs=designs, **options)
     ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs))
+                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs,
+                               settings=(*methods.values(), options["intervals"])))
     ds.attrs["methods"] = " ".join(chosen)
     out = write_atomic(ds, out_dir / "indices.nc")
     build.log_summary(log, summary(ds), "indices: ")

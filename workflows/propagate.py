@@ -141,7 +141,8 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources),
+                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=sources,
+                               settings=settings),
                     input_source=_describe(cfg), output_variable=spec.name, output_long_name=spec.long_name)
     for path in dict.fromkeys(p for p in (inputs_path, draws_path) if p):
         if (warning := unconverged_warning(path, space)) is not None:

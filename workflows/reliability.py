@@ -93,7 +93,7 @@ def _compute(cfg: DictConfig, space, settings, out_dir: Path) -> Path:
                          training_record=record)
     ds.attrs.update(provenance(title=f"Reliability of {surrogate.source}", workflow="reliability",
                                config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[]))
+                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=[], settings=settings))
     out = write_atomic(ds, out_dir / "reliability.nc")
     build.log_summary(log, rel.summary(ds), "reliability: ")
     if cfg.plots:

@@ -61,7 +61,8 @@ def _sweep(cfg: DictConfig, space, grid, out: Path) -> Path:
     attrs = provenance(title=f"Jacobian sweep of {surrogate.source}", workflow="sweep",
                        config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                        surrogate_hash=surrogate.content_hash, seed=cfg.grid.seed,
-                       inputs=[cfg.grid.path] if cfg.grid.kind == "file" else [])
+                       inputs=[cfg.grid.path] if cfg.grid.kind == "file" else [],
+                       settings=(build.grid_design(cfg.grid), space))
     attrs["engine"] = jac.settings
     # what changes the bytes as configured; the library adds the grid's content, layout and resolved engine
     key = build.fingerprint(cfg.model, cfg.space, cfg.grid, cfg.jacobian, cfg.points_per_part, surrogate.content_hash,

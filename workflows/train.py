@@ -130,7 +130,8 @@ def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, threshold
     model_path = results.path(trained.path.name)  # where it is once published
     attrs = provenance(title=f"Training samples and validation of the surrogate {model_path.name}", workflow="train",
                        config_yaml=build.config_yaml(cfg), surrogate_source=str(model_path),
-                       surrogate_hash=trained.surrogate.content_hash, seed=cfg.seed, inputs=inputs)
+                       surrogate_hash=trained.surrogate.content_hash, seed=cfg.seed, inputs=inputs,
+                       settings=(network, plan, thresholds))
     attrs.update(simulator=t.simulator or "", simulator_jacobian=t.simulator_jacobian or "")
     write_atomic(trained.report.assign_attrs(attrs), results.staging / "training.nc")
     for line in trained.summary:

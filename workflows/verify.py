@@ -181,8 +181,7 @@ def _check_sobol_intervals(path: Path) -> None:
     with open_result(path) as ds:
         if "sobol_S1_interval" in ds and "sobol_ST_interval" in ds:
             return
-        methods = OmegaConf.create(ds.attrs.get("config", "{}")).get("methods")
-    listed = ", ".join(map(str, methods)) if OmegaConf.is_list(methods) else methods
+        listed = ", ".join(str(ds.attrs.get("methods", "")).split())
     raise ConfigError(f"`verify.indices`: {path} holds no Sobol' indices with sampling intervals (`sobol_S1_interval`, "
                       f"`sobol_ST_interval`; its methods: {listed}): verify checks the classic Sobol' indices on "
                       "their design; run indices with `sobol` among its methods, or leave `verify.indices` unset")
@@ -272,23 +271,23 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
     import shutil
 
     from sensitivity.analyses.verify import refine
-    from sensitivity.datasets import open_result, provenance, write_atomic
+    from sensitivity.datasets import open_result, provenance, settings_of, write_atomic
     from sensitivity.errors import ConfigError
     from sensitivity.sweep.from_file import read_samples
-    from sensitivity.settings import EngineSettings
+    from sensitivity.settings import EngineSettings, Thresholds, TrainingPlan, TrainSettings
     from sensitivity.store.checkpoints import Checkpoints
     from sensitivity.training import train_surrogate
-    from workflows.plumbing.training_settings import training_settings
 
     if checks.ensemble is None:
         raise ConfigError("`refine.rounds` > 0 needs an ensemble surrogate (its members' disagreement chooses the "
                           f"runs): {cfg.model.source} is one model")
     training = chain.consumed(cfg, training, "refine.training", surrogate_hash=checks.surrogate.content_hash)
-    with open_result(training) as recorded_ds:
-        recorded = OmegaConf.create(recorded_ds.attrs["config"])
+    with open_result(training) as recorded:  # the network, plan and thresholds the ensemble was trained with
+        network, training_plan, thresholds = (settings_of(recorded, cls, where=training)
+                                              for cls in (TrainSettings, TrainingPlan, Thresholds))
+        seed = int(recorded.attrs["seed"])
     output = checks.surrogate.output
     x, y = read_samples(training, space.names, output, key="refine.training")
-    network, training_plan, thresholds = training_settings(recorded.training, space, recorded.get("input_fields"))
     # a round's simulator runs are its refine.runs_per_round: train's derivative check (2 n runs per checked point)
     # is left out, and the verdicts judge each round's ensemble
     training_plan = replace(training_plan, derivative_points=0)
@@ -301,7 +300,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         directory = out_dir / f"refine_round{state['round']}"
         trained = train_surrogate(x_new, y_new.reshape(len(x_new), *output.shape), directory, space=space,
                                   output=output, network=network, plan=training_plan, engine=engine,
-                                  thresholds=thresholds, seed=int(recorded.seed),
+                                  thresholds=thresholds, seed=seed,
                                   simulator=checks.simulator,
                                   checkpoints=Checkpoints(kept.store.directory / f"round-{state['round']}"))
         if state["trained"] is not None:
@@ -329,7 +328,8 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         attrs = provenance(title=f"Training samples and validation of the refined surrogate {trained.path.name}",
                            workflow="verify", config_yaml=build.config_yaml(cfg),
                            surrogate_source=f"refined/{trained.path.name}",
-                           surrogate_hash=trained.surrogate.content_hash, seed=int(recorded.seed), inputs=[training])
+                           surrogate_hash=trained.surrogate.content_hash, seed=seed, inputs=[training],
+                           settings=(network, training_plan, thresholds))
         attrs.update(simulator=cfg.verify.simulator, simulator_jacobian="")
         write_atomic(trained.report.assign_attrs(attrs), refined_dir / "training.nc")
         ds.attrs.update(refined_surrogate=f"refined/{trained.path.name}",

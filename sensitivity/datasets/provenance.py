@@ -1,5 +1,5 @@
 """Provenance: the global attributes every result records (CF ``Conventions``, ``history``, the config,
-the surrogate's hash, package versions, seed, and the hash of every input file)."""
+the surrogate's hash, package versions, seed, the hash of every input file, and the library settings)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -7,11 +7,12 @@ import hashlib
 import json
 import platform
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
 from sensitivity import __version__
+from sensitivity.datasets.settings import settings_json
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -52,13 +53,15 @@ def provenance(
     seed: int | None = None,
     inputs: Iterable[str | Path | tuple[str, str | Path]] = (),
     history: str | None = None,
+    settings: Any = (),
 ) -> dict[str, str]:
     """Global attributes: CF ``Conventions``/``title``/``history``/``source`` and the full provenance.
 
     netCDF rejects dict and bool attributes, so everything is serialised to strings.
     ``inputs`` are the result files this one was computed from; each is recorded with its hash (a pair
     ``(name, path)`` records ``name`` for the file at ``path``, e.g. a file of the same result set by its name
-    while it is still staged).
+    while it is still staged). ``settings`` are the frozen settings dataclasses the verb ran with (one or a
+    sequence), recorded as ``settings`` for :func:`~sensitivity.datasets.settings.settings_of`.
     """
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     line = f"{now}: sensitivity {__version__} {workflow}"
@@ -76,4 +79,5 @@ def provenance(
         "seed": "" if seed is None else str(seed),
         "package_versions": json.dumps(versions, sort_keys=True),
         "inputs": json.dumps({name: content_hash(p) for name, p in inputs}, sort_keys=True),
+        "settings": settings_json(settings),
     }

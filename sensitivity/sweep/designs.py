@@ -176,6 +176,26 @@ def make_grid(space: ParameterSpace, kind: str, *, n: int | None = None, levels:
     return MaterialisedGrid(space, to_space(space, unit, through))
 
 
+@dataclass(frozen=True)
+class GridDesign:
+    """The settings of a design (:func:`make_grid`'s arguments but the space): what a sweep records of its grid, so
+    a study reading the sweep (DGSM from its points) knows how the points were drawn."""
+
+    kind: str
+    n: int | None = None
+    levels: tuple[int, ...] | None = None
+    seed: int = 0
+    scramble: bool = True
+    steps: int = 5
+    path: str | None = None
+    through: Through = "bounds"
+
+    def grid(self, space: ParameterSpace) -> Grid:
+        """The design over ``space``."""
+        return make_grid(space, self.kind, n=self.n, levels=self.levels, seed=self.seed, scramble=self.scramble,
+                         steps=self.steps, path=self.path, through=self.through)
+
+
 def shard_bounds(size: int, shard: int, num_shards: int) -> tuple[int, int]:
     """Global index range ``[start, stop)`` of shard ``shard`` of ``num_shards`` (contiguous, disjoint, covering)."""
     if not isinstance(num_shards, int) or num_shards < 1:

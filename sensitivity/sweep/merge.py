@@ -152,7 +152,8 @@ def _disk_chunks(ds: xr.Dataset, chunk: int, new_dims: tuple[str, ...]) -> xr.Da
 
 
 def merged_attrs(plan: Plan) -> dict[str, str | int]:
-    """Attributes a merge adds: shard count, summed non-finite counts, swept keys and cell configs."""
+    """Attributes a merge adds: shard count, summed non-finite counts, swept keys and cell configs, and the
+    shards' recorded settings where they all record the same."""
     shards = [s for c in plan.cells for s in c.shards]
     attrs: dict[str, str | int] = {
         "merged_shards": len(shards),
@@ -161,6 +162,9 @@ def merged_attrs(plan: Plan) -> dict[str, str | int]:
     }
     if "engine" in plan.reference.attrs:
         attrs["engine"] = str(plan.reference.attrs["engine"])
+    settings = {str(s.attrs.get("settings", "")) for s in shards}
+    if len(settings) == 1 and settings != {""}:  # the shards' grid and space (sensitivity.datasets.settings)
+        attrs["settings"] = settings.pop()
     if plan.keys:
         attrs["swept_overrides"] = json.dumps(dict(zip(plan.dims, plan.keys)))
         attrs["cell_configs"] = yaml.safe_dump({plan.label(c): c.shards[0].attrs.get("config", "") for c in plan.cells},

@@ -9,7 +9,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.errors import ConfigError
-from sensitivity.sweep.designs import Grid, make_grid
+from sensitivity.sweep.designs import Grid, GridDesign
 from sensitivity.inputs.space import ParameterSpace
 from workflows.plumbing.values import fingerprint, plain, repo_path  # noqa: F401 (the commands' `build.plain`)
 
@@ -124,8 +124,13 @@ def grid_from(cfg: DictConfig, space: ParameterSpace, node: DictConfig | None = 
     names it in errors)."""
     g = cfg.grid if node is None else node
     check_design_size(g, len(space), key)
-    return make_grid(space, g.kind, n=g.n, levels=plain(g.levels), seed=g.seed, scramble=g.scramble,
-                     steps=g.steps, path=g.path, through=g.through)
+    return grid_design(g).grid(space)
+
+
+def grid_design(node: DictConfig) -> GridDesign:
+    """The :class:`~sensitivity.sweep.designs.GridDesign` of a grid node (what a sweep records of its grid)."""
+    levels = plain(node.levels)
+    return settings(GridDesign, node, levels=None if levels is None else tuple(levels))
 
 
 def settings(cls: type, node: Any, **given: Any) -> Any:

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sensitivity.analyses import reliability as rel
 from workflows.plumbing import build
@@ -69,11 +69,11 @@ def reliability_events(path: Path, what: str):
     it holds no importance sampling (whose proposal the consumer redraws), or when its events are about functionals
     (the consumer compares the simulator's outputs at the picked output indices)."""
     from sensitivity.analyses.verify.reliability import ReliabilityEvents
-    from sensitivity.datasets import open_result
+    from sensitivity.datasets import open_result, settings_of
     from sensitivity.errors import ConfigError
 
     with open_result(path) as ds:
-        settings = settings_from(OmegaConf.create(ds.attrs["config"]))
+        settings = settings_of(ds, rel.ReliabilitySettings, where=path)
         ds = ds[["design_u", "design_beta", "dbeta_dthreshold"]].load()
     if "importance_sampling" not in settings.methods:
         raise ConfigError(f"`{what}`: {path} ran {list(settings.methods)}; {what.split('.')[0]} redraws the "

@@ -23,19 +23,21 @@ log = logging.getLogger("workflows.verify")
 
 
 def recorded_propagation(path: Path):
-    """``(recorded config, settings)`` of a propagation.nc (:class:`~sensitivity.analyses.propagation.Propagation`);
-    a one-line error when it ran no Monte Carlo (whose sample verify redraws)."""
-    from sensitivity.datasets import open_result
+    """``(recorded config, settings)`` of a propagation.nc: the :class:`~sensitivity.analyses.propagation.Propagation`
+    it records, and its config, whose ``uncertainty`` section (the input uncertainty, read from its source files:
+    no library settings hold it) and seed redraw its sample; a one-line error when it ran no Monte Carlo (whose
+    sample verify redraws)."""
+    from sensitivity.analyses.propagation import Propagation
+    from sensitivity.datasets import open_result, settings_of
     from sensitivity.errors import ConfigError
-    from workflows.plumbing.propagation_settings import propagation_from
 
     with open_result(path) as ds:
-        recorded = OmegaConf.create(ds.attrs.get("config", "{}"))
-    methods = list(OmegaConf.select(recorded, "propagation.methods", default=[]) or [])
-    if "monte_carlo" not in methods:
-        raise ConfigError(f"`verify.propagation`: {path} ran {methods}; verify redraws its Monte Carlo sample: run "
-                          "propagate with `monte_carlo` among its methods")
-    return recorded, propagation_from(recorded.propagation)
+        settings = settings_of(ds, Propagation, where=path)
+        recorded = OmegaConf.create(ds.attrs.get("config", "{}"))  # its uncertainty section: see the docstring
+    if "monte_carlo" not in settings.methods:
+        raise ConfigError(f"`verify.propagation`: {path} ran {list(settings.methods)}; verify redraws its Monte Carlo "
+                          "sample: run propagate with `monte_carlo` among its methods")
+    return recorded, settings
 
 
 @dataclass(frozen=True)
@@ -176,12 +178,14 @@ class Checks:
             return build.calibration_minima(path, self.space.names)
         if key == "posterior":
             return self.plan.posterior_subset(read_draws(path, self.space.names).values)
-        from sensitivity.analyses.indices import sobol
+        from sensitivity.analyses.indices import Intervals, Sobol, sobol
+        from sensitivity.datasets import settings_of
 
         with open_result(path) as ds:
-            recorded = OmegaConf.create(ds.attrs["config"])
-        replicates = recorded.intervals.replicates if recorded.intervals.method == "rqmc" else 1
-        design = sobol.sample(self.space, recorded.sobol.n, seed=recorded.seed, replicates=replicates)
+            n, intervals = settings_of(ds, Sobol, where=path).n, settings_of(ds, Intervals, where=path)
+            seed = int(ds.attrs["seed"])
+        replicates = intervals.replicates if intervals.method == "rqmc" else 1
+        design = sobol.sample(self.space, n, seed=seed, replicates=replicates)
         return self.plan.design_rows(design, len(self.space))
 
     def _simulate(self, points: np.ndarray) -> np.ndarray:

@@ -15,9 +15,11 @@ from typing import Iterator
 import numpy as np
 
 from sensitivity.analyses.indices.design import is_correlated
-from sensitivity.errors import ConfigError, DataError
+from sensitivity.datasets.settings import settings_of
+from sensitivity.errors import DataError
 from sensitivity.outputs.spec import OutputSpec
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.sweep.designs import GridDesign
 from sensitivity.sweep.stored import StoredSweep
 
 #: Grid kinds whose points are draws of a uniform distribution on the bounds (a sweep usable for DGSM).
@@ -45,8 +47,6 @@ def check_sweep_sample(sweep: StoredSweep, space: ParameterSpace, spec: OutputSp
     DataError
         Naming the file and what does not match.
     """
-    import yaml
-
     path, attrs, names = sweep.path, sweep.attrs, list(sweep.parameter_names)
     sizes = dict(zip(sweep.output.dim_names, sweep.output.shape))
     if sweep.output.name != spec.name:
@@ -58,40 +58,28 @@ def check_sweep_sample(sweep: StoredSweep, space: ParameterSpace, spec: OutputSp
     if surrogate_hash and attrs.get("surrogate_hash") and attrs["surrogate_hash"] != surrogate_hash:
         raise DataError(f"{path}: computed with surrogate {attrs['surrogate_hash'][:19]}..., "
                         f"this model is {surrogate_hash[:19]}...")
-    config = yaml.safe_load(attrs.get("config") or "null") or {}
-    grid, recorded = config.get("grid") or {}, (config.get("space") or {}).get("parameters") or []
-    if grid.get("kind") not in grids:
-        what = ("a sample of the input distribution" if grid.get("kind") not in SAMPLING_GRIDS else
+    grid, swept = settings_of(sweep, GridDesign, where=path), settings_of(sweep, ParameterSpace, where=path)
+    if grid.kind not in grids:
+        what = ("a sample of the input distribution" if grid.kind not in SAMPLING_GRIDS else
                 "an i.i.d. or Latin hypercube sample (neighbours in one input of a low-discrepancy net are correlated "
                 "in the others)")
-        raise DataError(f"{path}: a {grid.get('kind', 'unrecorded')!r} grid is not {what}; {method} needs a sweep on "
-                        f"one of {list(grids)}")
-    through = grid.get("through", "bounds")
-    if is_correlated(space) and (through != "distribution" or not np.allclose(
-            np.asarray((config.get("space") or {}).get("correlation") or np.eye(len(space)), float), space.correlation)):
+        raise DataError(f"{path}: a {grid.kind!r} grid is not {what}; {method} needs a sweep on one of {list(grids)}")
+    if is_correlated(space) and (grid.through != "distribution" or not np.allclose(
+            np.eye(len(space)) if swept.correlation is None else swept.correlation, space.correlation)):
         raise DataError(f"{path}: the sweep drew its inputs without the space's correlation matrix; {method} of a "
                         "correlated space needs a sweep with grid.through=distribution and that correlation")
-    swept = _recorded_space(recorded)
     for p in space.parameters:
-        rec = swept.parameters[swept.index(p.name)] if swept is not None and p.name in swept.names else None
+        rec = swept.parameters[swept.index(p.name)] if p.name in swept.names else None
         if rec is None or (rec.low, rec.high) != (p.low, p.high):
             raise DataError(f"{path}: the sweep's bounds of {p.name!r} ({None if rec is None else (rec.low, rec.high)})"
                             f" differ from the space's ({p.low}, {p.high})")
-        if through == "distribution":
+        if grid.through == "distribution":
             if rec.distribution != p.distribution:
                 raise DataError(f"{path}: the sweep drew {p.name!r} from {rec.distribution.kind}, the space has "
                                 f"{p.distribution.kind} {dict(p.distribution.params)}: not a sample of this space")
         elif not _uniform_on_bounds(p):
             raise DataError(f"{path}: parameter {p.name!r} is {p.distribution.kind} on {p.scale} scale, but the sweep's "
                             "grid samples uniformly on the bounds (sweep with grid.through=distribution)")
-
-
-def _recorded_space(records: list) -> ParameterSpace | None:
-    """The space a sweep recorded in its config, or None when it cannot be rebuilt."""
-    try:
-        return ParameterSpace.from_records([{k: v for k, v in r.items() if v is not None} for r in records])
-    except (ConfigError, AttributeError, TypeError):
-        return None
 
 
 def _uniform_on_bounds(p) -> bool:

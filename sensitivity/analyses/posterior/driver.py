@@ -128,6 +128,8 @@ class Sampling:
     stuck_level: float = 0.999
 
     def __post_init__(self) -> None:
+        if not isinstance(self.sampler, NUTS):
+            raise ConfigError(f"Sampling: `sampler` must be a NUTS settings object, got {self.sampler!r}")
         if not isinstance(self.stuck_level, (int, float)) or not 0 < self.stuck_level < 1:
             raise ConfigError(f"Sampling: `stuck_level` must lie in (0, 1), got {self.stuck_level!r}")
 

@@ -82,8 +82,8 @@ def _disagreement(ds: xr.Dataset, f: int) -> str:
     disagrees with the posterior-averaged one."""
     added = ds["added_worth"]
     spare = [d for d in added.dims if d != FORECAST]
-    best = added.isel({FORECAST: f}).stack(_k=spare)
-    where = int(np.nanargmax(best.values)) if np.isfinite(best.values).any() else None
+    best = added.isel({FORECAST: f}).transpose(*spare).values.ravel()  # numpy: a labelled dim may carry two indexes
+    where = int(np.nanargmax(best)) if np.isfinite(best).any() else None
     at = "" if where is None else ", ".join(f"{d}={_label(ds, d, i)}" for d, i in zip(
         spare, np.unravel_index(where, [added.sizes[d] for d in spare])))
     prior, posterior = (np.sqrt(float(ds[v][f])) for v in ("prior_variance", "posterior_variance"))
