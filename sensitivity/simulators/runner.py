@@ -1,11 +1,14 @@
-"""A checked simulator run over many points: batches across spawned worker processes, each finished batch
-recorded, so a rerun after a kill runs only the batches that are not on disk.
+"""A checked simulator run over many points: batches across spawned worker processes or a Dask cluster, each
+finished batch recorded, so a rerun after a kill runs only the batches that are not on disk.
 
-:func:`run_simulator` cuts the points ``[N, n]`` into batches of :attr:`RunnerSettings.batch_size` and runs them
-on :attr:`RunnerSettings.workers` copies of a :class:`~sensitivity.surrogates.simulator.CheckedSimulator`, each
+:func:`run_simulator` cuts the points ``[N, n]`` into batches of :attr:`RunnerSettings.batch_size` and hands them
+to the executor of :class:`~sensitivity.simulators.executors.ExecutorSettings`: by default
+:attr:`RunnerSettings.workers` copies of a :class:`~sensitivity.surrogates.simulator.CheckedSimulator`, each
 in a worker process started with ``spawn`` (never ``fork``: the parent may have run TensorFlow) by
-:meth:`~sensitivity.surrogates.simulator.CheckedSimulator.replica`; one worker runs the simulator as it is (in
-this process, or its own worker with a time limit). Every finished batch is written as a verified part of the
+:meth:`~sensitivity.surrogates.simulator.CheckedSimulator.replica` (one worker runs the simulator as it is, in
+this process, or its own worker with a time limit); or the tasks of a Dask cluster (an existing scheduler, a
+``LocalCluster``, a batch system's jobs), where a worker that dies has its batches run again elsewhere. Every
+finished batch is written as a verified part of the
 part store (:class:`~sensitivity.store.parts.PartStore`: the lock, the fingerprint of the simulator, its
 keyword arguments and the points, a checksum per part), in whatever order the batches finish; when all are
 there they are assembled atomically into one netCDF file of the points and the simulator's values, which a
@@ -16,9 +19,7 @@ or another shape stops the run with the checked simulator's one-line
 from __future__ import annotations
 
 import logging
-import queue
-import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ import numpy as np
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.runtime.progress import progress_bar
+from sensitivity.simulators.executors import ExecutorSettings
 
 if TYPE_CHECKING:
     from sensitivity.surrogates.simulator import CheckedSimulator
@@ -85,7 +87,7 @@ class RunnerSettings:
 
 def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | Path,
                   settings: RunnerSettings = RunnerSettings(), *, progress: bool = False,
-                  desc: str = "simulator") -> SimulatorRuns:
+                  desc: str = "simulator", executor: ExecutorSettings = ExecutorSettings()) -> SimulatorRuns:
     """The simulator's values ``[N, *out]`` at ``points [N, n]`` and its time, run in recorded batches.
 
     Parameters
@@ -93,18 +95,21 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
     simulator
         The checked simulator (:func:`sensitivity.surrogates.simulator.simulator_from`); with ``workers > 1`` it
         must be importable (``"package.module:function"``, or a module-level function) or a picklable object (a
-        :class:`~sensitivity.simulators.program.Program`).
+        :class:`~sensitivity.simulators.program.Program`); on a Dask cluster picklable.
     points
         ``[N, n]`` parameter points [the parameters' units].
     path
         The netCDF file of the runs; unfinished, its batches live in ``<path>.parts/`` (resumed by a rerun with
         the same simulator, keyword arguments, points and batch size, refused with another).
     settings
-        Batch size and workers.
+        Batch size and workers (of the local executor).
     progress
-        Draw a progress bar of the points run (tqdm, log lines printed above it).
+        Draw a progress bar of the runs done, the runs failed and the time left (tqdm, log lines printed above it).
     desc
         The bar's label.
+    executor
+        Where the batches run (:class:`~sensitivity.simulators.executors.ExecutorSettings`; default: processes of
+        this machine). A cluster is started for the run and closed after it.
 
     Returns
     -------
@@ -114,7 +119,10 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
     Raises
     ------
     ModelError
-        A call of the simulator failed (one line from the checked simulator); finished batches stay recorded.
+        A call of the simulator failed (one line from the checked simulator; on a Dask cluster after
+        ``executor.retries`` reruns), or the cluster lost a batch; finished batches stay recorded.
+    ConfigError
+        The simulator cannot travel to the workers, or no scheduler answers at ``executor.address``.
     """
     from sensitivity.datasets import verify_checksum
     from sensitivity.store.parts import PartStore, digest
@@ -137,51 +145,30 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
         if len(todo) < len(blocks):
             log.info("%s: %d of %d batches of simulator runs are on disk; running the other %d", path,
                      len(blocks) - len(todo), len(blocks), len(todo))
-        _run_batches(simulator, x, todo, store, s.workers, progress=progress, desc=desc, total=len(x))
+        _run_batches(simulator, x, todo, store, s.workers, executor, progress=progress, desc=desc, total=len(x))
         store.finalize({FINGERPRINT_ATTR: fingerprint, "simulator": simulator.label,
                         "title": f"Runs of {simulator.label}"}, totals=(TIME_ATTR,))
     with xr.open_dataset(path) as ds:
         return _runs(ds)
 
 
-def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[int, int]], store, workers: int, *,
-                 progress: bool, desc: str, total: int) -> None:
-    """Run every batch of ``todo`` on ``workers`` simulators, writing each as it finishes (in this thread)."""
+def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[int, int]], store, workers: int,
+                 executor: ExecutorSettings, *, progress: bool, desc: str, total: int) -> None:
+    """Run every batch of ``todo`` where ``executor`` says, writing each as it finishes (in this thread); the
+    first failure stops the run (the batches finished before it are written)."""
+    from sensitivity.simulators.executors import run_batches
+
     if not todo:
         return
-    copies = [simulator] if workers == 1 else [simulator.replica("`workers` > 1") for _ in range(min(workers,
-                                                                                                  len(todo)))]
-    free: queue.SimpleQueue = queue.SimpleQueue()
-    for copy in copies:
-        free.put(copy)
-
-    def run(a: int, b: int) -> tuple[np.ndarray, float]:
-        copy = free.get()
-        try:
-            started = time.perf_counter()
-            return copy(x[a:b]), time.perf_counter() - started
-        finally:
-            free.put(copy)
-
-    pool = ThreadPoolExecutor(max_workers=len(copies), thread_name_prefix="simulator")
-    try:
-        with progress_bar(total, initial=total - sum(b - a for a, b in todo), unit="run", enabled=progress,
-                          desc=desc) as bar:
-            pending: dict[Future, tuple[int, int]] = {pool.submit(run, a, b): (a, b) for a, b in todo}
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                failed = [f for f in finished if f.exception() is not None]
-                for future in sorted(set(finished) - set(failed), key=pending.get):  # every good batch is kept
-                    a, b = pending.pop(future)
-                    store.write(_part(x[a:b], *future.result()), a, b)
-                    bar.update(b - a)
-                if failed:
-                    failed[0].result()  # the simulator's one-line error
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        for copy in copies:
-            if copy is not simulator:
-                copy.close()
+    with progress_bar(total, initial=total - sum(b - a for a, b in todo), unit="run", enabled=progress,
+                      desc=desc) as bar, closing(run_batches(simulator, x, todo, workers, executor)) as batches:
+        bar.set_postfix(failed=0)
+        for batch in batches:
+            if batch.error is not None:
+                bar.set_postfix(failed=batch.b - batch.a)
+                raise batch.error
+            store.write(_part(x[batch.a:batch.b], batch.values, batch.seconds), batch.a, batch.b)
+            bar.update(batch.b - batch.a)
 
 
 def _part(x: np.ndarray, y: np.ndarray, seconds: float) -> xr.Dataset:
