@@ -137,7 +137,7 @@ RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "r
 
 
 def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = (), *,
-               recorded: Mapping[str, str] | None = None):
+               recorded: Mapping[str, str] | None = None, simulator: str | None = None):
     """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
     (its run-only keys left out), the content of its input files and of everything the model reads.
 
@@ -158,7 +158,8 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     own = workflow_keys(workflow)  # the other studies' sections an experiment file sets do not change this result
     config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
-                     fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg)),
+                     fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg),
+                                             *([simulator] if simulator else [])),
                      replace=bool(cfg.get("replace_other_settings", False)),
                      recompute=bool(cfg.get("recompute", False)))
 
@@ -289,19 +290,6 @@ def calibration_minima(path: Path, names: list[str]) -> np.ndarray:
     with open_result(path) as ds:
         order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
         return minimum_points(ds["estimate"].values[:, order], ds["cost"].values, ds["minimum"].values)
-
-
-def simulator_from(cfg: DictConfig, source: str, kwargs: Any, what: str, output_shape: tuple[int, ...] | None = None):
-    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.surrogates.simulator.simulator_from`),
-    imported after TensorFlow (the user's module may import it), its ``kwargs`` checked against its signature and run
-    as ``cfg.simulator`` says (:class:`~sensitivity.surrogates.simulator.SimulatorSettings`); ``what`` names its
-    config key in errors. Close it when done (its worker process, with a timeout)."""
-    tensorflow()
-    from sensitivity.surrogates.simulator import SimulatorSettings
-    from sensitivity.surrogates.simulator import simulator_from as library_simulator
-
-    return library_simulator(source, plain(kwargs), what=what, output_shape=output_shape,
-                             settings=settings(SimulatorSettings, cfg.simulator))
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:

@@ -24,6 +24,7 @@ CONF_DIR = RESOURCE_ROOT / "conf"
 WORKFLOWS = {
     "run": "workflows.run",
     "sweep": "workflows.sweep",
+    "simulate": "workflows.simulate",
     "train": "workflows.train",
     "calibrate": "workflows.calibrate",
     "posterior": "workflows.posterior",
@@ -42,6 +43,8 @@ WORKFLOWS = {
 SUMMARIES = {
     "run": "the default study: sweep, calibrate, posterior, propagate and indices of the SEIR demo surrogate",
     "sweep": "values and Jacobians of a surrogate over a parameter grid -> sweep.nc",
+    "simulate": "the simulator itself (a function, or a program: templated inputs, parsed outputs) over a parameter "
+                "grid, locally or on a Dask cluster -> simulate.nc",
     "train": "fit an ensemble of Keras MLP surrogates (or one) to a simulator or a dataset -> surrogate.ensemble/ "
              "(surrogate.keras), training.nc",
     "calibrate": "batched multi-start least-squares fit (trust region, LM or Gauss-Newton) to observations "

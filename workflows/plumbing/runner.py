@@ -24,6 +24,7 @@ log = logging.getLogger("sensitivity")
 NEXT: dict[str, str] = {
     "train": "sweep model=keras model.source={result}",
     "sweep": "indices dgsm.sweep={result}",
+    "simulate": "train training.data={result}",
     "merge": "indices dgsm.sweep={result}",
     "calibrate": "posterior calibration={result} observations.path={observations}",
     "posterior": "propagate propagate=posterior uncertainty.path={result}",
