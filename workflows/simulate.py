@@ -73,7 +73,8 @@ def run(cfg: DictConfig) -> Path:
     if simulation is None:
         raise ConfigError(f"{WHAT} ('package.module:function') or `simulator.program` is required: the model to "
                           "run over the grid")
-    with simulation, build.result_set(cfg, "simulate", [cfg.grid.path if cfg.grid.kind == "file" else None],
+    with simulation, build.result_set(_without_surrogate(cfg), "simulate",
+                                      [cfg.grid.path if cfg.grid.kind == "file" else None],
                                       simulator=simulation.identity) as results:
         if results.complete:
             build.announce_complete(results, "simulate")
@@ -88,6 +89,14 @@ def run(cfg: DictConfig) -> Path:
         results.publish()
         shutil.rmtree(parts, ignore_errors=True)  # the finished work is published
     return results.path("simulate.nc")
+
+
+def _without_surrogate(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with only ``model.output`` of its model: the surrogate (``model.source``, its kwargs and files) is no
+    input of the simulator's runs, so training one after ``simulate`` leaves its result's fingerprint as it was."""
+    keyed = cfg.copy()
+    keyed.model = ModelConf(output=build.plain(cfg.model.output))
+    return keyed
 
 
 def _output(cfg: DictConfig):

@@ -231,6 +231,9 @@ def test_a_failing_program_is_one_line_and_a_kept_folder(study):
     (["simulator.workers=0"], r"^`simulator.workers` must be an integer >= 1, got 0$"),
     (["simulator.program={comand: [sh]}"], r"^`simulator.program`: 'comand' is not a setting of a program simulator"),
     (["simulator.program=legacy/none.yaml"], r"^`simulator.program`: .*none.yaml cannot be read as YAML"),
+    (["space.parameters=[{name: I, units: m4, low: 1.0e-6, high: 1.0e-4}, {name: E, units: Pa, low: 7.0e10, "
+      "high: 2.1e11}, {name: L, units: m, low: 1.0, high: 3.0}, {name: P, units: N, low: 100.0, high: 5000.0}]"],
+     r"^`simulator.program.parameters` \['E', 'I', 'L', 'P'\] must be the space's parameters in its order, \['I', 'E'"),
     (["+simulate.simulator_kwargs.a=1"], r"^`simulate.simulator_kwargs` is set but the simulator is `simulator.program`"),
 ])
 def test_bad_keys_of_the_simulator_section_are_one_line(study, override, message):

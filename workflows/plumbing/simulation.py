@@ -158,7 +158,12 @@ def program_of(cfg: DictConfig, output_shape: tuple[int, ...] | None = None):
     shape = output_shape or _declared_shape(cfg)
     if mapping.get("output_shape") is None and shape is not None:
         mapping["output_shape"] = list(shape)
-    return _checked("simulator.program.", lambda: program_from(mapping))
+    program = _checked("simulator.program.", lambda: program_from(mapping))
+    names = build.space_from(cfg).names
+    if list(program.settings.parameters) != list(names):
+        raise ConfigError(f"`simulator.program.parameters` {list(program.settings.parameters)} must be the space's "
+                          f"parameters in its order, {list(names)}: the program reads each point's columns by them")
+    return program
 
 
 def _program_file(path: Path) -> dict:
