@@ -173,6 +173,20 @@ def test_train_takes_a_simulate_dataset_as_its_data(study):
         np.testing.assert_allclose(ds["y"].values.reshape(-1, 12), closed_form(ds["x"].values), rtol=1e-10)
 
 
+def test_shards_cover_the_grid_with_its_global_sample_index(study):
+    """Two shards of a 12-point grid hold its points 0-5 and 6-11 under their global ``sample`` index, each run once,
+    with the values of the closed form at the whole grid's points (a one-shard run)."""
+    whole = run_in(study, "simulate", "whole", ["grid.n=12", "grid.kind=halton"])
+    shards = [run_in(study, "simulate", f"shard{k}", ["grid.n=12", "grid.kind=halton", f"grid.shard={k}",
+                                                      "grid.num_shards=2"]) for k in (0, 1)]
+    with xr.open_dataset(whole) as ds, xr.open_dataset(shards[0]) as a, xr.open_dataset(shards[1]) as b:
+        assert list(a["sample"].values) == list(range(6)) and list(b["sample"].values) == list(range(6, 12))
+        joined = xr.concat([a, b], dim="sample")
+        np.testing.assert_array_equal(joined["x"].values, ds["x"].values)
+        np.testing.assert_allclose(joined["y"].values, closed_form(ds["x"].values), rtol=1e-10)
+        assert a.attrs["shard"] == "0 of 2" and b.attrs["sample_range"] == "6 12"
+
+
 def _parts(run_dir: Path) -> int:
     return len(list(run_dir.glob("simulate.parts/*.nc.parts/part-*.nc")))
 
