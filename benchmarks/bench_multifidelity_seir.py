@@ -71,7 +71,7 @@ def main() -> None:
         cfg = compose("multifidelity", overrides=[
             "experiment=seir", f"output_dir={args.out}/budget{args.budget}_seed{args.seed}", "progress=false",
             "multifidelity.simulator=sensitivity.simulators.seir:simulate", f"multifidelity.budget={args.budget}",
-            f"multifidelity.pilot={args.pilot}", f"multifidelity.workers={args.workers}",
+            f"multifidelity.pilot={args.pilot}", f"simulator.workers={args.workers}",
             f"multifidelity.surrogate_rows={args.rows}", f"seed={args.seed}",
             *([f"multifidelity.cost_ratio={args.cost_ratio!r}"] if args.cost_ratio else [])])
     started = time.perf_counter()

@@ -16,7 +16,7 @@ from workflows.plumbing.registry import WORKFLOWS, available
 def test_every_workflow_is_listed_with_one_line():
     listed = available()
     assert set(listed) == {"run", "sweep", "train", "calibrate", "posterior", "propagate", "indices", "reliability",
-                           "worth", "verify", "multifidelity", "export", "merge"}
+                           "worth", "verify", "multifidelity", "export", "merge", "simulate"}
     assert all(summary and "\n" not in summary for summary in listed.values())
 
 

@@ -43,6 +43,8 @@ training:                       # train: a surrogate of a simulator of your own 
   runs: 512                     # train: simulator runs of the training design, the training size (not grid.n;
                                 #   docs/how-to/training-size.md: how many for how many inputs)
   # simulator: model:simulate   # train: a numpy function x [N, n] -> y [N, ...] (training.simulator)
+# simulator:                   # train, verify, multifidelity, simulate: a program as the simulator instead
+#   program: legacy/beam.yaml   #   (docs/how-to/simulator-program.md); executor: {kind: dask} on a cluster
 sobol:
   n: 4096                       # indices: the Sobol' design
 # input_fields: {rain: [8, 8]}  # indices: maps of the indices of a field of inputs named rain_* (row by row)

@@ -2,11 +2,13 @@
 runs, the surrogate as control variate -> multifidelity.nc.
 
 The simulator (``multifidelity.simulator``, a batched ``package.module:function`` as for ``train`` and ``verify``,
-with ``multifidelity.simulator_kwargs``; run as ``simulator`` says: ``simulator.timeout``) runs at most
+with ``multifidelity.simulator_kwargs``, or the program of ``simulator.program``; run as the ``simulator`` section
+says: :mod:`workflows.plumbing.simulation`) runs at most
 ``multifidelity.budget`` times: a pilot (``multifidelity.pilot`` runs) measures its cost and its correlation with
 the surrogate, the allocation splits the budget, and the rest of its runs go to the first rows of the pick-freeze
 design the surrogate runs on whole (:func:`sensitivity.analyses.multifidelity.multifidelity`). Its runs are spread
-over ``multifidelity.workers`` spawned processes in batches of ``multifidelity.batch_size``, every finished batch
+over ``simulator.workers`` spawned processes (or ``simulator.executor``'s Dask cluster) in batches of
+``simulator.batch_size``, every finished batch
 recorded in the run directory (``simulator_pilot.nc``, ``simulator_runs_<first>_<last>.nc`` by row block, and
 their ``.parts/`` while unfinished: :func:`sensitivity.simulators.runner.run_simulator`), so a rerun after a kill
 runs only the missing batches. ``multifidelity.cost_ratio`` fixes the allocation's cost ratio (else measured: a
@@ -35,20 +37,19 @@ from omegaconf import DictConfig
 
 from sensitivity.analyses import multifidelity as mf
 from sensitivity.analyses.verify import anchored_pf
-from sensitivity.simulators.runner import RunnerSettings
 from workflows.plumbing import build
 from workflows.plumbing.schema import SimulatorConf, SurrogateStudyConf, schema_of
+from workflows.plumbing.simulation import runner_settings, simulation_from
 
 log = logging.getLogger(__name__)
 
 StudyConf = schema_of(mf.MultifidelityStudy, "MultifidelityStudyConf")
-RunnerConf = schema_of(RunnerSettings, "RunnerConf")
 ReliabilityConf = schema_of(anchored_pf.MFReliability, "MFReliabilityConf", keys=("failure_runs", "safe_runs"))
 
 
 @dataclass
-class MultifidelitySectionConf(StudyConf, RunnerConf, ReliabilityConf):
-    """The simulator, its budget and how its runs are spread."""
+class MultifidelitySectionConf(StudyConf, ReliabilityConf):
+    """The simulator and its budget (how its runs are spread: the ``simulator`` section)."""
 
     simulator: Optional[str] = None  # "package.module:function": points [N, n] -> outputs [N, *out] (numpy), required
     simulator_kwargs: Dict[str, Any] = field(default_factory=dict)
@@ -59,7 +60,7 @@ class MultifidelitySectionConf(StudyConf, RunnerConf, ReliabilityConf):
 @dataclass
 class MultifidelityConf(SurrogateStudyConf):
     multifidelity: MultifidelitySectionConf = field(default_factory=MultifidelitySectionConf)
-    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how multifidelity.simulator is run
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # a program, and how the simulator runs
     seed: int = 0
     output_dir: str = "???"
     progress: bool = True
@@ -72,22 +73,22 @@ SCHEMA = MultifidelityConf
 WHAT = "`multifidelity.simulator`"
 
 
-def check(cfg: DictConfig) -> tuple[Any, mf.MultifidelityStudy, RunnerSettings]:
-    """Check every setting before any model loads; return ``(space, study settings, runner settings)``."""
+def check(cfg: DictConfig) -> tuple[Any, mf.MultifidelityStudy]:
+    """Check every setting before any model loads; return ``(space, study settings)``."""
     from sensitivity.analyses.indices import design, sobol
     from sensitivity.errors import ConfigError
 
     m = cfg.multifidelity
-    if not m.simulator:
-        raise ConfigError(f"{WHAT} ('package.module:function') is required: the model the surrogate stands for, "
-                          "whose own answer the study estimates")
+    if not m.simulator and cfg.simulator.program is None:
+        raise ConfigError(f"{WHAT} ('package.module:function') or `simulator.program` is required: the model the "
+                          "surrogate stands for, whose own answer the study estimates")
     space = build.space_from(cfg)
     settings = build.settings(mf.MultifidelityStudy, m).check(len(space))
-    runner = build.settings(RunnerSettings, m).check()
+    runner_settings(cfg)
     design.require_independent(space, method="the multifidelity Sobol' indices", instead=sobol.DEPENDENT)
     if m.reliability:
         _reliability_settings(m, settings)
-    return space, settings, runner
+    return space, settings
 
 
 def _reliability_of(cfg: DictConfig, space) -> Optional[Path]:
@@ -110,34 +111,32 @@ def _reliability_settings(m: DictConfig, study: mf.MultifidelityStudy) -> anchor
 
 def run(cfg: DictConfig) -> Path:
     """Run the multifidelity study of ``cfg``; return the path of ``multifidelity.nc``."""
-    space, settings, runner = check(cfg)
+    space, settings = check(cfg)
     reliability = _reliability_of(cfg, space)
     m = cfg.multifidelity
-    simulator = build.simulator_from(cfg, m.simulator, m.simulator_kwargs, WHAT)  # kwargs checked before any run
+    simulation = simulation_from(cfg, m.simulator, m.simulator_kwargs, WHAT)  # kwargs checked before any run
     try:
-        with build.result_set(cfg, "multifidelity", [reliability], simulators=[m.simulator]) as results:
+        with build.result_set(cfg, "multifidelity", [reliability], simulator=simulation.identity) as results:
             if results.complete:
                 build.announce_complete(results, "multifidelity")
                 return results.path("multifidelity.nc")
-            runs = _compute(cfg, space, settings, runner, simulator, reliability, results.directory,
-                            results.staging)
+            runs = _compute(cfg, space, settings, simulation, reliability, results.directory, results.staging)
             for name in runs:
                 results.adopt(name)
             results.publish()
     finally:
-        simulator.close()
+        simulation.close()
     return results.path("multifidelity.nc")
 
 
-def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: Optional[Path], run_dir: Path,
+def _compute(cfg: DictConfig, space, settings, simulation, reliability: Optional[Path], run_dir: Path,
              out_dir: Path) -> list[str]:
     """The study (and the failure probabilities of ``reliability``'s events) -> ``out_dir/multifidelity.nc``;
     return the names of the simulator's run files in ``run_dir``."""
     from sensitivity.datasets import provenance, write_atomic
-    from sensitivity.simulators.runner import run_simulator
 
     surrogate = build.surrogate_from(cfg, space)
-    simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
+    simulation.simulator.output_shape = tuple(surrogate.output.shape)  # every call returns the surrogate's outputs
     engine = build.any_engine(cfg, surrogate, space)  # an ensemble's members: the study handles them
     block = len(space) + 2
     files: list[str] = []
@@ -147,21 +146,20 @@ def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: O
         name = "simulator_pilot.nc" if stage == "pilot" else \
             f"simulator_runs_{first}_{first + len(points) // block}.nc"
         files.append(name)
-        return run_simulator(simulator, points, run_dir / name, runner, progress=cfg.progress,
-                             desc=f"simulator {stage}")
+        return simulation.run(points, run_dir / name, f"simulator {stage}")
 
     log.info("multifidelity: %s anchored on %s, a budget of %d simulator runs (%d the pilot), %d worker(s)",
-             surrogate.source, cfg.multifidelity.simulator, settings.budget,
-             settings.pilot_blocks(len(space)) * block, runner.workers)
+             surrogate.source, simulation.source, settings.budget,
+             settings.pilot_blocks(len(space)) * block, simulation.runner.workers)
     ds = mf.multifidelity(engine, space, settings, simulator=staged, seed=cfg.seed)
     if reliability is not None:
-        ds = _failure_probabilities(cfg, ds, space, surrogate, engine, settings, reliability, simulator, runner,
-                                    run_dir, files)
-    ds.attrs.update(provenance(title=f"Multifidelity estimates of {cfg.multifidelity.simulator} with {surrogate.source}",
+        ds = _failure_probabilities(cfg, ds, space, surrogate, engine, settings, reliability, simulation, run_dir,
+                                    files)
+    ds.attrs.update(provenance(title=f"Multifidelity estimates of {simulation.source} with {surrogate.source}",
                                workflow="multifidelity", config_yaml=build.config_yaml(cfg),
                                surrogate_source=surrogate.source, surrogate_hash=surrogate.content_hash,
                                seed=cfg.seed, inputs=[reliability] if reliability is not None else []),
-                    simulator=cfg.multifidelity.simulator)
+                    simulator=simulation.source)
     write_atomic(ds, out_dir / "multifidelity.nc")
     build.log_summary(log, mf.summary(ds), "multifidelity: ")
     if cfg.plots:
@@ -172,13 +170,12 @@ def _compute(cfg: DictConfig, space, settings, runner, simulator, reliability: O
     return files
 
 
-def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settings, path: Path, simulator, runner,
+def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settings, path: Path, simulation,
                            run_dir: Path, files: list[str]):
     """``ds`` with the simulator-anchored failure probabilities of the events of the reliability.nc ``path``; the
     simulator's runs recorded as ``simulator_reliability_<k>.nc`` (named in ``files``)."""
     from sensitivity.analyses.reliability import plan
     from sensitivity.outputs.members import flat_mean_values
-    from sensitivity.simulators.runner import run_simulator
     from workflows.plumbing.reliability_settings import reliability_events
 
     recorded, read = reliability_events(path, "multifidelity.reliability")
@@ -188,12 +185,11 @@ def _failure_probabilities(cfg: DictConfig, ds, space, surrogate, engine, settin
     def simulate(points):
         name = f"simulator_reliability_{len([f for f in files if f.startswith('simulator_reliability_')])}.nc"
         files.append(name)
-        return run_simulator(simulator, points, run_dir / name, runner, progress=cfg.progress,
-                             desc="simulator reliability").values
+        return simulation.run(points, run_dir / name, "simulator reliability").values
 
     log.info("multifidelity: reliability %s: the simulator at the design points and %d + %d importance samples of "
              "each of %d events", path, cfg.multifidelity.failure_runs, cfg.multifidelity.safe_runs,
              len(found.design_beta))
     pf = anchored_pf.failure_probabilities(simulate, flat_mean_values(engine), picked.nataf.to_physical, found,
-                                  _reliability_settings(cfg.multifidelity, settings), seed=cfg.seed)
+                                           _reliability_settings(cfg.multifidelity, settings), seed=cfg.seed)
     return ds.assign(pf.data_vars).assign_coords(pf.coords).assign_attrs(pf.attrs)

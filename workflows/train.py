@@ -33,6 +33,7 @@ from sensitivity.sweep.from_file import read_samples
 from sensitivity.settings import EngineSettings
 from workflows.plumbing import build
 from workflows.plumbing.schema import GridConf, JacobianConf, ModelConf, SimulatorConf, SpaceConf
+from workflows.plumbing.simulation import simulation_from
 from workflows.plumbing.training_design import training_grid
 from workflows.plumbing.training_network import ConvConf
 from workflows.plumbing.training_settings import NetworkConf, PlanConf, WarnConf, training_settings
@@ -59,7 +60,7 @@ class TrainConf:
     training: TrainingConf = field(default_factory=TrainingConf)
     jacobian: JacobianConf = field(default_factory=JacobianConf)
     input_fields: Any = None  # {name: shape}: the field of inputs of training.architecture: conv
-    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how training.simulator is run
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # a program, and how the simulator runs
     seed: int = 0
     export_dir: Optional[str] = None
     output_dir: str = "???"
@@ -76,26 +77,25 @@ def run(cfg: DictConfig) -> Path:
     space = build.space_from(cfg)
     network, plan, thresholds = training_settings(t, space, cfg.input_fields)
     engine = build.settings(EngineSettings, cfg.jacobian)
-    if network.jacobian_weight > 0 and not (t.simulator or t.simulator_jacobian):
-        raise ConfigError("`training.jacobian_weight` > 0 (Sobolev training) needs `training.simulator_jacobian` or "
-                          "`training.simulator` (to difference)")
     declared = _declared_output(cfg)
     shape = declared.shape if declared is not None else None
     # the simulator and its kwargs checked before any work (a user's simulator must not get another's kwargs)
-    simulator = build.simulator_from(cfg, t.simulator, t.simulator_kwargs, "`training.simulator`", shape) \
-        if t.simulator else None
+    simulation = simulation_from(cfg, t.simulator, t.simulator_kwargs, "`training.simulator`", shape)
     try:
+        if network.jacobian_weight > 0 and not (simulation or t.simulator_jacobian):
+            raise ConfigError("`training.jacobian_weight` > 0 (Sobolev training) needs `training.simulator_jacobian`, "
+                              "`training.simulator` or `simulator.program` (to difference)")
         jacobian = _simulator_jacobian(t, shape) if t.simulator_jacobian and network.jacobian_weight > 0 else None
         with build.result_set(cfg, "train", [cfg.training.data and build.repo_path(cfg.training.data)],
-                              simulators=[cfg.training.simulator]) as results:
+                              simulator=simulation and simulation.identity) as results:
             if results.complete:  # the same samples and settings: the published surrogate is this run's
                 build.announce_complete(results, "train")
                 model_path = results.path(plan.saved_name)
             else:
-                model_path = _train(cfg, space, simulator, jacobian, network, plan, thresholds, engine, results)
+                model_path = _train(cfg, space, simulation, jacobian, network, plan, thresholds, engine, results)
     finally:
-        if simulator is not None:
-            simulator.close()
+        if simulation is not None:
+            simulation.close()
     if cfg.export_dir:
         _export([model_path, results.path("training.nc")], Path(cfg.export_dir))
     return model_path
@@ -110,7 +110,7 @@ def _simulator_jacobian(t: DictConfig, shape: tuple[int, ...] | None):
                                    what="`training.simulator_jacobian`")
 
 
-def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, thresholds, engine, results) -> Path:
+def _train(cfg: DictConfig, space, simulation, jacobian, network, plan, thresholds, engine, results) -> Path:
     """Simulate or read the samples, train, save, validate and report into ``results``' staging; publish them."""
     import shutil
 
@@ -118,7 +118,9 @@ def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, threshold
 
     t = cfg.training
     kept = Checkpoints(results.path(PARTS))
-    x, y, inputs = _samples(cfg, space, simulator, kept, results.fingerprint)
+    x, y, inputs = _samples(cfg, space, simulation, kept, results.fingerprint)
+    # the derivative check's runs go through the runner too (recorded, on the executor)
+    simulator = simulation.function(kept.directory, "train: derivative check") if simulation else None
     output = _output_spec(cfg, y.shape[1:])
     build.tensorflow()  # after the inputs are known to be good
     from sensitivity.datasets import provenance, write_atomic
@@ -132,7 +134,9 @@ def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, threshold
                        config_yaml=build.config_yaml(cfg), surrogate_source=str(model_path),
                        surrogate_hash=trained.surrogate.content_hash, seed=cfg.seed, inputs=inputs,
                        settings=(network, plan, thresholds))
-    attrs.update(simulator=t.simulator or "", simulator_jacobian=t.simulator_jacobian or "")
+    attrs.update(simulator=simulation.importable if simulation else "",  # verify reruns an importable one
+                 simulator_program=simulation.source if simulation and not simulation.importable else "",
+                 simulator_jacobian=t.simulator_jacobian or "")
     write_atomic(trained.report.assign_attrs(attrs), results.staging / "training.nc")
     for line in trained.summary:
         log.info(line)
@@ -148,37 +152,31 @@ def _train(cfg: DictConfig, space, simulator, jacobian, network, plan, threshold
 PARTS = "train.parts"
 
 
-def _samples(cfg: DictConfig, space, simulator, kept, fingerprint: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _samples(cfg: DictConfig, space, simulation, kept, fingerprint: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """``(x, y, input files)``: read from ``training.data`` or simulated on the grid (the runs kept in ``kept``
-    under the run's ``fingerprint`` and the simulator's code, reused by a rerun after a kill)."""
+    under the run's ``fingerprint`` and the simulator's identity, reused by a rerun after a kill)."""
     if cfg.training.data:
         path = build.repo_path(cfg.training.data)
         x, y = read_samples(path, space.names, _declared_output(cfg))
         space.check_points(x, what=f"training.data {path}")
         log.info("train: read %d samples from %s", len(x), path)
         return x, y, [str(path)]
-    if simulator is None:
-        raise ConfigError("`training.simulator` ('package.module:function') or `training.data` (.nc/.csv samples) "
-                          "is required")
+    if simulation is None:
+        raise ConfigError("`training.simulator` ('package.module:function'), `simulator.program` or `training.data` "
+                          "(.nc/.csv samples) is required")
     import hashlib
 
-    from workflows.plumbing.model_inputs import simulator_hash
-
     x = training_grid(cfg, space).points()
-    key = hashlib.sha256((fingerprint + simulator_hash(cfg.training.simulator)).encode()
-                         + np.ascontiguousarray(x, float).tobytes()).hexdigest()
+    key = hashlib.sha256(fingerprint.encode() + simulation.key(x).encode()).hexdigest()
     entry = kept.load("simulated", key)
     if entry is not None:
         log.info("train: the simulator's %d runs reused from an interrupted run (%s)", len(x), entry)
         return x, np.load(entry / "y.npy"), []
     from sensitivity.datasets.write import checksum_path
-    from sensitivity.simulators.runner import RunnerSettings, run_simulator
 
     start = time.perf_counter()
-    # in about 100 recorded batches, with a progress bar; the file's name holds the key (the simulator's code)
-    runs = kept.directory / f"runs-{key[:16]}.nc"
-    y = run_simulator(simulator, x, runs, RunnerSettings(batch_size=max(1, -(-len(x) // 100))),
-                      progress=cfg.progress, desc="train: simulator").values
+    runs = kept.directory / f"runs-{key[:16]}.nc"  # recorded batches with a progress bar; named by the key
+    y = simulation.run(x, runs, "train: simulator").values
     log.info("train: simulated %d points of the %s grid in %.1f s", len(x), cfg.grid.kind, time.perf_counter() - start)
     kept.save("simulated", key, lambda tmp: np.save(tmp / "y.npy", y))
     for done in (runs, checksum_path(runs)):  # kept as y.npy

@@ -58,6 +58,7 @@ from workflows.plumbing import build, chain
 from workflows.plumbing.reliability_settings import reliability_events
 from workflows.plumbing.verify_checks import Checks, Kept, parameter_coords, recorded_propagation
 from workflows.plumbing.schema import ObservationsConf, SimulatorConf, SurrogateStudyConf, schema_of
+from workflows.plumbing.simulation import simulation_from
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class VerifySectionConf(PlanConf, VerdictConf):
 class VerifyConf(SurrogateStudyConf):
     verify: VerifySectionConf = field(default_factory=VerifySectionConf)
     refine: RefineConf = field(default_factory=RefineConf)
-    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # how verify.simulator is run
+    simulator: SimulatorConf = field(default_factory=SimulatorConf)  # a program, and how the simulator runs
     observations: ObservationsConf = field(default_factory=ObservationsConf)  # of the calibration / posterior
     seed: int = 0
     output_dir: str = "???"
@@ -115,7 +116,7 @@ def run(cfg: DictConfig) -> Path:
         raise ConfigError("nothing to verify: give `verify.calibration`, `verify.posterior`, `verify.indices`, "
                           "`verify.reliability` and/or `verify.propagation` (result files of analyses of this "
                           "surrogate)")
-    if not v.simulator:
+    if not v.simulator and cfg.simulator.program is None:
         _simulator_of_training(cfg)
     plan = build.settings(VerifyPlan, v)
     refining = build.settings(RefinePlan, cfg.refine)
@@ -135,9 +136,10 @@ def run(cfg: DictConfig) -> Path:
     if "propagation" in chosen:
         recorded_propagation(chosen["propagation"])
     verdict = build.settings(VerdictSettings, v)
-    simulator = build.simulator_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
+    simulation = simulation_from(cfg, v.simulator, v.simulator_kwargs, "`verify.simulator`")  # kwargs checked
     try:
-        with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training], simulators=[v.simulator]) as results:
+        with build.result_set(cfg, "verify", [*chosen.values(), obs_path, training],
+                              simulator=simulation.identity) as results:
             if results.complete:
                 build.announce_complete(results, "verify")
             else:
@@ -145,16 +147,13 @@ def run(cfg: DictConfig) -> Path:
 
                 from sensitivity.store.checkpoints import Checkpoints
 
-                from workflows.plumbing.model_inputs import simulator_hash
-
-                kept = Kept(Checkpoints(results.path(PARTS)),
-                            build.fingerprint(results.fingerprint, simulator_hash(v.simulator)))
-                _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulator, verdict,
+                kept = Kept(Checkpoints(results.path(PARTS)), build.fingerprint(results.fingerprint, simulation.identity))
+                _verify(cfg, space, plan, chosen, obs_path, results.staging, refining, training, simulation, verdict,
                         kept)
                 results.publish()
                 shutil.rmtree(kept.store.directory, ignore_errors=True)  # the finished work is published
     finally:
-        simulator.close()
+        simulation.close()
     path = results.path("verify.nc")
     if v.strict:
         _strict(path)
@@ -218,16 +217,17 @@ def _training_path(cfg: DictConfig) -> Path:
 
 
 def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], obs_path: Path | None,
-            out_dir: Path, refining: RefinePlan, training: Path | None, simulator, verdict: VerdictSettings,
+            out_dir: Path, refining: RefinePlan, training: Path | None, simulation, verdict: VerdictSettings,
             kept: "Kept") -> Path:
     """Run every check (and the refinement) -> ``out_dir/verify.nc`` (and ``out_dir/refined/``), keeping the
     finished work in ``kept``."""
     from sensitivity.datasets import provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
-    simulator.output_shape = tuple(surrogate.output.shape)  # every call must return the surrogate's outputs
+    simulation.simulator.output_shape = tuple(surrogate.output.shape)  # every call returns the surrogate's outputs
     for key, path in chosen.items():
         chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
+    simulator = simulation.function(kept.store.directory, "verify: simulator")  # recorded runs, on the executor
     checks = Checks(cfg, space, surrogate, simulator, plan, obs_path, verdict, kept)
     ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], surrogate.output, space)
     verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
@@ -236,7 +236,7 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
                                workflow="verify", config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
                                surrogate_hash=surrogate.content_hash, seed=cfg.seed,
                                inputs=[*chosen.values(), *([obs_path] if obs_path else [])]),
-                    simulator=cfg.verify.simulator, verdict=WORDS[overall(verdicts.values())],
+                    simulator=simulation.source, verdict=WORDS[overall(verdicts.values())],
                     verdicts=" ".join(f"{k}={WORDS[v]}" for k, v in verdicts.items()))
     if refined is not None:
         ds = ds.merge(refined.drop_vars("parameter", errors="ignore"), compat="equals", combine_attrs="drop_conflicts")
@@ -330,7 +330,7 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
                            surrogate_source=f"refined/{trained.path.name}",
                            surrogate_hash=trained.surrogate.content_hash, seed=seed, inputs=[training],
                            settings=(network, training_plan, thresholds))
-        attrs.update(simulator=cfg.verify.simulator, simulator_jacobian="")
+        attrs.update(simulator=cfg.verify.simulator or "", simulator_jacobian="")
         write_atomic(trained.report.assign_attrs(attrs), refined_dir / "training.nc")
         ds.attrs.update(refined_surrogate=f"refined/{trained.path.name}",
                         refined_surrogate_hash=trained.surrogate.content_hash)

@@ -16,7 +16,7 @@ finished work and a partial result is never mistaken for a complete one.
 from __future__ import annotations
 
 from sensitivity.datasets.build import (flat_sweep_block, index_string_dims, jacobian_units, output_spec_from,
-                                        sample_dtype, sweep_dataset)
+                                        sample_dtype, samples_dataset, sweep_dataset)
 from sensitivity.datasets.provenance import CONVENTIONS, content_hash, provenance
 from sensitivity.datasets.read import (Draws, Estimate, by_name, open_result, read_draws, read_estimate, read_prior,
                                        select)
@@ -28,6 +28,7 @@ from sensitivity.datasets.write import (ENCODING_ENGINE, check_disk_space, check
 __all__ = [
     "CONVENTIONS", "ENCODING_ENGINE", "Draws", "check_disk_space", "Estimate", "by_name", "checksum_path", "content_hash", "copy_atomic",
     "flat_sweep_block", "index_string_dims", "jacobian_units", "open_result", "output_spec_from", "provenance",
-    "read_draws", "read_estimate", "read_prior", "record_checksum", "sample_dtype", "select", "settings_of", "sweep_dataset",
+    "read_draws", "read_estimate", "read_prior", "record_checksum", "sample_dtype", "samples_dataset", "select",
+    "settings_of", "sweep_dataset",
     "verify_checksum", "write_atomic", "write_bytes_atomic", "write_directory_atomic", "write_text_atomic",
 ]

@@ -1,4 +1,4 @@
-"""Labeled datasets built from arrays: the sweep's layout, Jacobian units, a stored output's description.
+"""Labeled datasets built from arrays: the samples' and the sweep's layout, Jacobian units, a stored output's description.
 
 Integer index dims with names as non-dimension coordinates (:mod:`sensitivity.outputs.labels`), the model's
 own output dims (:mod:`sensitivity.outputs.axes`), ``long_name`` and ``units`` on every variable.
@@ -30,6 +30,46 @@ def jacobian_units(spec: OutputSpec, parameter_units: Sequence[str]) -> tuple[st
     return uniform, table
 
 
+def samples_dataset(
+    sample: np.ndarray,
+    points: np.ndarray,
+    values: np.ndarray,
+    *,
+    parameter_names: Sequence[str],
+    parameter_units: Sequence[str],
+    parameter_long_names: Sequence[str] | None,
+    output: OutputSpec,
+    grid_size: int | None = None,
+) -> xr.Dataset:
+    """Label samples of a model (or a simulator): ``x(sample, parameter)`` and ``y(sample, *out)`` on the model's
+    own output dims and labeled parameters, the sweep's layout without its Jacobian.
+
+    Parameters
+    ----------
+    sample
+        Global indices of the points in the grid.
+    points, values
+        ``[N, n]``, ``[N, *out]`` arrays in physical units.
+    grid_size
+        Size of the whole grid: the ``sample`` index is int32 (CF 1.8 has no int64) when it fits,
+        float64 (exact to 2^53) beyond.
+    """
+    coords: dict[str, Any] = {
+        "sample": xr.Variable("sample", np.asarray(sample, dtype=sample_dtype(grid_size or len(sample))), {"long_name": "index of the point in the grid", "units": "1"}),
+        **parameter_coords(parameter_names, parameter_units),
+        **own_coords(output),
+    }
+    if parameter_long_names:
+        coords["parameter_long_name"] = xr.Variable("parameter", np.asarray(parameter_long_names, dtype=object), {"long_name": "parameter description"})
+    data = {
+        "x": (("sample", "parameter"), points, {"long_name": "parameter value at the point",
+                                                 **units_attrs(parameter_units, "parameter_units")}),
+        output.name: (("sample", *output.dim_names), values, {"long_name": output.long_name,
+                                                              **units_attrs(output.units, _units_coordinate(output))}),
+    }
+    return xr.Dataset(data, coords=coords)
+
+
 def sweep_dataset(
     sample: np.ndarray,
     points: np.ndarray,
@@ -42,7 +82,8 @@ def sweep_dataset(
     output: OutputSpec,
     grid_size: int | None = None,
 ) -> xr.Dataset:
-    """Label one block of a sweep: ``x(sample, parameter)``, ``y(sample, *out)``, ``jacobian(sample, *out, parameter)``.
+    """Label one block of a sweep: ``x(sample, parameter)``, ``y(sample, *out)``, ``jacobian(sample, *out, parameter)``
+    (:func:`samples_dataset` and the Jacobian).
 
     Parameters
     ----------
@@ -54,28 +95,12 @@ def sweep_dataset(
         Size of the whole grid: the ``sample`` index is int32 (CF 1.8 has no int64) when it fits,
         float64 (exact to 2^53) beyond.
     """
-    out_dims = list(output.dim_names)
-    coords: dict[str, Any] = {
-        "sample": xr.Variable("sample", np.asarray(sample, dtype=sample_dtype(grid_size or len(sample))), {"long_name": "index of the point in the grid", "units": "1"}),
-        **parameter_coords(parameter_names, parameter_units),
-        **own_coords(output),
-    }
-    if parameter_long_names:
-        coords["parameter_long_name"] = xr.Variable("parameter", np.asarray(parameter_long_names, dtype=object), {"long_name": "parameter description"})
+    ds = samples_dataset(sample, points, values, parameter_names=parameter_names, parameter_units=parameter_units,
+                         parameter_long_names=parameter_long_names, output=output, grid_size=grid_size)
     uniform, table = jacobian_units(output, parameter_units)
-    data = {
-        "x": (("sample", "parameter"), points, {"long_name": "parameter value at the point",
-                                                 **units_attrs(parameter_units, "parameter_units")}),
-        output.name: (("sample", *out_dims), values, {"long_name": output.long_name,
-                                                      **units_attrs(output.units, _units_coordinate(output))}),
-        "jacobian": (
-            ("sample", *out_dims, "parameter"),
-            jacobian,
-            {"long_name": f"derivative of {output.long_name} with respect to the parameter",
-             **units_attrs(uniform, "jacobian_units")},
-        ),
-    }
-    ds = xr.Dataset(data, coords=coords)
+    ds["jacobian"] = (("sample", *output.dim_names, "parameter"), jacobian,
+                      {"long_name": f"derivative of {output.long_name} with respect to the parameter",
+                       **units_attrs(uniform, "jacobian_units")})
     if uniform is None:
         dims = (output.units_dim.name, "parameter") if table.shape[0] > 1 else ("parameter",)
         ds = ds.assign_coords(jacobian_units=(dims, table if table.shape[0] > 1 else table[0], {"long_name": "units of the jacobian"}))

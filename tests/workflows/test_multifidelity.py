@@ -15,7 +15,7 @@ from workflows import multifidelity
 
 FAST = ["jacobian.jit_compile=false", "multifidelity.simulator=tests.helpers.functions:ishigami",
         "multifidelity.budget=500", "multifidelity.pilot=50", "multifidelity.surrogate_rows=2048",
-        "multifidelity.n_resamples=100", "multifidelity.cost_ratio=10000", "multifidelity.batch_size=64"]
+        "multifidelity.n_resamples=100", "multifidelity.cost_ratio=10000", "simulator.batch_size=64"]
 BIASED = ["model=function", "model.source=tests.helpers.models:ishigami_biased",
           "model.output={name: y, units: '1', names: [ishigami]}"]
 
@@ -58,9 +58,10 @@ def test_a_series_keeps_its_dims(compose_config):
 
 
 @pytest.mark.parametrize("override, message", [
-    (["multifidelity.simulator=null"], "`multifidelity.simulator` \\('package.module:function'\\) is required"),
+    (["multifidelity.simulator=null"],
+     "`multifidelity.simulator` \\('package.module:function'\\) or `simulator.program` is required"),
     (["multifidelity.budget=40"], "`budget` must exceed the pilot's 50 simulator runs"),
-    (["multifidelity.workers=0"], "`workers` must be an integer >= 1, got 0"),
+    (["simulator.workers=0"], "`simulator.workers` must be an integer >= 1, got 0"),
     (["multifidelity.surrogate_rows=1000"], "`surrogate_rows` must be a power of two, got 1000"),
 ])
 def test_bad_settings_are_one_line_before_the_model_loads(compose_config, tmp_path, override, message):

@@ -245,7 +245,7 @@ def test_a_simulators_kwargs_are_checked_and_its_bad_results_refused_before_anyt
     cfg = compose_config("train", [*TINY, "training.runs=32",
                                    "training.simulator=tests.workflows.test_train:returns_nan"])
     with pytest.raises(ModelError, match=r"^simulator tests.workflows.test_train:returns_nan \(`training.simulator`\) "
-                                         r"returned nan \(output 0\) at point 7 of 32, x = \["):
+                                         r"returned nan \(output 0\) at point 7 of 16, x = \["):
         train.run(cfg)
     assert not list(tmp_path.rglob("training.nc")) and not list(tmp_path.rglob("surrogate.*"))
 

@@ -379,14 +379,15 @@ def test_refinement_of_a_reliability_runs_near_its_limit_state_where_the_u_funct
     from sensitivity.analyses.verify import VerdictSettings, VerifyPlan
     from sensitivity.store.checkpoints import Checkpoints
     from workflows.plumbing import build
+    from workflows.plumbing.simulation import simulation_from
 
     cfg, s, result = _linear_reliability(compose_config, tmp_path, 0.0, ["verify.failure_runs=5",
                                                                          "verify.safe_runs=3"])
     space = build.space_from(cfg)
-    simulator = build.simulator_from(cfg, cfg.verify.simulator, cfg.verify.simulator_kwargs, "`verify.simulator`")
+    simulation = simulation_from(cfg, cfg.verify.simulator, cfg.verify.simulator_kwargs, "`verify.simulator`")
     kept = verify.Kept(Checkpoints(tmp_path / verify.PARTS), "test")
-    checks = verify.Checks(cfg, space, build.surrogate_from(cfg, space), simulator, VerifyPlan(failure_runs=5,
-                           safe_runs=3), None, VerdictSettings(), kept)
+    checks = verify.Checks(cfg, space, build.surrogate_from(cfg, space), simulation.simulator,
+                           VerifyPlan(failure_runs=5, safe_runs=3), None, VerdictSettings(), kept)
     candidates = checks.points("reliability", result)
     design = open_result(result)["design_x"].values.reshape(-1, 3)[:1]
     assert candidates.shape == (1 + 8, 3)
@@ -398,7 +399,7 @@ def test_refinement_of_a_reliability_runs_near_its_limit_state_where_the_u_funct
     threshold = float(np.array(A) @ MU + 3.0 * s)
     expected = np.abs(threshold - values.mean(axis=0)[:, 0]) / offsets.std(ddof=1)
     np.testing.assert_allclose(checks.u_priority(result)(values), expected, rtol=1e-9)
-    simulator.close()
+    simulation.close()
 
 
 @pytest.mark.parametrize("bias, holds", [(0.0, True), (0.5, False)])

@@ -155,11 +155,11 @@ RUN_ONLY_KEYS = ("output_dir", "progress", "plots", "replace_other_settings", "r
 
 
 def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | None] = (), *,
-               recorded: Mapping[str, str] | None = None, simulators: Iterable[str | None] = ()):
+               recorded: Mapping[str, str] | None = None, simulator: str | None = None):
     """The result set of this run (:class:`sensitivity.datasets.publish.ResultSet`), fingerprinted by the config
     (its run-only keys left out), the content of its input files, of everything the model reads and of the code of
-    the ``simulators`` it runs (``package.module:function``, :func:`~workflows.plumbing.model_inputs.simulator_hash`:
-    an edit of a simulator's module, or of one it imports from its folder, is a new computation).
+    the ``simulator`` it runs (its identity, :attr:`workflows.plumbing.simulation.Simulation.identity`: an edit of a
+    simulator's module, of one it imports from its folder, or of a program's files, is a new computation).
 
     ``recorded`` gives input files by the checksums recorded beside them (``{path: sha256}``, e.g. a merge's
     shards, verified as they are read) instead of hashing them again.
@@ -169,7 +169,7 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     """
     from sensitivity.datasets import content_hash
     from sensitivity.datasets.publish import ResultSet
-    from workflows.plumbing.model_inputs import model_inputs_hash, simulator_hash
+    from workflows.plumbing.model_inputs import model_inputs_hash
     from workflows.plumbing.schema import workflow_keys
 
     check_study(cfg)  # a bad space or output description is refused before the run directory is touched
@@ -179,7 +179,7 @@ def result_set(cfg: DictConfig, workflow: str, inputs: Iterable[str | Path | Non
     config = {k: v for k, v in plain(cfg).items() if k in own and k not in RUN_ONLY_KEYS}
     return ResultSet(output_dir(cfg), workflow=workflow, inputs=files,
                      fingerprint=fingerprint(config, sorted(files.values()), model_inputs_hash(cfg),
-                                             *(simulator_hash(str(s)) for s in simulators if s)),
+                                             *([simulator] if simulator else [])),
                      replace=bool(cfg.get("replace_other_settings", False)),
                      recompute=bool(cfg.get("recompute", False)))
 
@@ -310,23 +310,6 @@ def calibration_minima(path: Path, names: list[str]) -> np.ndarray:
     with open_result(path) as ds:
         order = [list(map(str, ds["parameter_name"].values)).index(n) for n in names]
         return minimum_points(ds["estimate"].values[:, order], ds["cost"].values, ds["minimum"].values)
-
-
-def simulator_from(cfg: DictConfig, source: str, kwargs: Any, what: str, output_shape: tuple[int, ...] | None = None):
-    """The batched simulator ``"package.module:function"`` (:func:`sensitivity.surrogates.simulator.simulator_from`),
-    imported after TensorFlow (the user's module may import it), its ``kwargs`` checked against its signature and run
-    as ``cfg.simulator`` says (:class:`~sensitivity.surrogates.simulator.SimulatorSettings`); ``what`` names its
-    config key in errors. Close it when done (its worker process, with a timeout)."""
-    tensorflow()
-    from sensitivity.surrogates.simulator import SimulatorSettings
-    from sensitivity.surrogates.simulator import simulator_from as library_simulator
-
-    from workflows.plumbing.model_inputs import simulator_hash
-
-    simulator = library_simulator(source, plain(kwargs), what=what, output_shape=output_shape,
-                                  settings=settings(SimulatorSettings, cfg.simulator))
-    simulator.code = simulator_hash(source)  # its recorded runs are not reused after an edit of its code
-    return simulator
 
 
 def log_mask_from(names: list[str] | None, space) -> np.ndarray:

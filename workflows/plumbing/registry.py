@@ -71,13 +71,15 @@ class Workflow:
         return None if self.study is NONE else BY_NAME[self.study]
 
 
-#: The commands, in the order `sensitivity --help` lists them (the library's ``simulate`` study, ``run_simulator``,
-#: has no command yet: ``sensitivity simulate`` joins here with its workflow module).
+#: The commands, in the order `sensitivity --help` lists them.
 REGISTRY: tuple[Workflow, ...] = (
     Workflow("run", "workflows.run", "the default study: sweep, calibrate, posterior, propagate and indices of the "
              "SEIR demo surrogate", NONE, NONE, NONE),
     Workflow("sweep", "workflows.sweep", "values and Jacobians of a surrogate over a parameter grid", "sweep.nc",
              "indices dgsm.sweep={result}", "sweep"),
+    Workflow("simulate", "workflows.simulate", "the simulator itself (a function, or a program: templated inputs, "
+             "parsed outputs) over a parameter grid, locally or on a Dask cluster", "simulate.nc",
+             "train training.data={result}", "simulate"),
     Workflow("train", "workflows.train", "fit an ensemble of Keras MLP surrogates (or one) to a simulator or a "
              "dataset", "surrogate.ensemble/ (surrogate.keras), training.nc", "sweep model=keras model.source={result}",
              "train"),

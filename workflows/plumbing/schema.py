@@ -35,6 +35,8 @@ from hydra.core.config_store import ConfigStore
 
 from sensitivity.sweep.designs import make_grid
 from sensitivity.settings import EngineSettings
+from sensitivity.simulators.executors import ExecutorSettings
+from sensitivity.simulators.runner import RunnerSettings
 from sensitivity.surrogates.simulator import SimulatorSettings
 from workflows.plumbing.registry import modules
 
@@ -208,7 +210,20 @@ JacobianConf = schema_of(EngineSettings, "JacobianConf",
                          keys=("mode", "dtype", "jit_compile", "chunk_size", "memory_budget_mb"))
 
 
-SimulatorConf = schema_of(SimulatorSettings, "SimulatorConf")  # how a user's simulator is run (train, verify)
+ExecutorConf = schema_of(ExecutorSettings, "ExecutorConf")  # where the simulator's batches run
+RunnerConf = schema_of(RunnerSettings, "RunnerConf")  # batches of points and local worker processes
+_TimeoutConf = schema_of(SimulatorSettings, "SimulatorTimeoutConf")
+
+
+@dataclass
+class SimulatorConf(_TimeoutConf, RunnerConf):
+    """The simulator of every workflow that runs one (train, verify, multifidelity, simulate) and how it runs
+    (:mod:`workflows.plumbing.simulation`)."""
+
+    # a program (the keys of sensitivity.simulators.program.ProgramSettings): the simulator of every workflow whose
+    # own `*.simulator` is null; typed Any: its keys are checked by the library, in one line
+    program: Any = None
+    executor: ExecutorConf = field(default_factory=ExecutorConf)
 
 
 @dataclass
