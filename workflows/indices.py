@@ -8,6 +8,7 @@ that combines sampling and surrogate error beside every index with a sampling in
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -91,18 +92,37 @@ def run(cfg: DictConfig) -> Path:
         chain.consumed(cfg, sweep, key)
     samples = cfg.given_data.samples if "given_data" in chosen else None
     grid_file = cfg.grid.path if "local" in chosen and cfg.local.across_grid and cfg.grid.kind == "file" else None
-    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples, grid_file) if p]
+    shard_files = ([str(p) for files in designs["sobol"].values() for p in files]
+                   if "sobol" in chosen and cfg.sobol.merge else [])
+    inputs = [p for p in (*(sweep for sweep, _ in sweeps.values()), samples, grid_file, *shard_files) if p]
+    name = "sobol_statistics.nc" if "sobol" in chosen and cfg.sobol.shards > 1 else "indices.nc"
     with build.result_set(cfg, "indices", inputs) as results:
         if results.complete:
             build.announce_complete(results, "indices")
-            return results.path("indices.nc")
-        _compute(cfg, space, chosen, methods, designs, options, sweeps, inputs, results.staging)
+            return results.path(name)
+        kept = results.path(PARTS)  # the one-pass methods' finished groups of blocks: a rerun resumes from them
+        keep = partial(_kept, kept, results.fingerprint)
+        _compute(cfg, space, chosen, methods, designs, options, sweeps, inputs, results.staging, keep)
         results.publish()
-    return results.path("indices.nc")
+        shutil.rmtree(kept, ignore_errors=True)  # the finished work is published
+    return results.path(name)
 
 
-def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, inputs, out_dir: Path) -> Path:
-    """The indices of every chosen method -> ``out_dir/indices.nc`` (+ figures)."""
+#: The run folder's unfinished work of the one-pass methods (their groups' statistics, by result key).
+PARTS = "indices.parts"
+
+
+def _kept(directory: Path, fingerprint: str, key: str) -> Any:
+    """Where the one-pass analysis of result ``key`` keeps its finished groups."""
+    from sensitivity.store.checkpoints import DatasetCheckpoints
+
+    return DatasetCheckpoints(directory / key, fingerprint)
+
+
+def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, inputs, out_dir: Path,
+             keep) -> Path:
+    """The indices of every chosen method -> ``out_dir/indices.nc`` (+ figures); a Sobol' shard's statistics ->
+    ``out_dir/<key>_statistics.nc``."""
     from sensitivity.datasets import provenance, write_atomic
 
     surrogate = build.surrogate_from(cfg, space)
@@ -116,11 +136,22 @@ def _compute(cfg: DictConfig, space, chosen, methods, designs, options, sweeps, 
     log.info("indices: %s on %s (%d parameters, %d outputs%s), %s mode, %s", ", ".join(chosen), surrogate.source,
              len(space), surrogate.output_size,
              f", {surrogate.n_members} members" if surrogate.n_members > 1 else "", jac.mode, jac.dtype)
-    ds = indices.compute(jac, space, methods, designs=designs, **options)
-    ds.attrs.update(provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
-                               config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
-                               surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs,
-                               settings=(*methods.values(), options["intervals"])))
+    attrs = provenance(title=f"Sensitivity indices of {surrogate.source}", workflow="indices",
+                       config_yaml=build.config_yaml(cfg), surrogate_source=surrogate.source,
+                       surrogate_hash=surrogate.content_hash, seed=cfg.seed, inputs=inputs,
+                       settings=(*methods.values(), options["intervals"]))
+    if "sobol" in chosen and cfg.sobol.shards > 1:
+        if surrogate.n_members > 1:
+            raise ConfigError("sobol: `shards` > 1 computes a single surrogate's statistics, got an ensemble")
+        parts = indices.shard_statistics(jac, space, methods["sobol"], designs["sobol"], keep=keep, **options)
+        for key, part in parts.items():
+            write_atomic(part.assign_attrs(attrs, title=f"Sobol' statistics of a shard of {surrogate.source}"),
+                         out_dir / f"{key}_statistics.nc")
+        log.info("indices: shard %d of %d written; join the shards with sobol.merge=[<their folders>]",
+                 cfg.sobol.shard, cfg.sobol.shards)
+        return out_dir / "sobol_statistics.nc"
+    ds = indices.compute(jac, space, methods, designs=designs, keep=keep, **options)
+    ds.attrs.update(attrs)
     ds.attrs["methods"] = " ".join(chosen)
     out = write_atomic(ds, out_dir / "indices.nc")
     build.log_summary(log, summary(ds), "indices: ")

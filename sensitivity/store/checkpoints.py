@@ -84,3 +84,32 @@ def _digests(entry: Path) -> dict[str, str]:
     if not entry.is_dir():
         return {}
     return {str(p.relative_to(entry)): content_hash(p) for p in sorted(entry.rglob("*")) if p.is_file()}
+
+
+class DatasetCheckpoints:
+    """Finished units that are one dataset each (``<name>/unit.nc``), all of one computation's ``fingerprint``:
+    the ``load(name)`` / ``save(name, ds)`` a one-pass analysis keeps its groups' statistics through
+    (:class:`sensitivity.analyses.indices.shards.Kept`)."""
+
+    def __init__(self, directory: str | Path, fingerprint: str) -> None:
+        self.units, self.fingerprint = Checkpoints(directory), fingerprint
+
+    @property
+    def directory(self) -> Path:
+        return self.units.directory
+
+    def load(self, name: str) -> Any:
+        """The dataset of the finished unit ``name`` (read into memory), or None (compute it)."""
+        from sensitivity.datasets import open_result
+
+        entry = self.units.load(name, self.fingerprint)
+        if entry is None:
+            return None
+        with open_result(entry / "unit.nc") as ds:
+            return ds.load()
+
+    def save(self, name: str, ds: Any) -> None:
+        """Keep ``ds`` as the finished unit ``name``."""
+        from sensitivity.datasets import write_atomic
+
+        self.units.save(name, self.fingerprint, lambda tmp: write_atomic(ds, tmp / "unit.nc"))

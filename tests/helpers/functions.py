@@ -27,6 +27,13 @@ def ishigami(x: np.ndarray, a: float = 7.0, b: float = 0.1) -> np.ndarray:
     return (np.sin(x[:, 0]) + a * np.sin(x[:, 1]) ** 2 + b * x[:, 2] ** 4 * np.sin(x[:, 0]))[:, None]
 
 
+def ishigami_and_offset(x: np.ndarray) -> np.ndarray:
+    """``[N, 2]``: Ishigami and a shifted, rescaled second output of mean ~1e6 (one-pass statistics must keep
+    its variance: no sum of raw squares)."""
+    y = ishigami(x)[:, 0]
+    return np.stack([y, 1e6 + np.exp(0.3 * y) + x[:, 2]], axis=1)
+
+
 def ishigami_jacobian(x: np.ndarray, a: float = 7.0, b: float = 0.1) -> np.ndarray:
     """``[N, 1, 3]`` exact gradient."""
     g = np.stack(

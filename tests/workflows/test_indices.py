@@ -479,3 +479,29 @@ def test_dgsm_of_a_sweep_leaves_out_the_points_where_the_model_is_not_finite_and
     said = [r.getMessage() for r in caplog.records if "not finite" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith(f"indices: dgsm: the model is not finite at {hole} of 512 sweep points "
                                                  "(first at a=0.9")
+
+
+SHARDED = FLOAT64 + ["methods=[sobol]", "sobol.n=1024", "sobol.block=64", "sobol.checkpoint_rows=128", "plots=false"]
+
+
+def test_four_shards_merged_equal_the_single_run_and_a_stranger_is_refused(compose_config, tmp_path):
+    whole = open_result(indices.run(compose_config("indices", SHARDED, tmp_path / "whole")))
+    for k in range(4):
+        out = indices.run(compose_config("indices", [*SHARDED, "sobol.shards=4", f"sobol.shard={k}"],
+                                         tmp_path / "shards" / str(k)))
+        assert out.name == "sobol_statistics.nc" and not (out.parent / "indices.nc").exists()
+        assert not (out.parent / indices.PARTS).exists()  # the kept groups go once the shard is published
+    ds = open_result(indices.run(compose_config("indices", [*SHARDED, f"sobol.merge=[{tmp_path / 'shards'}]"],
+                                                tmp_path / "merged")))
+    for name in ("sobol_S1", "sobol_ST", "sobol_S1_interval", "sobol_ST_interval", "sobol_variance",
+                 "sobol_ST_convergence"):
+        np.testing.assert_allclose(ds[name].values, whole[name].values, rtol=1e-12, atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(ds.sobol_ST.isel(output=0), ishigami_indices()["ST"], atol=0.05)  # N = 1024
+    indices.run(compose_config("indices", [*SHARDED, "seed=1", "sobol.shards=4", "sobol.shard=2"],
+                               tmp_path / "stranger"))
+    given = [tmp_path / "shards" / str(k) for k in (0, 1, 3)] + [tmp_path / "stranger"]
+    with pytest.raises(DataError) as info:
+        indices.run(compose_config("indices", [*SHARDED, f"sobol.merge=[{','.join(map(str, given))}]"],
+                                   tmp_path / "refused"))
+    assert "statistics of another design (seed '1', this run's '0')" in str(info.value)
+    assert "\n" not in str(info.value) and not (tmp_path / "refused" / "indices.nc").exists()

@@ -18,7 +18,8 @@ Methods, each with ``sample`` (where it has its own design) and ``analyze`` on a
 :mod:`~sensitivity.analyses.indices.dataset` (labels and units).
 
 The driver runs them on a compiled surrogate: settings objects in
-:mod:`~sensitivity.analyses.indices.methods` (``LocalDerivatives``, ``Dgsm``, ``Sobol``, ``Morris``,
+:mod:`~sensitivity.analyses.indices.methods` (``LocalDerivatives``, ``Dgsm``, ``Sobol`` (in
+:mod:`~sensitivity.analyses.indices.sobol_method`: one pass, resumable, sharded), ``Morris``,
 ``ActiveSubspaces``, ``Shapley``, ``SobolDependent``, ``Aggregated``, ``GivenData``), :func:`plan` and
 :func:`compute` in :mod:`~sensitivity.analyses.indices.driver`, and DGSM and given-data indices from a
 stored sweep in :mod:`~sensitivity.analyses.indices.dgsm_sweep`; of an ensemble surrogate, every index per member,
@@ -41,6 +42,7 @@ from sensitivity.analyses.indices.driver import (
     in_section,
     plan,
     ranking_measures,
+    shard_statistics,
     summary_lines,
 )
 from sensitivity.analyses.indices.ensemble import compute_ensemble, with_member_spread
@@ -57,10 +59,10 @@ from sensitivity.analyses.indices.methods import (
     Morris,
     Quantity,
     Shapley,
-    Sobol,
     SobolDependent,
     timed,
 )
+from sensitivity.analyses.indices.sobol_method import Sobol
 
 #: The package's face: the verbs, the settings of each method and the method names; the methods' modules and
 #: helpers are imported from their own modules.

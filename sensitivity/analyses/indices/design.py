@@ -9,6 +9,8 @@ an estimator cannot use.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from sensitivity.inputs.uncertainty import inputs_from_space
@@ -60,7 +62,9 @@ class SobolBase:
             engine.reset()
             if lo:  # scipy's fast_forward(0) fails
                 engine.fast_forward(lo)
-            out.append(engine.random(hi - lo))
+            with warnings.catch_warnings():  # a range of a balanced sequence: its balance is the whole's
+                warnings.filterwarnings("ignore", "The balance properties of Sobol' points", UserWarning)
+                out.append(engine.random(hi - lo))
         return np.concatenate(out) if out else np.empty((0, self.engines[0].d))
 
 

@@ -58,7 +58,18 @@ def plan(
     in_section("intervals", intervals.check)
     if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= len(space)):
         raise ConfigError(f"`top_k` must be an integer in [1, {len(space)}], got {top_k!r}")
+    if getattr(methods.get("sobol"), "shards", 1) > 1 and len(methods) > 1:
+        raise ConfigError(f"sobol: a shard (`shards` > 1) computes the Sobol' statistics of its rows only; run it "
+                          f"with methods=[sobol], got {list(methods)}")
     return {name: in_section(name, method.design, space, seed, intervals) for name, method in methods.items()}
+
+
+def shard_statistics(engine: CompiledJacobian, space: ParameterSpace, method: Method, design: Any, *, seed: int = 0,
+                     intervals: Intervals = Intervals(), keep: Callable[[str], Any] | None = None,
+                     top_k: int | None = None) -> dict[str, xr.Dataset]:
+    """The statistics of one shard of the Sobol' method (``Sobol(shards > 1)``; its ``design`` from :func:`plan`)
+    by result key, to join with the other shards' (``Sobol(merge=...)``); ``top_k`` is :func:`compute`'s, unused."""
+    return in_section("sobol", method.statistics, Context(FlatModel(engine), space, seed, intervals, keep), design)
 
 
 def compute(
@@ -70,6 +81,7 @@ def compute(
     intervals: Intervals = Intervals(),
     top_k: int | None = None,
     designs: Mapping[str, Any] | None = None,
+    keep: Callable[[str], Any] | None = None,
 ) -> xr.Dataset:
     """Run ``methods`` on the compiled surrogate and return one labeled dataset on the model's output dims.
 
@@ -89,6 +101,8 @@ def compute(
         Size of the top sets compared by the ranking cross-check; ``min(3, n_parameters)`` by default.
     designs
         The result of :func:`plan` with the same arguments (drawn here when omitted).
+    keep
+        Where the one-pass methods keep their finished groups of blocks, by result key (:class:`Context`'s).
 
     Returns
     -------
@@ -106,7 +120,7 @@ def compute(
         return compute_ensemble(engine, space, methods, seed=seed, intervals=intervals, top_k=top_k, designs=designs)
     if designs is None:
         designs = plan(space, methods, seed=seed, intervals=intervals, top_k=top_k)
-    ctx = Context(FlatModel(engine), space, seed, intervals)
+    ctx = Context(FlatModel(engine), space, seed, intervals, keep)
     results: dict[str, xr.Dataset] = {}
     for name, method in methods.items():
         results.update(in_section(name, method.run, ctx, designs[name]))

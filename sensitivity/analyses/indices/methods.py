@@ -1,4 +1,5 @@
-"""The sensitivity methods as immutable settings objects, run on a compiled surrogate.
+"""The sensitivity methods as immutable settings objects, run on a compiled surrogate (the Sobol' method's in
+:mod:`~sensitivity.analyses.indices.sobol_method`).
 
 Each method of :mod:`sensitivity.analyses.indices` (local derivatives, DGSM, Sobol', Morris, active
 subspaces; for dependent inputs and whole outputs Shapley effects, dependent Sobol' indices, aggregated
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, onepass,
-                                          shapley, sobol, sobol_dependent)
+                                          shapley, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
@@ -50,6 +51,11 @@ class FlatModel:
     def spec(self) -> OutputSpec:
         """The model's own output description (names, dims, units)."""
         return self.engine.surrogate.output
+
+    @property
+    def identity(self) -> str:
+        """The surrogate's content hash: what a one-pass analysis's kept statistics record as their model."""
+        return str(getattr(self.engine.surrogate, "content_hash", "") or "")
 
     @property
     def labels(self) -> dict[str, list[str]]:
@@ -131,7 +137,14 @@ class Context:
     space: ParameterSpace
     seed: int
     intervals: Intervals
+    #: Where a one-pass method keeps the statistics of its finished groups of blocks, by its result's key
+    #: (``keep("sobol")``: a :class:`~sensitivity.analyses.indices.shards.Kept`); None keeps nothing.
+    keep: Callable[[str], Any] | None = None
     _samples: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def kept(self, key: str) -> Any:
+        """Where the one-pass analysis of result ``key`` keeps its finished groups (None: nowhere)."""
+        return None if self.keep is None else self.keep(key)
 
     def input_sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(points, values, jacobian)`` at ``n`` scrambled-Sobol' draws of the input distribution.
@@ -243,50 +256,6 @@ class Dgsm:
         return {"dgsm": timed(f"dgsm: {self.n} Jacobians evaluated and reduced {onepass.BLOCK_POINTS} at a time",
                               partial(dgsm.analyze_model, ctx.model.jacobian, ctx.space, self.n, seed=ctx.seed,
                                       **kwargs))}
-
-
-@dataclass(frozen=True)
-class Sobol:
-    """Sobol' first/total (and second) order indices per parameter, and per group when ``groups`` are given.
-
-    With randomised-QMC intervals or none the design is generated, evaluated and reduced ``block`` base rows at a
-    time (:func:`~sensitivity.analyses.indices.sobol.analyze_model`): memory does not grow with ``n``. Bootstrap
-    intervals resample the whole design, which is then drawn in :meth:`design` and held.
-    """
-
-    n: int = 1024
-    second_order: bool = False
-    groups: Mapping[str, Sequence[str]] | None = None
-    convergence_start: int = 64
-    block: int = sobol.BLOCK_ROWS
-
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> dict[str, np.ndarray | None]:
-        check_power_of_two(self.convergence_start, what="convergence_start")
-        check_power_of_two(self.block, what="block", minimum=1)
-        intervals.check_size(self.n, what="n")
-        keys = ["sobol"] + (["sobol_groups"] if self.groups is not None else [])
-        kwargs = {"seed": seed, "calc_second_order": self.second_order, "replicates": intervals.replicates_of(qmc=True)}
-        sobol.check(space, self.groups)  # every setting checked now; the points drawn in `run`, unless the
-        if intervals.plan(qmc=True).kind != "bootstrap":  # bootstrap needs them whole
-            return dict.fromkeys(keys)
-        return {key: sobol.sample(space, self.n, groups=self.groups if key == "sobol_groups" else None, **kwargs)
-                for key in keys}
-
-    def run(self, ctx: Context, design: dict[str, np.ndarray | None]) -> dict[str, xr.Dataset]:
-        out = {}
-        options = {"calc_second_order": self.second_order, "convergence_start": min(self.convergence_start, self.n),
-                   **ctx.analysis_kwargs()}
-        for key, points in design.items():
-            groups = self.groups if key == "sobol_groups" else None
-            if points is None:
-                ds = timed(f"{key}: {self.n} base rows evaluated and reduced {self.block} at a time",
-                           partial(sobol.analyze_model, ctx.model.values, ctx.space, self.n, seed=ctx.seed,
-                                   groups=groups, block=self.block, **options))
-            else:
-                values = timed(f"{key}: {len(points)} evaluations", ctx.model.values, points)
-                ds = sobol.analyze(values, ctx.space, groups=groups, **options)
-            out[key] = ds.rename({"group_member": "member"}) if groups is not None else ds
-        return out
 
 
 @dataclass(frozen=True)

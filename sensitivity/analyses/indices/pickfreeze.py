@@ -15,22 +15,29 @@ variables :func:`variables` (the ``P`` values of a block, then the ``G`` differe
 ``N P`` values, from the same statistics. These are exactly SALib's centred and scaled means of products
 (the scaling cancels in every ratio; ``s`` only decides which outputs are constant), so the in-memory route
 (the design's values held, reduced block by block here) and the one-pass route (the design generated and
-evaluated block by block, :func:`sensitivity.analyses.indices.sobol.analyze_model`) share one formula, and
+evaluated block by block, :func:`sensitivity.analyses.indices.sobol_onepass.analyze_model`) share one formula, and
 replicates, prefixes and shards of a design merge exactly.
 
-:class:`Accumulator` keeps one set of statistics per randomised-QMC scrambling (the pooled estimate is their
-merge), a copy at each prefix size of the convergence record, and the first :data:`TAIL_ROWS` values for the
-heavy-tail check (:mod:`~sensitivity.analyses.indices.tails`, which needs order statistics, not moments): its
-memory does not grow with ``N``.
+:class:`Accumulator` keeps one set of statistics per segment of the design between the edges of its
+randomised-QMC scramblings and of the prefix sizes of the convergence record (a scrambling's, a prefix's and the
+pooled statistics are merges of segments), and the first :data:`TAIL_ROWS` values for the heavy-tail check
+(:mod:`~sensitivity.analyses.indices.tails`, which needs order statistics, not moments): its memory does not grow
+with ``N``, and the statistics of any row range (a shard, a checkpointed group of blocks) are a dataset that
+merges exactly with its neighbours'.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from functools import reduce
 from typing import Sequence
 
 import numpy as np
 
 from sensitivity.analyses.moments import Moments
+from sensitivity.errors import DataError
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
 
 #: Values kept for the heavy-tail check: the first this many rows of the design (all of them below it).
 TAIL_ROWS = 1 << 16
@@ -101,50 +108,125 @@ def stacked(sets: Sequence[Moments], g: int, second: bool) -> dict[str, np.ndarr
 
 
 class Accumulator:
-    """Statistics of a pick-freeze design of ``n`` base rows fed in order, block by block (:meth:`update`).
+    """Statistics of base rows ``span = [start, stop)`` of a pick-freeze design of ``n`` base rows, fed in order,
+    block by block (:meth:`update`); the statistics of adjacent spans join exactly (:meth:`merge`).
 
-    ``replicates`` consecutive scramblings of ``n / replicates`` rows each are kept apart; ``sizes`` are the
-    prefix sizes (base rows) of the convergence record; ``m`` the number of outputs.
+    The rows are cut into segments at the edges of the ``replicates`` consecutive scramblings of ``n / replicates``
+    rows each and at the prefix sizes ``sizes`` (base rows) of the convergence record; each segment keeps its own
+    statistics, so a scrambling or a prefix is the merge of its segments, whichever shard, checkpointed group or
+    block fed them. ``m`` is the number of outputs. The first :data:`TAIL_ROWS` values of the design (those in
+    the span) are kept for the heavy-tail check: memory does not grow with ``n``.
     """
 
     def __init__(self, n: int, g: int, second: bool, m: int, *, replicates: int = 1, sizes: Sequence[int] = (),
-                 tail_rows: int = TAIL_ROWS):
-        self.n, self.g, self.second, self.per_part = n, g, second, n // replicates
-        self.cuts = sorted({*range(self.per_part, n + 1, self.per_part), *sizes})
-        self.sizes, self.tail_rows = set(sizes), tail_rows
+                 span: tuple[int, int] | None = None, tail_rows: int = TAIL_ROWS):
+        self.n, self.g, self.second, self.m, self.replicates = n, g, second, m, replicates
+        self.per_part, self.sizes, self.tail_rows = n // replicates, sorted(set(sizes)), tail_rows
+        self.cuts = sorted({*range(0, n + 1, self.per_part), *self.sizes})
+        self.span = (0, n) if span is None else (int(span[0]), int(span[1]))
+        if not 0 <= self.span[0] < self.span[1] <= n:
+            raise DataError(f"rows {list(self.span)} must be a non-empty range of the design's [0, {n})")
         self.pairs = pairs(g, second)
-        width = (2 * g + 2 if second else g + 2) + g
-        self.parts = [Moments.empty(width, self.pairs, (m,)) for _ in range(replicates)]
-        self.prefixes: dict[int, Moments] = {}
+        self.width = (2 * g + 2 if second else g + 2) + g
+        self.segments: dict[int, Moments] = {}
         self.tail: list[np.ndarray] = []
-        self.done = 0
+        self.done = self.span[0]
 
     def update(self, blocks: np.ndarray) -> None:
         """Add the next ``blocks [k, P, m]`` (base rows ``done .. done + k``)."""
-        if sum(len(t) for t in self.tail) < self.tail_rows:
-            self.tail.append(blocks.reshape(-1, blocks.shape[2])[: self.tail_rows].copy())
         start, stop = self.done, self.done + len(blocks)
+        if stop > self.span[1]:
+            raise DataError(f"rows [{start}, {stop}) run past the statistics' rows {list(self.span)}")
+        room = self.tail_rows - start * blocks.shape[1]  # values of the first TAIL_ROWS not yet kept
+        if room > 0:
+            self.tail.append(blocks.reshape(-1, blocks.shape[2])[:room].copy())
         edges = [start, *(c for c in self.cuts if start < c < stop), stop]
         for lo, hi in zip(edges[:-1], edges[1:]):
-            part = lo // self.per_part
-            self.parts[part] = self.parts[part].update(variables(blocks[lo - start : hi - start], self.g))
-            if hi in self.sizes:
-                self.prefixes[hi] = self.pooled()
+            key = self.cuts[bisect_right(self.cuts, lo) - 1]
+            stats = Moments.of(variables(blocks[lo - start : hi - start], self.g), self.pairs)
+            self.segments[key] = self.segments[key].merge(stats) if key in self.segments else stats
         self.done = stop
+
+    def merge(self, other: Accumulator) -> Accumulator:
+        """The statistics of this span and the adjacent ``other``'s (which starts where this one stops)."""
+        mine = (self.n, self.g, self.second, self.m, self.replicates, self.sizes, self.tail_rows)
+        theirs = (other.n, other.g, other.second, other.m, other.replicates, other.sizes, other.tail_rows)
+        if mine != theirs:
+            raise DataError("statistics of (n, factors, second order, outputs, replicates, prefix sizes, tail rows) "
+                            f"= {mine} cannot merge with {theirs}: they are not of the same design")
+        if self.done != self.span[1] or other.done != other.span[1] or other.span[0] != self.span[1]:
+            raise DataError(f"statistics of rows {list(self.span)} (fed to {self.done}) cannot merge with rows "
+                            f"{list(other.span)} (fed to {other.done}): only finished, adjacent ranges join")
+        out = Accumulator(self.n, self.g, self.second, self.m, replicates=self.replicates, sizes=self.sizes,
+                          span=(self.span[0], other.span[1]), tail_rows=self.tail_rows)
+        out.segments = dict(self.segments)
+        for key, stats in other.segments.items():
+            out.segments[key] = out.segments[key].merge(stats) if key in out.segments else stats
+        out.tail, out.done = [*self.tail, *other.tail], other.done
+        return out
+
+    def rows(self, start: int, stop: int) -> Moments:
+        """The statistics of the segments in base rows ``[start, stop)`` (edges among the cuts), merged in order."""
+        parts = [self.segments[k] for k in sorted(self.segments) if start <= k < stop]
+        return reduce(Moments.merge, parts, Moments.empty(self.width, self.pairs, (self.m,)))
 
     def pooled(self) -> Moments:
         """The statistics of every row fed so far (the merge of the scramblings')."""
-        return reduce(Moments.merge, self.parts)
+        return self.rows(0, self.n)
 
     def replicate_estimates(self) -> dict[str, np.ndarray]:
         """:func:`estimates` on all rows, then (with more than one scrambling) on each scrambling alone."""
-        sets = [self.pooled(), *(self.parts if len(self.parts) > 1 else [])]
-        return stacked(sets, self.g, self.second)
+        self._require_whole()
+        parts = [self.rows(r * self.per_part, (r + 1) * self.per_part) for r in range(self.replicates)]
+        return stacked([self.pooled(), *(parts if len(parts) > 1 else [])], self.g, self.second)
 
     def convergence(self) -> list[dict[str, np.ndarray]]:
         """First and total order on each prefix of ``sizes``, in increasing order."""
-        return [stacked([self.prefixes[k]], self.g, self.second) for k in sorted(self.prefixes)]
+        self._require_whole()
+        return [stacked([self.rows(0, k)], self.g, self.second) for k in self.sizes]
 
     def tail_values(self) -> np.ndarray:
-        """``[rows, m]`` the first :data:`TAIL_ROWS` values of the design."""
-        return np.concatenate(self.tail)[: self.tail_rows]
+        """``[rows, m]`` the first :data:`TAIL_ROWS` values of the design (of the span)."""
+        return np.concatenate(self.tail)[: self.tail_rows] if self.tail else np.empty((0, self.m))
+
+    def _require_whole(self) -> None:
+        if self.span != (0, self.n) or self.done != self.n:
+            raise DataError(f"the statistics cover rows [{self.span[0]}, {self.done}) of the design's [0, {self.n}):"
+                            " the indices need every row (merge every shard first)")
+
+    def to_dataset(self) -> xr.Dataset:
+        """The finished statistics as a dataset (a shard's file, a checkpoint); :meth:`from_dataset` reads it."""
+        if self.done != self.span[1]:
+            raise DataError(f"statistics of rows {list(self.span)} are unfinished (fed up to {self.done})")
+        keys = sorted(self.segments)
+        one = {"units": "1"}
+        return xr.Dataset(
+            {"mean": (("segment", "variable", "output"), np.stack([self.segments[k].mean for k in keys]),
+                      {"long_name": "mean of the per-row variable over the segment's rows", **one}),
+             "comoment": (("segment", "pair", "output"), np.stack([self.segments[k].comoment for k in keys]),
+                          {"long_name": "sum of products of the deviations from the means", **one}),
+             "count": ("segment", np.array([self.segments[k].count for k in keys], np.int64),
+                       {"long_name": "base rows of the segment in the span", **one}),
+             "segment_start": ("segment", np.array(keys, np.int64),
+                               {"long_name": "first base row of the design's segment", **one}),
+             "pairs": (("pair", "side"), self.pairs.astype(np.int32), {"long_name": "variables of the co-moment", **one}),
+             "tail": (("tail_row", "output"), self.tail_values(),
+                      {"long_name": "model values of the design's first rows, for the heavy-tail check", **one})},
+            attrs={"base_rows": self.n, "factors": self.g, "second_order": int(self.second),
+                   "replicates": self.replicates, "convergence_sizes": np.array(self.sizes, np.int64),
+                   "rows_start": self.span[0], "rows_stop": self.span[1], "tail_rows": self.tail_rows},
+        )
+
+    @classmethod
+    def from_dataset(cls, ds: xr.Dataset) -> Accumulator:
+        """The statistics written by :meth:`to_dataset`."""
+        a = ds.attrs
+        out = cls(int(a["base_rows"]), int(a["factors"]), bool(a["second_order"]), ds.sizes["output"],
+                  replicates=int(a["replicates"]), sizes=[int(k) for k in np.atleast_1d(a["convergence_sizes"])],
+                  span=(int(a["rows_start"]), int(a["rows_stop"])), tail_rows=int(a["tail_rows"]))
+        mean, comoment = np.asarray(ds["mean"].values, np.float64), np.asarray(ds["comoment"].values, np.float64)
+        for i, (key, count) in enumerate(zip(ds["segment_start"].values, ds["count"].values)):
+            out.segments[int(key)] = Moments(out.pairs, int(count), mean[i], comoment[i])
+        tail = np.asarray(ds["tail"].values, np.float64)
+        out.tail, out.done = ([tail] if len(tail) else []), out.span[1]
+        return out

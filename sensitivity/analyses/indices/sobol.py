@@ -3,9 +3,10 @@
 ``sample`` builds Saltelli's design from a scrambled Sobol' sequence (``sample_rows`` any base rows of it
 alone); ``analyze`` turns the values ``[N (G + 2), m]`` (or ``[N (2G + 2), m]`` with second order) into a
 labeled dataset with intervals (:mod:`~sensitivity.analyses.indices.intervals`: by default randomised-QMC
-over independent scramblings of the design) and a convergence record; ``analyze_model`` does the same in one
-pass, generating, evaluating and reducing the design block by block, in memory independent of ``N``. Both
-reduce the values through the one-pass statistics of :mod:`~sensitivity.analyses.indices.pickfreeze`.
+over independent scramblings of the design) and a convergence record;
+:func:`sensitivity.analyses.indices.sobol_onepass.analyze_model` does the same in one pass, generating,
+evaluating and reducing the design block by block, in memory independent of ``N``. Both reduce the values through
+the one-pass statistics of :mod:`~sensitivity.analyses.indices.pickfreeze`.
 
 Estimators (Saltelli et al. 2010, doi:10.1016/j.cpc.2009.09.018, Table 2), for a
 factor (parameter or group) ``i`` with ``A_B^(i)`` the matrix ``A`` whose ``i``
@@ -28,7 +29,7 @@ Rosenblatt transform) and :mod:`~sensitivity.analyses.indices.shapley`.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -49,8 +50,6 @@ Groups = Mapping[str, Sequence[str]]
 DEPENDENT = ("method `sobol_dependent` (full and independent Sobol' indices) or `shapley` (Shapley effects), "
              "which sample the space's Gaussian copula")
 
-#: Base rows per model call of the one-pass analysis (:func:`analyze_model`).
-BLOCK_ROWS = 1 << 10
 
 
 def sample(
@@ -101,7 +100,7 @@ def sample_rows(space: ParameterSpace, base: design.SobolBase, start: int, stop:
                 calc_second_order: bool = False, groups: Groups | None = None) -> np.ndarray:
     """The points of :func:`sample`'s base rows ``start .. stop - 1`` (``(stop - start) (G + 2)`` rows, or
     ``(2G + 2)``), from their unit-cube base rows (``base``: ``2d`` columns) alone."""
-    members = _membership(space, groups)
+    members = membership(space, groups)
     d = len(space)
     rows = base.rows(start, stop)
     a, b = rows[:, :d], rows[:, d:]
@@ -166,71 +165,15 @@ def analyze(
     """
     design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
     plan = intervals.check()
-    g = _membership(space, groups).shape[0]
+    g = membership(space, groups).shape[0]
     y = design.as_values(values)
     per_block = 2 * g + 2 if calc_second_order else g + 2
     n = base_size(y.shape[0], per_block, g, calc_second_order)
     blocks = y.reshape(n, per_block, y.shape[1])
     acc = accumulate(blocks, g, calc_second_order, plan, convergence_sizes(convergence_start, n))
     reps = _bootstrap(blocks, g, calc_second_order, plan) if plan.kind == "bootstrap" else acc.replicate_estimates()
-    return _dataset(acc, reps, y, space, groups=groups, calc_second_order=calc_second_order, plan=plan,
+    return indices_dataset(acc, reps, y, space, groups=groups, calc_second_order=calc_second_order, plan=plan,
                     output_names=output_names, output_units=output_units)
-
-
-def analyze_model(
-    model: Callable[[np.ndarray], np.ndarray],
-    space: ParameterSpace,
-    n: int,
-    *,
-    seed: Seed = None,
-    groups: Groups | None = None,
-    calc_second_order: bool = False,
-    intervals: IntervalPlan = RQMC,
-    convergence_start: int = 64,
-    block: int = BLOCK_ROWS,
-    output_names: Sequence[str] | None = None,
-    output_units: Sequence[str] | None = None,
-) -> xr.Dataset:
-    """:func:`analyze` of ``model`` on :func:`sample`'s design, in one pass: memory independent of ``n``.
-
-    The design's base rows are generated (:func:`sample_rows`), evaluated and reduced into one-pass statistics
-    (:class:`~sensitivity.analyses.indices.pickfreeze.Accumulator`) ``block`` base rows at a time; no array of
-    the design's size is made. The result is :func:`analyze`'s of ``model(sample(space, n, ...))`` (the same
-    rows, the same estimators) to float64 round-off, with randomised-QMC intervals or none; bootstrap intervals
-    resample the whole design and are refused here (:func:`analyze` makes them).
-
-    Parameters
-    ----------
-    model
-        Values ``[rows, m]`` at points ``[rows, d]`` in physical units (one column per output).
-    space, n, seed, groups, calc_second_order
-        As :func:`sample`'s (the replicates are ``intervals``').
-    intervals, convergence_start, output_names, output_units
-        As :func:`analyze`'s.
-    block
-        Base rows per model call, a power of two (each then ``block (G + 2)`` points).
-    """
-    design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
-    plan = intervals.check()
-    if plan.kind == "bootstrap":
-        raise ConfigError("the one-pass Sobol' analysis makes randomised-QMC intervals or none, got `intervals` = "
-                          "'bootstrap' (analyze the design's values in memory for it)")
-    block = design.check_power_of_two(block, what="block", minimum=1)
-    replicates = plan.check_rows(n) if plan.kind == "rqmc" else 1
-    base = design.SobolBase(2 * len(space), n, seed, replicates)
-    g = _membership(space, groups).shape[0]
-    per_block, sizes = 2 * g + 2 if calc_second_order else g + 2, convergence_sizes(convergence_start, n)
-    acc = None
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        points = sample_rows(space, base, start, stop, groups=groups, calc_second_order=calc_second_order)
-        y = design.as_values(model(points))
-        if acc is None:
-            acc = pickfreeze.Accumulator(n, g, calc_second_order, y.shape[1], replicates=replicates, sizes=sizes)
-        acc.update(y.reshape(stop - start, per_block, -1))
-    return _dataset(acc, acc.replicate_estimates(), acc.tail_values(), space, groups=groups,
-                    calc_second_order=calc_second_order, plan=plan, output_names=output_names,
-                    output_units=output_units)
 
 
 def convergence_sizes(start: int, n: int) -> list[int]:
@@ -239,14 +182,14 @@ def convergence_sizes(start: int, n: int) -> list[int]:
     return [2**k for k in range(start.bit_length() - 1, n.bit_length())] or [n]
 
 
-def _dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], values: np.ndarray, space: ParameterSpace, *,
+def indices_dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], values: np.ndarray, space: ParameterSpace, *,
              groups: Groups | None, calc_second_order: bool, plan: IntervalPlan,
              output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
     """:func:`analyze`'s dataset from the replicate estimates, the accumulator's convergence record and the
     design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice)."""
-    members = _membership(space, groups)
+    members = membership(space, groups)
     n, y = acc.n, values
-    sizes, conv = sorted(acc.prefixes), acc.convergence()
+    sizes, conv = acc.sizes, acc.convergence()
     factor = "parameter" if groups is None else "group"
     coords = {
         **(dataset.parameter_axis(space) if groups is None else axis_coords("group", list(groups))),
@@ -325,10 +268,10 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
 def check(space: ParameterSpace, groups: Groups | None = None) -> None:
     """Refuse a space with correlated inputs and ``groups`` that are not a partition of its parameters."""
     design.require_independent(space, method="Sobol' sampling", instead=DEPENDENT)
-    _membership(space, groups)
+    membership(space, groups)
 
 
-def _membership(space: ParameterSpace, groups: Groups | None) -> np.ndarray:
+def membership(space: ParameterSpace, groups: Groups | None) -> np.ndarray:
     """``[G, d]`` boolean membership of parameters in factors (the identity without groups)."""
     d = len(space)
     if groups is None:

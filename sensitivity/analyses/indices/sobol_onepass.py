@@ -1,0 +1,187 @@
+"""The one-pass Sobol' analysis: the design generated, evaluated and reduced block by block, resumable, sharded.
+
+:func:`statistics` evaluates base rows of :func:`~sensitivity.analyses.indices.sobol.sample`'s design (all of
+them, or a shard's range) ``block`` base rows per model call into the one-pass statistics of
+:class:`~sensitivity.analyses.indices.pickfreeze.Accumulator`, group by group, keeping each finished group's
+statistics where the caller says (so a killed run resumes); :func:`analyze_statistics` turns the statistics of
+every row (one run's, or the merge of its shards': :func:`~sensitivity.analyses.indices.shards.merge`) into
+:func:`~sensitivity.analyses.indices.sobol.analyze`'s dataset; :func:`analyze_model` is the two in one. No
+array of the design's size is made: memory does not grow with ``N``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from sensitivity.analyses.indices import design, pickfreeze, shards
+from sensitivity.analyses.indices.design import Seed
+from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan
+from sensitivity.analyses.indices.sobol import (DEPENDENT, Groups, convergence_sizes, indices_dataset, membership,
+                                                sample_rows)
+from sensitivity.errors import ConfigError
+from sensitivity.inputs.space import ParameterSpace
+from sensitivity.runtime.lazy import lazy_import
+
+xr = lazy_import("xarray")
+
+#: Base rows per model call of the one-pass analysis (:func:`analyze_model`).
+BLOCK_ROWS = 1 << 10
+#: Base rows per group of blocks whose statistics a one-pass run keeps as it goes (:func:`statistics`).
+GROUP_ROWS = 1 << 16
+
+
+def analyze_model(
+    model: Callable[[np.ndarray], np.ndarray],
+    space: ParameterSpace,
+    n: int,
+    *,
+    seed: Seed = None,
+    groups: Groups | None = None,
+    calc_second_order: bool = False,
+    intervals: IntervalPlan = RQMC,
+    convergence_start: int = 64,
+    block: int = BLOCK_ROWS,
+    group: int = GROUP_ROWS,
+    kept: shards.Kept | None = None,
+    model_id: str = "",
+    output_names: Sequence[str] | None = None,
+    output_units: Sequence[str] | None = None,
+) -> xr.Dataset:
+    """:func:`~sensitivity.analyses.indices.sobol.analyze` of ``model`` on the design of
+    :func:`~sensitivity.analyses.indices.sobol.sample`, in one pass: memory independent of ``n``.
+
+    The design's base rows are generated (:func:`~sensitivity.analyses.indices.sobol.sample_rows`), evaluated and reduced into one-pass statistics
+    (:func:`statistics`) ``block`` base rows at a time; no array of the design's size is made. The result is
+    :func:`~sensitivity.analyses.indices.sobol.analyze`'s of ``model(sample(space, n, ...))`` (the same rows, the same estimators) to float64
+    round-off, with randomised-QMC intervals or none; bootstrap intervals resample the whole design and are
+    refused here (:func:`~sensitivity.analyses.indices.sobol.analyze` makes them).
+
+    Parameters
+    ----------
+    model
+        Values ``[rows, m]`` at points ``[rows, d]`` in physical units (one column per output).
+    space, n, seed, groups, calc_second_order
+        As :func:`~sensitivity.analyses.indices.sobol.sample`'s (the replicates are ``intervals``').
+    intervals, convergence_start, output_names, output_units
+        As :func:`~sensitivity.analyses.indices.sobol.analyze`'s.
+    block, group, kept, model_id
+        As :func:`statistics`'.
+    """
+    plan = intervals.check()
+    acc = statistics(model, space, n, seed=seed, groups=groups, calc_second_order=calc_second_order,
+                     intervals=plan, convergence_start=convergence_start, block=block, group=group, kept=kept,
+                     model_id=model_id)
+    return analyze_statistics(acc, space, groups=groups, calc_second_order=calc_second_order, intervals=plan,
+                              output_names=output_names, output_units=output_units)
+
+
+def statistics(
+    model: Callable[[np.ndarray], np.ndarray],
+    space: ParameterSpace,
+    n: int,
+    *,
+    seed: Seed = None,
+    groups: Groups | None = None,
+    calc_second_order: bool = False,
+    intervals: IntervalPlan = RQMC,
+    convergence_start: int = 64,
+    block: int = BLOCK_ROWS,
+    rows: tuple[int, int] | None = None,
+    group: int = GROUP_ROWS,
+    kept: shards.Kept | None = None,
+    model_id: str = "",
+) -> pickfreeze.Accumulator:
+    """The one-pass statistics of ``model`` on base rows ``rows`` (default all) of :func:`~sensitivity.analyses.indices.sobol.sample`'s design.
+
+    The rows are evaluated ``block`` base rows per model call, in groups of ``group`` base rows whose statistics
+    (:class:`~sensitivity.analyses.indices.pickfreeze.Accumulator`) join in order; with ``kept``
+    (:class:`~sensitivity.analyses.indices.shards.Kept`) each finished group is kept under ``rows-<a>-<b>`` and a
+    group found there (of the same design: :func:`~sensitivity.analyses.indices.shards.identity`, with
+    ``model_id`` naming the model) is read instead of evaluated, so a killed run resumes at its first unfinished
+    group with the same result. The statistics of the shards of a design merge exactly
+    (:func:`~sensitivity.analyses.indices.shards.merge`; :func:`analyze_statistics` makes the indices).
+
+    Parameters
+    ----------
+    model, space, n, seed, groups, calc_second_order, intervals, convergence_start
+        As :func:`analyze_model`'s.
+    block
+        Base rows per model call, a power of two (each then ``block (G + 2)`` points).
+    rows
+        Base rows ``[start, stop)`` of the design (a shard: :func:`~sensitivity.analyses.indices.shards.rows_of`).
+    group
+        Base rows per kept group, a power of two.
+    """
+    design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
+    plan = intervals.check()
+    if plan.kind == "bootstrap":
+        raise ConfigError("the one-pass Sobol' analysis makes randomised-QMC intervals or none, got `intervals` = "
+                          "'bootstrap' (analyze the design's values in memory for it)")
+    block = design.check_power_of_two(block, what="block", minimum=1)
+    group = design.check_power_of_two(group, what="checkpoint_rows", minimum=block)
+    replicates = plan.check_rows(n) if plan.kind == "rqmc" else 1
+    start, stop = (0, n) if rows is None else rows
+    sizes = convergence_sizes(convergence_start, n)
+    ident = identity(space, n, seed=seed, groups=groups, calc_second_order=calc_second_order, intervals=plan,
+                     convergence_start=convergence_start, model_id=model_id)
+    base = design.SobolBase(2 * len(space), n, seed, replicates)
+    total = None
+    for lo in range(start, stop, group):
+        hi, name = min(stop, lo + group), f"rows-{lo}-{min(stop, lo + group)}"
+        found = kept.load(name) if kept is not None else None
+        if found is not None:
+            shards.check(found, ident, name)
+            part = pickfreeze.Accumulator.from_dataset(found)
+        else:
+            part = _evaluated(model, space, base, (lo, hi), groups=groups, calc_second_order=calc_second_order,
+                              block=block, sizes=sizes)
+            if kept is not None:
+                kept.save(name, shards.labelled(part, ident))
+        total = part if total is None else total.merge(part)
+    return total
+
+
+def identity(space: ParameterSpace, n: int, *, seed: Seed = None, groups: Groups | None = None,
+             calc_second_order: bool = False, intervals: IntervalPlan = RQMC, convergence_start: int = 64,
+             model_id: str = "") -> dict[str, str]:
+    """The identity of :func:`statistics`' design (:func:`~sensitivity.analyses.indices.shards.identity`), which
+    its kept groups and its shards' statistics carry and a merge checks."""
+    plan = intervals.check()
+    return shards.identity(space, n, seed=seed, groups=groups, second_order=calc_second_order,
+                           replicates=plan.check_rows(n) if plan.kind == "rqmc" else 1,
+                           convergence_start=convergence_sizes(convergence_start, n)[0], model=model_id)
+
+
+def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace, base: design.SobolBase,
+               rows: tuple[int, int], *, groups: Groups | None, calc_second_order: bool, block: int,
+               sizes: Sequence[int]) -> pickfreeze.Accumulator:
+    """The statistics of base rows ``rows`` of ``base``'s design, evaluated ``block`` base rows at a time."""
+    g = membership(space, groups).shape[0]
+    per_block, acc = 2 * g + 2 if calc_second_order else g + 2, None
+    for lo in range(rows[0], rows[1], block):
+        hi = min(rows[1], lo + block)
+        y = design.as_values(model(sample_rows(space, base, lo, hi, groups=groups,
+                                               calc_second_order=calc_second_order)))
+        if acc is None:
+            acc = pickfreeze.Accumulator(base.n, g, calc_second_order, y.shape[1], replicates=len(base.engines),
+                                         sizes=sizes, span=rows)
+        acc.update(y.reshape(hi - lo, per_block, -1))
+    return acc
+
+
+def analyze_statistics(acc: pickfreeze.Accumulator, space: ParameterSpace, *, groups: Groups | None = None,
+                       calc_second_order: bool = False, intervals: IntervalPlan = RQMC,
+                       output_names: Sequence[str] | None = None,
+                       output_units: Sequence[str] | None = None) -> xr.Dataset:
+    """:func:`~sensitivity.analyses.indices.sobol.analyze`'s dataset from the statistics of every row of the
+    design (:func:`statistics`, or the merge of its shards': :func:`~sensitivity.analyses.indices.shards.merge`),
+    with randomised-QMC intervals over its scramblings or none."""
+    plan = intervals.check()
+    replicates = plan.check_rows(acc.n) if plan.kind == "rqmc" else acc.replicates
+    if plan.kind == "bootstrap" or replicates != acc.replicates:
+        raise ConfigError(f"statistics of {acc.replicates} scrambling(s) give randomised-QMC intervals over them or "
+                          f"none, got `intervals` = {plan.kind!r} with {plan.replicates} replicates")
+    return indices_dataset(acc, acc.replicate_estimates(), acc.tail_values(), space, groups=groups,
+                    calc_second_order=calc_second_order, plan=plan, output_names=output_names,
+                    output_units=output_units)
