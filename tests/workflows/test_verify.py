@@ -213,12 +213,12 @@ def ishigami_indices(compose_config, tmp_path):
 
 
 @pytest.mark.parametrize("name, overrides, message", [
-    ("_ishigami_nan", [], r"returned nan \(output 0\) at point 5 of 320, x = \["),
-    ("_ishigami_raises", [], r"raised FloatingPointError: the solver diverged on a batch of 320 points"),
-    ("_ishigami_two_outputs", [], r"returned shape \[320, 2\] for 320 points; expected \[320, 1\]"),
-    ("_ishigami_string", [], r"returned 'finished' \(str, dtype <U8\) on a batch of 320 points"),
-    ("_ishigami_exits", [], r"raised SystemExit \(sys.exit\(0\)\) on a batch of 320 points"),
-    ("_ishigami_sleeps", ["simulator.timeout=1"], r"did not return within `simulator.timeout` = 1 s on a batch of 320"),
+    ("_ishigami_nan", [], r"returned nan \(output 0\) at point 5 of 16, x = \["),
+    ("_ishigami_raises", [], r"raised FloatingPointError: the solver diverged on a batch of 16 points"),
+    ("_ishigami_two_outputs", [], r"returned shape \[16, 2\] for 16 points; expected \[16, 1\]"),
+    ("_ishigami_string", [], r"returned 'finished' \(str, dtype <U8\) on a batch of 16 points"),
+    ("_ishigami_exits", [], r"raised SystemExit \(sys.exit\(0\)\) on a batch of 16 points"),
+    ("_ishigami_sleeps", ["simulator.timeout=1"], r"did not return within `simulator.timeout` = 1 s on a batch of 16"),
 ])
 def test_a_misbehaving_simulator_ends_verify_with_one_line_and_nothing_published(compose_config, tmp_path,
                                                                                 ishigami_indices, name, overrides,
