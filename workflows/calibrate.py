@@ -6,8 +6,8 @@ together by
 :func:`sensitivity.analyses.calibration.calibrate` with exact Jacobians from the compiled engine,
 within the space's bounds, in log space for ``scale: log`` parameters, with an optional Gaussian
 prior. On an ensemble surrogate, each member is calibrated too, and the fit is repeated with the ensemble's
-predictive variance at the data added to the observation covariance (``emulator.*``,
-:func:`sensitivity.analyses.calibration.calibrate_ensemble`; Kennedy & O'Hagan 2001). With ``step_slice.enabled``
+predictive variance at the data added to the observation covariance (``emulator.*``; Kennedy & O'Hagan 2001):
+:func:`sensitivity.analyses.calibration.calibrate` does both itself, given the ensemble's engine. With ``step_slice.enabled``
 (the default) the step map on a 2-D slice through the best estimate is
 written too (``step_slice.nc``, :func:`sensitivity.analyses.calibration.step_slice`); with ``sweep_path`` the
 Gauss-Newton step map of a stored sweep (``step_map.nc``, :func:`sensitivity.analyses.calibration.step_map_analysis`),
@@ -24,8 +24,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sensitivity.analyses.calibration import (
-    BatchedModel, Fit, GaussNewton, LevenbergMarquardt, ObservationModel, TrustRegion, calibrate,
-    calibrate_ensemble, member_steps_note, step_map_analysis, step_slice)
+    BatchedModel, Emulator, Fit, GaussNewton, LevenbergMarquardt, ObservationModel, TrustRegion, calibrate,
+    member_steps_note, step_map_analysis, step_slice)
 from sensitivity.analyses.calibration.summary import summary
 from sensitivity.errors import ConfigError
 from sensitivity.sweep.stored import StoredSweep
@@ -52,7 +52,7 @@ StepSliceConf = schema_of(step_slice, "StepSliceConf", keys=("points", "damping"
     ("enabled", bool, True), ("parameters", Optional[List[str]], None), ("width", float, 0.25)])
 FitConf = schema_of(Fit, "FitConf", keys=("level", "rcond", "minima_rtol", "minima_level",
                                                       "record_history"))
-EmulatorConf = schema_of(calibrate_ensemble, "EmulatorConf", keys=("iterations", "tol"),
+EmulatorConf = schema_of(Emulator, "EmulatorConf", keys=("iterations", "tol"),
                          extra=[("enabled", bool, True)])  # on an ensemble surrogate: its variance in the likelihood
 
 
@@ -145,10 +145,10 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
         raise ConfigError(f"`prior`: a prior needs the observations' errors, and observations.path={obs_path} has no "
                           "`sigma` or `cov` variable (the noise is then unknown, estimated from the residuals); add "
                           "one (docs/how-to/observations.md) or drop `prior`")
-    jac = build.engine_from(cfg, surrogate, space)
+    jac = build.any_engine(cfg, surrogate, space)
     step_engine = None
     if cfg.step_dtype is not None and cfg.step_dtype != jac.dtype:
-        step_engine = build.engine_from(cfg, build.surrogate_from(cfg, space, dtype=cfg.step_dtype), space)
+        step_engine = build.any_engine(cfg, build.surrogate_from(cfg, space, dtype=cfg.step_dtype), space)
     out = out_dir / "calibration.nc"
     log.info("calibrate: %d starts, %d of %d outputs observed, %s, %s engine (%s, steps %s)", len(starts),
              obs.n_observed, surrogate.output_size, solver, jac.mode, jac.dtype, (step_engine or jac).dtype)
@@ -156,19 +156,10 @@ def fit(cfg: DictConfig, out_dir: Path) -> Path:
     model = BatchedModel.of(jac, step_engine=step_engine)
     observations = ObservationModel.from_arrays(obs.values, **obs.errors(), output_names=surrogate.output.flat_names())
     settings = Fit(solver=solver, rcond=cfg.rcond, level=cfg.level, minima_rtol=cfg.minima_rtol,
-                   minima_level=cfg.minima_level, record_history=cfg.record_history)
+                   minima_level=cfg.minima_level, record_history=cfg.record_history,
+                   emulator=Emulator(cfg.emulator.iterations, cfg.emulator.tol) if cfg.emulator.enabled else None)
     problem = dict(space=space, log_parameters=log_mask, prior_mean=prior_mean, prior_cov=prior_cov)
-    ensemble = build.ensemble_from(cfg, surrogate, space) if cfg.emulator.enabled else None
-    if ensemble is not None and obs.sigma is None and obs.cov is None:
-        log.warning("calibrate: the observations carry no errors, so the ensemble's emulator variance cannot join "
-                    "them: the plain fit only")
-        ensemble = None
-    if ensemble is None:
-        ds = calibrate(model, observations, settings, starts=starts, **problem)
-    else:  # + each member's estimate, and the fit with the ensemble's predictive variance at the data
-        members = [ensemble.member_function(k) for k in range(ensemble.members)]
-        ds = calibrate_ensemble(model, members, ensemble.values, observations, settings, starts=starts,
-                                iterations=cfg.emulator.iterations, tol=cfg.emulator.tol, **problem)
+    ds = calibrate(model, observations, settings, starts=starts, **problem)  # an ensemble's members too
     seconds = time.perf_counter() - t0
     ds = unstack_output(ds, surrogate.output).assign_coords(
         parameter_long_name=("parameter", np.array([p.long_name for p in space.parameters], dtype=object),
@@ -246,9 +237,10 @@ def step_slice_of(cfg: DictConfig, ds, calibration_path: Path, jac, obs, space, 
     out = calibration_path.with_name("step_slice.nc")
     log.info("step_slice: %d x %d grid over %s and %s through the best estimate", cfg.step_slice.points,
              cfg.step_slice.points, space.names[pair[0]], space.names[pair[1]])
-    result = step_slice(jac.flat_value_and_jacobian, obs.values, center, pair, box, points=cfg.step_slice.points,
+    model = BatchedModel.of(jac)  # an ensemble's mean
+    result = step_slice(model.value_and_jacobian, obs.values, center, pair, box, points=cfg.step_slice.points,
                         **obs.errors(), log_parameters=log_mask, damping=cfg.step_slice.damping, rcond=cfg.rcond,
-                        solver=solver, values=jac.flat_values)
+                        solver=solver, values=model.values)
     sliced = result.to_dataset(space.names, space.units, output_units=surrogate.output.flat_units())
     sliced.attrs.update(provenance(
         title=f"Step map on the {sliced.attrs['slice_parameters']} slice through the best estimate",

@@ -8,7 +8,7 @@ stored Jacobian of a sweep (sigma_y at every sweep point) -> local_propagation.n
 With ``posterior.path=.../posterior.nc`` (and always with ``propagate=posterior``) the posterior draws are
 pushed through the surrogate as a fifth method, ``posterior``, the verdict's reference. Through an ensemble
 surrogate every method also reports each member's mean and standard deviation and their spread
-(:func:`sensitivity.analyses.propagation.member_moments`).
+(:func:`sensitivity.analyses.propagation.propagate` does it itself, given the ensemble's engine).
 """
 from __future__ import annotations
 
@@ -107,9 +107,9 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
     for key in ("uncertainty.path", "posterior.path"):  # computed with this surrogate
         if OmegaConf.select(cfg, key):
             chain.consumed(cfg, OmegaConf.select(cfg, key), key, surrogate_hash=surrogate.content_hash)
-    jac = build.engine_from(cfg, surrogate, space)
+    engine = build.any_engine(cfg, surrogate, space)
     p, spec = cfg.propagation, surrogate.output
-    hessian = hessian_of(jac, max_rows=p.hessian_max_rows) if "second_order" in p.methods else None
+    hessian = hessian_of(engine, max_rows=p.hessian_max_rows) if "second_order" in p.methods else None
     inputs_path = cfg.uncertainty.path if cfg.uncertainty.source == "posterior" else None
     draws_path = cfg.posterior.path or inputs_path
     draws = None
@@ -124,19 +124,9 @@ def _global(cfg: DictConfig, space, inputs, sources: list[str], out_dir: Path) -
                  "input uncertainty, so the verdict's reference is monte_carlo (propagate=calibration or "
                  "propagate=posterior judges the methods against it)", draws_path)
     settings = propagation_from(p, reference)
-    ds = propagate(BatchedModel.of(jac, hessian=hessian), inputs, settings, seed=cfg.seed, draws=draws)
+    # an ensemble's: every method's mean and std per member too, the same samples through all members
+    ds = propagate(BatchedModel.of(engine, hessian=hessian), inputs, settings, seed=cfg.seed, draws=draws)
     ds = with_replicate_plan(ds, p)
-    ensemble = build.ensemble_from(cfg, surrogate, space)
-    if ensemble is not None:  # every method's mean and std per member, the same samples through all members
-        from sensitivity.analyses.propagation import member_moments, merge_members
-
-        log.info("propagate: the same inputs through each of the %d members", ensemble.members)
-        members_hessian = hessian_of(ensemble, max_rows=p.hessian_max_rows) if hessian is not None else None
-        side_by_side = BatchedModel(values=ensemble.stacked_values,
-                                    value_and_jacobian=ensemble.stacked_value_and_jacobian, hessian=members_hessian,
-                                    output=spec)
-        members = member_moments(side_by_side, inputs, ensemble.members, settings, seed=cfg.seed, draws=draws)
-        ds = merge_members(ds, members, settings.level)
     if reference == "posterior":
         ds["nonlinear"].attrs["verdict_reference_description"] += f" of {draws_path} (prior: {stacked.prior})"
     ds.attrs.update(provenance(title=f"uncertainty propagation through {surrogate.source}", workflow="propagate",

@@ -55,6 +55,32 @@ def flat_mean_values(engine: object):
     return mean
 
 
+def flat_mean_value_and_jacobian(engine: object):
+    """``[N, n] -> ([N, m], [N, m, n])``: the flat values and Jacobians of any compiled engine, the members' mean of an
+    ensemble (:func:`flat_mean_values` and its Jacobian)."""
+    k = member_count(engine)
+    if not k:
+        return engine.flat_value_and_jacobian
+
+    def mean(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, jacobian = engine.stacked_value_and_jacobian(points)  # [N, K m], [N, K m, n]
+        n = len(points)
+        return (values.reshape(n, k, -1).mean(axis=1),
+                jacobian.reshape(n, k, -1, jacobian.shape[-1]).mean(axis=1))
+
+    return mean
+
+
+def flat_mean_hessian(hessian, k: int):
+    """``[N, n] -> [N, m, n, n]``: the members' mean of the Hessians ``[N, K m, n, n]`` of ``K`` members side by side
+    (member-major, :func:`sensitivity.engine.hessian.hessian_of` of an ensemble engine)."""
+    def mean(points: np.ndarray) -> np.ndarray:
+        h = np.asarray(hessian(points))
+        return h.reshape(len(h), k, -1, *h.shape[2:]).mean(axis=1)
+
+    return mean
+
+
 def predictive_factor(k: int) -> float:
     """``1 + 1/K``: the variance of a new draw about the mean of ``K`` members, per unit of the members' variance
     (the truth as one more member: Geisser 1993, ch. 2)."""
@@ -92,6 +118,13 @@ def combined_bounds(estimate: np.ndarray, low: np.ndarray | None, high: np.ndarr
     return np.stack([estimate - np.hypot(below, half), estimate + np.hypot(above, half)], axis=-1)
 
 
+def surrogate_std(stacked: xr.DataArray, long_name: str, units: dict[str, str]) -> xr.DataArray:
+    """``X_surrogate_std``: the standard deviation over the ``member`` dim (``ddof=1``, NaN members left out) of
+    ``X_member`` ``stacked``, how much of ``X`` is the surrogate, in ``X``'s ``units`` (its ``units*`` attributes)."""
+    return stacked.std(MEMBER, ddof=1).assign_attrs(
+        long_name=f"{long_name}, standard deviation over the members (surrogate uncertainty)", **units)
+
+
 def spread_variables(name: str, estimate: xr.DataArray, stacked: xr.DataArray, level: float,
                      interval: xr.DataArray | None = None) -> dict[str, xr.DataArray]:
     """The variables that put a result ``name`` of the ensemble mean beside its members'.
@@ -116,9 +149,9 @@ def spread_variables(name: str, estimate: xr.DataArray, stacked: xr.DataArray, l
         ``X`` is the surrogate) and ``X_combined_interval(..., bound)`` (:func:`combined_bounds`), in ``X``'s units.
     """
     k = stacked.sizes[MEMBER]
-    std = stacked.std(MEMBER, ddof=1)
     long_name = estimate.attrs.get("long_name", name)
     units = {key: value for key, value in estimate.attrs.items() if key.startswith("units")}
+    std = surrogate_std(stacked, long_name, units)
     low, high = (None, None) if interval is None else (
         interval.isel(bound=i).transpose(*estimate.dims).values for i in (0, 1))
     bounds = combined_bounds(estimate.values, low, high, std.transpose(*estimate.dims).values, k, level)
@@ -129,8 +162,7 @@ def spread_variables(name: str, estimate: xr.DataArray, stacked: xr.DataArray, l
         f"{name}_member": stacked.assign_attrs(long_name=f"{long_name} of each member", **units),
         f"{name}_member_mean": stacked.mean(MEMBER).assign_attrs(long_name=f"{long_name}, mean of the members",
                                                                  **units),
-        f"{name}_surrogate_std": std.assign_attrs(
-            long_name=f"{long_name}, standard deviation over the members (surrogate uncertainty)", **units),
+        f"{name}_surrogate_std": std,
         f"{name}_combined_interval": combined if interval is None else combined.transpose(*interval.dims),
     }
 

@@ -387,8 +387,6 @@ def _make(path: str, **kwargs):
     return resolve(path)(**kwargs)
 
 
-_NO_ENSEMBLE = ("{verb} takes no ensemble: BatchedModel.of(CompiledEnsemble) has no flat_values (the workflow calls "
-                "{other} itself; issue 56 item 4)")
 _NUTS = ("the sampler traces the model's own TF function, no compiled engine: the float64 function and the ensemble's "
          "Keras members cover it; the float32 ones would add NUTS compiles for no other path")
 _SIMULATOR_ONLY = "it runs the simulator, not a surrogate: no engine to vary"
@@ -396,9 +394,7 @@ _TRAINS = "it makes the ensemble the other studies run on: no engine to vary"
 _CAL, _IND = "sensitivity.analyses.calibration", "sensitivity.analyses.indices"
 
 CASES: dict[str, Case] = {
-    "calibrate": Case(run_calibrate, {"Fit": Bad("level", lambda: {"fit": _make(f"{_CAL}.Fit", level=2.0)})},
-                      xfail={(c, "ensemble"): _NO_ENSEMBLE.format(verb="calibrate", other="calibrate_ensemble")
-                             for c in ("labels", "ensemble spread", "summary")}),
+    "calibrate": Case(run_calibrate, {"Fit": Bad("level", lambda: {"fit": _make(f"{_CAL}.Fit", level=2.0)})}),
     "posterior": Case(run_posterior, {"Sampling": Bad("sampler", lambda: {
         "sampling": _make("sensitivity.analyses.posterior.Sampling", sampler="nonsense")})},
                       not_run={"keras": _NUTS, "function": _NUTS}, xfail={
@@ -407,10 +403,7 @@ CASES: dict[str, Case] = {
         ("ensemble spread", "*"): "the members' predictive variance joins the likelihood (members=); no member "
                                   "variables are written"}),
     "propagate": Case(run_propagate, {"Propagation": Bad("level", lambda: {
-        "propagation": _make("sensitivity.analyses.propagation.Propagation", level=2.0)})},
-                      xfail={(c, "ensemble"): _NO_ENSEMBLE.format(verb="propagate", other="member_moments and "
-                                                                                           "merge_members")
-                             for c in ("labels", "ensemble spread", "summary")}),
+        "propagation": _make("sensitivity.analyses.propagation.Propagation", level=2.0)})}),
     "multifidelity": Case(run_multifidelity, {"MultifidelityStudy": Bad("surrogate_rows", lambda: {
         "study": _make("sensitivity.analyses.multifidelity.MultifidelityStudy", surrogate_rows=100)})}),
     "verify": Case(run_verify, {

@@ -26,7 +26,7 @@ Modules, in the order a fit uses them:
 """
 from __future__ import annotations
 
-from sensitivity.analyses.calibration.driver import CalibrationError, Fit, calibrate
+from sensitivity.analyses.calibration.driver import CalibrationError, Emulator, Fit, calibrate
 from sensitivity.analyses.calibration.emulator import calibrate_ensemble, emulator_covariance
 from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn, ValuesFn
 from sensitivity.analyses.calibration.observation_model import ObservationModel
@@ -41,7 +41,7 @@ from sensitivity.analyses.calibration.step_slice import StepSlice, least_identif
 
 #: The package's face: its verbs, their settings and the result constants (helpers are imported from their modules).
 __all__ = [
-    "BatchedModel", "CalibrationError", "FAILED", "Fit", "GaussNewton", "GaussNewtonMap", "LevenbergMarquardt",
-    "ObservationModel", "STATUS_MESSAGES", "Status", "StepSlice", "TrustRegion", "calibrate", "calibrate_ensemble",
+    "BatchedModel", "CalibrationError", "Emulator", "FAILED", "Fit", "GaussNewton", "GaussNewtonMap",
+    "LevenbergMarquardt", "ObservationModel", "STATUS_MESSAGES", "Status", "StepSlice", "TrustRegion", "calibrate", "calibrate_ensemble",
     "step_map_analysis", "step_slice"
 ]

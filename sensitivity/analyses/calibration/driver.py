@@ -1,7 +1,8 @@
 """The verb :func:`calibrate`: validate the inputs, run the batched solve, compute the statistics, label them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,9 +21,35 @@ from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
+log = logging.getLogger(__name__)
+
 
 class CalibrationError(SensitivityError, RuntimeError):
     """Every start of a calibration failed (raised by :func:`calibrate` when ``throw=True``)."""
+
+
+@dataclass(frozen=True)
+class Emulator:
+    """How :func:`calibrate` fits an ensemble with its predictive variance in the observation model
+    (:func:`~sensitivity.analyses.calibration.emulator.calibrate_ensemble`, Kennedy & O'Hagan 2001).
+
+    Attributes
+    ----------
+    iterations
+        Largest number of emulator-variance fits (>= 1).
+    tol
+        Stop when the estimate moves less than ``tol`` standard errors in every parameter [1].
+    """
+
+    iterations: int = 5
+    tol: float = 0.01
+
+    def check(self) -> None:
+        """Refuse a setting out of its range, in one line naming it."""
+        if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) or self.iterations < 1:
+            raise ConfigError(f"`iterations` must be an integer >= 1, got {self.iterations!r}")
+        if not isinstance(self.tol, (int, float)) or not self.tol > 0:
+            raise ConfigError(f"`tol` must be > 0, got {self.tol!r}")
 
 
 @dataclass(frozen=True)
@@ -53,6 +80,9 @@ class Fit:
     throw
         Raise :class:`CalibrationError` when every start failed (``max_iter`` or non-finite); otherwise failures
         are only reported in ``status``.
+    emulator
+        Of an ensemble: each member's fit and the fit with the members' predictive variance (:class:`Emulator`);
+        None: the members' mean fitted alone.
     """
 
     solver: Solver = TrustRegion()
@@ -62,9 +92,14 @@ class Fit:
     minima_level: float = 0.999
     record_history: bool = True
     throw: bool = True
+    emulator: Emulator | None = Emulator()
 
     def check(self) -> None:
         """Refuse a setting out of its range, in one line naming it."""
+        if self.emulator is not None:
+            if not isinstance(self.emulator, Emulator):
+                raise ConfigError(f"`emulator` must be Emulator(...) or None, got {self.emulator!r}")
+            self.emulator.check()
         if not isinstance(self.level, (int, float)) or not 0 < self.level < 1:
             raise ConfigError(f"`level` must lie in (0, 1), got {self.level!r}")
         if not isinstance(self.minima_level, (int, float)) or not 0 < self.minima_level < 1:
@@ -93,7 +128,7 @@ def calibrate(
     Parameters
     ----------
     model
-        The batched model (:meth:`BatchedModel.of` a compiled surrogate): ``value_and_jacobian``
+        The batched model (:meth:`BatchedModel.of` a compiled surrogate or ensemble): ``value_and_jacobian``
         ``points [K, n] -> (values [K, m], jacobian [K, m, n])``, float64, is required. With ``values``
         (values only, cheaper) trial points are evaluated with it and a Jacobian is computed only where a step is
         accepted; without it, every trial is one ``value_and_jacobian`` call. ``step_jacobian`` (needs
@@ -137,6 +172,9 @@ def calibrate(
         ``prior_covariance`` and per start ``prior_std_reduction``, ``1 - standard error / prior std``: what the
         data add to the prior (0: nothing); ``identifiability`` is then relative to the prior
         (:func:`~sensitivity.analyses.calibration.statistics.prior_scaled_identifiability`).
+        Of an ensemble (``model.members``) with ``settings.emulator`` and observation errors: also each member's
+        estimate, the emulator-variance fit and the combined interval
+        (:func:`~sensitivity.analyses.calibration.emulator.calibrate_ensemble`).
 
         Covariance ``(J^T W J + P^{-1})^{-1}`` (``P`` the prior covariance), times ``s^2``
         when the noise is unknown; NaN when the weighted Jacobian (with prior rows)
@@ -164,6 +202,21 @@ def calibrate(
     settings.check()
     if not isinstance(model, BatchedModel) or model.value_and_jacobian is None:
         raise ConfigError(f"`model` must be BatchedModel(value_and_jacobian=...), got {model!r}")
+    if model.members is not None:  # an ensemble: its mean's fit, each member's and the emulator-variance fit
+        problem = dict(space=space, bounds=bounds, log_parameters=log_parameters, prior_mean=prior_mean,
+                       prior_cov=prior_cov)
+        mean = replace(model, members=None)
+        if settings.emulator is not None and not observations.known_noise:
+            log.warning("calibrate: the observations carry no errors, so the ensemble's emulator variance cannot "
+                        "join them: the plain fit only")
+        elif settings.emulator is not None:
+            from sensitivity.analyses.calibration.emulator import calibrate_ensemble
+
+            members = model.members
+            return calibrate_ensemble(mean, [members.value_and_jacobian(k) for k in range(members.count)],
+                                      members.values, observations, settings, starts=starts,
+                                      iterations=settings.emulator.iterations, tol=settings.emulator.tol, **problem)
+        model = mean
     if not isinstance(observations, ObservationModel):
         raise ConfigError(f"`observations` must be ObservationModel.from_arrays(...), "
                           f"got {type(observations).__name__}")

@@ -35,11 +35,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.calibration.driver import Fit, calibrate
+from sensitivity.analyses.calibration.driver import Emulator, Fit, calibrate
 from sensitivity.analyses.calibration.observation_model import ObservationModel
 from sensitivity.analyses.calibration.statistics import minimum_points
 from sensitivity.analyses.callables import BatchedModel, ValueAndJacobianFn
-from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords, predictive_factor
+from sensitivity.outputs.members import MEMBER, combined_bounds, member_coords, predictive_factor, surrogate_std
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
@@ -58,8 +58,8 @@ def calibrate_ensemble(
     settings: Fit = Fit(),
     *,
     starts: np.ndarray,
-    iterations: int = 5,
-    tol: float = 0.01,
+    iterations: int = Emulator.iterations,
+    tol: float = Emulator.tol,
     **problem: Any,
 ) -> xr.Dataset:
     """Calibrate the ensemble mean plainly and with the emulator variance, and each member on its own.
@@ -87,7 +87,8 @@ def calibrate_ensemble(
     xarray.Dataset
         The plain fit of the ensemble mean (:func:`~.driver.calibrate`'s dataset) with, added:
         ``estimate_member(member, parameter)``, ``cost_member(member)`` and ``status_member(member)`` (each member's
-        best fit from the plain fit's minima); ``emulator_std(output)`` (``sqrt diag C_emu`` at the final
+        best fit from the plain fit's minima), ``estimate_surrogate_std(parameter)`` (their standard deviation,
+        :func:`~sensitivity.outputs.members.surrogate_std`); ``emulator_std(output)`` (``sqrt diag C_emu`` at the final
         estimate); ``estimate_emulator(parameter)``, ``covariance_emulator(parameter_i, parameter_j)``,
         ``standard_error_emulator(parameter)``, ``parameter_interval_emulator(parameter, bound)``,
         ``chi2_emulator``, ``status_emulator`` and ``prediction_std_emulator(output)`` of the last
@@ -97,10 +98,8 @@ def calibrate_ensemble(
     """
     if not observations.known_noise:
         raise ConfigError("calibration with the emulator variance needs observation errors: give `sigma` or `cov`")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ConfigError(f"`iterations` must be an integer >= 1, got {iterations!r}")
-    if not tol > 0:
-        raise ConfigError(f"`tol` must be > 0, got {tol!r}")
+    Emulator(iterations, tol).check()
+    model = replace(model, members=None)  # the mean's own fits
     plain = calibrate(model, observations, settings, starts=starts, **problem)
     best = int(plain["best_start"])
     minima = minimum_points(plain["estimate"].values, plain["cost"].values, plain["minimum"].values)
@@ -229,6 +228,8 @@ def _assemble(plain: xr.Dataset, fit: xr.Dataset, per_member: list[xr.Dataset], 
                                               zip(per_member, picks)], np.int16),
                             {"long_name": "termination status of each member's best fit (-1: every start failed)",
                              "units": "1"})
+    out["estimate_surrogate_std"] = surrogate_std(out["estimate_member"], "estimate", {
+        k: v for k, v in plain["estimate"].attrs.items() if k.startswith("units")})
     out["estimate_combined_interval"] = estimate_combined_interval(out)
     out.attrs.update(emulator_fits=fits, emulator_variance="Kennedy and O'Hagan (2001) doi:10.1111/1467-9868.00294: "
                      "C_obs + (1 + 1/K) S(x), S the members' covariance at the estimate, refitted until the estimate "

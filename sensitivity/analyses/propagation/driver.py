@@ -73,10 +73,17 @@ def propagate(
         The methods' results stacked on ``propagation_method`` (labels in ``propagation_method_name``), the
         input ``input_mean(parameter)`` and ``input_covariance(parameter_i, parameter_j)``, and the verdict
         ``output_mean_discrepancy``, ``output_std_discrepancy``, ``nonlinear`` on ``(propagation_method, output)``
-        (the model's dims in place of ``output`` when the model has an output spec).
+        (the model's dims in place of ``output`` when the model has an output spec). Of an ensemble
+        (``model.members``, :meth:`BatchedModel.of` a compiled ensemble): that of the members' mean with each
+        member's results, their spread and the combined intervals beside it
+        (:func:`~sensitivity.analyses.propagation.ensemble.propagate_ensemble`).
     """
     if not isinstance(settings, Propagation):
         raise ConfigError(f"`settings` must be Propagation(...), got {settings!r}")
+    if model.members is not None:  # an ensemble: the mean's propagation, each member's, their spread
+        from sensitivity.analyses.propagation.ensemble import propagate_ensemble
+
+        return propagate_ensemble(model, inputs, settings, seed=seed, draws=draws)
     methods = list(settings.methods)
     _check_methods(methods, model)
     reference = settings.verdict.reference or ("posterior" if draws is not None else "monte_carlo")

@@ -1,6 +1,8 @@
 """Propagation through an ensemble surrogate: every method's output mean, standard deviation and quantiles per
 member, their spread over the members, and the interval that combines it with the sampling one.
 
+:func:`propagate_ensemble` is :func:`~sensitivity.analyses.propagation.driver.propagate` of an ensemble (its
+``model.members``, :meth:`~sensitivity.analyses.callables.BatchedModel.of` a compiled ensemble).
 :func:`member_moments` propagates the input uncertainty once through all ``K`` members at once: the members'
 outputs side by side are one model of ``K m`` outputs (the member-major views of
 :class:`~sensitivity.engine.ensemble.CompiledEnsemble`, column ``k m + j`` member ``k``'s output ``j``), so
@@ -38,6 +40,7 @@ and, for the band of the outputs themselves (the posterior predictive band, with
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import numpy as np
@@ -54,11 +57,48 @@ from sensitivity.outputs.spec import FLAT, OutputDim, OutputSpec
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 
+log = logging.getLogger(__name__)
+
 xr = lazy_import("xarray")
 stats = lazy_import("scipy.stats")
 
 #: The results reported per member, with their spread and combined interval.
 MOMENTS = ("output_mean", "output_std", "output_quantile")
+
+
+def propagate_ensemble(
+    model: BatchedModel,
+    inputs: InputUncertainty,
+    settings: Propagation = Propagation(),
+    *,
+    seed: int | np.random.Generator | None = None,
+    draws: np.ndarray | None = None,
+) -> xr.Dataset:
+    """:func:`~sensitivity.analyses.propagation.driver.propagate` of an ensemble: its members' mean propagated, then
+    the same samples through every member (:func:`member_moments`) and both merged (:func:`merge_members`).
+
+    Parameters
+    ----------
+    model
+        The members' mean with its ``members`` (:meth:`BatchedModel.of` a compiled ensemble).
+    inputs, settings, seed, draws
+        As :func:`~sensitivity.analyses.propagation.driver.propagate`'s; a generator (or None) is drawn from once
+        for one integer seed, so that the mean and the members see the same samples.
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`merge_members` of the two.
+    """
+    if model.members is None:
+        raise ConfigError("`model.members` must be an ensemble's Members (BatchedModel.of a compiled ensemble), "
+                          "got None")
+    if seed is None or isinstance(seed, np.random.Generator):
+        seed = int(np.random.default_rng(seed).integers(2**32))
+    primary = propagate(replace(model, members=None), inputs, settings, seed=seed, draws=draws)
+    log.info("propagate: the same inputs through each of the %d members", model.members.count)
+    members = member_moments(model.members.model, inputs, model.members.count, settings, seed=seed, draws=draws)
+    return merge_members(primary, members, settings.level)
 
 
 def member_moments(
