@@ -95,9 +95,13 @@ def coordinate_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
             and ds[name].dtype.kind == "f" and "_FillValue" not in ds[name].encoding}
 
 
-def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
-    """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files)."""
-    return _replace_atomic(path, lambda tmp: tmp.write_bytes(data))
+def write_bytes_atomic(data: bytes, path: str | Path, *, durable: bool = True) -> Path:
+    """Write ``data`` to ``path`` through a temporary file renamed into place (binary interop files).
+
+    ``durable=False`` skips the ``fsync`` before the rename: a killed process loses nothing (the kernel keeps its
+    writes), only a machine's crash may leave the file empty or torn, which a reader that verifies it must expect.
+    """
+    return _replace_atomic(path, lambda tmp: tmp.write_bytes(data), durable=durable)
 
 
 def copy_atomic(source: str | Path, path: str | Path) -> Path:
@@ -109,16 +113,17 @@ def copy_atomic(source: str | Path, path: str | Path) -> Path:
     return _replace_atomic(path, lambda tmp: shutil.copyfile(source, tmp))
 
 
-def _replace_atomic(path: str | Path, fill: Callable[[Path], Any]) -> Path:
-    """``fill(tmp)`` writes the temporary sibling ``.<name>.tmp``, which is synced to disk and renamed onto
-    ``path``; on any failure the temporary file is removed, and an OSError becomes :func:`disk_error`."""
+def _replace_atomic(path: str | Path, fill: Callable[[Path], Any], *, durable: bool = True) -> Path:
+    """``fill(tmp)`` writes the temporary sibling ``.<name>.tmp``, which is synced to disk (``durable``) and renamed
+    onto ``path``; on any failure the temporary file is removed, and an OSError becomes :func:`disk_error`."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fill(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        if durable:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)

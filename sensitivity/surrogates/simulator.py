@@ -97,7 +97,7 @@ class CheckedSimulator:
                  label: str, output_shape: tuple[int, ...] | None, settings: SimulatorSettings) -> None:
         self.label, self.output_shape, self.settings = label, output_shape, settings
         self.source, self.kwargs = source, dict(kwargs)
-        self._bound, self._worker = bound, None
+        self._bound, self._worker, self._why = bound, None, "`simulator.timeout`"
         if settings.timeout is not None:
             from sensitivity.surrogates.simulator_worker import SimulatorWorker
 
@@ -113,7 +113,7 @@ class CheckedSimulator:
         twin = CheckedSimulator.__new__(CheckedSimulator)
         twin.label, twin.output_shape, twin.settings = self.label, self.output_shape, self.settings
         twin.source, twin.kwargs, twin._bound, twin.code = self.source, self.kwargs, self._bound, self.code
-        twin._worker = SimulatorWorker(self.source, self.kwargs, self.label, why=why)
+        twin._worker, twin._why = SimulatorWorker(self.source, self.kwargs, self.label, why=why), why
         return twin
 
     #: A hash of the simulator's code (its module's and what that imports from its folder), set by the caller that
@@ -138,7 +138,7 @@ class CheckedSimulator:
             self._worker.close()
 
     def _run(self, points: np.ndarray) -> Any:
-        from sensitivity.surrogates.simulator_worker import STARTUP_S
+        from sensitivity.surrogates.simulator_worker import STARTUP_S, SimulatorWorker
 
         if self._worker is None:
             try:
@@ -147,6 +147,9 @@ class CheckedSimulator:
                 raise ModelError(f"{self.label}: {err}") from None
             except (Exception, SystemExit) as err:  # a user's code: sys.exit(0) must not end the run silently
                 raise ModelError(f"{self.label} raised {_exception(err)} {_batch(points)}") from None
+        if self._worker.closed:  # stopped by an earlier call past its limit (or its death): a fresh one, so that a
+            # rerun of a batch (a Dask retry) is judged on its own, not reported as the dead worker's exit code
+            self._worker = SimulatorWorker(self.source, self.kwargs, self.label, why=self._why)
         reply = self._worker.call(points, self.settings.timeout)
         if reply.status == "ok":
             return reply.value

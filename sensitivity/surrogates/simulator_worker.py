@@ -89,6 +89,11 @@ class SimulatorWorker:
             return Reply("died", code)
         return Reply(status, value)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the worker was stopped (closed, or after a call past its time limit or its death)."""
+        return not self._finalizer.alive
+
     def close(self) -> None:
         """Kill the worker (idempotent)."""
         self._finalizer()

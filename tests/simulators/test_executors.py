@@ -5,6 +5,7 @@ are one-line ConfigErrors; the SLURM job script carries the #SBATCH lines asked 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,30 @@ def test_a_failing_simulator_on_the_cluster_is_one_line_naming_the_point(cluster
     assert "\n" not in text and "nan" in text and "multifidelity.simulator" in text
     assert f"{POINTS[5, 0]:.6g}" in text  # the point, by its coordinates
     assert not (tmp_path / "runs.nc").exists()
+
+
+def sleeps(x: np.ndarray) -> np.ndarray:
+    """A simulator that hangs (past any time limit a test sets)."""
+    time.sleep(60.0)
+    return expected(x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers, executor", [
+    (2, ExecutorSettings()),
+    # one worker thread: the retry always lands where the first try timed out (issue 58 saw it 4 of 5 times on 2)
+    (1, ExecutorSettings(kind="dask", n_workers=1, retries=1))], ids=["local", "dask-retry"])
+def test_a_hanging_simulator_with_two_workers_is_reported_as_past_its_timeout(workers, executor, tmp_path):
+    from sensitivity.surrogates.simulator import SimulatorSettings
+
+    sim = simulator_from(f"{HERE}:sleeps", settings=SimulatorSettings(timeout=1.0))
+    with pytest.raises(ModelError) as err:
+        run_simulator(sim, POINTS, tmp_path / "runs.nc", RunnerSettings(batch_size=8, workers=workers),
+                      executor=executor)
+    sim.close()
+    assert re.fullmatch(rf"simulator {HERE}:sleeps \(`training.simulator`\) did not return within "
+                        r"`simulator.timeout` = 1 s on a batch of 8 points \(the first x = \[.*\]\); its worker was "
+                        r"stopped", str(err.value)), str(err.value)
 
 
 @pytest.mark.slow

@@ -328,3 +328,22 @@ def test_stored_sweep_map_resumes_and_refuses_a_changed_sweep(tmp_path):
     path.with_name("sweep.nc.sha256").unlink()
     with StoredSweep(path) as sweep, pytest.raises(DataError, match="different computation"):
         sweep.map_to(tmp_path / "again.nc", BlockAnalysis(norm), fingerprint="norm", attrs={}, block=10)
+
+
+def test_assembly_keeps_at_most_OPEN_PARTS_part_files_open_and_equals_a_clean_run(tmp_path, monkeypatch):
+    import sensitivity.store.parts as parts
+
+    blocks = [(a, min(a + 1, SPAN[1])) for a in range(*SPAN)]  # one part per sample: more parts than the cap
+    assert len(blocks) > parts.OPEN_PARTS
+    seen, write = [], parts.write_atomic
+
+    def counting(ds, path, **kwargs):  # the parts' files open while the result is written from them
+        seen.append(sum(".nc.parts" in os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")))
+        return write(ds, path, **kwargs)
+
+    monkeypatch.setattr(parts, "write_atomic", counting)
+    with PartStore(tmp_path / "r.nc", "fp", span=SPAN) as store:
+        run_blocks(store, blocks, block_dataset)
+        store.finalize({"title": "t"})
+    assert 0 < seen[-1] <= parts.OPEN_PARTS
+    assert_equal_to_clean(tmp_path / "r.nc")
