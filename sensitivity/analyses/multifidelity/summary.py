@@ -91,7 +91,7 @@ def _named(ds: xr.Dataset, q: str, where: np.ndarray) -> list[str]:
     """``S1 of x3 (day = 2)`` for each value of ``q`` where ``where``."""
     da = ds[f"{q}_bias"]
     found = []
-    for at in zip(*np.nonzero(where)):
+    for at in np.argwhere(where):  # a scalar output: one 0-d value
         position = dict(zip(da.dims, (int(i) for i in at)))
         label = _label(ds, {d: i for d, i in position.items() if d != "parameter"})
         found.append(f"{q} of {names(ds, 'parameter')[position['parameter']]} ({label})" if "parameter" in position
