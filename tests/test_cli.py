@@ -181,7 +181,7 @@ def test_a_non_ascii_letter_in_an_unquoted_override_says_to_quote_the_value(caps
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from workflows.cli import _check_composition
-    from workflows.schema import register
+    from workflows.plumbing.schema import register
 
     register()
     try:

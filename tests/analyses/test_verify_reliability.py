@@ -42,9 +42,9 @@ def test_a_constant_surrogate_error_changes_pf_by_the_closed_form(offset, change
     np.testing.assert_allclose(ds["reliability_design_error"].values[:, 0], offset, atol=1e-12)
     np.testing.assert_allclose(ds["reliability_design_beta_simulator"].values[:, 0], [2.5, 3.5], rtol=1e-12)
     pf, se = ds["reliability_pf_simulator"].values, ds["reliability_pf_simulator_se"].values
-    assert np.all(np.abs(pf - exact) <= 3 * se), (pf, exact, se)
+    assert np.all(np.abs(pf - exact) <= 4 * se), (pf, exact, se)  # a false alarm 6e-5 of the time per value
     biased = stats.norm.sf((np.array(THRESHOLDS) - A @ MU - offset) / S)
-    assert np.all(np.abs(ds["reliability_pf_surrogate"].values - biased) <= 3 * ds["reliability_pf_surrogate_se"])
+    assert np.all(np.abs(ds["reliability_pf_surrogate"].values - biased) <= 4 * ds["reliability_pf_surrogate_se"])
     np.testing.assert_array_equal(ds["reliability_changes"].values, changes)
     # enough runs (up to the whole redrawn sample): an exact surrogate holds, a biased one fails on its pilot
     assert int(ds["reliability_verdict"]) == (0 if any(changes) else 1)
@@ -62,7 +62,8 @@ def test_an_exact_surrogate_at_pf_2e_4_is_inconclusive_within_4096_runs_and_says
     ~640 at Phi(-2.5)."""
     ds = verify_reliability(simulator, simulator, to_physical, events(0.0), failure_runs=64, safe_runs=64, seed=2)
     np.testing.assert_array_equal(ds["reliability_event_verdict"].values, [1, 2])
-    assert int(ds["reliability_verdict"]) == 2 and int(ds["reliability_event_runs"][1]) == 4096
+    assert int(ds["reliability_verdict"]) == 2  # the cap of 4096, split between the two strata, each floored:
+    assert 4096 - 2 < int(ds["reliability_event_runs"][1]) <= 4096
     needed = float(ds["reliability_runs_needed"][1])
     assert 4096 < needed <= 20_000 and 0.5 < needed * stats.norm.sf(3.5) / (2 * 1.96) < 2, needed
     assert 128 < int(ds["reliability_event_runs"][0]) < 4096  # topped up as far as needed, not to the cap

@@ -428,7 +428,9 @@ CASES: dict[str, Case] = {
         "GivenData": Bad("n", lambda: _index_method("GivenData", "given_data", n=0)),
         "Intervals": Bad("method", lambda: {"intervals": _make(f"{_IND}.Intervals", method="nonsense")})}),
     "sweep": Case(run_sweep, {"Grid": Bad("kind", lambda: {"grid": _make("sensitivity.sweep.designs.make_grid",
-                                                                          space=space(), kind="nonsense")})},
+                                                                          space=space(), kind="nonsense")}),
+                              "GridDesign": Bad("kind", lambda: {"grid": _make("sensitivity.sweep.designs.GridDesign",
+                                                                                kind="nonsense").grid(space())})},
                   xfail={("ensemble spread", "*"): "the sweep writes <output>_member_std and jacobian_member_std, "
                                                    "not X_member / X_surrogate_std / X_combined_interval"}),
     "worth": Case(run_worth, {
