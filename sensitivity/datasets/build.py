@@ -11,6 +11,7 @@ import numpy as np
 
 from sensitivity.errors import DataError
 from sensitivity.outputs.labels import parameter_coords, units_attrs
+from sensitivity.outputs.members import COMBINED_INTERVAL, MEMBER_MEAN, PER_MEMBER, SURROGATE_STD
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.axes import own_coords
 from sensitivity.outputs.spec import OutputDim, OutputSpec
@@ -112,12 +113,6 @@ def _units_coordinate(spec: OutputSpec) -> str | None:
     return None if spec.units_dim is None else f"{spec.units_dim.name}_units"
 
 
-#: Suffix of the members' standard deviation beside a variable of an ensemble's sweep (:func:`sensitivity.sweep.stream.sweep`).
-MEMBER_STD = "_member_std"
-#: Suffix of each member's values of a variable, on a ``member`` dim after ``sample``, in an ensemble's sweep that
-#: stores them (``store_members``).
-PER_MEMBER = "_member"
-
 
 def sample_dtype(grid_size: int) -> type:
     """int32 for grids that fit it (CF 1.8 allows no int64), else float64."""
@@ -128,11 +123,13 @@ def output_spec_from(ds: xr.Dataset, exclude: Sequence[str] = ("x", "jacobian"))
     """The :class:`OutputSpec` of a sweep-like result, read back from its output variable and coordinates.
 
     The output variable is the data variable on ``sample`` not named in ``exclude`` (nor an ensemble's
-    ``<variable>_member_std`` or ``<variable>_member`` beside another variable); its dims after ``sample`` are the
+    ``<variable>_member``, ``_surrogate_std`` or ``_combined_interval`` beside another variable,
+    :func:`sensitivity.outputs.members.spread_variables`); its dims after ``sample`` are the
     output dims (inverse of :func:`sensitivity.outputs.axes.own_coords`): a dim with a ``<dim>_name`` coordinate is
     labeled, any other is numeric.
     """
-    beside = {n + suffix for n in ds.data_vars for suffix in (MEMBER_STD, PER_MEMBER)}
+    beside = {n + suffix for n in ds.data_vars for suffix in (PER_MEMBER, MEMBER_MEAN, SURROGATE_STD,
+                                                                 COMBINED_INTERVAL)}
     candidates = [n for n, v in ds.data_vars.items()
                   if n not in exclude and n not in beside and v.dims[:1] == ("sample",)]
     if len(candidates) != 1:

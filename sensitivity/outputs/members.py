@@ -28,6 +28,11 @@ stats = lazy_import("scipy.stats")
 
 #: The dim of an ensemble's members in every result (reserved: no model output may use it).
 MEMBER = "member"
+#: Suffixes of the variables beside a result ``X`` of an ensemble (:func:`spread_variables`): each member's
+#: ``X_member``, their mean ``X_member_mean``, their standard deviation ``X_surrogate_std`` and the combined
+#: interval ``X_combined_interval``.
+PER_MEMBER, MEMBER_MEAN, SURROGATE_STD, COMBINED_INTERVAL = ("_member", "_member_mean", "_surrogate_std",
+                                                             "_combined_interval")
 
 
 def member_coords(k: int) -> dict[str, xr.Variable]:
@@ -159,12 +164,21 @@ def spread_variables(name: str, estimate: xr.DataArray, stacked: xr.DataArray, l
     combined = xr.DataArray(bounds, dims=(*estimate.dims, "bound"), coords=estimate.coords,
                             attrs={**units, "long_name": f"{long_name}, {level:g} interval of {what}"})
     return {
-        f"{name}_member": stacked.assign_attrs(long_name=f"{long_name} of each member", **units),
-        f"{name}_member_mean": stacked.mean(MEMBER).assign_attrs(long_name=f"{long_name}, mean of the members",
-                                                                 **units),
-        f"{name}_surrogate_std": std,
-        f"{name}_combined_interval": combined if interval is None else combined.transpose(*interval.dims),
+        name + PER_MEMBER: stacked.assign_attrs(long_name=f"{long_name} of each member", **units),
+        name + MEMBER_MEAN: stacked.mean(MEMBER).assign_attrs(long_name=f"{long_name}, mean of the members", **units),
+        name + SURROGATE_STD: std,
+        name + COMBINED_INTERVAL: combined if interval is None else combined.transpose(*interval.dims),
     }
+
+
+def spread_arrays(stacked: np.ndarray, level: float, axis: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of :func:`spread_variables` for a block of a streamed result whose estimate is the members' mean
+    (a sweep's values): of ``stacked`` (``K`` members along ``axis``), their mean, their standard deviation
+    (``ddof=1``; ``X_surrogate_std``) and the surrogate's interval at ``level`` about the mean, ``[..., 2]``
+    (``X_combined_interval`` without a sampling interval, :func:`combined_bounds`)."""
+    stacked = np.asarray(stacked)
+    mean, std = stacked.mean(axis=axis), stacked.std(axis=axis, ddof=1)
+    return mean, std, combined_bounds(mean, None, None, std, stacked.shape[axis], level).astype(stacked.dtype)
 
 
 def with_member_spread(mean: xr.Dataset, members: list[xr.Dataset], level: float,

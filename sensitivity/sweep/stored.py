@@ -14,7 +14,7 @@ API (the one way to read a stored sweep)::
         sweep.parameter_names, sweep.parameter_units   # tuple[str, ...], stored order
         sweep.output                               # OutputSpec: name, units, dims with coordinates
         sweep.size, sweep.sample_range             # samples in the file; [start, stop) of the grid they are
-        sweep.members, sweep.member_std            # an ensemble's: members stored (store_members; else 0), std?
+        sweep.members, sweep.surrogate_std        # an ensemble's: members' Jacobians stored (store_members; else 0), std?
         sweep.surrogate_hash, sweep.attrs          # provenance (global attributes)
         sweep.content_hash()                       # sha256 of the file, for a consumer's fingerprint
         for blk in sweep.blocks(65536, variables=["x", "jacobian"]):    # consecutive, loaded one at a time
@@ -48,7 +48,7 @@ import numpy as np
 
 from sensitivity.datasets import (ENCODING_ENGINE, by_name, checksum_path, content_hash, flat_sweep_block,
                                   output_spec_from, verify_checksum)
-from sensitivity.datasets.build import MEMBER_STD, PER_MEMBER
+from sensitivity.outputs.members import PER_MEMBER, SURROGATE_STD
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.spec import OutputSpec
@@ -138,10 +138,10 @@ class StoredSweep:
         self.parameter_units = (tuple(str(u) for u in ds["parameter_units"].values)
                                 if "parameter_units" in ds.coords else None)
         self.size = int(ds.sizes["sample"])
-        #: Members whose values and Jacobians the sweep stores (``store_members``), 0 when it stores none.
+        #: Members whose Jacobians (and values) the sweep stores (``store_members``), 0 when it stores none.
         self.members = int(ds.sizes["member"]) if "jacobian" + PER_MEMBER in ds.data_vars else 0
         #: Whether it stores the members' standard deviation of the Jacobian (an ensemble's sweep).
-        self.member_std = "jacobian" + MEMBER_STD in ds.data_vars
+        self.surrogate_std = "jacobian" + SURROGATE_STD in ds.data_vars
         self.attrs: dict[str, Any] = dict(ds.attrs)
         self.surrogate_hash: str | None = self.attrs.get("surrogate_hash")
         recorded = str(self.attrs.get("sample_range", f"0 {self.size}")).split()

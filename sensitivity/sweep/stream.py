@@ -12,9 +12,12 @@ hashed once, and no step after the loop reads the data again. The store's
 fingerprint adds to the caller's the grid's content, the shard's range, the part
 layout and the engine (mode, dtype, chunk size, XLA).
 
-An ensemble's sweep stores the members' mean and standard deviation; with ``store_members`` also each
-member's values and Jacobians on a ``member`` dim (``K`` times the data), what a per-member analysis of
-the stored sweep (the step map's spread of steps, :mod:`sensitivity.analyses.calibration.step_map`) reads.
+An ensemble's sweep stores the members' mean values and Jacobians with the variables every study of an ensemble
+carries (:func:`sensitivity.outputs.members.spread_variables`): each member's values ``<output>_member``, the
+members' standard deviation of values and Jacobians ``<output>_surrogate_std``, ``jacobian_surrogate_std``, and the
+values' surrogate interval ``<output>_combined_interval``. With ``store_members`` also each member's Jacobians on
+the ``member`` dim (``K`` times the largest variable), what a per-member analysis of the stored sweep (the step map's
+spread of steps, :mod:`sensitivity.analyses.calibration.step_map`) reads.
 """
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ import numpy as np
 import xarray as xr
 
 from sensitivity import __version__
-from sensitivity.outputs.members import MEMBER, member_coords
+from sensitivity.outputs.members import COMBINED_INTERVAL, MEMBER, PER_MEMBER, SURROGATE_STD, member_coords, \
+    spread_arrays, spread_variables
 from sensitivity.datasets import sweep_dataset
-from sensitivity.datasets.build import MEMBER_STD, PER_MEMBER
 from sensitivity.errors import ConfigError
 from sensitivity.settings import check_points_per_part
 from sensitivity.sweep.designs import Grid, shard_bounds
@@ -72,14 +75,16 @@ class SweepSummary:
 
 
 def point_bytes(jac: CompiledJacobian | CompiledEnsemble, store_members: bool = False) -> int:
-    """Bytes a sweep by ``jac`` stores per point: the point, its values and Jacobians, for an ensemble their
-    members' std beside them and, with ``store_members``, each member's own."""
+    """Bytes a sweep by ``jac`` stores per point: the point, its values and Jacobians; for an ensemble of ``K``
+    members beside them their std, the values' two interval ends and each member's values, and with
+    ``store_members`` each member's Jacobians."""
     from sensitivity.engine.ensemble import CompiledEnsemble
 
-    ensemble = isinstance(jac, CompiledEnsemble)
-    copies = 1 + ensemble + (jac.members if store_members and ensemble else 0)
+    k = jac.members if isinstance(jac, CompiledEnsemble) else 0
+    values = 1 + (3 + k if k else 0)
+    jacobians = 1 + (1 + (k if store_members else 0) if k else 0)
     n_out, n_in = jac.surrogate.output_size, jac.surrogate.n_in
-    return np.dtype(jac.dtype).itemsize * (n_in + copies * n_out * (n_in + 1))
+    return np.dtype(jac.dtype).itemsize * (n_in + n_out * (values + jacobians * n_in))
 
 
 def part_points(jac: CompiledJacobian | CompiledEnsemble, requested: int | None = None,
@@ -109,6 +114,7 @@ def sweep(
     points_per_part: int | None = None,
     parameter_long_names: list[str] | None = None,
     store_members: bool = False,
+    level: float = 0.95,
     progress: bool = True,
 ) -> SweepSummary:
     """Compute values and Jacobians on shard ``shard`` of ``num_shards`` of ``grid`` and write them to ``path``.
@@ -118,8 +124,10 @@ def sweep(
     jac
         The compiled engine; an ensemble's (:func:`~sensitivity.engine.ensemble.compile_ensemble`) gives the
         members' mean values and Jacobians, from one evaluation of every member, and beside each their standard
-        deviation over the members (``ddof=1``), ``<output>_member_std`` and ``jacobian_member_std``: how much of
-        each derivative is the surrogate's uncertainty.
+        deviation over the members (``ddof=1``), ``<output>_surrogate_std`` and ``jacobian_surrogate_std``: how much
+        of each derivative is the surrogate's uncertainty; beside the values also each member's,
+        ``<output>_member(sample, member, *out)``, and the surrogate's interval at ``level``,
+        ``<output>_combined_interval(sample, *out, bound)`` (:mod:`sensitivity.outputs.members`).
     grid
         The design; its points must be in the surrogate's input order.
     path
@@ -132,8 +140,10 @@ def sweep(
     points_per_part
         Points per part file (rounded up to whole chunks); about 64 MiB of output when omitted.
     store_members
-        Also store each member's values and Jacobians, ``<output>_member(sample, member, *out)`` and
-        ``jacobian_member(sample, member, *out, parameter)`` (an ensemble's engine only: ``K`` times the data).
+        Also store each member's Jacobians, ``jacobian_member(sample, member, *out, parameter)`` (an ensemble's
+        engine only: ``K`` times the Jacobians).
+    level
+        Probability of an ensemble's ``<output>_combined_interval``, in (0, 1).
     progress
         Show a progress bar (points/s, ETA) that does not garble logging.
     """
@@ -155,9 +165,7 @@ def sweep(
                              parameter_names=names, parameter_units=units,
                              parameter_long_names=parameter_long_names, output=output, grid_size=grid.size)
     if ensemble:
-        template = with_member_std(template, output.name)
-    if store_members:
-        template = with_members(template, output.name, jac.members)
+        template = with_ensemble_variables(template, output.name, jac.members, level, store_members)
 
     def fill(a: int, b: int, records: np.ndarray) -> None:
         points = grid.block(a, b)
@@ -166,10 +174,12 @@ def sweep(
             jac(points, out=(records[output.name], records["jacobian"]))
             return
         values, jacobian = jac(points)  # every member's: [K, B, *out], [K, B, *out, n]
-        for name, stacked in ((output.name, values), ("jacobian", jacobian)):
-            records[name], records[name + MEMBER_STD] = stacked.mean(axis=0), stacked.std(axis=0, ddof=1)
-            if store_members:
-                records[name + PER_MEMBER] = np.moveaxis(stacked, 0, 1)  # sample first: [B, K, *out(, n)]
+        records[output.name], records[output.name + SURROGATE_STD], records[output.name + COMBINED_INTERVAL] = \
+            spread_arrays(values, level)
+        records[output.name + PER_MEMBER] = np.moveaxis(values, 0, 1)  # sample first: [B, K, *out]
+        records["jacobian"], records["jacobian" + SURROGATE_STD] = jacobian.mean(axis=0), jacobian.std(axis=0, ddof=1)
+        if store_members:
+            records["jacobian" + PER_MEMBER] = np.moveaxis(jacobian, 0, 1)
 
     def check(records: np.ndarray) -> dict[str, int]:  # in the writer thread, beside the next block's engine call
         values, jacobian = records[output.name], records["jacobian"]
@@ -197,25 +207,20 @@ def sweep(
     return SweepSummary(out, stop - start, computed, seconds, bad_values, bad_jacobian)
 
 
-def with_member_std(template: xr.Dataset, output: str) -> xr.Dataset:
-    """``template`` with ``<output>_member_std`` and ``jacobian_member_std`` beside the output and the Jacobian: their
-    standard deviation over an ensemble's members, in their units."""
-    for name in (output, "jacobian"):
-        var = template[name]
-        template = template.assign({name + MEMBER_STD: var.copy().assign_attrs(
-            long_name=f"{var.attrs.get('long_name', name)}: standard deviation over the ensemble's members "
-                      "(surrogate uncertainty)")})
-    return template
-
-
-def with_members(template: xr.Dataset, output: str, k: int) -> xr.Dataset:
-    """``template`` with ``<output>_member`` and ``jacobian_member``: each of the ``k`` members' values and Jacobians on
-    a ``member`` dim after ``sample``, in their units."""
+def with_ensemble_variables(template: xr.Dataset, output: str, k: int, level: float,
+                            store_members: bool = False) -> xr.Dataset:
+    """``template`` (a sweep's, empty) with the variables of ``k`` members beside its values and Jacobians, as
+    :func:`sensitivity.outputs.members.spread_variables` writes them (on a ``member`` dim after ``sample``; the
+    values are already the members' mean, so no ``_member_mean``): ``<output>_member``, ``<output>_surrogate_std``,
+    ``<output>_combined_interval`` (at ``level``) and ``jacobian_surrogate_std``; with ``store_members`` also
+    ``jacobian_member``."""
     template = template.assign_coords(member_coords(k))
     for name in (output, "jacobian"):
         var = template[name]
-        template = template.assign({name + PER_MEMBER: var.expand_dims({MEMBER: k}, axis=1).assign_attrs(
-            long_name=f"{var.attrs.get('long_name', name)}: each member of the ensemble")})
+        spread = spread_variables(name, var, var.expand_dims({MEMBER: k}, axis=1), level)
+        keep = [SURROGATE_STD] + ([PER_MEMBER, COMBINED_INTERVAL] if name == output else
+                                  [PER_MEMBER] if store_members else [])
+        template = template.assign({name + suffix: spread[name + suffix].astype(var.dtype) for suffix in keep})
     return template
 
 

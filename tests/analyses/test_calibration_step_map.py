@@ -156,7 +156,7 @@ def test_step_map_of_an_ensemble_sweep_reports_the_spread_of_each_members_own_st
     lam = 0.2
     path = ensemble_sweep_file(tmp_path / "sweep.nc", points, values, jac)
     with StoredSweep(path) as sweep:
-        assert (sweep.members, sweep.member_std) == (4, True) and "4 members" in member_steps_note(sweep)
+        assert (sweep.members, sweep.surrogate_std) == (4, True) and "4 members" in member_steps_note(sweep)
         out = sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y, sigma=sigma, damping=lam),
                            fingerprint="key", attrs={"title": "step map"}, block=3)  # blocks of 3, 3, 1 points
     assert cf_errors(out) == []
@@ -185,7 +185,7 @@ def test_step_map_of_an_ensemble_sweep_without_its_members_says_what_they_need(t
     values, jac, points, y, sigma = random_members(9)
     path = ensemble_sweep_file(tmp_path / "sweep.nc", points, values, jac, store_members=False)
     with StoredSweep(path) as sweep:
-        assert (sweep.members, sweep.member_std) == (0, True) and "store_members=true" in member_steps_note(sweep)
+        assert (sweep.members, sweep.surrogate_std) == (0, True) and "store_members=true" in member_steps_note(sweep)
         out = sweep.map_to(tmp_path / "gn.nc", step_map_analysis(sweep, y, sigma=sigma), fingerprint="key",
                            attrs={})
     ds = xr.open_dataset(out)
@@ -193,4 +193,4 @@ def test_step_map_of_an_ensemble_sweep_without_its_members_says_what_they_need(t
     np.testing.assert_allclose(ds["gn_step"].values, gauss_newton_map(values.mean(0), jac.mean(0), y,
                                                                       sigma=sigma).step, rtol=1e-10)
     with StoredSweep(sweep_file(tmp_path / "one.nc", points, values[0], jac[0])) as one:
-        assert (one.members, one.member_std, member_steps_note(one)) == (0, False, None)
+        assert (one.members, one.surrogate_std, member_steps_note(one)) == (0, False, None)

@@ -29,17 +29,19 @@ def sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.
 def ensemble_sweep_file(path: Path, points: np.ndarray, values: np.ndarray, jacobian: np.ndarray,
                         store_members: bool = True) -> Path:
     """An ensemble's sweep file of each member's values ``[K, N, m]`` and Jacobians ``[K, N, m, n]``: their mean,
-    std (ddof=1) and, with ``store_members``, the members' own (the layout of :func:`sensitivity.sweep.stream.sweep`)."""
-    from sensitivity.sweep.stream import with_member_std, with_members
+    std (ddof=1), each member's values, the values' surrogate interval and, with ``store_members``, the members'
+    Jacobians (the layout of :func:`sensitivity.sweep.stream.sweep`)."""
+    from sensitivity.outputs.members import combined_bounds
+    from sensitivity.sweep.stream import with_ensemble_variables
 
-    ds = with_member_std(_sweep_block(points, values.mean(0), jacobian.mean(0)), "y")
-    stacked = {"y": values, "jacobian": jacobian}
-    if store_members:
-        ds = with_members(ds, "y", len(values))
-    for name, each in stacked.items():
-        ds[name + "_member_std"] = ds[name + "_member_std"].copy(data=each.std(axis=0, ddof=1))
-        if store_members:
+    k = len(values)
+    ds = with_ensemble_variables(_sweep_block(points, values.mean(0), jacobian.mean(0)), "y", k, 0.95, store_members)
+    for name, each in {"y": values, "jacobian": jacobian}.items():
+        ds[name + "_surrogate_std"] = ds[name + "_surrogate_std"].copy(data=each.std(axis=0, ddof=1))
+        if name + "_member" in ds:
             ds[name + "_member"] = ds[name + "_member"].copy(data=np.moveaxis(each, 0, 1))
+    ds["y_combined_interval"] = ds["y_combined_interval"].copy(
+        data=combined_bounds(values.mean(0), None, None, values.std(axis=0, ddof=1), k, 0.95))
     return write_atomic(ds, path)
 
 

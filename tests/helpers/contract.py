@@ -430,9 +430,7 @@ CASES: dict[str, Case] = {
     "sweep": Case(run_sweep, {"Grid": Bad("kind", lambda: {"grid": _make("sensitivity.sweep.designs.make_grid",
                                                                           space=space(), kind="nonsense")}),
                               "GridDesign": Bad("kind", lambda: {"grid": _make("sensitivity.sweep.designs.GridDesign",
-                                                                                kind="nonsense").grid(space())})},
-                  xfail={("ensemble spread", "*"): "the sweep writes <output>_member_std and jacobian_member_std, "
-                                                   "not X_member / X_surrogate_std / X_combined_interval"}),
+                                                                                kind="nonsense").grid(space())})}),
     "worth": Case(run_worth, {
         "WorthSettings": Bad("level", lambda: {"worth_settings": _make("sensitivity.analyses.worth.WorthSettings",
                                                                        level=2.0)}),

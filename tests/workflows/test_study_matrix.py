@@ -126,7 +126,7 @@ def test_every_workflow_on_a_study_of_this_shape(study, run, merged_sweeps, shap
     members = run("sweep", shape, *ensemble, "store_members=true", into="members_sweep")
     with open_result(members) as ds:
         name = next(n for n, v in ds.data_vars.items() if n != "x" and not n.startswith("jacobian")
-                    and not n.endswith(("_member", "_member_std")))
+                    and not n.endswith(("_member", "_surrogate_std", "_combined_interval")))
         each = ds[f"{name}_member"]
         assert each.dims == ("sample", "member", *ds[name].dims[1:]) and own_dims(each, shape) == dims
         np.testing.assert_allclose(ds[name].values, each.values.mean(axis=1), rtol=1e-5, atol=1e-6)

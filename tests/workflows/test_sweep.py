@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 import xarray as xr
 
 from sensitivity.datasets import open_result
@@ -35,7 +36,7 @@ def test_sweep_writes_a_labeled_cf_dataset(compose_config, tmp_path):
 
 @pytest.mark.slow
 def test_an_ensemble_sweep_carries_the_members_spread_of_every_value_and_derivative(compose_config, tmp_path):
-    """The shipped 5-member SEIR ensemble: values and Jacobians are the members' mean and ``*_member_std`` their
+    """The shipped 5-member SEIR ensemble: values and Jacobians are the members' mean and ``*_surrogate_std`` their
     standard deviation (ddof=1), each member computed here by its own single-model engine (tested against central
     differences in tests/engine/test_ensemble.py) and spread about the mean by the ensemble's recorded calibration."""
     import sensitivity
@@ -53,23 +54,31 @@ def test_an_ensemble_sweep_carries_the_members_spread_of_every_value_and_derivat
         mean = stacked.mean(axis=0)
         spread = scale[..., None] if k else scale  # on the output's axes, also of the derivatives
         np.testing.assert_allclose(ds[name].values, mean, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(ds[f"{name}_member_std"].values, spread * stacked.std(axis=0, ddof=1),
+        np.testing.assert_allclose(ds[f"{name}_surrogate_std"].values, spread * stacked.std(axis=0, ddof=1),
                                    rtol=1e-8, atol=1e-12)
         units = {key: value for key, value in ds[name].attrs.items() if key != "long_name"}  # units, or their table
-        assert {key: value for key, value in ds[f"{name}_member_std"].attrs.items() if key != "long_name"} == units
+        assert {key: value for key, value in ds[f"{name}_surrogate_std"].attrs.items() if key != "long_name"} == units
+    # the values' members and their 0.95 prediction interval for a new draw (Geisser 1993): mean -+ t sqrt(1+1/K) s
+    stacked = np.stack([result[0] for result in own])
+    members = stacked.mean(axis=0) + scale * (stacked - stacked.mean(axis=0))
+    np.testing.assert_allclose(np.moveaxis(ds["new_infections_member"].values, 1, 0), members, rtol=1e-10, atol=1e-12)
+    half = scipy.stats.t.ppf(0.975, 4) * np.sqrt(1 + 1 / 5) * members.std(axis=0, ddof=1)
+    np.testing.assert_allclose(ds["new_infections_combined_interval"].values,
+                               np.stack([members.mean(0) - half, members.mean(0) + half], axis=-1), rtol=1e-8, atol=1e-12)
+    assert ds["new_infections_combined_interval"].attrs["units"] == ds["new_infections"].attrs["units"]
 
 
 @pytest.mark.slow
 def test_an_ensemble_sweep_with_store_members_stores_each_members_values_and_derivatives(compose_config):
     """``store_members=true``: ``<output>_member`` and ``jacobian_member`` on ``(sample, member, ...)`` are each
     member's own single-model engine output (spread about the mean by the ensemble's recorded calibration, as the engine
-    returns them), their mean and ddof=1 std the stored mean and ``*_member_std``; CF-clean."""
+    returns them), their mean and ddof=1 std the stored mean and ``*_surrogate_std``; CF-clean."""
     import sensitivity
     from sensitivity.datasets.publish import OtherSettings
 
     common = ["experiment=seir_ensemble", "grid.n=24", "jacobian=float64", "plots=false"]
     without = open_result(sweep.run(compose_config("sweep", common)))
-    assert "jacobian_member_std" in without and "jacobian_member" not in without  # off by default
+    assert "jacobian_surrogate_std" in without and "jacobian_member" not in without  # off by default
     with pytest.raises(OtherSettings):  # the option is part of the run directory's fingerprint
         sweep.run(compose_config("sweep", [*common, "store_members=true"]))
     path = sweep.run(compose_config("sweep", [*common, "store_members=true", "replace_other_settings=true"]))
@@ -87,7 +96,7 @@ def test_an_ensemble_sweep_with_store_members_stores_each_members_values_and_der
         assert stored.dims == (ds[name].dims[0], "member", *ds[name].dims[1:])
         np.testing.assert_allclose(np.moveaxis(stored.values, 1, 0), members, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(ds[name].values, stored.mean("member").values, rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(ds[f"{name}_member_std"].values, stored.std("member", ddof=1).values,
+        np.testing.assert_allclose(ds[f"{name}_surrogate_std"].values, stored.std("member", ddof=1).values,
                                    rtol=1e-10, atol=1e-14)
         units = {key: value for key, value in ds[name].attrs.items() if key != "long_name"}
         assert {key: value for key, value in stored.attrs.items() if key != "long_name"} == units

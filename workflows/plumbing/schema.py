@@ -268,7 +268,7 @@ class SweepConf(SurrogateStudyConf):
     output_dir: str = "???"
     progress: bool = True
     points_per_part: Optional[int] = None
-    store_members: bool = False  # an ensemble's sweep also stores each member's values and Jacobians (K x the data)
+    store_members: bool = False  # an ensemble's sweep also stores each member's Jacobians (K x the Jacobians)
     plots: bool = True
 
 

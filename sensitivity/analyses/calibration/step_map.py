@@ -265,9 +265,9 @@ def member_steps_note(sweep: StoredSweep) -> str | None:
     if sweep.members:
         return (f"the Gauss-Newton and damped steps and the cost of each of the {sweep.members} members' own values "
                 "and Jacobians: their mean and std over the members in *_member_mean, *_member_std")
-    if sweep.member_std:
-        return ("none per member: the sweep stores the members' spread of the Jacobian (jacobian_member_std), not each "
-                "member's values and Jacobians; sweep with store_members=true for the spread of the steps")
+    if sweep.surrogate_std:
+        return ("none per member: the sweep stores the members' spread of the Jacobian (jacobian_surrogate_std), not "
+                "each member's Jacobians; sweep with store_members=true for the spread of the steps")
     return None
 
 
