@@ -216,6 +216,9 @@ class TrainingPlan:
         ``(1 + 1/K) s^2`` of the members matches the ensemble mean's squared error (:mod:`sensitivity.surrogates.ensemble`;
         recorded in the manifest as ``spread_scale``). Deep ensembles are often over-confident; the test samples
         then check the calibrated spread against the errors it did not see.
+    level
+        Probability of an ensemble's interval about its test predictions, ``prediction_combined_interval`` of the
+        report (:func:`sensitivity.outputs.members.spread_variables`), in (0, 1).
     """
 
     validation_fraction: float = 0.15
@@ -225,6 +228,7 @@ class TrainingPlan:
     members: int = 5
     bootstrap: bool = True
     calibrate_spread: bool = True
+    level: float = 0.95
 
     def __post_init__(self) -> None:  # the fractions are checked where the samples are split
         if isinstance(self.derivative_points, bool) or not isinstance(self.derivative_points, int) \
@@ -234,6 +238,8 @@ class TrainingPlan:
             raise ConfigError(f"`fd_step` must be > 0, got {self.fd_step!r}")
         if isinstance(self.members, bool) or not isinstance(self.members, int) or self.members < 1:
             raise ConfigError(f"`members` must be an integer >= 1, got {self.members!r}")
+        if not 0 < self.level < 1:
+            raise ConfigError(f"`level` must lie in (0, 1), got {self.level!r}")
 
     @property
     def saved_name(self) -> str:

@@ -186,7 +186,7 @@ def train_surrogate(
     else:
         log.info("derivative fidelity not checked: derivative_points=0 (no simulator runs spent on it)")
     members = None if plan.members == 1 else _member_report(y[split.test], member_values, splits, len(x),
-                                                             surrogate.spread_scale)
+                                                             surrogate.spread_scale, split.test, plan.level)
     report = report_dataset(x, y, split, names=space.names, units=space.units, output=output, values=values,
                             history=_histories(fits), derivatives=derivatives, check_samples=checked,
                             parameter_long_names=[p.long_name for p in space.parameters], members=members)
@@ -338,12 +338,14 @@ def _histories(fits: list[FitResult]) -> dict[str, np.ndarray]:
 
 
 def _member_report(y_test: np.ndarray, member_values: np.ndarray, splits: list[Split], n: int,
-                   scale: tuple[float, ...]) -> MemberReport:
-    """Each member's test RMSE, the members' (calibrated) spread on the test samples and the bootstrap counts."""
+                   scale: tuple[float, ...], test: np.ndarray, level: float) -> MemberReport:
+    """Each member's test RMSE and predictions, the members' (calibrated) spread on the test samples and the
+    bootstrap counts."""
     rmse = np.sqrt(((member_values - y_test[None]) ** 2).mean(axis=1))
     spread = np.sqrt(predictive_variance(member_values).mean(axis=0))
     counts = np.array([np.bincount(s.train, minlength=n) for s in splits])
-    return MemberReport(rmse, spread, counts, np.reshape(scale, spread.shape) if scale else np.ones_like(spread))
+    return MemberReport(rmse, spread, counts, np.reshape(scale, spread.shape) if scale else np.ones_like(spread),
+                        np.asarray(member_values, float), np.asarray(test), level)
 
 
 def save_model(model: Any, path: Path) -> Path:

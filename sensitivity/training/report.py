@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from sensitivity.outputs.labels import parameter_coords, units_attrs
+from sensitivity.outputs.members import MEMBER_MEAN, spread_variables
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.outputs.axes import own_coords
 from sensitivity.outputs.spec import OutputSpec
@@ -28,13 +29,18 @@ class MemberReport:
     ``rmse [K, *out]`` each member's test RMSE; ``spread [*out]`` the members' predictive standard deviation
     ``sqrt(1 + 1/K) s`` on the test samples (root mean square over them, after the calibration ``scale``), the
     ensemble's own estimate of its error, to read against the mean's ``rmse``; ``bootstrap_counts [K, N]`` how
-    often each sample is in member ``k``'s training resample; ``scale [*out]`` the spread's calibration (1: none).
+    often each sample is in member ``k``'s training resample; ``scale [*out]`` the spread's calibration (1: none);
+    ``predictions [K, T, *out]`` each member's (calibrated) prediction at the test samples ``test [T]`` (sample
+    indices), whose spread the report gives at ``level`` (:func:`sensitivity.outputs.members.spread_variables`).
     """
 
     rmse: np.ndarray
     spread: np.ndarray
     bootstrap_counts: np.ndarray
     scale: np.ndarray
+    predictions: np.ndarray
+    test: np.ndarray
+    level: float
 
 
 def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequence[str], units: Sequence[str],
@@ -50,7 +56,10 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
     and, when derivatives were checked, ``jacobian_error(check)``, ``jacobian_column_error(check, parameter)``
     and ``jacobian_parameter_error(parameter)`` with ``check_sample(check)`` the samples checked. For an
     ensemble (``members``), the errors are the ensemble mean's, and ``member_rmse(member, *out)``,
-    ``member_spread(*out)``, ``spread_scale(*out)`` and ``bootstrap_count(member, sample)`` are added.
+    ``member_spread(*out)``, ``spread_scale(*out)`` and ``bootstrap_count(member, sample)`` are added, with the
+    ensemble's prediction at the test samples ``prediction(test, *out)`` (``test_sample(test)`` their sample
+    index) and beside it the members' variables of every study of an ensemble (``prediction_member``,
+    ``prediction_surrogate_std``, ``prediction_combined_interval``: :func:`~sensitivity.outputs.members.spread_variables`).
     """
     out_dims = list(output.dim_names)
     unit_attrs = units_attrs(output.units, "output_units")
@@ -101,6 +110,9 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
             bootstrap_count=(("member", "sample"), members.bootstrap_counts.astype(np.int16),
                              {"long_name": "times the sample is in the member's training resample", "units": "1"}),
         )
+        data.update(_test_predictions(members, out_dims, output.long_name, unit_attrs))
+        coords["test_sample"] = xr.Variable("test", np.asarray(members.test, np.int32),
+                                            {"long_name": "sample index of the test sample", "units": "1"})
     if derivatives is not None:
         coords["check"] = xr.Variable("check", np.arange(len(derivatives.per_point), dtype=np.int32),
                                       {"long_name": "index of a derivative check point", "units": "1"})
@@ -124,3 +136,15 @@ def report_dataset(x: np.ndarray, y: np.ndarray, split: Split, *, names: Sequenc
                 "units": "1", "flag_values": np.array([0, 1], np.int8), "flag_meanings": "resolved negligible"}),
         )
     return xr.Dataset(data, coords=coords)
+
+
+def _test_predictions(members: MemberReport, out_dims: list[str], long_name: str,
+                      unit_attrs: dict[str, Any]) -> dict[str, xr.DataArray]:
+    """``prediction(test, *out)``, the members' mean at the test samples, and beside it ``prediction_member``,
+    ``prediction_surrogate_std`` and ``prediction_combined_interval`` (the mean of the members is the prediction
+    itself: no ``prediction_member_mean``)."""
+    stacked = xr.DataArray(members.predictions, dims=("member", "test", *out_dims))
+    estimate = stacked.mean("member").assign_attrs(long_name=f"{long_name} predicted by the ensemble at the test "
+                                                             f"samples", **unit_attrs)
+    spread = spread_variables("prediction", estimate, stacked, members.level)
+    return {"prediction": estimate, **{name: v for name, v in spread.items() if not name.endswith(MEMBER_MEAN)}}

@@ -441,9 +441,7 @@ CASES: dict[str, Case] = {
         "sensitivity.analyses.reliability.ReliabilitySettings", thresholds=(1.0,), starts=0)})}),
     "train": Case(run_train, {"TrainSettings": Bad("epochs", lambda: {
         "network": _make("sensitivity.training.TrainSettings", epochs=0)})},
-                  not_run={"keras": _TRAINS, "function": _TRAINS, "float64": _TRAINS},
-                  xfail={("ensemble spread", "*"): "training.nc holds member_rmse and member_spread, not X_member / "
-                                                   "X_surrogate_std / X_combined_interval"}),
+                  not_run={"keras": _TRAINS, "function": _TRAINS, "float64": _TRAINS}),
     "simulate": Case(run_simulate, {"RunnerSettings": Bad("batch_size", lambda: {
         "runner": _make("sensitivity.simulators.runner.RunnerSettings", batch_size=0)})},
                      not_run={"keras": _SIMULATOR_ONLY, "function": _SIMULATOR_ONLY, "ensemble": _SIMULATOR_ONLY},

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.stats
 import xarray as xr
 
 import sensitivity
@@ -45,6 +46,19 @@ def test_train_from_a_simulator_writes_a_self_describing_model_and_a_report(comp
             assert ds[name].attrs["long_name"] and ("units" in ds[name].attrs or "units_coordinate" in ds[name].attrs)
         assert ds.attrs["Conventions"].startswith("CF") and ds.attrs["surrogate_hash"].startswith("sha256:")
         assert "R^2" in ds.attrs["validation"] and ds.attrs["seed"] == "0"
+        # the test predictions with the members' variables: each member's, their sd and the 0.95 interval for a new
+        # draw, mean -+ t_{K-1} sqrt(1 + 1/K) s (Geisser 1993), closed forms of the stored members here
+        test = ds["test_sample"].values
+        assert (ds["subset"].values[test] == 2).all() and ds["prediction_member"].dims == ("member", "test", "output")
+        each = ds["prediction_member"].values
+        np.testing.assert_allclose(ds["prediction"].values, each.mean(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(ds["rmse"].values, np.sqrt(((each.mean(0) - quadratic(ds["x"].values[test])) ** 2)
+                                                              .mean(axis=0)), rtol=1e-5)
+        half = scipy.stats.t.ppf(0.975, 4) * np.sqrt(1.2) * each.std(axis=0, ddof=1)
+        np.testing.assert_allclose(ds["prediction_combined_interval"].values,
+                                   np.stack([each.mean(0) - half, each.mean(0) + half], axis=-1), rtol=1e-10)
+        np.testing.assert_allclose(ds["member_spread"].values, np.sqrt((1.2 * each.var(axis=0, ddof=1)).mean(0)),
+                                   rtol=1e-10)
 
 
 @pytest.mark.slow
