@@ -32,6 +32,7 @@ from sensitivity.runtime.progress import progress_bar
 from sensitivity.simulators.executors import ExecutorSettings, run_batches
 
 if TYPE_CHECKING:
+    from sensitivity.outputs.spec import OutputSpec
     from sensitivity.surrogates.simulator import CheckedSimulator
 
 xr = lazy_import("xarray")
@@ -87,7 +88,8 @@ class RunnerSettings:
 
 def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | Path,
                   settings: RunnerSettings = RunnerSettings(), *, progress: bool = False,
-                  desc: str = "simulator", executor: ExecutorSettings = ExecutorSettings()) -> SimulatorRuns:
+                  desc: str = "simulator", executor: ExecutorSettings = ExecutorSettings(),
+                  output: OutputSpec | None = None) -> SimulatorRuns:
     """The simulator's values ``[N, *out]`` at ``points [N, n]`` and its time, run in recorded batches.
 
     Parameters
@@ -110,6 +112,9 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
     executor
         Where the batches run (:class:`~sensitivity.simulators.executors.ExecutorSettings`; default: processes of
         this machine). A cluster is started for the run and closed after it.
+    output
+        The simulator's output spec: the file's values ``y(sample, *out)`` are labelled by it (its dims, labels
+        and units, :func:`sensitivity.outputs.axes.own_coords`); None: flat on ``value``.
 
     Returns
     -------
@@ -132,8 +137,11 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
     if x.ndim != 2 or x.shape[0] < 1 or not np.isfinite(x).all():
         raise DataError(f"`points` must be finite [N, n] parameter points with N >= 1, got shape {x.shape}")
     path = Path(path)
+    if output is not None and simulator.output_shape is not None and tuple(simulator.output_shape) != output.shape:
+        raise ConfigError(f"`output` has the shape {list(output.shape)}, the simulator's is "
+                          f"{list(simulator.output_shape)}")
     fingerprint = digest(simulator.identity, simulator.kwargs, simulator.output_shape, s.batch_size,
-                         x.shape, _hash(x))
+                         x.shape, _hash(x), *([output.to_dict()] if output is not None else []))
     if path.is_file() and verify_checksum(path):
         with xr.open_dataset(path) as ds:
             if ds.attrs.get(FINGERPRINT_ATTR) == fingerprint:
@@ -145,7 +153,8 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
         if len(todo) < len(blocks):
             log.info("%s: %d of %d batches of simulator runs are on disk; running the other %d", path,
                      len(blocks) - len(todo), len(blocks), len(todo))
-        _run_batches(simulator, x, todo, store, s.workers, executor, progress=progress, desc=desc, total=len(x))
+        _run_batches(simulator, x, todo, store, s.workers, executor, progress=progress, desc=desc, total=len(x),
+                     output=output)
         store.finalize({FINGERPRINT_ATTR: fingerprint, "simulator": simulator.label,
                         "title": f"Runs of {simulator.label}"}, totals=(TIME_ATTR,))
     with xr.open_dataset(path) as ds:
@@ -153,7 +162,8 @@ def run_simulator(simulator: CheckedSimulator, points: np.ndarray, path: str | P
 
 
 def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[int, int]], store, workers: int,
-                 executor: ExecutorSettings, *, progress: bool, desc: str, total: int) -> None:
+                 executor: ExecutorSettings, *, progress: bool, desc: str, total: int,
+                 output: OutputSpec | None = None) -> None:
     """Run every batch of ``todo`` where ``executor`` says, writing each as it finishes (in this thread); the
     first failure stops the run (the batches finished before it are written)."""
     if not todo:
@@ -165,16 +175,27 @@ def _run_batches(simulator: CheckedSimulator, x: np.ndarray, todo: list[tuple[in
             if batch.error is not None:
                 bar.set_postfix(failed=batch.b - batch.a)
                 raise batch.error
-            store.write(_part(x[batch.a:batch.b], batch.values, batch.seconds), batch.a, batch.b)
+            store.write(_part(x[batch.a:batch.b], batch.values, batch.seconds, output), batch.a, batch.b)
             bar.update(batch.b - batch.a)
 
 
-def _part(x: np.ndarray, y: np.ndarray, seconds: float) -> xr.Dataset:
-    """One batch as a dataset: its points, the simulator's values flattened per point, and its time."""
-    return xr.Dataset(
-        {"x": (("sample", "parameter"), x, {"long_name": "parameter point"}),
-         "y": (("sample", "value"), y.reshape(len(y), -1), {"long_name": "simulator output, flattened per point"})},
-        attrs={"output_shape": " ".join(map(str, y.shape[1:])), TIME_ATTR: int(round(seconds * 1e6))})
+def _part(x: np.ndarray, y: np.ndarray, seconds: float, output: OutputSpec | None = None) -> xr.Dataset:
+    """One batch as a dataset: its points, the simulator's values (on ``output``'s labelled dims, or flattened per
+    point on ``value``), and its time."""
+    from sensitivity.outputs.axes import own_coords
+    from sensitivity.outputs.labels import units_attrs
+
+    if output is None:
+        values, coords = (("sample", "value"), y.reshape(len(y), -1), {"long_name": "simulator output, flattened "
+                                                                                   "per point"}), {}
+    else:
+        values = (("sample", *output.dim_names), y.reshape(len(y), *output.shape),
+                  {"long_name": f"simulated {output.long_name or output.name}",
+                   **units_attrs(output.units, f"{output.units_dim.name}_units" if output.units_dim else None)})
+        coords = own_coords(output)
+    return xr.Dataset({"x": (("sample", "parameter"), x, {"long_name": "parameter point"}), "y": values},
+                      coords=coords,
+                      attrs={"output_shape": " ".join(map(str, y.shape[1:])), TIME_ATTR: int(round(seconds * 1e6))})
 
 
 def _runs(ds: xr.Dataset) -> SimulatorRuns:

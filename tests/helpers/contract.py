@@ -294,7 +294,7 @@ def run_simulate(bench: Bench, engine: Engine, folder: Path, runner=None):
 
     shape = engine.shape
     run_simulator(simulator_from(simulate(shape), output_shape=SPECS[shape].shape), points(8), folder / "runs.nc",
-                  runner or RunnerSettings())
+                  runner or RunnerSettings(), output=SPECS[shape])
     with xr.open_dataset(folder / "runs.nc") as ds:
         return ds.load()
 
@@ -444,7 +444,5 @@ CASES: dict[str, Case] = {
                   not_run={"keras": _TRAINS, "function": _TRAINS, "float64": _TRAINS}),
     "simulate": Case(run_simulate, {"RunnerSettings": Bad("batch_size", lambda: {
         "runner": _make("sensitivity.simulators.runner.RunnerSettings", batch_size=0)})},
-                     not_run={"keras": _SIMULATOR_ONLY, "function": _SIMULATOR_ONLY, "ensemble": _SIMULATOR_ONLY},
-                     xfail={("labels", "*"): "the runs file stores flat values on `value`: run_simulator knows no "
-                                             "output spec"}),
+                     not_run={"keras": _SIMULATOR_ONLY, "function": _SIMULATOR_ONLY, "ensemble": _SIMULATOR_ONLY}),
 }

@@ -49,6 +49,24 @@ def test_parallel_batches_equal_the_serial_run(tmp_path):
     assert not (tmp_path / "parallel.nc.parts").exists()
 
 
+def test_given_an_output_spec_the_runs_file_is_labelled_by_it(tmp_path):
+    import xarray as xr
+
+    from sensitivity.outputs.spec import OutputDim, OutputSpec
+
+    spec = OutputSpec("state", ("m", "m2"), (OutputDim("kind", ("sine", "square")), OutputDim("t", (1.0, 2.0, 3.0), "s")))
+    sim = simulator_from(f"{HERE}:field", output_shape=(2, 3))
+    runs = run_simulator(sim, POINTS, tmp_path / "runs.nc", RunnerSettings(batch_size=10), output=spec)
+    np.testing.assert_array_equal(runs.values, expected(POINTS))
+    with xr.open_dataset(tmp_path / "runs.nc") as ds:
+        assert ds["y"].dims == ("sample", "kind", "t") and ds["kind_name"].values.tolist() == ["sine", "square"]
+        assert ds["kind_units"].values.tolist() == ["m", "m2"] and ds["t"].attrs["units"] == "s"
+        np.testing.assert_array_equal(ds["y"].values, expected(POINTS))
+    with pytest.raises(ConfigError, match=r"`output` has the shape \[3, 2\]"):
+        run_simulator(sim, POINTS, tmp_path / "other.nc", output=OutputSpec(
+            "state", "m", (OutputDim("t", (1.0, 2.0, 3.0), "s"), OutputDim("kind", ("sine", "square")))))
+
+
 def test_a_run_killed_mid_way_runs_only_the_missing_batches(tmp_path):
     counter = tmp_path / "calls.txt"
     Path(f"{counter}.stop").touch()
