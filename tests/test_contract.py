@@ -147,10 +147,7 @@ def _next_params():
     missing = not (ROOT / "tests" / "workflows" / "test_next_steps.py").exists()
     marks = [pytest.mark.xfail(strict=True, reason="tests/workflows/test_next_steps.py (branch registry) is not "
                                                    "merged yet")] if missing else []
-    unfollowed = {"simulate": "test_next_steps.py does not yet run simulate's `train training.data=` line"}
-    return [pytest.param(w.name, id=w.name, marks=marks or (
-        [pytest.mark.xfail(strict=True, reason=unfollowed[w.name])] if w.name in unfollowed else []))
-        for w in REGISTRY if w.next is not NONE]
+    return [pytest.param(w.name, id=w.name, marks=marks) for w in REGISTRY if w.next is not NONE]
 
 
 @pytest.mark.parametrize("workflow", _next_params())

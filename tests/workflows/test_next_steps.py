@@ -93,3 +93,9 @@ def test_the_next_line_of_train_runs_as_printed(study):
     tiny = ["training.simulator=mymodel:simulate", "training.runs=64", "training.epochs=20", "training.hidden=[8]",
             "training.members=2", "training.derivative_points=4"]
     follow(study, ["train", *STUDY, *tiny, *QUIET], ["train", "sweep"])
+
+
+@pytest.mark.slow
+def test_the_next_line_of_simulate_runs_as_printed(study):
+    follow(study, ["simulate", *STUDY, "simulate.simulator=mymodel:simulate", "grid.n=64", *QUIET],
+           ["simulate", "train"])
