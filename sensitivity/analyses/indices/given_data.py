@@ -55,7 +55,7 @@ def analyze(
     space: ParameterSpace,
     *,
     batches: int = 8,
-    conf_level: float = CONF_LEVEL,
+    level: float = CONF_LEVEL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
@@ -72,7 +72,7 @@ def analyze(
         The parameter space (names and units).
     batches
         Random disjoint batches for the standard error and interval, at least 2; 0: neither.
-    conf_level
+    level
         Level of the Student-t interval.
     seed
         Seed of the random tie-breaking and of the batches.
@@ -96,8 +96,8 @@ def analyze(
         raise ConfigError(f"`batches` must be 0 (no error estimate) or an integer >= 2, got {batches!r}")
     if batches and len(x) < 4 * batches:
         raise DataError(f"{len(x)} points are too few for {batches} batches of at least 4")
-    if not 0.0 < conf_level < 1.0:
-        raise ConfigError(f"`conf_level` must lie in (0, 1), got {conf_level!r}")
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
     rng = np.random.default_rng(seed)
     s1, variance = estimate(x, y, rng)
     data = {
@@ -115,12 +115,12 @@ def analyze(
         rows = rng.permutation(len(x))[: size * batches].reshape(batches, size)
         parts = np.stack([estimate(x[r], y[r], rng)[0] for r in rows])  # [batches, d, m]
         se = np.std(parts, axis=0, ddof=1) / np.sqrt(batches)
-        half = stats.t.ppf(0.5 + conf_level / 2, batches - 1) * se
+        half = stats.t.ppf(0.5 + level / 2, batches - 1) * se
         data["S1_se"] = dataset.variable(("parameter", "output"), se, "standard error of the given-data "
                                          f"first-order index over {batches} random batches", "1")
         data["S1_interval"] = dataset.variable(
             ("parameter", "output", "bound"), np.stack([s1 - half, s1 + half], axis=-1),
-            f"given-data first-order index, Student-t {conf_level:g} confidence interval over {batches} "
+            f"given-data first-order index, Student-t {level:g} confidence interval over {batches} "
             "random batches", "1")
         coords.update(dataset.BOUND_COORDS)
     attrs = {
@@ -129,7 +129,7 @@ def analyze(
         "inputs": "dependent (full first-order indices)" if design.is_correlated(space) else "independent",
         "n_points": len(x),
         "intervals": "batches" if batches else "none",
-        **({"batches": batches, "conf_level": conf_level} if batches else {}),
+        **({"batches": batches, "conf_level": level} if batches else {}),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

@@ -364,8 +364,8 @@ class Shapley:
                               n_permutations=self.n_permutations, exact_up_to=self.exact_up_to, seed=seed)
 
     def run(self, ctx: Context, design: shapley.Design) -> dict[str, xr.Dataset]:
-        conf_level = None if ctx.intervals.method == "none" else ctx.intervals.conf_level
-        analysis = partial(shapley.analyze_model, conf_level=conf_level, **ctx.model.labels)
+        level = None if ctx.intervals.method == "none" else ctx.intervals.conf_level
+        analysis = partial(shapley.analyze_model, level=level, **ctx.model.labels)
         return {"shapley": timed(f"shapley: {design.n_points} evaluations", analysis, ctx.model.values, design,
                                  ctx.space)}
 
@@ -459,7 +459,7 @@ class GivenData:
             points, values = design, timed(f"given_data: {len(design)} evaluations", ctx.model.values, design)
         batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
         return {"given_data": given_data.analyze(points, values, ctx.space, batches=batches, seed=ctx.seed,
-                                                 conf_level=ctx.intervals.conf_level, **ctx.model.labels)}
+                                                 level=ctx.intervals.conf_level, **ctx.model.labels)}
 
 
 def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:

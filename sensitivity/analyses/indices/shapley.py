@@ -217,7 +217,7 @@ def analyze(
     design: Design,
     space: ParameterSpace,
     *,
-    conf_level: float | None = CONF_LEVEL,
+    level: float | None = CONF_LEVEL,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -231,7 +231,7 @@ def analyze(
         The design of :func:`sample`.
     space
         The parameter space it was drawn from.
-    conf_level
+    level
         Level of the normal-approximation intervals ``Sh -+ z se``; None: standard errors only.
     output_names, output_units
         Labels and UDUNITS-2 units of the ``m`` outputs.
@@ -240,7 +240,7 @@ def analyze(
     -------
     xarray.Dataset
         ``effect (parameter, output)`` [1] with ``effect_se`` and ``effect_interval (parameter, output,
-        bound)`` (left out with ``conf_level=None``), ``variance (output)`` with ``variance_se``, with exact
+        bound)`` (left out with ``level=None``), ``variance (output)`` with ``variance_se``, with exact
         permutations also ``S1_full`` and ``ST_ind`` ``(parameter, output)`` with their ``*_se``, and
         ``status (output)`` (1 where an output is constant: its effects are NaN).
     """
@@ -248,7 +248,7 @@ def analyze(
     check_rows(y.shape[0], design.n_points, what="values")
     bounds = np.cumsum([0] + [p.rows for p in design.parts])
     stats_ = [part_statistics(y[a:b], design, k) for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
-    return _dataset(stats_, design, space, conf_level, output_names, output_units)
+    return _dataset(stats_, design, space, level, output_names, output_units)
 
 
 def analyze_model(
@@ -266,11 +266,11 @@ def analyze_model(
 
 
 def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space: ParameterSpace,
-             conf_level: float | None = CONF_LEVEL, output_names: Sequence[str] | None = None,
+             level: float | None = CONF_LEVEL, output_names: Sequence[str] | None = None,
              output_units: Sequence[str] | None = None) -> xr.Dataset:
     """The labeled Shapley effects (:func:`analyze`) from every part's :func:`part_statistics`, in part order."""
-    if conf_level is not None and not 0.0 < conf_level < 1.0:
-        raise ConfigError(f"`conf_level` must lie in (0, 1), got {conf_level!r}")
+    if level is not None and not 0.0 < level < 1.0:
+        raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
     head, rest = statistics[0], statistics[1:]
     mean, v, v_var = head["mean"], head["variance"], head["variance_var"]
     constant = np.sqrt(v) <= np.finfo(np.float64).eps * np.maximum(np.abs(mean), np.finfo(np.float64).tiny)
@@ -293,7 +293,7 @@ def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space:
     }
     names = {"effect": "Shapley effect", "S1_full": "full first-order Sobol' index Var(E[Y|x_i])/V",
              "ST_ind": "independent total Sobol' index E[Var(Y|x_~i)]/V"}
-    z = None if conf_level is None else stats.norm.ppf(0.5 + conf_level / 2)
+    z = None if level is None else stats.norm.ppf(0.5 + level / 2)
     for key, (estimate, se) in estimates.items():
         data[key] = dataset.variable(("parameter", "output"), estimate, names[key], "1")
         data[f"{key}_se"] = dataset.variable(("parameter", "output"), se, f"standard error of the {names[key]}", "1")
@@ -301,7 +301,7 @@ def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space:
             coords.update(dataset.BOUND_COORDS)
             data[f"{key}_interval"] = dataset.variable(
                 ("parameter", "output", "bound"), np.stack([estimate - z * se, estimate + z * se], axis=-1),
-                f"{names[key]}, normal-approximation {conf_level:g} confidence interval from the standard error", "1")
+                f"{names[key]}, normal-approximation {level:g} confidence interval from the standard error", "1")
     attrs = {
         "method": "Shapley effects (Owen 2014) by " + (
             f"exact permutations (all {2**d - 2} subset costs)" if design.exact else
@@ -316,8 +316,8 @@ def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space:
         "n_outer": design.n_outer,
         "n_inner": design.n_inner,
         "n_points": design.n_points,
-        "intervals": "none" if conf_level is None else "standard_error",
-        **({} if conf_level is None else {"conf_level": conf_level}),
+        "intervals": "none" if level is None else "standard_error",
+        **({} if level is None else {"conf_level": level}),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
