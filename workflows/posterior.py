@@ -139,7 +139,8 @@ def _sample(cfg: DictConfig, space, calibration: Path, obs_path: Path, out_dir: 
                             stuck_level=cfg.stuck_level)
         ds = sample_posterior(surrogate.fn, observations, settings, prior=prior, initial=start, space=space,
                               log_parameters=log_mask, laplace_mean=laplace.mean, laplace_cov=covariance,
-                              seed=cfg.seed, model_dtype=cfg.model_dtype, members=members, progress=bar.update)
+                              seed=cfg.seed, model_dtype=cfg.model_dtype, members=members, output=surrogate.output,
+                              progress=bar.update)
     for warning in caught:  # the chains' convergence is the summary's, from the dataset (logged below)
         if not issubclass(warning.category, PosteriorWarning):
             log.warning("%s", warning.message)

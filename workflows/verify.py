@@ -229,7 +229,7 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
         chain.consumed(cfg, path, f"verify.{key}", surrogate_hash=surrogate.content_hash)
     simulator = simulation.function(kept.store.directory, "verify: simulator")  # recorded runs, on the executor
     checks = Checks(cfg, space, surrogate, simulator, plan, obs_path, verdict, kept)
-    ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], surrogate.output, space)
+    ds = _checks_dataset([getattr(checks, key)(path) for key, path in chosen.items()], space)
     verdicts = {key: int(ds[_verdict_variable(key)]) for key in chosen}
     refined = _refine(cfg, space, checks, chosen, refining, training, out_dir, kept) if refining.rounds else None
     ds.attrs.update(provenance(title=f"Verification of {', '.join(chosen)} of {surrogate.source} against the simulator",
@@ -249,14 +249,11 @@ def _verify(cfg: DictConfig, space, plan: VerifyPlan, chosen: dict[str, Path], o
     return out
 
 
-def _checks_dataset(parts: list, spec, space):
-    """The checks' datasets (flat outputs) as one, on the model's own output dims and labeled parameters."""
+def _checks_dataset(parts: list, space):
+    """The checks' datasets (each on the model's own output dims) as one, on labeled parameters."""
     import xarray as xr
 
-    from sensitivity.outputs.axes import flat_coords, unstack_output
-
-    return unstack_output(xr.merge(parts, combine_attrs="override").assign_coords(
-        {**flat_coords(spec), **parameter_coords(space)}), spec)
+    return xr.merge(parts, combine_attrs="override").assign_coords(parameter_coords(space))
 
 
 def _verdict_variable(key: str) -> str:
@@ -334,13 +331,13 @@ def _refine(cfg: DictConfig, space, checks: "Checks", chosen: dict[str, Path], r
         write_atomic(trained.report.assign_attrs(attrs), refined_dir / "training.nc")
         ds.attrs.update(refined_surrogate=f"refined/{trained.path.name}",
                         refined_surrogate_hash=trained.surrogate.content_hash)
-        ds = ds.merge(_refined_checks(state["parts"], checks.surrogate.output, space))
+        ds = ds.merge(_refined_checks(state["parts"], space))
     return ds
 
 
-def _refined_checks(parts: list, spec, space):
+def _refined_checks(parts: list, space):
     """The last round's checks (the refined ensemble's), every variable prefixed ``refined_``."""
-    ds = _checks_dataset(parts, spec, space)
+    ds = _checks_dataset(parts, space)
     for name, variable in ds.data_vars.items():
         variable.attrs["long_name"] = f"refined ensemble: {variable.attrs.get('long_name', name)}"
     return ds.rename({name: f"refined_{name}" for name in ds.data_vars})

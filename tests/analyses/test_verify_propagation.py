@@ -128,3 +128,28 @@ def test_the_propagations_own_half_widths_are_its_combined_interval_else_its_sam
     half = recorded_half_widths(ensemble, ("output",), 0.95)
     np.testing.assert_allclose(half["mean"], [0.5, 2.0])
     np.testing.assert_allclose(half["std"], [1.0, 4.0])
+
+
+def test_an_ensembles_members_moments_and_spread_are_each_members_own_on_the_output_spec_dims():
+    """Oracle: two members ``f_sim (1 -+ e)``: each member's moments are the simulator's sample moments scaled by
+    ``1 -+ e`` (exactly, on the same points); their sd over the members (``ddof=1``) is ``sqrt(2) e`` times the
+    simulator's; the combined interval's half-width is ``t_{1, 0.975} sqrt(1 + 1/2)`` times that (scipy's t)."""
+    from scipy import stats
+
+    from sensitivity.outputs.spec import OutputDim, OutputSpec
+
+    eps, points = 0.01, _sample(3)[:4096]
+    spec = OutputSpec("flow", "m3 s-1", (OutputDim("day", (1.0,), "day"),))
+    members = lambda x: np.stack([(1 - eps) * simulator(x), (1 + eps) * simulator(x)])  # noqa: E731
+    ds = verify_propagation(simulator, simulator, points, RUNS, _own_half_widths(), members=members, output=spec)
+    y = simulator(points)[:, 0]
+    for key, own in (("mean", y.mean()), ("std", y.std(ddof=1))):
+        name = f"propagation_{key}_surrogate"
+        assert ds[f"{name}_member"].dims == ("member", "day") and ds[name].attrs["units"] == "m3 s-1"
+        np.testing.assert_allclose(ds[f"{name}_member"].values[:, 0], [(1 - eps) * own, (1 + eps) * own], rtol=1e-12)
+        std = np.sqrt(2) * eps * abs(own)
+        np.testing.assert_allclose(float(ds[f"{name}_surrogate_std"][0]), std, rtol=1e-9)
+        half = stats.t.ppf(0.975, 1) * np.sqrt(1.5) * std
+        np.testing.assert_allclose(ds[f"{name}_combined_interval"].isel(day=0).values, [own - half, own + half],
+                                   rtol=1e-9)
+    assert ds["day"].attrs["units"] == "day" and int(ds["propagation_verdict"]) == 1

@@ -198,7 +198,8 @@ def run_posterior(bench: Bench, engine: Engine, folder: Path, sampling=None):
                                     jit_compile=False)
     return sample_posterior(engine.surrogate.fn, _observations(engine), sampling, prior=space_prior(s),
                             initial=TRUTH + 0.02 * np.array([[-1.0], [1.0]]), space=s,
-                            model_dtype=engine.surrogate.dtype)
+                            model_dtype=engine.surrogate.dtype, output=engine.spec,
+                            members=engine.surrogate.member_fn if engine.members else None)
 
 
 def run_propagate(bench: Bench, engine: Engine, folder: Path, propagation=None):
@@ -272,12 +273,13 @@ def run_reliability(bench: Bench, engine: Engine, folder: Path, settings=None):
 
 def run_verify(bench: Bench, engine: Engine, folder: Path, verdict=None):
     from sensitivity.analyses.verify import VerdictSettings, verify_propagation
-    from sensitivity.outputs.members import flat_mean_values
+    from sensitivity.outputs.members import flat_mean_values, member_count
 
-    sim, m = simulate(engine.shape), engine.spec.size
+    sim, m, k = simulate(engine.shape), engine.spec.size, member_count(engine.compiled)
+    members = (lambda x: np.asarray(engine.compiled.values(x)).reshape(k, len(x), -1)) if k else None
     return verify_propagation(lambda x: sim(x).reshape(len(x), -1), flat_mean_values(engine.compiled), points(64),
                               16, {"mean": np.full(m, 0.1), "std": np.full(m, 0.1)},
-                              settings=verdict or VerdictSettings())
+                              settings=verdict or VerdictSettings(), members=members, output=engine.spec)
 
 
 def run_train(bench: Bench, engine: Engine, folder: Path, network=None):
@@ -397,11 +399,7 @@ CASES: dict[str, Case] = {
     "calibrate": Case(run_calibrate, {"Fit": Bad("level", lambda: {"fit": _make(f"{_CAL}.Fit", level=2.0)})}),
     "posterior": Case(run_posterior, {"Sampling": Bad("sampler", lambda: {
         "sampling": _make("sensitivity.analyses.posterior.Sampling", sampler="nonsense")})},
-                      not_run={"keras": _NUTS, "function": _NUTS}, xfail={
-        ("labels", "*"): "its result holds no output variable: the observations and the model at the draws are "
-                         "not recorded",
-        ("ensemble spread", "*"): "the members' predictive variance joins the likelihood (members=); no member "
-                                  "variables are written"}),
+                      not_run={"keras": _NUTS, "function": _NUTS}),
     "propagate": Case(run_propagate, {"Propagation": Bad("level", lambda: {
         "propagation": _make("sensitivity.analyses.propagation.Propagation", level=2.0)})}),
     "multifidelity": Case(run_multifidelity, {"MultifidelityStudy": Bad("surrogate_rows", lambda: {
@@ -412,10 +410,7 @@ CASES: dict[str, Case] = {
         "RefinePlan": Bad("runs_per_round", lambda: {"plan": _make("sensitivity.analyses.verify.RefinePlan",
                                                                    runs_per_round=0)}),
         "VerdictSettings": Bad("flag_on", lambda: {"verdict": _make("sensitivity.analyses.verify.VerdictSettings",
-                                                                    flag_on="nonsense")})}, xfail={
-        ("labels", "*"): "verify_* take flat functions [P, n] -> [P, m]: outputs by index, no names, no units",
-        ("ensemble spread", "*"): "verify_propagation reports member_std beside the error, not the members' "
-                                  "X_member / X_surrogate_std / X_combined_interval"}),
+                                                                    flag_on="nonsense")})}),
     "indices": Case(run_indices, {
         "LocalDerivatives": Bad("sigma_points", lambda: _index_method("LocalDerivatives", "local", sigma_points=-1)),
         "Dgsm": Bad("n", lambda: _index_method("Dgsm", "dgsm", n=3)),

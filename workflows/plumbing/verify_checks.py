@@ -76,7 +76,7 @@ class Checks:
         _, jacobian = self.engine.flat_value_and_jacobian(points[:1])
         log.info("verify: calibration %s: the simulator at the best fit and %d other minima", path, len(points) - 1)
         return verify_calibration(self._simulate, self.engine.flat_values, jacobian[0].astype(float), points, se,
-                                  observations, member_std=self._member_std, floor=self._floor)
+                                  observations, members=self.members, floor=self._floor, output=self.surrogate.output)
 
     def posterior(self, path: Path):
         from sensitivity.analyses.verify import gaussian_log_likelihood, verify_posterior
@@ -88,11 +88,11 @@ class Checks:
             mcse = _in_order(ds, "mcse_mean", self.space.names)
             emulator = "emulator" in str(ds.attrs.get("likelihood", ""))
         values = self.engine.flat_values(draws).astype(float)
-        spread = self._member_std(draws) ** 2 if emulator and self.ensemble is not None else None
+        spread = predictive_variance(self.members(draws)) if emulator and self.ensemble is not None else None
         log.info("verify: posterior %s: the simulator at %d draws", path, len(draws))
         return verify_posterior(self._simulate, gaussian_log_likelihood(values, observations, spread), draws, mcse,
-                                observations, surrogate=self.engine.flat_values, member_std=self._member_std,
-                                floor=self._floor)
+                                observations, surrogate=self.engine.flat_values, members=self.members,
+                                floor=self._floor, output=self.surrogate.output)
 
     def indices(self, path: Path):
         from sensitivity.analyses.verify import verify_sobol
@@ -104,7 +104,7 @@ class Checks:
         log.info("verify: indices %s: the simulator at the first %d base rows of its Sobol' design (%d runs)", path,
                  self.plan.sobol_rows, len(rows))
         return verify_sobol(self._simulate, self.engine.flat_values, rows, self.space, half,
-                            member_std=self._member_std, settings=self.verdict)
+                            members=self.members, settings=self.verdict, output=self.surrogate.output)
 
     def reliability(self, path: Path):
         from sensitivity.analyses.verify.reliability import verify_reliability
@@ -131,7 +131,7 @@ class Checks:
         log.info("verify: propagation %s: the simulator at the first %d of its %d Monte Carlo points, the surrogate "
                  "at all", path, runs, len(sample))
         return verify_propagation(self._simulate, self.engine.flat_values, sample, runs, half, level=level,
-                                  settings=self.verdict, member_std=self._member_std)
+                                  settings=self.verdict, members=self.members, output=self.surrogate.output)
 
     def _propagation_sample(self, path: Path) -> np.ndarray:
         """``[N, n]`` the Monte Carlo sample of the propagation ``path``, redrawn from its recorded inputs, settings
@@ -220,19 +220,6 @@ class Checks:
             return None
         k = self.ensemble.members
         return lambda points: self.ensemble.values(points).reshape(k, len(points), -1).astype(float)
-
-    @property
-    def _member_std(self):
-        """The ensemble's predictive spread ``[P, n] -> [P, m]`` (None for one model)."""
-        if self.ensemble is None:
-            return None
-        k = self.ensemble.members
-
-        def spread(points: np.ndarray) -> np.ndarray:
-            values = self.ensemble.values(points).reshape(k, len(points), -1).astype(float)
-            return np.sqrt(predictive_variance(values))
-
-        return spread
 
     def _observations(self, what: str):
         from sensitivity.analyses.calibration import ObservationModel

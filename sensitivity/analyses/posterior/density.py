@@ -285,8 +285,8 @@ def _emulator_likelihood(members: ModelFn, observations: ObservationModel, model
 
     def log_likelihood(x):
         stacked = tf.cast(members(tf.cast(x, model_dtype)), tf.float64)
-        stacked = tf.gather(tf.reshape(stacked, [tf.shape(stacked)[0], tf.shape(x)[0], -1]), rows, axis=2)
-        k = tf.cast(tf.shape(stacked)[0], tf.float64)
+        k = int(stacked.shape[0])  # static (stacked from a list of members): the factor's check needs a number
+        stacked = tf.gather(tf.reshape(stacked, [k, tf.shape(x)[0], -1]), rows, axis=2)
         mean = tf.reduce_mean(stacked, axis=0)
         spread = predictive_factor(k) * tf.reduce_sum(tf.square(stacked - mean), axis=0) / (k - 1)  # [B, m_o]
         diff = mean - y

@@ -22,9 +22,11 @@ from sensitivity.analyses.calibration import ObservationModel
 from sensitivity.analyses.posterior.density import ModelFn, Prior, Support, log_posterior
 from sensitivity.analyses.posterior.diagnostics import ESS_MIN, RHAT_MAX, chain_health, diagnose, problems
 from sensitivity.analyses.posterior.nuts import NUTS, Chains, run_nuts
+from sensitivity.analyses.posterior.outputs import model_at_draws
 from sensitivity.errors import ConfigError, SensitivityError
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.outputs.labels import matrix_coords, parameter_coords
+from sensitivity.outputs.spec import OutputSpec
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.units import product
 
@@ -120,18 +122,24 @@ class Sampling:
         A chain whose mean log density lies more than ``chi2.ppf(stuck_level, n) / 2`` below the median chain's
         is stuck (:func:`~sensitivity.analyses.posterior.diagnostics.chain_health`; 9.2 for 4 parameters at
         0.999): within one mode the log density varies about its mean by ``chi2_n / 2``.
+    level
+        Probability of the interval of each model output over the draws, and of an ensemble's combined interval
+        (:func:`~sensitivity.analyses.posterior.outputs.model_at_draws`).
     """
 
     sampler: NUTS = NUTS()
     throw: bool = True
     jit_compile: bool = True
     stuck_level: float = 0.999
+    level: float = 0.95
 
     def __post_init__(self) -> None:
         if not isinstance(self.sampler, NUTS):
             raise ConfigError(f"Sampling: `sampler` must be a NUTS settings object, got {self.sampler!r}")
         if not isinstance(self.stuck_level, (int, float)) or not 0 < self.stuck_level < 1:
             raise ConfigError(f"Sampling: `stuck_level` must lie in (0, 1), got {self.stuck_level!r}")
+        if isinstance(self.level, bool) or not isinstance(self.level, (int, float)) or not 0 < self.level < 1:
+            raise ConfigError(f"Sampling: `level` must lie in (0, 1), got {self.level!r}")
 
 
 def sample_posterior(
@@ -149,6 +157,7 @@ def sample_posterior(
     seed: int = 0,
     model_dtype: str = "float64",
     members: ModelFn | None = None,
+    output: OutputSpec | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> xr.Dataset:
     """Draw from ``p(x | y)`` with many NUTS chains at once; return draws, diagnostics and summaries.
@@ -183,7 +192,10 @@ def sample_posterior(
     members
         An ensemble's members ``x -> [K, B, ...]``: the likelihood carries their predictive variance as emulator
         variance (see :func:`~sensitivity.analyses.posterior.density.log_posterior`); the dataset's attribute
-        ``likelihood`` says which was sampled.
+        ``likelihood`` says which was sampled; the members' means of every output over the draws and their spread
+        are recorded beside the ensemble's.
+    output
+        The model's output spec: labels the model's outputs at the draws (None: a flat ``output`` axis ``y0 ..``).
     progress
         Called with the chain transitions each compiled block completes (see
         :func:`~sensitivity.analyses.posterior.nuts.run_nuts`).
@@ -197,7 +209,10 @@ def sample_posterior(
         below use the kept chains only); per parameter ``rhat``, ``ess_bulk``, ``ess_tail``, ``mcse_mean``, ``posterior_mean``,
         ``posterior_std``, ``posterior_quantile(quantile, parameter)``, ``laplace_mean``, ``laplace_std``;
         ``posterior_covariance`` and ``laplace_covariance`` on ``(parameter_i, parameter_j)``; scalars
-        ``converged``, ``n_divergent``, ``step_size``.
+        ``converged``, ``n_divergent``, ``step_size``; the model's outputs over the kept draws,
+        ``predictive_mean`` and ``predictive_interval`` (at ``settings.level``) beside the ``observed`` values, on
+        the output spec's dims (:func:`~sensitivity.analyses.posterior.outputs.model_at_draws`, with an ensemble's
+        member variables).
 
     Raises
     ------
@@ -246,6 +261,8 @@ def sample_posterior(
     units = None if space is None else space.units
     ds = _to_dataset(chains, health, diag, failed, names, units, laplace_mean, laplace_cov, sampler, seed,
                      prior, posterior.n_observed, initial)
+    ds = ds.assign(model_at_draws(model, chains.draws[kept].reshape(-1, n), observations, level=settings.level,
+                                  model_dtype=model_dtype, output=output, members=members))
     ds.attrs["model_dtype"] = model_dtype
     ds.attrs["likelihood"] = "observation covariance" if members is None else (
         "ensemble mean, observation covariance + the members' predictive variance (emulator variance, Kennedy and "

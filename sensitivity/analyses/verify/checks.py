@@ -8,8 +8,11 @@ returns a labeled dataset on a flat ``output`` axis with ``<prefix>_flag`` varia
 sample that could not have seen a factor-2 error, :mod:`sensitivity.analyses.agreement`). A value is flagged only
 when the surrogate's error exceeds both the analysis's own uncertainty and an absolute tolerance
 (:class:`~.verdict.VerdictSettings`), or changes a conclusion; a non-finite value is always flagged. The error
-is the surrogate's minus the simulator's. Where an ensemble's members are given, their spread at the same points
-(``<prefix>_member_std``) shows whether the ensemble knew.
+is the surrogate's minus the simulator's. Where an ensemble's members are given, each member's error beside the
+ensemble's and their spread (``X_member``, ``X_surrogate_std``, ``X_combined_interval`` of the error ``X``:
+:func:`sensitivity.outputs.members.spread_variables`) show whether the ensemble knew. Given the model's output spec
+(``output``), every variable on ``output`` is put on the model's own dims, labelled and in its units
+(:func:`labelled`).
 
 ``calibration`` (points: the best fit, then the other distinct minima)
     The surrogate error ``e`` at the best fit moves the estimate by ``dx = (J_w^T J_w)^{-1} J_w^T W e`` (the
@@ -40,19 +43,25 @@ from sensitivity.analyses.indices import sobol
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.verify.verdict import FLAGS, VerdictSettings, index_flags, shift_flags
 from sensitivity.errors import DataError
-from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.outputs.axes import flat_coords, unstack_output
+from sensitivity.outputs.labels import axis_units_attrs
+from sensitivity.outputs.members import with_member_spread
+from sensitivity.outputs.spec import OutputSpec
+from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
 #: A batched map on flat outputs: ``[P, n]`` points -> ``[P, m]`` values.
 FlatFn = Callable[[np.ndarray], np.ndarray]
-
+#: An ensemble's members on flat outputs: ``[P, n]`` points -> ``[K, P, m]`` values.
+MembersFn = Callable[[np.ndarray], np.ndarray]
 
 
 def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray, points: np.ndarray,
                        standard_error: np.ndarray, observations: ObservationModel, *,
-                       member_std: FlatFn | None = None, floor: np.ndarray | None = None) -> xr.Dataset:
+                       members: MembersFn | None = None, floor: np.ndarray | None = None,
+                       output: OutputSpec | None = None, level: float = 0.95) -> xr.Dataset:
     """The surrogate's error at a calibration's best fit and minima, and the shift it makes in the estimate.
 
     Parameters
@@ -67,11 +76,15 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
         ``[n]`` the best fit's standard errors.
     observations
         The calibration's observations and their whitening.
-    member_std
-        An ensemble's member spread ``[P, n] -> [P, m]``, reported beside the error.
+    members
+        An ensemble's members ``[P, n] -> [K, P, m]``: their errors and spread beside the ensemble's.
     floor
         ``[n]`` absolute shift below which no parameter is flagged [parameter units]
         (:meth:`VerdictSettings.shift_floor`); None: the standard error alone.
+    output
+        The model's output spec: the outputs on its dims, labelled, in its units (None: a flat ``output`` axis).
+    level
+        Probability of the members' combined interval.
 
     Returns
     -------
@@ -80,7 +93,8 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
         ``calibration_whitened_error_rms(fit_point)``, ``calibration_estimate_shift(parameter)``,
         ``calibration_standard_error(parameter)``, ``calibration_shift_ratio(parameter)`` (``|dx| / se``),
         ``calibration_flag(parameter)`` (:data:`~.verdict.ERROR`: ``|dx| > max(se, floor)``) and
-        ``calibration_verdict`` (no flag); ``calibration_member_std(fit_point, output)`` with ``member_std``.
+        ``calibration_verdict`` (no flag); with ``members`` ``calibration_surrogate_error_member``,
+        ``_member_mean``, ``_surrogate_std`` and ``_combined_interval`` (:func:`with_members`).
     """
     points = np.atleast_2d(np.asarray(points, float))
     truth, approx = _values(simulate, points), _values(surrogate, points)
@@ -95,7 +109,7 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
         "calibration_point": (("fit_point", "parameter"), points, {"long_name": "verified point: the best fit, then "
                                                                                 "the other distinct minima"}),
         "calibration_surrogate_error": (("fit_point", "output"), error,
-                                        {"long_name": "surrogate minus simulator at the point"}),
+                                        {"long_name": "surrogate minus simulator at the point", **_units(output)}),
         "calibration_whitened_error_rms": ("fit_point", np.sqrt((whitened**2).mean(axis=1)), {
             "long_name": "root mean square of the whitened surrogate error over the observed outputs (1: the "
                          "observation noise)", "units": "1"}),
@@ -110,15 +124,16 @@ def verify_calibration(simulate: FlatFn, surrogate: FlatFn, jacobian: np.ndarray
             "long_name": "the surrogate's shift of the estimate is below its standard error or the absolute floor",
             **VERDICT}),
     }
-    if member_std is not None:
-        data["calibration_member_std"] = (("fit_point", "output"), _values(member_std, points),
-                                          {"long_name": "predictive standard deviation of the ensemble's members"})
-    return xr.Dataset(data, coords=_index("fit_point", len(points), "verified point (0: the best fit)"))
+    ds = xr.Dataset(data, coords=_index("fit_point", len(points), "verified point (0: the best fit)"))
+    if members is not None:
+        ds = with_members(ds, {"calibration_surrogate_error": member_values(members, points) - truth}, level)
+    return labelled(ds, output)
 
 
 def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, draws: np.ndarray, mcse: np.ndarray,
                      observations: ObservationModel, *, surrogate: FlatFn,
-                     member_std: FlatFn | None = None, floor: np.ndarray | None = None) -> xr.Dataset:
+                     members: MembersFn | None = None, floor: np.ndarray | None = None,
+                     output: OutputSpec | None = None, level: float = 0.95) -> xr.Dataset:
     """The surrogate's error at a subset of posterior draws and how far it moves the posterior mean.
 
     Parameters
@@ -133,10 +148,12 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
         ``[n]`` the posterior's Monte Carlo standard error of the mean.
     observations
         The observations and their whitening (the simulator's likelihood is the plain Gaussian one).
-    member_std
-        An ensemble's member spread, reported beside the error.
+    members
+        An ensemble's members ``[P, n] -> [K, P, m]``: their errors and spread beside the ensemble's.
     floor
         ``[n]`` absolute shift below which no parameter is flagged [parameter units]; None: the MCSE alone.
+    output, level
+        As :func:`verify_calibration`.
 
     Returns
     -------
@@ -145,7 +162,8 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
         ``posterior_whitened_error_rms``, ``posterior_log_likelihood_error``, ``posterior_weight``,
         ``posterior_mean_shift(parameter)``, ``posterior_mcse(parameter)``, ``posterior_shift_ratio``,
         ``posterior_importance_ess``, ``posterior_flag(parameter)`` (:data:`~.verdict.ERROR`: ``|shift| >
-        max(mcse, floor)``) and ``posterior_verdict`` (no flag).
+        max(mcse, floor)``) and ``posterior_verdict`` (no flag); with ``members`` the members' variables of
+        ``posterior_surrogate_error`` (:func:`with_members`).
     """
     draws = np.atleast_2d(np.asarray(draws, float))
     truth, approx = _values(simulate, draws), _values(surrogate, draws)
@@ -161,7 +179,7 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
     data = {
         "posterior_draw": (dims, draws, {"long_name": "verified posterior draw"}),
         "posterior_surrogate_error": (("posterior_point", "output"), approx - truth,
-                                      {"long_name": "surrogate minus simulator at the draw"}),
+                                      {"long_name": "surrogate minus simulator at the draw", **_units(output)}),
         "posterior_whitened_error_rms": ("posterior_point", np.sqrt((whitened**2).mean(axis=1)), {
             "long_name": "root mean square of the whitened surrogate error (1: the observation noise)", "units": "1"}),
         "posterior_log_likelihood_error": ("posterior_point", log_ratio, {
@@ -183,15 +201,16 @@ def verify_posterior(simulate: FlatFn, surrogate_log_likelihood: np.ndarray, dra
             "long_name": "the surrogate's shift of the posterior mean is below its Monte Carlo standard error or the "
                          "absolute floor", **VERDICT}),
     }
-    if member_std is not None:
-        data["posterior_member_std"] = (("posterior_point", "output"), _values(member_std, draws),
-                                        {"long_name": "predictive standard deviation of the ensemble's members"})
-    return xr.Dataset(data, coords=_index("posterior_point", len(draws), "verified posterior draw"))
+    ds = xr.Dataset(data, coords=_index("posterior_point", len(draws), "verified posterior draw"))
+    if members is not None:
+        ds = with_members(ds, {"posterior_surrogate_error": member_values(members, draws) - truth}, level)
+    return labelled(ds, output)
 
 
 def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: ParameterSpace,
-                 half_widths: dict[str, np.ndarray], *, member_std: FlatFn | None = None,
-                 settings: VerdictSettings = VerdictSettings()) -> xr.Dataset:
+                 half_widths: dict[str, np.ndarray], *, members: MembersFn | None = None,
+                 settings: VerdictSettings = VerdictSettings(), output: OutputSpec | None = None,
+                 level: float = 0.95) -> xr.Dataset:
     """Paired Sobol' indices of the simulator and the surrogate on the first base rows of the design.
 
     Parameters
@@ -204,10 +223,13 @@ def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: P
         The parameter space of the design.
     half_widths
         ``{"S1": [d, m], "ST": [d, m]}`` half-widths of the sampling intervals on the full design.
-    member_std
-        An ensemble's member spread, reported beside the error.
+    members
+        An ensemble's members ``[P, n] -> [K, P, m]``: each member's index errors and their spread beside the
+        ensemble's.
     settings
         The tolerances and conclusions an index is flagged by (:class:`VerdictSettings`).
+    output, level
+        As :func:`verify_calibration`.
 
     Returns
     -------
@@ -216,7 +238,8 @@ def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: P
         simulator) on ``(parameter, output)``, ``sobol_S1_error_ratio``/``sobol_ST_error_ratio`` (``|error| /
         half-width``), ``sobol_S1_flag``/``sobol_ST_flag`` (why an index is flagged:
         :func:`~.verdict.index_flags`), ``sobol_surrogate_rmse(output)`` and ``sobol_output_std(output)`` on the
-        rows, and ``sobol_verdict`` (no flag).
+        rows, and ``sobol_verdict`` (no flag); with ``members`` the members' variables of ``sobol_S1_error`` and
+        ``sobol_ST_error`` (:func:`with_members`).
     """
     truth, approx = _values(simulate, rows), _values(surrogate, rows)
     n = len(rows) // (len(space) + 2)
@@ -239,18 +262,20 @@ def verify_sobol(simulate: FlatFn, surrogate: FlatFn, rows: np.ndarray, space: P
             "long_name": f"|{key} error| / half-width of the sampling interval on the full design", "units": "1"})
     data.update(
         sobol_surrogate_rmse=("output", np.sqrt(((approx - truth) ** 2).mean(axis=0)),
-                              {"long_name": "root-mean-square surrogate error on the verified rows"}),
+                              {"long_name": "root-mean-square surrogate error on the verified rows", **_units(output)}),
         sobol_output_std=("output", truth.std(axis=0, ddof=1),
-                          {"long_name": "standard deviation of the simulator's output on the verified rows"}),
+                          {"long_name": "standard deviation of the simulator's output on the verified rows",
+                           **_units(output)}),
         sobol_verdict=((), np.int8(not flagged), {
             "long_name": "no index is flagged: every surrogate error is below its sampling half-width or the absolute "
                          "tolerance, and the influential inputs' ranking and threshold hold", **VERDICT}),
     )
-    if member_std is not None:
-        data["sobol_member_rms_std"] = ("output", np.sqrt((_values(member_std, rows) ** 2).mean(axis=0)),
-                                        {"long_name": "root mean square of the ensemble members' predictive standard "
-                                                      "deviation on the verified rows"})
-    return xr.Dataset(data)
+    ds = xr.Dataset(data)
+    if members is not None:
+        each = [sobol.analyze(values, space, **options) for values in member_values(members, rows)]
+        ds = with_members(ds, {f"sobol_{key}_error": np.stack([e[key].values for e in each]) - exact[key].values
+                               for key in ("S1", "ST")}, level)
+    return labelled(ds, output)
 
 
 def gaussian_log_likelihood(values: np.ndarray, observations: ObservationModel,
@@ -268,6 +293,36 @@ def gaussian_log_likelihood(values: np.ndarray, observations: ObservationModel,
     total = 1.0 / observations.whitening**2 + spread[:, rows]
     diff = values[:, rows] - observations.y_obs[rows]
     return -0.5 * (diff**2 / total + np.log(total)).sum(axis=1)
+
+
+def with_members(ds: xr.Dataset, stacked: dict[str, np.ndarray], level: float) -> xr.Dataset:
+    """``ds`` with, beside each of its variables ``X`` of ``stacked`` (each member's ``X``: ``[K, *X.shape]``), the
+    members' ``X_member``, ``X_member_mean``, ``X_surrogate_std`` and ``X_combined_interval`` at ``level`` (the
+    surrogate's interval alone) and the ``member`` coordinate
+    (:func:`sensitivity.outputs.members.with_member_spread`)."""
+    k = len(next(iter(stacked.values())))
+    each = [xr.Dataset({name: (ds[name].dims, values[i]) for name, values in stacked.items()}) for i in range(k)]
+    return with_member_spread(ds, each, level, names=list(stacked))
+
+
+def labelled(ds: xr.Dataset, output: OutputSpec | None) -> xr.Dataset:
+    """``ds``'s variables on the flat ``output`` axis put on the model's own dims and labelled by its spec
+    (:func:`~sensitivity.outputs.axes.flat_coords`, :func:`~sensitivity.outputs.axes.unstack_output`); ``ds`` as it
+    is without a spec."""
+    if output is None:
+        return ds
+    return unstack_output(ds.assign_coords(flat_coords(output)), output)
+
+
+def _units(output: OutputSpec | None) -> dict[str, str]:
+    """The units attributes of a variable on the flat ``output`` axis in the outputs' units ({} without a spec)."""
+    return {} if output is None else axis_units_attrs(output.flat_units(), "output")
+
+
+def member_values(members: MembersFn, points: np.ndarray) -> np.ndarray:
+    """``[K, P, m]`` the members' flat values at ``points``."""
+    values = np.asarray(members(points), float)
+    return values.reshape(len(values), len(points), -1)
 
 
 def _floor(prefix: str, floor: np.ndarray | None) -> dict:

@@ -39,10 +39,11 @@ import numpy as np
 
 from sensitivity.analyses.multifidelity.checks import z_value
 from sensitivity.analyses.multifidelity.control_variates import ControlVariate, estimate_mean, estimate_variance
-from sensitivity.analyses.verify.checks import VERDICT, FlatFn
+from sensitivity.analyses.verify.checks import VERDICT, FlatFn, MembersFn, labelled, member_values, with_members
 from sensitivity.analyses.verify.verdict import FLAGS, VerdictSettings, shift_flags
 from sensitivity.errors import DataError
-from sensitivity.outputs.labels import axis_coords
+from sensitivity.outputs.labels import axis_coords, axis_units_attrs
+from sensitivity.outputs.spec import OutputSpec
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -53,8 +54,8 @@ MOMENTS = ("mean", "std")
 
 def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, runs: int,
                        half_widths: dict[str, np.ndarray], *, level: float = 0.95,
-                       settings: VerdictSettings = VerdictSettings(),
-                       member_std: FlatFn | None = None) -> xr.Dataset:
+                       settings: VerdictSettings = VerdictSettings(), members: MembersFn | None = None,
+                       output: OutputSpec | None = None) -> xr.Dataset:
     """The simulator's mean and std of every output, anchored by control variates, against the surrogate's.
 
     Parameters
@@ -69,11 +70,14 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
         ``{"mean": [m], "std": [m]}`` half-widths of the surrogate's own intervals of its mean and std as the
         propagation reports them [output units].
     level
-        Probability of the anchored intervals and of the error's half-width [1].
+        Probability of the anchored intervals, of the error's half-width and of the members' combined interval [1].
     settings
         The absolute tolerance of a moment (:attr:`VerdictSettings.moment_tolerance`).
-    member_std
-        An ensemble's member spread, reported beside the error.
+    members
+        An ensemble's members ``[P, n] -> [K, P, m]``: each member's mean and std on the whole sample and their
+        spread beside the ensemble's.
+    output
+        The model's output spec: the outputs on its dims, labelled, in its units (None: a flat ``output`` axis).
 
     Returns
     -------
@@ -84,7 +88,9 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
         ``propagation_M_error_half_width``, ``propagation_M_error_ratio`` (``|error|`` / the combined half-width),
         ``propagation_M_flag`` (:data:`~.verdict.ERROR`); ``propagation_tolerance``, ``propagation_correlation``
         (of the two models' outputs on the runs), ``propagation_runs``, ``propagation_sample_size``,
-        ``propagation_verdict`` (no flag); ``propagation_member_rms_std`` with ``member_std``.
+        ``propagation_verdict`` (no flag); with ``members``, of ``propagation_M_surrogate``: ``..._member``,
+        ``..._member_mean``, ``..._surrogate_std`` and ``..._combined_interval`` (the members' spread alone:
+        :func:`~sensitivity.analyses.verify.checks.with_members`).
     """
     points = np.atleast_2d(np.asarray(points, float))
     if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or not 3 <= runs <= len(points):
@@ -103,7 +109,7 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
         }
     own = {"mean": approx.mean(axis=0), "std": approx.std(axis=0, ddof=1)}
     tolerance = settings.moment_tolerance * std
-    units = {"units": "1"}
+    units, own_units = {"units": "1"}, ({} if output is None else axis_units_attrs(output.flat_units(), "output"))
     data, flagged = {}, False
     for key in MOMENTS:
         simulator, interval, se = anchored[key]
@@ -116,19 +122,20 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
             ratio = np.abs(error) / combined
         data.update({
             f"propagation_{key}_simulator": ("output", simulator, {
-                "long_name": f"the simulator's output {key}, control variates with the surrogate on the sample"}),
+                "long_name": f"the simulator's output {key}, control variates with the surrogate on the sample",
+                **own_units}),
             f"propagation_{key}_simulator_interval": (("output", "bound"), interval, {
                 "long_name": f"{level:g} interval of the simulator's output {key} (independent sample points)",
-                "level": level}),
+                "level": level, **own_units}),
             f"propagation_{key}_surrogate": ("output", own[key], {
-                "long_name": f"the surrogate's output {key} on the whole sample"}),
+                "long_name": f"the surrogate's output {key} on the whole sample", **own_units}),
             f"propagation_{key}_surrogate_half_width": ("output", np.asarray(half_widths[key], float), {
-                "long_name": f"half-width of the propagation's own interval of the output {key}"}),
+                "long_name": f"half-width of the propagation's own interval of the output {key}", **own_units}),
             f"propagation_{key}_error": ("output", error, {
-                "long_name": f"the surrogate's output {key} minus the simulator's"}),
+                "long_name": f"the surrogate's output {key} minus the simulator's", **own_units}),
             f"propagation_{key}_error_half_width": ("output", error_half, {
                 "long_name": f"{level:g} half-width of the error of the output {key} (the bias on the paired runs)",
-                "level": level}),
+                "level": level, **own_units}),
             f"propagation_{key}_error_ratio": ("output", ratio, {
                 "long_name": f"|{key} error| / root sum of squares of its half-width and the propagation's", **units}),
             f"propagation_{key}_flag": ("output", flags, {
@@ -136,7 +143,8 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
         })
     data.update(
         propagation_tolerance=("output", tolerance, {
-            "long_name": "absolute error of a moment below which it is not flagged (moment_tolerance x std)"}),
+            "long_name": "absolute error of a moment below which it is not flagged (moment_tolerance x std)",
+            **own_units}),
         propagation_correlation=("output", mean.correlation, {
             "long_name": "correlation of the simulator's and the surrogate's outputs on the runs", **units}),
         propagation_runs=((), np.int64(runs), {"long_name": "simulator runs: the sample's first points", **units}),
@@ -147,11 +155,12 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
             "long_name": "no output's mean or std is flagged: every surrogate error is within the propagation's "
                          "interval widened by the error's own uncertainty, or the absolute tolerance", **VERDICT}),
     )
-    if member_std is not None:
-        spread = np.asarray(member_std(points[:runs]), float).reshape(runs, -1)
-        data["propagation_member_rms_std"] = ("output", np.sqrt((spread**2).mean(axis=0)), {
-            "long_name": "root mean square of the ensemble members' predictive standard deviation on the runs"})
-    return xr.Dataset(data, coords=axis_coords("bound", ["low", "high"]))
+    ds = xr.Dataset(data, coords=axis_coords("bound", ["low", "high"]))
+    if members is not None:
+        each = member_values(members, points)
+        ds = with_members(ds, {"propagation_mean_surrogate": each.mean(axis=1),
+                               "propagation_std_surrogate": each.std(axis=1, ddof=1)}, level)
+    return labelled(ds, output)
 
 
 def recorded_half_widths(ds: xr.Dataset, dims: tuple[str, ...], level: float) -> dict[str, np.ndarray]:
