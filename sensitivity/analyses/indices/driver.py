@@ -117,15 +117,26 @@ def compute(
     if member_count(engine):  # an ensemble: the mean's indices, each member's, their spread and combined intervals
         from sensitivity.analyses.indices.ensemble import compute_ensemble
 
-        return compute_ensemble(engine, space, methods, seed=seed, intervals=intervals, top_k=top_k, designs=designs)
+        return compute_ensemble(engine, space, methods, seed=seed, intervals=intervals, top_k=top_k, designs=designs,
+                                keep=keep)
     if designs is None:
         designs = plan(space, methods, seed=seed, intervals=intervals, top_k=top_k)
     ctx = Context(FlatModel(engine), space, seed, intervals, keep)
+    return assemble(run_methods(ctx, methods, designs), ctx.model.spec, len(space), top_k)
+
+
+def run_methods(ctx: Context, methods: Mapping[str, Method], designs: Mapping[str, Any]) -> dict[str, xr.Dataset]:
+    """Each method's results on ``ctx``'s model, by result key, on the flat ``output`` axis."""
     results: dict[str, xr.Dataset] = {}
     for name, method in methods.items():
         results.update(in_section(name, method.run, ctx, designs[name]))
-    checks = cross_checks(results, min(3, len(space)) if top_k is None else top_k)
-    return unstack_output(combine_results(results, checks), ctx.model.spec)
+    return results
+
+
+def assemble(results: Mapping[str, xr.Dataset], spec: Any, n_parameters: int, top_k: int | None) -> xr.Dataset:
+    """:func:`compute`'s dataset from the methods' results: the cross-checks added, on the model's output dims."""
+    checks = cross_checks(results, min(3, n_parameters) if top_k is None else top_k)
+    return unstack_output(combine_results(results, checks), spec)
 
 
 def in_section(section: str, fn: Callable[..., Any], *args: Any) -> Any:

@@ -10,6 +10,7 @@ array of the design's size is made: memory does not grow with ``N``.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ from sensitivity.inputs.space import ParameterSpace
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
+
+log = logging.getLogger(__name__)
 
 #: Base rows per model call of the one-pass analysis (:func:`analyze_model`).
 BLOCK_ROWS = 1 << 10
@@ -126,19 +129,22 @@ def statistics(
     ident = identity(space, n, seed=seed, groups=groups, calc_second_order=calc_second_order, intervals=plan,
                      convergence_start=convergence_start, model_id=model_id)
     base = design.SobolBase(2 * len(space), n, seed, replicates)
-    total = None
+    total, resumed, count = None, 0, -(-(stop - start) // group)
     for lo in range(start, stop, group):
         hi, name = min(stop, lo + group), f"rows-{lo}-{min(stop, lo + group)}"
         found = kept.load(name) if kept is not None else None
         if found is not None:
             shards.check(found, ident, name)
-            part = pickfreeze.Accumulator.from_dataset(found)
+            part, resumed = pickfreeze.Accumulator.from_dataset(found), resumed + 1
         else:
             part = _evaluated(model, space, base, (lo, hi), groups=groups, calc_second_order=calc_second_order,
                               block=block, sizes=sizes)
             if kept is not None:
                 kept.save(name, shards.labelled(part, ident))
         total = part if total is None else total.merge(part)
+    if kept is not None:
+        log.info("base rows [%d, %d): %d of %d groups of %d read from an earlier run's kept statistics, %d evaluated",
+                 start, stop, resumed, count, group, count - resumed)
     return total
 
 
