@@ -137,7 +137,8 @@ def _with_mean(stacked: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _SideBySide(FlatModel):
-    """:class:`_Wide` seen through one flat output axis of ``(K + 1) m`` values, the output labels repeated per copy."""
+    """:class:`~sensitivity.analyses.indices.ensemble._Wide` seen through one flat output axis of ``(K + 1) m``
+    values, the output labels repeated per copy."""
 
     @property
     def identity(self) -> str:
