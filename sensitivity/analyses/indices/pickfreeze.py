@@ -45,9 +45,22 @@ TAIL_ROWS = 1 << 16
 STATUS_OK, STATUS_CONSTANT = 0, 1
 
 
-def variables(blocks: np.ndarray, g: int) -> np.ndarray:
-    """``[N, P + G, m]`` per-row variables of ``blocks [N, P, m]``: the ``P`` values, then ``D_i = AB_i - A``."""
-    return np.concatenate([blocks, blocks[:, 1 : g + 1] - blocks[:, :1]], axis=1)
+def variables(blocks: np.ndarray, g: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``[N, P + G, m]`` float64 per-row variables of ``blocks [N, P, m]`` (any float dtype, e.g. the engine's
+    float32): the ``P`` values, then ``D_i = AB_i - A`` (the differences of the float64 values), written into
+    ``out`` (a float64 array of that shape) or a new array."""
+    n, p = blocks.shape[:2]
+    out = np.empty((n, p + g, *blocks.shape[2:])) if out is None else out
+    out[:, :p] = blocks
+    np.subtract(out[:, 1 : g + 1], out[:, :1], out=out[:, p:])
+    return out
+
+
+def _variables_buffer(n: int, width: int, m: int) -> np.ndarray:
+    """An ``[n, width, m]`` float64 buffer for :func:`variables`, each variable's rows contiguous (variable-major):
+    the differences ``D_i`` then subtract contiguous runs that NumPy sees do not overlap (in the row-major layout
+    it copies both operands first, 4x slower)."""
+    return np.empty((width, n, m)).transpose(1, 0, 2)
 
 
 def pairs(g: int, second: bool) -> np.ndarray:
@@ -131,6 +144,7 @@ class Accumulator:
         self.segments: dict[int, Moments] = {}
         self.tail: list[np.ndarray] = []
         self.done = self.span[0]
+        self._scratch = _variables_buffer(0, self.width, m)
 
     def update(self, blocks: np.ndarray) -> None:
         """Add the next ``blocks [k, P, m]`` (base rows ``done .. done + k``)."""
@@ -139,11 +153,14 @@ class Accumulator:
             raise DataError(f"rows [{start}, {stop}) run past the statistics' rows {list(self.span)}")
         room = self.tail_rows - start * blocks.shape[1]  # values of the first TAIL_ROWS not yet kept
         if room > 0:
-            self.tail.append(blocks.reshape(-1, blocks.shape[2])[:room].copy())
+            self.tail.append(np.array(blocks.reshape(-1, blocks.shape[2])[:room], dtype=np.float64))
+        if len(self._scratch) < len(blocks):
+            self._scratch = _variables_buffer(len(blocks), self.width, self.m)
         edges = [start, *(c for c in self.cuts if start < c < stop), stop]
         for lo, hi in zip(edges[:-1], edges[1:]):
             key = self.cuts[bisect_right(self.cuts, lo) - 1]
-            stats = Moments.of(variables(blocks[lo - start : hi - start], self.g), self.pairs)
+            x = variables(blocks[lo - start : hi - start], self.g, self._scratch[: hi - lo])
+            stats = Moments.of(x, self.pairs, overwrite=True)
             self.segments[key] = self.segments[key].merge(stats) if key in self.segments else stats
         self.done = stop
 

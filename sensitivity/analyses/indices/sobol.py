@@ -41,6 +41,7 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import axis_coords, matrix_coords
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.inputs.uncertainty import CopulaInputs
 
 xr = lazy_import("xarray")
 
@@ -97,19 +98,25 @@ def sample(
 
 
 def sample_rows(space: ParameterSpace, base: design.SobolBase, start: int, stop: int, *,
-                calc_second_order: bool = False, groups: Groups | None = None) -> np.ndarray:
+                calc_second_order: bool = False, groups: Groups | None = None,
+                inputs: CopulaInputs | None = None) -> np.ndarray:
     """The points of :func:`sample`'s base rows ``start .. stop - 1`` (``(stop - start) (G + 2)`` rows, or
-    ``(2G + 2)``), from their unit-cube base rows (``base``: ``2d`` columns) alone."""
+    ``(2G + 2)``), from their unit-cube base rows (``base``: ``2d`` columns) alone.
+
+    The base rows' ``A`` and ``B`` are mapped to physical values (``inputs``: as
+    :func:`~sensitivity.analyses.indices.design.to_distribution`'s) and the mixed rows copied from them: the
+    quantile functions are elementwise, so these are the points of mapping every row, at a quarter of the cost
+    on six parameters."""
     members = membership(space, groups)
     d = len(space)
     rows = base.rows(start, stop)
-    a, b = rows[:, :d], rows[:, d:]
+    x = design.to_distribution(space, rows.reshape(-1, d), inputs).reshape(rows.shape)
+    a, b = x[:, :d], x[:, d:]
     blocks = [a[:, None], np.where(members[None], b[:, None], a[:, None])]
     if calc_second_order:
         blocks.append(np.where(members[None], a[:, None], b[:, None]))
     blocks.append(b[:, None])
-    unit = np.concatenate(blocks, axis=1).reshape(-1, d)
-    return design.to_distribution(space, unit)
+    return np.concatenate(blocks, axis=1).reshape(-1, d)
 
 
 def analyze(

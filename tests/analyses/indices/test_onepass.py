@@ -41,6 +41,19 @@ def test_merged_blocks_give_numpys_two_pass_moments_in_any_order():
         np.testing.assert_allclose(stats.covariance(), cov[ALL_PAIRS[:, 0], ALL_PAIRS[:, 1]], rtol=1e-10, atol=1e-12)
 
 
+def test_a_few_pairs_of_many_variables_are_numpys_two_pass_covariances_also_centred_in_place():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(500, 9, 2)) * np.arange(1.0, 10.0)[:, None] + 1e3
+    x[:, 7] += 0.5 * x[:, 3]
+    few = np.array([(0, 0), (3, 7), (4, 4), (8, 2), (3, 1), (6, 6), (3, 5)])  # 7 of 81: sums of products per pair
+    cov = np.stack([np.cov(x[:, :, k].T, ddof=0) for k in range(2)], axis=-1)
+    kept = x.copy()
+    for stats in (Moments.of(x, few), Moments.of(kept, few, overwrite=True)):
+        np.testing.assert_allclose(stats.mean, x.mean(axis=0), rtol=1e-14)
+        np.testing.assert_allclose(stats.covariance(), cov[few[:, 0], few[:, 1]], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(kept.mean(axis=0), 0.0, atol=1e-9)  # overwritten: the deviations
+
+
 def test_row_by_row_updates_are_welfords_and_stay_accurate_at_a_large_offset():
     x = 1e9 + np.arange(200, dtype=np.float64)[:, None, None] % 7  # variance exactly that of 0..6 repeated
     stats = Moments.empty(1, [[0, 0]], (1,))
