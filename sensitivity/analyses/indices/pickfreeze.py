@@ -143,6 +143,8 @@ class Accumulator:
         self.width = (2 * g + 2 if second else g + 2) + g
         self.segments: dict[int, Moments] = {}
         self.tail: list[np.ndarray] = []
+        #: The heavy-tail check of :meth:`tail_values` (``tails.tail_variables``) where made while the rows were fed.
+        self.tail_check: dict | None = None
         self.done = self.span[0]
         self._scratch = _variables_buffer(0, self.width, m)
 
@@ -179,7 +181,7 @@ class Accumulator:
         out.segments = dict(self.segments)
         for key, stats in other.segments.items():
             out.segments[key] = out.segments[key].merge(stats) if key in out.segments else stats
-        out.tail, out.done = [*self.tail, *other.tail], other.done
+        out.tail, out.done, out.tail_check = [*self.tail, *other.tail], other.done, self.tail_check
         return out
 
     def rows(self, start: int, stop: int) -> Moments:
@@ -201,6 +203,11 @@ class Accumulator:
         """First and total order on each prefix of ``sizes``, in increasing order."""
         self._require_whole()
         return [stacked([self.rows(0, k)], self.g, self.second) for k in self.sizes]
+
+    @property
+    def tail_complete(self) -> bool:
+        """Whether the values kept are the whole design's heavy-tail sample (its first :data:`TAIL_ROWS`, or all)."""
+        return self.span[0] == 0 and (sum(map(len, self.tail)) >= self.tail_rows or self.done == self.n)
 
     def tail_values(self) -> np.ndarray:
         """``[rows, m]`` the first :data:`TAIL_ROWS` values of the design (of the span)."""

@@ -193,7 +193,8 @@ def indices_dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], va
              groups: Groups | None, calc_second_order: bool, plan: IntervalPlan,
              output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
     """:func:`analyze`'s dataset from the replicate estimates, the accumulator's convergence record and the
-    design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice)."""
+    design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice; their
+    heavy-tail check is the accumulator's where it made it)."""
     members = membership(space, groups)
     n, y = acc.n, values
     sizes, conv = acc.sizes, acc.convergence()
@@ -206,7 +207,7 @@ def indices_dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], va
             "n_samples", np.asarray(sizes, dtype=np.int32), {"long_name": "base sample size N of the prefix", "units": "1"}
         ),
     }
-    data, var_coords = summary_variables(reps, y, output_units)
+    data, var_coords = summary_variables(reps, y, output_units, tail=acc.tail_check)
     coords.update(var_coords)
     for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
         data.update(index_variables(key, reps[key], (factor, "output"), long_name, plan))
@@ -246,12 +247,14 @@ def index_variables(key: str, reps: np.ndarray, dims: tuple[str, ...], long_name
     return out
 
 
-def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
-                      output_units: Sequence[str] | None) -> tuple[dict[str, xr.Variable], dict[str, xr.Variable]]:
+def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray, output_units: Sequence[str] | None, *,
+                      tail: dict[str, xr.Variable] | None = None
+                      ) -> tuple[dict[str, xr.Variable], dict[str, xr.Variable]]:
     """``variance``, ``status`` and the heavy-tail check of a pick-freeze analysis, and their coordinates.
 
     ``reps`` is :func:`replicate_estimates`' result, ``y`` the model values on the design's rows in order: the
-    heavy-tail check reads the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them.
+    heavy-tail check reads the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them, unless
+    ``tail`` is that check already made (:func:`~sensitivity.analyses.indices.tails.tail_variables`).
     """
     var_units, var_coords = dataset.units_table(
         "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
@@ -267,7 +270,7 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
             {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
              "flag_meanings": "ok constant_output"},
         ),
-        **tails.tail_variables(y[: pickfreeze.TAIL_ROWS]),
+        **(tails.tail_variables(y[: pickfreeze.TAIL_ROWS]) if tail is None else tail),
     }
     return data, var_coords
 

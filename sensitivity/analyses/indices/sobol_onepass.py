@@ -10,12 +10,12 @@ array of the design's size is made: memory does not grow with ``N``.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import design, pickfreeze, shards
+from sensitivity.analyses.indices import design, pickfreeze, shards, tails
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan
 from sensitivity.analyses.indices.sobol import (DEPENDENT, Groups, convergence_sizes, indices_dataset, membership,
@@ -163,7 +163,9 @@ def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace,
     One background thread makes the next block's points and the last block's statistics while the model
     evaluates this block (the model and NumPy release the GIL; on two cores the model then runs as it does
     alone), in the blocks' order: the same numbers as one step after the other, at most two blocks' points and
-    values held.
+    values held. A second one makes the heavy-tail check (:mod:`~sensitivity.analyses.indices.tails`, order
+    statistics of the design's first values, as long to make as the model's evaluation of ~10^5 points) as soon as
+    those values are in, rather than after the last block.
     """
     g = membership(space, groups).shape[0]
     per_block, acc, inputs = 2 * g + 2 if calc_second_order else g + 2, None, inputs_from_space(space)
@@ -173,8 +175,9 @@ def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace,
         return sample_rows(space, base, lo, min(rows[1], lo + block), groups=groups,
                            calc_second_order=calc_second_order, inputs=inputs)
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-onepass") as worker:
-        upcoming, added = worker.submit(points, starts[0]), None
+    with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-onepass") as worker,
+          ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-tails") as checker):
+        upcoming, added, checked = worker.submit(points, starts[0]), None, None
         for k in range(len(starts)):
             x = upcoming.result()
             if k + 1 < len(starts):
@@ -185,9 +188,17 @@ def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace,
                                              replicates=len(base.engines), sizes=sizes, span=rows)
             if added is not None:
                 added.result()
+                checked = checked or _check_tail(checker, acc)
             added = worker.submit(acc.update, y.reshape(len(x) // per_block, per_block, -1))
         added.result()
+        checked = checked or _check_tail(checker, acc)
+        acc.tail_check = None if checked is None else checked.result()
     return acc
+
+
+def _check_tail(checker: ThreadPoolExecutor, acc: pickfreeze.Accumulator) -> Future | None:
+    """The heavy-tail check of ``acc``'s values, started on ``checker`` once they are the design's whole sample."""
+    return checker.submit(tails.tail_variables, acc.tail_values()) if acc.tail_complete else None
 
 
 def analyze_statistics(acc: pickfreeze.Accumulator, space: ParameterSpace, *, groups: Groups | None = None,

