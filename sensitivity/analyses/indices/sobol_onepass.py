@@ -197,8 +197,9 @@ def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace,
 
 
 def _check_tail(checker: ThreadPoolExecutor, acc: pickfreeze.Accumulator) -> Future | None:
-    """The heavy-tail check of ``acc``'s values, started on ``checker`` once they are the design's whole sample."""
-    return checker.submit(tails.tail_variables, acc.tail_values()) if acc.tail_complete else None
+    """The heavy-tail check of ``acc``'s values, started on ``checker`` once they are the design's whole sample
+    (the blocks fed later add none: the values are read there, joined there)."""
+    return checker.submit(lambda: tails.tail_variables(acc.tail_values())) if acc.tail_complete else None
 
 
 def analyze_statistics(acc: pickfreeze.Accumulator, space: ParameterSpace, *, groups: Groups | None = None,

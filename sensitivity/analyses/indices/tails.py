@@ -53,8 +53,7 @@ def tail_share(values: np.ndarray, top: float = 0.001) -> np.ndarray:
     d2 -= d2.mean(axis=1, keepdims=True)
     d2 *= d2
     total = d2.sum(axis=1)
-    d2.partition(n - k, axis=1)
-    largest = d2[:, n - k :].sum(axis=1)
+    largest = _largest(d2, k).sum(axis=1)
     return np.divide(largest, total, out=np.full(total.shape, np.nan), where=total > 0)
 
 
@@ -67,12 +66,37 @@ def tail_index(values: np.ndarray, top: float = 0.01, minimum: int = 10) -> np.n
         return np.full(values.shape[1], np.nan)
     x -= np.median(x, axis=1, overwrite_input=True, keepdims=True)  # reorders each row: the order is not used
     np.abs(x, out=x)
-    x.partition(n - k - 1, axis=1)
-    largest = np.sort(x[:, n - k - 1 :], axis=1)  # [m, k + 1] ascending
+    largest = np.sort(_largest(x, k + 1), axis=1)  # [m, k + 1] ascending
     threshold = largest[:, :1]
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.log(largest[:, 1:] / np.where(threshold > 0, threshold, np.nan)).mean(axis=1)
         return np.where(h > 0, 1.0 / h, np.where(h == 0, np.inf, np.nan))
+
+
+def _largest(x: np.ndarray, k: int) -> np.ndarray:
+    """``[m, k]`` the ``k`` largest values of each row of ``x [m, N]``, in no order.
+
+    Each row's ``k``-th largest value is at least the smallest of the maxima of ``k`` disjoint chunks of it, so the
+    values at or above that bound (a few times ``k`` on a continuous output) hold the ``k`` largest, and only
+    they are selected from: 3-4x less time than selecting from the whole row on 65,536 values. A row whose
+    bound keeps more than a sixteenth of it (ties, a constant output) is selected from whole.
+    """
+    m, n = x.shape
+    if 64 * k > n:
+        return np.partition(x, n - k, axis=1)[:, n - k :]
+    bound = x[:, : n // k * k].reshape(m, k, -1).max(axis=2).min(axis=1)
+    keep = x >= bound[:, None]
+    counts = keep.sum(axis=1)
+    out, wide = np.empty((m, k)), counts > n // 16
+    if wide.any():
+        out[wide] = np.partition(x[wide], n - k, axis=1)[:, n - k :]
+    if not wide.all():
+        keep[wide], counts = False, counts[~wide]
+        candidates = np.full((len(counts), int(counts.max())), -np.inf)  # padding below every kept value
+        rows = np.repeat(np.arange(len(counts)), counts)
+        candidates[rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)] = x[keep]
+        out[~wide] = np.partition(candidates, candidates.shape[1] - k, axis=1)[:, -k:]
+    return out
 
 
 def _by_output(values: np.ndarray) -> np.ndarray:
