@@ -9,12 +9,16 @@ Three measurements, each in fresh processes:
   generated beforehand, evaluated ``sobol.block`` base rows per call: what the engine does alone) against the
   one-pass analysis (:func:`sensitivity.analyses.indices.sobol_onepass.analyze_model`: the rows generated,
   evaluated and reduced), alternating round by round; the ratio engine time / analysis time is the analysis's
-  throughput as a share of the engine's.
+  throughput as a share of the engine's, in wall time and in the process's CPU time (all threads: the share on
+  a machine with no idle core).
+* ``parts``: the one-pass analysis's work taken apart, one step after the other on the same rows, in CPU seconds:
+  the design's points, the engine's values, the statistics' updates, the heavy-tail check, the estimates and
+  dataset.
 * ``equal``: the one-pass indices against the in-memory estimator (:func:`sensitivity.analyses.indices.sobol.analyze`
   of the held design's values) on the same rows and seed: the largest absolute difference of every variable.
 
-Usage: python benchmarks/bench_onepass_memory.py [--sizes 12 13 15 18 20] [--rate 16 18] [--equal 13]
-       [--rounds 3] [--dir /tmp]
+Usage: python benchmarks/bench_onepass_memory.py [--sizes 12 13 15 18 20] [--rate 16 18] [--parts 16]
+       [--equal 13] [--rounds 3] [--dir /tmp]
 """
 from __future__ import annotations
 
@@ -55,25 +59,54 @@ def child_rate(n: int, rounds: int) -> dict:
     block, r = sobol_onepass.BLOCK_ROWS, 8
     base = design.SobolBase(2 * len(space), n, 0, r)
     points = [sobol.sample_rows(space, base, a, min(n, a + block)) for a in range(0, n, block)]
-    model.values(points[0])  # warm-up: the first call traces the model
+    sobol_onepass.analyze_model(model.values, space, block, seed=1)  # warm-up: traces the model, imports xarray
 
-    def engine() -> float:
-        t0 = time.perf_counter()
+    def engine() -> None:
         for p in points:
             model.values(p)
-        return time.perf_counter() - t0
 
-    def onepass() -> float:
-        t0 = time.perf_counter()
+    def onepass() -> None:
         sobol_onepass.analyze_model(model.values, space, n, seed=0, block=block)
-        return time.perf_counter() - t0
+
+    def timed(f) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
+        f()
+        return time.perf_counter() - t0, time.process_time() - c0
 
     pairs = []
     for k in range(rounds):
         first, second = (engine, onepass) if k % 2 == 0 else (onepass, engine)
-        a, b = first(), second()
+        a, b = timed(first), timed(second)
         pairs.append({"engine": a, "onepass": b} if first is engine else {"onepass": a, "engine": b})
     return {"pairs": pairs, "points": sum(len(p) for p in points)}
+
+
+def child_parts(n: int) -> dict:
+    """CPU seconds of each step of the one-pass analysis of ``n`` base rows, one after the other."""
+    from sensitivity.analyses.indices import design, pickfreeze, sobol, sobol_onepass, tails
+    from sensitivity.inputs.uncertainty import inputs_from_space
+
+    model, space = _model()
+    block, g = sobol_onepass.BLOCK_ROWS, len(space)
+    plan = sobol_onepass.RQMC.check()
+    base, inputs = design.SobolBase(2 * g, n, 0, plan.check_rows(n)), inputs_from_space(space)
+    sobol_onepass.analyze_model(model.values, space, block, seed=1)  # warm-up: traces the model, imports xarray
+    out, clock = {}, time.process_time
+    c0 = clock()
+    points = [sobol.sample_rows(space, base, a, a + block, inputs=inputs) for a in range(0, n, block)]
+    out["design points"], c0 = clock() - c0, clock()
+    values = [model.values(p) for p in points]
+    out["engine values"], c0 = clock() - c0, clock()
+    acc = pickfreeze.Accumulator(n, g, False, values[0].shape[1], replicates=len(base.engines),
+                                 sizes=sobol.convergence_sizes(64, n))
+    for y in values:
+        acc.update(y.reshape(block, g + 2, -1))
+    out["statistics"], c0 = clock() - c0, clock()
+    acc.tail_check = tails.tail_variables(acc.tail_values())
+    out["heavy-tail check"], c0 = clock() - c0, clock()
+    sobol_onepass.analyze_statistics(acc, space)
+    out["estimates, dataset"] = clock() - c0
+    return out
 
 
 def child_equal(n: int) -> dict:
@@ -90,7 +123,7 @@ def child_equal(n: int) -> dict:
             for name, var in held.data_vars.items() if var.dtype.kind == "f"}
 
 
-CHILDREN = {"rate": child_rate, "equal": child_equal}
+CHILDREN = {"rate": child_rate, "parts": child_parts, "equal": child_equal}
 
 
 def rss(n: int, folder: Path) -> dict:
@@ -112,6 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[12, 13, 15, 18, 20], help="log2 sobol.n for rss")
     parser.add_argument("--rate", type=int, nargs="*", default=[16, 18], help="log2 n for the rate")
+    parser.add_argument("--parts", type=int, nargs="*", default=[16], help="log2 n for the steps' CPU time")
     parser.add_argument("--equal", type=int, nargs="*", default=[13], help="log2 n for the equality check")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where the commands' run folders go (a temporary one)")
@@ -130,10 +164,15 @@ def main() -> None:
             print(f"2^{k:<6} {r['rss']:.2f} GB  {r['rss'] / first['rss']:.2f}x       {r['wall']:6.0f} s {r['user']:6.1f} s")
     for k in args.rate:
         out = child_process.run(script, "rate", 2**k, args.rounds)
-        ratios = sorted(p["engine"] / p["onepass"] for p in out["pairs"])
-        engine = min(p["engine"] for p in out["pairs"])
-        print(f"rate 2^{k}: {out['points']} points, engine alone {out['points'] / engine:,.0f} values/s, one pass "
-              f"{ratios[len(ratios) // 2]:.2f}x the engine's rate (rounds {', '.join(f'{x:.2f}' for x in ratios)})")
+        for i, clock in enumerate(("wall", "CPU")):
+            ratios = sorted(p["engine"][i] / p["onepass"][i] for p in out["pairs"])
+            engine = min(p["engine"][i] for p in out["pairs"])
+            print(f"rate 2^{k} ({clock} time): {out['points']} points, engine alone {out['points'] / engine:,.0f} "
+                  f"values/s, one pass {ratios[len(ratios) // 2]:.2f}x the engine's rate "
+                  f"(rounds {', '.join(f'{x:.2f}' for x in ratios)})")
+    for k in args.parts:
+        parts = child_process.run(script, "parts", 2**k)
+        print(f"parts 2^{k} (CPU s): " + ", ".join(f"{name} {value:.2f}" for name, value in parts.items()))
     for k in args.equal:
         diff = child_process.run(script, "equal", 2**k)
         worst = max(diff, key=diff.get)

@@ -41,6 +41,7 @@ from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import axis_coords, matrix_coords
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.inputs.uncertainty import CopulaInputs
 
 xr = lazy_import("xarray")
 
@@ -97,19 +98,25 @@ def sample(
 
 
 def sample_rows(space: ParameterSpace, base: design.SobolBase, start: int, stop: int, *,
-                calc_second_order: bool = False, groups: Groups | None = None) -> np.ndarray:
+                calc_second_order: bool = False, groups: Groups | None = None,
+                inputs: CopulaInputs | None = None) -> np.ndarray:
     """The points of :func:`sample`'s base rows ``start .. stop - 1`` (``(stop - start) (G + 2)`` rows, or
-    ``(2G + 2)``), from their unit-cube base rows (``base``: ``2d`` columns) alone."""
+    ``(2G + 2)``), from their unit-cube base rows (``base``: ``2d`` columns) alone.
+
+    The base rows' ``A`` and ``B`` are mapped to physical values (``inputs``: as
+    :func:`~sensitivity.analyses.indices.design.to_distribution`'s) and the mixed rows copied from them: the
+    quantile functions are elementwise, so these are the points of mapping every row, at a quarter of the cost
+    on six parameters."""
     members = membership(space, groups)
     d = len(space)
     rows = base.rows(start, stop)
-    a, b = rows[:, :d], rows[:, d:]
+    x = design.to_distribution(space, rows.reshape(-1, d), inputs).reshape(rows.shape)
+    a, b = x[:, :d], x[:, d:]
     blocks = [a[:, None], np.where(members[None], b[:, None], a[:, None])]
     if calc_second_order:
         blocks.append(np.where(members[None], a[:, None], b[:, None]))
     blocks.append(b[:, None])
-    unit = np.concatenate(blocks, axis=1).reshape(-1, d)
-    return design.to_distribution(space, unit)
+    return np.concatenate(blocks, axis=1).reshape(-1, d)
 
 
 def analyze(
@@ -186,7 +193,8 @@ def indices_dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], va
              groups: Groups | None, calc_second_order: bool, plan: IntervalPlan,
              output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
     """:func:`analyze`'s dataset from the replicate estimates, the accumulator's convergence record and the
-    design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice)."""
+    design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice; their
+    heavy-tail check is the accumulator's where it made it)."""
     members = membership(space, groups)
     n, y = acc.n, values
     sizes, conv = acc.sizes, acc.convergence()
@@ -199,7 +207,7 @@ def indices_dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], va
             "n_samples", np.asarray(sizes, dtype=np.int32), {"long_name": "base sample size N of the prefix", "units": "1"}
         ),
     }
-    data, var_coords = summary_variables(reps, y, output_units)
+    data, var_coords = summary_variables(reps, y, output_units, tail=acc.tail_check)
     coords.update(var_coords)
     for key, long_name in (("S1", "first-order Sobol' index"), ("ST", "total Sobol' index")):
         data.update(index_variables(key, reps[key], (factor, "output"), long_name, plan))
@@ -239,12 +247,14 @@ def index_variables(key: str, reps: np.ndarray, dims: tuple[str, ...], long_name
     return out
 
 
-def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
-                      output_units: Sequence[str] | None) -> tuple[dict[str, xr.Variable], dict[str, xr.Variable]]:
+def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray, output_units: Sequence[str] | None, *,
+                      tail: dict[str, xr.Variable] | None = None
+                      ) -> tuple[dict[str, xr.Variable], dict[str, xr.Variable]]:
     """``variance``, ``status`` and the heavy-tail check of a pick-freeze analysis, and their coordinates.
 
     ``reps`` is :func:`replicate_estimates`' result, ``y`` the model values on the design's rows in order: the
-    heavy-tail check reads the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them.
+    heavy-tail check reads the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them, unless
+    ``tail`` is that check already made (:func:`~sensitivity.analyses.indices.tails.tail_variables`).
     """
     var_units, var_coords = dataset.units_table(
         "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance"
@@ -260,7 +270,7 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray,
             {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
              "flag_meanings": "ok constant_output"},
         ),
-        **tails.tail_variables(y[: pickfreeze.TAIL_ROWS]),
+        **(tails.tail_variables(y[: pickfreeze.TAIL_ROWS]) if tail is None else tail),
     }
     return data, var_coords
 

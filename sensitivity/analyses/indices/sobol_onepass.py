@@ -11,17 +11,19 @@ array of the design's size is made: memory does not grow with ``N``.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import design, pickfreeze, shards
+from sensitivity.analyses.indices import design, pickfreeze, shards, tails
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan
 from sensitivity.analyses.indices.sobol import (DEPENDENT, Groups, convergence_sizes, indices_dataset, membership,
                                                 sample_rows)
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
+from sensitivity.inputs.uncertainty import inputs_from_space
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -162,18 +164,48 @@ def identity(space: ParameterSpace, n: int, *, seed: Seed = None, groups: Groups
 def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace, base: design.SobolBase,
                rows: tuple[int, int], *, groups: Groups | None, calc_second_order: bool, block: int,
                sizes: Sequence[int]) -> pickfreeze.Accumulator:
-    """The statistics of base rows ``rows`` of ``base``'s design, evaluated ``block`` base rows at a time."""
+    """The statistics of base rows ``rows`` of ``base``'s design, evaluated ``block`` base rows at a time.
+
+    One background thread makes the next block's points and the last block's statistics while the model
+    evaluates this block (the model and NumPy release the GIL; on two cores the model then runs as it does
+    alone), in the blocks' order: the same numbers as one step after the other, at most two blocks' points and
+    values held. A second one makes the heavy-tail check (:mod:`~sensitivity.analyses.indices.tails`, order
+    statistics of the design's first values, as long to make as the model's evaluation of ~10^5 points) as soon as
+    those values are in, rather than after the last block.
+    """
     g = membership(space, groups).shape[0]
-    per_block, acc = 2 * g + 2 if calc_second_order else g + 2, None
-    for lo in range(rows[0], rows[1], block):
-        hi = min(rows[1], lo + block)
-        y = design.as_values(model(sample_rows(space, base, lo, hi, groups=groups,
-                                               calc_second_order=calc_second_order)))
-        if acc is None:
-            acc = pickfreeze.Accumulator(base.n, g, calc_second_order, y.shape[1], replicates=len(base.engines),
-                                         sizes=sizes, span=rows)
-        acc.update(y.reshape(hi - lo, per_block, -1))
+    per_block, acc, inputs = 2 * g + 2 if calc_second_order else g + 2, None, inputs_from_space(space)
+    starts = range(rows[0], rows[1], block)
+
+    def points(lo: int) -> np.ndarray:
+        return sample_rows(space, base, lo, min(rows[1], lo + block), groups=groups,
+                           calc_second_order=calc_second_order, inputs=inputs)
+
+    with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-onepass") as worker,
+          ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-tails") as checker):
+        upcoming, added, checked = worker.submit(points, starts[0]), None, None
+        for k in range(len(starts)):
+            x = upcoming.result()
+            if k + 1 < len(starts):
+                upcoming = worker.submit(points, starts[k + 1])
+            y = design.as_values(model(x), dtype=None)
+            if acc is None:
+                acc = pickfreeze.Accumulator(base.n, g, calc_second_order, y.shape[1],
+                                             replicates=len(base.engines), sizes=sizes, span=rows)
+            if added is not None:
+                added.result()
+                checked = checked or _check_tail(checker, acc)
+            added = worker.submit(acc.update, y.reshape(len(x) // per_block, per_block, -1))
+        added.result()
+        checked = checked or _check_tail(checker, acc)
+        acc.tail_check = None if checked is None else checked.result()
     return acc
+
+
+def _check_tail(checker: ThreadPoolExecutor, acc: pickfreeze.Accumulator) -> Future | None:
+    """The heavy-tail check of ``acc``'s values, started on ``checker`` once they are the design's whole sample
+    (the blocks fed later add none: the values are read there, joined there)."""
+    return checker.submit(lambda: tails.tail_variables(acc.tail_values())) if acc.tail_complete else None
 
 
 def analyze_statistics(acc: pickfreeze.Accumulator, space: ParameterSpace, *, groups: Groups | None = None,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from SALib.analyze import sobol as salib_sobol
 
-from sensitivity.analyses.indices import design, pickfreeze, sobol, sobol_onepass
+from sensitivity.analyses.indices import design, pickfreeze, sobol, sobol_onepass, tails
 from sensitivity.analyses.indices.bootstrap import resample_weights
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.moments import Moments
@@ -39,6 +39,19 @@ def test_merged_blocks_give_numpys_two_pass_moments_in_any_order():
         assert stats.count == 1000
         np.testing.assert_allclose(stats.mean, x.mean(axis=0), rtol=1e-14)
         np.testing.assert_allclose(stats.covariance(), cov[ALL_PAIRS[:, 0], ALL_PAIRS[:, 1]], rtol=1e-10, atol=1e-12)
+
+
+def test_a_few_pairs_of_many_variables_are_numpys_two_pass_covariances_also_centred_in_place():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(500, 9, 2)) * np.arange(1.0, 10.0)[:, None] + 1e3
+    x[:, 7] += 0.5 * x[:, 3]
+    few = np.array([(0, 0), (3, 7), (4, 4), (8, 2), (3, 1), (6, 6), (3, 5)])  # 7 of 81: sums of products per pair
+    cov = np.stack([np.cov(x[:, :, k].T, ddof=0) for k in range(2)], axis=-1)
+    kept = x.copy()
+    for stats in (Moments.of(x, few), Moments.of(kept, few, overwrite=True)):
+        np.testing.assert_allclose(stats.mean, x.mean(axis=0), rtol=1e-14)
+        np.testing.assert_allclose(stats.covariance(), cov[few[:, 0], few[:, 1]], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(kept.mean(axis=0), 0.0, atol=1e-9)  # overwritten: the deviations
 
 
 def test_row_by_row_updates_are_welfords_and_stay_accurate_at_a_large_offset():
@@ -131,6 +144,14 @@ def test_one_pass_ishigami_meets_its_closed_form():
     np.testing.assert_allclose(ds.S1.values[:, 0], exact["S1"], atol=5e-3)
     np.testing.assert_allclose(ds.ST.values[:, 0], exact["ST"], atol=5e-3)
     np.testing.assert_allclose(ds.variance.values[0], exact["variance"], rtol=5e-3)
+
+
+def test_the_heavy_tail_check_made_while_the_rows_stream_is_that_of_the_designs_first_values():
+    n = 1 << 14  # 81,920 points: the check's 65,536 are in after 80 % of the blocks
+    ds = sobol_onepass.analyze_model(two_outputs, ISHIGAMI, n, seed=4, block=256)
+    first = two_outputs(sobol.sample(ISHIGAMI, n, seed=4))[: pickfreeze.TAIL_ROWS]
+    np.testing.assert_allclose(ds.tail_share, tails.tail_share(first), rtol=1e-12)
+    np.testing.assert_allclose(ds.tail_index, tails.tail_index(first), rtol=1e-12)
 
 
 def test_one_pass_additive_model_has_equal_first_and_total_indices_by_its_closed_form():

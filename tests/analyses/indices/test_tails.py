@@ -40,6 +40,24 @@ def test_hill_index_recovers_a_pareto_tail():
     assert np.isnan(tails.tail_index(u[:10])).all()  # too few points
 
 
+def test_both_checks_select_the_top_values_as_a_full_sort_does_whatever_the_columns_ties():
+    # the top values are found among those above a bound; a sort of each whole column is the oracle
+    rng = np.random.default_rng(2)
+    n = 20000
+    y = np.stack([rng.lognormal(size=n), np.full(n, 3.0), np.round(rng.normal(size=n)), np.arange(n, 0.0, -1.0),
+                  np.arange(n, dtype=float), rng.standard_t(3, size=n)], axis=1)
+    d2 = np.sort((y - y.mean(axis=0)) ** 2, axis=0)
+    k = 20  # ceil(0.001 n)
+    with np.errstate(invalid="ignore"):
+        share = d2[-k:].sum(axis=0) / d2.sum(axis=0)
+    np.testing.assert_allclose(tails.tail_share(y), share, rtol=1e-12)
+    x = np.sort(np.abs(y - np.median(y, axis=0)), axis=0)[-201:]  # the top 200 (1 %) and the next
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.log(x[1:] / np.where(x[0] > 0, x[0], np.nan)).mean(axis=0)
+        index = np.where(h > 0, 1 / h, np.where(h == 0, np.inf, np.nan))
+    np.testing.assert_allclose(tails.tail_index(y), index, rtol=1e-12)
+
+
 def test_infinite_variance_is_flagged_and_ishigami_is_not():
     x = sobol.sample(UNIT, 1024, seed=0)
     ds = sobol.analyze(flood(x), UNIT)
