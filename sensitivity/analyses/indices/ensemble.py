@@ -78,7 +78,7 @@ def compute_ensemble(
     for k in range(ensemble.members):
         log.info("indices of member %d of %d", k + 1, ensemble.members)
         members.append(compute(_View(shared, k), space, methods, **options))
-    return with_member_spread(mean, members, intervals.conf_level)
+    return with_member_spread(mean, members, intervals.level)
 
 
 @dataclass
