@@ -270,3 +270,47 @@ def test_a_run_directory_on_a_read_only_file_system_is_one_line(tmp_path, monkey
     target = tmp_path / "ro" / "run"
     with pytest.raises(DataError, match=f"^cannot write {target}: read-only file system; "):
         output_dir(OmegaConf.create({"output_dir": str(target)}))
+
+
+#: The interval's level under its old names (one name per concept, docs/glossary.md), the workflow that took each.
+RENAMED = [("indices", "intervals.conf_level", "intervals.level"),
+           ("multifidelity", "multifidelity.conf_level", "multifidelity.level"),
+           ("reliability", "importance.confidence", "importance.level"),
+           ("reliability", "subset.confidence", "subset.level"),
+           ("reliability", "monte_carlo.confidence", "monte_carlo.level")]
+
+
+@pytest.mark.parametrize("workflow, old, new", RENAMED, ids=[old for _, old, _ in RENAMED])
+def test_an_old_name_of_the_level_is_refused_in_one_line_naming_the_new_key(capsys, workflow, old, new):
+    """On the command line (Hydra's composition error) and appended past the schema (``+old=...``, the schema check),
+    the one line names the new key; the new key composes to the value given (Hydra, the oracle)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from workflows.cli import _check_composition, _compose
+    from workflows.plumbing.schema import register
+
+    register()
+    try:
+        for override in (f"{old}=0.9", f"+{old}=0.9"):
+            with pytest.raises(SystemExit) as ended:
+                _check_composition(workflow, [override])
+            assert ended.value.code == 2
+            assert capsys.readouterr().err.strip() == f"sensitivity {workflow}: `{old}` is now `{new}`"
+        assert OmegaConf.select(_compose(workflow, [f"{new}=0.9"], None), new) == 0.9
+    finally:
+        HydraConfig.instance().cfg = None
+        GlobalHydra.instance().clear()
+
+
+def test_an_old_name_of_the_level_in_a_users_yaml_is_refused_before_any_output(tmp_path):
+    """An experiment file of the user's own (``--config-dir``) with the old key: exit 2, the one line, and no run
+    folder made."""
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text("# @package _global_\nintervals:\n  conf_level: 0.9\n")
+    done = subprocess.run(CLI + ["indices", "--config-dir", ".", "experiment=mine"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == "sensitivity indices: `intervals.conf_level` is now `intervals.level`"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["experiment"]

@@ -277,7 +277,7 @@ def _one_line(err: BaseException) -> str:
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from sensitivity.errors import SensitivityError, yaml_reason
-    from workflows.plumbing.schema import suggest_for
+    from workflows.plumbing.schema import renamed, suggest_for
 
     if isinstance(err, SensitivityError):
         return str(err)
@@ -296,6 +296,8 @@ def _one_line(err: BaseException) -> str:
         if line not in lines:
             lines.append(line)
     key = getattr(chain[-1], "full_key", None)
+    if key and isinstance(chain[-1], (ConfigKeyError, ConfigAttributeError)) and renamed(key):
+        return renamed(key)
     hint = suggest_for(key) if key and isinstance(chain[-1], (ConfigKeyError, ConfigAttributeError)) else ""
     hint += _quote_hint(err)
     options = [str(o) for o in getattr(err, "options", None) or []]

@@ -26,7 +26,7 @@ from workflows.plumbing.schema import SurrogateStudyConf, schema_of
 log = logging.getLogger(__name__)
 
 
-IntervalsConf = schema_of(indices.Intervals, "IntervalsConf", keys=("method", "replicates", "conf_level"))
+IntervalsConf = schema_of(indices.Intervals, "IntervalsConf", keys=("method", "replicates", "level"))
 BootstrapConf = schema_of(indices.Intervals, "BootstrapConf", keys=("n_resamples", "interval"))
 LocalConf = schema_of(indices.LocalDerivatives, "LocalConf", keys=("nominal", "sigma_points", "weights"),
                       extra=[("across_grid", bool, False)])  # also at every point of `grid`

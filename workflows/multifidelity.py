@@ -106,7 +106,7 @@ def _reliability_of(cfg: DictConfig, space) -> Optional[Path]:
 
 def _reliability_settings(m: DictConfig, study: mf.MultifidelityStudy) -> anchored_pf.MFReliability:
     """The :class:`~sensitivity.analyses.verify.anchored_pf.MFReliability` of ``multifidelity``, at the study's level."""
-    return anchored_pf.MFReliability(failure_runs=m.failure_runs, safe_runs=m.safe_runs, conf_level=study.conf_level).check()
+    return anchored_pf.MFReliability(failure_runs=m.failure_runs, safe_runs=m.safe_runs, level=study.level).check()
 
 
 def run(cfg: DictConfig) -> Path:

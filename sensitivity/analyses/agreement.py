@@ -53,7 +53,7 @@ class Power:
 
     Parameters
     ----------
-    confidence
+    level
         ``1 - alpha``, the level of the test of a difference (0.95: ``z = 1.96``).
     power
         ``1 - beta``, the chance of detecting a factor-2 error. The default 0.5 (``z_{1 - beta} = 0``) is the least
@@ -61,11 +61,11 @@ class Power:
         z``; 0.8 (Cohen's convention) asks ``(1 + 0.84 / 1.96)^2 = 2.04`` times the runs.
     """
 
-    confidence: float = 0.95
+    level: float = 0.95
     power: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("confidence", "power"):
+        for name in ("level", "power"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ConfigError(f"`{name}` must be a number in (0, 1), got {value!r}")
@@ -73,7 +73,7 @@ class Power:
     @property
     def z(self) -> float:
         """``z_{1 - alpha/2}``."""
-        return NormalDist().inv_cdf(0.5 + self.confidence / 2)
+        return NormalDist().inv_cdf(0.5 + self.level / 2)
 
     @property
     def detect(self) -> float:

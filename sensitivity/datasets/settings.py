@@ -4,7 +4,8 @@ A result records the frozen settings dataclasses its verb ran with as the global
 list of ``{"type": "<module>.<class>", "value": {field: ...}}``, nested dataclasses written the same way, tuples as
 ``{"tuple": [...]}``, mappings as ``{"mapping": [[key, value], ...]}``, arrays as ``{"array": [...], "dtype": ...}``
 and paths as ``{"path": "..."}``, so :func:`settings_of` rebuilds each one equal to the one written. A study that
-consumes another's result reads its settings here, never the workflow config the result also records.
+consumes another's result reads its settings here, never the workflow config the result also records. A field or
+attribute renamed since (:data:`RENAMED`) is read under its new name, so a result of an earlier version still reads.
 """
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from sensitivity.errors import ConfigError, DataError
 ATTRIBUTE = "settings"
 
 T = TypeVar("T")
+
+#: Settings fields and global attributes renamed since a result could have been recorded: ``{old: new}`` (one name
+#: per concept, docs/glossary.md: the interval's ``level`` was ``conf_level`` and ``confidence``).
+RENAMED = {"conf_level": "level", "confidence": "level"}
 
 
 def _dotted(cls: type) -> str:
@@ -65,7 +70,9 @@ def _decode(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     if "type" in value:
-        return _type(value["type"])(**{k: _decode(v) for k, v in value["value"].items()})
+        cls = _type(value["type"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k if k in names else RENAMED.get(k, k): _decode(v) for k, v in value["value"].items()})
     if "tuple" in value:
         return tuple(_decode(v) for v in value["tuple"])
     if "mapping" in value:
@@ -111,3 +118,10 @@ def settings_of(ds: Any, cls: type[T], *, where: Any = None) -> T:
         raise DataError(f"{where} records {'no' if not entries else len(entries)} settings of {cls.__name__}; "
                         "rerun it with this version")
     return _decode(entries[0])
+
+
+def recorded_attr(ds: Any, name: str, default: Any = None) -> Any:
+    """The global attribute ``name`` of ``ds``, or the one an earlier version recorded under its old name
+    (:data:`RENAMED`), else ``default``."""
+    old = [key for key, new in RENAMED.items() if new == name and key in ds.attrs]
+    return ds.attrs[name] if name in ds.attrs else ds.attrs[old[0]] if old else default

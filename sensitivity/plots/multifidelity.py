@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from sensitivity.datasets.settings import recorded_attr
 from sensitivity.outputs import positions as pos
 from sensitivity.outputs.index_measures import shown_outputs
 from sensitivity.plots import layout as lay
@@ -42,7 +43,7 @@ def multifidelity_figure(ds: xr.Dataset, path: str | Path) -> Path:
         fig = _bars(ds)
     lay.legend(fig, fig.axes)
     fig.suptitle(f"Sobol' indices: simulator-anchored ({ds.attrs.get('n_sim_runs', '?')} simulator runs) and "
-                 f"surrogate only, with {float(ds.attrs.get('conf_level', 0.95)):.0%} intervals{note}",
+                 f"surrogate only, with {float(recorded_attr(ds, 'level', 0.95)):.0%} intervals{note}",
                  fontsize="medium")
     return lay.save(fig, path)
 

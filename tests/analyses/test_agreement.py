@@ -12,9 +12,9 @@ from sensitivity.errors import ConfigError
 from tests.helpers.functions import ishigami, ishigami_indices, uniform_space
 
 
-def detection_probability(difference: float, se: float, confidence: float) -> float:
+def detection_probability(difference: float, se: float, level: float) -> float:
     """P(|d + e| > z se), e ~ N(0, se^2): the two-sided test's power (Cohen 1988, ch. 12)."""
-    z = stats.norm.isf((1 - confidence) / 2)
+    z = stats.norm.isf((1 - level) / 2)
     return float(stats.norm.sf(z - difference / se) + stats.norm.cdf(-z - difference / se))
 
 

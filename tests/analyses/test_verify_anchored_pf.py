@@ -62,7 +62,7 @@ def test_a_perfect_surrogate_gives_its_own_pf():
 @pytest.mark.parametrize("settings, message", [
     (MFReliability(failure_runs=1), "`failure_runs` must be an integer >= 2, got 1"),
     (MFReliability(safe_runs=2.5), "`safe_runs` must be an integer >= 2, got 2.5"),
-    (MFReliability(conf_level=1.0), "`conf_level` must be in \\(0, 1\\), got 1.0"),
+    (MFReliability(level=1.0), "`level` must be in \\(0, 1\\), got 1.0"),
     (MFReliability(max_runs=100), "`max_runs` must be an integer >= 128, got 100"),
 ])
 def test_bad_settings_are_one_line(settings, message):

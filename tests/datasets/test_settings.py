@@ -4,6 +4,7 @@ a netCDF file and back."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -106,3 +107,27 @@ def test_a_result_without_the_settings_asked_for_is_one_line_naming_the_file(tmp
     ds = xr.Dataset(attrs={"config": "propagation: {methods: [monte_carlo]}"})  # a result of an earlier version
     with pytest.raises(DataError, match="^old.nc records no settings of Propagation; rerun"):
         settings_of(ds, Propagation, where="old.nc")
+
+
+def test_a_result_of_the_previous_version_reads_its_conf_level_and_confidence_as_level():
+    """Before one name per concept, the interval's level was recorded as ``conf_level`` (indices, multifidelity) and
+    ``confidence`` (reliability's sampling methods): such a record, nested or not, reads as ``level``."""
+    from sensitivity.analyses.indices import Intervals
+    from sensitivity.analyses.reliability.sampling import ImportanceSettings, SubsetSettings
+    from sensitivity.datasets.settings import recorded_attr
+
+    intervals = Intervals(method="rqmc", replicates=4, level=0.9)
+    reliability = ReliabilitySettings(thresholds=(1.0,), importance=ImportanceSettings(n_samples=500, level=0.99),
+                                      subset=SubsetSettings(n_per_level=1000, level=0.8))
+    old = json.dumps([{"type": "sensitivity.analyses.indices.methods.Intervals",
+                       "value": {"method": "rqmc", "replicates": 4, "conf_level": 0.9}},
+                      {"type": "sensitivity.analyses.reliability.settings.ReliabilitySettings",
+                       "value": {"thresholds": {"tuple": [1.0]},
+                                 "importance": {"type": "sensitivity.analyses.reliability.sampling.ImportanceSettings",
+                                                "value": {"n_samples": 500, "confidence": 0.99}},
+                                 "subset": {"type": "sensitivity.analyses.reliability.sampling.SubsetSettings",
+                                            "value": {"n_per_level": 1000, "confidence": 0.8}}}}])
+    ds = xr.Dataset(attrs={"settings": old, "conf_level": 0.9})
+    assert settings_of(ds, Intervals) == intervals
+    assert settings_of(ds, ReliabilitySettings) == reliability
+    assert recorded_attr(ds, "level") == 0.9 and recorded_attr(xr.Dataset(), "level", 0.95) == 0.95

@@ -341,7 +341,7 @@ def test_dgsm_from_a_stored_sweep(compose_config, tmp_path):
     ("sobol.groups={g1: [x1], g2: [x2]}", ConfigError, "every parameter in exactly one group, 'x3' is in 0"),
     ("methods=[sobol,anova]", ConfigError, "`methods` must be one of"),
     ("morris.levels=3", ConfigError, "morris: `levels` must be an even integer >= 2, got 3"),
-    ("intervals.conf_level=1.5", ConfigError, "intervals: `conf_level` must lie in (0, 1), got 1.5"),
+    ("intervals.level=1.5", ConfigError, "intervals: `level` must lie in (0, 1), got 1.5"),
     ("intervals.replicates=3", ConfigError, "intervals: `replicates` must be a power of two >= 2, got 3"),
     ("intervals.method=jackknife", ConfigError, "intervals: `method` must be one of ('rqmc', 'bootstrap', 'none')"),
     ("bootstrap.n_resamples=1", ConfigError, "intervals: `n_resamples` must be 0 (no intervals) or an integer >= 2"),

@@ -30,7 +30,7 @@ def test_linear_series_of_correlated_normals_is_the_closed_form_per_day_and_thre
     included: sampled on its safe side)."""
     thresholds = [0.0, 5.0, 10.0]
     cfg = compose_config("reliability", linear_model() + space(NORMALS, CORRELATION.tolist()) + FAST + [
-        f"event.thresholds={thresholds}", "plots=true", "importance.confidence=0.999"])  # 6 intervals: 99.9 %
+        f"event.thresholds={thresholds}", "plots=true", "importance.level=0.999"])  # 6 intervals: 99.9 %
     path = reliability.run(cfg)
     ds = open_result(path)
     cov = CORRELATION * np.outer(SDS, SDS)
@@ -93,7 +93,7 @@ def test_the_sum_over_days_of_a_linear_series_is_the_closed_form_and_verify_refu
     thresholds = [0.0, 5.0, 10.0]
     cfg = compose_config("reliability", linear_model() + space(NORMALS, CORRELATION.tolist()) + FAST + [
         f"event.thresholds={thresholds}", "methods=[form,importance_sampling]", "form.tolerance=1e-9",
-        "importance.confidence=0.999", "event.functionals=[{name: total, kind: sum, over: [day]}]"])
+        "importance.level=0.999", "event.functionals=[{name: total, kind: sum, over: [day]}]"])
     path = reliability.run(cfg)
     ds = open_result(path)
     cov = CORRELATION * np.outer(SDS, SDS)

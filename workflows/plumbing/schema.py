@@ -287,8 +287,22 @@ def check_known_keys(cfg: Any, schema: type, workflow: str) -> None:
         OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(OmegaConf.to_container(cfg)))
     except ConfigKeyError as err:
         key = str(getattr(err, "full_key", "") or err).splitlines()[0]
-        raise ConfigError(f"unknown key `{key}`: the {workflow} config has no such setting (a `+` override adds "
-                          f"keys past the schema){_suggestion(schema, key)}") from None
+        raise ConfigError(renamed(key) or f"unknown key `{key}`: the {workflow} config has no such setting (a `+` "
+                          f"override adds keys past the schema){_suggestion(schema, key)}") from None
+
+
+#: Config keys renamed (one name per concept, docs/glossary.md): ``{old key: new key}``. An old key, on the command
+#: line or in a YAML file, is refused in one line naming the new one (:func:`renamed`).
+RENAMED_KEYS = {"intervals.conf_level": "intervals.level", "multifidelity.conf_level": "multifidelity.level",
+                "importance.confidence": "importance.level", "subset.confidence": "subset.level",
+                "monte_carlo.confidence": "monte_carlo.level"}
+
+
+def renamed(key: str) -> str:
+    """``"`intervals.conf_level` is now `intervals.level`"`` for a renamed config key (:data:`RENAMED_KEYS`), else
+    ``""``."""
+    key = key.lstrip("+~")
+    return f"`{key}` is now `{RENAMED_KEYS[key]}`" if key in RENAMED_KEYS else ""
 
 
 def _suggestion(schema: type, key: str) -> str:
@@ -398,8 +412,8 @@ def own_config(cfg: Any, workflow: str) -> Any:
             OmegaConf.merge(OmegaConf.structured(_key_schema(owners[0][1], key)), value)
         except ConfigKeyError as err:
             full = str(getattr(err, "full_key", "") or err).splitlines()[0]
-            raise ConfigError(f"unknown key `{full}`: the {owners[0][0]} config has no such setting"
-                              f"{_suggestion(owners[0][1], full)}") from None
+            raise ConfigError(renamed(full) or f"unknown key `{full}`: the {owners[0][0]} config has no such "
+                              f"setting{_suggestion(owners[0][1], full)}") from None
         except ValidationError as err:
             raise ConfigError(f"`{key}` (a setting of {owners[0][0]}): {str(err).splitlines()[0]}") from None
     check_known_keys(OmegaConf.masked_copy(cfg, [k for k in cfg if k in own]), schema, workflow)

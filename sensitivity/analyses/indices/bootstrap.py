@@ -23,12 +23,12 @@ INTERVAL_KINDS: tuple[str, ...] = ("percentile", "normal")
 CHUNK_ELEMENTS = 1 << 24
 
 
-def check_bootstrap(n_resamples: int, conf_level: float, interval: str) -> None:
+def check_bootstrap(n_resamples: int, level: float, interval: str) -> None:
     """Validate the bootstrap settings shared by every index."""
     if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 2:
         raise ConfigError(f"`n_resamples` must be 0 (no intervals) or an integer >= 2, got {n_resamples!r}")
-    if not 0.0 < conf_level < 1.0:
-        raise ConfigError(f"`conf_level` must lie in (0, 1), got {conf_level!r}")
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
     if interval not in INTERVAL_KINDS:
         raise ConfigError(f"`interval` must be one of {INTERVAL_KINDS}, got {interval!r}")
 

@@ -92,7 +92,7 @@ def compute_ensemble(
             results.update({key: _copy(ds, j, m) for key, ds in wide[name].items()} if name in wide else
                            run_methods(ctx, {name: method}, designs))
         views.append(assemble(results, ctx.model.spec, len(space), top_k))
-    return with_member_spread(views[0], views[1:], intervals.conf_level)
+    return with_member_spread(views[0], views[1:], intervals.level)
 
 
 def _streams(method: Method, design: Any, intervals: Intervals) -> bool:

@@ -34,7 +34,7 @@ from sensitivity.analyses.indices.design import Seed
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
-from sensitivity.analyses.indices.intervals import CONF_LEVEL
+from sensitivity.analyses.indices.intervals import LEVEL
 
 xr = lazy_import("xarray")
 stats = lazy_import("scipy.stats")
@@ -55,7 +55,7 @@ def analyze(
     space: ParameterSpace,
     *,
     batches: int = 8,
-    level: float = CONF_LEVEL,
+    level: float = LEVEL,
     seed: Seed = None,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
@@ -129,7 +129,7 @@ def analyze(
         "inputs": "dependent (full first-order indices)" if design.is_correlated(space) else "independent",
         "n_points": len(x),
         "intervals": "batches" if batches else "none",
-        **({"batches": batches, "conf_level": level} if batches else {}),
+        **({"batches": batches, "level": level} if batches else {}),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

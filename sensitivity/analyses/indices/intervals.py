@@ -51,7 +51,7 @@ stats = lazy_import("scipy.stats")
 IntervalMethod = Literal["rqmc", "bootstrap", "none"]
 INTERVAL_METHODS: tuple[str, ...] = ("rqmc", "bootstrap", "none")
 #: The defaults of every interval of the indices (each method's ``analyze`` and the settings take these).
-CONF_LEVEL = 0.95
+LEVEL = 0.95
 N_RESAMPLES = 100
 INTERVAL = "percentile"
 REPLICATES = 8
@@ -66,7 +66,7 @@ class IntervalPlan:
     """
 
     method: IntervalMethod = "bootstrap"
-    conf_level: float = CONF_LEVEL
+    level: float = LEVEL
     n_resamples: int = N_RESAMPLES
     interval: IntervalKind = INTERVAL
     replicates: int = REPLICATES
@@ -89,11 +89,11 @@ class IntervalPlan:
         if self.method not in INTERVAL_METHODS:
             raise ConfigError(f"`intervals` must be one of {INTERVAL_METHODS}, got {self.method!r}")
         if self.kind == "bootstrap":
-            bootstrap.check_bootstrap(self.n_resamples, self.conf_level, self.interval)
+            bootstrap.check_bootstrap(self.n_resamples, self.level, self.interval)
         elif self.kind == "rqmc":
             check_replicates(self.replicates)
-            if not 0.0 < self.conf_level < 1.0:
-                raise ConfigError(f"`conf_level` must lie in (0, 1), got {self.conf_level!r}")
+            if not 0.0 < self.level < 1.0:
+                raise ConfigError(f"`level` must lie in (0, 1), got {self.level!r}")
         return self
 
     def weights(self, n: int) -> np.ndarray:
@@ -121,23 +121,23 @@ class IntervalPlan:
         if self.kind == "rqmc":
             estimate, reps = replicates[0], replicates[1:]
             r = reps.shape[0]
-            half = stats.t.ppf(0.5 + self.conf_level / 2, r - 1) * np.std(reps, axis=0, ddof=1) / np.sqrt(r)
+            half = stats.t.ppf(0.5 + self.level / 2, r - 1) * np.std(reps, axis=0, ddof=1) / np.sqrt(r)
             return np.stack([estimate - half, estimate + half], axis=-1)
-        return bootstrap.interval(replicates, self.conf_level, self.interval)
+        return bootstrap.interval(replicates, self.level, self.interval)
 
     def describe(self) -> str:
         """The interval's kind, for a ``long_name``."""
         if self.kind == "rqmc":
-            return (f"randomised-QMC Student-t {self.conf_level:g} confidence interval "
+            return (f"randomised-QMC Student-t {self.level:g} confidence interval "
                     f"over {self.replicates} scramblings")
-        return f"bootstrap {self.conf_level:g} confidence interval"
+        return f"bootstrap {self.level:g} confidence interval"
 
     def attrs(self) -> dict[str, object]:
         """The attributes that record how the intervals were made."""
         if self.kind == "rqmc":
-            return {"intervals": "rqmc", "replicates": self.replicates, "conf_level": self.conf_level}
+            return {"intervals": "rqmc", "replicates": self.replicates, "level": self.level}
         if self.kind == "bootstrap":
-            return {"intervals": "bootstrap", "n_resamples": self.n_resamples, "conf_level": self.conf_level,
+            return {"intervals": "bootstrap", "n_resamples": self.n_resamples, "level": self.level,
                     "interval": self.interval}
         return {"intervals": "none"}
 

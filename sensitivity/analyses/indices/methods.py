@@ -24,7 +24,7 @@ import numpy as np
 from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, onepass,
                                           shapley, sobol_dependent)
 from sensitivity.analyses.indices.design import check_power_of_two
-from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
+from sensitivity.analyses.indices.intervals import INTERVAL, INTERVAL_METHODS, LEVEL, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
@@ -95,12 +95,12 @@ class Intervals:
     designs (Morris' random trajectories, DGSM from a stored sweep); ``bootstrap`` — the bootstrap
     everywhere (the Sobol' designs then one scrambling); ``none`` — no intervals, no cost.
     ``n_resamples`` (0: no bootstrap intervals) and ``interval`` (``percentile`` | ``normal``) set
-    the bootstrap; ``conf_level`` every interval.
+    the bootstrap; ``level`` every interval.
     """
 
     method: str = "rqmc"
     replicates: int = REPLICATES
-    conf_level: float = CONF_LEVEL
+    level: float = LEVEL
     n_resamples: int = N_RESAMPLES
     interval: str = INTERVAL
 
@@ -113,7 +113,7 @@ class Intervals:
     def plan(self, *, qmc: bool, seed: int | None = None) -> IntervalPlan:
         """The intervals of one analysis, on a scrambled-Sobol' (``qmc``) or an i.i.d. design."""
         method = "bootstrap" if self.method == "rqmc" and not qmc else self.method
-        return IntervalPlan(method, self.conf_level, self.n_resamples, self.interval,  # type: ignore[arg-type]
+        return IntervalPlan(method, self.level, self.n_resamples, self.interval,  # type: ignore[arg-type]
                             self.replicates, seed)
 
     def replicates_of(self, *, qmc: bool) -> int:
@@ -350,7 +350,7 @@ class Shapley:
     Exact permutations (every subset cost, ``n_outer`` outer draws each) for at most ``exact_up_to``
     inputs, else ``n_permutations`` random orders (one outer draw per step); ``n_inner`` conditional
     draws per outer draw, ``n_variance`` draws for the output variance. Pseudo-random draws: intervals
-    are ``Sh -+ z se`` at ``intervals.conf_level`` (none with ``intervals.method: none``).
+    are ``Sh -+ z se`` at ``intervals.level`` (none with ``intervals.method: none``).
     """
 
     n_outer: int = 4096
@@ -364,7 +364,7 @@ class Shapley:
                               n_permutations=self.n_permutations, exact_up_to=self.exact_up_to, seed=seed)
 
     def run(self, ctx: Context, design: shapley.Design) -> dict[str, xr.Dataset]:
-        level = None if ctx.intervals.method == "none" else ctx.intervals.conf_level
+        level = None if ctx.intervals.method == "none" else ctx.intervals.level
         analysis = partial(shapley.analyze_model, level=level, **ctx.model.labels)
         return {"shapley": timed(f"shapley: {design.n_points} evaluations", analysis, ctx.model.values, design,
                                  ctx.space)}
@@ -459,7 +459,7 @@ class GivenData:
             points, values = design, timed(f"given_data: {len(design)} evaluations", ctx.model.values, design)
         batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
         return {"given_data": given_data.analyze(points, values, ctx.space, batches=batches, seed=ctx.seed,
-                                                 level=ctx.intervals.conf_level, **ctx.model.labels)}
+                                                 level=ctx.intervals.level, **ctx.model.labels)}
 
 
 def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:

@@ -52,7 +52,7 @@ from sensitivity.analyses.indices.design import Seed, as_values, check_rows, is_
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
-from sensitivity.analyses.indices.intervals import CONF_LEVEL
+from sensitivity.analyses.indices.intervals import LEVEL
 
 xr = lazy_import("xarray")
 stats = lazy_import("scipy.stats")
@@ -217,7 +217,7 @@ def analyze(
     design: Design,
     space: ParameterSpace,
     *,
-    level: float | None = CONF_LEVEL,
+    level: float | None = LEVEL,
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
 ) -> xr.Dataset:
@@ -266,7 +266,7 @@ def analyze_model(
 
 
 def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space: ParameterSpace,
-             level: float | None = CONF_LEVEL, output_names: Sequence[str] | None = None,
+             level: float | None = LEVEL, output_names: Sequence[str] | None = None,
              output_units: Sequence[str] | None = None) -> xr.Dataset:
     """The labeled Shapley effects (:func:`analyze`) from every part's :func:`part_statistics`, in part order."""
     if level is not None and not 0.0 < level < 1.0:
@@ -317,7 +317,7 @@ def _dataset(statistics: Sequence[dict[str, np.ndarray]], design: Design, space:
         "n_inner": design.n_inner,
         "n_points": design.n_points,
         "intervals": "none" if level is None else "standard_error",
-        **({} if level is None else {"conf_level": level}),
+        **({} if level is None else {"level": level}),
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

@@ -42,10 +42,10 @@ def nested(sim: object, sur: object, *, min_rows: int = 2) -> tuple[np.ndarray, 
     return y0, y1
 
 
-def conf_level(value: float) -> float:
+def level(value: float) -> float:
     """A confidence level in (0, 1)."""
     if not 0.0 < value < 1.0:
-        raise ConfigError(f"`conf_level` must be in (0, 1), got {value}")
+        raise ConfigError(f"`level` must be in (0, 1), got {value}")
     return float(value)
 
 

@@ -69,20 +69,20 @@ class ControlVariate:
     interval
         ``"formula"``: normal interval from the estimator's variance formula; ``"bootstrap"``: percentile
         interval over resamples of the simulator rows (and, independently, the surrogate-only rows).
-    conf_level
+    level
         Confidence level of the interval, in (0, 1).
     n_resamples
         Bootstrap resamples (``interval="bootstrap"`` only), >= 10.
     """
 
     interval: IntervalMethod = "formula"
-    conf_level: float = 0.95
+    level: float = 0.95
     n_resamples: int = 400
 
     def check(self) -> ControlVariate:
         """These settings, or a :class:`~sensitivity.errors.ConfigError` naming the bad field."""
         checks.choice(self.interval, "interval", INTERVAL_METHODS)
-        checks.conf_level(self.conf_level)
+        checks.level(self.level)
         checks.count(self.n_resamples, "n_resamples", 10)
         return self
 
@@ -98,7 +98,7 @@ class CVResult:
     estimate, standard_error
         The estimate [output units, squared for (co)variances] and its standard error.
     interval
-        ``[..., 2]`` low and high bounds at ``conf_level``, by ``interval_method``.
+        ``[..., 2]`` low and high bounds at ``level``, by ``interval_method``.
     alpha
         The control-variate weight, estimated on the shared points [1].
     correlation
@@ -129,7 +129,7 @@ class CVResult:
     bias_standard_error: np.ndarray
     n_sim: int
     n_sur: int
-    conf_level: float
+    level: float
     interval_method: str
     method: str = METHOD
     references: str = REFERENCES
@@ -276,7 +276,7 @@ def _run(quantity: str, sim: np.ndarray, sur: np.ndarray, settings: ControlVaria
     out = _estimate(quantity, y0, y1)
     if settings.interval == "formula":
         se = np.sqrt(out["variance"])
-        z = checks.z_value(settings.conf_level)
+        z = checks.z_value(settings.level)
         interval = np.stack([out["estimate"] - z * se, out["estimate"] + z * se], axis=-1)
     else:
         rng = checks.rng(seed)
@@ -286,12 +286,12 @@ def _run(quantity: str, sim: np.ndarray, sur: np.ndarray, settings: ControlVaria
             reps.append(_estimate(quantity, y0[rows[:n]], y1[rows])["estimate"])
         reps = np.stack(reps)
         se = reps.std(axis=0, ddof=1)
-        tail = 50 * (1 - settings.conf_level)
+        tail = 50 * (1 - settings.level)
         interval = np.moveaxis(np.percentile(reps, [tail, 100 - tail], axis=0), 0, -1)
     return CVResult(
         quantity=quantity, estimate=out["estimate"], standard_error=se, interval=interval, alpha=out["alpha"],
         correlation=out["correlation"], variance_ratio=out["variance_ratio"],
         simulator_only=out["simulator_only"], surrogate_only=out["surrogate_only"], bias=out["bias"],
         bias_standard_error=np.sqrt(out["bias_variance"]), n_sim=n, n_sur=n_all,
-        conf_level=settings.conf_level, interval_method=settings.interval,
+        level=settings.level, interval_method=settings.interval,
     )

@@ -85,7 +85,7 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
     g = len(space)
     m = est["mean"].estimate.shape[0]
     spec = output if output is not None else OutputSpec.generic((m,))
-    z = z_value(s.conf_level)
+    z = z_value(s.level)
     n_mc = s.budget // (g + 2)  # simulator-only row blocks at the same budget
     mf, sur = est["sobol"], est["sobol_surrogate"]
     values = {
@@ -118,7 +118,7 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
                                                           "bias the simulator corrected)", **attrs})
         data[f"{name}_bias_se"] = (dims, bias_se, {"long_name": f"{long}: standard error of the bias", **attrs})
         tolerance, scale = _tolerance(name, anchored, values)
-        verdict = outcome(bias, bias_se, scale, tolerance, Power(s.conf_level))
+        verdict = outcome(bias, bias_se, scale, tolerance, Power(s.level))
         data[f"{name}_bias_significant"] = (dims, (verdict == FAILS).astype(np.int8), {
             "long_name": f"{long}: the surrogate's bias exceeds {z:.3g} standard errors and the tolerance "
                          f"{tolerance if np.ndim(tolerance) == 0 else 'of the output'}", "units": "1",
@@ -154,14 +154,14 @@ def study_dataset(output: OutputSpec | None, space: ParameterSpace, est: dict[st
         "cost_sur": float(cost_sur), "cost_ratio": float(cost_ratio),
         "n_sim_optimal": int(plan.n_sim), "allocation_note": str(getattr(plan, "note", "")),
         "cost_ratio_source": "given" if s.cost_ratio else "measured",
-        "surrogate_worthwhile": int(plan.worthwhile), "conf_level": float(s.conf_level),
+        "surrogate_worthwhile": int(plan.worthwhile), "level": float(s.level),
         "verdict": {FAILS: "bias significant", HOLDS: "no significant bias", INCONCLUSIVE: "inconclusive"}[agreement],
         "method": METHOD, "references": REFERENCES})
     if "members" in est:  # an ensemble: each member's surrogate-only estimates, their spread, the combined intervals
         members = [xr.Dataset({f"{q}_surrogate": (ds[f"{q}_surrogate"].dims, values)
                                for q, values in _surrogate_only(member).items()}, coords=ds.coords)
                    for member in est["members"]]
-        ds = with_member_spread(ds, members, s.conf_level, names=[f"{q}_surrogate" for q in QUANTITIES])
+        ds = with_member_spread(ds, members, s.level, names=[f"{q}_surrogate" for q in QUANTITIES])
     return unstack_output(ds, spec)
 
 

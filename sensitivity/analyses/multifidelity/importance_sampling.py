@@ -60,7 +60,7 @@ class MFImportanceSampling:
         Expectation-maximisation iterations (>= 1).
     regularisation
         Added to every component's covariance: this multiple of its mean variance times the identity (>= 0).
-    conf_level
+    level
         Confidence level of the normal interval, in (0, 1).
     """
 
@@ -71,7 +71,7 @@ class MFImportanceSampling:
     min_failures: int = 10
     em_iterations: int = 100
     regularisation: float = 1e-6
-    conf_level: float = 0.95
+    level: float = 0.95
 
     def check(self) -> MFImportanceSampling:
         """These settings, or a :class:`~sensitivity.errors.ConfigError` naming the bad field."""
@@ -84,7 +84,7 @@ class MFImportanceSampling:
             raise ConfigError(f"`defensive` must be in [0, 1), got {self.defensive}")
         if not (math.isfinite(self.regularisation) and self.regularisation >= 0):
             raise ConfigError(f"`regularisation` must be a finite number >= 0, got {self.regularisation}")
-        checks.conf_level(self.conf_level)
+        checks.level(self.level)
         return self
 
 
@@ -117,7 +117,7 @@ class MFISResult:
     probability, standard_error, coefficient_of_variation
         ``Pf`` [1], its standard error [1] and ``se / Pf`` [1] (inf where ``Pf = 0``).
     interval
-        ``[2]`` normal interval at ``conf_level``, clipped at 0.
+        ``[2]`` normal interval at ``level``, clipped at 0.
     surrogate_probability
         The surrogate's own failure fraction on the nominal sample (carries the surrogate's bias) [1].
     n_failures_surrogate, n_failures_simulator
@@ -143,7 +143,7 @@ class MFISResult:
     failed: np.ndarray
     biasing: GaussianMixture
     defensive: float
-    conf_level: float
+    level: float
     method: str = METHOD
     references: str = REFERENCES
 
@@ -193,14 +193,14 @@ def failure_probability(sim_limit_state: LimitState, sur_limit_state: LimitState
     terms = np.where(failed, np.exp(log_w), 0.0)
     pf = float(terms.mean())
     se = float(terms.std(ddof=1) / math.sqrt(terms.size))
-    zq = checks.z_value(s.conf_level)
+    zq = checks.z_value(s.level)
     w = np.exp(log_w - log_w.max())
     return MFISResult(
         probability=pf, standard_error=se, coefficient_of_variation=se / pf if pf > 0 else math.inf,
         interval=np.array([max(pf - zq * se, 0.0), pf + zq * se]),
         surrogate_probability=float(np.mean(g_sur <= 0)), n_failures_surrogate=int(failures.shape[0]),
         n_failures_simulator=int(failed.sum()), effective_sample_size=float(w.sum() ** 2 / (w**2).sum()),
-        points=z, log_weights=log_w, failed=failed, biasing=mixture, defensive=s.defensive, conf_level=s.conf_level,
+        points=z, log_weights=log_w, failed=failed, biasing=mixture, defensive=s.defensive, level=s.level,
     )
 
 

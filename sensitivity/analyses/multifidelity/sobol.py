@@ -53,16 +53,16 @@ class MFSobol:
     n_resamples
         Bootstrap resamples of the rows for the intervals and the measured variance reduction
         (0: none, the interval and measured fields are NaN; else >= 10).
-    conf_level
+    level
         Confidence level of the percentile intervals, in (0, 1).
     """
 
     n_resamples: int = 200
-    conf_level: float = 0.95
+    level: float = 0.95
 
     def check(self) -> MFSobol:
         """These settings, or a :class:`~sensitivity.errors.ConfigError` naming the bad field."""
-        checks.conf_level(self.conf_level)
+        checks.level(self.level)
         if self.n_resamples != 0:
             checks.count(self.n_resamples, "n_resamples", 10)
         return self
@@ -76,7 +76,7 @@ class MFSobolResult:
     ----------
     S1, ST
         ``[G, m]`` main and total indices [1]; ``S1_se``, ``ST_se`` their bootstrap standard errors and
-        ``S1_interval``, ``ST_interval`` ``[G, m, 2]`` percentile intervals at ``conf_level``.
+        ``S1_interval``, ``ST_interval`` ``[G, m, 2]`` percentile intervals at ``level``.
     variance
         ``[m]`` control-variate estimate of the output variance [output units squared].
     simulator_only, surrogate_only
@@ -110,7 +110,7 @@ class MFSobolResult:
     variance_ratio_bootstrap: dict[str, np.ndarray]
     n_sim: int
     n_sur: int
-    conf_level: float
+    level: float
     method: str = METHOD
     references: str = REFERENCES
 
@@ -153,7 +153,7 @@ def sobol_indices(sim: np.ndarray, sur: np.ndarray, n_factors: int, settings: MF
         rng = checks.rng(seed)
         reps = [_estimate(y0[rows[:n]], y1[rows]) for rows in
                 (control_variates.bootstrap_rows(rng, n, n_all) for _ in range(s.n_resamples))]
-        tail = 50 * (1 - s.conf_level)
+        tail = 50 * (1 - s.level)
         for key in ("S1", "ST"):
             mf = np.stack([r[key] for r in reps])
             alone = np.stack([r[f"sim_{key}"] for r in reps])
@@ -169,7 +169,7 @@ def sobol_indices(sim: np.ndarray, sur: np.ndarray, n_factors: int, settings: MF
         surrogate_only={k: est[f"sur_{k}"] for k in ("S1", "ST", "variance")},
         alpha={k: est[f"alpha_{k}"] for k in parts}, correlation={k: est[f"rho_{k}"] for k in parts},
         variance_ratio_formula={k: est[f"ratio_{k}"] for k in parts}, variance_ratio_bootstrap=measured,
-        n_sim=n, n_sur=n_all, conf_level=s.conf_level,
+        n_sim=n, n_sur=n_all, level=s.level,
     )
 
 

@@ -69,7 +69,7 @@ class MultifidelityStudy:
         surrogate leaves goes to simulator runs.
     n_resamples
         Bootstrap resamples of the indices' intervals (>= 10).
-    conf_level
+    level
         Confidence level of every interval, in (0, 1).
     cost_ratio
         The simulator's cost per run over the surrogate's [1], which sets the allocation; None: measured (the
@@ -81,7 +81,7 @@ class MultifidelityStudy:
     pilot: int = 64
     surrogate_rows: int = 4096
     n_resamples: int = 200
-    conf_level: float = 0.95
+    level: float = 0.95
     cost_ratio: float | None = None
 
     def check(self, n_factors: int | None = None) -> MultifidelityStudy:
@@ -92,7 +92,7 @@ class MultifidelityStudy:
         checks.count(self.surrogate_rows, "surrogate_rows", 4)
         if self.surrogate_rows & (self.surrogate_rows - 1):
             raise ConfigError(f"`surrogate_rows` must be a power of two, got {self.surrogate_rows}")
-        MFSobol(self.n_resamples, self.conf_level).check()
+        MFSobol(self.n_resamples, self.level).check()
         r = self.cost_ratio
         if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0):
             raise ConfigError(f"`cost_ratio` must be a number > 0 (or null: measured), got {r!r}")
@@ -266,8 +266,8 @@ def _surrogate(model) -> tuple[Callable[[np.ndarray], np.ndarray], object, int]:
 def _estimates(y0: np.ndarray, y1: np.ndarray, g: int, s: MultifidelityStudy, rng: np.random.Generator) -> dict:
     """Anchored and surrogate-only indices and moments of blocks ``y0 [n, G + 2, m]`` and ``y1 [N, G + 2, m]``."""
     n = y0.shape[0]
-    mf = MFSobol(s.n_resamples, s.conf_level)
-    cv = ControlVariate(conf_level=s.conf_level)
+    mf = MFSobol(s.n_resamples, s.level)
+    cv = ControlVariate(level=s.level)
     ab0 = np.concatenate([y0[:, 0], y0[:, -1]])
     ab1 = np.concatenate([y1[:n, 0], y1[:n, -1], y1[n:, 0], y1[n:, -1]])  # the shared rows first (nested)
     return {
@@ -280,8 +280,8 @@ def _surrogate_only(y1: np.ndarray, g: int, s: MultifidelityStudy, rng: np.rando
     """The surrogate-only indices and moments of its blocks ``y1 [N, G + 2, m]`` (the estimators with the surrogate
     as both fidelities, ``n = N``: the control variate vanishes)."""
     ab = np.concatenate([y1[:, 0], y1[:, -1]])
-    cv = ControlVariate(conf_level=s.conf_level)
-    return {"sobol_surrogate": sobol_indices(y1, y1, g, MFSobol(s.n_resamples, s.conf_level), seed=rng),
+    cv = ControlVariate(level=s.level)
+    return {"sobol_surrogate": sobol_indices(y1, y1, g, MFSobol(s.n_resamples, s.level), seed=rng),
             "mean_surrogate": estimate_mean(ab, ab, cv), "variance_surrogate": estimate_variance(ab, ab, cv)}
 
 

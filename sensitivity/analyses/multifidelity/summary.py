@@ -9,6 +9,7 @@ import numpy as np
 
 from sensitivity.analyses.agreement import (FAILS, HOLDS, INCONCLUSIVE, INDEX_TOLERANCE, MOMENT_TOLERANCE, Power,
                                             overall, runs_needed)
+from sensitivity.datasets.settings import recorded_attr
 from sensitivity.datasets.summary import BAD, GOOD, UNSURE, Cell, Fact, Summary, Table, Verdict, recorded_warnings
 from sensitivity.datasets.summary_text import checked, interval, names, number, percent, units_at, with_units
 from sensitivity.runtime.lazy import lazy_import
@@ -106,7 +107,7 @@ def _list(items: list[str]) -> str:
 def _runs_needed(ds: xr.Dataset, codes: dict[str, np.ndarray]) -> int:
     """The simulator runs at which every inconclusive value's standard error would see a factor-2 error (or the
     tolerance), from the runs spent (:func:`~sensitivity.analyses.agreement.runs_needed`)."""
-    power, runs = Power(float(ds.attrs.get("conf_level", 0.95))), int(ds.attrs["n_sim_runs"])
+    power, runs = Power(float(recorded_attr(ds, "level", 0.95))), int(ds.attrs["n_sim_runs"])
     std = np.sqrt(np.maximum(ds["output_variance"].values, 0.0))
     scales = {"S1": (ds["S1"].values, INDEX_TOLERANCE), "ST": (ds["ST"].values, INDEX_TOLERANCE),
               "output_mean": (std, MOMENT_TOLERANCE * std),

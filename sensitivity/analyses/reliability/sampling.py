@@ -63,16 +63,16 @@ STATUS_MESSAGES = {CONVERGED: "converged", MAX_LEVELS: "max_levels reached befor
 
 @dataclass(frozen=True)
 class MonteCarloSettings:
-    """Settings of :func:`monte_carlo`: ``n_samples``, ``block_size`` (points per call), ``confidence``."""
+    """Settings of :func:`monte_carlo`: ``n_samples``, ``block_size`` (points per call), ``level``."""
 
     n_samples: int = 100_000
     block_size: int = 10_000
-    confidence: float = 0.95
+    level: float = 0.95
 
     def __post_init__(self) -> None:
         positive_int("n_samples", self.n_samples)
         positive_int("block_size", self.block_size)
-        fraction("confidence", self.confidence)
+        fraction("level", self.level)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class ImportanceSettings:
 
     Parameters
     ----------
-    n_samples, block_size, confidence
+    n_samples, block_size, level
         As in :class:`MonteCarloSettings`.
     weights
         Mixture weights of the centres: ``'equal'`` or ``'probability'`` (``~ Phi(-beta_i)``, needs ``betas``).
@@ -92,14 +92,14 @@ class ImportanceSettings:
 
     n_samples: int = 20_000
     block_size: int = 10_000
-    confidence: float = 0.95
+    level: float = 0.95
     weights: Literal["equal", "probability"] = "probability"
     defensive: float = 0.1
 
     def __post_init__(self) -> None:
         positive_int("n_samples", self.n_samples)
         positive_int("block_size", self.block_size)
-        fraction("confidence", self.confidence)
+        fraction("level", self.level)
         choice("weights", self.weights, ("equal", "probability"))
         if not isinstance(self.defensive, (int, float)) or isinstance(self.defensive, bool) or not 0 <= self.defensive < 1:
             raise ConfigError(f"`defensive` must be a weight in [0, 1), got {self.defensive!r}")
@@ -117,8 +117,8 @@ class SubsetSettings:
         Conditional probability of each intermediate level.
     max_levels
         Most levels (the Monte Carlo one included) before giving up with ``MAX_LEVELS``.
-    confidence
-        Of the lognormal interval.
+    level
+        Probability of the lognormal interval of ``pf``, in (0, 1) (an interval's level, not a subset level).
     target_acceptance
         aCS's target acceptance rate (0.44, Papaioannou et al. 2015).
     initial_scale
@@ -128,7 +128,7 @@ class SubsetSettings:
     n_per_level: int = 2_000
     p0: float = 0.1
     max_levels: int = 20
-    confidence: float = 0.95
+    level: float = 0.95
     target_acceptance: float = 0.44
     initial_scale: float = 0.6
 
@@ -136,7 +136,7 @@ class SubsetSettings:
         positive_int("n_per_level", self.n_per_level)
         fraction("p0", self.p0)
         positive_int("max_levels", self.max_levels)
-        fraction("confidence", self.confidence)
+        fraction("level", self.level)
         fraction("target_acceptance", self.target_acceptance)
         positive("initial_scale", self.initial_scale)
         seeds = self.n_per_level * self.p0
@@ -217,7 +217,7 @@ def monte_carlo(limit_state: ValuesFn, n: int, settings: MonteCarloSettings = Mo
     pf = failures / settings.n_samples
     with np.errstate(divide="ignore", invalid="ignore"):
         cov = np.sqrt((1.0 - pf) / (settings.n_samples * pf))
-    return SamplingResult(pf=pf, interval=clopper_pearson(failures, settings.n_samples, settings.confidence),
+    return SamplingResult(pf=pf, interval=clopper_pearson(failures, settings.n_samples, settings.level),
                           cov=cov, failures=failures, evaluations=settings.n_samples, method="monte_carlo",
                           interval_kind="clopper-pearson")
 
@@ -327,7 +327,7 @@ def _importance_result(total: np.ndarray, total_sq: np.ndarray, failures: np.nda
     m = settings.n_samples
     pf = total / m
     se = np.sqrt(np.maximum(total_sq / m - pf**2, 0.0) / (m - 1))
-    z = stats.norm.isf((1.0 - settings.confidence) / 2.0)
+    z = stats.norm.isf((1.0 - settings.level) / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         cov = se / pf
     return SamplingResult(pf=pf, interval=np.stack([np.maximum(pf - z * se, 0.0), pf + z * se], axis=-1), cov=cov,
@@ -446,7 +446,7 @@ def subset_simulation(limit_state: ValuesFn, n: int, settings: SubsetSettings = 
     if status == CONVERGED:
         pf = float(np.prod(conditional_arr))
         cov = float(np.sqrt(np.sum(level_cov**2)))
-        spread = np.sqrt(np.log1p(cov**2)) * stats.norm.isf((1.0 - settings.confidence) / 2.0)
+        spread = np.sqrt(np.log1p(cov**2)) * stats.norm.isf((1.0 - settings.level) / 2.0)
         interval = np.array([pf * np.exp(-spread), pf * np.exp(spread)]) if pf > 0 else np.array([0.0, np.nan])
     else:
         pf, cov, interval = float("nan"), float("nan"), np.full(2, np.nan)

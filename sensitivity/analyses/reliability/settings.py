@@ -126,8 +126,8 @@ class ReliabilitySettings:
 
     @property
     def level(self) -> float:
-        """The level of every sampling interval: the importance sampling's ``confidence`` (its config key)."""
-        return fraction("confidence", self.importance.confidence)
+        """The level of every sampling interval: the importance sampling's ``level`` (config ``importance.level``)."""
+        return fraction("level", self.importance.level)
 
 
 def _numbers(values: Any) -> bool:

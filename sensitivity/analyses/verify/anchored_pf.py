@@ -12,7 +12,7 @@ estimate the change its own sign of ``g`` makes, so that
     ``Pf_sim = Pf_sur + mean(w (1[g_sim <= 0] - 1[g_sur <= 0]))``
 
 is unbiased for the *simulator's* failure probability whatever the surrogate's error (the mixture has full
-support), with the standard error of both parts and a normal interval at ``conf_level`` (clipped at 0). This is the
+support), with the standard error of both parts and a normal interval at ``level`` (clipped at 0). This is the
 estimator of :func:`sensitivity.analyses.verify.reliability.verify_reliability` (stratified sampling, Cochran 1977,
 ch. 5), which runs it to judge the surrogate: here it is the answer, beside the surrogate's own ``Pf_sur`` and its
 interval. Where the simulator fails in a region the proposal misses, only the safe stratum's subsample sees it:
@@ -52,21 +52,21 @@ class MFReliability:
         Most simulator runs per event, pilot included: where the pilot could not have seen a factor-2 change of Pf,
         the strata are topped up to the runs that would
         (:func:`~sensitivity.analyses.verify.reliability.verify_reliability`), at most this many [runs].
-    conf_level
+    level
         Confidence level of the intervals and of the verdict on the surrogate's error, in (0, 1).
     """
 
     failure_runs: int = 64
     safe_runs: int = 64
     max_runs: int = 4096
-    conf_level: float = 0.95
+    level: float = 0.95
 
     def check(self) -> MFReliability:
         """These settings, or a one-line :class:`~sensitivity.errors.ConfigError` naming the bad field."""
         checks.count(self.failure_runs, "failure_runs", 2)
         checks.count(self.safe_runs, "safe_runs", 2)
         checks.count(self.max_runs, "max_runs", self.failure_runs + self.safe_runs)
-        checks.conf_level(self.conf_level)
+        checks.level(self.level)
         return self
 
 
@@ -95,17 +95,17 @@ def failure_probabilities(simulate: FlatFn, surrogate: FlatFn, to_physical: Call
         :func:`~sensitivity.analyses.verify.reliability.verify_reliability`'s variables on ``reliability_event``
         (``reliability_pf_simulator``: the anchored Pf, ``reliability_pf_surrogate``: the surrogate's, each with
         its ``_se``; ``reliability_changes``: the surrogate's error changes Pf beyond the sampling uncertainty) at
-        ``conf_level``, with ``reliability_pf_simulator_interval`` and ``reliability_pf_surrogate_interval``
+        ``level``, with ``reliability_pf_simulator_interval`` and ``reliability_pf_surrogate_interval``
         ``(reliability_event, bound)``.
     """
     s = settings.check()
-    at_level = dataclasses.replace(found, importance=dataclasses.replace(found.importance, confidence=s.conf_level))
+    at_level = dataclasses.replace(found, importance=dataclasses.replace(found.importance, level=s.level))
     ds = verify_reliability(simulate, surrogate, to_physical, at_level, failure_runs=s.failure_runs,
                             safe_runs=s.safe_runs, max_runs=s.max_runs, seed=seed)
-    z = checks.z_value(s.conf_level)
+    z = checks.z_value(s.level)
     for who in ("simulator", "surrogate"):
         pf, se = ds[f"reliability_pf_{who}"], ds[f"reliability_pf_{who}_se"]
         bounds = np.stack([np.maximum(pf.values - z * se.values, 0.0), pf.values + z * se.values], axis=-1)
         ds[f"reliability_pf_{who}_interval"] = (("reliability_event", "bound"), bounds, {
-            "long_name": f"{pf.attrs['long_name']}, {s.conf_level:.0%} interval (normal, clipped at 0)", "units": "1"})
+            "long_name": f"{pf.attrs['long_name']}, {s.level:.0%} interval (normal, clipped at 0)", "units": "1"})
     return ds.assign_attrs(reliability_method=METHOD, reliability_references=REFERENCES)

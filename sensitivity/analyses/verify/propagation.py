@@ -98,7 +98,7 @@ def verify_propagation(simulate: FlatFn, surrogate: FlatFn, points: np.ndarray, 
                         f"{runs!r}")
     approx = np.asarray(surrogate(points), float).reshape(len(points), -1)
     truth = np.asarray(simulate(points[:runs]), float).reshape(runs, -1)
-    cv = ControlVariate(conf_level=level)
+    cv = ControlVariate(level=level)
     mean, variance = estimate_mean(truth, approx, cv), estimate_variance(truth, approx, cv)
     std = np.sqrt(np.maximum(variance.estimate, 0.0))
     z = z_value(level)

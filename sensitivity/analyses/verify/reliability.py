@@ -84,7 +84,7 @@ class ReliabilityEvents:
         ``[E, D, n]``, ``[E, D]``, ``[E, D]`` the design points (NaN rows: none), their indices, and
         ``d beta / d T`` [1 / the output's units].
     importance
-        The analysis's importance-sampling settings (its proposal's weights, sample size and confidence).
+        The analysis's importance-sampling settings (its proposal's weights, sample size and interval level).
     """
 
     indices: np.ndarray
@@ -143,7 +143,7 @@ def verify_reliability(simulate: FlatFn, surrogate: FlatFn, to_physical: Callabl
         [runs].
     power
         The chance of seeing a factor-2 change of pf the check is planned and judged by
-        (:class:`~sensitivity.analyses.agreement.Power`, at the analysis's confidence).
+        (:class:`~sensitivity.analyses.agreement.Power`, at the analysis's interval level).
     seed
         Of the redrawn importance samples and the subsamples.
 
@@ -168,7 +168,7 @@ def verify_reliability(simulate: FlatFn, surrogate: FlatFn, to_physical: Callabl
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < failure_runs + safe_runs:
         raise ConfigError(f"`max_runs` must be an integer >= failure_runs + safe_runs = {failure_runs + safe_runs}, "
                           f"got {max_runs!r}")
-    judge = Power(found.importance.confidence, power)
+    judge = Power(found.importance.level, power)
     rng = np.random.default_rng(seed)
     t = len(found.thresholds)
     e, d = found.design_beta.shape
@@ -330,7 +330,7 @@ def _dataset(found: ReliabilityEvents, design_error: np.ndarray, per_event: dict
             "long_name": "simulator runs of the event in its failure region (pilot and top-up)", **one}),
         "reliability_runs_needed": (event_dims, per_event["needed"], {
             "long_name": f"simulator runs in the failure region that would see a factor-2 change of pf at "
-                         f"{judge.confidence:.0%} confidence with power {judge.power:.0%} (inf: no number would; the "
+                         f"{judge.level:.0%} confidence with power {judge.power:.0%} (inf: no number would; the "
                          "importance sample itself is too small)", **one}),
         "reliability_changes": (event_dims, changes.astype(np.int8), {
             "long_name": f"the surrogate's error changes pf: |change| > {z:.3g} (se of pf + se of the change)",

@@ -13,11 +13,11 @@ from tests.helpers.functions import ishigami, ishigami_jacobian, uniform_space
 ISHIGAMI = uniform_space(3, -np.pi, np.pi)
 
 
-def t_interval(estimate: np.ndarray, replicates: np.ndarray, conf_level: float) -> np.ndarray:
+def t_interval(estimate: np.ndarray, replicates: np.ndarray, level: float) -> np.ndarray:
     """scipy's Student-t interval around ``estimate`` with the standard error of the replicates' mean."""
     r = replicates.shape[0]
     scale = replicates.std(axis=0, ddof=1) / np.sqrt(r)
-    return np.stack(stats.t.interval(conf_level, r - 1, loc=estimate, scale=scale), axis=-1)
+    return np.stack(stats.t.interval(level, r - 1, loc=estimate, scale=scale), axis=-1)
 
 
 def test_each_scrambling_is_a_balanced_net_of_its_own():
@@ -36,7 +36,7 @@ def test_sobol_rqmc_interval_is_the_t_interval_of_the_scramblings():
     r, n = 8, 512
     x = sobol.sample(ISHIGAMI, n, seed=7, replicates=r)
     y = ishigami(x)
-    ds = sobol.analyze(y, ISHIGAMI, intervals=IntervalPlan("rqmc", replicates=r, conf_level=0.9))
+    ds = sobol.analyze(y, ISHIGAMI, intervals=IntervalPlan("rqmc", replicates=r, level=0.9))
     rows = y.reshape(r, -1, 1)  # the rows of each scrambling, one after the other
     reps = [sobol.analyze(rows[k], ISHIGAMI, intervals=IntervalPlan("none")) for k in range(r)]
     for key in ("S1", "ST"):
@@ -83,7 +83,7 @@ def test_no_intervals_cost_nothing_and_leave_no_interval_variables():
 @pytest.mark.parametrize("plan, error, message", [
     (IntervalPlan("rqmc", replicates=3), ConfigError, "`replicates` must be a power of two >= 2, got 3"),
     (IntervalPlan("rqmc", replicates=1), ConfigError, "`replicates` must be a power of two >= 2, got 1"),
-    (IntervalPlan("rqmc", conf_level=1.0), ConfigError, "`conf_level` must lie in (0, 1), got 1.0"),
+    (IntervalPlan("rqmc", level=1.0), ConfigError, "`level` must lie in (0, 1), got 1.0"),
     (IntervalPlan("jackknife"), ConfigError, "`intervals` must be one of ('rqmc', 'bootstrap', 'none')"),
     (IntervalPlan("bootstrap", n_resamples=1), ConfigError, "`n_resamples` must be 0 (no intervals) or an integer"),
 ])

@@ -114,5 +114,5 @@ def test_bad_inputs_are_refused_with_one_line_naming_them():
         estimate_mean(np.where(np.arange(N_SIM)[:, None] == 4, np.nan, sim), sur)
     with pytest.raises(ConfigError, match="`interval` must be one of"):
         estimate_mean(sim, sur, ControlVariate(interval="student"))
-    with pytest.raises(ConfigError, match="`conf_level` must be in"):
-        estimate_mean(sim, sur, ControlVariate(conf_level=95))
+    with pytest.raises(ConfigError, match="`level` must be in"):
+        estimate_mean(sim, sur, ControlVariate(level=95))

@@ -75,7 +75,7 @@ def test_each_functional_of_a_linear_series_gives_beta_and_pf_exact(name):
     settings = ReliabilitySettings(thresholds=thresholds.tolist(), functionals=(functional,),
                                    form=FormSettings(tolerance=1e-9),
                                    methods=("form", "importance_sampling"),
-                                   importance=ImportanceSettings(n_samples=4_000, confidence=0.999))
+                                   importance=ImportanceSettings(n_samples=4_000, level=0.999))
     ds = reliability(_engine(), SPACE, settings, seed=2)
     beta, pf = exact(name, thresholds)
     assert ds["pf"].dims == ("reliability_method", "threshold", "functional")

@@ -31,7 +31,7 @@ def linear(u):
 
 def test_monte_carlo_interval_covers_the_exact_probability_of_every_event():
     thresholds = [1.0, 2.0]
-    settings = MonteCarloSettings(n_samples=200_000, block_size=30_000, confidence=0.999)  # 4 events
+    settings = MonteCarloSettings(n_samples=200_000, block_size=30_000, level=0.999)  # 4 events
     result = monte_carlo(lambda u: threshold_values(u[:, :2], thresholds, "above"), 3, settings, seed=11)
     exact = np.repeat(stats.norm.sf(thresholds)[None, :], 2, axis=0).reshape(-1)
     assert np.all((result.interval[:, 0] <= exact) & (exact <= result.interval[:, 1]))
@@ -77,7 +77,7 @@ def test_importance_sampling_of_many_events_in_few_calls_is_each_events_own_run(
     centres[3] = np.stack([betas[3] * alphas[3], betas[3] * alphas[4]])
     given = [np.full(len(c), b) for c, b in zip(centres, betas)]
     for block, expected in ((10_000, [10_000] * 2), (4_000, [4_000, 1_000] * 4)):
-        settings = ImportanceSettings(n_samples=5_000, block_size=block, confidence=0.999)
+        settings = ImportanceSettings(n_samples=5_000, block_size=block, level=0.999)
         calls.clear()
         batched = importance_sampling_events(limit, centres, settings, betas=given, seed=np.random.default_rng(7))
         generator = np.random.default_rng(7)
