@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, onepass,
-                                          shapley, sobol_dependent)
+from sensitivity.analyses.indices import (active_subspaces, aggregated, aggregated_onepass, derivatives, dgsm,
+                                          given_data, morris, onepass, shapley, sobol_dependent, sobol_onepass)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
@@ -375,16 +375,27 @@ class SobolDependent:
     """Full and independent first-order and total Sobol' indices of dependent inputs.
 
     ``n`` base rows (a power of two) of the ``N (2 d + 2)``-run pick-freeze design of the space's copula
-    (:mod:`~sensitivity.analyses.indices.sobol_dependent`).
+    (:mod:`~sensitivity.analyses.indices.sobol_dependent`). With randomised-QMC intervals or none the design is
+    generated, evaluated and reduced in blocks, its finished groups kept where the run says
+    (:func:`~sensitivity.analyses.indices.sobol_onepass.analyze_model`: memory does not grow with ``n``, a killed
+    run resumes); bootstrap intervals resample the whole design, which is then drawn in :meth:`design` and held.
     """
 
     n: int = 1024
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
         intervals.check_size(self.n, what="n")
+        if intervals.plan(qmc=True).kind != "bootstrap":
+            return None
         return sobol_dependent.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
 
-    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
+        if design is None:
+            analysis = partial(sobol_onepass.analyze_model, ctx.model.values, ctx.space, self.n, seed=ctx.seed,
+                               dependent=True, kept=ctx.kept("sobol_dependent"), model_id=ctx.model.identity,
+                               **ctx.analysis_kwargs())
+            return {"sobol_dependent": timed(f"sobol_dependent: {self.n} base rows evaluated and reduced "
+                                             f"{sobol_onepass.BLOCK_ROWS} at a time", analysis)}
         values = timed(f"sobol_dependent: {len(design)} evaluations", ctx.model.values, design)
         return {"sobol_dependent": sobol_dependent.analyze(values, ctx.space, **ctx.analysis_kwargs())}
 
@@ -395,7 +406,9 @@ class Aggregated:
 
     ``n`` base rows of the Sobol' design (the dependent one for a correlated space); ``over`` the output
     dims reduced (None: all), ``weights`` ``None`` | ``"area"`` | ``{dim: [w, ...]}``, ``n_components``
-    principal components reported.
+    principal components reported. With randomised-QMC intervals or none the design is generated, evaluated and
+    reduced in blocks (:func:`~sensitivity.analyses.indices.aggregated_onepass.analyze_model`: memory does not grow
+    with ``n``); bootstrap intervals resample the whole design, which is then drawn in :meth:`design` and held.
     """
 
     n: int = 1024
@@ -403,19 +416,26 @@ class Aggregated:
     weights: str | Mapping[str, Sequence[float]] | None = None
     n_components: int = 3
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
         intervals.check_size(self.n, what="n")
         if not isinstance(self.n_components, int) or isinstance(self.n_components, bool) or self.n_components < 1:
             raise ConfigError(f"`n_components` must be an integer >= 1, got {self.n_components!r}")
+        if intervals.plan(qmc=True).kind != "bootstrap":
+            return None
         return aggregated.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
 
-    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
         spec = ctx.model.spec  # the output dims and weights are checked before any model run
         aggregated.output_weights(spec, aggregated.resolve_over(spec, self.over), self.weights)
-        values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
         kwargs = {k: v for k, v in ctx.analysis_kwargs().items() if k not in ctx.model.labels}
-        return {"aggregated": aggregated.analyze(values, ctx.space, spec, over=self.over,
-                                                 weights=self.weights, n_components=self.n_components, **kwargs)}
+        options = {"over": self.over, "weights": self.weights, "n_components": self.n_components, **kwargs}
+        if design is None:
+            return {"aggregated": timed(f"aggregated: {self.n} base rows evaluated and reduced "
+                                        f"{sobol_onepass.BLOCK_ROWS} at a time", partial(
+                                            aggregated_onepass.analyze_model, ctx.model.values, ctx.space, spec,
+                                            self.n, seed=ctx.seed, **options))}
+        values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
+        return {"aggregated": aggregated.analyze(values, ctx.space, spec, **options)}
 
 
 @dataclass(frozen=True)
