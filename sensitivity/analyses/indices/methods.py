@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import (active_subspaces, aggregated, aggregated_onepass, derivatives, dgsm,
-                                          given_data, morris, onepass, shapley, sobol_dependent, sobol_onepass)
+                                          given_data, given_data_bins, morris, onepass, shapley, sobol_dependent, sobol_onepass)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import CONF_LEVEL, INTERVAL, INTERVAL_METHODS, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
@@ -445,17 +445,21 @@ class GivenData:
     From the points and values of a stored ``sweep`` file on a ``random`` or ``lhs`` grid (read ``block``
     points at a time; see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that
     is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output
-    variable, or CSV: :func:`sensitivity.sweep.from_file.read_samples`), with no model runs; with neither, from
-    ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every first-order index). The
-    error is over ``intervals.replicates`` random batches of the points.
+    variable, or CSV: :func:`sensitivity.sweep.from_file.read_samples`), with no model runs, by the rank-based
+    estimator; with neither, from ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every
+    first-order index), drawn, evaluated and reduced in blocks by the partition estimator on ``bins`` bins of
+    equal probability per input (None: :func:`~sensitivity.analyses.indices.given_data_bins.default_bins`;
+    :mod:`~sensitivity.analyses.indices.given_data_bins`: memory does not grow with ``n``). The error is over
+    ``intervals.replicates`` batches of the points.
     """
 
     n: int = 4096
     sweep: str | Path | None = None
     samples: str | Path | None = None
     block: int = 65536
+    bins: int | None = None
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> None:
         if self.sweep is not None and self.samples is not None:
             raise ConfigError(f"give `sweep` or `samples`, not both, got {str(self.sweep)!r} and {str(self.samples)!r}")
         if not isinstance(self.block, int) or self.block < 1:
@@ -463,9 +467,12 @@ class GivenData:
         for key, path in (("sweep", self.sweep), ("samples", self.samples)):
             if path is not None and not Path(path).is_file():
                 raise DataError(f"`{key}` file not found: {path}")
-        return given_data.sample(space, self.n, seed=seed) if self.sweep is None and self.samples is None else None
+        if self.sweep is None and self.samples is None:
+            batches = 0 if intervals.method == "none" else intervals.replicates
+            given_data_bins.check(self.n, self._bins(batches), batches, intervals.conf_level)
 
-    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
+        batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
         if self.sweep is not None:
             with StoredSweep(self.sweep) as sweep:
                 points, values = timed(f"given_data: read {self.sweep}", sweep_sample, sweep, self.block)
@@ -476,10 +483,16 @@ class GivenData:
                                           key="given_data.samples")
             values = values.reshape(len(points), -1)
         else:
-            points, values = design, timed(f"given_data: {len(design)} evaluations", ctx.model.values, design)
-        batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
+            return {"given_data": timed(f"given_data: {self.n} draws evaluated and reduced "
+                                        f"{given_data_bins.BLOCK_POINTS} at a time", partial(
+                                            given_data_bins.analyze_model, ctx.model.values, ctx.space, self.n,
+                                            seed=ctx.seed, bins=self._bins(batches), batches=batches,
+                                            conf_level=ctx.intervals.conf_level, **ctx.model.labels))}
         return {"given_data": given_data.analyze(points, values, ctx.space, batches=batches, seed=ctx.seed,
                                                  conf_level=ctx.intervals.conf_level, **ctx.model.labels)}
+
+    def _bins(self, batches: int) -> int:
+        return given_data_bins.default_bins(self.n, batches) if self.bins is None else self.bins
 
 
 def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:
