@@ -68,7 +68,8 @@ class CrossMoments:
         x = np.asarray(block, dtype=np.float64)
         centre = x.mean(axis=0)
         dev = x - centre
-        comoment = np.stack([np.einsum("rka,rkb->kab", dev[:, i], dev[:, j]) for i, j in pairs])
+        flat = np.ascontiguousarray(dev.transpose(1, 2, 0, 3))  # [p, k, rows, M]: BLAS products per pair
+        comoment = np.stack([np.swapaxes(flat[i], 1, 2) @ flat[j] for i, j in pairs])
         return cls(pairs, len(x), centre, comoment)
 
     def merge(self, other: CrossMoments) -> CrossMoments:

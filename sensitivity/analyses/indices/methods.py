@@ -430,10 +430,9 @@ class Aggregated:
         kwargs = {k: v for k, v in ctx.analysis_kwargs().items() if k not in ctx.model.labels}
         options = {"over": self.over, "weights": self.weights, "n_components": self.n_components, **kwargs}
         if design is None:
-            return {"aggregated": timed(f"aggregated: {self.n} base rows evaluated and reduced "
-                                        f"{sobol_onepass.BLOCK_ROWS} at a time", partial(
-                                            aggregated_onepass.analyze_model, ctx.model.values, ctx.space, spec,
-                                            self.n, seed=ctx.seed, **options))}
+            analysis = partial(aggregated_onepass.analyze_model, ctx.model.values, ctx.space, spec, self.n,
+                               seed=ctx.seed, **options)
+            return {"aggregated": timed(f"aggregated: {self.n} base rows, {sobol_onepass.BLOCK_ROWS} a call", analysis)}
         values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
         return {"aggregated": aggregated.analyze(values, ctx.space, spec, **options)}
 
