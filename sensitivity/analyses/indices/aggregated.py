@@ -154,25 +154,48 @@ def analyze(
         raise ConfigError(f"`n_components` must be an integer >= 1, got {n_components!r}")
     over = resolve_over(spec, over)
     w = output_weights(spec, over, weights)
-    kept = tuple(name for name in spec.dim_names if name not in over)
     y = design.as_values(values)
     if y.shape[1] != spec.size:
         raise ConfigError(f"`values` must have {spec.size} outputs (the model's), got {y.shape[1]}")
     d, dependent = len(space), design.is_correlated(space)
     g = 2 * d if dependent else d
     n = sobol.base_size(y.shape[0], g + 2, g, False)
-    sizes = dict(zip(spec.dim_names, spec.shape))
-    k, m_over = int(np.prod([sizes[x] for x in kept], dtype=int)), int(w.size)
-    order = [spec.dim_names.index(x) for x in kept + over]
-    grouped = y.reshape(-1, *spec.shape).transpose(0, *(1 + i for i in order)).reshape(-1, k, m_over)
+    grouped = y[:, element_order(spec, over)].reshape(-1, *layout(spec, over))
+    reps = sobol.replicate_estimates(grouped.reshape(n, g + 2, -1), g, False, plan)
+    c = min(n_components, w.size, 2 * n)
+    pca = _principal_components(grouped, n, g, w.ravel(), c, plan)
+    return indices_dataset(reps, pca, space, spec, over, w, n, plan=plan, weights=weights)
 
-    reps = sobol.replicate_estimates(grouped.reshape(n, g + 2, k * m_over), g, False, plan)
+
+def element_order(spec: OutputSpec, over: Sequence[str]) -> np.ndarray:
+    """``[m]`` the flat outputs (C order of ``spec``'s dims) reordered kept dims first, then the ``over`` dims."""
+    kept = [name for name in spec.dim_names if name not in over]
+    order = [spec.dim_names.index(x) for x in kept + list(over)]
+    return np.arange(spec.size).reshape(spec.shape).transpose(order).ravel()
+
+
+def layout(spec: OutputSpec, over: Sequence[str]) -> tuple[int, int]:
+    """``(k, M)``: the number of kept elements and of elements aggregated over each."""
+    sizes = dict(zip(spec.dim_names, spec.shape))
+    m_over = int(np.prod([sizes[x] for x in over], dtype=int))
+    return spec.size // m_over, m_over
+
+
+def indices_dataset(reps: dict[str, np.ndarray], pca: dict[str, np.ndarray], space: ParameterSpace,
+                    spec: OutputSpec, over: tuple[str, ...], w: np.ndarray, n: int, *, plan: IntervalPlan,
+                    weights: Weights) -> xr.Dataset:
+    """:func:`analyze`'s dataset from the per-element replicate estimates ``reps`` (``S1``, ``ST`` ``[R, g,
+    k M]``, ``variance`` ``[R, k M]``, elements in :func:`element_order`) and the principal components ``pca``
+    (:func:`_principal_components`' layout), of a design of ``n`` base rows."""
+    d, dependent = len(space), design.is_correlated(space)
+    g = 2 * d if dependent else d
+    kept = tuple(name for name in spec.dim_names if name not in over)
+    k, m_over = layout(spec, over)
     variance = np.nan_to_num(reps["variance"].reshape(-1, k, m_over)) * w.ravel()  # [R, k, M], w V
     total = variance.sum(axis=-1)  # [R, k]
     aggregated = {key: np.einsum("rgkm,rkm->rgk", np.nan_to_num(reps[key].reshape(-1, g, k, m_over)), variance)
                   / total[:, None] for key in ("S1", "ST")}
-    pca = _principal_components(grouped, n, g, w.ravel(), min(n_components, m_over, 2 * n), plan)
-
+    sizes = dict(zip(spec.dim_names, spec.shape))
     kept_shape = tuple(sizes[x] for x in kept)
     units = _squared_units(spec)
     data = {

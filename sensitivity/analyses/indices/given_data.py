@@ -21,7 +21,9 @@ Error: the points are split at random into ``batches`` disjoint batches of ``N /
 estimator is applied to each, and the standard error of the pooled estimate is ``sd(batch estimates) /
 sqrt(batches)`` (each batch estimate has ``batches`` times the pooled variance), with the Student-t interval
 ``S1 -+ t_{batches - 1} se`` — valid for exchangeable (i.i.d.) points. Memory: the values of every point
-(``N m``) and one ordering per input.
+(``N m``) and one ordering per input. This estimator serves data whose law is known only through them (a samples
+file, a stored sweep); points drawn here from the space's known marginals are reduced in one pass by the partition
+estimator of :mod:`~sensitivity.analyses.indices.given_data_bins` instead (memory independent of ``N``).
 """
 from __future__ import annotations
 
@@ -100,6 +102,22 @@ def analyze(
         raise ConfigError(f"`level` must lie in (0, 1), got {level!r}")
     rng = np.random.default_rng(seed)
     s1, variance = estimate(x, y, rng)
+    parts = None
+    if batches:
+        size = len(x) // batches
+        rows = rng.permutation(len(x))[: size * batches].reshape(batches, size)
+        parts = np.stack([estimate(x[r], y[r], rng)[0] for r in rows])  # [batches, d, m]
+    ds = indices_dataset(s1, variance, parts, space, level=level, output_names=output_names,
+                         output_units=output_units)
+    return ds.assign_attrs(n_points=len(x))
+
+
+def indices_dataset(s1: np.ndarray, variance: np.ndarray, parts: np.ndarray | None, space: ParameterSpace, *,
+                    level: float, output_names: Sequence[str] | None,
+                    output_units: Sequence[str] | None) -> xr.Dataset:
+    """:func:`analyze`'s dataset from the estimate ``S1 [d, m]``, the variance ``[m]`` and the estimates of the
+    random batches ``[batches, d, m]`` (None: no error estimate)."""
+    batches = 0 if parts is None else len(parts)
     data = {
         "S1": dataset.variable(("parameter", "output"), s1, "first-order Sobol' index from given data "
                                "(rank-based, Gamboa, Klein & Lagnoux 2018)", "1"),
@@ -108,12 +126,9 @@ def analyze(
         "variance_units", ("output",), dataset.squared_units(output_units), "units of the output variance")
     data["variance"] = dataset.variable(("output",), variance, "output variance of the given data", var_units,
                                         units_coordinate=next(iter(var_coords), None))
-    coords = {**dataset.parameter_axis(space), **dataset.output_axis(y.shape[1], output_names, output_units),
+    coords = {**dataset.parameter_axis(space), **dataset.output_axis(s1.shape[1], output_names, output_units),
               **var_coords}
     if batches:
-        size = len(x) // batches
-        rows = rng.permutation(len(x))[: size * batches].reshape(batches, size)
-        parts = np.stack([estimate(x[r], y[r], rng)[0] for r in rows])  # [batches, d, m]
         se = np.std(parts, axis=0, ddof=1) / np.sqrt(batches)
         half = stats.t.ppf(0.5 + level / 2, batches - 1) * se
         data["S1_se"] = dataset.variable(("parameter", "output"), se, "standard error of the given-data "
@@ -127,7 +142,6 @@ def analyze(
         "method": "given-data first-order indices, rank-based (Gamboa, Klein & Lagnoux 2018; Chatterjee 2021)",
         "references": "doi:10.1137/16M1097791 doi:10.1080/01621459.2020.1758115",
         "inputs": "dependent (full first-order indices)" if design.is_correlated(space) else "independent",
-        "n_points": len(x),
         "intervals": "batches" if batches else "none",
         **({"batches": batches, "level": level} if batches else {}),
     }

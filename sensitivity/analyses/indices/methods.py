@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import (active_subspaces, aggregated, derivatives, dgsm, given_data, morris, onepass,
-                                          shapley, sobol_dependent)
+from sensitivity.analyses.indices import (active_subspaces, aggregated, aggregated_onepass, derivatives, dgsm,
+                                          given_data, given_data_bins, morris, onepass, shapley, sobol_dependent, sobol_onepass)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import INTERVAL, INTERVAL_METHODS, LEVEL, IntervalPlan, N_RESAMPLES, REPLICATES
 from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
@@ -375,16 +375,27 @@ class SobolDependent:
     """Full and independent first-order and total Sobol' indices of dependent inputs.
 
     ``n`` base rows (a power of two) of the ``N (2 d + 2)``-run pick-freeze design of the space's copula
-    (:mod:`~sensitivity.analyses.indices.sobol_dependent`).
+    (:mod:`~sensitivity.analyses.indices.sobol_dependent`). With randomised-QMC intervals or none the design is
+    generated, evaluated and reduced in blocks, its finished groups kept where the run says
+    (:func:`~sensitivity.analyses.indices.sobol_onepass.analyze_model`: memory does not grow with ``n``, a killed
+    run resumes); bootstrap intervals resample the whole design, which is then drawn in :meth:`design` and held.
     """
 
     n: int = 1024
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
         intervals.check_size(self.n, what="n")
+        if intervals.plan(qmc=True).kind != "bootstrap":
+            return None
         return sobol_dependent.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
 
-    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
+        if design is None:
+            analysis = partial(sobol_onepass.analyze_model, ctx.model.values, ctx.space, self.n, seed=ctx.seed,
+                               dependent=True, kept=ctx.kept("sobol_dependent"), model_id=ctx.model.identity,
+                               **ctx.analysis_kwargs())
+            return {"sobol_dependent": timed(f"sobol_dependent: {self.n} base rows evaluated and reduced "
+                                             f"{sobol_onepass.BLOCK_ROWS} at a time", analysis)}
         values = timed(f"sobol_dependent: {len(design)} evaluations", ctx.model.values, design)
         return {"sobol_dependent": sobol_dependent.analyze(values, ctx.space, **ctx.analysis_kwargs())}
 
@@ -395,7 +406,9 @@ class Aggregated:
 
     ``n`` base rows of the Sobol' design (the dependent one for a correlated space); ``over`` the output
     dims reduced (None: all), ``weights`` ``None`` | ``"area"`` | ``{dim: [w, ...]}``, ``n_components``
-    principal components reported.
+    principal components reported. With randomised-QMC intervals or none the design is generated, evaluated and
+    reduced in blocks (:func:`~sensitivity.analyses.indices.aggregated_onepass.analyze_model`: memory does not grow
+    with ``n``); bootstrap intervals resample the whole design, which is then drawn in :meth:`design` and held.
     """
 
     n: int = 1024
@@ -403,19 +416,25 @@ class Aggregated:
     weights: str | Mapping[str, Sequence[float]] | None = None
     n_components: int = 3
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
         intervals.check_size(self.n, what="n")
         if not isinstance(self.n_components, int) or isinstance(self.n_components, bool) or self.n_components < 1:
             raise ConfigError(f"`n_components` must be an integer >= 1, got {self.n_components!r}")
+        if intervals.plan(qmc=True).kind != "bootstrap":
+            return None
         return aggregated.sample(space, self.n, seed=seed, replicates=intervals.replicates_of(qmc=True))
 
-    def run(self, ctx: Context, design: np.ndarray) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
         spec = ctx.model.spec  # the output dims and weights are checked before any model run
         aggregated.output_weights(spec, aggregated.resolve_over(spec, self.over), self.weights)
-        values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
         kwargs = {k: v for k, v in ctx.analysis_kwargs().items() if k not in ctx.model.labels}
-        return {"aggregated": aggregated.analyze(values, ctx.space, spec, over=self.over,
-                                                 weights=self.weights, n_components=self.n_components, **kwargs)}
+        options = {"over": self.over, "weights": self.weights, "n_components": self.n_components, **kwargs}
+        if design is None:
+            analysis = partial(aggregated_onepass.analyze_model, ctx.model.values, ctx.space, spec, self.n,
+                               seed=ctx.seed, **options)
+            return {"aggregated": timed(f"aggregated: {self.n} base rows, {sobol_onepass.BLOCK_ROWS} a call", analysis)}
+        values = timed(f"aggregated: {len(design)} evaluations", ctx.model.values, design)
+        return {"aggregated": aggregated.analyze(values, ctx.space, spec, **options)}
 
 
 @dataclass(frozen=True)
@@ -425,17 +444,21 @@ class GivenData:
     From the points and values of a stored ``sweep`` file on a ``random`` or ``lhs`` grid (read ``block``
     points at a time; see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that
     is valid) or of a ``samples`` file of i.i.d. points (netCDF ``x(sample, parameter)`` and the output
-    variable, or CSV: :func:`sensitivity.sweep.from_file.read_samples`), with no model runs; with neither, from
-    ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every first-order index). The
-    error is over ``intervals.replicates`` random batches of the points.
+    variable, or CSV: :func:`sensitivity.sweep.from_file.read_samples`), with no model runs, by the rank-based
+    estimator; with neither, from ``n`` fresh i.i.d. draws of the input distribution (``n`` model runs for every
+    first-order index), drawn, evaluated and reduced in blocks by the partition estimator on ``bins`` bins of
+    equal probability per input (None: :func:`~sensitivity.analyses.indices.given_data_bins.default_bins`;
+    :mod:`~sensitivity.analyses.indices.given_data_bins`: memory does not grow with ``n``). The error is over
+    ``intervals.replicates`` batches of the points.
     """
 
     n: int = 4096
     sweep: str | Path | None = None
     samples: str | Path | None = None
     block: int = 65536
+    bins: int | None = None
 
-    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> np.ndarray | None:
+    def design(self, space: ParameterSpace, seed: int, intervals: Intervals) -> None:
         if self.sweep is not None and self.samples is not None:
             raise ConfigError(f"give `sweep` or `samples`, not both, got {str(self.sweep)!r} and {str(self.samples)!r}")
         if not isinstance(self.block, int) or self.block < 1:
@@ -443,9 +466,12 @@ class GivenData:
         for key, path in (("sweep", self.sweep), ("samples", self.samples)):
             if path is not None and not Path(path).is_file():
                 raise DataError(f"`{key}` file not found: {path}")
-        return given_data.sample(space, self.n, seed=seed) if self.sweep is None and self.samples is None else None
+        if self.sweep is None and self.samples is None:
+            batches = 0 if intervals.method == "none" else intervals.replicates
+            given_data_bins.check(self.n, self._bins(batches), batches, intervals.level)
 
-    def run(self, ctx: Context, design: np.ndarray | None) -> dict[str, xr.Dataset]:
+    def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
+        batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
         if self.sweep is not None:
             with StoredSweep(self.sweep) as sweep:
                 points, values = timed(f"given_data: read {self.sweep}", sweep_sample, sweep, self.block)
@@ -456,10 +482,16 @@ class GivenData:
                                           key="given_data.samples")
             values = values.reshape(len(points), -1)
         else:
-            points, values = design, timed(f"given_data: {len(design)} evaluations", ctx.model.values, design)
-        batches = 0 if ctx.intervals.method == "none" else ctx.intervals.replicates
+            return {"given_data": timed(f"given_data: {self.n} draws evaluated and reduced "
+                                        f"{given_data_bins.BLOCK_POINTS} at a time", partial(
+                                            given_data_bins.analyze_model, ctx.model.values, ctx.space, self.n,
+                                            seed=ctx.seed, bins=self._bins(batches), batches=batches,
+                                            level=ctx.intervals.level, **ctx.model.labels))}
         return {"given_data": given_data.analyze(points, values, ctx.space, batches=batches, seed=ctx.seed,
                                                  level=ctx.intervals.level, **ctx.model.labels)}
+
+    def _bins(self, batches: int) -> int:
+        return given_data_bins.default_bins(self.n, batches) if self.bins is None else self.bins
 
 
 def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:

@@ -37,18 +37,27 @@ random permutations
     orders that end in ``i``).
 
 Both sum to 1 exactly (the increments telescope). Intervals are ``Sh_i -+ z se`` (normal approximation).
+
+One pass. The design is block-wise: every estimate is a function of running statistics of per-draw terms, so
+:func:`analyze_model` draws, evaluates and reduces each part :data:`BLOCK_DRAWS` outer draws at a time
+(:meth:`Design.blocks`) and holds no array of the design's size: the variance draws' count, mean and second to
+fourth central moments (Pebay's pairwise update, :class:`CentralMoments`), a subset's conditional variances'
+:class:`~sensitivity.analyses.moments.Moments` (the cost and its error), the random orders' sums of increments
+(a batch of orders, at most :data:`PART_ROWS` runs, is one block). :func:`analyze` reduces the same statistics
+from held values, each part in one block.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Callable, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
 from sensitivity.analyses.indices import dataset
 from sensitivity.inputs.copula import NormalScores
 from sensitivity.analyses.indices.design import Seed, as_values, check_rows, is_correlated
+from sensitivity.analyses.moments import Moments
 from sensitivity.errors import ConfigError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
@@ -59,6 +68,8 @@ stats = lazy_import("scipy.stats")
 
 #: Model runs per part of a random-permutation design (about; whole orders per part).
 PART_ROWS = 1 << 16
+#: Outer draws (variance draws) per block of a part drawn and reduced in one pass (:meth:`Design.blocks`).
+BLOCK_DRAWS = 1 << 12
 #: ``status`` flag values.
 STATUS_OK, STATUS_CONSTANT = 0, 1
 
@@ -99,21 +110,29 @@ class Design:
 
     def points(self, k: int) -> np.ndarray:
         """``[rows, d]`` physical points of part ``k`` (the same for the same design, whenever drawn)."""
-        part, d = self.parts[k], self.scores.d
+        return np.concatenate(list(self.blocks(k)))
+
+    def blocks(self, k: int) -> Iterator[np.ndarray]:
+        """:meth:`points` of part ``k`` in order, :data:`BLOCK_DRAWS` variance or outer draws at a time (a batch of
+        random orders: at once); each block is whole outer draws."""
+        part, d, draws = self.parts[k], self.scores.d, BLOCK_DRAWS
         rng = np.random.default_rng(part.seed)
-        if part.kind == "variance":
-            z = rng.standard_normal((part.rows, d)) @ np.linalg.cholesky(self.scores.correlation).T
-        elif part.kind == "subset":
-            order = np.concatenate([np.flatnonzero(~part.subset), np.flatnonzero(part.subset)])
-            fixed = np.arange(d) < d - part.subset.sum()
-            e = _redrawn(rng, (1, self.n_outer), self.n_inner, fixed)
-            z = self.scores.in_order(order[None], e)
-        else:  # along each order pi the inputs J_j = pi_1..pi_j vary: reversed, the fixed ones come first
+        if part.kind == "orders":  # along each order pi the inputs J_j = pi_1..pi_j vary: reversed, fixed ones first
             orders = part.orders
             fixed = np.arange(d)[None, :] < d - np.arange(1, d)[:, None]  # [d - 1 steps, d]
             e = _redrawn(rng, (len(orders), d - 1), self.n_inner, fixed[:, None, :])
-            z = self.scores.in_order(orders[:, ::-1], e)
-        return self.scores.to_inputs(z.reshape(-1, d))
+            yield self.scores.to_inputs(self.scores.in_order(orders[:, ::-1], e).reshape(-1, d))
+            return
+        total = part.rows if part.kind == "variance" else self.n_outer
+        for start in range(0, total, draws):
+            b = min(draws, total - start)
+            if part.kind == "variance":
+                z = rng.standard_normal((b, d)) @ np.linalg.cholesky(self.scores.correlation).T
+            else:
+                order = np.concatenate([np.flatnonzero(~part.subset), np.flatnonzero(part.subset)])
+                fixed = np.arange(d) < d - part.subset.sum()
+                z = self.scores.in_order(order[None], _redrawn(rng, (1, b), self.n_inner, fixed))
+            yield self.scores.to_inputs(z.reshape(-1, d))
 
     def all_points(self) -> np.ndarray:
         """Every part's points, in order: the rows :func:`analyze` expects values of."""
@@ -126,6 +145,33 @@ def _redrawn(rng: np.random.Generator, shape: tuple[int, ...], n_inner: int, fix
     outer = rng.standard_normal((*shape, 1, d))
     inner = rng.standard_normal((*shape, n_inner, d))
     return np.where(fixed, outer, inner)
+
+
+@dataclass(frozen=True)
+class CentralMoments:
+    """Count, mean and sums of the 2nd to 4th powers of the deviations from it, ``[m]`` each, of one sample;
+    :meth:`merge` joins two (Pebay 2008, Sandia report SAND2008-6212, eqs. 2.1-2.3: exact, stable)."""
+
+    count: int
+    mean: np.ndarray
+    m2: np.ndarray
+    m3: np.ndarray
+    m4: np.ndarray
+
+    @classmethod
+    def of(cls, y: np.ndarray) -> CentralMoments:
+        dev = y - y.mean(axis=0)
+        return cls(len(y), y.mean(axis=0), (dev**2).sum(axis=0), (dev**3).sum(axis=0), (dev**4).sum(axis=0))
+
+    def merge(self, other: CentralMoments) -> CentralMoments:
+        a, b = self.count, other.count
+        n, delta = a + b, other.mean - self.mean
+        m2 = self.m2 + other.m2 + delta**2 * a * b / n
+        m3 = (self.m3 + other.m3 + delta**3 * a * b * (a - b) / n**2
+              + 3 * delta * (a * other.m2 - b * self.m2) / n)
+        m4 = (self.m4 + other.m4 + delta**4 * a * b * (a * a - a * b + b * b) / n**3
+              + 6 * delta**2 * (a * a * other.m2 + b * b * self.m2) / n**2 + 4 * delta * (a * other.m3 - b * self.m3) / n)
+        return CentralMoments(n, self.mean + delta * b / n, m2, m3, m4)
 
 
 def sample(
@@ -187,29 +233,52 @@ def sample(
     return Design(scores, (variance, *parts), n_variance, n_outer if exact else 1, n_inner, exact)
 
 
-def part_statistics(values: np.ndarray, design: Design, k: int) -> dict[str, np.ndarray]:
-    """The sums the analysis needs from the model's values ``[rows, m]`` on part ``k`` (reduced as they come)."""
-    part = design.parts[k]
-    y = as_values(values, what=f"values of part {k}")
-    check_rows(y.shape[0], part.rows, what=f"values of part {k}")
+def part_statistics(blocks: Iterable[np.ndarray], design: Design, k: int) -> dict[str, np.ndarray]:
+    """The statistics the analysis needs from the model's values ``[rows, m]`` on part ``k``, given in
+    consecutive blocks of whole outer draws (one block: all of them), reduced as they come."""
+    part, stats, rows = design.parts[k], None, 0
+    for block in blocks:
+        y = as_values(block, what=f"values of part {k}")
+        rows += len(y)
+        if part.kind == "variance":
+            new = CentralMoments.of(y)
+        elif part.kind == "subset":
+            conditional = y.reshape(-1, design.n_inner, y.shape[1]).var(axis=1, ddof=1)  # [outer draws, m]
+            new = Moments.of(conditional[:, None], [[0, 0]])
+        else:
+            new = _order_sums(y, design, part)
+        stats = new if stats is None else stats.merge(new)
+    check_rows(rows, part.rows, what=f"values of part {k}")
     if part.kind == "variance":
-        mean = y.mean(axis=0)
-        centred = y - mean
-        variance = centred.var(axis=0, ddof=1)
-        fourth = (centred**4).mean(axis=0)
-        return {"mean": mean, "variance": variance, "variance_var": np.maximum(fourth - variance**2, 0) / len(y)}
+        variance = stats.m2 / (stats.count - 1)
+        return {"mean": stats.mean, "variance": variance,
+                "variance_var": np.maximum(stats.m4 / stats.count - variance**2, 0) / stats.count}
     if part.kind == "subset":
-        conditional = y.reshape(design.n_outer, design.n_inner, -1).var(axis=1, ddof=1)  # [n_outer, m]
-        return {"cost": conditional.mean(axis=0), "cost_var": conditional.var(axis=0, ddof=1) / design.n_outer}
+        return {"cost": stats.mean[0], "cost_var": stats.comoment[0] / (stats.count - 1) / design.n_outer}
+    return stats.sums
+
+
+@dataclass(frozen=True)
+class _OrderSums:
+    """The sums of a batch of random orders' increments (:func:`part_statistics`): they merge by addition."""
+
+    sums: dict[str, np.ndarray]
+
+    def merge(self, other: _OrderSums) -> _OrderSums:
+        return _OrderSums({key: value + other.sums[key] for key, value in self.sums.items()})
+
+
+def _order_sums(y: np.ndarray, design: Design, part: Part) -> _OrderSums:
+    """The increments' sums of the values ``y`` of a whole batch of random orders."""
     orders, d = part.orders, design.scores.d
     cost = y.reshape(len(orders), d - 1, design.n_inner, -1).var(axis=2, ddof=1)  # [P, d - 1, m]
     zero = np.zeros_like(cost[:, :1])
     increments = np.diff(np.concatenate([zero, cost, zero], axis=1), axis=1)  # [P, d, m] along pi; last: -c(J_{d-1})
     natural = np.take_along_axis(increments, np.argsort(orders, axis=1)[:, :, None], axis=1)
     last = (orders[:, -1][:, None] == np.arange(d))[:, :, None]  # the increment that adds V
-    return {"sum": natural.sum(axis=0), "sum_squares": (natural**2).sum(axis=0),
-            "sum_last": (natural * last).sum(axis=0), "count_last": last.sum(axis=0)[:, 0].astype(np.float64),
-            "count": np.array(float(len(orders)))}
+    return _OrderSums({"sum": natural.sum(axis=0), "sum_squares": (natural**2).sum(axis=0),
+                       "sum_last": (natural * last).sum(axis=0),
+                       "count_last": last.sum(axis=0)[:, 0].astype(np.float64), "count": np.array(float(len(orders)))})
 
 
 def analyze(
@@ -247,7 +316,7 @@ def analyze(
     y = as_values(values)
     check_rows(y.shape[0], design.n_points, what="values")
     bounds = np.cumsum([0] + [p.rows for p in design.parts])
-    stats_ = [part_statistics(y[a:b], design, k) for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    stats_ = [part_statistics([y[a:b]], design, k) for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
     return _dataset(stats_, design, space, level, output_names, output_units)
 
 
@@ -257,11 +326,12 @@ def analyze_model(
     space: ParameterSpace,
     **kwargs: object,
 ) -> xr.Dataset:
-    """:func:`analyze` with the model run part by part (``model(points [rows, d]) -> [rows, m]``): bounded memory.
+    """:func:`analyze` with the model run block by block (``model(points [rows, d]) -> [rows, m]``,
+    :meth:`Design.blocks`) and each block reduced as it comes: memory does not grow with the design.
 
     Keywords as :func:`analyze`.
     """
-    stats_ = [part_statistics(model(design.points(k)), design, k) for k in range(len(design.parts))]
+    stats_ = [part_statistics((model(x) for x in design.blocks(k)), design, k) for k in range(len(design.parts))]
     return _dataset(stats_, design, space, **kwargs)  # type: ignore[arg-type]
 
 

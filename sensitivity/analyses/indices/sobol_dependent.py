@@ -33,6 +33,11 @@ and ``analyze`` applies the estimators of :mod:`~sensitivity.analyses.indices.so
 order, Jansen total) to these ``2 d`` pick-freeze columns, with the same centring, intervals and layout
 rules: every base row is ``A``, ``A_B^(full, 1..d)``, ``A_B^(ind, 1..d)``, ``B``, so the cost is
 ``N (2 d + 2)`` model runs for all four indices of every input and output.
+
+In one pass: :func:`sensitivity.analyses.indices.sobol_onepass.analyze_model` with ``dependent=True`` draws
+this design ``block`` base rows at a time (:func:`sample_rows`), evaluates and reduces each block into the
+pick-freeze statistics of :mod:`~sensitivity.analyses.indices.pickfreeze` (resumable and sharded as the
+Sobol' analysis'): the same indices as :func:`analyze` on the same rows, in memory independent of ``N``.
 """
 from __future__ import annotations
 
@@ -67,9 +72,15 @@ def sample(space: ParameterSpace, n: int, *, seed: Seed = None, replicates: int 
     coupled by the copula's Cholesky factor; with ``replicates = R`` the ``n`` base rows are ``R``
     independent scramblings of ``n / R`` rows (randomised-QMC intervals), ``n`` and ``R`` powers of two.
     """
+    return sample_rows(space, design.SobolBase(2 * len(space), n, seed, replicates), 0, n)
+
+
+def sample_rows(space: ParameterSpace, base: design.SobolBase, start: int, stop: int) -> np.ndarray:
+    """The points of :func:`sample`'s base rows ``start .. stop - 1`` (``(stop - start) (2 d + 2)`` rows), from
+    their unit-cube base rows (``base``: ``2 d`` columns) alone: the one-pass analysis draws the design in blocks."""
     scores = NormalScores.of(space)
     d, r = scores.d, scores.correlation
-    e = standard_normal(design.sobol_base(2 * d, n, seed, replicates))
+    e = standard_normal(base.rows(start, stop))
     factor = np.linalg.cholesky(r)
     za, zb = e[:, :d] @ factor.T, e[:, d:] @ factor.T
     full = [za + r[:, i] * (zb[:, i:i + 1] - za[:, i:i + 1]) for i in range(d)]
@@ -126,13 +137,23 @@ def analyze(
     y = design.as_values(values)
     n = sobol.base_size(y.shape[0], 2 * d + 2, 2 * d, False)
     reps = sobol.replicate_estimates(y.reshape(n, 2 * d + 2, y.shape[1]), 2 * d, False, plan)
-    data, var_coords = sobol.summary_variables(reps, y, output_units)
+    return indices_dataset(reps, y, space, n, plan=plan, output_names=output_names, output_units=output_units)
+
+
+def indices_dataset(reps: dict[str, np.ndarray], values: np.ndarray, space: ParameterSpace, n: int, *,
+                    plan: IntervalPlan, output_names: Sequence[str] | None,
+                    output_units: Sequence[str] | None) -> xr.Dataset:
+    """:func:`analyze`'s dataset from the replicate estimates of the ``2 d`` pick-freeze columns
+    (:func:`~sensitivity.analyses.indices.sobol.replicate_estimates`) and the design's values in order (the first
+    :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` suffice); ``n`` base rows."""
+    d = len(space)
+    data, var_coords = sobol.summary_variables(reps, values, output_units)
     for key, columns, estimator, long_name in INDICES:
         part = slice(0, d) if columns == "full" else slice(d, 2 * d)
         data.update(sobol.index_variables(key, reps[estimator][:, part], ("parameter", "output"), long_name, plan))
     coords = {
         **dataset.parameter_axis(space),
-        **dataset.output_axis(y.shape[1], output_names, output_units),
+        **dataset.output_axis(values.shape[1], output_names, output_units),
         **dataset.BOUND_COORDS,
         **var_coords,
     }

@@ -6,7 +6,10 @@ them, or a shard's range) ``block`` base rows per model call into the one-pass s
 statistics where the caller says (so a killed run resumes); :func:`analyze_statistics` turns the statistics of
 every row (one run's, or the merge of its shards': :func:`~sensitivity.analyses.indices.shards.merge`) into
 :func:`~sensitivity.analyses.indices.sobol.analyze`'s dataset; :func:`analyze_model` is the two in one. No
-array of the design's size is made: memory does not grow with ``N``.
+array of the design's size is made: memory does not grow with ``N``. With ``dependent=True`` the design is
+:func:`~sensitivity.analyses.indices.sobol_dependent.sample`'s (the ``2 d`` full and independent pick-freeze
+columns of a space with a correlation matrix) and the dataset
+:func:`~sensitivity.analyses.indices.sobol_dependent.analyze`'s.
 """
 from __future__ import annotations
 
@@ -16,14 +19,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import design, pickfreeze, shards, tails
+from sensitivity.analyses.indices import design, pickfreeze, shards, sobol_dependent, tails
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan
 from sensitivity.analyses.indices.sobol import (DEPENDENT, Groups, convergence_sizes, indices_dataset, membership,
                                                 sample_rows)
 from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
-from sensitivity.inputs.uncertainty import inputs_from_space
+from sensitivity.inputs.uncertainty import CopulaInputs, inputs_from_space
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
@@ -52,6 +55,7 @@ def analyze_model(
     model_id: str = "",
     output_names: Sequence[str] | None = None,
     output_units: Sequence[str] | None = None,
+    dependent: bool = False,
 ) -> xr.Dataset:
     """:func:`~sensitivity.analyses.indices.sobol.analyze` of ``model`` on the design of
     :func:`~sensitivity.analyses.indices.sobol.sample`, in one pass: memory independent of ``n``.
@@ -70,15 +74,16 @@ def analyze_model(
         As :func:`~sensitivity.analyses.indices.sobol.sample`'s (the replicates are ``intervals``').
     intervals, convergence_start, output_names, output_units
         As :func:`~sensitivity.analyses.indices.sobol.analyze`'s.
-    block, group, kept, model_id
-        As :func:`statistics`'.
+    block, group, kept, model_id, dependent
+        As :func:`statistics`' (``dependent``: :func:`~sensitivity.analyses.indices.sobol_dependent.analyze`'s
+        dataset).
     """
     plan = intervals.check()
     acc = statistics(model, space, n, seed=seed, groups=groups, calc_second_order=calc_second_order,
                      intervals=plan, convergence_start=convergence_start, block=block, group=group, kept=kept,
-                     model_id=model_id)
+                     model_id=model_id, dependent=dependent)
     return analyze_statistics(acc, space, groups=groups, calc_second_order=calc_second_order, intervals=plan,
-                              output_names=output_names, output_units=output_units)
+                              output_names=output_names, output_units=output_units, dependent=dependent)
 
 
 def statistics(
@@ -96,6 +101,7 @@ def statistics(
     group: int = GROUP_ROWS,
     kept: shards.Kept | None = None,
     model_id: str = "",
+    dependent: bool = False,
 ) -> pickfreeze.Accumulator:
     """The one-pass statistics of ``model`` on base rows ``rows`` (default all) of :func:`~sensitivity.analyses.indices.sobol.sample`'s design.
 
@@ -117,8 +123,15 @@ def statistics(
         Base rows ``[start, stop)`` of the design (a shard: :func:`~sensitivity.analyses.indices.shards.rows_of`).
     group
         Base rows per kept group, a power of two.
+    dependent
+        The design of :func:`~sensitivity.analyses.indices.sobol_dependent.sample` (any space; no ``groups`` or
+        second order) instead of Saltelli's (independent inputs).
     """
-    design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
+    if dependent and (groups is not None or calc_second_order):
+        raise ConfigError("the dependent Sobol' design has no `groups` or second order, got "
+                          f"groups={groups!r}, calc_second_order={calc_second_order!r}")
+    if not dependent:
+        design.require_independent(space, method="Sobol' analysis", instead=DEPENDENT)
     plan = intervals.check()
     if plan.kind == "bootstrap":
         raise ConfigError("the one-pass Sobol' analysis makes randomised-QMC intervals or none, got `intervals` = "
@@ -129,7 +142,7 @@ def statistics(
     start, stop = (0, n) if rows is None else rows
     sizes = convergence_sizes(convergence_start, n)
     ident = identity(space, n, seed=seed, groups=groups, calc_second_order=calc_second_order, intervals=plan,
-                     convergence_start=convergence_start, model_id=model_id)
+                     convergence_start=convergence_start, model_id=model_id, dependent=dependent)
     base = design.SobolBase(2 * len(space), n, seed, replicates)
     total, resumed, count = None, 0, -(-(stop - start) // group)
     for lo in range(start, stop, group):
@@ -140,7 +153,7 @@ def statistics(
             part, resumed = pickfreeze.Accumulator.from_dataset(found), resumed + 1
         else:
             part = _evaluated(model, space, base, (lo, hi), groups=groups, calc_second_order=calc_second_order,
-                              block=block, sizes=sizes)
+                              block=block, sizes=sizes, dependent=dependent)
             if kept is not None:
                 kept.save(name, shards.labelled(part, ident))
         total = part if total is None else total.merge(part)
@@ -152,18 +165,19 @@ def statistics(
 
 def identity(space: ParameterSpace, n: int, *, seed: Seed = None, groups: Groups | None = None,
              calc_second_order: bool = False, intervals: IntervalPlan = RQMC, convergence_start: int = 64,
-             model_id: str = "") -> dict[str, str]:
+             model_id: str = "", dependent: bool = False) -> dict[str, str]:
     """The identity of :func:`statistics`' design (:func:`~sensitivity.analyses.indices.shards.identity`), which
-    its kept groups and its shards' statistics carry and a merge checks."""
+    its kept groups and its shards' statistics carry and a merge checks (the dependent design's names itself)."""
     plan = intervals.check()
-    return shards.identity(space, n, seed=seed, groups=groups, second_order=calc_second_order,
-                           replicates=plan.check_rows(n) if plan.kind == "rqmc" else 1,
-                           convergence_start=convergence_sizes(convergence_start, n)[0], model=model_id)
+    ident = shards.identity(space, n, seed=seed, groups=groups, second_order=calc_second_order,
+                            replicates=plan.check_rows(n) if plan.kind == "rqmc" else 1,
+                            convergence_start=convergence_sizes(convergence_start, n)[0], model=model_id)
+    return {**ident, "design": "dependent"} if dependent else ident
 
 
 def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace, base: design.SobolBase,
                rows: tuple[int, int], *, groups: Groups | None, calc_second_order: bool, block: int,
-               sizes: Sequence[int]) -> pickfreeze.Accumulator:
+               sizes: Sequence[int], dependent: bool = False) -> pickfreeze.Accumulator:
     """The statistics of base rows ``rows`` of ``base``'s design, evaluated ``block`` base rows at a time.
 
     One background thread makes the next block's points and the last block's statistics while the model
@@ -173,13 +187,13 @@ def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace,
     statistics of the design's first values, as long to make as the model's evaluation of ~10^5 points) as soon as
     those values are in, rather than after the last block.
     """
-    g = membership(space, groups).shape[0]
+    g = 2 * len(space) if dependent else membership(space, groups).shape[0]
     per_block, acc, inputs = 2 * g + 2 if calc_second_order else g + 2, None, inputs_from_space(space)
     starts = range(rows[0], rows[1], block)
 
     def points(lo: int) -> np.ndarray:
-        return sample_rows(space, base, lo, min(rows[1], lo + block), groups=groups,
-                           calc_second_order=calc_second_order, inputs=inputs)
+        return design_rows(space, base, lo, min(rows[1], lo + block), groups=groups,
+                           calc_second_order=calc_second_order, dependent=dependent, inputs=inputs)
 
     with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-onepass") as worker,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="sobol-tails") as checker):
@@ -208,10 +222,21 @@ def _check_tail(checker: ThreadPoolExecutor, acc: pickfreeze.Accumulator) -> Fut
     return checker.submit(lambda: tails.tail_variables(acc.tail_values())) if acc.tail_complete else None
 
 
+def design_rows(space: ParameterSpace, base: design.SobolBase, start: int, stop: int, *, groups: Groups | None = None,
+                calc_second_order: bool = False, dependent: bool = False,
+                inputs: CopulaInputs | None = None) -> np.ndarray:
+    """The points of base rows ``[start, stop)`` of Saltelli's design
+    (:func:`~sensitivity.analyses.indices.sobol.sample_rows`, with the marginals ``inputs`` built once per run) or,
+    ``dependent``, of the dependent one (:func:`~sensitivity.analyses.indices.sobol_dependent.sample_rows`)."""
+    if dependent:
+        return sobol_dependent.sample_rows(space, base, start, stop)
+    return sample_rows(space, base, start, stop, groups=groups, calc_second_order=calc_second_order, inputs=inputs)
+
+
 def analyze_statistics(acc: pickfreeze.Accumulator, space: ParameterSpace, *, groups: Groups | None = None,
                        calc_second_order: bool = False, intervals: IntervalPlan = RQMC,
                        output_names: Sequence[str] | None = None,
-                       output_units: Sequence[str] | None = None) -> xr.Dataset:
+                       output_units: Sequence[str] | None = None, dependent: bool = False) -> xr.Dataset:
     """:func:`~sensitivity.analyses.indices.sobol.analyze`'s dataset from the statistics of every row of the
     design (:func:`statistics`, or the merge of its shards': :func:`~sensitivity.analyses.indices.shards.merge`),
     with randomised-QMC intervals over its scramblings or none."""
@@ -220,6 +245,9 @@ def analyze_statistics(acc: pickfreeze.Accumulator, space: ParameterSpace, *, gr
     if plan.kind == "bootstrap" or replicates != acc.replicates:
         raise ConfigError(f"statistics of {acc.replicates} scrambling(s) give randomised-QMC intervals over them or "
                           f"none, got `intervals` = {plan.kind!r} with {plan.replicates} replicates")
+    if dependent:
+        return sobol_dependent.indices_dataset(acc.replicate_estimates(), acc.tail_values(), space, acc.n, plan=plan,
+                                               output_names=output_names, output_units=output_units)
     return indices_dataset(acc, acc.replicate_estimates(), acc.tail_values(), space, groups=groups,
                     calc_second_order=calc_second_order, plan=plan, output_names=output_names,
                     output_units=output_units)

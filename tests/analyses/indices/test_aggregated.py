@@ -17,21 +17,7 @@ from sensitivity.errors import ConfigError
 from sensitivity.outputs.spec import OutputDim, OutputSpec
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.units import product
-
-A = np.random.default_rng(7).normal(size=(12, 3)) * np.array([1.0, 2.0, 0.5])  # [lat x lon, parameter]
-LAT = (-60.0, 0.0, 45.0)
-FIELD = OutputSpec("t", "K", (OutputDim("lat", LAT, "degrees_north"), OutputDim("lon", (0.0, 90.0, 180.0, 270.0),
-                                                                                    "degrees_east")))
-UNIFORM = ParameterSpace.from_records([dict(name=f"x{i}", units="1", low=0, high=1) for i in range(3)])
-VAR_X = np.full(3, 1 / 12)
-AREA = np.repeat(np.cos(np.deg2rad(LAT)), 4)
-
-
-def closed_form(weights: np.ndarray, variance: np.ndarray = VAR_X) -> np.ndarray:
-    """``[d]`` aggregated indices of ``Y = A x`` over every element with ``weights [12]``."""
-    part = (weights[:, None] * A**2 * variance).sum(axis=0)
-    return part / part.sum()
-
+from tests.helpers.closed_forms import AREA, FIELD, LAT, UNIFORM, VAR_X, A, closed_form
 
 def test_aggregated_indices_over_the_field_with_area_weights():
     # N = 4096 as 8 scramblings of 512: 10 seeds, largest error 0.0003 -> 0.001 (also without weights).

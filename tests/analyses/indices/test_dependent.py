@@ -1,16 +1,13 @@
 """Indices of dependent inputs against closed forms: Shapley effects, full/independent Sobol' indices, given data.
 
 The reference is a linear model ``Y_k = beta_k^T x`` of correlated Gaussian inputs ``x ~ N(mu, S)``, whose
-conditional variances are exact for every subset ``u`` of inputs by Gaussian conditioning (numpy):
-``Var(E[Y | x_u]) = beta^T S_{:,u} S_uu^-1 S_{u,:} beta``. From them: the Shapley effects (Owen's formula over
+conditional variances are exact for every subset ``u`` of inputs by Gaussian conditioning
+(:mod:`tests.helpers.closed_forms`): ``Var(E[Y | x_u]) = beta^T S_{:,u} S_uu^-1 S_{u,:} beta``. From them: the Shapley effects (Owen's formula over
 every subset), ``S1_full_i = Var(E[Y|x_i]) / V``, ``ST_ind_i = 1 - Var(E[Y|x_~i]) / V``; a linear model has no
 interactions, so ``ST_full = S1_full`` and ``S1_ind = ST_ind``. Independent Ishigami gives the Shapley effects
 ``S1 + S13 / 2`` (x1), ``S1`` (x2), ``S13 / 2`` (x3).
 """
 from __future__ import annotations
-
-import itertools
-import math
 
 import numpy as np
 import pytest
@@ -19,47 +16,8 @@ from sensitivity.analyses.indices import given_data, shapley, sobol, sobol_depen
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.inputs import copula
 from sensitivity.errors import ConfigError, DataError
-from sensitivity.inputs.space import ParameterSpace
+from tests.helpers.closed_forms import CORRELATION, MU, SD, SPACE, exact_indices, linear
 from tests.helpers.functions import ishigami, ishigami_indices, uniform_space
-
-MU = np.array([1.0, -2.0, 0.5])
-SD = np.array([1.0, 2.0, 0.5])
-CORRELATION = np.array([[1.0, 0.6, -0.3], [0.6, 1.0, 0.2], [-0.3, 0.2, 1.0]])
-BETA = np.array([[1.0, 0.7, -2.0], [0.5, -1.0, 3.0]])  # two outputs
-SPACE = ParameterSpace.from_records(
-    [dict(name=f"x{i}", units="m", distribution=dict(kind="norm", loc=float(MU[i]), scale=float(SD[i])))
-     for i in range(3)], CORRELATION.tolist())
-
-
-def linear(x: np.ndarray) -> np.ndarray:
-    return x @ BETA.T
-
-
-def explained(u: tuple[int, ...]) -> np.ndarray:
-    """``Var(E[Y_k | x_u]) / Var(Y_k)`` for every output, by Gaussian conditioning."""
-    s = CORRELATION * np.outer(SD, SD)
-    total = np.einsum("ki,ij,kj->k", BETA, s, BETA)
-    if not u:
-        return np.zeros(len(BETA))
-    u = list(u)
-    part = s[:, u] @ np.linalg.solve(s[np.ix_(u, u)], s[u, :])
-    return np.einsum("ki,ij,kj->k", BETA, part, BETA) / total
-
-
-def exact_indices() -> dict[str, np.ndarray]:
-    """Shapley effects and the full/independent indices ``[d, m]`` of the linear model."""
-    d = len(MU)
-    effect = np.zeros((d, len(BETA)))
-    for i in range(d):
-        others = [j for j in range(d) if j != i]
-        for k in range(d):
-            for subset in itertools.combinations(others, k):
-                w = math.factorial(k) * math.factorial(d - k - 1) / math.factorial(d)
-                effect[i] += w * (explained(subset + (i,)) - explained(subset))
-    full = np.stack([explained((i,)) for i in range(d)])
-    ind = np.stack([1 - explained(tuple(j for j in range(d) if j != i)) for i in range(d)])
-    return {"effect": effect, "S1_full": full, "ST_full": full, "S1_ind": ind, "ST_ind": ind}
-
 
 def shapley_of(space, f, seed, **sizes):
     kwargs = dict(n_variance=16384, n_outer=2048, n_inner=3, n_permutations=8192, exact_up_to=6) | sizes
