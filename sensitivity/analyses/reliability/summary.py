@@ -30,8 +30,10 @@ def summary(ds: xr.Dataset) -> Summary:
              *(Fact(str(name), f"{int(ds['evaluations'].values[k])} evaluations") for k, name in enumerate(methods)),
              *reach_facts, *agree]
     if "pf_surrogate_std" in ds:
+        spread = ds["pf_surrogate_std"].values
         facts.append(Fact(f"ensemble of {ds.sizes[MEMBER]}",
-                          f"surrogate std of pf up to {float(np.nanmax(ds['pf_surrogate_std'].values)):.3g}"))
+                          f"surrogate std of pf up to {float(np.nanmax(spread)):.3g}" if np.isfinite(spread).any()
+                          else "surrogate std of pf not estimated (no method gave every member a pf)"))
     warnings = [*_unconverged(ds), *_no_design_point(ds), *_flagged(ds), *reach_warnings, *_sorm_failures(ds),
                 *disagree]
     return Summary(str(ds.attrs.get("title", "reliability")), tuple(facts), warnings=tuple(warnings))
