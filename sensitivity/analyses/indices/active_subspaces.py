@@ -40,7 +40,7 @@ xr = lazy_import("xarray")
 Normalize = Literal["bounds", "std", "none"]
 NORMALIZE_KINDS: tuple[str, ...] = ("bounds", "std", "none")
 
-__all__ = ["analyze", "analyze_model", "input_scale", "sample"]
+__all__ = ["Statistics", "analyze", "analyze_model", "input_scale", "sample"]
 
 
 def input_scale(space: ParameterSpace, normalize: Normalize) -> np.ndarray:
@@ -135,7 +135,7 @@ def analyze_model(
 
     The points are drawn (:func:`~sensitivity.analyses.indices.onepass.sample_blocks`), evaluated and reduced
     ``block`` at a time into the means ``g_i`` and co-moments ``C_ij`` of the normalised gradient of each
-    scrambling (:class:`~sensitivity.analyses.indices.onepass.Replicates`), whence
+    scrambling (:class:`Statistics`, fed by :func:`~sensitivity.analyses.indices.onepass.evaluate`), whence
     ``E[g_i g_j] = C_ij / N + g_i g_j``; the eigen-decomposition is made at the end. The result is
     :func:`analyze`'s of the same points to float64 round-off, with randomised-QMC intervals or none; bootstrap
     intervals resample all ``n`` points and are refused here.
@@ -152,27 +152,58 @@ def analyze_model(
         Points per model call, a power of two.
     """
     plan = intervals.check()
-    if plan.kind == "bootstrap":
-        raise ConfigError("the one-pass active subspaces make randomised-QMC intervals or none, got `intervals` = "
-                          "'bootstrap' (analyze the sample's Jacobians in memory for it)")
-    input_scale(space, normalize)
-    if n_active is not None:
-        checked_n_active(n_active, len(space))
-    replicates, d = plan.check_rows(n) if plan.kind == "rqmc" else 1, len(space)
-    upper = np.stack(np.triu_indices(d), axis=1)  # the pairs i <= j of C
-    stats, labels = onepass.Replicates(n, replicates, upper), {}
-    for points in onepass.sample_blocks(space, n, seed=seed, replicates=replicates, block=block):
-        jac = design.as_jacobian(model(points)[1], d)
-        grad, labels = _gradients(jac, space, normalize, weights, quantity_name, quantity_units, output_names,
-                                  output_units)
-        stats.update(np.swapaxes(grad, 1, 2))  # [b, n, m]
-    sets = stats.sets()
-    means, covs = onepass.stacked_means(sets), onepass.stacked_covariances(sets)  # [K, n, m], [K, q, m]
-    second = np.empty((len(sets), d, d, means.shape[-1]))
-    second[:, upper[:, 0], upper[:, 1]] = covs + means[:, upper[:, 0]] * means[:, upper[:, 1]]
-    second[:, upper[:, 1], upper[:, 0]] = second[:, upper[:, 0], upper[:, 1]]
-    return _result(np.moveaxis(second, 3, 1), space, normalize=normalize, n_active=n_active, plan=plan,
-                   n_points=n, weights=weights, **labels)
+    draws = onepass.Draws.of(plan, n, seed=seed, block=block, what="the one-pass active subspaces make")
+    stats = Statistics(space, draws, weights=weights, quantity_name=quantity_name, quantity_units=quantity_units,
+                       normalize=normalize, n_active=n_active, intervals=plan, output_names=output_names,
+                       output_units=output_units)
+    onepass.evaluate(model, space, draws, [stats])
+    return stats.result()
+
+
+class Statistics:
+    """:func:`analyze_model`'s statistics over ``draws``, fed block by block
+    (a :class:`~sensitivity.analyses.indices.onepass.Reduction`): the means ``g_i`` and co-moments ``C_ij`` of the
+    normalised gradient of each scrambling.
+
+    Parameters
+    ----------
+    space
+        The parameter space.
+    draws
+        The points' size and scramblings (:meth:`~sensitivity.analyses.indices.onepass.Draws.of` of ``intervals``).
+    weights, quantity_name, quantity_units, normalize, n_active, intervals, output_names, output_units
+        As :func:`analyze`'s; the plan neither the bootstrap nor unchecked.
+    """
+
+    def __init__(self, space: ParameterSpace, draws: onepass.Draws, *, weights: Sequence[float] | None = None,
+                 quantity_name: str = "weighted_sum", quantity_units: str | None = None,
+                 normalize: Normalize = "bounds", n_active: int | None = None, intervals: IntervalPlan,
+                 output_names: Sequence[str] | None = None, output_units: Sequence[str] | None = None):
+        input_scale(space, normalize)
+        if n_active is not None:
+            checked_n_active(n_active, len(space))
+        self.space, self.n, self.plan = space, draws.n, intervals
+        self.options = {"weights": weights, "quantity_name": quantity_name, "quantity_units": quantity_units,
+                        "output_names": output_names, "output_units": output_units}
+        self.normalize, self.n_active, self.labels = normalize, n_active, {}
+        self.upper = np.stack(np.triu_indices(len(space)), axis=1)  # the pairs i <= j of C
+        self.stats = onepass.Replicates(draws.n, draws.replicates, self.upper)
+
+    def update(self, values: np.ndarray, jacobian: np.ndarray) -> None:
+        """Add the next block's ``jacobian [b, m, n]`` (``values`` unused)."""
+        jac = design.as_jacobian(jacobian, len(self.space))
+        grad, self.labels = _gradients(jac, self.space, self.normalize, **self.options)
+        self.stats.update(np.swapaxes(grad, 1, 2))  # [b, n, m]
+
+    def result(self) -> xr.Dataset:
+        """:func:`analyze_model`'s dataset: ``E[g_i g_j] = C_ij / N + g_i g_j``, eigen-decomposed."""
+        sets, d, (i, j) = self.stats.sets(), len(self.space), self.upper.T
+        means, covs = onepass.stacked_means(sets), onepass.stacked_covariances(sets)  # [K, n, m], [K, q, m]
+        second = np.empty((len(sets), d, d, means.shape[-1]))
+        second[:, i, j] = covs + means[:, i] * means[:, j]
+        second[:, j, i] = second[:, i, j]
+        return _result(np.moveaxis(second, 3, 1), self.space, normalize=self.normalize, n_active=self.n_active,
+                       plan=self.plan, n_points=self.n, weights=self.options["weights"], **self.labels)
 
 
 def _gradients(jac: np.ndarray, space: ParameterSpace, normalize: Normalize, weights: Sequence[float] | None,

@@ -98,3 +98,9 @@ def variable(
         meta["units_note"] = "units differ along the output/parameter axes: see output_units and parameter_units"
     meta.update(attrs)
     return xr.Variable(dims, data, meta)
+
+
+def rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:
+    """Rename a labeled axis and its ``_name``/``_units`` coordinates (``output`` -> ``quantity``)."""
+    names = {k: new + k[len(old):] for k in list(ds.variables) if k == old or k in (f"{old}_name", f"{old}_units")}
+    return ds.rename(names)

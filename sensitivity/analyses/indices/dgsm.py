@@ -50,7 +50,7 @@ from sensitivity.analyses.indices import bootstrap, dataset, design, onepass, ta
 from sensitivity.analyses.indices.pickfreeze import TAIL_ROWS
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
-from sensitivity.errors import ConfigError, DataError
+from sensitivity.errors import DataError
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import Parameter, ParameterSpace
 
@@ -201,9 +201,10 @@ def analyze_model(
 
     The points are drawn (:func:`~sensitivity.analyses.indices.onepass.sample_blocks`), evaluated and reduced
     ``block`` at a time into the means of ``(dy/dx)^2`` and ``y`` and the co-moment of ``y`` of each scrambling
-    (:class:`~sensitivity.analyses.indices.onepass.Replicates`); only the first ``TAIL_ROWS`` values are kept, for
-    the heavy-tail check. The result is :func:`analyze`'s of the same points to float64 round-off, with
-    randomised-QMC intervals or none; bootstrap intervals resample all ``n`` points and are refused here.
+    (:class:`Statistics`, fed by :func:`~sensitivity.analyses.indices.onepass.evaluate`); only the first
+    ``TAIL_ROWS`` values are kept, for the heavy-tail check. The result is :func:`analyze`'s of the same points to
+    float64 round-off, with randomised-QMC intervals or none; bootstrap intervals resample all ``n`` points and are
+    refused here.
 
     Parameters
     ----------
@@ -217,21 +218,45 @@ def analyze_model(
         Points per model call, a power of two.
     """
     plan = intervals.check()
-    if plan.kind == "bootstrap":
-        raise ConfigError("the one-pass DGSM makes randomised-QMC intervals or none, got `intervals` = 'bootstrap' "
-                          "(analyze the sample's Jacobians in memory for it)")
-    replicates = plan.check_rows(n) if plan.kind == "rqmc" else 1
-    d = len(space)
-    stats, head = onepass.Replicates(n, replicates, [[d, d]]), onepass.Head(TAIL_ROWS)
-    for points in onepass.sample_blocks(space, n, seed=seed, replicates=replicates, block=block):
-        values, jacobian = model(points)
-        jac, y = _checked(jacobian, values, space)
-        stats.update(np.concatenate([np.swapaxes(jac**2, 1, 2), y[:, None]], axis=1))  # [b, n + 1, m]
-        head.update(y)
-    sets = stats.sets()
-    nu, variance = onepass.stacked_means(sets)[:, :d], onepass.stacked_covariances(sets)[:, 0]
-    return _dataset(nu, variance, space, {"n_points": n}, plan, output_names, output_units).assign(
-        tails.tail_variables(head.values()))
+    draws = onepass.Draws.of(plan, n, seed=seed, block=block, what="the one-pass DGSM makes")
+    stats = Statistics(space, draws, intervals=plan, output_names=output_names, output_units=output_units)
+    onepass.evaluate(model, space, draws, [stats])
+    return stats.result()
+
+
+class Statistics:
+    """:func:`analyze_model`'s statistics over ``draws``, fed block by block
+    (a :class:`~sensitivity.analyses.indices.onepass.Reduction`): the means of ``(dy/dx)^2`` and ``y`` and the
+    co-moment of ``y`` of each scrambling, and the first ``TAIL_ROWS`` values for the heavy-tail check.
+
+    Parameters
+    ----------
+    space
+        The parameter space.
+    draws
+        The points' size and scramblings (:meth:`~sensitivity.analyses.indices.onepass.Draws.of` of ``intervals``).
+    intervals, output_names, output_units
+        As :func:`analyze`'s; the plan neither the bootstrap nor unchecked.
+    """
+
+    def __init__(self, space: ParameterSpace, draws: onepass.Draws, *, intervals: IntervalPlan,
+                 output_names: Sequence[str] | None = None, output_units: Sequence[str] | None = None):
+        self.space, self.n, self.plan, self.labels = space, draws.n, intervals, (output_names, output_units)
+        d = len(space)
+        self.stats, self.head = onepass.Replicates(draws.n, draws.replicates, [[d, d]]), onepass.Head(TAIL_ROWS)
+
+    def update(self, values: np.ndarray, jacobian: np.ndarray) -> None:
+        """Add the next block's ``values [b, m]`` and ``jacobian [b, m, n]``."""
+        jac, y = _checked(jacobian, values, self.space)
+        self.stats.update(np.concatenate([np.swapaxes(jac**2, 1, 2), y[:, None]], axis=1))  # [b, n + 1, m]
+        self.head.update(y)
+
+    def result(self) -> xr.Dataset:
+        """:func:`analyze_model`'s dataset."""
+        sets, d = self.stats.sets(), len(self.space)
+        nu, variance = onepass.stacked_means(sets)[:, :d], onepass.stacked_covariances(sets)[:, 0]
+        return _dataset(nu, variance, self.space, {"n_points": self.n}, self.plan, *self.labels).assign(
+            tails.tail_variables(self.head.values()))
 
 
 def analyze_blocks(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 import numpy as np
 
 from sensitivity.analyses.indices import crosschecks, tails
-from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method
+from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method, jacobian_pass
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import position_label
 from sensitivity.runtime.lazy import lazy_import
@@ -127,10 +127,30 @@ def compute(
 
 def run_methods(ctx: Context, methods: Mapping[str, Method], designs: Mapping[str, Any]) -> dict[str, xr.Dataset]:
     """Each method's results on ``ctx``'s model, by result key, on the flat ``output`` axis."""
-    results: dict[str, xr.Dataset] = {}
+    return {key: ds for results in run_by_method(ctx, methods, designs).values() for key, ds in results.items()}
+
+
+def run_by_method(ctx: Context, methods: Mapping[str, Method], designs: Mapping[str, Any]
+                  ) -> dict[str, dict[str, xr.Dataset]]:
+    """Each method's results by result key, by method name (in ``methods``' order).
+
+    The one-pass derivative methods (those with ``reductions``: DGSM, active subspaces) whose draws are equal (the
+    same ``n``; the seed, scramblings and block are the run's) share one pass: one Jacobian evaluation per block
+    feeds all their statistics (:func:`~sensitivity.analyses.indices.methods.jacobian_pass`), each result what the
+    method gives alone.
+    """
+    passes: dict[Any, dict[str, dict[str, Any]]] = {}  # draws -> method name -> result key -> reduction
     for name, method in methods.items():
-        results.update(in_section(name, method.run, ctx, designs[name]))
-    return results
+        one_pass = in_section(name, method.reductions, ctx) if hasattr(method, "reductions") else None
+        if one_pass is not None:
+            passes.setdefault(one_pass[0], {})[name] = one_pass[1]
+    shared: dict[str, dict[str, xr.Dataset]] = {}
+    for draws, by_method in passes.items():
+        reductions = {key: r for part in by_method.values() for key, r in part.items()}
+        results = in_section(", ".join(by_method), jacobian_pass, ctx, draws, reductions)
+        shared.update({name: {key: results[key] for key in part} for name, part in by_method.items()})
+    return {name: shared[name] if name in shared else in_section(name, method.run, ctx, designs[name])
+            for name, method in methods.items()}
 
 
 def assemble(results: Mapping[str, xr.Dataset], spec: Any, n_parameters: int, top_k: int | None) -> xr.Dataset:

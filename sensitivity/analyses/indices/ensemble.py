@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from sensitivity.outputs.members import with_member_spread
-from sensitivity.analyses.indices.driver import assemble, plan, run_methods
+from sensitivity.analyses.indices.driver import assemble, plan, run_by_method
 from sensitivity.analyses.indices.methods import ActiveSubspaces, Context, Dgsm, FlatModel, Intervals, Method, Morris
 from sensitivity.analyses.indices.sobol_method import Sobol
 from sensitivity.runtime.lazy import lazy_import
@@ -84,13 +84,14 @@ def compute_ensemble(
              "mean and the members side by side), the others on shared evaluations", k,
              ", ".join(streamed) or "none")
     side = Context(_SideBySide(_Wide(ensemble)), space, seed, intervals, keep)
-    wide = {name: run_methods(side, {name: method}, designs) for name, method in streamed.items()}
+    wide = run_by_method(side, streamed, designs)
+    rest = {name: method for name, method in methods.items() if name not in wide}
     shared, views = _Evaluations(ensemble), []
     for j, member in enumerate([None, *range(k)]):
         ctx, results = Context(FlatModel(_View(shared, member)), space, seed, intervals), {}
-        for name, method in methods.items():
-            results.update({key: _copy(ds, j, m) for key, ds in wide[name].items()} if name in wide else
-                           run_methods(ctx, {name: method}, designs))
+        own = run_by_method(ctx, rest, designs)
+        for name in methods:
+            results.update({key: _copy(ds, j, m) for key, ds in wide[name].items()} if name in wide else own[name])
         views.append(assemble(results, ctx.model.spec, len(space), top_k))
     return with_member_spread(views[0], views[1:], intervals.level)
 

@@ -6,9 +6,11 @@ subspaces; for dependent inputs and whole outputs Shapley effects, dependent Sob
 indices and given-data indices) has two verbs: ``design`` draws its points (cheap, and it checks every setting before any
 model evaluation) and ``run`` evaluates the compiled surrogate there — values only where the method
 needs no derivatives (Sobol', Morris), exact Jacobians where it does (local derivatives, DGSM, active
-subspaces) — and returns the analysis datasets on one flat ``output`` axis. The model is seen through
-:class:`FlatModel`; how every method gets its intervals is :class:`Intervals`; what the methods share
-(model, space, seed, intervals, one cached input sample) is a :class:`Context`.
+subspaces; those of DGSM and active subspaces of one size from one pass, :func:`jacobian_pass`) — and returns the
+analysis datasets on one flat ``output`` axis. The model is seen through
+:class:`~sensitivity.analyses.indices.flat_model.FlatModel`; how every method gets its intervals is
+:class:`Intervals`; what the methods share (model, space, seed, intervals, one cached input sample) is a
+:class:`Context`.
 """
 from __future__ import annotations
 
@@ -17,74 +19,28 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import (active_subspaces, aggregated, aggregated_onepass, derivatives, dgsm,
-                                          given_data, given_data_bins, morris, onepass, shapley, sobol_dependent, sobol_onepass)
+from sensitivity.analyses.indices import (active_subspaces, aggregated, aggregated_onepass, dataset, derivatives, dgsm,
+                                          given_data, given_data_bins, morris, onepass, shapley, sobol_dependent,
+                                          sobol_onepass)
 from sensitivity.analyses.indices.design import check_power_of_two
 from sensitivity.analyses.indices.intervals import INTERVAL, INTERVAL_METHODS, LEVEL, IntervalPlan, N_RESAMPLES, REPLICATES
-from sensitivity.analyses.indices.dgsm_sweep import SHOWN, NonFinite, named_points, sweep_blocks, sweep_sample
+from sensitivity.analyses.indices.dgsm_sweep import NonFinite, sweep_blocks, sweep_sample
+from sensitivity.analyses.indices.flat_model import FlatModel
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.runtime.lazy import lazy_import
-from sensitivity.outputs.spec import OutputSpec
 from sensitivity.inputs.space import ParameterSpace
 from sensitivity.sweep.stored import StoredSweep
 
 xr = lazy_import("xarray")
 
-if TYPE_CHECKING:
-    from sensitivity.engine.jacobian import CompiledJacobian
-
 log = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------- the model, shared settings
-@dataclass(frozen=True)
-class FlatModel:
-    """A compiled surrogate seen through one flat output axis: values ``[N, m]``, Jacobians ``[N, m, n]``."""
-
-    engine: CompiledJacobian
-
-    @property
-    def spec(self) -> OutputSpec:
-        """The model's own output description (names, dims, units)."""
-        return self.engine.surrogate.output
-
-    @property
-    def identity(self) -> str:
-        """The surrogate's content hash: what a one-pass analysis's kept statistics record as their model."""
-        return str(getattr(self.engine.surrogate, "content_hash", "") or "")
-
-    @property
-    def labels(self) -> dict[str, list[str]]:
-        """``output_names`` and ``output_units`` of the flat outputs, for the analyses."""
-        return {"output_names": self.spec.flat_names(), "output_units": self.spec.flat_units()}
-
-    def values(self, points: np.ndarray) -> np.ndarray:
-        """Values only (the compiled values function): ``[N, m]``; refused where not finite (:meth:`finite`)."""
-        values = self.engine.values(points).reshape(len(points), -1)
-        return self.finite(points, np.isfinite(values).all(axis=1), values)
-
-    def jacobian(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Values ``[N, m]`` and exact Jacobians ``[N, m, n]`` in physical units; refused where not finite."""
-        values, jac = self.engine(points)
-        values, jac = values.reshape(len(points), -1), jac.reshape(len(points), -1, jac.shape[-1])
-        return self.finite(points, np.isfinite(values).all(axis=1) & np.isfinite(jac).all(axis=(1, 2)), values), jac
-
-    def finite(self, points: np.ndarray, ok: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """``values``, or a one-line :class:`DataError` saying at how many of the design's points and where the
-        model is not finite: the estimators on a design (pick-freeze matrices, trajectories, replicates) need
-        every point of it, and one NaN would make every index NaN."""
-        if ok.all():
-            return values
-        first = named_points(self.engine.surrogate.input_names, np.asarray(points)[~ok][:SHOWN])
-        raise DataError(f"the model is not finite at {int((~ok).sum())} of {len(ok)} points of the design (first "
-                        f"at {first}); these indices need the model at every point: make it finite over the space, or "
-                        "narrow the space's bounds")
-
-
 @dataclass(frozen=True)
 class Intervals:
     """How every method gets its confidence intervals (:mod:`~sensitivity.analyses.indices.intervals`).
@@ -149,9 +105,9 @@ class Context:
     def input_sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(points, values, jacobian)`` at ``n`` scrambled-Sobol' draws of the input distribution.
 
-        Cached by ``n``: DGSM, active subspaces and the output spread of the local method
-        share one sample (and one set of Jacobians) when they ask for the same size; it is drawn as
-        the randomised-QMC replicates of :class:`Intervals`.
+        Cached by ``n``: the local method's output spread and DGSM and active subspaces under bootstrap intervals
+        share one sample (and one set of Jacobians) when they ask for the same size; it is drawn as the
+        randomised-QMC replicates of :class:`Intervals`, the points of :func:`jacobian_pass` of that size.
         """
         if n not in self._samples:
             points = dgsm.sample(self.space, n, seed=self.seed, replicates=self.intervals.replicates_of(qmc=True))
@@ -178,6 +134,15 @@ def timed(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     result = fn(*args)
     log.info("%s: %.2f s", what, time.perf_counter() - t0)
     return result
+
+
+def jacobian_pass(ctx: Context, draws: onepass.Draws, reductions: Mapping[str, onepass.Reduction]
+                  ) -> dict[str, xr.Dataset]:
+    """The results by key of ``reductions`` (of :meth:`Dgsm.reductions`, :meth:`ActiveSubspaces.reductions`) on
+    ``draws``: one Jacobian evaluation per block feeds them all (:func:`~.onepass.evaluate`)."""
+    timed(f"{', '.join(reductions)}: {draws.n} Jacobians evaluated once and reduced {draws.block} at a time",
+          onepass.evaluate, ctx.model.jacobian, ctx.space, draws, list(reductions.values()))
+    return {key: reduction.result() for key, reduction in reductions.items()}
 
 
 # ----------------------------------------------------------------------------- methods
@@ -223,9 +188,10 @@ class Dgsm:
     """DGSM with intervals and the total-Sobol' bound (:mod:`~sensitivity.analyses.indices.dgsm`).
 
     On ``n`` fresh draws of the input distribution, drawn, evaluated and reduced in blocks
-    (:func:`~sensitivity.analyses.indices.dgsm.analyze_model`: memory does not grow with ``n``; bootstrap intervals
-    resample all ``n`` points, which are then held), or on the points of a stored ``sweep`` file read ``block``
-    points at a time (see :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid).
+    (:func:`jacobian_pass`: memory does not grow with ``n``; one evaluation per block shared with active subspaces of
+    the same ``n``; bootstrap intervals resample all ``n`` points, which are then held), or on the points of a stored
+    ``sweep`` file read ``block`` points at a time (see
+    :func:`~sensitivity.analyses.indices.dgsm_sweep.check_sweep_sample` for when that is valid).
     """
 
     n: int = 4096
@@ -253,9 +219,16 @@ class Dgsm:
         if kwargs["intervals"].kind == "bootstrap":  # resamples all n points: they are held
             _, values, jac = ctx.input_sample(self.n)
             return {"dgsm": dgsm.analyze(jac, values, ctx.space, **kwargs)}
-        return {"dgsm": timed(f"dgsm: {self.n} Jacobians evaluated and reduced {onepass.BLOCK_POINTS} at a time",
-                              partial(dgsm.analyze_model, ctx.model.jacobian, ctx.space, self.n, seed=ctx.seed,
-                                      **kwargs))}
+        return jacobian_pass(ctx, *self.reductions(ctx))
+
+    def reductions(self, ctx: Context) -> tuple[onepass.Draws, dict[str, onepass.Reduction]] | None:
+        """The one-pass draws and statistics of :meth:`run` by result key; None when it holds its points (a stored
+        sweep, bootstrap intervals)."""
+        plan = ctx.intervals.plan(qmc=True, seed=ctx.seed)
+        if self.sweep is not None or plan.kind == "bootstrap":
+            return None
+        draws = onepass.Draws.of(plan, self.n, seed=ctx.seed, what="the one-pass DGSM makes")
+        return draws, {"dgsm": dgsm.Statistics(ctx.space, draws, intervals=plan, **ctx.model.labels)}
 
 
 @dataclass(frozen=True)
@@ -304,8 +277,9 @@ class ActiveSubspaces:
     """Active subspaces per output and/or for one scalar ``quantity`` of the outputs.
 
     On ``n`` draws of the input distribution, drawn, evaluated and reduced in blocks
-    (:func:`~sensitivity.analyses.indices.active_subspaces.analyze_model`: memory does not grow with ``n``), once
-    per result; bootstrap intervals resample all ``n`` points, which are then held (and shared by both results).
+    (:func:`jacobian_pass`: memory does not grow with ``n``), one Jacobian evaluation per block feeding both results
+    (and DGSM's, run together on the same ``n``: :func:`~sensitivity.analyses.indices.driver.run_by_method`);
+    bootstrap intervals resample all ``n`` points, which are then held (and shared by both results).
     """
 
     n: int = 4096
@@ -323,23 +297,33 @@ class ActiveSubspaces:
             raise ConfigError("give `per_output: true` or a `quantity`, got neither")
 
     def run(self, ctx: Context, design: None) -> dict[str, xr.Dataset]:
-        kwargs = {"normalize": self.normalize, "n_active": self.n_active, **ctx.analysis_kwargs()}
-        if kwargs["intervals"].kind == "bootstrap":  # resamples all n points: they are held
-            jac = ctx.input_sample(self.n)[2]
-            analysis = partial(active_subspaces.analyze, jac, ctx.space)
-        else:
-            def analysis(**options: Any) -> xr.Dataset:
-                return timed(f"active subspaces: {self.n} Jacobians evaluated and reduced {onepass.BLOCK_POINTS} at "
-                             "a time", partial(active_subspaces.analyze_model, ctx.model.jacobian, ctx.space, self.n,
-                                               seed=ctx.seed, **options))
-        out = {}
-        if self.per_output:
-            out["active_subspace"] = analysis(**kwargs)
-        if self.quantity is not None:
-            q = self.quantity
-            ds = analysis(weights=q.resolve(len(ctx.model.labels["output_names"])), quantity_name=q.name,
-                          quantity_units=q.units, **kwargs)
-            out["active_subspace_quantity"] = _rename_axis(ds, "output", "quantity")
+        one_pass = self.reductions(ctx)
+        if one_pass is not None:
+            return jacobian_pass(ctx, *one_pass)
+        jac, plan = ctx.input_sample(self.n)[2], ctx.intervals.plan(qmc=True, seed=ctx.seed)  # bootstrap: held
+        return {key: label(active_subspaces.analyze(jac, ctx.space, normalize=self.normalize, n_active=self.n_active,
+                                                    intervals=plan, **options))
+                for key, (options, label) in self._results(ctx).items()}
+
+    def reductions(self, ctx: Context) -> tuple[onepass.Draws, dict[str, onepass.Reduction]] | None:
+        """The one-pass draws and statistics of :meth:`run` by result key, both results' from the same Jacobians;
+        None under bootstrap intervals (the points are held)."""
+        plan = ctx.intervals.plan(qmc=True, seed=ctx.seed)
+        if plan.kind == "bootstrap":
+            return None
+        draws = onepass.Draws.of(plan, self.n, seed=ctx.seed, what="the one-pass active subspaces make")
+        return draws, {key: onepass.Then(active_subspaces.Statistics(
+            ctx.space, draws, normalize=self.normalize, n_active=self.n_active, intervals=plan, **options), label)
+            for key, (options, label) in self._results(ctx).items()}
+
+    def _results(self, ctx: Context) -> dict[str, tuple[dict[str, Any], Callable[[xr.Dataset], xr.Dataset]]]:
+        """Each result's options and labelling by key: per output, and the ``quantity`` on an axis of its own."""
+        labels, q = ctx.model.labels, self.quantity
+        out = {"active_subspace": (labels, lambda ds: ds)} if self.per_output else {}
+        if q is not None:
+            out["active_subspace_quantity"] = (
+                {"weights": q.resolve(len(labels["output_names"])), "quantity_name": q.name, "quantity_units": q.units,
+                 **labels}, partial(dataset.rename_axis, old="output", new="quantity"))
         return out
 
 
@@ -492,9 +476,3 @@ class GivenData:
 
     def _bins(self, batches: int) -> int:
         return given_data_bins.default_bins(self.n, batches) if self.bins is None else self.bins
-
-
-def _rename_axis(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:
-    """Rename a labeled axis and its ``_name``/``_units`` coordinates (``output`` -> ``quantity``)."""
-    names = {k: new + k[len(old):] for k in list(ds.variables) if k == old or k in (f"{old}_name", f"{old}_units")}
-    return ds.rename(names)

@@ -7,17 +7,24 @@ are means and co-moments of per-point terms on the sample of :func:`sensitivity.
 each block), and :class:`Replicates` keeps one set of :class:`~sensitivity.analyses.moments.Moments` per
 scrambling, so the pooled estimate (their merge, Chan et al.) and the randomised-QMC replicates of
 :mod:`~sensitivity.analyses.indices.intervals` come from statistics whose size does not grow with ``N``.
+
+Both estimators read the same points for the same :class:`Draws` (size, seed, scramblings, block), so
+:func:`evaluate` feeds any number of their reductions (:class:`Reduction`) from one model call per block: DGSM and
+active subspaces run together evaluate the Jacobians once.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import reduce
-from typing import Iterator
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
 from sensitivity.analyses.indices import bootstrap, design
 from sensitivity.analyses.indices.design import Seed
+from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.moments import Moments
+from sensitivity.errors import ConfigError
 from sensitivity.inputs.space import ParameterSpace
 
 #: Points per model call of the one-pass derivative-based analyses.
@@ -31,6 +38,61 @@ def sample_blocks(space: ParameterSpace, n: int, *, seed: Seed, replicates: int,
     base = design.SobolBase(len(space), n, seed, replicates)
     for start in range(0, n, block):
         yield design.to_distribution(space, base.rows(start, min(n, start + block)))
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The sample of a one-pass derivative analysis: ``n`` points of ``dgsm.sample(space, n, seed=seed,
+    replicates=replicates)``, evaluated ``block`` at a time. Equal draws are the same points in the same blocks."""
+
+    n: int
+    seed: Seed
+    replicates: int
+    block: int = BLOCK_POINTS
+
+    @classmethod
+    def of(cls, plan: IntervalPlan, n: int, *, seed: Seed, block: int = BLOCK_POINTS, what: str) -> Draws:
+        """The draws of ``n`` points under the checked interval ``plan`` (its scramblings under ``rqmc``, else one);
+        ``what`` names the analysis (``"the one-pass DGSM makes"``) in the refusal of bootstrap intervals, which
+        resample all ``n`` points."""
+        if plan.kind == "bootstrap":
+            raise ConfigError(f"{what} randomised-QMC intervals or none, got `intervals` = 'bootstrap' (analyze the "
+                              "sample's Jacobians in memory for it)")
+        return cls(n, seed, plan.check_rows(n) if plan.kind == "rqmc" else 1, block)
+
+
+class Reduction(Protocol):
+    """The statistics of one analysis over :class:`Draws`, fed block by block by :func:`evaluate`."""
+
+    def update(self, values: np.ndarray, jacobian: np.ndarray) -> None:
+        """Add the next block's ``values [b, m]`` and ``jacobian [b, m, n]``."""
+
+    def result(self) -> Any:
+        """The analysis' dataset once every block is in."""
+
+
+@dataclass(frozen=True)
+class Then:
+    """``reduction`` whose result goes through ``then`` (a relabelling)."""
+
+    reduction: Reduction
+    then: Callable[[Any], Any]
+
+    def update(self, values: np.ndarray, jacobian: np.ndarray) -> None:
+        self.reduction.update(values, jacobian)
+
+    def result(self) -> Any:
+        return self.then(self.reduction.result())
+
+
+def evaluate(model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], space: ParameterSpace, draws: Draws,
+             reductions: Sequence[Reduction]) -> None:
+    """Draw ``draws``' points block by block, call ``model`` once per block (``points [b, n] -> (values [b, m],
+    jacobian [b, m, n])``) and feed the block to every one of ``reductions``."""
+    for points in sample_blocks(space, draws.n, seed=draws.seed, replicates=draws.replicates, block=draws.block):
+        values, jacobian = model(points)
+        for reduction in reductions:
+            reduction.update(values, jacobian)
 
 
 class Replicates:
