@@ -20,8 +20,9 @@ replicates, prefixes and shards of a design merge exactly.
 
 :class:`Accumulator` keeps one set of statistics per segment of the design between the edges of its
 randomised-QMC scramblings and of the prefix sizes of the convergence record (a scrambling's, a prefix's and the
-pooled statistics are merges of segments), and the first :data:`TAIL_ROWS` values for the heavy-tail check
-(:mod:`~sensitivity.analyses.indices.tails`, which needs order statistics, not moments): its memory does not grow
+pooled statistics are merges of segments), and the first values for the heavy-tail check
+(:func:`~sensitivity.analyses.indices.tails.sample_rows` of them, in the model's dtype;
+:mod:`~sensitivity.analyses.indices.tails`, which needs order statistics, not moments): its memory does not grow
 with ``N``, and the statistics of any row range (a shard, a checkpointed group of blocks) are a dataset that
 merges exactly with its neighbours'.
 """
@@ -33,14 +34,13 @@ from typing import Sequence
 
 import numpy as np
 
+from sensitivity.analyses.indices import tails
 from sensitivity.analyses.moments import Moments
 from sensitivity.errors import DataError
 from sensitivity.runtime.lazy import lazy_import
 
 xr = lazy_import("xarray")
 
-#: Values kept for the heavy-tail check: the first this many rows of the design (all of them below it).
-TAIL_ROWS = 1 << 16
 #: ``status`` flag values.
 STATUS_OK, STATUS_CONSTANT = 0, 1
 
@@ -127,14 +127,16 @@ class Accumulator:
     The rows are cut into segments at the edges of the ``replicates`` consecutive scramblings of ``n / replicates``
     rows each and at the prefix sizes ``sizes`` (base rows) of the convergence record; each segment keeps its own
     statistics, so a scrambling or a prefix is the merge of its segments, whichever shard, checkpointed group or
-    block fed them. ``m`` is the number of outputs. The first :data:`TAIL_ROWS` values of the design (those in
-    the span) are kept for the heavy-tail check: memory does not grow with ``n``.
+    block fed them. ``m`` is the number of outputs. The first ``tail_rows`` values of the design (those in the
+    span; default :func:`~sensitivity.analyses.indices.tails.sample_rows` of ``m``) are kept, in the model's
+    dtype, for the heavy-tail check: memory does not grow with ``n``.
     """
 
     def __init__(self, n: int, g: int, second: bool, m: int, *, replicates: int = 1, sizes: Sequence[int] = (),
-                 span: tuple[int, int] | None = None, tail_rows: int = TAIL_ROWS):
+                 span: tuple[int, int] | None = None, tail_rows: int | None = None):
         self.n, self.g, self.second, self.m, self.replicates = n, g, second, m, replicates
-        self.per_part, self.sizes, self.tail_rows = n // replicates, sorted(set(sizes)), tail_rows
+        self.per_part, self.sizes = n // replicates, sorted(set(sizes))
+        self.tail_rows = tails.sample_rows(m) if tail_rows is None else tail_rows
         self.cuts = sorted({*range(0, n + 1, self.per_part), *self.sizes})
         self.span = (0, n) if span is None else (int(span[0]), int(span[1]))
         if not 0 <= self.span[0] < self.span[1] <= n:
@@ -153,9 +155,9 @@ class Accumulator:
         start, stop = self.done, self.done + len(blocks)
         if stop > self.span[1]:
             raise DataError(f"rows [{start}, {stop}) run past the statistics' rows {list(self.span)}")
-        room = self.tail_rows - start * blocks.shape[1]  # values of the first TAIL_ROWS not yet kept
+        room = self.tail_rows - start * blocks.shape[1]  # values of the first tail_rows not yet kept
         if room > 0:
-            self.tail.append(np.array(blocks.reshape(-1, blocks.shape[2])[:room], dtype=np.float64))
+            self.tail.append(np.array(blocks.reshape(-1, blocks.shape[2])[:room]))
         if len(self._scratch) < len(blocks):
             self._scratch = _variables_buffer(len(blocks), self.width, self.m)
         edges = [start, *(c for c in self.cuts if start < c < stop), stop]
@@ -206,12 +208,12 @@ class Accumulator:
 
     @property
     def tail_complete(self) -> bool:
-        """Whether the values kept are the whole design's heavy-tail sample (its first :data:`TAIL_ROWS`, or all)."""
+        """Whether the values kept are the whole design's heavy-tail sample (its first ``tail_rows``, or all)."""
         return self.span[0] == 0 and (sum(map(len, self.tail)) >= self.tail_rows or self.done == self.n)
 
     def tail_values(self) -> np.ndarray:
-        """``[rows, m]`` the first :data:`TAIL_ROWS` values of the design (of the span)."""
-        if len(self.tail) > 1:  # joined once (52 MB on 100 outputs): a second call is free
+        """``[rows, m]`` the first ``tail_rows`` values of the design (of the span), in the model's dtype."""
+        if len(self.tail) > 1:  # joined once (17 MB of float32 on 100 outputs): a second call is free
             self.tail = [np.concatenate(self.tail)[: self.tail_rows]]
         return self.tail[0] if self.tail else np.empty((0, self.m))
 
@@ -253,6 +255,6 @@ class Accumulator:
         mean, comoment = np.asarray(ds["mean"].values, np.float64), np.asarray(ds["comoment"].values, np.float64)
         for i, (key, count) in enumerate(zip(ds["segment_start"].values, ds["count"].values)):
             out.segments[int(key)] = Moments(out.pairs, int(count), mean[i], comoment[i])
-        tail = np.asarray(ds["tail"].values, np.float64)
+        tail = np.asarray(ds["tail"].values)
         out.tail, out.done = ([tail] if len(tail) else []), out.span[1]
         return out
