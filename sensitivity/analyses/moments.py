@@ -81,7 +81,7 @@ class Moments:
         dev = np.subtract(x, centre, out=x if overwrite and x is block else None)
         n = x.shape[0]
         if weights is None:
-            return cls(pairs, n, centre, _products(dev, pairs))
+            return cls(pairs, n, centre, sums_of_products(dev, pairs))
         products = dev[:, pairs[:, 0]] * dev[:, pairs[:, 1]]
         w = np.asarray(weights, dtype=np.float64)
         shift = _weighted_mean(w, dev)  # [p, K, *shape]: mean_k - centre
@@ -130,7 +130,7 @@ class Moments:
                    np.asarray(ds["mean"].values, dtype=np.float64), np.asarray(ds["comoment"].values, np.float64))
 
 
-def _products(dev: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+def sums_of_products(dev: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """``[q, *shape]`` sums over the rows of ``dev [n, p, *shape]`` of the products of the ``pairs [q, 2]``.
 
     Most of the ``p^2`` products (the active-subspace matrix): :func:`_gram`. A few (a Sobol' block's 20 of 196):

@@ -47,7 +47,6 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from sensitivity.analyses.indices import bootstrap, dataset, design, onepass, tails
-from sensitivity.analyses.indices.pickfreeze import TAIL_ROWS
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import RQMC, IntervalPlan, REPLICATES
 from sensitivity.errors import DataError
@@ -169,14 +168,15 @@ def analyze(
         ``nu (parameter, output)`` [(output/parameter units)^2], ``variance (output)``,
         ``poincare_constant (parameter)``, ``sobol_total_bound (parameter, output)`` [1],
         each estimate with a ``*_interval`` over ``bound`` (``low``, ``high``) unless ``intervals="none"``,
-        and the heavy-tail check of every output on its first ``TAIL_ROWS`` = 65,536 points (``tail_share``,
+        and the heavy-tail check of every output on its first points (65,536, fewer on many outputs:
+        :func:`~sensitivity.analyses.indices.tails.sample_rows`; ``tail_share``,
         ``tail_index``, ``tail_flag``; :mod:`~sensitivity.analyses.indices.tails`).
     """
     plan = intervals.check()
     jac, y = _checked(jacobian, values, space)
     weights = plan.weights(y.shape[0])
     nu = np.swapaxes(bootstrap.weighted_mean(weights, jac**2), 1, 2)  # [K, n, m]
-    tail = tails.tail_variables(y[:TAIL_ROWS])
+    tail = tails.tail_variables(y[: tails.sample_rows(y.shape[1])])
     y = y - y.mean(axis=0)  # centred: the one-pass variance below is then free of cancellation
     mean = bootstrap.weighted_mean(weights, y)
     variance = bootstrap.weighted_mean(weights, y * y) - mean**2
@@ -202,7 +202,7 @@ def analyze_model(
     The points are drawn (:func:`~sensitivity.analyses.indices.onepass.sample_blocks`), evaluated and reduced
     ``block`` at a time into the means of ``(dy/dx)^2`` and ``y`` and the co-moment of ``y`` of each scrambling
     (:class:`Statistics`, fed by :func:`~sensitivity.analyses.indices.onepass.evaluate`); only the first
-    ``TAIL_ROWS`` values are kept, for the heavy-tail check. The result is :func:`analyze`'s of the same points to
+    :func:`~sensitivity.analyses.indices.tails.sample_rows` values are kept, for the heavy-tail check. The result is :func:`analyze`'s of the same points to
     float64 round-off, with randomised-QMC intervals or none; bootstrap intervals resample all ``n`` points and are
     refused here.
 
@@ -227,7 +227,8 @@ def analyze_model(
 class Statistics:
     """:func:`analyze_model`'s statistics over ``draws``, fed block by block
     (a :class:`~sensitivity.analyses.indices.onepass.Reduction`): the means of ``(dy/dx)^2`` and ``y`` and the
-    co-moment of ``y`` of each scrambling, and the first ``TAIL_ROWS`` values for the heavy-tail check.
+    co-moment of ``y`` of each scrambling, and the first :func:`~sensitivity.analyses.indices.tails.sample_rows` values for the
+    heavy-tail check.
 
     Parameters
     ----------
@@ -243,7 +244,7 @@ class Statistics:
                  output_names: Sequence[str] | None = None, output_units: Sequence[str] | None = None):
         self.space, self.n, self.plan, self.labels = space, draws.n, intervals, (output_names, output_units)
         d = len(space)
-        self.stats, self.head = onepass.Replicates(draws.n, draws.replicates, [[d, d]]), onepass.Head(TAIL_ROWS)
+        self.stats, self.head = onepass.Replicates(draws.n, draws.replicates, [[d, d]]), onepass.Head()
 
     def update(self, values: np.ndarray, jacobian: np.ndarray) -> None:
         """Add the next block's ``values [b, m]`` and ``jacobian [b, m, n]``."""

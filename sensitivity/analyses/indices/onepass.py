@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from sensitivity.analyses.indices import bootstrap, design
+from sensitivity.analyses.indices import bootstrap, design, tails
 from sensitivity.analyses.indices.design import Seed
 from sensitivity.analyses.indices.intervals import IntervalPlan
 from sensitivity.analyses.moments import Moments
@@ -137,12 +137,15 @@ def stacked_covariances(sets: list[Moments]) -> np.ndarray:
 
 
 class Head:
-    """The first ``rows`` rows of a stream of ``[b, m]`` blocks (the heavy-tail check's sample)."""
+    """The first ``rows`` rows of a stream of ``[b, m]`` blocks (the heavy-tail check's sample; default
+    :func:`~sensitivity.analyses.indices.tails.sample_rows` of ``m``)."""
 
-    def __init__(self, rows: int):
+    def __init__(self, rows: int | None = None):
         self.rows, self.kept, self.blocks = rows, 0, []
 
     def update(self, block: np.ndarray) -> None:
+        if self.rows is None:
+            self.rows = tails.sample_rows(block.shape[1])
         if self.kept < self.rows:
             self.blocks.append(np.array(block[: self.rows - self.kept]))
             self.kept += len(self.blocks[-1])

@@ -166,7 +166,8 @@ def analyze(
         ``S2`` ``(factor_i, factor_j, output)`` (symmetric, NaN diagonal) when asked,
         ``variance (output)``, ``S1_convergence``/``ST_convergence`` ``(n_samples, factor, output)``
         ``status (output)`` (1 where an output is constant: its indices are NaN) and the
-        heavy-tail check of every output on the first ``TAIL_ROWS`` = 65,536 rows (``tail_share``, ``tail_index``,
+        heavy-tail check of every output on the first rows (65,536, fewer on many outputs:
+        :func:`~sensitivity.analyses.indices.tails.sample_rows`; ``tail_share``, ``tail_index``,
         ``tail_flag``; :mod:`~sensitivity.analyses.indices.tails`).
         ``factor`` is ``parameter``, or ``group`` (with ``group_member (group, parameter)``).
     """
@@ -193,7 +194,7 @@ def indices_dataset(acc: pickfreeze.Accumulator, reps: dict[str, np.ndarray], va
              groups: Groups | None, calc_second_order: bool, plan: IntervalPlan,
              output_names: Sequence[str] | None, output_units: Sequence[str] | None) -> xr.Dataset:
     """:func:`analyze`'s dataset from the replicate estimates, the accumulator's convergence record and the
-    design's values (the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them suffice; their
+    design's values (the first :func:`~sensitivity.analyses.indices.tails.sample_rows` of them suffice; their
     heavy-tail check is the accumulator's where it made it)."""
     members = membership(space, groups)
     n, y = acc.n, values
@@ -253,7 +254,7 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray, output_units: 
     """``variance``, ``status`` and the heavy-tail check of a pick-freeze analysis, and their coordinates.
 
     ``reps`` is :func:`replicate_estimates`' result, ``y`` the model values on the design's rows in order: the
-    heavy-tail check reads the first :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` of them, unless
+    heavy-tail check reads the first :func:`~sensitivity.analyses.indices.tails.sample_rows` of them, unless
     ``tail`` is that check already made (:func:`~sensitivity.analyses.indices.tails.tail_variables`).
     """
     var_units, var_coords = dataset.units_table(
@@ -270,7 +271,7 @@ def summary_variables(reps: dict[str, np.ndarray], y: np.ndarray, output_units: 
             {"long_name": "Sobol' analysis status", "flag_values": np.array([0, 1], np.int8),
              "flag_meanings": "ok constant_output"},
         ),
-        **(tails.tail_variables(y[: pickfreeze.TAIL_ROWS]) if tail is None else tail),
+        **(tails.tail_variables(y[: tails.sample_rows(y.shape[1])]) if tail is None else tail),
     }
     return data, var_coords
 

@@ -145,7 +145,7 @@ def indices_dataset(reps: dict[str, np.ndarray], values: np.ndarray, space: Para
                     output_units: Sequence[str] | None) -> xr.Dataset:
     """:func:`analyze`'s dataset from the replicate estimates of the ``2 d`` pick-freeze columns
     (:func:`~sensitivity.analyses.indices.sobol.replicate_estimates`) and the design's values in order (the first
-    :data:`~sensitivity.analyses.indices.pickfreeze.TAIL_ROWS` suffice); ``n`` base rows."""
+    :func:`~sensitivity.analyses.indices.tails.sample_rows` suffice); ``n`` base rows."""
     d = len(space)
     data, var_coords = sobol.summary_variables(reps, values, output_units)
     for key, columns, estimator, long_name in INDICES:

@@ -20,6 +20,9 @@ the indices were computed from:
   Student t with 3 degrees of freedom (3), 9-12 for a normal and for Ishigami. The median
   centring biases it low on one-sided tails (2.4 for a Pareto of index 3 on 65,536 points).
 
+The checks read the design's first :func:`sample_rows` points: 65,536, fewer on many outputs (their float64
+copy held to :data:`SAMPLE_BYTES`), never fewer than 4,096 (the Hill estimate then still reads 41 points).
+
 ``tail_flag``: 0 ok; 1 ``heavy_tail`` (share above the limit); 2 ``infinite_variance`` (Hill
 index below :data:`INDEX_LIMIT` = 2, whatever the share). NaN diagnostics (a constant output,
 fewer than 11 points) flag 0.
@@ -38,8 +41,18 @@ xr = lazy_import("xarray")
 SHARE_LIMIT = 0.3
 #: Hill tail index below which the output variance is taken as infinite.
 INDEX_LIMIT = 2.0
+#: Points of the design the checks read at most, and at least whatever the number of outputs.
+MAX_ROWS, MIN_ROWS = 1 << 16, 1 << 12
+#: Bytes of float64 values (points x outputs) the checks' sample is held to, above :data:`MIN_ROWS` points.
+SAMPLE_BYTES = 32 << 20
 #: ``tail_flag`` values.
 TAIL_OK, HEAVY_TAIL, INFINITE_VARIANCE = 0, 1, 2
+
+
+def sample_rows(m: int) -> int:
+    """Points of the design the checks read on ``m`` outputs: ``min(MAX_ROWS, max(MIN_ROWS, SAMPLE_BYTES / 8m))``
+    (65,536 up to 64 outputs, 41,943 on 100, 6,990 on an ensemble's 600 side-by-side columns, 4,096 from 1,024)."""
+    return min(MAX_ROWS, max(MIN_ROWS, SAMPLE_BYTES // (8 * m)))
 
 
 def tail_share(values: np.ndarray, top: float = 0.001) -> np.ndarray:

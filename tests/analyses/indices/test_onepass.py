@@ -149,7 +149,7 @@ def test_one_pass_ishigami_meets_its_closed_form():
 def test_the_heavy_tail_check_made_while_the_rows_stream_is_that_of_the_designs_first_values():
     n = 1 << 14  # 81,920 points: the check's 65,536 are in after 80 % of the blocks
     ds = sobol_onepass.analyze_model(two_outputs, ISHIGAMI, n, seed=4, block=256)
-    first = two_outputs(sobol.sample(ISHIGAMI, n, seed=4))[: pickfreeze.TAIL_ROWS]
+    first = two_outputs(sobol.sample(ISHIGAMI, n, seed=4))[: tails.sample_rows(2)]
     np.testing.assert_allclose(ds.tail_share, tails.tail_share(first), rtol=1e-12)
     np.testing.assert_allclose(ds.tail_index, tails.tail_index(first), rtol=1e-12)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from sensitivity.analyses.indices import dgsm, sobol, tails
+from sensitivity.analyses.indices import dgsm, sobol, sobol_onepass, tails
 from sensitivity.analyses.indices.driver import combine_results, summary_lines
 from tests.helpers.functions import ishigami, ishigami_jacobian, uniform_space
 
@@ -72,6 +72,23 @@ def test_infinite_variance_is_flagged_and_ishigami_is_not():
     assert ok.tail_flag.item() == tails.TAIL_OK and ok.tail_share.item() < 0.03 and ok.tail_index.item() > 5
     p = dgsm.sample(ISHIGAMI, 1024, seed=0)
     assert dgsm.analyze(ishigami_jacobian(p), ishigami(p), ISHIGAMI).tail_flag.item() == tails.TAIL_OK
+
+
+def test_many_outputs_are_checked_on_a_byte_bounded_sample_that_still_flags_an_infinite_variance():
+    m = 1024  # 32 MiB of float64 / (8 B x 1,024 outputs) = 4,096 points: the floor
+    assert tails.sample_rows(m) == tails.MIN_ROWS == 4096 and tails.sample_rows(1) == tails.MAX_ROWS
+    assert all(tails.sample_rows(k) * 8 * k <= tails.SAMPLE_BYTES for k in (100, 600, 1024))
+
+    def wide(x):  # the flood in column 0, the finite-variance x1 (uniform: share, index closed-form finite) after
+        return np.hstack([flood(x), np.repeat(x[:, 1:2], m - 1, axis=1)]).astype(np.float32)
+
+    acc = sobol_onepass.statistics(wide, UNIT, 2048, seed=0, block=256)  # 8,192 points, the first 4,096 kept
+    assert acc.tail_values().shape == (4096, m) and acc.tail_values().dtype == np.float32
+    ds = sobol_onepass.analyze_statistics(acc, UNIT)
+    assert ds.tail_flag.values[0] == tails.INFINITE_VARIANCE and ds.tail_index.values[0] < 2
+    assert (ds.tail_flag.values[1:] == tails.TAIL_OK).all()
+    first = wide(sobol.sample(UNIT, 2048, seed=0))[:4096].astype(np.float64)
+    np.testing.assert_allclose(ds.tail_index.values, tails.tail_index(first), rtol=1e-12)
 
 
 def test_the_summary_warns_about_flagged_outputs_only():
