@@ -144,10 +144,7 @@ def _followed() -> set[str]:
 def _next_params():
     from workflows.plumbing.registry import REGISTRY
 
-    missing = not (ROOT / "tests" / "workflows" / "test_next_steps.py").exists()
-    marks = [pytest.mark.xfail(strict=True, reason="tests/workflows/test_next_steps.py (branch registry) is not "
-                                                   "merged yet")] if missing else []
-    return [pytest.param(w.name, id=w.name, marks=marks) for w in REGISTRY if w.next is not NONE]
+    return [pytest.param(w.name, id=w.name) for w in REGISTRY if w.next is not NONE]
 
 
 @pytest.mark.parametrize("workflow", _next_params())
