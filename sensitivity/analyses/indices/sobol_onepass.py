@@ -184,8 +184,8 @@ def _evaluated(model: Callable[[np.ndarray], np.ndarray], space: ParameterSpace,
     evaluates this block (the model and NumPy release the GIL; on two cores the model then runs as it does
     alone), in the blocks' order: the same numbers as one step after the other, at most two blocks' points and
     values held. A second one makes the heavy-tail check (:mod:`~sensitivity.analyses.indices.tails`, order
-    statistics of the design's first values, as long to make as the model's evaluation of ~10^5 points) as soon as
-    those values are in, rather than after the last block.
+    statistics of the design's first values: ~0.05 CPU s on the demo's 41,943 x 100) as soon as those values are
+    in, rather than after the last block.
     """
     g = 2 * len(space) if dependent else membership(space, groups).shape[0]
     per_block, acc, inputs = 2 * g + 2 if calc_second_order else g + 2, None, inputs_from_space(space)
