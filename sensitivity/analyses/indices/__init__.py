@@ -46,12 +46,12 @@ from sensitivity.analyses.indices.driver import (
     summary_lines,
 )
 from sensitivity.analyses.indices.ensemble import compute_ensemble, with_member_spread
+from sensitivity.analyses.indices.flat_model import FlatModel
 from sensitivity.analyses.indices.methods import (
     ActiveSubspaces,
     Aggregated,
     Context,
     Dgsm,
-    FlatModel,
     GivenData,
     Intervals,
     LocalDerivatives,

@@ -202,9 +202,9 @@ def analyze_model(
     The points are drawn (:func:`~sensitivity.analyses.indices.onepass.sample_blocks`), evaluated and reduced
     ``block`` at a time into the means of ``(dy/dx)^2`` and ``y`` and the co-moment of ``y`` of each scrambling
     (:class:`Statistics`, fed by :func:`~sensitivity.analyses.indices.onepass.evaluate`); only the first
-    :func:`~sensitivity.analyses.indices.tails.sample_rows` values are kept, for the heavy-tail check. The result is :func:`analyze`'s of the same points to
-    float64 round-off, with randomised-QMC intervals or none; bootstrap intervals resample all ``n`` points and are
-    refused here.
+    :func:`~sensitivity.analyses.indices.tails.sample_rows` values are kept, for the heavy-tail check. The result
+    is :func:`analyze`'s of the same points to float64 round-off, with randomised-QMC intervals or none; bootstrap
+    intervals resample all ``n`` points and are refused here.
 
     Parameters
     ----------
@@ -227,8 +227,8 @@ def analyze_model(
 class Statistics:
     """:func:`analyze_model`'s statistics over ``draws``, fed block by block
     (a :class:`~sensitivity.analyses.indices.onepass.Reduction`): the means of ``(dy/dx)^2`` and ``y`` and the
-    co-moment of ``y`` of each scrambling, and the first :func:`~sensitivity.analyses.indices.tails.sample_rows` values for the
-    heavy-tail check.
+    co-moment of ``y`` of each scrambling, and the first :func:`~sensitivity.analyses.indices.tails.sample_rows`
+    values for the heavy-tail check.
 
     Parameters
     ----------

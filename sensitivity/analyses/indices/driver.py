@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 import numpy as np
 
 from sensitivity.analyses.indices import crosschecks, tails
-from sensitivity.analyses.indices.methods import Context, FlatModel, Intervals, Method, jacobian_pass
+from sensitivity.analyses.indices.flat_model import FlatModel
+from sensitivity.analyses.indices.methods import Context, Intervals, Method, jacobian_pass
 from sensitivity.errors import ConfigError, DataError
 from sensitivity.outputs.labels import position_label
 from sensitivity.runtime.lazy import lazy_import

@@ -39,7 +39,8 @@ import numpy as np
 
 from sensitivity.outputs.members import with_member_spread
 from sensitivity.analyses.indices.driver import assemble, plan, run_by_method
-from sensitivity.analyses.indices.methods import ActiveSubspaces, Context, Dgsm, FlatModel, Intervals, Method, Morris
+from sensitivity.analyses.indices.flat_model import FlatModel
+from sensitivity.analyses.indices.methods import ActiveSubspaces, Context, Dgsm, Intervals, Method, Morris
 from sensitivity.analyses.indices.sobol_method import Sobol
 from sensitivity.runtime.lazy import lazy_import
 from sensitivity.inputs.space import ParameterSpace
